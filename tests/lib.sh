@@ -1,0 +1,19 @@
+# tests/lib.sh: TAP helpers for integration tests written in shell.
+# Source it, call `tap_plan N`, then `tap_ok name`/`tap_not_ok name why`/
+# `tap_skip name why` once per case, or `tap_check name cmd...` to run a
+# command as a case. `tap_done` returns non-zero when a case failed.
+# top_builddir/top_srcdir come from make check's environment.
+: "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_srcdir:=$top_builddir}"
+TAP_N=0
+TAP_FAILED=0
+tap_plan() { echo "1..$1"; }
+tap_ok() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $1"; }
+tap_not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAILED=$((TAP_FAILED + 1)); echo "not ok $TAP_N - $1"; [ -n "${2:-}" ] && echo "# $2" | head -c 2000; echo; }
+tap_skip() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $1 # SKIP $2"; }
+tap_check() {
+    local name=$1; shift
+    local out
+    if out=$("$@" 2>&1); then tap_ok "$name"; else tap_not_ok "$name" "$(printf '%s' "$out" | tail -n 20 | sed 's/^/# /')"; fi
+}
+tap_done() { [ "$TAP_FAILED" -eq 0 ]; }
