@@ -1,0 +1,48 @@
+# tests/gpu/lib-nccl.sh: start an NCCL job of N ranks on this machine with
+# railnet (or NCCL's own IB transport) on softnic. Sourced by tests/gpu/*.sh.
+#
+#   nccl_job <name> <nranks> <program and args...>
+# runs one process per rank with --rank/--nranks/--id-file appended, rank r on
+# GPU r % ngpus. With fewer GPUs than ranks each rank gets its own NCCL_HOSTID,
+# so NCCL treats the ranks as separate nodes: every byte then crosses the
+# network plugin (as it does with P2P and SHM off on one host).
+# Output: $JOBDIR/<name>.rank<r>.log; returns the worst exit status.
+: "${top_builddir:?}"
+: "${top_srcdir:?}"
+JOBDIR=${RAILNET_GPU_LOGDIR:-$top_builddir/gpu-logs}
+mkdir -p "$JOBDIR"
+RAILNET_PLUGIN=${RAILNET_PLUGIN:-$top_builddir/.libs/libnccl-net-railnet.so}
+SOFTNIC_DIR=${SOFTNIC_DIR:-$top_builddir/tests/softnic}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+export NCCL_DEBUG=${NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET,ENV}
+# softnic is the NIC: its libibverbs.so.1 comes first for the plugin and NCCL.
+export LD_LIBRARY_PATH=$SOFTNIC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+gpu_count() {
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU '
+}
+
+nccl_job() {
+    name=$1; n=$2; shift 2
+    ngpu=$(gpu_count)
+    idf=$JOBDIR/$name.id
+    rm -f "$idf" "$idf.tmp"
+    pids=
+    r=0
+    while [ $r -lt "$n" ]; do
+        hostid=
+        [ "$ngpu" -lt "$n" ] && hostid="railnet-node-$r"
+        ( [ -n "$hostid" ] && export NCCL_HOSTID=$hostid
+          exec "$@" --rank $r --nranks "$n" --gpu $((r % ngpu)) --id-file "$idf" ) \
+            >"$JOBDIR/$name.rank$r.log" 2>&1 &
+        pids="$pids $!"
+        r=$((r + 1))
+    done
+    worst=0
+    for p in $pids; do
+        wait "$p"; s=$?
+        [ $s -gt $worst ] && worst=$s
+    done
+    return $worst
+}

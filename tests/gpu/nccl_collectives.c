@@ -1,0 +1,432 @@
+/* tests/gpu/nccl_collectives.c: one rank of an NCCL job against the system
+ * libnccl.so.2, used by the GPU end-to-end tests and the NCCL benchmark.
+ *
+ * Ranks are separate processes started by a script (tests/gpu/nccl_e2e.sh);
+ * rank 0 writes the NCCL unique id to --id-file, the others wait for it.
+ * Modes:
+ *   check (default)  every collective x {fp32, bf16} x sizes 4 B..--max-bytes,
+ *                    results compared element by element with a reference
+ *                    computed on the host; one TAP line per (collective, type).
+ *   bench            all_reduce bus bandwidth per size, one line per size.
+ *   kill             rank 1 exits abruptly during an all_reduce loop; rank 0
+ *                    must see an NCCL error (not hang) within --timeout s.
+ * Values are small integers, exact in bf16, so sums compare exactly. */
+#define _GNU_SOURCE
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct opts {
+    int rank, nranks, gpu;
+    const char *id_file;
+    const char *mode;
+    size_t min_bytes, max_bytes;
+    int timeout_s;
+    int iters;
+};
+
+#define CUDA_OK(call)                                                          \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        if (e_ != cudaSuccess) {                                               \
+            fprintf(stderr, "rank %d: %s failed: %s (%s:%d)\n", g_rank, #call, \
+                    cudaGetErrorString(e_), __FILE__, __LINE__);               \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+#define NCCL_OK(call)                                                          \
+    do {                                                                       \
+        ncclResult_t r_ = (call);                                              \
+        if (r_ != ncclSuccess) {                                               \
+            fprintf(stderr, "rank %d: %s failed: %s (%s:%d)\n", g_rank, #call, \
+                    ncclGetErrorString(r_), __FILE__, __LINE__);               \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+
+static int g_rank;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The value rank r contributes at element i: a small integer in [-8, 8]. */
+static int value_of(int r, size_t i)
+{
+    return (int)((i * 7 + (size_t)r * 3) % 17) - 8;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16); /* exact for the small integers used here */
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static size_t type_size(ncclDataType_t t) { return t == ncclBfloat16 ? 2 : 4; }
+
+static void host_fill(void *buf, ncclDataType_t t, size_t count, int (*fn)(size_t, void *), void *arg)
+{
+    for (size_t i = 0; i < count; i++) {
+        float v = (float)fn(i, arg);
+        if (t == ncclBfloat16)
+            ((uint16_t *)buf)[i] = f32_to_bf16(v);
+        else
+            ((float *)buf)[i] = v;
+    }
+}
+
+static float host_get(const void *buf, ncclDataType_t t, size_t i)
+{
+    return t == ncclBfloat16 ? bf16_to_f32(((const uint16_t *)buf)[i]) : ((const float *)buf)[i];
+}
+
+/* Expected-value generators, one per collective. */
+struct gen {
+    int rank, nranks;
+    size_t chunk;
+};
+static int gen_own(size_t i, void *a) { struct gen *g = a; return value_of(g->rank, i); }
+static int gen_sum(size_t i, void *a)
+{
+    struct gen *g = a;
+    int s = 0;
+    for (int r = 0; r < g->nranks; r++)
+        s += value_of(r, i);
+    return s;
+}
+static int gen_gather(size_t i, void *a) { struct gen *g = a; return value_of((int)(i / g->chunk), i % g->chunk); }
+static int gen_rs(size_t i, void *a)
+{
+    struct gen *g = a;
+    int s = 0;
+    for (int r = 0; r < g->nranks; r++)
+        s += value_of(r, (size_t)g->rank * g->chunk + i);
+    return s;
+}
+static int gen_root0(size_t i, void *a) { (void)a; return value_of(0, i); }
+static int gen_a2a(size_t i, void *a)
+{
+    struct gen *g = a;
+    int p = (int)(i / g->chunk);
+    return value_of(p, (size_t)g->rank * g->chunk + i % g->chunk);
+}
+
+enum coll { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL, SEND_RECV, NCOLL };
+static const char *coll_name[NCOLL] = { "all_reduce", "all_gather", "reduce_scatter",
+                                        "broadcast", "all_to_all", "send_recv" };
+
+static int read_id(const struct opts *o, ncclUniqueId *id)
+{
+    if (o->rank == 0) {
+        NCCL_OK(ncclGetUniqueId(id));
+        char tmp[4096];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", o->id_file);
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0) {
+            fprintf(stderr, "rank 0: cannot write %s: %s\n", tmp, strerror(errno));
+            return -1;
+        }
+        return rename(tmp, o->id_file);
+    }
+    double t0 = now_s();
+    for (;;) {
+        FILE *f = fopen(o->id_file, "rb");
+        if (f) {
+            size_t n = fread(id, sizeof(*id), 1, f);
+            fclose(f);
+            if (n == 1)
+                return 0;
+        }
+        if (now_s() - t0 > o->timeout_s) {
+            fprintf(stderr, "rank %d: no unique id in %s after %d s\n", o->rank, o->id_file, o->timeout_s);
+            return -1;
+        }
+        usleep(10000);
+    }
+}
+
+/* Waits for the stream while watching the communicator for async errors, so
+ * a dead peer turns into an error instead of a hang. */
+static ncclResult_t wait_stream(ncclComm_t comm, cudaStream_t s, int timeout_s)
+{
+    double t0 = now_s();
+    for (;;) {
+        cudaError_t ce = cudaStreamQuery(s);
+        if (ce == cudaSuccess)
+            return ncclSuccess;
+        if (ce != cudaErrorNotReady)
+            return ncclUnhandledCudaError;
+        ncclResult_t ae;
+        if (ncclCommGetAsyncError(comm, &ae) != ncclSuccess || (ae != ncclSuccess && ae != ncclInProgress))
+            return ae != ncclSuccess ? ae : ncclSystemError;
+        if (now_s() - t0 > timeout_s)
+            return ncclInProgress; /* caller reports the timeout */
+        usleep(1000);
+    }
+}
+
+static int run_coll(const struct opts *o, ncclComm_t comm, cudaStream_t s, enum coll c,
+                    ncclDataType_t t, size_t bytes, void *dsend, void *drecv, void *hsend,
+                    void *hrecv, void *hexp, char *why, size_t whylen)
+{
+    int n = o->nranks, r = o->rank;
+    size_t es = type_size(t);
+    size_t count = bytes / es;
+    if (count < (size_t)n)
+        count = (size_t)n;
+    count -= count % (size_t)n; /* chunked collectives need count divisible by n */
+    size_t chunk = count / (size_t)n;
+    struct gen g = { r, n, chunk };
+    size_t send_count = count, recv_count = count;
+    int (*exp_fn)(size_t, void *) = gen_sum;
+    int (*send_fn)(size_t, void *) = gen_own;
+    switch (c) {
+    case ALL_REDUCE: exp_fn = gen_sum; break;
+    case ALL_GATHER: send_count = chunk; exp_fn = gen_gather; break;
+    case REDUCE_SCATTER: recv_count = chunk; exp_fn = gen_rs; break;
+    case BROADCAST: exp_fn = gen_root0; break;
+    case ALL_TO_ALL: exp_fn = gen_a2a; break;
+    case SEND_RECV: exp_fn = gen_root0; break;
+    default: break;
+    }
+    host_fill(hsend, t, send_count, send_fn, &g);
+    CUDA_OK(cudaMemcpy(dsend, hsend, send_count * es, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(drecv, 0x7f, recv_count * es));
+    switch (c) {
+    case ALL_REDUCE: NCCL_OK(ncclAllReduce(dsend, drecv, count, t, ncclSum, comm, s)); break;
+    case ALL_GATHER: NCCL_OK(ncclAllGather(dsend, drecv, chunk, t, comm, s)); break;
+    case REDUCE_SCATTER: NCCL_OK(ncclReduceScatter(dsend, drecv, chunk, t, ncclSum, comm, s)); break;
+    case BROADCAST: NCCL_OK(ncclBroadcast(dsend, drecv, count, t, 0, comm, s)); break;
+    case ALL_TO_ALL:
+        NCCL_OK(ncclGroupStart());
+        for (int p = 0; p < n; p++) {
+            NCCL_OK(ncclSend((char *)dsend + (size_t)p * chunk * es, chunk, t, p, comm, s));
+            NCCL_OK(ncclRecv((char *)drecv + (size_t)p * chunk * es, chunk, t, p, comm, s));
+        }
+        NCCL_OK(ncclGroupEnd());
+        break;
+    case SEND_RECV:
+        /* rank 0 sends to every other rank; each receiver checks rank 0's data */
+        NCCL_OK(ncclGroupStart());
+        if (r == 0) {
+            for (int p = 1; p < n; p++)
+                NCCL_OK(ncclSend(dsend, count, t, p, comm, s));
+        } else {
+            NCCL_OK(ncclRecv(drecv, count, t, 0, comm, s));
+        }
+        NCCL_OK(ncclGroupEnd());
+        break;
+    default: break;
+    }
+    ncclResult_t w = wait_stream(comm, s, o->timeout_s);
+    if (w != ncclSuccess) {
+        snprintf(why, whylen, "%s %zu B: %s", coll_name[c], bytes,
+                 w == ncclInProgress ? "timed out" : ncclGetErrorString(w));
+        return 1;
+    }
+    if (c == SEND_RECV && r == 0)
+        return 0;
+    CUDA_OK(cudaMemcpy(hrecv, drecv, recv_count * es, cudaMemcpyDeviceToHost));
+    host_fill(hexp, t, recv_count, exp_fn, &g);
+    for (size_t i = 0; i < recv_count; i++) {
+        float e = host_get(hexp, t, i), a = host_get(hrecv, t, i);
+        if (e != a) {
+            snprintf(why, whylen, "%s %s %zu B: element %zu: expected %g, got %g", coll_name[c],
+                     t == ncclBfloat16 ? "bf16" : "fp32", bytes, i, e, a);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int mode_check(const struct opts *o, ncclComm_t comm, cudaStream_t s)
+{
+    size_t cap = o->max_bytes + 64;
+    void *dsend, *drecv;
+    CUDA_OK(cudaMalloc(&dsend, cap));
+    CUDA_OK(cudaMalloc(&drecv, cap));
+    void *hsend = malloc(cap), *hrecv = malloc(cap), *hexp = malloc(cap);
+    if (!hsend || !hrecv || !hexp)
+        return -1;
+    ncclDataType_t types[2] = { ncclFloat32, ncclBfloat16 };
+    int failed = 0, num = 0;
+    if (o->rank == 0)
+        printf("1..%d\n", NCOLL * 2);
+    for (int c = 0; c < NCOLL; c++) {
+        for (int ti = 0; ti < 2; ti++) {
+            char why[512] = "";
+            int bad = 0;
+            for (size_t b = o->min_bytes; b <= o->max_bytes && !bad; b *= 4) {
+                int rc = run_coll(o, comm, s, (enum coll)c, types[ti], b, dsend, drecv, hsend,
+                                  hrecv, hexp, why, sizeof(why));
+                if (rc < 0)
+                    return -1;
+                bad = rc;
+            }
+            num++;
+            /* every rank verifies; each prints its own verdict, rank 0 owns the TAP stream */
+            if (bad)
+                fprintf(stderr, "rank %d: %s\n", o->rank, why);
+            if (o->rank == 0)
+                printf("%sok %d - nccl_%s_%s_%zuB_to_%zuB%s%s\n", bad ? "not " : "", num,
+                       coll_name[c], ti ? "bf16" : "fp32", o->min_bytes, o->max_bytes,
+                       bad ? " # " : "", bad ? why : "");
+            else if (bad)
+                printf("rank %d failed: %s\n", o->rank, why);
+            fflush(stdout);
+            failed += bad;
+            if (bad && strstr(why, "timed out"))
+                return 1;
+        }
+    }
+    free(hsend);
+    free(hrecv);
+    free(hexp);
+    cudaFree(dsend);
+    cudaFree(drecv);
+    return failed ? 1 : 0;
+}
+
+static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
+{
+    void *d;
+    CUDA_OK(cudaMalloc(&d, o->max_bytes));
+    CUDA_OK(cudaMemset(d, 0, o->max_bytes));
+    if (o->rank == 0)
+        printf("# %12s %10s %12s %12s\n", "bytes", "iters", "time_us", "busbw_GBps");
+    for (size_t b = o->min_bytes; b <= o->max_bytes; b *= 2) {
+        size_t count = b / 4;
+        int iters = o->iters;
+        for (int w = 0; w < 2; w++)
+            NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
+        if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
+            return 1;
+        double t0 = now_s();
+        for (int i = 0; i < iters; i++)
+            NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
+        if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
+            return 1;
+        double us = (now_s() - t0) * 1e6 / iters;
+        double algbw = (double)b / (us * 1e-6) / 1e9;
+        double busbw = algbw * 2.0 * (o->nranks - 1) / o->nranks;
+        if (o->rank == 0)
+            printf("  %12zu %10d %12.1f %12.3f\n", b, iters, us, busbw);
+        fflush(stdout);
+    }
+    cudaFree(d);
+    return 0;
+}
+
+static int mode_kill(const struct opts *o, ncclComm_t comm, cudaStream_t s)
+{
+    size_t count = o->max_bytes / 4;
+    void *d;
+    CUDA_OK(cudaMalloc(&d, o->max_bytes));
+    printf("1..1\n");
+    for (int i = 0;; i++) {
+        if (o->rank == 1 && i == 3) {
+            fprintf(stderr, "rank 1: exiting abruptly during all_reduce %d\n", i);
+            fflush(NULL);
+            _exit(9);
+        }
+        NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
+        double t0 = now_s();
+        ncclResult_t w = wait_stream(comm, s, o->timeout_s);
+        if (w == ncclSuccess)
+            continue;
+        if (w == ncclInProgress) {
+            printf("not ok 1 - nccl_peer_killed_gives_error # no error after %d s: hang\n", o->timeout_s);
+            fflush(stdout);
+            _exit(1); /* the communicator is stuck; do not try to clean up */
+        }
+        printf("ok 1 - nccl_peer_killed_gives_error # %s after %.1f s\n", ncclGetErrorString(w),
+               now_s() - t0);
+        fflush(stdout);
+        ncclCommAbort(comm);
+        _exit(0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = { .rank = -1, .nranks = 2, .gpu = -1, .mode = "check", .min_bytes = 4,
+                      .max_bytes = 256u << 20, .timeout_s = 120, .iters = 20 };
+    static const struct option lo[] = {
+        { "rank", required_argument, 0, 'r' }, { "nranks", required_argument, 0, 'n' },
+        { "gpu", required_argument, 0, 'g' },  { "id-file", required_argument, 0, 'f' },
+        { "mode", required_argument, 0, 'm' }, { "min-bytes", required_argument, 0, 'b' },
+        { "max-bytes", required_argument, 0, 'e' }, { "timeout", required_argument, 0, 't' },
+        { "iters", required_argument, 0, 'i' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+    };
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'r': o.rank = atoi(optarg); break;
+        case 'n': o.nranks = atoi(optarg); break;
+        case 'g': o.gpu = atoi(optarg); break;
+        case 'f': o.id_file = optarg; break;
+        case 'm': o.mode = optarg; break;
+        case 'b': o.min_bytes = strtoull(optarg, NULL, 0); break;
+        case 'e': o.max_bytes = strtoull(optarg, NULL, 0); break;
+        case 't': o.timeout_s = atoi(optarg); break;
+        case 'i': o.iters = atoi(optarg); break;
+        default:
+            printf("usage: %s --rank R --nranks N --id-file F [--gpu G] [--mode check|bench|kill]\n"
+                   "          [--min-bytes B] [--max-bytes B] [--timeout S] [--iters N]\n", argv[0]);
+            return ch == 'h' ? 0 : 2;
+        }
+    }
+    if (o.rank < 0 || o.nranks < 2 || o.rank >= o.nranks || !o.id_file || o.min_bytes < 4 ||
+        o.max_bytes < o.min_bytes) {
+        fprintf(stderr, "bad arguments (see --help)\n");
+        return 2;
+    }
+    g_rank = o.rank;
+    int ngpu = 0;
+    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) {
+        printf("1..1\nok 1 - nccl_%s # SKIP no CUDA GPU on this machine\n", o.mode);
+        return 0;
+    }
+    CUDA_OK(cudaSetDevice(o.gpu >= 0 ? o.gpu : o.rank % ngpu));
+    ncclUniqueId id;
+    if (read_id(&o, &id) != 0)
+        return 1;
+    ncclComm_t comm;
+    NCCL_OK(ncclCommInitRank(&comm, o.nranks, id, o.rank));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreate(&s));
+    int rc;
+    if (strcmp(o.mode, "bench") == 0)
+        rc = mode_bench(&o, comm, s);
+    else if (strcmp(o.mode, "kill") == 0)
+        rc = mode_kill(&o, comm, s);
+    else
+        rc = mode_check(&o, comm, s);
+    if (rc == 0) {
+        ncclCommFinalize(comm);
+        ncclCommDestroy(comm);
+    } else {
+        ncclCommAbort(comm);
+    }
+    return rc == 0 ? 0 : 1;
+}

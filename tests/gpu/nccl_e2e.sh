@@ -1,0 +1,48 @@
+#!/bin/sh
+# GPU end-to-end: the system NCCL (libnccl.so.2) with NCCL_NET_PLUGIN=railnet
+# on softnic, every collective x {fp32, bf16} x 4 B..256 MiB checked on every
+# rank; once with GPU Direct RDMA on (NCCL_NET_GDR_LEVEL=SYS: softnic's PCI
+# path is not a real device, so NCCL would otherwise place the NIC across the
+# CPU and turn GDR off) and once with host staging (NCCL_NET_GDR_LEVEL=LOC).
+# The logs must show that railnet (v8) was loaded and used, and GDR on/off.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/gpu/lib-nccl.sh"
+prog=$top_builddir/tests/gpu/nccl_collectives
+ncases=$((2 * (12 + 3)))
+if [ "$(gpu_count)" -lt 1 ]; then
+    tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
+fi
+tap_plan $ncases
+for variant in gdr host; do
+    if [ $variant = gdr ]; then gdr=SYS; else gdr=LOC; fi
+    NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr \
+        nccl_job "e2e_$variant" 2 "$prog" --mode check --max-bytes $((256 << 20)) --timeout 300
+    status=$?
+    log0=$JOBDIR/e2e_$variant.rank0.log
+    log1=$JOBDIR/e2e_$variant.rank1.log
+    # rank 0's TAP lines, renamed per variant; a missing line is a failure
+    got=$(grep -cE '^(not )?ok [0-9]+ - nccl_' "$log0")
+    grep -E '^(not )?ok [0-9]+ - nccl_' "$log0" | while IFS= read -r line; do
+        case "$line" in
+            "not ok"*) echo "not ok - ${variant}_${line#not ok * - }" ;;
+            *) echo "ok - ${variant}_${line#ok * - }" ;;
+        esac
+    done
+    TAP_N=$((TAP_N + got))
+    TAP_FAILED=$((TAP_FAILED + $(grep -cE '^not ok [0-9]+ - nccl_' "$log0")))
+    missing=$((12 - got)); while [ $missing -gt 0 ]; do
+        tap_not_ok "${variant}_collective_missing" "$(tail -n 30 "$log0" "$log1" | sed 's/^/# /')"; missing=$((missing - 1)); done
+    if grep -q "Loaded net plugin railnet (v8)" "$log0" && grep -q "Using network railnet" "$log0"; then
+        tap_ok "${variant}_nccl_loaded_and_used_railnet_v8"
+    else
+        tap_not_ok "${variant}_nccl_loaded_and_used_railnet_v8" "$(grep -E 'NET/|network' "$log0" | head -n 20 | sed 's/^/# /')"
+    fi
+    ngdr=$(grep -c "/GDRDMA" "$log0")
+    if { [ $variant = gdr ] && [ "$ngdr" -gt 0 ]; } || { [ $variant = host ] && [ "$ngdr" -eq 0 ]; }; then
+        tap_ok "${variant}_gdr_$( [ $variant = gdr ] && echo on || echo off )_in_channel_log"
+    else
+        tap_not_ok "${variant}_gdr_state_in_channel_log" "$ngdr channel lines with /GDRDMA; $(grep -E 'via NET' "$log0" | head -n 4 | sed 's/^/# /')"
+    fi
+    [ $status -eq 0 ] && tap_ok "${variant}_all_ranks_exit_0" || tap_not_ok "${variant}_all_ranks_exit_0" "worst exit status $status; rank1: $(grep -E 'failed|WARN' "$log1" | head -n 10)"
+done
+tap_done
