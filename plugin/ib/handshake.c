@@ -1,0 +1,436 @@
+/* plugin/ib/handshake.c: encoders and strict parsers of the handshake bytes.
+ * Layouts are written out field by field at fixed offsets; see handshake.h. */
+#include "handshake.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Under libFuzzer the CRC is not enforced, so that mutations reach the field
+ * checks behind it (the usual convention of fuzzing builds). */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define HS_FUZZING 1
+#else
+#define HS_FUZZING 0
+#endif
+
+/* ---- little-endian byte helpers (the wire never depends on host layout) */
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+static enum hs_status fail(char *err, enum hs_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum hs_status fail(char *err, enum hs_status s, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, HS_ERR_LEN, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+const char *hs_status_str(enum hs_status s)
+{
+    switch (s) {
+    case HS_OK: return "ok";
+    case HS_ESHORT: return "truncated";
+    case HS_EMAGIC: return "bad magic";
+    case HS_EVERSION: return "protocol version mismatch";
+    case HS_ETYPE: return "unexpected message type";
+    case HS_ELENGTH: return "bad length";
+    case HS_ECRC: return "checksum mismatch (corrupted bytes)";
+    case HS_EFIELD: return "field out of range";
+    }
+    return "unknown";
+}
+
+const char *hs_reject_str(uint32_t reason)
+{
+    switch (reason) {
+    case HS_REJECT_NONE: return "accepted";
+    case HS_REJECT_PROTOCOL: return "the listener could not parse our HELLO (corrupted or another protocol version)";
+    case HS_REJECT_WRONG_DEVICE: return "the handle was issued by another device than the one listening";
+    case HS_REJECT_LINK_LAYER: return "link layers differ (InfiniBand vs Ethernet)";
+    case HS_REJECT_RESOURCES: return "the listener could not create its QPs or memory regions";
+    }
+    return "unknown reason";
+}
+
+uint32_t hs_crc32(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    uint32_t crc = 0xffffffffu;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= p[i];
+        for (int b = 0; b < 8; b++)
+            crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* ---- handle: 0 magic, 4 version, 6 used-size, 8 family, 9 link layer,
+ * 10 nports, 11 reserved, 12 tcp port, 14 reserved, 16 addr[16], 32 guid,
+ * 40 nonce, 48 crc32 of bytes [0,48), 52.. zero. */
+void hs_handle_encode(const struct hs_handle *h, uint8_t out[HS_HANDLE_SIZE])
+{
+    memset(out, 0, HS_HANDLE_SIZE);
+    put32(out + 0, HS_MAGIC);
+    put16(out + 4, h->version ? h->version : HS_VERSION);
+    put16(out + 6, HS_HANDLE_USED);
+    out[8] = h->family;
+    out[9] = h->link_layer;
+    out[10] = h->nports;
+    put16(out + 12, h->tcp_port);
+    memcpy(out + 16, h->addr, 16);
+    put64(out + 32, h->guid);
+    put64(out + 40, h->nonce);
+    put32(out + 48, hs_crc32(out, 48));
+}
+
+enum hs_status hs_handle_parse(const uint8_t *buf, size_t len, struct hs_handle *out,
+                               char err[HS_ERR_LEN])
+{
+    if (!buf || len < HS_HANDLE_SIZE)
+        return fail(err, HS_ESHORT, "handle has %zu bytes, expected %d", buf ? len : 0, HS_HANDLE_SIZE);
+    if (get32(buf) != HS_MAGIC)
+        return fail(err, HS_EMAGIC, "handle magic 0x%08x, expected 0x%08x (not a railnet handle)",
+                    get32(buf), HS_MAGIC);
+    if (get16(buf + 4) != HS_VERSION)
+        return fail(err, HS_EVERSION, "handle protocol version %u, this railnet speaks %u",
+                    get16(buf + 4), HS_VERSION);
+    if (get16(buf + 6) != HS_HANDLE_USED)
+        return fail(err, HS_ELENGTH, "handle size field %u, expected %u", get16(buf + 6), HS_HANDLE_USED);
+    uint32_t crc = hs_crc32(buf, 48);
+    if (get32(buf + 48) != crc && !HS_FUZZING)
+        return fail(err, HS_ECRC, "handle checksum 0x%08x, computed 0x%08x (corrupted handle)",
+                    get32(buf + 48), crc);
+    if (!all_zero(buf + HS_HANDLE_USED, HS_HANDLE_SIZE - HS_HANDLE_USED) || buf[11] || get16(buf + 14))
+        return fail(err, HS_EFIELD, "handle reserved bytes are not zero");
+    struct hs_handle h = { .version = HS_VERSION };
+    h.family = buf[8];
+    h.link_layer = buf[9];
+    h.nports = buf[10];
+    h.tcp_port = get16(buf + 12);
+    memcpy(h.addr, buf + 16, 16);
+    h.guid = get64(buf + 32);
+    h.nonce = get64(buf + 40);
+    if (h.family != 4 && h.family != 6)
+        return fail(err, HS_EFIELD, "handle address family %u, expected 4 or 6", h.family);
+    if (h.link_layer != 1 && h.link_layer != 2)
+        return fail(err, HS_EFIELD, "handle link layer %u, expected 1 (IB) or 2 (Ethernet)", h.link_layer);
+    if (h.nports < 1 || h.nports > HS_MAX_PORTS)
+        return fail(err, HS_EFIELD, "handle port count %u, expected 1..%d", h.nports, HS_MAX_PORTS);
+    if (h.tcp_port == 0)
+        return fail(err, HS_EFIELD, "handle TCP port is 0");
+    if (h.family == 4 && !all_zero(h.addr + 4, 12))
+        return fail(err, HS_EFIELD, "handle IPv4 address has non-zero padding");
+    *out = h;
+    return HS_OK;
+}
+
+/* ---- message header: 0 magic, 4 version, 6 type, 8 length, 12 crc32 of the
+ * whole message computed with the crc field zero. */
+static void header_put(uint8_t *out, uint16_t version, uint16_t type, uint32_t len)
+{
+    put32(out + 0, HS_MAGIC);
+    put16(out + 4, version);
+    put16(out + 6, type);
+    put32(out + 8, len);
+    put32(out + 12, 0);
+}
+
+static void header_seal(uint8_t *out, uint32_t len) { put32(out + 12, hs_crc32(out, len)); }
+
+enum hs_status hs_header_parse(const uint8_t *buf, size_t len, uint16_t *type,
+                               uint32_t *msg_len, char err[HS_ERR_LEN])
+{
+    if (!buf || len < HS_HEADER_SIZE)
+        return fail(err, HS_ESHORT, "message header has %zu bytes, expected %d", buf ? len : 0, HS_HEADER_SIZE);
+    if (get32(buf) != HS_MAGIC)
+        return fail(err, HS_EMAGIC, "message magic 0x%08x, expected 0x%08x (peer is not railnet)",
+                    get32(buf), HS_MAGIC);
+    if (get16(buf + 4) != HS_VERSION)
+        return fail(err, HS_EVERSION, "peer speaks protocol version %u, this railnet speaks %u",
+                    get16(buf + 4), HS_VERSION);
+    uint16_t t = get16(buf + 6);
+    if (t != HS_HELLO && t != HS_REPLY && t != HS_READY)
+        return fail(err, HS_ETYPE, "message type %u unknown", t);
+    uint32_t l = get32(buf + 8);
+    if (l < HS_HEADER_SIZE || l > HS_MSG_MAX)
+        return fail(err, HS_ELENGTH, "message length %u outside [%d, %d]", l, HS_HEADER_SIZE, HS_MSG_MAX);
+    if (type)
+        *type = t;
+    if (msg_len)
+        *msg_len = l;
+    return HS_OK;
+}
+
+/* Full-message checks shared by every parser: header, exact type, the
+ * length field equals the bytes given, CRC. */
+static enum hs_status msg_check(const uint8_t *buf, size_t len, uint16_t want, char *err)
+{
+    uint16_t type;
+    uint32_t l;
+    enum hs_status s = hs_header_parse(buf, len, &type, &l, err);
+    if (s)
+        return s;
+    if (type != want)
+        return fail(err, HS_ETYPE, "message type %u, expected %u", type, want);
+    if (l != len)
+        return fail(err, HS_ELENGTH, "message length field %u, but %zu bytes received", l, len);
+    uint8_t tmp[HS_MSG_MAX];
+    memcpy(tmp, buf, len);
+    put32(tmp + 12, 0);
+    uint32_t crc = hs_crc32(tmp, len);
+    if (get32(buf + 12) != crc && !HS_FUZZING)
+        return fail(err, HS_ECRC, "message checksum 0x%08x, computed 0x%08x (corrupted bytes)",
+                    get32(buf + 12), crc);
+    return HS_OK;
+}
+
+/* ---- QP info: 0 qpn, 4 psn, 8 lid, 10 port_num, 11 port_idx, 12 mtu,
+ * 13 gid_index, 14 is_global, 15 reserved, 16 gid[16]. */
+static void qp_put(uint8_t *p, const struct hs_qp_info *q)
+{
+    put32(p + 0, q->qpn);
+    put32(p + 4, q->psn);
+    put16(p + 8, q->lid);
+    p[10] = q->port_num;
+    p[11] = q->port_idx;
+    p[12] = q->mtu;
+    p[13] = q->gid_index;
+    p[14] = q->is_global;
+    p[15] = 0;
+    memcpy(p + 16, q->gid, 16);
+}
+
+static enum hs_status qp_get(const uint8_t *p, int i, uint8_t nports, struct hs_qp_info *q, char *err)
+{
+    q->qpn = get32(p + 0);
+    q->psn = get32(p + 4);
+    q->lid = get16(p + 8);
+    q->port_num = p[10];
+    q->port_idx = p[11];
+    q->mtu = p[12];
+    q->gid_index = p[13];
+    q->is_global = p[14];
+    memcpy(q->gid, p + 16, 16);
+    if (q->qpn == 0 || q->qpn > 0xffffff)
+        return fail(err, HS_EFIELD, "QP %d: QPN 0x%x outside 24 bits", i, q->qpn);
+    if (q->psn > 0xffffff)
+        return fail(err, HS_EFIELD, "QP %d: PSN 0x%x outside 24 bits", i, q->psn);
+    if (q->port_num == 0)
+        return fail(err, HS_EFIELD, "QP %d: port number 0", i);
+    if (q->port_idx >= nports)
+        return fail(err, HS_EFIELD, "QP %d: port index %u, peer has %u ports", i, q->port_idx, nports);
+    if (q->mtu < 1 || q->mtu > 5)
+        return fail(err, HS_EFIELD, "QP %d: MTU code %u outside 1..5", i, q->mtu);
+    if (q->is_global > 1 || p[15])
+        return fail(err, HS_EFIELD, "QP %d: reserved bits set", i);
+    return HS_OK;
+}
+
+static int qp_encodable(const struct hs_qp_info *q, uint8_t nports)
+{
+    return q->qpn && q->qpn <= 0xffffff && q->psn <= 0xffffff && q->port_num && q->port_idx < nports &&
+           q->mtu >= 1 && q->mtu <= 5 && q->is_global <= 1;
+}
+
+/* ---- HELLO body (after the header): 0 target_guid, 8 nonce, 16 src_guid,
+ * 24 link layer, 25 nqps, 26 nports, 27 reserved, 28 cts_slots,
+ * 30 cts_entry_size, 32 max_recvs, 34 reserved16, 36 cts_addr, 44 rkey[0],
+ * 48 rkey[1], 52 qp[nqps]. */
+size_t hs_hello_encode(const struct hs_hello *m, uint16_t version, uint8_t *out, size_t cap)
+{
+    if (m->nqps < 1 || m->nqps > HS_MAX_QPS || m->nports < 1 || m->nports > HS_MAX_PORTS)
+        return 0;
+    size_t len = HS_HEADER_SIZE + HS_HELLO_FIXED + (size_t)m->nqps * HS_QP_INFO_SIZE;
+    if (cap < len)
+        return 0;
+    for (int i = 0; i < m->nqps; i++)
+        if (!qp_encodable(&m->qp[i], m->nports))
+            return 0;
+    memset(out, 0, len);
+    header_put(out, version, HS_HELLO, (uint32_t)len);
+    uint8_t *b = out + HS_HEADER_SIZE;
+    put64(b + 0, m->target_guid);
+    put64(b + 8, m->nonce);
+    put64(b + 16, m->src_guid);
+    b[24] = m->link_layer;
+    b[25] = m->nqps;
+    b[26] = m->nports;
+    put16(b + 28, m->cts_slots);
+    put16(b + 30, m->cts_entry_size);
+    put16(b + 32, m->max_recvs);
+    put64(b + 36, m->cts_addr);
+    put32(b + 44, m->cts_rkey[0]);
+    put32(b + 48, m->cts_rkey[1]);
+    for (int i = 0; i < m->nqps; i++)
+        qp_put(b + HS_HELLO_FIXED + i * HS_QP_INFO_SIZE, &m->qp[i]);
+    header_seal(out, (uint32_t)len);
+    return len;
+}
+
+enum hs_status hs_hello_parse(const uint8_t *buf, size_t len, struct hs_hello *out,
+                              char err[HS_ERR_LEN])
+{
+    enum hs_status s = msg_check(buf, len, HS_HELLO, err);
+    if (s)
+        return s;
+    if (len < HS_HEADER_SIZE + HS_HELLO_FIXED)
+        return fail(err, HS_ELENGTH, "HELLO has %zu bytes, at least %d needed", len,
+                    HS_HEADER_SIZE + HS_HELLO_FIXED);
+    const uint8_t *b = buf + HS_HEADER_SIZE;
+    struct hs_hello m;
+    memset(&m, 0, sizeof(m));
+    m.target_guid = get64(b + 0);
+    m.nonce = get64(b + 8);
+    m.src_guid = get64(b + 16);
+    m.link_layer = b[24];
+    m.nqps = b[25];
+    m.nports = b[26];
+    m.cts_slots = get16(b + 28);
+    m.cts_entry_size = get16(b + 30);
+    m.max_recvs = get16(b + 32);
+    m.cts_addr = get64(b + 36);
+    m.cts_rkey[0] = get32(b + 44);
+    m.cts_rkey[1] = get32(b + 48);
+    if (m.nqps < 1 || m.nqps > HS_MAX_QPS)
+        return fail(err, HS_EFIELD, "HELLO QP count %u outside 1..%d", m.nqps, HS_MAX_QPS);
+    if (m.nports < 1 || m.nports > HS_MAX_PORTS)
+        return fail(err, HS_EFIELD, "HELLO port count %u outside 1..%d", m.nports, HS_MAX_PORTS);
+    if (len != (size_t)HS_HEADER_SIZE + HS_HELLO_FIXED + (size_t)m.nqps * HS_QP_INFO_SIZE)
+        return fail(err, HS_ELENGTH, "HELLO of %zu bytes does not hold %u QPs", len, m.nqps);
+    if (m.link_layer != 1 && m.link_layer != 2)
+        return fail(err, HS_EFIELD, "HELLO link layer %u, expected 1 or 2", m.link_layer);
+    if (m.cts_slots != HS_CTS_SLOTS || m.cts_entry_size != HS_CTS_ENTRY_SIZE || m.max_recvs != HS_MAX_RECVS)
+        return fail(err, HS_EFIELD, "HELLO CTS ring %u slots x %u B x %u recvs, expected %d x %d x %d",
+                    m.cts_slots, m.cts_entry_size, m.max_recvs, HS_CTS_SLOTS, HS_CTS_ENTRY_SIZE, HS_MAX_RECVS);
+    if (m.cts_addr == 0)
+        return fail(err, HS_EFIELD, "HELLO CTS ring address is 0");
+    if (b[27] || get16(b + 34))
+        return fail(err, HS_EFIELD, "HELLO reserved bytes are not zero");
+    for (int i = 0; i < m.nqps; i++)
+        if ((s = qp_get(b + HS_HELLO_FIXED + i * HS_QP_INFO_SIZE, i, m.nports, &m.qp[i], err)))
+            return s;
+    *out = m;
+    return HS_OK;
+}
+
+/* ---- REPLY body: 0 status, 4 nqps, 5 nports, 6 reserved16, 8 guid,
+ * 16 sizes_addr, 24 rkey[0], 28 rkey[1], 32 qp[nqps]. */
+size_t hs_reply_encode(const struct hs_reply *m, uint16_t version, uint8_t *out, size_t cap)
+{
+    if (m->status > HS_REJECT_MAX || m->nports > HS_MAX_PORTS)
+        return 0;
+    if (m->status == 0 && (m->nqps < 1 || m->nqps > HS_MAX_QPS || m->nports < 1))
+        return 0;
+    if (m->status != 0 && m->nqps != 0)
+        return 0;
+    size_t len = HS_HEADER_SIZE + HS_REPLY_FIXED + (size_t)m->nqps * HS_QP_INFO_SIZE;
+    if (cap < len)
+        return 0;
+    for (int i = 0; i < m->nqps; i++)
+        if (!qp_encodable(&m->qp[i], m->nports))
+            return 0;
+    memset(out, 0, len);
+    header_put(out, version, HS_REPLY, (uint32_t)len);
+    uint8_t *b = out + HS_HEADER_SIZE;
+    put32(b + 0, m->status);
+    b[4] = m->nqps;
+    b[5] = m->nports;
+    put64(b + 8, m->guid);
+    put64(b + 16, m->sizes_addr);
+    put32(b + 24, m->sizes_rkey[0]);
+    put32(b + 28, m->sizes_rkey[1]);
+    for (int i = 0; i < m->nqps; i++)
+        qp_put(b + HS_REPLY_FIXED + i * HS_QP_INFO_SIZE, &m->qp[i]);
+    header_seal(out, (uint32_t)len);
+    return len;
+}
+
+enum hs_status hs_reply_parse(const uint8_t *buf, size_t len, struct hs_reply *out,
+                              char err[HS_ERR_LEN])
+{
+    enum hs_status s = msg_check(buf, len, HS_REPLY, err);
+    if (s)
+        return s;
+    if (len < HS_HEADER_SIZE + HS_REPLY_FIXED)
+        return fail(err, HS_ELENGTH, "REPLY has %zu bytes, at least %d needed", len,
+                    HS_HEADER_SIZE + HS_REPLY_FIXED);
+    const uint8_t *b = buf + HS_HEADER_SIZE;
+    struct hs_reply m;
+    memset(&m, 0, sizeof(m));
+    m.status = get32(b + 0);
+    m.nqps = b[4];
+    m.nports = b[5];
+    m.guid = get64(b + 8);
+    m.sizes_addr = get64(b + 16);
+    m.sizes_rkey[0] = get32(b + 24);
+    m.sizes_rkey[1] = get32(b + 28);
+    if (get16(b + 6))
+        return fail(err, HS_EFIELD, "REPLY reserved bytes are not zero");
+    if (m.status > HS_REJECT_MAX)
+        return fail(err, HS_EFIELD, "REPLY status %u unknown", m.status);
+    if (m.nports > HS_MAX_PORTS)
+        return fail(err, HS_EFIELD, "REPLY port count %u above %d", m.nports, HS_MAX_PORTS);
+    if (m.status != 0) {
+        if (m.nqps != 0 || len != HS_HEADER_SIZE + HS_REPLY_FIXED)
+            return fail(err, HS_ELENGTH, "REPLY rejection carries %u QPs", m.nqps);
+        *out = m;
+        return HS_OK;
+    }
+    if (m.nqps < 1 || m.nqps > HS_MAX_QPS)
+        return fail(err, HS_EFIELD, "REPLY QP count %u outside 1..%d", m.nqps, HS_MAX_QPS);
+    if (m.nports < 1 || m.nports > HS_MAX_PORTS)
+        return fail(err, HS_EFIELD, "REPLY port count %u outside 1..%d", m.nports, HS_MAX_PORTS);
+    if (len != (size_t)HS_HEADER_SIZE + HS_REPLY_FIXED + (size_t)m.nqps * HS_QP_INFO_SIZE)
+        return fail(err, HS_ELENGTH, "REPLY of %zu bytes does not hold %u QPs", len, m.nqps);
+    if (m.sizes_addr == 0)
+        return fail(err, HS_EFIELD, "REPLY sizes area address is 0");
+    for (int i = 0; i < m.nqps; i++)
+        if ((s = qp_get(b + HS_REPLY_FIXED + i * HS_QP_INFO_SIZE, i, m.nports, &m.qp[i], err)))
+            return s;
+    *out = m;
+    return HS_OK;
+}
+
+/* ---- READY body: 0 status (must be 0). */
+size_t hs_ready_encode(uint16_t version, uint8_t *out, size_t cap)
+{
+    if (cap < HS_READY_SIZE)
+        return 0;
+    memset(out, 0, HS_READY_SIZE);
+    header_put(out, version, HS_READY, HS_READY_SIZE);
+    header_seal(out, HS_READY_SIZE);
+    return HS_READY_SIZE;
+}
+
+enum hs_status hs_ready_parse(const uint8_t *buf, size_t len, char err[HS_ERR_LEN])
+{
+    enum hs_status s = msg_check(buf, len, HS_READY, err);
+    if (s)
+        return s;
+    if (len != HS_READY_SIZE)
+        return fail(err, HS_ELENGTH, "READY has %zu bytes, expected %d", len, HS_READY_SIZE);
+    if (get32(buf + HS_HEADER_SIZE))
+        return fail(err, HS_EFIELD, "READY status %u, expected 0", get32(buf + HS_HEADER_SIZE));
+    return HS_OK;
+}
