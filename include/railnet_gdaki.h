@@ -1,0 +1,169 @@
+/* railnet_gdaki.h: the GPU-initiated (IBGDA-style) send path, host face.
+ *
+ * A CUDA kernel posts RDMA writes itself: it writes mlx5 send WQEs into the
+ * QP's ring, updates the doorbell record, rings the UAR doorbell and polls
+ * the CQ.  The host side creates the QP through mlx5dv, makes its memory
+ * reachable from the GPU and hands the kernel one struct gdaki_qp_dev per QP
+ * (a device pointer).  The device API is in railnet_gdaki_device.cuh.
+ *
+ * Contract of struct gdaki_qp_dev (plain C, the same bytes on CPU and GPU):
+ * - the first block is written by the host once and only read afterwards;
+ * - the counters below it count 64-byte basic blocks since creation and
+ *   only grow: done <= ready <= resv.  resv: slots handed to posters;
+ *   ready: slots whose WQEs were written and doorbelled, in order;
+ *   done: slots whose completion the poller has seen.
+ * - err != 0 once any completion came back in error; it is never cleared
+ *   (the QP is in the error state).  Its layout: 1 << 31 | CQE opcode << 16 |
+ *   vendor syndrome << 8 | syndrome.
+ * - every WQE railnet posts is one basic block, so a CQE whose wqe_counter
+ *   is c completes all slots up to and including c. */
+#ifndef RAILNET_GDAKI_H
+#define RAILNET_GDAKI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GDAKI_ERR_VALID 0x80000000u
+
+struct gdaki_qp_dev {
+    /* ---- fixed after setup ---- */
+    uint8_t *sq;            /* send queue: 2^sq_log basic blocks of 64 bytes */
+    uint32_t *dbrec;        /* send doorbell record word: big-endian producer counter */
+    uint64_t *db;           /* UAR doorbell register: takes the first 8 bytes of a ctrl segment */
+    uint8_t *cq;            /* completion queue: 2^cq_log entries of cqe_size bytes */
+    uint32_t *cq_dbrec;     /* CQ doorbell record: [0] consumer index (low 24 bits) */
+    uint64_t scratch_addr;  /* 8 bytes (x 64 slots) that receive atomic results */
+    uint32_t scratch_lkey;
+    uint32_t qpn;
+    uint32_t sq_log;
+    uint32_t cq_log;
+    uint32_t cqe_size;      /* 64 or 128 */
+    uint32_t flags;         /* GDAKI_QP_* */
+    uint8_t pad0[128 - 72];      /* the fixed block above is 72 bytes */
+    /* ---- posting state, shared by every poster and the poller ---- */
+    uint64_t resv;
+    uint8_t pad1[128 - 8];
+    uint64_t ready;
+    uint8_t pad2[128 - 8];
+    uint64_t done;
+    uint64_t cq_ci;         /* CQ consumer index, only moved under poll_lock */
+    uint32_t poll_lock;
+    uint32_t err;
+    uint8_t pad3[128 - 24];
+};
+
+#if defined(__cplusplus)
+static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
+#else
+_Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
+#endif
+
+/* flags */
+#define GDAKI_QP_FLAG_GPU_QUEUE 0x1u  /* ring, dbrec and CQ live in GPU memory */
+
+/* Where the ring, doorbell record and CQ live. */
+enum gdaki_queue_mem {
+    GDAKI_QUEUE_MEM_HOST = 0, /* host memory registered with CUDA (works everywhere) */
+    GDAKI_QUEUE_MEM_GPU = 1,  /* GPU memory through DEVX umem (mlx5 hardware only) */
+};
+
+/* A registered buffer as the device API wants it. */
+struct gdaki_mr {
+    uint64_t addr;
+    uint64_t len;
+    uint32_t lkey;
+    uint32_t rkey;
+    void *ibv_mr;           /* struct ibv_mr *, owned by the pair */
+};
+
+/* ---- a standalone connected pair: QP "send" (mlx5dv, posted by the GPU or a
+ * CPU thread) connected to QP "recv" on the same device and port (loopback).
+ * For the tool, the tests and the benchmark; a railnet comm builds the same
+ * thing from its own QPs. */
+struct gdaki_pair_opts {
+    const char *dev_name;   /* NULL: the first device */
+    int port;               /* 0: port 1 */
+    int gid_index;          /* < 0: the first IPv4-mapped GID, else 0 */
+    uint32_t sq_depth;      /* WQE slots, rounded up to a power of two; 0: 1024 */
+    enum gdaki_queue_mem queue_mem;
+    int use_cuda;           /* 1: make the queue reachable from CUDA device cuda_dev */
+    int cuda_dev;
+};
+
+struct gdaki_pair;
+
+/* Fill opts with defaults, then apply RAILNET_GDAKI_QUEUE_MEM=host|gpu and
+ * RAILNET_GDAKI_SQ_DEPTH from the environment.  Returns 0 or -1 with a
+ * message in err for a value out of range. */
+int gdaki_pair_opts_default(struct gdaki_pair_opts *opts, char *err, size_t errlen);
+
+/* Open the device, create and connect the pair.  Returns 0, or -1 with the
+ * reason in err (no device, no mlx5dv support, CUDA missing ...). */
+int gdaki_pair_open(const struct gdaki_pair_opts *opts, struct gdaki_pair **out, char *err,
+                    size_t errlen);
+
+/* The send QP's descriptor as a CPU poster uses it (host memory). */
+struct gdaki_qp_dev *gdaki_pair_qp_host(struct gdaki_pair *pair);
+
+/* The send QP's descriptor for a kernel: a device pointer to a copy in GPU
+ * memory (its counters start at zero; do not post from the CPU as well).
+ * NULL unless opened with use_cuda. */
+struct gdaki_qp_dev *gdaki_pair_qp_device(struct gdaki_pair *pair);
+
+/* Register addr..addr+len (host or CUDA memory) on the pair's PD with local
+ * write, remote write/read/atomic access. Returns 0 or -1 with err. */
+int gdaki_pair_reg(struct gdaki_pair *pair, void *addr, size_t len, struct gdaki_mr *out,
+                   char *err, size_t errlen);
+void gdaki_pair_dereg(struct gdaki_pair *pair, struct gdaki_mr *mr);
+
+/* State of the send QP as the verbs layer reports it (enum ibv_qp_state). */
+int gdaki_pair_send_qp_state(struct gdaki_pair *pair);
+
+/* Post n receive WQEs on the recv QP (needed by WRITE_WITH_IMM) and poll
+ * its CQ: returns the number of WRITE_WITH_IMM completions seen (imm values
+ * into imm[] up to max), or -1 on a failed completion. */
+int gdaki_pair_post_recv(struct gdaki_pair *pair, int n);
+int gdaki_pair_poll_recv(struct gdaki_pair *pair, uint32_t *imm, int max);
+
+void gdaki_pair_close(struct gdaki_pair *pair);
+
+/* ---- tool hook: railnet-write-bw --gpu-initiated ---- */
+struct gdaki_bw_opts {
+    const char *dev_name;   /* NULL: first device */
+    int port;               /* 0: 1 */
+    int cuda_dev;
+    size_t min_size, max_size; /* message sizes, doubled from min to max */
+    int iters;              /* messages per size */
+    int warmup;
+    int threads;            /* posting threads per block (1..1024) */
+    int blocks;             /* thread blocks (each posts its share) */
+    int window;             /* messages in flight per thread before a quiet */
+    int signal;             /* 1: put_signal (write + atomic add) for each message */
+    FILE *out;              /* where the table goes (stdout when NULL) */
+};
+
+struct gdaki_bw_result {
+    size_t size;
+    double usec;            /* wall time of the measured iterations */
+    double msg_rate_mps;    /* million messages per second */
+    double gbps;            /* payload Gbit/s */
+    double lat_us;          /* put + quiet round, one thread, mean */
+};
+
+/* Run the sweep: every size from min_size to max_size (doubling), write a
+ * table to opts->out, store up to max_results rows in results. Returns the
+ * number of rows, or -1 with a reason in err (no GPU, no NIC ...). Needs a
+ * CUDA build; without one returns -1 and says so. */
+int gdaki_bw_run(const struct gdaki_bw_opts *opts, struct gdaki_bw_result *results,
+                 int max_results, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

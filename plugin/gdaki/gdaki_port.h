@@ -1,0 +1,190 @@
+/* gdaki_port.h: what lets one header be compiled for the CPU and the GPU.
+ *
+ * Contract: every function of the GPU-initiated path that is shared by host
+ * and device (WQE encoder, CQE decoder, ring and doorbell logic) is declared
+ * GDAKI_FN.  Under nvcc it is __host__ __device__; under a C compiler it is
+ * a static inline.  The few primitives that differ (byte swap, atomics,
+ * fences, spinning) are defined here once, each for both sides, so that the
+ * CPU unit tests exercise the same code the kernel runs.
+ *
+ * Byte order: mlx5 fields are big-endian.  The host side assumes a
+ * little-endian CPU (x86-64, aarch64 as deployed); GPUs are little-endian. */
+#ifndef RAILNET_GDAKI_PORT_H
+#define RAILNET_GDAKI_PORT_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define GDAKI_FN static __host__ __device__ __forceinline__
+#else
+#define GDAKI_FN static inline __attribute__((unused))
+#endif
+
+#if !defined(__CUDA_ARCH__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "plugin/gdaki assumes a little-endian host"
+#endif
+
+GDAKI_FN uint16_t gdaki_bswap16(uint16_t v)
+{
+    return (uint16_t)((v >> 8) | (v << 8));
+}
+
+GDAKI_FN uint32_t gdaki_bswap32(uint32_t v)
+{
+#if defined(__CUDA_ARCH__)
+    return __byte_perm(v, 0, 0x0123);
+#else
+    return __builtin_bswap32(v);
+#endif
+}
+
+GDAKI_FN uint64_t gdaki_bswap64(uint64_t v)
+{
+    return ((uint64_t)gdaki_bswap32((uint32_t)v) << 32) | gdaki_bswap32((uint32_t)(v >> 32));
+}
+
+/* Host-to-big-endian and back (the same operation on a little-endian host). */
+#define gdaki_htobe16(v) gdaki_bswap16(v)
+#define gdaki_htobe32(v) gdaki_bswap32(v)
+#define gdaki_htobe64(v) gdaki_bswap64(v)
+#define gdaki_be16toh(v) gdaki_bswap16(v)
+#define gdaki_be32toh(v) gdaki_bswap32(v)
+#define gdaki_be64toh(v) gdaki_bswap64(v)
+
+/* ---- atomics on the shared ring state (64-bit counters, 32-bit flags) ---- */
+
+GDAKI_FN uint64_t gdaki_atomic_add64(uint64_t *p, uint64_t v)
+{
+#if defined(__CUDA_ARCH__)
+    return (uint64_t)atomicAdd((unsigned long long *)p, (unsigned long long)v);
+#else
+    return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+#endif
+}
+
+/* Raise *p to v if v is larger; returns the old value. */
+GDAKI_FN uint64_t gdaki_atomic_max64(uint64_t *p, uint64_t v)
+{
+#if defined(__CUDA_ARCH__)
+    return (uint64_t)atomicMax((unsigned long long *)p, (unsigned long long)v);
+#else
+    uint64_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        ;
+    return old;
+#endif
+}
+
+GDAKI_FN uint32_t gdaki_atomic_cas32(uint32_t *p, uint32_t expect, uint32_t desired)
+{
+#if defined(__CUDA_ARCH__)
+    return atomicCAS((unsigned int *)p, expect, desired);
+#else
+    __atomic_compare_exchange_n(p, &expect, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return expect;
+#endif
+}
+
+/* Load that later loads of this thread are ordered after (acquire). */
+GDAKI_FN uint64_t gdaki_load_acquire64(const uint64_t *p)
+{
+#if defined(__CUDA_ARCH__)
+    uint64_t v = *(const volatile uint64_t *)p;
+    /* Orders the counter read before whatever the caller reads on its strength
+     * (a CQE, a WQE slot another thread has freed). */
+    __threadfence();
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+GDAKI_FN uint32_t gdaki_load_acquire32(const uint32_t *p)
+{
+#if defined(__CUDA_ARCH__)
+    uint32_t v = *(const volatile uint32_t *)p;
+    __threadfence();
+    return v;
+#else
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+/* Store that earlier stores of this thread are ordered before (release), as
+ * seen by other threads of the GPU (or CPU). */
+GDAKI_FN void gdaki_store_release64(uint64_t *p, uint64_t v)
+{
+#if defined(__CUDA_ARCH__)
+    __threadfence();
+    *(volatile uint64_t *)p = v;
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+GDAKI_FN void gdaki_store_release32(uint32_t *p, uint32_t v)
+{
+#if defined(__CUDA_ARCH__)
+    __threadfence();
+    *(volatile uint32_t *)p = v;
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+/* Fence between stores that the NIC observes (WQE bytes, doorbell record,
+ * doorbell register): orders them for every observer in the system, PCIe
+ * devices included. */
+GDAKI_FN void gdaki_fence_system(void)
+{
+#if defined(__CUDA_ARCH__)
+    __threadfence_system();
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* mfence: also drains write-combining stores */
+#endif
+}
+
+/* Fence between reading a NIC-written word (CQE owner byte, signal) and the
+ * reads that depend on it. */
+GDAKI_FN void gdaki_fence_acquire_system(void)
+{
+#if defined(__CUDA_ARCH__)
+    __threadfence_system();
+#else
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
+/* A volatile read of memory the NIC writes behind the compiler's back. */
+GDAKI_FN uint8_t gdaki_read_volatile8(const void *p)
+{
+    return *(const volatile uint8_t *)p;
+}
+
+GDAKI_FN uint64_t gdaki_read_volatile64(const void *p)
+{
+    return *(const volatile uint64_t *)p;
+}
+
+GDAKI_FN void gdaki_write_volatile32(void *p, uint32_t v)
+{
+    *(volatile uint32_t *)p = v;
+}
+
+GDAKI_FN void gdaki_write_volatile64(void *p, uint64_t v)
+{
+    *(volatile uint64_t *)p = v;
+}
+
+GDAKI_FN void gdaki_cpu_relax(void)
+{
+#if defined(__CUDA_ARCH__)
+    __nanosleep(32);
+#elif defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#endif

@@ -1,0 +1,258 @@
+/* gdaki_queue.h: slot reservation, in-order doorbell and CQ polling on one
+ * mlx5 send queue, shared by many concurrent posters (GPU threads, or CPU
+ * threads in the tests).
+ *
+ * Protocol (counters of struct gdaki_qp_dev, all in basic blocks):
+ * 1. reserve: slot = atomic_add(resv, n); then wait until the ring has room
+ *    for [slot, slot + n): slot + n - done <= 2^sq_log, polling the CQ.
+ * 2. write the n WQEs into their slots (any order, any thread).
+ * 3. ring: wait until ready == slot (every earlier slot is doorbelled), then
+ *    doorbell record := slot + n, doorbell register := ctrl qword of the last
+ *    WQE, ready := slot + n.  Doorbells therefore reach the NIC in slot order
+ *    and the producer counter it sees never moves backwards.
+ * 4. complete: one poller at a time (poll_lock) consumes CQEs by owner bit,
+ *    raises done to (the completed WQE's slot + 1) and returns the CQEs to
+ *    the NIC through the CQ doorbell record.
+ * Every waiter bails out with -1 once err is set: an error CQE moves the QP
+ * to the error state and no later slot will ever complete.
+ *
+ * Deadlock freedom: a poster only waits for earlier slots, and every slot is
+ * owned by a running thread that has already reserved it (threads of a warp
+ * make progress independently on sm_70 and newer). */
+#ifndef RAILNET_GDAKI_QUEUE_H
+#define RAILNET_GDAKI_QUEUE_H
+
+#include "railnet_gdaki.h"
+#include "gdaki_wqe.h"
+
+#define GDAKI_SLOT_ERROR UINT64_MAX
+/* CQEs one poller consumes before it hands the lock back. */
+#define GDAKI_POLL_BUDGET 64
+
+GDAKI_FN uint32_t gdaki_q_slots(const struct gdaki_qp_dev *q)
+{
+    return 1u << q->sq_log;
+}
+
+GDAKI_FN void *gdaki_q_slot_ptr(const struct gdaki_qp_dev *q, uint64_t slot)
+{
+    return q->sq + ((slot & (gdaki_q_slots(q) - 1)) << MLX5_SEND_WQE_SHIFT);
+}
+
+/* The 16-bit wqe_counter of a CQE names the slot done + ((c - done) mod 2^16):
+ * at most 2^sq_log <= 2^15 slots are outstanding, so the distance is exact. */
+GDAKI_FN uint64_t gdaki_q_extend_counter(uint64_t done, uint16_t c)
+{
+    return done + (uint16_t)(c - (uint16_t)done);
+}
+
+GDAKI_FN const struct mlx5_cqe64 *gdaki_q_cqe(const struct gdaki_qp_dev *q, uint64_t ci)
+{
+    const uint8_t *e = q->cq + (ci & ((1u << q->cq_log) - 1)) * q->cqe_size;
+    /* With 128-byte CQEs the 64-byte CQE proper is the second half. */
+    return (const struct mlx5_cqe64 *)(q->cqe_size == 128 ? e + 64 : e);
+}
+
+/* Consume the CQEs that are ready, if no other thread is doing it.
+ * Returns the number consumed, or -1 once the QP is in error. */
+GDAKI_FN int gdaki_q_poll(struct gdaki_qp_dev *q)
+{
+    if (gdaki_load_acquire32(&q->err))
+        return -1;
+    if (gdaki_atomic_cas32(&q->poll_lock, 0, 1) != 0)
+        return 0;
+    uint64_t ci = gdaki_read_volatile64(&q->cq_ci); /* written by the last lock holder */
+    uint64_t done = gdaki_load_acquire64(&q->done);
+    int n = 0, rc = 0;
+    while (n < GDAKI_POLL_BUDGET) {
+        const struct mlx5_cqe64 *cqe = gdaki_q_cqe(q, ci);
+        if (!gdaki_cqe_is_sw_owned(cqe, ci, q->cq_log))
+            break;
+        /* The owner byte was read first; the rest of the CQE must not be
+         * read before it (the NIC writes op_own last). */
+        gdaki_fence_acquire_system();
+        /* Copy the entry with volatile loads: on the GPU a plain load may be
+         * served from a non-coherent L1 line of an earlier pass. */
+        union {
+            struct mlx5_cqe64 cqe;
+            uint64_t w[8];
+        } local;
+        for (int i = 0; i < 8; i++)
+            local.w[i] = gdaki_read_volatile64((const uint64_t *)cqe + i);
+        struct gdaki_cqe_view v;
+        gdaki_cqe_parse(&local.cqe, &v);
+        ci++;
+        n++;
+        if (v.opcode != MLX5_CQE_REQ) { /* a send CQ sees REQ or REQ_ERR only */
+            uint32_t e = GDAKI_ERR_VALID | ((uint32_t)v.opcode << 16) |
+                         ((uint32_t)v.vendor_err << 8) | v.syndrome;
+            gdaki_store_release32(&q->err, e);
+            rc = -1;
+            break;
+        }
+        uint64_t slot = gdaki_q_extend_counter(done, v.wqe_counter);
+        if (slot + 1 > done)
+            done = slot + 1;
+    }
+    if (n) {
+        gdaki_write_volatile64(&q->cq_ci, ci);
+        /* Publish the new done to waiting posters (release: their reuse of
+         * the freed slots comes after our reads of the CQEs). */
+        gdaki_atomic_max64(&q->done, done);
+        /* CQE reads complete before the NIC may overwrite those entries. */
+        gdaki_fence_system();
+        gdaki_write_volatile32(&q->cq_dbrec[GDAKI_CQ_DBR_CI],
+                               gdaki_htobe32((uint32_t)(ci & GDAKI_CQ_CI_MASK)));
+    }
+    gdaki_store_release32(&q->poll_lock, 0);
+    return rc ? -1 : n;
+}
+
+/* Wait until every slot below target has completed. 0, or -1 on error. */
+GDAKI_FN int gdaki_q_wait_done(struct gdaki_qp_dev *q, uint64_t target)
+{
+    while (gdaki_load_acquire64(&q->done) < target) {
+        if (gdaki_q_poll(q) < 0)
+            return -1;
+        gdaki_cpu_relax();
+    }
+    return gdaki_load_acquire32(&q->err) ? -1 : 0;
+}
+
+/* Step 1: n consecutive slots (n <= ring size).  Returns the first slot, or
+ * GDAKI_SLOT_ERROR if the QP failed while waiting for room. */
+GDAKI_FN uint64_t gdaki_q_reserve(struct gdaki_qp_dev *q, uint32_t n)
+{
+    uint64_t slot = gdaki_atomic_add64(&q->resv, n);
+    uint64_t need = slot + n;
+    uint32_t size = gdaki_q_slots(q);
+    if (need > size && gdaki_q_wait_done(q, need - size) < 0)
+        return GDAKI_SLOT_ERROR;
+    return slot;
+}
+
+/* The 8 bytes the doorbell register takes: the first two words of the ctrl
+ * segment as they lie in memory (big-endian opmod_idx_opcode, qpn_ds). */
+GDAKI_FN uint64_t gdaki_q_db_value(const void *ctrl)
+{
+    const struct mlx5_wqe_ctrl_seg *c = (const struct mlx5_wqe_ctrl_seg *)ctrl;
+    return (uint64_t)c->opmod_idx_opcode | ((uint64_t)c->qpn_ds << 32);
+}
+
+/* Step 3: publish slots [slot, slot + n) whose WQEs the caller (or its
+ * group) has written; db_value is gdaki_q_db_value() of the last WQE.
+ * Returns 0, or -1 if the QP failed while waiting for its turn. */
+GDAKI_FN int gdaki_q_ring(struct gdaki_qp_dev *q, uint64_t slot, uint32_t n, uint64_t db_value)
+{
+    while (gdaki_load_acquire64(&q->ready) != slot) {
+        if (gdaki_load_acquire32(&q->err))
+            return -1;
+        gdaki_cpu_relax();
+    }
+    /* WQE bytes (written by this thread or its group, ordered to us by the
+     * group's barrier) reach memory before the doorbell record says they
+     * are there: the NIC may fetch the ring as soon as it sees the record. */
+    gdaki_fence_system();
+    gdaki_write_volatile32(q->dbrec, gdaki_htobe32((uint32_t)((slot + n) & 0xffff)));
+    /* Doorbell record before the doorbell register: the NIC reads the
+     * record when the doorbell arrives. */
+    gdaki_fence_system();
+    gdaki_write_volatile64(q->db, db_value);
+    /* Doorbell register before the next poster's record/doorbell: keeps the
+     * producer counter the NIC sees monotonic. */
+    gdaki_fence_system();
+    gdaki_store_release64(&q->ready, slot + n);
+    return 0;
+}
+
+/* ---- one-thread posting helpers (the thread variant of the device API and
+ * the CPU posters of the tests are built from these) ---- */
+
+enum gdaki_kind {
+    GDAKI_KIND_WRITE = 0,
+    GDAKI_KIND_WRITE_IMM = 1,
+    GDAKI_KIND_ATOMIC_FA = 2,
+    GDAKI_KIND_NOP = 3,
+};
+
+/* Build the WQE of op in slot (CQ_UPDATE when signaled). Returns the
+ * doorbell value of that WQE. */
+GDAKI_FN uint64_t gdaki_q_build(struct gdaki_qp_dev *q, uint64_t slot, int kind,
+                                const struct gdaki_op *op, int signaled)
+{
+    void *w = gdaki_q_slot_ptr(q, slot);
+    uint8_t ce = signaled ? (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE : 0;
+    uint16_t idx = (uint16_t)slot;
+    switch (kind) {
+    case GDAKI_KIND_WRITE_IMM:
+        gdaki_wqe_rdma(w, MLX5_OPCODE_RDMA_WRITE_IMM, idx, q->qpn, ce, op);
+        break;
+    case GDAKI_KIND_ATOMIC_FA:
+        gdaki_wqe_atomic_fa(w, idx, q->qpn, ce, op);
+        break;
+    case GDAKI_KIND_NOP:
+        gdaki_wqe_nop(w, idx, q->qpn, ce);
+        break;
+    default:
+        gdaki_wqe_rdma(w, MLX5_OPCODE_RDMA_WRITE, idx, q->qpn, ce, op);
+        break;
+    }
+    return gdaki_q_db_value(w);
+}
+
+/* Post one operation; returns the ticket (slot + 1) to wait on, or
+ * GDAKI_SLOT_ERROR. */
+GDAKI_FN uint64_t gdaki_q_post1(struct gdaki_qp_dev *q, int kind, const struct gdaki_op *op)
+{
+    uint64_t slot = gdaki_q_reserve(q, 1);
+    if (slot == GDAKI_SLOT_ERROR)
+        return GDAKI_SLOT_ERROR;
+    uint64_t db = gdaki_q_build(q, slot, kind, op, 1);
+    if (gdaki_q_ring(q, slot, 1, db) < 0)
+        return GDAKI_SLOT_ERROR;
+    return slot + 1;
+}
+
+/* WRITE then ATOMIC_FA of add on the 8-byte signal word (sig_raddr, sig_rkey):
+ * two slots, one doorbell.  The atomic runs after the write on this RC QP,
+ * so a receiver that sees the signal sees the data (see wait_signal).
+ * The atomic's old value lands in this QP's scratch word for the slot. */
+GDAKI_FN uint64_t gdaki_q_post_signal(struct gdaki_qp_dev *q, const struct gdaki_op *op,
+                                      uint64_t sig_raddr, uint32_t sig_rkey, uint64_t add)
+{
+    uint64_t slot = gdaki_q_reserve(q, 2);
+    if (slot == GDAKI_SLOT_ERROR)
+        return GDAKI_SLOT_ERROR;
+    gdaki_q_build(q, slot, GDAKI_KIND_WRITE, op, 0);
+    struct gdaki_op a = { 0 };
+    a.laddr = q->scratch_addr + ((slot + 1) & 63) * 8;
+    a.lkey = q->scratch_lkey;
+    a.len = 8;
+    a.raddr = sig_raddr;
+    a.rkey = sig_rkey;
+    a.add = add;
+    uint64_t db = gdaki_q_build(q, slot + 1, GDAKI_KIND_ATOMIC_FA, &a, 1);
+    if (gdaki_q_ring(q, slot, 2, db) < 0)
+        return GDAKI_SLOT_ERROR;
+    return slot + 2;
+}
+
+/* Wait for every slot reserved so far (this caller's and all earlier ones). */
+GDAKI_FN int gdaki_q_quiet(struct gdaki_qp_dev *q)
+{
+    return gdaki_q_wait_done(q, gdaki_load_acquire64(&q->resv));
+}
+
+/* Receiving side: wait until the 8-byte signal word reaches at least value.
+ * Returns the value seen. */
+GDAKI_FN uint64_t gdaki_wait_signal_ge(const uint64_t *sig, uint64_t value)
+{
+    uint64_t v;
+    while ((v = gdaki_read_volatile64(sig)) < value)
+        gdaki_cpu_relax();
+    /* The data the signal announces is read after the signal. */
+    gdaki_fence_acquire_system();
+    return v;
+}
+
+#endif

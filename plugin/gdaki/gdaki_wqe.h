@@ -1,0 +1,319 @@
+/* gdaki_wqe.h: mlx5 send-WQE encoder and CQE decoder, shared by the CUDA
+ * kernel, the CPU tests and softnic's mlx5 queue consumer.
+ *
+ * Contract:
+ * - Layouts and constants come from rdma-core's <infiniband/mlx5dv.h>
+ *   (struct mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg, mlx5_wqe_atomic_seg,
+ *   mlx5_wqe_data_seg, mlx5_wqe_inl_data_seg, struct mlx5_cqe64,
+ *   struct mlx5_err_cqe, MLX5_OPCODE_*, MLX5_CQE_*, MLX5_WQE_CTRL_*).
+ * - Every multi-byte field is written big-endian.  A send WQE is a run of
+ *   64-byte basic blocks (MLX5_SEND_WQE_BB); the ctrl segment's ds counts the
+ *   16-byte segments of the WQE, the ctrl segment included.
+ * - ctrl.opmod_idx_opcode = opmod[31:24] | wqe index[23:8] | opcode[7:0];
+ *   ctrl.qpn_ds = qpn[31:8] | ds[7:0]; fm_ce_se carries CQ_UPDATE (0x08),
+ *   SOLICITED (0x02) and the fence mode bits.
+ * - The encoders write whole segments (reserved bytes zeroed), so a slot may
+ *   be reused without clearing it first.
+ * - gdaki_wqe_parse / gdaki_cqe_parse validate before they fill a view; they
+ *   never read past the bytes the caller says exist. */
+#ifndef RAILNET_GDAKI_WQE_H
+#define RAILNET_GDAKI_WQE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/mlx5dv.h>
+
+#include "gdaki_port.h"
+
+/* Sizes of the segments, in bytes and in 16-byte "ds" units. */
+#define GDAKI_DS_BYTES 16u
+#define GDAKI_BB_BYTES ((uint32_t)MLX5_SEND_WQE_BB)
+#define GDAKI_DS_PER_BB (GDAKI_BB_BYTES / GDAKI_DS_BYTES)
+
+/* WRITE / WRITE_IMM / READ: ctrl + raddr + one data segment = 3 ds, 1 BB. */
+#define GDAKI_DS_RDMA 3u
+/* Atomic: ctrl + raddr + atomic + data = 4 ds, 1 BB. */
+#define GDAKI_DS_ATOMIC 4u
+/* Largest inline payload that still fits one basic block:
+ * 64 - ctrl(16) - raddr(16) - inline header(4). */
+#define GDAKI_INLINE_MAX_1BB (GDAKI_BB_BYTES - 2 * GDAKI_DS_BYTES - 4u)
+
+/* Index of the consumer counter in a CQ's doorbell record (the arm word is
+ * the next one).  mlx5 keeps the low 24 bits of the consumer index there. */
+#define GDAKI_CQ_DBR_CI 0
+#define GDAKI_CQ_CI_MASK 0xffffffu
+
+/* ------------------------------------------------------------ segments */
+
+GDAKI_FN void gdaki_set_ctrl(struct mlx5_wqe_ctrl_seg *c, uint16_t idx, uint8_t opcode,
+                             uint8_t opmod, uint32_t qpn, uint8_t ds, uint8_t fm_ce_se,
+                             uint32_t imm_host)
+{
+    c->opmod_idx_opcode = gdaki_htobe32(((uint32_t)opmod << 24) | ((uint32_t)idx << 8) | opcode);
+    c->qpn_ds = gdaki_htobe32((qpn << 8) | ds);
+    c->signature = 0;
+    c->dci_stream_channel_id = 0;
+    c->fm_ce_se = fm_ce_se;
+    c->imm = gdaki_htobe32(imm_host);
+}
+
+GDAKI_FN void gdaki_set_raddr(struct mlx5_wqe_raddr_seg *r, uint64_t raddr, uint32_t rkey)
+{
+    r->raddr = gdaki_htobe64(raddr);
+    r->rkey = gdaki_htobe32(rkey);
+    r->reserved = 0;
+}
+
+GDAKI_FN void gdaki_set_data(struct mlx5_wqe_data_seg *d, uint32_t len, uint32_t lkey, uint64_t addr)
+{
+    d->byte_count = gdaki_htobe32(len);
+    d->lkey = gdaki_htobe32(lkey);
+    d->addr = gdaki_htobe64(addr);
+}
+
+GDAKI_FN void gdaki_set_atomic(struct mlx5_wqe_atomic_seg *a, uint64_t swap_add, uint64_t compare)
+{
+    a->swap_add = gdaki_htobe64(swap_add);
+    a->compare = gdaki_htobe64(compare);
+}
+
+/* ------------------------------------------------------- whole WQEs (1 BB) */
+
+/* Parameters of one RDMA operation as the device API hands them over. */
+struct gdaki_op {
+    uint64_t laddr;   /* local buffer (source of a write, target of an atomic result) */
+    uint32_t lkey;
+    uint32_t len;     /* bytes (8 for an atomic) */
+    uint64_t raddr;
+    uint32_t rkey;
+    uint32_t imm;     /* WRITE_IMM immediate, host order */
+    uint64_t add;     /* ATOMIC_FA addend */
+};
+
+/* WRITE (opcode MLX5_OPCODE_RDMA_WRITE) or WRITE_IMM into the 64-byte slot
+ * wqe.  Returns the number of basic blocks used (1). */
+GDAKI_FN uint32_t gdaki_wqe_rdma(void *wqe, uint8_t opcode, uint16_t idx, uint32_t qpn,
+                                 uint8_t fm_ce_se, const struct gdaki_op *op)
+{
+    uint8_t *p = (uint8_t *)wqe;
+    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, opcode, 0, qpn, GDAKI_DS_RDMA, fm_ce_se,
+                   opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? op->imm : 0);
+    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(p + 16), op->raddr, op->rkey);
+    gdaki_set_data((struct mlx5_wqe_data_seg *)(p + 32), op->len, op->lkey, op->laddr);
+    /* Zero the unused tail so a parser of the reused slot sees no stale segment. */
+    *(uint64_t *)(p + 48) = 0;
+    *(uint64_t *)(p + 56) = 0;
+    return 1;
+}
+
+/* ATOMIC_FA: adds op->add to the 8-byte word at raddr; the old value lands
+ * in laddr (8 bytes, lkey). */
+GDAKI_FN uint32_t gdaki_wqe_atomic_fa(void *wqe, uint16_t idx, uint32_t qpn, uint8_t fm_ce_se,
+                                      const struct gdaki_op *op)
+{
+    uint8_t *p = (uint8_t *)wqe;
+    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, MLX5_OPCODE_ATOMIC_FA, 0, qpn, GDAKI_DS_ATOMIC,
+                   fm_ce_se, 0);
+    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(p + 16), op->raddr, op->rkey);
+    gdaki_set_atomic((struct mlx5_wqe_atomic_seg *)(p + 32), op->add, 0);
+    gdaki_set_data((struct mlx5_wqe_data_seg *)(p + 48), 8, op->lkey, op->laddr);
+    return 1;
+}
+
+/* WRITE with the payload inline (len <= GDAKI_INLINE_MAX_1BB). */
+GDAKI_FN uint32_t gdaki_wqe_write_inline(void *wqe, uint16_t idx, uint32_t qpn, uint8_t fm_ce_se,
+                                         uint64_t raddr, uint32_t rkey, const void *src, uint32_t len)
+{
+    uint8_t *p = (uint8_t *)wqe;
+    uint32_t ds = 2 + (4 + len + GDAKI_DS_BYTES - 1) / GDAKI_DS_BYTES;
+    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, MLX5_OPCODE_RDMA_WRITE, 0, qpn, (uint8_t)ds,
+                   fm_ce_se, 0);
+    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(p + 16), raddr, rkey);
+    ((struct mlx5_wqe_inl_data_seg *)(p + 32))->byte_count = gdaki_htobe32(len | MLX5_INLINE_SEG);
+    for (uint32_t i = 0; i < GDAKI_INLINE_MAX_1BB; i++)
+        p[36 + i] = i < len ? ((const uint8_t *)src)[i] : 0;
+    return 1;
+}
+
+/* NOP: occupies a slot, asks for a completion (used to fence a quiet). */
+GDAKI_FN uint32_t gdaki_wqe_nop(void *wqe, uint16_t idx, uint32_t qpn, uint8_t fm_ce_se)
+{
+    uint8_t *p = (uint8_t *)wqe;
+    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, MLX5_OPCODE_NOP, 0, qpn, 1, fm_ce_se, 0);
+    for (int i = 16; i < 64; i += 8)
+        *(uint64_t *)(p + i) = 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------- WQE parser */
+
+/* What a consumer learns from a send WQE.  Fields the opcode does not carry
+ * are zero. */
+struct gdaki_wqe_view {
+    uint8_t opcode, opmod, ds, fm_ce_se;
+    uint16_t idx;
+    uint32_t qpn;
+    uint32_t imm;        /* host order */
+    uint64_t raddr;
+    uint32_t rkey;
+    int has_data;        /* one pointer data segment */
+    uint64_t laddr;
+    uint32_t lkey;
+    uint32_t len;        /* data segment byte count, or inline length */
+    const uint8_t *inl;  /* inline payload (inside the WQE) or NULL */
+    uint64_t swap_add, compare;
+    uint32_t nbb;        /* basic blocks the WQE spans */
+};
+
+/* Parse the WQE at wqe, whose first avail bytes are readable contiguously
+ * (a caller handling ring wrap copies the WQE out first).  Accepts NOP,
+ * RDMA_WRITE, RDMA_WRITE_IMM, RDMA_READ, ATOMIC_FA and ATOMIC_CS with one
+ * data segment or one inline segment.  Returns 0, or -1 for anything
+ * malformed (unknown opcode, ds too small or larger than avail, a segment
+ * count that does not match the opcode, inline length past the WQE). */
+GDAKI_FN int gdaki_wqe_parse(const void *wqe, uint32_t avail, struct gdaki_wqe_view *v)
+{
+    const uint8_t *p = (const uint8_t *)wqe;
+    if (avail < GDAKI_DS_BYTES)
+        return -1;
+    const struct mlx5_wqe_ctrl_seg *c = (const struct mlx5_wqe_ctrl_seg *)p;
+    uint32_t w0 = gdaki_be32toh(c->opmod_idx_opcode);
+    uint32_t w1 = gdaki_be32toh(c->qpn_ds);
+    struct gdaki_wqe_view z = { 0 };
+    *v = z;
+    v->opcode = (uint8_t)(w0 & 0xff);
+    v->idx = (uint16_t)((w0 >> 8) & 0xffff);
+    v->opmod = (uint8_t)(w0 >> 24);
+    v->qpn = w1 >> 8;
+    v->ds = (uint8_t)(w1 & 0xff);
+    v->fm_ce_se = c->fm_ce_se;
+    v->imm = gdaki_be32toh(c->imm);
+    if (v->ds == 0 || (uint32_t)v->ds * GDAKI_DS_BYTES > avail)
+        return -1;
+    v->nbb = ((uint32_t)v->ds + GDAKI_DS_PER_BB - 1) / GDAKI_DS_PER_BB;
+    if (v->opcode == MLX5_OPCODE_NOP)
+        return 0;
+    if (v->ds < 2)
+        return -1;
+    const struct mlx5_wqe_raddr_seg *r = (const struct mlx5_wqe_raddr_seg *)(p + 16);
+    v->raddr = gdaki_be64toh(r->raddr);
+    v->rkey = gdaki_be32toh(r->rkey);
+    const uint8_t *seg = p + 32;
+    uint32_t left = (uint32_t)v->ds - 2; /* ds units after ctrl + raddr */
+    switch (v->opcode) {
+    case MLX5_OPCODE_ATOMIC_FA:
+    case MLX5_OPCODE_ATOMIC_CS: {
+        if (left != 2)
+            return -1;
+        const struct mlx5_wqe_atomic_seg *a = (const struct mlx5_wqe_atomic_seg *)seg;
+        v->swap_add = gdaki_be64toh(a->swap_add);
+        v->compare = gdaki_be64toh(a->compare);
+        seg += 16;
+        left = 1;
+        break;
+    }
+    case MLX5_OPCODE_RDMA_WRITE:
+    case MLX5_OPCODE_RDMA_WRITE_IMM:
+    case MLX5_OPCODE_RDMA_READ:
+        if (left == 0)
+            return -1;
+        break;
+    default:
+        return -1;
+    }
+    uint32_t bc = gdaki_be32toh(((const struct mlx5_wqe_data_seg *)seg)->byte_count);
+    if (bc & MLX5_INLINE_SEG) {
+        uint32_t len = bc & ~(uint32_t)MLX5_INLINE_SEG;
+        /* Inline data only for writes, and it must fit the ds it declared. */
+        if (v->opcode != MLX5_OPCODE_RDMA_WRITE && v->opcode != MLX5_OPCODE_RDMA_WRITE_IMM)
+            return -1;
+        if (4 + len > left * GDAKI_DS_BYTES)
+            return -1;
+        v->len = len;
+        v->inl = seg + 4;
+        return 0;
+    }
+    if (left != 1)
+        return -1; /* exactly one pointer segment is what railnet posts */
+    const struct mlx5_wqe_data_seg *d = (const struct mlx5_wqe_data_seg *)seg;
+    v->has_data = 1;
+    v->len = bc;
+    v->lkey = gdaki_be32toh(d->lkey);
+    v->laddr = gdaki_be64toh(d->addr);
+    if ((v->opcode == MLX5_OPCODE_ATOMIC_FA || v->opcode == MLX5_OPCODE_ATOMIC_CS) && v->len != 8)
+        return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ CQEs */
+
+/* What a poller learns from a CQE. */
+struct gdaki_cqe_view {
+    uint8_t opcode;       /* MLX5_CQE_REQ, MLX5_CQE_RESP_WR_IMM, MLX5_CQE_REQ_ERR ... */
+    uint8_t owner;
+    uint16_t wqe_counter; /* index of the WQE this CQE completes */
+    uint32_t qpn;
+    uint32_t byte_cnt;
+    uint32_t imm;         /* host order (RESP_WR_IMM) */
+    uint8_t syndrome;     /* error CQEs only */
+    uint8_t vendor_err;
+};
+
+/* Does the 64-byte CQE belong to software for consumer index ci on a CQ of
+ * 2^log_cnt entries?  The NIC flips the owner bit on every pass over the
+ * ring; a slot never written holds opcode MLX5_CQE_INVALID. */
+GDAKI_FN int gdaki_cqe_is_sw_owned(const struct mlx5_cqe64 *cqe, uint64_t ci, uint32_t log_cnt)
+{
+    uint8_t op_own = gdaki_read_volatile8(&cqe->op_own);
+    if ((op_own >> 4) == MLX5_CQE_INVALID)
+        return 0;
+    return (op_own & MLX5_CQE_OWNER_MASK) == ((ci >> log_cnt) & 1);
+}
+
+GDAKI_FN void gdaki_cqe_parse(const struct mlx5_cqe64 *cqe, struct gdaki_cqe_view *v)
+{
+    uint8_t op_own = cqe->op_own;
+    v->opcode = op_own >> 4;
+    v->owner = op_own & MLX5_CQE_OWNER_MASK;
+    v->wqe_counter = gdaki_be16toh(cqe->wqe_counter);
+    v->qpn = gdaki_be32toh(cqe->sop_drop_qpn) & 0xffffff;
+    v->byte_cnt = gdaki_be32toh(cqe->byte_cnt);
+    v->imm = gdaki_be32toh(cqe->imm_inval_pkey);
+    v->syndrome = 0;
+    v->vendor_err = 0;
+    if (v->opcode == MLX5_CQE_REQ_ERR || v->opcode == MLX5_CQE_RESP_ERR) {
+        /* struct mlx5_err_cqe overlays the same 64 bytes; read its bytes
+         * by offset rather than through a second struct type. */
+        const uint8_t *b = (const uint8_t *)cqe;
+        v->syndrome = b[offsetof(struct mlx5_err_cqe, syndrome)];
+        v->vendor_err = b[offsetof(struct mlx5_err_cqe, vendor_err_synd)];
+    }
+}
+
+/* Write a CQE as a NIC does (for the CPU test NIC and softnic).  The
+ * op_own byte, which hands the entry to software, is written last, after
+ * a fence; the caller publishes nothing else. */
+GDAKI_FN void gdaki_cqe_write(struct mlx5_cqe64 *cqe, uint8_t opcode, uint8_t owner,
+                              uint16_t wqe_counter, uint32_t qpn, uint32_t byte_cnt,
+                              uint32_t imm, uint8_t syndrome, uint8_t vendor_err)
+{
+    uint8_t *b = (uint8_t *)cqe;
+    for (int i = 0; i < 63; i++)
+        b[i] = 0;
+    cqe->imm_inval_pkey = gdaki_htobe32(imm);
+    cqe->byte_cnt = gdaki_htobe32(byte_cnt);
+    cqe->sop_drop_qpn = gdaki_htobe32(qpn & 0xffffff);
+    cqe->wqe_counter = gdaki_htobe16(wqe_counter);
+    if (opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR) {
+        b[offsetof(struct mlx5_err_cqe, syndrome)] = syndrome;
+        b[offsetof(struct mlx5_err_cqe, vendor_err_synd)] = vendor_err;
+    }
+    /* The CQE body must be visible before the byte that makes it valid. */
+    gdaki_fence_system();
+    *(volatile uint8_t *)&cqe->op_own = (uint8_t)((opcode << 4) | (owner & 1));
+}
+
+/* Error syndromes are MLX5_CQE_SYNDROME_* from mlx5dv.h. */
+
+#endif

@@ -1,0 +1,171 @@
+/* plugin/ib/comm.h: listen/connect/accept and the comm objects of a
+ * connection (DESIGN.md §2).
+ *
+ * Contract:
+ *  - comm_listen fills the 128-byte handle and never blocks.
+ *  - comm_connect / comm_accept never block: they advance a state machine and
+ *    return ncclSuccess with *comm == NULL until the connection is ready, or
+ *    an error (with one WARN saying why) when the handshake fails: corrupted
+ *    bytes, another protocol version, a handle of another device, a peer that
+ *    went away. A failed connect/accept frees what it had built.
+ *  - A send comm owns the CTS ring the receiver writes into; a recv comm owns
+ *    the sizes area the sender writes into (for messages whose size does not
+ *    fit in the immediate). Both own nqps QPs and one CQ, and keep the TCP
+ *    socket open: its EOF tells that the peer process is gone.
+ *  - comm_close_* free everything, also after errors; NULL is accepted.
+ * A comm is used by one thread at a time (NCCL's rule); different comms may
+ * be used concurrently. */
+#ifndef RAILNET_IB_COMM_H
+#define RAILNET_IB_COMM_H
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+
+#include "handshake.h"
+#include "nccl_net_v8.h"
+#include "oob.h"
+#include "qp.h"
+#include "stats.h"
+
+#define COMM_SLOTS HS_CTS_SLOTS        /* == NCCL_NET_MAX_REQUESTS */
+#define COMM_MAX_RECVS HS_MAX_RECVS
+#define COMM_MAX_QPS HS_MAX_QPS
+#define COMM_RECV_DEPTH (COMM_SLOTS * COMM_MAX_RECVS) /* immediates one QP can owe */
+
+/* One entry of a CTS slot: what the receiver tells the sender about one
+ * buffer of a posted receive. Written by RDMA WRITE into the sender's ring;
+ * `seq` (the receive's sequence number + 1) is last so that a sender that
+ * sees it set sees a whole entry. */
+struct cts_entry {
+    uint64_t addr;
+    uint32_t rkey[HS_MAX_PORTS];
+    uint64_t size;
+    int32_t tag;
+    uint16_t nreqs;
+    uint16_t sub;
+    uint32_t slot;
+    uint32_t pad[5];
+    uint64_t seq;
+};
+_Static_assert(sizeof(struct cts_entry) == HS_CTS_ENTRY_SIZE, "CTS entry is 64 bytes on the wire");
+
+/* Immediate data of the last write on each QP carrying part of a message:
+ * bits 0-4 slot, 5-7 sub (index in the grouped receive), 8-11 number of QPs
+ * carrying the message - 1, 12 size-in-immediate flag, 13-31 size when the
+ * flag is set (< 512 KiB); else the size was written into the receiver's
+ * sizes area beforehand on the same QP. */
+#define IMM_SLOT(i) ((i) & 0x1fu)
+#define IMM_SUB(i) (((i) >> 5) & 0x7u)
+#define IMM_NQ(i) ((((i) >> 8) & 0xfu) + 1u)
+#define IMM_HAS_SIZE(i) (((i) >> 12) & 1u)
+#define IMM_SIZE(i) ((i) >> 13)
+#define IMM_SIZE_MAX ((1u << 19) - 1u)
+#define IMM_MAKE(slot, sub, nq, has, size) \
+    ((uint32_t)(slot) | (uint32_t)(sub) << 5 | (uint32_t)((nq) - 1) << 8 | (uint32_t)(has) << 12 | \
+     (uint32_t)(has ? (size) : 0) << 13)
+
+enum req_type { REQ_FREE = 0, REQ_SEND, REQ_RECV, REQ_FLUSH };
+
+struct comm;
+
+struct request {
+    struct comm *comm;
+    int type;
+    int index;          /* in comm->reqs */
+    int done;
+    int pending;        /* signaled work requests still owed a completion */
+    int n;              /* receives in the group (1 for a send) */
+    int size[COMM_MAX_RECVS];   /* send: bytes; recv: bytes received */
+    int posted[COMM_MAX_RECVS]; /* recv: posted sizes */
+    uint8_t seen[COMM_MAX_RECVS]; /* recv: immediates received per sub */
+    int subs_done;
+    int slot;
+    uint64_t seq;
+};
+
+enum comm_kind { COMM_SEND = 1, COMM_RECV = 2 };
+
+struct comm {
+    int kind;
+    int dev;
+    char dev_name[64];
+    int fd;                     /* TCP socket to the peer: EOF means peer gone */
+    int nports;
+    struct qp_port ports[HS_MAX_PORTS];
+    struct ibv_cq *cq;
+    int nqps;
+    struct qp_conn qps[COMM_MAX_QPS];
+    struct qp_params qpp;
+    int ready;
+    ncclResult_t error;         /* sticky: once set every call returns it */
+    uint64_t last_peer_check_ns;
+    uint64_t peer_gone_ns;      /* 0 while the peer socket is open */
+    uint64_t last_async_ns;
+    uint64_t port_err_seen[HS_MAX_PORTS]; /* errors.c: async counters at creation */
+    uint64_t fatal_seen;
+    int inflight;
+    struct request *free_list[2 * COMM_SLOTS];
+    int nfree;
+    struct request reqs[2 * COMM_SLOTS];
+    struct stats stats;
+};
+
+struct send_comm {
+    struct comm c;
+    struct cts_entry *ring;     /* [COMM_SLOTS][COMM_MAX_RECVS], written by the receiver */
+    struct ibv_mr *ring_mr;
+    uint32_t *size_stage;       /* [COMM_SLOTS][COMM_MAX_RECVS], source of size writes */
+    struct ibv_mr *stage_mr;
+    uint64_t remote_sizes_addr;
+    uint32_t remote_sizes_rkey[HS_MAX_PORTS];
+    uint64_t head;              /* sequence number of the receive being matched */
+    uint8_t used;               /* bit r: entry r of the head slot already matched */
+    unsigned rr;                /* round-robin QP for unsplit messages */
+    uint64_t split_min;
+};
+
+struct flush_ctx;
+
+struct recv_comm {
+    struct comm c;
+    struct cts_entry *stage;    /* [COMM_SLOTS][COMM_MAX_RECVS], source of CTS writes */
+    struct ibv_mr *stage_mr;
+    uint32_t *sizes;            /* [COMM_SLOTS][COMM_MAX_RECVS], written by the sender */
+    struct ibv_mr *sizes_mr;
+    uint64_t remote_ring_addr;
+    uint32_t remote_ring_rkey[HS_MAX_PORTS];
+    uint64_t next_seq;
+    struct request *slot_req[COMM_SLOTS];
+    struct flush_ctx *flush;
+};
+
+/* wr_id of every work request: kind in the top byte, QP index, request index. */
+enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4 };
+#define WR_ID(kind, qpi, req) ((uint64_t)(kind) << 56 | (uint64_t)(qpi) << 32 | (uint64_t)(uint32_t)(req))
+#define WR_KIND(id) ((int)((id) >> 56))
+#define WR_QPI(id) ((int)(((id) >> 32) & 0xffffu))
+#define WR_REQ(id) ((int)((id)&0xffffffffu))
+
+ncclResult_t comm_listen(int dev, void *handle, void **listen_comm);
+ncclResult_t comm_connect(int dev, void *handle, void **send_comm);
+ncclResult_t comm_accept(void *listen_comm, void **recv_comm);
+ncclResult_t comm_close_send(void *send_comm);
+ncclResult_t comm_close_recv(void *recv_comm);
+ncclResult_t comm_close_listen(void *listen_comm);
+/* The device index a send/recv comm was made on (for registrations). */
+int comm_device(const void *comm);
+
+/* Requests: at most 2 * COMM_SLOTS per comm, never allocated on the hot path. */
+struct request *comm_req_get(struct comm *c, int type);
+void comm_req_put(struct request *r);
+
+/* Marks the comm failed (first error wins, one WARN by the caller). */
+void comm_fail(struct comm *c, ncclResult_t err);
+/* Called when a request cannot progress: notices a peer that closed its
+ * socket and, after a grace period for completions still in flight, fails
+ * the comm with ncclRemoteError. Cheap: looks at the socket every 50 ms. */
+ncclResult_t comm_check_peer(struct comm *c, int have_pending);
+
+uint64_t comm_now_ns(void);
+
+#endif

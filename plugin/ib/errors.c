@@ -1,0 +1,228 @@
+/* plugin/ib/errors.c: completion errors and async events -> comm errors. */
+#include "errors.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "comm.h"
+#include "ibvwrap.h"
+#include "log.h"
+
+#define ERR_MAX_CTX 32
+#define ERR_MAX_PORTS 8
+#define ERR_FATAL_RING 64
+#define ERR_ASYNC_PERIOD_NS 20000000ull
+
+struct async_state {
+    struct ibv_context *ctx;
+    pthread_mutex_t mu;
+    uint64_t port_err[ERR_MAX_PORTS + 1]; /* PORT_ERR events seen per port number */
+    uint32_t fatal_qpn[ERR_FATAL_RING];   /* QPs that got a fatal event, newest last */
+    int fatal_event[ERR_FATAL_RING];
+    uint64_t nfatal;
+};
+
+static pthread_mutex_t errors_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct async_state errors_ctx[ERR_MAX_CTX];
+static int errors_nctx;
+
+const char *errors_wc_status_name(enum ibv_wc_status s)
+{
+    static const char *const names[] = {
+        [IBV_WC_SUCCESS] = "IBV_WC_SUCCESS",
+        [IBV_WC_LOC_LEN_ERR] = "IBV_WC_LOC_LEN_ERR",
+        [IBV_WC_LOC_QP_OP_ERR] = "IBV_WC_LOC_QP_OP_ERR",
+        [IBV_WC_LOC_EEC_OP_ERR] = "IBV_WC_LOC_EEC_OP_ERR",
+        [IBV_WC_LOC_PROT_ERR] = "IBV_WC_LOC_PROT_ERR",
+        [IBV_WC_WR_FLUSH_ERR] = "IBV_WC_WR_FLUSH_ERR",
+        [IBV_WC_MW_BIND_ERR] = "IBV_WC_MW_BIND_ERR",
+        [IBV_WC_BAD_RESP_ERR] = "IBV_WC_BAD_RESP_ERR",
+        [IBV_WC_LOC_ACCESS_ERR] = "IBV_WC_LOC_ACCESS_ERR",
+        [IBV_WC_REM_INV_REQ_ERR] = "IBV_WC_REM_INV_REQ_ERR",
+        [IBV_WC_REM_ACCESS_ERR] = "IBV_WC_REM_ACCESS_ERR",
+        [IBV_WC_REM_OP_ERR] = "IBV_WC_REM_OP_ERR",
+        [IBV_WC_RETRY_EXC_ERR] = "IBV_WC_RETRY_EXC_ERR",
+        [IBV_WC_RNR_RETRY_EXC_ERR] = "IBV_WC_RNR_RETRY_EXC_ERR",
+        [IBV_WC_LOC_RDD_VIOL_ERR] = "IBV_WC_LOC_RDD_VIOL_ERR",
+        [IBV_WC_REM_INV_RD_REQ_ERR] = "IBV_WC_REM_INV_RD_REQ_ERR",
+        [IBV_WC_REM_ABORT_ERR] = "IBV_WC_REM_ABORT_ERR",
+        [IBV_WC_INV_EECN_ERR] = "IBV_WC_INV_EECN_ERR",
+        [IBV_WC_INV_EEC_STATE_ERR] = "IBV_WC_INV_EEC_STATE_ERR",
+        [IBV_WC_FATAL_ERR] = "IBV_WC_FATAL_ERR",
+        [IBV_WC_RESP_TIMEOUT_ERR] = "IBV_WC_RESP_TIMEOUT_ERR",
+        [IBV_WC_GENERAL_ERR] = "IBV_WC_GENERAL_ERR",
+    };
+    if ((unsigned)s < sizeof(names) / sizeof(names[0]) && names[s])
+        return names[s];
+    return "unknown completion status";
+}
+
+int errors_wc_result(enum ibv_wc_status s)
+{
+    switch (s) {
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+    case IBV_WC_REM_ACCESS_ERR:
+    case IBV_WC_REM_OP_ERR:
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_INV_RD_REQ_ERR:
+    case IBV_WC_REM_ABORT_ERR:
+    case IBV_WC_BAD_RESP_ERR:
+    case IBV_WC_RESP_TIMEOUT_ERR:
+        return ncclRemoteError;
+    default:
+        return ncclSystemError;
+    }
+}
+
+static const char *wc_hint(enum ibv_wc_status s)
+{
+    switch (s) {
+    case IBV_WC_RETRY_EXC_ERR: return "the peer or the link stopped answering (peer process gone, port down?)";
+    case IBV_WC_REM_ACCESS_ERR: return "the peer refused the remote key or address";
+    case IBV_WC_WR_FLUSH_ERR: return "the QP was already in error";
+    case IBV_WC_LOC_PROT_ERR: return "a local buffer is outside its registration";
+    default: return "see the status";
+    }
+}
+
+void errors_report_wc(struct comm *c, int qpi, const struct ibv_wc *wc)
+{
+    if (c->error)
+        return; /* the first failure was reported; the rest are its flushes */
+    const struct qp_conn *q = &c->qps[qpi];
+    WARN("NET/railnet: device %s port %u QP 0x%x: %s work request failed: %s (%d, vendor error 0x%x): %s",
+         c->dev_name, q->port ? q->port->port_num : 0, wc->qp_num,
+         c->kind == COMM_SEND ? "send-side" : "receive-side", errors_wc_status_name(wc->status),
+         (int)wc->status, wc->vendor_err, wc_hint(wc->status));
+    comm_fail(c, (ncclResult_t)errors_wc_result(wc->status));
+}
+
+static struct async_state *state_of(struct ibv_context *ctx)
+{
+    for (int i = 0; i < errors_nctx; i++)
+        if (errors_ctx[i].ctx == ctx)
+            return &errors_ctx[i];
+    return NULL;
+}
+
+void errors_attach(struct ibv_context *ctx)
+{
+    pthread_mutex_lock(&errors_mu);
+    if (!state_of(ctx) && errors_nctx < ERR_MAX_CTX) {
+        struct async_state *s = &errors_ctx[errors_nctx];
+        memset(s, 0, sizeof(*s));
+        pthread_mutex_init(&s->mu, NULL);
+        s->ctx = ctx;
+        /* events are drained by whoever progresses a comm: never block there */
+        int fl = fcntl(ctx->async_fd, F_GETFL);
+        if (fl >= 0)
+            (void)fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+        __atomic_store_n(&errors_nctx, errors_nctx + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&errors_mu);
+}
+
+static void drain(struct async_state *s)
+{
+    struct ibv_async_event ev;
+    while (RN_IBV(get_async_event)(s->ctx, &ev) == 0) {
+        switch (ev.event_type) {
+        case IBV_EVENT_PORT_ERR:
+            if (ev.element.port_num <= ERR_MAX_PORTS)
+                s->port_err[ev.element.port_num]++;
+            break;
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR: {
+            uint64_t k = s->nfatal++ % ERR_FATAL_RING;
+            s->fatal_qpn[k] = ev.element.qp ? ev.element.qp->qp_num : 0;
+            s->fatal_event[k] = ev.event_type;
+            break;
+        }
+        case IBV_EVENT_DEVICE_FATAL:
+            for (int p = 0; p <= ERR_MAX_PORTS; p++)
+                s->port_err[p]++;
+            break;
+        default:
+            break;
+        }
+        RN_IBV(ack_async_event)(&ev);
+    }
+}
+
+static const char *event_name(int e)
+{
+    switch (e) {
+    case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL";
+    case IBV_EVENT_QP_REQ_ERR: return "IBV_EVENT_QP_REQ_ERR";
+    case IBV_EVENT_QP_ACCESS_ERR: return "IBV_EVENT_QP_ACCESS_ERR";
+    default: return "async event";
+    }
+}
+
+void errors_check_async(struct comm *c)
+{
+    if (c->error || !c->ports[0].ctx)
+        return;
+    uint64_t now = comm_now_ns();
+    if (now - c->last_async_ns < ERR_ASYNC_PERIOD_NS)
+        return;
+    c->last_async_ns = now;
+    int n = __atomic_load_n(&errors_nctx, __ATOMIC_ACQUIRE);
+    struct async_state *s = NULL;
+    for (int i = 0; i < n; i++)
+        if (errors_ctx[i].ctx == c->ports[0].ctx)
+            s = &errors_ctx[i];
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    drain(s);
+    for (int p = 0; p < c->nports; p++) {
+        unsigned pn = c->ports[p].port_num;
+        if (pn <= ERR_MAX_PORTS && s->port_err[pn] != c->port_err_seen[p]) {
+            pthread_mutex_unlock(&s->mu);
+            WARN("NET/railnet: device %s port %u: IBV_EVENT_PORT_ERR (port went down); failing the %s "
+                 "connection (%d QPs)",
+                 c->dev_name, pn, c->kind == COMM_SEND ? "send" : "receive", c->nqps);
+            comm_fail(c, ncclSystemError);
+            return;
+        }
+    }
+    for (uint64_t k = c->fatal_seen; k < s->nfatal; k++) {
+        if (s->nfatal - k > ERR_FATAL_RING)
+            continue;
+        uint32_t qpn = s->fatal_qpn[k % ERR_FATAL_RING];
+        for (int i = 0; i < c->nqps; i++) {
+            if (c->qps[i].qp && c->qps[i].qp->qp_num == qpn) {
+                int ev = s->fatal_event[k % ERR_FATAL_RING];
+                pthread_mutex_unlock(&s->mu);
+                WARN("NET/railnet: device %s port %u QP 0x%x: %s", c->dev_name, c->qps[i].port->port_num, qpn,
+                     event_name(ev));
+                comm_fail(c, ncclSystemError);
+                return;
+            }
+        }
+    }
+    c->fatal_seen = s->nfatal;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Snapshot of the event counters when a comm starts, so that only later
+ * events fail it. */
+void errors_snapshot(struct comm *c)
+{
+    errors_attach(c->ports[0].ctx);
+    pthread_mutex_lock(&errors_mu);
+    struct async_state *s = state_of(c->ports[0].ctx);
+    pthread_mutex_unlock(&errors_mu);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    drain(s);
+    for (int p = 0; p < c->nports; p++)
+        c->port_err_seen[p] = c->ports[p].port_num <= ERR_MAX_PORTS ? s->port_err[c->ports[p].port_num] : 0;
+    c->fatal_seen = s->nfatal;
+    pthread_mutex_unlock(&s->mu);
+}

@@ -1,0 +1,32 @@
+/* plugin/ib/errors.h: one place that turns failed completions and async
+ * events into a comm error, with one WARN naming device, port, QP and status.
+ *
+ * A comm's error is sticky (comm_fail): the first failure is reported, the
+ * completions flushed after it are not. Async events of a device (port down,
+ * QP fatal, CQ error) are drained without blocking by whichever thread
+ * progresses a comm of that device, under a per-device lock, and recorded so
+ * that every comm on the affected port or QP fails. */
+#ifndef RAILNET_IB_ERRORS_H
+#define RAILNET_IB_ERRORS_H
+
+#include <infiniband/verbs.h>
+
+struct comm;
+
+/* ncclRemoteError for statuses that mean the peer or the path failed
+ * (retry exceeded, remote access/operation errors), else ncclSystemError. */
+int errors_wc_result(enum ibv_wc_status s);
+const char *errors_wc_status_name(enum ibv_wc_status s);
+void errors_report_wc(struct comm *c, int qpi, const struct ibv_wc *wc);
+
+/* Registers the device context of c for async event draining (at comm
+ * creation) and forgets a comm's context reference at close. */
+void errors_attach(struct ibv_context *ctx);
+/* Records the async-event counters at comm creation (calls errors_attach):
+ * only events after this point fail c. */
+void errors_snapshot(struct comm *c);
+/* Drains pending async events (at most every 20 ms per comm) and fails c if
+ * one of its ports went down or one of its QPs became fatal. */
+void errors_check_async(struct comm *c);
+
+#endif

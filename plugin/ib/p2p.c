@@ -1,0 +1,370 @@
+/* plugin/ib/p2p.c: isend / irecv / test over the CTS ring. */
+#include "p2p.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "errors.h"
+#include "flush.h"
+#include "ibvwrap.h"
+#include "log.h"
+#include "mr.h"
+
+#define P2P_CHUNK_ALIGN 4096u
+#define P2P_POLL_BATCH 32
+
+int p2p_post_recvs(struct comm *c, int qpi, int count)
+{
+    /* Writes with immediate consume a receive WQE; they carry no payload here. */
+    struct ibv_recv_wr wr, *bad;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = WR_ID(WR_RECV, qpi, 0);
+    for (int i = 0; i < count; i++) {
+        int rc = ibv_post_recv(c->qps[qpi].qp, &wr, &bad);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void recv_fail_protocol(struct recv_comm *rc, int qpi, uint32_t imm, const char *why)
+{
+    struct comm *c = &rc->c;
+    if (!c->error)
+        WARN("NET/railnet: device %s port %u QP 0x%x: peer protocol error: %s (immediate 0x%08x); "
+             "closing this connection",
+             c->dev_name, c->qps[qpi].port->port_num, c->qps[qpi].qp->qp_num, why, imm);
+    comm_fail(c, ncclRemoteError);
+}
+
+static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
+{
+    struct comm *c = &rc->c;
+    unsigned slot = IMM_SLOT(imm), sub = IMM_SUB(imm), nq = IMM_NQ(imm);
+    struct request *r = rc->slot_req[slot];
+    if (!r || sub >= (unsigned)r->n)
+        return recv_fail_protocol(rc, qpi, imm, "no posted receive for this slot/sub");
+    if (nq > (unsigned)c->nqps || r->seen[sub] >= nq)
+        return recv_fail_protocol(rc, qpi, imm, "more immediates than QPs");
+    stats_rx(&c->stats, qpi);
+    if (++r->seen[sub] < nq)
+        return;
+    uint64_t size;
+    if (IMM_HAS_SIZE(imm))
+        size = IMM_SIZE(imm);
+    else /* written before the last write on the first QP: already placed */
+        size = __atomic_load_n(&rc->sizes[slot * COMM_MAX_RECVS + sub], __ATOMIC_ACQUIRE);
+    if (size > (uint64_t)r->posted[sub]) {
+        if (!c->error)
+            WARN("NET/railnet: device %s: peer sent %llu bytes into a receive of %d bytes (tag mismatch?)",
+                 c->dev_name, (unsigned long long)size, r->posted[sub]);
+        comm_fail(c, ncclRemoteError);
+        return;
+    }
+    r->size[sub] = (int)size;
+    stats_rx_bytes(&c->stats, qpi, size);
+    if (++r->subs_done == r->n) {
+        r->done = 1;
+        rc->slot_req[slot] = NULL;
+    }
+}
+
+ncclResult_t p2p_progress(struct comm *c)
+{
+    struct ibv_wc wc[P2P_POLL_BATCH];
+    for (;;) {
+        int n = ibv_poll_cq(c->cq, P2P_POLL_BATCH, wc);
+        if (n < 0) {
+            if (!c->error)
+                WARN("NET/railnet: device %s: ibv_poll_cq failed (%d)", c->dev_name, n);
+            comm_fail(c, ncclSystemError);
+            return c->error;
+        }
+        for (int i = 0; i < n; i++) {
+            const struct ibv_wc *w = &wc[i];
+            int kind = WR_KIND(w->wr_id), qpi = WR_QPI(w->wr_id), ri = WR_REQ(w->wr_id);
+            if (qpi >= c->nqps)
+                qpi = 0;
+            if (w->status != IBV_WC_SUCCESS) {
+                errors_report_wc(c, qpi, w);
+                continue;
+            }
+            switch (kind) {
+            case WR_SEND:
+            case WR_FLUSH:
+                if (ri < (int)(sizeof(c->reqs) / sizeof(c->reqs[0])) && c->reqs[ri].pending > 0 &&
+                    --c->reqs[ri].pending == 0)
+                    c->reqs[ri].done = 1;
+                break;
+            case WR_CTS:
+                break;
+            case WR_RECV:
+                if (c->kind == COMM_RECV && w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+                    recv_on_imm((struct recv_comm *)c, qpi, ntohl(w->imm_data));
+                    if (p2p_post_recvs(c, qpi, 1)) {
+                        if (!c->error)
+                            WARN("NET/railnet: device %s QP 0x%x: cannot repost a receive", c->dev_name,
+                                 c->qps[qpi].qp->qp_num);
+                        comm_fail(c, ncclSystemError);
+                    }
+                } else {
+                    if (!c->error)
+                        WARN("NET/railnet: device %s QP 0x%x: unexpected receive completion (opcode %d)",
+                             c->dev_name, c->qps[qpi].qp->qp_num, (int)w->opcode);
+                    comm_fail(c, ncclRemoteError);
+                }
+                break;
+            default:
+                break;
+            }
+        }
+        if (n < P2P_POLL_BATCH)
+            break;
+    }
+    errors_check_async(c);
+    return c->error;
+}
+
+/* ---- send side ---- */
+
+static ncclResult_t send_post(struct send_comm *sc, struct request *r, const struct cts_entry *e,
+                              unsigned slot, unsigned sub, char *data, uint64_t size, void *mh)
+{
+    struct comm *c = &sc->c;
+    unsigned nq, first;
+    uint64_t chunk;
+    if (size <= sc->split_min || c->nqps == 1) {
+        nq = 1;
+        first = sc->rr++ % (unsigned)c->nqps;
+        chunk = size;
+    } else {
+        chunk = (size + (uint64_t)c->nqps - 1) / (uint64_t)c->nqps;
+        chunk = (chunk + P2P_CHUNK_ALIGN - 1) & ~(uint64_t)(P2P_CHUNK_ALIGN - 1);
+        nq = (unsigned)((size + chunk - 1) / chunk);
+        first = 0;
+    }
+    int has_size = size <= IMM_SIZE_MAX;
+    uint32_t imm = htonl(IMM_MAKE(slot, sub, nq, has_size, size));
+    r->pending = (int)nq;
+    for (unsigned k = 0; k < nq; k++) {
+        int qpi = (int)((first + k) % (unsigned)c->nqps);
+        struct qp_conn *q = &c->qps[qpi];
+        int p = q->port->port_idx;
+        uint64_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
+        struct ibv_sge sge_data, sge_size;
+        struct ibv_send_wr wr_size, wr_data, *bad;
+        memset(&wr_data, 0, sizeof(wr_data));
+        wr_data.wr_id = WR_ID(WR_SEND, qpi, r->index);
+        wr_data.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr_data.send_flags = IBV_SEND_SIGNALED;
+        wr_data.imm_data = imm;
+        wr_data.wr.rdma.remote_addr = e->addr + off;
+        wr_data.wr.rdma.rkey = e->rkey[p];
+        if (len) {
+            sge_data.addr = (uint64_t)(uintptr_t)(data + off);
+            sge_data.length = (uint32_t)len;
+            sge_data.lkey = mr_lkey(mh, p);
+            wr_data.sg_list = &sge_data;
+            wr_data.num_sge = 1;
+        }
+        struct ibv_send_wr *head = &wr_data;
+        if (k == 0 && !has_size) {
+            uint32_t *st = &sc->size_stage[slot * COMM_MAX_RECVS + sub];
+            *st = (uint32_t)size;
+            memset(&wr_size, 0, sizeof(wr_size));
+            sge_size.addr = (uint64_t)(uintptr_t)st;
+            sge_size.length = sizeof(*st);
+            sge_size.lkey = sc->stage_mr->lkey;
+            wr_size.wr_id = WR_ID(WR_SEND, qpi, 0xffffffu);
+            wr_size.opcode = IBV_WR_RDMA_WRITE;
+            wr_size.sg_list = &sge_size;
+            wr_size.num_sge = 1;
+            wr_size.wr.rdma.remote_addr = sc->remote_sizes_addr + (slot * COMM_MAX_RECVS + sub) * sizeof(uint32_t);
+            wr_size.wr.rdma.rkey = sc->remote_sizes_rkey[p];
+            wr_size.next = &wr_data;
+            head = &wr_size;
+        }
+        int rc = ibv_post_send(q->qp, head, &bad);
+        if (rc) {
+            WARN("NET/railnet: device %s port %u QP 0x%x: ibv_post_send failed: %s", c->dev_name,
+                 q->port->port_num, q->qp->qp_num, strerror(rc));
+            /* completions of the QPs already posted still arrive; the comm is dead anyway */
+            comm_fail(c, ncclSystemError);
+            return ncclSystemError;
+        }
+        stats_tx(&c->stats, qpi, len);
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mhandle, void **request)
+{
+    struct send_comm *sc = send_comm;
+    struct comm *c = &sc->c;
+    *request = NULL;
+    if (c->error)
+        return c->error;
+    if (size < 0 || (size > 0 && !mhandle)) {
+        WARN("NET/railnet: isend of %d bytes with %s memory handle", size, mhandle ? "a" : "no");
+        return ncclInvalidArgument;
+    }
+    unsigned slot = (unsigned)(sc->head % COMM_SLOTS);
+    struct cts_entry *row = &sc->ring[slot * COMM_MAX_RECVS];
+    uint64_t want = sc->head + 1;
+    if (__atomic_load_n(&row[0].seq, __ATOMIC_ACQUIRE) != want) {
+        /* the receiver has not posted yet: make sure it is still there */
+        (void)p2p_progress(c);
+        return comm_check_peer(c, 1);
+    }
+    unsigned nreqs = row[0].nreqs;
+    if (nreqs < 1 || nreqs > COMM_MAX_RECVS) {
+        WARN("NET/railnet: device %s: CTS slot %u announces %u receives (max %d): corrupted CTS",
+             c->dev_name, slot, nreqs, COMM_MAX_RECVS);
+        comm_fail(c, ncclRemoteError);
+        return c->error;
+    }
+    int match = -1;
+    for (unsigned r = 0; r < nreqs; r++) {
+        if (__atomic_load_n(&row[r].seq, __ATOMIC_ACQUIRE) != want)
+            return ncclSuccess; /* rest of the slot still in flight */
+        if (!(sc->used & (1u << r)) && row[r].tag == tag) {
+            match = (int)r;
+            break;
+        }
+    }
+    if (match < 0)
+        return ncclSuccess; /* tag belongs to a later receive */
+    struct cts_entry e = row[match];
+    if (e.nreqs != nreqs || e.sub != (unsigned)match || e.slot != slot) {
+        WARN("NET/railnet: device %s: CTS slot %u entry %d inconsistent (n %u/%u, sub %u, slot %u)",
+             c->dev_name, slot, match, e.nreqs, nreqs, e.sub, e.slot);
+        comm_fail(c, ncclRemoteError);
+        return c->error;
+    }
+    if ((uint64_t)size > e.size) {
+        WARN("NET/railnet: device %s: send of %d bytes (tag %d) larger than the posted receive of %llu bytes",
+             c->dev_name, size, tag, (unsigned long long)e.size);
+        return ncclInvalidUsage;
+    }
+    struct request *r = comm_req_get(c, REQ_SEND);
+    if (!r)
+        return ncclSuccess;
+    r->n = 1;
+    r->size[0] = size;
+    r->slot = (int)slot;
+    r->seq = sc->head;
+    ncclResult_t res = send_post(sc, r, &e, slot, (unsigned)match, data, (uint64_t)size, mhandle);
+    if (res != ncclSuccess) {
+        if (r->pending == 0)
+            comm_req_put(r);
+        return res;
+    }
+    sc->used |= (uint8_t)(1u << match);
+    if (sc->used == (uint8_t)((1u << nreqs) - 1)) {
+        sc->used = 0;
+        sc->head++;
+    }
+    *request = r;
+    return ncclSuccess;
+}
+
+/* ---- receive side ---- */
+
+ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tags, void **mhandles,
+                       void **request)
+{
+    struct recv_comm *rc = recv_comm;
+    struct comm *c = &rc->c;
+    *request = NULL;
+    if (c->error)
+        return c->error;
+    if (n < 1 || n > COMM_MAX_RECVS) {
+        WARN("NET/railnet: irecv of %d buffers, 1..%d supported", n, COMM_MAX_RECVS);
+        return ncclInvalidArgument;
+    }
+    unsigned slot = (unsigned)(rc->next_seq % COMM_SLOTS);
+    if (rc->slot_req[slot]) {
+        (void)p2p_progress(c);
+        return comm_check_peer(c, 1);
+    }
+    struct request *r = comm_req_get(c, REQ_RECV);
+    if (!r)
+        return ncclSuccess;
+    struct cts_entry *row = &rc->stage[slot * COMM_MAX_RECVS];
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0 || (sizes[i] > 0 && !mhandles[i])) {
+            WARN("NET/railnet: irecv buffer %d of %d bytes with %s memory handle", i, sizes[i],
+                 mhandles[i] ? "a" : "no");
+            comm_req_put(r);
+            return ncclInvalidArgument;
+        }
+        struct cts_entry *e = &row[i];
+        memset(e, 0, sizeof(*e));
+        e->addr = (uint64_t)(uintptr_t)data[i];
+        for (int p = 0; p < c->nports; p++)
+            e->rkey[p] = mhandles[i] ? mr_rkey(mhandles[i], p) : 0;
+        e->size = (uint64_t)sizes[i];
+        e->tag = tags[i];
+        e->nreqs = (uint16_t)n;
+        e->sub = (uint16_t)i;
+        e->slot = slot;
+        e->seq = rc->next_seq + 1;
+        r->posted[i] = sizes[i];
+        r->size[i] = 0;
+        r->seen[i] = 0;
+    }
+    r->n = n;
+    r->slot = (int)slot;
+    r->seq = rc->next_seq;
+    int qpi = (int)(slot % (unsigned)c->nqps);
+    struct qp_conn *q = &c->qps[qpi];
+    struct ibv_sge sge = { .addr = (uint64_t)(uintptr_t)row,
+                           .length = (uint32_t)(n * (int)sizeof(struct cts_entry)),
+                           .lkey = rc->stage_mr->lkey };
+    struct ibv_send_wr wr, *bad;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = WR_ID(WR_CTS, qpi, r->index);
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = rc->remote_ring_addr + (uint64_t)slot * COMM_MAX_RECVS * sizeof(struct cts_entry);
+    wr.wr.rdma.rkey = rc->remote_ring_rkey[q->port->port_idx];
+    int err = ibv_post_send(q->qp, &wr, &bad);
+    if (err) {
+        WARN("NET/railnet: device %s port %u QP 0x%x: posting the CTS write failed: %s", c->dev_name,
+             q->port->port_num, q->qp->qp_num, strerror(err));
+        comm_req_put(r);
+        comm_fail(c, ncclSystemError);
+        return ncclSystemError;
+    }
+    rc->slot_req[slot] = r;
+    rc->next_seq++;
+    *request = r;
+    return ncclSuccess;
+}
+
+ncclResult_t p2p_test(void *request, int *done, int *sizes)
+{
+    struct request *r = request;
+    struct comm *c = r->comm;
+    *done = 0;
+    if (!r->done) {
+        ncclResult_t res = p2p_progress(c);
+        if (res != ncclSuccess)
+            return res;
+        if (!r->done)
+            return comm_check_peer(c, 1);
+    }
+    if (sizes) {
+        if (r->type == REQ_RECV)
+            for (int i = 0; i < r->n; i++)
+                sizes[i] = r->size[i];
+        else if (r->type == REQ_SEND)
+            sizes[0] = r->size[0];
+    }
+    *done = 1;
+    comm_req_put(r);
+    return ncclSuccess;
+}

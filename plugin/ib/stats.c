@@ -1,0 +1,41 @@
+/* plugin/ib/stats.c: printing the counters of a connection at close. */
+#include "stats.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "comm.h"
+#include "log.h"
+
+void stats_print(const struct comm *c)
+{
+    const struct stats *s = &c->stats;
+    if (!s->enabled)
+        return;
+    const char *dir = c->kind == COMM_SEND ? "send" : "recv";
+    uint64_t port_bytes[HS_MAX_PORTS] = { 0 }, port_msgs[HS_MAX_PORTS] = { 0 };
+    for (int i = 0; i < c->nqps; i++) {
+        const struct qp_conn *q = &c->qps[i];
+        int p = q->port ? q->port->port_idx : 0;
+        port_bytes[p] += s->qp[i].bytes;
+        port_msgs[p] += s->qp[i].msgs;
+        if (c->kind == COMM_SEND)
+            INFO(NCCL_NET, "NET/railnet stats: %s %s port %u QP 0x%x: %" PRIu64 " bytes in %" PRIu64 " writes",
+                 dir, c->dev_name, q->port ? q->port->port_num : 0, q->qp ? q->qp->qp_num : 0, s->qp[i].bytes,
+                 s->qp[i].msgs);
+        else
+            INFO(NCCL_NET, "NET/railnet stats: %s %s port %u QP 0x%x: %" PRIu64 " immediates", dir, c->dev_name,
+                 q->port ? q->port->port_num : 0, q->qp ? q->qp->qp_num : 0, s->qp[i].msgs);
+    }
+    for (int p = 0; p < c->nports; p++) {
+        if (c->kind == COMM_SEND)
+            INFO(NCCL_NET, "NET/railnet stats: %s %s port %u total: %" PRIu64 " bytes in %" PRIu64 " writes", dir,
+                 c->dev_name, c->ports[p].port_num, port_bytes[p], port_msgs[p]);
+        else
+            INFO(NCCL_NET, "NET/railnet stats: %s %s port %u total: %" PRIu64 " immediates", dir, c->dev_name,
+                 c->ports[p].port_num, port_msgs[p]);
+    }
+    if (c->kind == COMM_RECV)
+        INFO(NCCL_NET, "NET/railnet stats: recv %s total: %" PRIu64 " bytes in %" PRIu64 " messages", c->dev_name,
+             s->rx_bytes, s->rx_msgs);
+}

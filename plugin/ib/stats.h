@@ -1,0 +1,50 @@
+/* plugin/ib/stats.h: per-connection traffic counters (RAILNET_STATS=1).
+ * Counting is a few additions on the owning thread, skipped when disabled;
+ * stats_print() logs per-QP and per-port totals once, at close. A sender
+ * counts bytes and RDMA writes per QP; a receiver counts immediates per QP
+ * (one per QP that carried part of a message) and bytes per message. */
+#ifndef RAILNET_IB_STATS_H
+#define RAILNET_IB_STATS_H
+
+#include <stdint.h>
+
+#include "handshake.h"
+
+struct stats_qp {
+    uint64_t bytes;
+    uint64_t msgs;
+};
+
+struct stats {
+    int enabled;
+    struct stats_qp qp[HS_MAX_QPS];
+    uint64_t rx_bytes;  /* receiver: bytes of completed messages */
+    uint64_t rx_msgs;
+};
+
+static inline void stats_tx(struct stats *s, int qpi, uint64_t bytes)
+{
+    if (s->enabled) {
+        s->qp[qpi].bytes += bytes;
+        s->qp[qpi].msgs++;
+    }
+}
+static inline void stats_rx(struct stats *s, int qpi)
+{
+    if (s->enabled)
+        s->qp[qpi].msgs++;
+}
+static inline void stats_rx_bytes(struct stats *s, int qpi, uint64_t bytes)
+{
+    (void)qpi;
+    if (s->enabled) {
+        s->rx_bytes += bytes;
+        s->rx_msgs++;
+    }
+}
+
+struct comm;
+/* Logs the counters of c (INFO, NCCL_NET) when enabled. */
+void stats_print(const struct comm *c);
+
+#endif

@@ -1,0 +1,327 @@
+/* tests/netdriver/nd.c: rank orchestration and connection set-up of the
+ * NCCL-like driver. */
+#define _GNU_SOURCE
+#include "nd.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+double nd_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t nd_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t word_of(uint64_t id, uint64_t i)
+{
+    uint64_t s = id * 0x9e3779b97f4a7c15ull + i;
+    return nd_rand(&s);
+}
+
+void nd_fill(void *buf, size_t len, uint64_t id)
+{
+    uint8_t *p = buf;
+    size_t words = len / 8;
+    for (size_t i = 0; i < words; i++) {
+        uint64_t w = word_of(id, i);
+        memcpy(p + 8 * i, &w, 8);
+    }
+    if (len % 8) {
+        uint64_t w = word_of(id, words);
+        memcpy(p + 8 * words, &w, len % 8);
+    }
+}
+
+long nd_check(const void *buf, size_t len, uint64_t id)
+{
+    const uint8_t *p = buf;
+    size_t words = len / 8;
+    for (size_t i = 0; i < words; i++) {
+        uint64_t w = word_of(id, i);
+        if (memcmp(p + 8 * i, &w, 8) != 0) {
+            for (size_t b = 0; b < 8; b++)
+                if (p[8 * i + b] != ((uint8_t *)&w)[b])
+                    return (long)(8 * i + b);
+        }
+    }
+    if (len % 8) {
+        uint64_t w = word_of(id, words);
+        for (size_t b = 0; b < len % 8; b++)
+            if (p[8 * words + b] != ((uint8_t *)&w)[b])
+                return (long)(8 * words + b);
+    }
+    return -1;
+}
+
+long long nd_parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || end == s || v < 0)
+        return -1;
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; end++; break;
+    case 'm': case 'M': v <<= 20; end++; break;
+    case 'g': case 'G': v <<= 30; end++; break;
+    default: break;
+    }
+    return *end ? -1 : v;
+}
+
+static int full_io(int fd, void *buf, size_t len, int wr, double deadline)
+{
+    uint8_t *p = buf;
+    size_t off = 0;
+    while (off < len) {
+        struct pollfd pf = { .fd = fd, .events = wr ? POLLOUT : POLLIN };
+        int left = (int)((deadline - nd_now()) * 1000);
+        if (left <= 0)
+            return -1;
+        int r = poll(&pf, 1, left > 1000 ? 1000 : left);
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (r <= 0)
+            continue;
+        ssize_t n = wr ? write(fd, p + off, len - off) : read(fd, p + off, len - off);
+        if (n == 0)
+            return -1;
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    return 0;
+}
+
+/* ---- inside a rank ---- */
+
+static uint8_t nd_peer_handles[ND_MAX_RANKS][ND_MAX_DEVS][ND_HANDLE];
+
+int nd_connect_all(struct nd_world *w)
+{
+    const ncclNet_v8_t *net = w->net;
+    static uint8_t mine[ND_MAX_RANKS][ND_MAX_DEVS][ND_HANDLE];
+    void *listen[ND_MAX_RANKS][ND_MAX_DEVS];
+    memset(mine, 0, sizeof(mine));
+    memset(listen, 0, sizeof(listen));
+    int rc = 1;
+    for (int j = 0; j < w->nranks; j++) {
+        for (int d = 0; d < w->ndevs && j != w->rank; d++) {
+            ncclResult_t r = net->listen(d, mine[j][d], &listen[j][d]);
+            if (r != ncclSuccess) {
+                fprintf(stderr, "rank %d: listen(dev %d) for peer %d returned %d\n", w->rank, d, j, r);
+                goto out;
+            }
+        }
+    }
+    size_t len = (size_t)w->nranks * ND_MAX_DEVS * ND_HANDLE;
+    if (full_io(w->fd, mine, len, 1, w->deadline) || full_io(w->fd, nd_peer_handles, len, 0, w->deadline)) {
+        fprintf(stderr, "rank %d: handle exchange with the parent failed\n", w->rank);
+        goto out;
+    }
+    for (;;) {
+        int pending = 0;
+        for (int j = 0; j < w->nranks; j++) {
+            for (int d = 0; d < w->ndevs && j != w->rank; d++) {
+                ncclNetDeviceHandle_v8_t *dh = NULL;
+                if (!w->send[j][d]) {
+                    ncclResult_t r = net->connect(d, nd_peer_handles[j][d], &w->send[j][d], &dh);
+                    if (r != ncclSuccess) {
+                        fprintf(stderr, "rank %d: connect(dev %d) to peer %d returned %d\n", w->rank, d, j, r);
+                        goto out;
+                    }
+                    pending += !w->send[j][d];
+                }
+                if (!w->recv[j][d]) {
+                    ncclResult_t r = net->accept(listen[j][d], &w->recv[j][d], &dh);
+                    if (r != ncclSuccess) {
+                        fprintf(stderr, "rank %d: accept(dev %d) from peer %d returned %d\n", w->rank, d, j, r);
+                        goto out;
+                    }
+                    pending += !w->recv[j][d];
+                }
+            }
+        }
+        if (!pending)
+            break;
+        if (nd_now() > w->deadline) {
+            fprintf(stderr, "rank %d: connections not established before the deadline\n", w->rank);
+            goto out;
+        }
+        usleep(50);
+    }
+    rc = 0;
+out:
+    for (int j = 0; j < w->nranks; j++)
+        for (int d = 0; d < w->ndevs; d++)
+            if (listen[j][d])
+                net->closeListen(listen[j][d]);
+    return rc;
+}
+
+void nd_close_all(struct nd_world *w)
+{
+    for (int j = 0; j < w->nranks; j++) {
+        for (int d = 0; d < w->ndevs; d++) {
+            if (w->send[j][d])
+                w->net->closeSend(w->send[j][d]);
+            if (w->recv[j][d])
+                w->net->closeRecv(w->recv[j][d]);
+            w->send[j][d] = w->recv[j][d] = NULL;
+        }
+    }
+}
+
+void nd_signal_ready(struct nd_world *w)
+{
+    char c = 'R';
+    (void)full_io(w->fd, &c, 1, 1, w->deadline);
+}
+
+/* ---- the parent ---- */
+
+int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kill_after_ms, nd_rank_fn fn,
+                 void *arg)
+{
+    if (nranks < 2 || nranks > ND_MAX_RANKS || ndevs < 1 || ndevs > ND_MAX_DEVS) {
+        fprintf(stderr, "netdriver: ranks must be 2..%d and devices 1..%d\n", ND_MAX_RANKS, ND_MAX_DEVS);
+        return 1;
+    }
+    int fds[ND_MAX_RANKS];
+    pid_t pids[ND_MAX_RANKS];
+    double deadline = nd_now() + timeout_s;
+    fflush(NULL);
+    for (int i = 0; i < nranks; i++) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+            perror("socketpair");
+            return 1;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            return 1;
+        }
+        if (pid == 0) {
+            close(sv[0]);
+            for (int k = 0; k < i; k++)
+                close(fds[k]);
+            /* a rank that the parent cannot reach any more must not linger */
+            alarm((unsigned)timeout_s + 10);
+            static struct nd_world w;
+            memset(&w, 0, sizeof(w));
+            w.rank = i;
+            w.nranks = nranks;
+            w.ndevs = ndevs;
+            w.fd = sv[1];
+            w.deadline = deadline;
+            w.net = nd_plugin_open();
+            int st = 1;
+            if (w.net) {
+                int n = 0;
+                if (w.net->devices(&n) != ncclSuccess || n < ndevs)
+                    fprintf(stderr, "rank %d: the plugin reports %d device(s), %d needed\n", i, n, ndevs);
+                else
+                    st = fn(&w, arg);
+            }
+            fflush(NULL);
+            _exit(st);
+        }
+        close(sv[1]);
+        fds[i] = sv[0];
+        pids[i] = pid;
+    }
+    int failed = 0;
+    /* handle exchange: rank i receives, for each peer j, what j made for i */
+    size_t len = (size_t)nranks * ND_MAX_DEVS * ND_HANDLE;
+    uint8_t(*all)[ND_MAX_RANKS][ND_MAX_DEVS][ND_HANDLE] = calloc((size_t)nranks, sizeof(*all));
+    uint8_t(*out)[ND_MAX_DEVS][ND_HANDLE] = calloc(ND_MAX_RANKS, sizeof(*out));
+    int exchanged = all && out;
+    for (int i = 0; i < nranks && exchanged; i++)
+        if (full_io(fds[i], all[i], len, 0, deadline))
+            exchanged = 0;
+    for (int i = 0; i < nranks && exchanged; i++) {
+        for (int j = 0; j < nranks; j++)
+            memcpy(out[j], all[j][i], sizeof(out[j]));
+        if (full_io(fds[i], out, len, 1, deadline))
+            exchanged = 0;
+    }
+    free(all);
+    free(out);
+    if (!exchanged)
+        fprintf(stderr, "netdriver: handle exchange failed (a rank exited early?)\n");
+    if (exchanged && kill_rank >= 0 && kill_rank < nranks) {
+        for (int i = 0; i < nranks; i++) {
+            char c;
+            if (full_io(fds[i], &c, 1, 0, deadline))
+                break;
+        }
+        usleep((useconds_t)kill_after_ms * 1000);
+        fprintf(stderr, "netdriver: killing rank %d (pid %d) mid-transfer\n", kill_rank, (int)pids[kill_rank]);
+        kill(pids[kill_rank], SIGKILL);
+    }
+    int alive = nranks;
+    int status[ND_MAX_RANKS];
+    int reaped[ND_MAX_RANKS] = { 0 };
+    while (alive > 0) {
+        for (int i = 0; i < nranks; i++) {
+            if (reaped[i])
+                continue;
+            pid_t r = waitpid(pids[i], &status[i], WNOHANG);
+            if (r == pids[i]) {
+                reaped[i] = 1;
+                alive--;
+            }
+        }
+        if (alive && nd_now() > deadline + 5) {
+            for (int i = 0; i < nranks; i++) {
+                if (!reaped[i]) {
+                    fprintf(stderr, "netdriver: rank %d still running after %.0f s: killed (hang)\n", i, timeout_s);
+                    kill(pids[i], SIGKILL);
+                    waitpid(pids[i], &status[i], 0);
+                    reaped[i] = 1;
+                    status[i] = -1;
+                    failed = 1;
+                }
+            }
+            alive = 0;
+        }
+        if (alive)
+            usleep(2000);
+    }
+    for (int i = 0; i < nranks; i++) {
+        close(fds[i]);
+        if (i == kill_rank)
+            continue;
+        if (status[i] == -1)
+            continue;
+        if (WIFSIGNALED(status[i])) {
+            fprintf(stderr, "netdriver: rank %d died of signal %d\n", i, WTERMSIG(status[i]));
+            failed = 1;
+        } else if (WEXITSTATUS(status[i]) != 0) {
+            fprintf(stderr, "netdriver: rank %d exited with status %d\n", i, WEXITSTATUS(status[i]));
+            failed = 1;
+        }
+    }
+    return failed || !exchanged;
+}

@@ -1,0 +1,68 @@
+/* tests/netdriver/nd.h: shared pieces of the NCCL-like driver's traffic
+ * subcommands (traffic, bw, lat): rank orchestration, handle exchange,
+ * non-blocking connection set-up, data patterns, deadlines.
+ *
+ * Orchestration: the parent forks `nranks` children; each child loads the
+ * plugin itself (verbs state never crosses fork), listens once per peer and
+ * device, and sends its handles to the parent over a socketpair; the parent
+ * forwards to every rank the handles its peers made for it. No TCP port is
+ * fixed anywhere: the plugin binds port 0 and the handle carries the port. */
+#ifndef RAILNET_NETDRIVER_ND_H
+#define RAILNET_NETDRIVER_ND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nccl_net_v8.h"
+
+#define ND_MAX_RANKS 8
+#define ND_MAX_DEVS 4
+#define ND_HANDLE 128
+
+struct nd_world {
+    int rank, nranks, ndevs;
+    int fd;                      /* socketpair end to the parent */
+    const ncclNet_v8_t *net;
+    /* [peer][dev] */
+    void *send[ND_MAX_RANKS][ND_MAX_DEVS];
+    void *recv[ND_MAX_RANKS][ND_MAX_DEVS];
+    double deadline;             /* nd_now() value after which the rank gives up */
+};
+
+/* The body of one rank; returns its exit status (0 ok). */
+typedef int (*nd_rank_fn)(struct nd_world *w, void *arg);
+
+/* Forks nranks ranks running fn, exchanges handles, waits for all of them
+ * with a timeout (kills them all past it). kill_rank >= 0: SIGKILLs that rank
+ * kill_after_ms after the connections are up (fault test). Returns 0 when
+ * every rank (except the killed one) exited 0, else 1; prints one line per
+ * failed rank. */
+int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kill_after_ms, nd_rank_fn fn,
+                 void *arg);
+
+/* Inside a rank: listen/connect/accept to every peer on every device,
+ * non-blocking until all comms exist or the deadline passes. 0 on success. */
+int nd_connect_all(struct nd_world *w);
+/* Closes every comm of the rank. */
+void nd_close_all(struct nd_world *w);
+/* Tells the parent that the connections are up (for kill timing). */
+void nd_signal_ready(struct nd_world *w);
+
+double nd_now(void);
+
+/* Deterministic content: byte i of the message identified by id. */
+void nd_fill(void *buf, size_t len, uint64_t id);
+/* Index of the first wrong byte, or -1. */
+long nd_check(const void *buf, size_t len, uint64_t id);
+
+/* splitmix64 step: the driver's one random generator. */
+uint64_t nd_rand(uint64_t *state);
+
+/* Loads and initialises the plugin in the calling process (child ranks). */
+const ncclNet_v8_t *nd_plugin_open(void);
+
+/* Parses a size with optional K/M/G suffix (binary units); -1 on error. */
+long long nd_parse_size(const char *s);
+
+#endif

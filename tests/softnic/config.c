@@ -1,0 +1,340 @@
+/* config.c: softnic's configuration, the only reader of SOFTNIC_* variables.
+ *
+ * Sources, later ones override earlier ones:
+ *   1. defaults: one device "softnic0", port 1 on 127.0.0.1, port 2 on
+ *      127.0.0.2, MTU 4096, no rate limit, no latency, no VF mode;
+ *   2. SOFTNIC_CONF=<file> (format below) or SOFTNIC_DEVICES=<list>;
+ *   3. SOFTNIC_RATE, SOFTNIC_LATENCY_US, SOFTNIC_MTU, SOFTNIC_VF (all ports);
+ *   4. SOFTNIC_PORT_OPTS (per port keys, e.g. faults for unmodified programs);
+ *   5. SOFTNIC_RETRY_CAP_MS, SOFTNIC_RNR_CAP_MS, SOFTNIC_VF_BASE_RATE,
+ *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG.
+ *
+ * File format (SOFTNIC_CONF), one directive per line, '#' starts a comment:
+ *     device <name>                       starts a device (max 4)
+ *     port <key>=<value> ...              adds a port to it (max 4)
+ *     retry_cap_ms <n> | rnr_cap_ms <n> | vf_base_rate <rate>
+ *     sysfs <dir> | ctl_file <path> | debug <0|1>
+ * Port keys: ip=<IPv4> (required), rate=<bytes/s>, latency_us=<n>,
+ *   mtu=<256|512|1024|2048|4096>, vf=<0|1>, down_after_bytes=<n>,
+ *   down_after_ms=<n>.  Rates take k/M/G (10^3..) or Ki/Mi/Gi suffixes.
+ * SOFTNIC_DEVICES: "name:ip[,ip...][;name:ip...]", e.g.
+ *   "softnic0:127.0.0.1,127.0.0.2;softnic1:127.0.1.1".
+ * SOFTNIC_PORT_OPTS: "dev:port:key=value[,key=value...][;...]", e.g.
+ *   "softnic0:1:rate=1G,down_after_bytes=100000000". */
+#include "softnic.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return EINVAL;
+    double mult = 1;
+    if (*end) {
+        char c = (char)toupper((unsigned char)*end);
+        bool bin = end[1] == 'i' || end[1] == 'I';
+        double base = bin ? 1024.0 : 1000.0;
+        if (c == 'K')
+            mult = base;
+        else if (c == 'M')
+            mult = base * base;
+        else if (c == 'G')
+            mult = base * base * base;
+        else
+            return EINVAL;
+        if (end[bin ? 2 : 1] != '\0')
+            return EINVAL;
+    }
+    *out = (uint64_t)(v * mult);
+    return 0;
+}
+
+static int mtu_enum(uint64_t bytes)
+{
+    switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: return 0;
+    }
+}
+
+static void port_defaults(struct sn_port_conf *p, const char *ip)
+{
+    memset(p, 0, sizeof(*p));
+    snprintf(p->ip, sizeof(p->ip), "%s", ip);
+    p->mtu = IBV_MTU_4096;
+}
+
+static int port_key(struct sn_port_conf *p, const char *key, const char *val)
+{
+    uint64_t v;
+    if (!strcmp(key, "ip")) {
+        struct in_addr a;
+        if (inet_aton(val, &a) == 0)
+            return EINVAL;
+        snprintf(p->ip, sizeof(p->ip), "%s", val);
+        return 0;
+    }
+    if (parse_u64(val, &v))
+        return EINVAL;
+    if (!strcmp(key, "rate"))
+        p->rate = v;
+    else if (!strcmp(key, "latency_us"))
+        p->latency_us = (uint32_t)v;
+    else if (!strcmp(key, "mtu")) {
+        if (!(p->mtu = mtu_enum(v)))
+            return EINVAL;
+    } else if (!strcmp(key, "vf"))
+        p->vf = v != 0;
+    else if (!strcmp(key, "down_after_bytes"))
+        p->down_after_bytes = v;
+    else if (!strcmp(key, "down_after_ms"))
+        p->down_after_ms = (uint32_t)v;
+    else
+        return EINVAL;
+    return 0;
+}
+
+/* Applies "k=v<sep>k=v" to p. */
+static int port_keys(struct sn_port_conf *p, char *list, const char *seps)
+{
+    char *save = NULL;
+    for (char *tok = strtok_r(list, seps, &save); tok; tok = strtok_r(NULL, seps, &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            return EINVAL;
+        *eq = '\0';
+        if (port_key(p, tok, eq + 1)) {
+            SN_LOG("config: bad port key %s=%s", tok, eq + 1);
+            return EINVAL;
+        }
+    }
+    return 0;
+}
+
+static void config_defaults(struct sn_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->ndevs = 1;
+    snprintf(c->dev[0].name, sizeof(c->dev[0].name), "softnic0");
+    c->dev[0].nports = 2;
+    port_defaults(&c->dev[0].port[0], "127.0.0.1");
+    port_defaults(&c->dev[0].port[1], "127.0.0.2");
+    c->retry_cap_ms = 2000;
+    c->rnr_cap_ms = 2000;
+    c->vf_base_rate = 2000000000ull;
+}
+
+static int config_file(struct sn_config *c, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        SN_LOG("config: cannot open SOFTNIC_CONF=%s: %s", path, strerror(errno));
+        return errno;
+    }
+    char line[1024];
+    int lineno = 0, err = 0;
+    c->ndevs = 0;
+    while (!err && fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *save = NULL;
+        char *word = strtok_r(line, " \t\r\n", &save);
+        if (!word)
+            continue;
+        char *rest = strtok_r(NULL, "\r\n", &save);
+        while (rest && isspace((unsigned char)*rest))
+            rest++;
+        uint64_t v = 0;
+        if (!strcmp(word, "device")) {
+            if (c->ndevs == SN_MAX_DEVICES || !rest || !*rest) {
+                err = EINVAL;
+                break;
+            }
+            struct sn_dev_conf *d = &c->dev[c->ndevs++];
+            memset(d, 0, sizeof(*d));
+            snprintf(d->name, sizeof(d->name), "%s", strtok_r(rest, " \t", &save));
+        } else if (!strcmp(word, "port")) {
+            if (c->ndevs == 0 || c->dev[c->ndevs - 1].nports == SN_MAX_PORTS) {
+                err = EINVAL;
+                break;
+            }
+            struct sn_dev_conf *d = &c->dev[c->ndevs - 1];
+            struct sn_port_conf *p = &d->port[d->nports];
+            port_defaults(p, "");
+            if (!rest || port_keys(p, rest, " \t") || !p->ip[0]) {
+                err = EINVAL;
+                break;
+            }
+            d->nports++;
+        } else if (!strcmp(word, "sysfs") && rest) {
+            snprintf(c->sysfs_dir, sizeof(c->sysfs_dir), "%s", rest);
+        } else if (!strcmp(word, "ctl_file") && rest) {
+            snprintf(c->ctl_file, sizeof(c->ctl_file), "%s", rest);
+        } else if (rest && !parse_u64(rest, &v)) {
+            if (!strcmp(word, "retry_cap_ms"))
+                c->retry_cap_ms = (uint32_t)v;
+            else if (!strcmp(word, "rnr_cap_ms"))
+                c->rnr_cap_ms = (uint32_t)v;
+            else if (!strcmp(word, "vf_base_rate"))
+                c->vf_base_rate = v;
+            else if (!strcmp(word, "debug"))
+                c->debug = (int)v;
+            else
+                err = EINVAL;
+        } else {
+            err = EINVAL;
+        }
+    }
+    fclose(f);
+    if (err)
+        SN_LOG("config: %s:%d: cannot parse directive", path, lineno);
+    else if (c->ndevs == 0)
+        err = EINVAL;
+    for (int i = 0; !err && i < c->ndevs; i++)
+        if (c->dev[i].nports == 0)
+            err = EINVAL;
+    return err;
+}
+
+static int config_devices(struct sn_config *c, const char *spec)
+{
+    char *copy = strdup(spec), *save = NULL;
+    int err = 0;
+    if (!copy)
+        return ENOMEM;
+    c->ndevs = 0;
+    for (char *dev = strtok_r(copy, ";", &save); dev && !err; dev = strtok_r(NULL, ";", &save)) {
+        char *colon = strchr(dev, ':');
+        if (!colon || c->ndevs == SN_MAX_DEVICES) {
+            err = EINVAL;
+            break;
+        }
+        *colon = '\0';
+        struct sn_dev_conf *d = &c->dev[c->ndevs++];
+        memset(d, 0, sizeof(*d));
+        snprintf(d->name, sizeof(d->name), "%s", dev);
+        char *save2 = NULL;
+        for (char *ip = strtok_r(colon + 1, ",", &save2); ip; ip = strtok_r(NULL, ",", &save2)) {
+            struct in_addr a;
+            if (d->nports == SN_MAX_PORTS || inet_aton(ip, &a) == 0) {
+                err = EINVAL;
+                break;
+            }
+            port_defaults(&d->port[d->nports++], ip);
+        }
+        if (d->nports == 0)
+            err = EINVAL;
+    }
+    free(copy);
+    if (!err && c->ndevs == 0)
+        err = EINVAL;
+    return err;
+}
+
+static int config_port_opts(struct sn_config *c, const char *spec)
+{
+    char *copy = strdup(spec), *save = NULL;
+    int err = 0;
+    if (!copy)
+        return ENOMEM;
+    for (char *ent = strtok_r(copy, ";", &save); ent && !err; ent = strtok_r(NULL, ";", &save)) {
+        char *c1 = strchr(ent, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) {
+            err = EINVAL;
+            break;
+        }
+        *c1 = *c2 = '\0';
+        int port = atoi(c1 + 1);
+        struct sn_dev_conf *d = NULL;
+        for (int i = 0; i < c->ndevs; i++)
+            if (!strcmp(c->dev[i].name, ent))
+                d = &c->dev[i];
+        if (!d || port < 1 || port > d->nports) {
+            err = EINVAL;
+            break;
+        }
+        err = port_keys(&d->port[port - 1], c2 + 1, ",");
+    }
+    free(copy);
+    return err;
+}
+
+/* Applies one key to every port from an environment variable. */
+static int env_all_ports(struct sn_config *c, const char *var, const char *key)
+{
+    const char *v = getenv(var);
+    if (!v || !*v)
+        return 0;
+    for (int i = 0; i < c->ndevs; i++)
+        for (int p = 0; p < c->dev[i].nports; p++)
+            if (port_key(&c->dev[i].port[p], key, v)) {
+                SN_LOG("config: bad %s=%s", var, v);
+                return EINVAL;
+            }
+    return 0;
+}
+
+static int env_u32(const char *var, uint32_t *out)
+{
+    const char *v = getenv(var);
+    uint64_t x;
+    if (!v || !*v)
+        return 0;
+    if (parse_u64(v, &x)) {
+        SN_LOG("config: bad %s=%s", var, v);
+        return EINVAL;
+    }
+    *out = (uint32_t)x;
+    return 0;
+}
+
+int config_load(struct sn_config *c)
+{
+    int err = 0;
+    const char *v;
+    config_defaults(c);
+    if ((v = getenv("SOFTNIC_CONF")) && *v)
+        err = config_file(c, v);
+    else if ((v = getenv("SOFTNIC_DEVICES")) && *v)
+        err = config_devices(c, v);
+    if (err) {
+        SN_LOG("config: invalid configuration, using the defaults");
+        config_defaults(c);
+        return err;
+    }
+    err = env_all_ports(c, "SOFTNIC_RATE", "rate");
+    err = err ? err : env_all_ports(c, "SOFTNIC_LATENCY_US", "latency_us");
+    err = err ? err : env_all_ports(c, "SOFTNIC_MTU", "mtu");
+    err = err ? err : env_all_ports(c, "SOFTNIC_VF", "vf");
+    if (!err && (v = getenv("SOFTNIC_PORT_OPTS")) && *v && config_port_opts(c, v)) {
+        SN_LOG("config: bad SOFTNIC_PORT_OPTS=%s", v);
+        err = EINVAL;
+    }
+    err = err ? err : env_u32("SOFTNIC_RETRY_CAP_MS", &c->retry_cap_ms);
+    err = err ? err : env_u32("SOFTNIC_RNR_CAP_MS", &c->rnr_cap_ms);
+    uint32_t dbg = (uint32_t)c->debug;
+    err = err ? err : env_u32("SOFTNIC_DEBUG", &dbg);
+    c->debug = (int)dbg;
+    if (!err && (v = getenv("SOFTNIC_VF_BASE_RATE")) && *v && parse_u64(v, &c->vf_base_rate))
+        err = EINVAL;
+    if ((v = getenv("SOFTNIC_SYSFS")) && *v)
+        snprintf(c->sysfs_dir, sizeof(c->sysfs_dir), "%s", v);
+    if ((v = getenv("SOFTNIC_CTL_FILE")) && *v)
+        snprintf(c->ctl_file, sizeof(c->ctl_file), "%s", v);
+    return err;
+}

@@ -1,0 +1,236 @@
+/* cq.c: completion queues and completion channels.
+ *
+ * A CQ is a ring of ibv_wc under a mutex.  When it is full the completion
+ * is lost and the CQ reports IBV_EVENT_CQ_ERR once (overrun), as hardware
+ * does.  A completion channel is a pipe: an armed CQ writes its own pointer
+ * into it on the next (solicited) completion, ibv_get_cq_event reads it. */
+#include "softnic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct sn_channel {
+    struct ibv_comp_channel ch;
+    int wfd;
+};
+
+struct ibv_comp_channel *cq_channel_create(struct ibv_context *c)
+{
+    struct sn_channel *chan = calloc(1, sizeof(*chan));
+    int fds[2];
+    if (!chan) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (pipe2(fds, O_CLOEXEC)) {
+        int err = errno;
+        free(chan);
+        errno = err;
+        return NULL;
+    }
+    fcntl(fds[1], F_SETFL, O_NONBLOCK);
+    chan->ch.context = c;
+    chan->ch.fd = fds[0];
+    chan->wfd = fds[1];
+    chan->ch.refcnt = 0;
+    return &chan->ch;
+}
+
+int cq_channel_destroy(struct ibv_comp_channel *ch)
+{
+    struct sn_channel *chan = (struct sn_channel *)ch;
+    pthread_mutex_lock(&ch->context->mutex);
+    int busy = ch->refcnt;
+    pthread_mutex_unlock(&ch->context->mutex);
+    if (busy)
+        return EBUSY;
+    close(ch->fd);
+    close(chan->wfd);
+    free(chan);
+    return 0;
+}
+
+int cq_get_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context)
+{
+    struct ibv_cq *p = NULL;
+    ssize_t n;
+    do
+        n = read(ch->fd, &p, sizeof(p));
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof(p))
+        return -1;
+    *cq = p;
+    *cq_context = p->cq_context;
+    return 0;
+}
+
+void cq_ack_events(struct ibv_cq *cq, unsigned int n)
+{
+    pthread_mutex_lock(&cq->mutex);
+    cq->comp_events_completed += n;
+    pthread_cond_broadcast(&cq->cond);
+    pthread_mutex_unlock(&cq->mutex);
+}
+
+struct ibv_cq *cq_create(struct ibv_context *c, int cqe, void *cq_context,
+                         struct ibv_comp_channel *channel, int comp_vector)
+{
+    if (cqe < 1 || cqe > SN_MAX_CQE || comp_vector < 0 || comp_vector >= c->num_comp_vectors) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct sn_cq *cq = calloc(1, sizeof(*cq));
+    if (!cq || !(cq->ring = calloc((size_t)cqe, sizeof(struct ibv_wc)))) {
+        free(cq);
+        errno = ENOMEM;
+        return NULL;
+    }
+    pthread_mutex_init(&cq->lock, NULL);
+    cq->cap = cqe;
+    cq->ibcq.context = c;
+    cq->ibcq.channel = channel;
+    cq->ibcq.cq_context = cq_context;
+    cq->ibcq.cqe = cqe;
+    pthread_mutex_init(&cq->ibcq.mutex, NULL);
+    pthread_cond_init(&cq->ibcq.cond, NULL);
+    if (channel) {
+        pthread_mutex_lock(&c->mutex);
+        channel->refcnt++;
+        pthread_mutex_unlock(&c->mutex);
+    }
+    return &cq->ibcq;
+}
+
+/* Number of QPs/SRQs using a CQ: destroy refuses while it is not 0. */
+static pthread_mutex_t users_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int cq_destroy(struct ibv_cq *ibcq)
+{
+    struct sn_cq *cq = (struct sn_cq *)ibcq;
+    pthread_mutex_lock(&users_lock);
+    int busy = cq->users;
+    pthread_mutex_unlock(&users_lock);
+    if (busy)
+        return EBUSY;
+    if (ibcq->channel) {
+        pthread_mutex_lock(&ibcq->context->mutex);
+        ibcq->channel->refcnt--;
+        pthread_mutex_unlock(&ibcq->context->mutex);
+    }
+    pthread_mutex_destroy(&cq->lock);
+    pthread_mutex_destroy(&ibcq->mutex);
+    pthread_cond_destroy(&ibcq->cond);
+    free(cq->ring);
+    free(cq);
+    return 0;
+}
+
+void cq_attach(struct ibv_cq *cq, int delta)
+{
+    pthread_mutex_lock(&users_lock);
+    ((struct sn_cq *)cq)->users += delta;
+    pthread_mutex_unlock(&users_lock);
+}
+
+int cq_resize(struct ibv_cq *ibcq, int cqe)
+{
+    struct sn_cq *cq = (struct sn_cq *)ibcq;
+    if (cqe < 1 || cqe > SN_MAX_CQE)
+        return EINVAL;
+    pthread_mutex_lock(&cq->lock);
+    if (cqe < cq->count) {
+        pthread_mutex_unlock(&cq->lock);
+        return EINVAL;
+    }
+    struct ibv_wc *ring = calloc((size_t)cqe, sizeof(*ring));
+    if (!ring) {
+        pthread_mutex_unlock(&cq->lock);
+        return ENOMEM;
+    }
+    for (int i = 0; i < cq->count; i++)
+        ring[i] = cq->ring[(cq->head + i) % cq->cap];
+    free(cq->ring);
+    cq->ring = ring;
+    cq->head = 0;
+    cq->cap = cqe;
+    ibcq->cqe = cqe;
+    pthread_mutex_unlock(&cq->lock);
+    return 0;
+}
+
+int cq_poll(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+    struct sn_cq *cq = (struct sn_cq *)ibcq;
+    if (n < 0)
+        return -1;
+    pthread_mutex_lock(&cq->lock);
+    int got = n < cq->count ? n : cq->count;
+    for (int i = 0; i < got; i++) {
+        wc[i] = cq->ring[cq->head];
+        cq->head = cq->head + 1 == cq->cap ? 0 : cq->head + 1;
+    }
+    cq->count -= got;
+    pthread_mutex_unlock(&cq->lock);
+    return got;
+}
+
+int cq_req_notify(struct ibv_cq *ibcq, int solicited_only)
+{
+    struct sn_cq *cq = (struct sn_cq *)ibcq;
+    if (!ibcq->channel)
+        return EINVAL;
+    pthread_mutex_lock(&cq->lock);
+    cq->armed = solicited_only ? 2 : 1;
+    pthread_mutex_unlock(&cq->lock);
+    return 0;
+}
+
+int cq_hook_set(struct ibv_cq *ibcq, sn_cq_hook hook, void *arg)
+{
+    struct sn_cq *cq = (struct sn_cq *)ibcq;
+    pthread_mutex_lock(&cq->lock);
+    cq->hook = hook;
+    cq->hook_arg = arg;
+    pthread_mutex_unlock(&cq->lock);
+    return 0;
+}
+
+void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+    pthread_mutex_lock(&cq->lock);
+    if (cq->hook) {
+        sn_cq_hook hook = cq->hook;
+        void *arg = cq->hook_arg;
+        pthread_mutex_unlock(&cq->lock);
+        hook(arg, wc);
+        return;
+    }
+    if (cq->count == cq->cap) {
+        bool first = !cq->overrun;
+        cq->overrun = true;
+        pthread_mutex_unlock(&cq->lock);
+        if (first) {
+            struct ibv_async_event ev;
+            memset(&ev, 0, sizeof(ev));
+            ev.element.cq = &cq->ibcq;
+            ev.event_type = IBV_EVENT_CQ_ERR;
+            async_post(sn_ctx(cq->ibcq.context), &ev);
+        }
+        return;
+    }
+    cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
+    cq->count++;
+    bool fire = cq->armed == 1 ||
+                (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS));
+    if (fire) {
+        cq->armed = 0;
+        struct sn_channel *chan = (struct sn_channel *)cq->ibcq.channel;
+        struct ibv_cq *p = &cq->ibcq;
+        if (write(chan->wfd, &p, sizeof(p)) != (ssize_t)sizeof(p))
+            SN_LOG("cq: completion channel full, event lost");
+    }
+    pthread_mutex_unlock(&cq->lock);
+}

@@ -1,0 +1,74 @@
+/* ctl.c: the test control API (softnic_ctl.h) and the counters behind it. */
+#include "softnic.h"
+#include "softnic_ctl.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+static void counters_read(const struct sn_counters *c, struct softnic_ctl_counters *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->tx_bytes = atomic_load(&c->tx_bytes);
+    o->tx_packets = atomic_load(&c->tx_packets);
+    o->rx_bytes = atomic_load(&c->rx_bytes);
+    o->rx_packets = atomic_load(&c->rx_packets);
+    o->errors = atomic_load(&c->errors);
+    o->retries = atomic_load(&c->retries);
+    o->rnr_naks = atomic_load(&c->rnr_naks);
+}
+
+static struct sn_port *ctl_port(struct ibv_context *ctx, uint8_t port)
+{
+    if (!ctx || ctx->abi_compat != __VERBS_ABI_IS_EXTENDED)
+        return NULL;
+    return sn_port_get(sn_device_of(ctx), port);
+}
+
+EXPORT int softnic_ctl_port_set_state(struct ibv_context *ctx, uint8_t port, int up)
+{
+    if (!ctl_port(ctx, port))
+        return EINVAL;
+    device_port_set_state(sn_device_of(ctx), port, up != 0);
+    return 0;
+}
+
+EXPORT int softnic_ctl_port_set_rate(struct ibv_context *ctx, uint8_t port, uint64_t rate)
+{
+    struct sn_port *p = ctl_port(ctx, port);
+    if (!p)
+        return EINVAL;
+    p->conf.rate = rate;
+    rate_set(&p->tx_rate, rate);
+    uint64_t base = rate ? rate : softnic_global()->conf.vf_base_rate;
+    rate_set(&p->vf_rate, base * 84 / 400);
+    return 0;
+}
+
+EXPORT int softnic_ctl_port_set_latency(struct ibv_context *ctx, uint8_t port, uint32_t usec)
+{
+    struct sn_port *p = ctl_port(ctx, port);
+    if (!p)
+        return EINVAL;
+    p->conf.latency_us = usec;
+    return 0;
+}
+
+EXPORT int softnic_ctl_port_counters(struct ibv_context *ctx, uint8_t port,
+                                     struct softnic_ctl_counters *out)
+{
+    struct sn_port *p = ctl_port(ctx, port);
+    if (!p || !out)
+        return EINVAL;
+    counters_read(&p->cnt, out);
+    return 0;
+}
+
+EXPORT int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out)
+{
+    if (!qp || !out)
+        return EINVAL;
+    counters_read(&sn_qp_of(qp)->cnt, out);
+    return 0;
+}

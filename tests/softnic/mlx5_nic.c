@@ -1,0 +1,572 @@
+/* mlx5_nic.c: the dv QP/CQ registry and the NIC thread that executes mlx5
+ * WQEs on softnic (contract in mlx5_nic.h).
+ *
+ * Every engine WR is posted signaled with wr_id = a per-QP sequence number,
+ * so each WQE has exactly one engine completion and WQEs retire strictly in
+ * order through the pend ring (that is what lets a NOP or a local error sit
+ * between engine WQEs and still get its CQE in the right place). */
+#include "mlx5_nic.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static struct {
+    pthread_mutex_t lock;       /* lists, and every QP's progress */
+    struct mlx5_sn_qp *qps;
+    struct mlx5_sn_cq *cqs;
+    struct ibv_cq *grave[64];   /* hidden CQs whose QP is being destroyed */
+    int ngrave;
+    pthread_t thread;
+    bool started, stop;
+    uint32_t next_cqn;
+} nic = { .lock = PTHREAD_MUTEX_INITIALIZER, .next_cqn = 0x100 };
+
+void *mlx5_sn_alloc_pages(size_t bytes)
+{
+    void *p = NULL;
+    bytes = (bytes + MLX5_SN_PAGE - 1) & ~(size_t)(MLX5_SN_PAGE - 1);
+    if (bytes == 0 || posix_memalign(&p, MLX5_SN_PAGE, bytes) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static uint32_t roundup_pow2(uint32_t v)
+{
+    uint32_t r = 1;
+    while (r < v)
+        r <<= 1;
+    return r;
+}
+
+/* ------------------------------------------------------------ CQ shadows */
+static struct mlx5_sn_cq *cq_find_locked(struct ibv_cq *cq)
+{
+    for (struct mlx5_sn_cq *c = nic.cqs; c; c = c->next)
+        if (c->ibcq == cq && !c->detached)
+            return c;
+    return NULL;
+}
+
+static void cq_free(struct mlx5_sn_cq *c)
+{
+    pthread_mutex_destroy(&c->lock);
+    free(c->buf);
+    free(c->dbrec);
+    free(c->uar);
+    free(c);
+}
+
+static void cq_unref_locked(struct mlx5_sn_cq *c)
+{
+    if (--c->refs > 0)
+        return;
+    for (struct mlx5_sn_cq **pp = &nic.cqs; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    cq_free(c);
+}
+
+static struct mlx5_sn_cq *cq_get_locked(struct ibv_cq *cq, int *err)
+{
+    struct mlx5_sn_cq *c = cq_find_locked(cq);
+    if (c)
+        return c;
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        *err = ENOMEM;
+        return NULL;
+    }
+    c->ibcq = cq;
+    c->cqe_cnt = roundup_pow2((uint32_t)(cq->cqe > 0 ? cq->cqe : 1) + 1);
+    if (c->cqe_cnt < 8)
+        c->cqe_cnt = 8;
+    c->buf = mlx5_sn_alloc_pages((size_t)c->cqe_cnt * sizeof(struct mlx5_cqe64));
+    c->dbrec = mlx5_sn_alloc_pages(MLX5_SN_PAGE);
+    c->uar = mlx5_sn_alloc_pages(MLX5_SN_PAGE);
+    if (!c->buf || !c->dbrec || !c->uar) {
+        free(c->buf);
+        free(c->dbrec);
+        free(c->uar);
+        free(c);
+        *err = ENOMEM;
+        return NULL;
+    }
+    mlx5_cq_ring_init(c->buf, c->cqe_cnt);
+    pthread_mutex_init(&c->lock, NULL);
+    c->cqn = nic.next_cqn++;
+    c->refs = 1;                /* the attachment to the live ibv_cq */
+    c->next = nic.cqs;
+    nic.cqs = c;
+    return c;
+}
+
+/* Writes one CQE for pend entry e; false when the CQ ring is full (the
+ * consumer has not advanced its doorbell record yet). */
+static bool cq_emit(struct mlx5_sn_qp *qp, const struct mlx5_sn_pend *e,
+                    uint8_t syndrome, uint8_t vendor)
+{
+    struct mlx5_sn_cq *c = qp->scq;
+    pthread_mutex_lock(&c->lock);
+    if (c->detached) {
+        pthread_mutex_unlock(&c->lock);
+        return true;            /* nobody can read it any more */
+    }
+    uint32_t ci = be32toh(__atomic_load_n(&c->dbrec[MLX5_SN_CQ_SET_CI], __ATOMIC_ACQUIRE)) & 0xffffff;
+    if (((c->pi - ci) & 0xffffff) >= c->cqe_cnt) {
+        pthread_mutex_unlock(&c->lock);
+        return false;
+    }
+    struct mlx5_cqe64 *cqe = &c->buf[c->pi & (c->cqe_cnt - 1)];
+    unsigned owner = (c->pi & c->cqe_cnt) ? 1 : 0;
+    uint32_t qpn = qp->ibqp->qp_num;
+    if (syndrome)
+        mlx5_cqe_write_err(cqe, e->opcode, qpn, e->wqe_idx, syndrome, vendor, owner);
+    else
+        mlx5_cqe_write_req(cqe, e->opcode, qpn, e->wqe_idx, e->byte_cnt, owner);
+    c->pi++;
+    pthread_mutex_unlock(&c->lock);
+    qp->counters[1]++;
+    return true;
+}
+
+/* ------------------------------------------------------------ progress */
+static void pend_push(struct mlx5_sn_qp *qp, const struct mlx5_sn_pend *e)
+{
+    qp->pend[(qp->pend_head + qp->pend_count) % qp->wqe_cnt] = *e;
+    qp->pend_count++;
+}
+
+static void pend_pop(struct mlx5_sn_qp *qp)
+{
+    qp->pend_head = (qp->pend_head + 1) % qp->wqe_cnt;
+    qp->pend_count--;
+}
+
+static void qp_to_error(struct mlx5_sn_qp *qp)
+{
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+    ibv_modify_qp(qp->ibqp, &a, IBV_QP_STATE);
+    qp->error = true;
+    qp->stop_consuming = false;
+}
+
+/* Retires pend entries in order; returns how many. */
+static int qp_retire(struct mlx5_sn_qp *qp)
+{
+    int done = 0;
+    while (qp->pend_count) {
+        struct mlx5_sn_pend *e = &qp->pend[qp->pend_head];
+        if (e->kind == PEND_LOCAL_OK) {
+            if (e->want_cqe && !cq_emit(qp, e, 0, 0))
+                break;
+        } else if (e->kind == PEND_LOCAL_ERR) {
+            if (!cq_emit(qp, e, e->syndrome, 0))
+                break;
+            qp->counters[2]++;
+            if (!qp->error)
+                qp_to_error(qp);
+        } else {
+            if (!qp->have_wc) {
+                if (ibv_poll_cq(qp->hidden_cq, 1, &qp->wc) <= 0)
+                    break;
+                qp->have_wc = true;
+            }
+            if (qp->wc.wr_id < e->seq) {        /* not ours: drop it */
+                qp->have_wc = false;
+                continue;
+            }
+            if (qp->wc.wr_id == e->seq && qp->wc.status != IBV_WC_SUCCESS) {
+                uint8_t syn = mlx5_syndrome_of_wc(qp->wc.status);
+                if (!cq_emit(qp, e, syn, (uint8_t)qp->wc.vendor_err))
+                    break;
+                qp->counters[2]++;
+                qp->error = true;   /* the engine moved the QP to ERR */
+            } else {
+                /* Success, or a later WR's completion (RC: every earlier
+                 * WR is then complete as well). */
+                if (e->want_cqe && !cq_emit(qp, e, 0, 0))
+                    break;
+            }
+            if (qp->wc.wr_id == e->seq)
+                qp->have_wc = false;
+        }
+        pend_pop(qp);
+        done++;
+    }
+    if (!qp->pend_count) {          /* stray completions: drain */
+        struct ibv_wc wc;
+        while (ibv_poll_cq(qp->hidden_cq, 1, &wc) > 0)
+            qp->have_wc = false;
+    }
+    return done;
+}
+
+static enum ibv_wr_opcode wr_opcode(uint8_t op)
+{
+    switch (op) {
+    case MLX5_OPCODE_RDMA_WRITE: return IBV_WR_RDMA_WRITE;
+    case MLX5_OPCODE_RDMA_WRITE_IMM: return IBV_WR_RDMA_WRITE_WITH_IMM;
+    case MLX5_OPCODE_SEND_IMM: return IBV_WR_SEND_WITH_IMM;
+    case MLX5_OPCODE_RDMA_READ: return IBV_WR_RDMA_READ;
+    default: return IBV_WR_SEND;
+    }
+}
+
+/* Posts op to the engine: 0, EAGAIN (not now: SQ full or QP not yet in
+ * RTS; the WQE stays in the ring), or an mlx5 syndrome (as a negative). */
+static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
+{
+    struct ibv_sge sg[MLX5_SN_MAX_SGE];
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = qp->next_seq;
+    wr.opcode = wr_opcode(op->opcode);
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (op->fm_ce_se & MLX5_WQE_CTRL_SOLICITED)
+        wr.send_flags |= IBV_SEND_SOLICITED;
+    if (op->fm_ce_se & MLX5_WQE_CTRL_FENCE)
+        wr.send_flags |= IBV_SEND_FENCE;
+    wr.imm_data = op->imm;
+    wr.wr.rdma.remote_addr = op->raddr;
+    wr.wr.rdma.rkey = op->rkey;
+    wr.sg_list = sg;
+    if (op->inl_len) {
+        if (op->inl_len > qp->max_inline)
+            return -MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+        sg[0].addr = (uintptr_t)op->inl;
+        sg[0].length = op->inl_len;
+        sg[0].lkey = 0;
+        wr.num_sge = 1;
+        wr.send_flags |= IBV_SEND_INLINE;
+    } else {
+        if ((uint32_t)op->num_sge > qp->max_sge)
+            return -MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+        for (int i = 0; i < op->num_sge; i++) {
+            sg[i].addr = op->sge[i].addr;
+            sg[i].length = op->sge[i].len;
+            sg[i].lkey = op->sge[i].lkey;
+        }
+        wr.num_sge = op->num_sge;
+    }
+    int rc = ibv_post_send(qp->ibqp, &wr, &bad);
+    if (rc == 0)
+        return 0;
+    if (rc == ENOMEM)
+        return EAGAIN;
+    struct ibv_qp_attr a;
+    struct ibv_qp_init_attr ia;
+    if (ibv_query_qp(qp->ibqp, &a, IBV_QP_STATE, &ia) == 0) {
+        if (a.qp_state == IBV_QPS_RESET || a.qp_state == IBV_QPS_INIT ||
+            a.qp_state == IBV_QPS_RTR)
+            return EAGAIN;      /* runs once the QP reaches RTS */
+        if (a.qp_state == IBV_QPS_ERR) {
+            qp->error = true;
+            return -MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
+        }
+    }
+    return -MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+}
+
+/* Consumes posted WQEs up to the doorbell record; returns how many. */
+static int qp_consume(struct mlx5_sn_qp *qp)
+{
+    int done = 0;
+    if (qp->stop_consuming)
+        return 0;
+    uint16_t pi = (uint16_t)(be32toh(__atomic_load_n(&qp->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE)) & 0xffff);
+    static __thread struct mlx5_sn_op op;
+    while (qp->ci != pi && qp->pend_count < qp->wqe_cnt) {
+        uint16_t avail = (uint16_t)(pi - qp->ci);
+        struct mlx5_sn_pend e = { .wqe_idx = qp->ci };
+        if (avail > qp->wqe_cnt) {
+            /* The doorbell claims more WQEs than the ring holds. */
+            e.kind = PEND_LOCAL_ERR;
+            e.syndrome = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+            pend_push(qp, &e);
+            qp->stop_consuming = true;
+            qp->ci = pi;
+            return done + 1;
+        }
+        /* Acquire: WQE bytes are read after the doorbell record. */
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        int syn = mlx5_wqe_decode(qp->sq, qp->wqe_cnt, qp->ci, qp->ibqp->qp_num, avail, &op);
+        e.opcode = op.opcode;
+        e.want_cqe = op.signaled;
+        e.byte_cnt = (uint32_t)op.len;
+        if (qp->error) {
+            e.kind = PEND_LOCAL_ERR;
+            e.syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
+        } else if (syn) {
+            e.kind = PEND_LOCAL_ERR;
+            e.syndrome = (uint8_t)syn;
+        } else if (op.opcode == MLX5_OPCODE_NOP) {
+            e.kind = PEND_LOCAL_OK;
+        } else {
+            int rc = qp_execute(qp, &op);
+            if (rc == EAGAIN)
+                break;
+            if (rc < 0) {
+                e.kind = PEND_LOCAL_ERR;
+                e.syndrome = (uint8_t)-rc;
+            } else {
+                e.kind = PEND_ENGINE;
+                e.seq = qp->next_seq++;
+            }
+        }
+        pend_push(qp, &e);
+        qp->ci = (uint16_t)(qp->ci + op.nbb);
+        qp->counters[0]++;
+        done++;
+        if (e.kind == PEND_LOCAL_ERR && !qp->error) {
+            qp->stop_consuming = true;  /* nothing runs after a bad WQE */
+            break;
+        }
+    }
+    return done;
+}
+
+/* Destroys hidden CQs whose QP is gone.  Called with nic.lock held; drops
+ * it around ibv_destroy_cq, whose destroy hook takes the lock itself. */
+static void grave_sweep_locked(void)
+{
+    struct ibv_cq *todo[sizeof(nic.grave) / sizeof(nic.grave[0])];
+    int n = nic.ngrave;
+    memcpy(todo, nic.grave, sizeof(todo[0]) * (size_t)n);
+    nic.ngrave = 0;
+    pthread_mutex_unlock(&nic.lock);
+    int keep = 0;
+    for (int i = 0; i < n; i++)
+        if (ibv_destroy_cq(todo[i]) != 0)     /* EBUSY: QP not gone yet */
+            todo[keep++] = todo[i];
+    pthread_mutex_lock(&nic.lock);
+    for (int i = 0; i < keep && nic.ngrave < n; i++)
+        nic.grave[nic.ngrave++] = todo[i];
+}
+
+static void *nic_main(void *arg)
+{
+    (void)arg;
+    unsigned idle = 0;
+    for (;;) {
+        int work = 0;
+        pthread_mutex_lock(&nic.lock);
+        if (nic.stop) {
+            pthread_mutex_unlock(&nic.lock);
+            break;
+        }
+        for (struct mlx5_sn_qp *qp = nic.qps; qp; qp = qp->next) {
+            work += qp_retire(qp);
+            work += qp_consume(qp);
+            work += qp_retire(qp);
+        }
+        if (nic.ngrave)
+            grave_sweep_locked();
+        pthread_mutex_unlock(&nic.lock);
+        if (work) {
+            idle = 0;
+        } else if (++idle < 200) {
+            sched_yield();
+        } else {
+            /* Idle: back off to at most 100 us between doorbell checks. */
+            unsigned us = idle < 400 ? 5 : idle < 1000 ? 20 : 100;
+            struct timespec ts = { 0, (long)us * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+__attribute__((destructor)) static void nic_fini(void)
+{
+    pthread_mutex_lock(&nic.lock);
+    bool started = nic.started;
+    nic.stop = true;
+    pthread_mutex_unlock(&nic.lock);
+    if (started)
+        pthread_join(nic.thread, NULL);
+}
+
+/* ------------------------------------------------------------ create */
+int mlx5_nic_qp_create(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
+                       struct ibv_qp **out)
+{
+    if (!attr || attr->qp_type != IBV_QPT_RC || !attr->send_cq || !attr->recv_cq ||
+        !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd)
+        return EINVAL;
+    if (attr->cap.max_send_wr == 0 || attr->cap.max_send_wr > 32768 ||
+        attr->cap.max_send_sge > MLX5_SN_MAX_SGE || attr->cap.max_inline_data > 512)
+        return EINVAL;
+
+    struct ibv_device_attr da;
+    if (ibv_query_device(ctx, &da) != 0)
+        return EIO;
+    /* WQE size: ctrl + raddr + the larger of the SGE list and inline. */
+    uint32_t sge = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
+    uint32_t data = sge * 16;
+    uint32_t inl = (4 + attr->cap.max_inline_data + 15) & ~15u;
+    uint32_t wqe_bytes = 32 + (data > inl ? data : inl);
+    uint32_t bbs = (wqe_bytes + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
+    uint32_t wqe_cnt = roundup_pow2(attr->cap.max_send_wr * bbs);
+
+    struct mlx5_sn_qp *qp = calloc(1, sizeof(*qp));
+    if (!qp)
+        return ENOMEM;
+    qp->wqe_cnt = wqe_cnt;
+    qp->sq = mlx5_sn_alloc_pages((size_t)wqe_cnt * MLX5_SEND_WQE_BB);
+    qp->dbrec = mlx5_sn_alloc_pages(MLX5_SN_PAGE);
+    qp->uar = mlx5_sn_alloc_pages(MLX5_SN_PAGE);
+    qp->pend = calloc(wqe_cnt, sizeof(*qp->pend));
+    int err = ENOMEM;
+    if (!qp->sq || !qp->dbrec || !qp->uar || !qp->pend)
+        goto fail;
+
+    /* Engine WRs: one per WQE at most, each signaled, all on a hidden CQ
+     * large enough that it never overruns. */
+    qp->hidden_cq = ibv_create_cq(ctx, (int)wqe_cnt + 1, NULL, NULL, 0);
+    if (!qp->hidden_cq) {
+        err = errno ? errno : ENOMEM;
+        goto fail;
+    }
+    struct ibv_qp_init_attr_ex ea = *attr;
+    ea.send_cq = qp->hidden_cq;
+    ea.cap.max_send_wr = wqe_cnt;
+    qp->max_sge = (uint32_t)(da.max_sge < MLX5_SN_MAX_SGE ? da.max_sge : MLX5_SN_MAX_SGE);
+    ea.cap.max_send_sge = qp->max_sge;
+    qp->max_inline = MLX5_SN_MAX_INLINE;
+    ea.cap.max_inline_data = qp->max_inline;
+    qp->ibqp = ibv_create_qp_ex(ctx, &ea);
+    if (!qp->ibqp) {
+        /* The engine may cap inline data lower: ask for what it allows. */
+        qp->max_inline = attr->cap.max_inline_data;
+        ea.cap = attr->cap;
+        ea.cap.max_send_wr = wqe_cnt;
+        ea.cap.max_send_sge = qp->max_sge;
+        qp->ibqp = ibv_create_qp_ex(ctx, &ea);
+    }
+    if (!qp->ibqp) {
+        err = errno ? errno : EINVAL;
+        goto fail;
+    }
+    if (ea.cap.max_inline_data < qp->max_inline)
+        qp->max_inline = ea.cap.max_inline_data;
+
+    pthread_mutex_lock(&nic.lock);
+    qp->scq = cq_get_locked(attr->send_cq, &err);
+    if (!qp->scq) {
+        pthread_mutex_unlock(&nic.lock);
+        ibv_destroy_qp(qp->ibqp);
+        goto fail;
+    }
+    qp->scq->refs++;
+    qp->next = nic.qps;
+    nic.qps = qp;
+    if (!nic.started) {
+        if (pthread_create(&nic.thread, NULL, nic_main, NULL) == 0)
+            nic.started = true;
+    }
+    pthread_mutex_unlock(&nic.lock);
+
+    /* What the user may post: WRs of the largest WQE it asked for. */
+    attr->cap.max_send_wr = wqe_cnt / bbs;
+    attr->cap.max_inline_data = qp->max_inline < attr->cap.max_inline_data
+                                ? qp->max_inline : attr->cap.max_inline_data;
+    *out = qp->ibqp;
+    return 0;
+
+fail:
+    if (qp->hidden_cq)
+        ibv_destroy_cq(qp->hidden_cq);
+    free(qp->sq);
+    free(qp->dbrec);
+    free(qp->uar);
+    free(qp->pend);
+    free(qp);
+    return err;
+}
+
+int mlx5_nic_qp_info(struct ibv_qp *ibqp, struct mlx5dv_qp *out)
+{
+    int rc = EOPNOTSUPP;    /* not made by mlx5dv_create_qp: no mlx5 ring */
+    pthread_mutex_lock(&nic.lock);
+    for (struct mlx5_sn_qp *qp = nic.qps; qp; qp = qp->next) {
+        if (qp->ibqp != ibqp)
+            continue;
+        out->dbrec = qp->dbrec;
+        out->sq.buf = qp->sq;
+        out->sq.wqe_cnt = qp->wqe_cnt;
+        out->sq.stride = MLX5_SEND_WQE_BB;
+        out->rq.buf = NULL;
+        out->rq.wqe_cnt = 0;
+        out->rq.stride = 0;
+        out->bf.reg = qp->uar + MLX5_SN_BF_OFFSET;
+        out->bf.size = MLX5_SN_BF_SIZE;
+        out->comp_mask = 0;     /* none of the optional fields */
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&nic.lock);
+    return rc;
+}
+
+int mlx5_nic_cq_info(struct ibv_cq *cq, struct mlx5dv_cq *out)
+{
+    int err = 0;
+    pthread_mutex_lock(&nic.lock);
+    struct mlx5_sn_cq *c = cq_get_locked(cq, &err);
+    if (c) {
+        out->buf = c->buf;
+        out->dbrec = c->dbrec;
+        out->cqe_cnt = c->cqe_cnt;
+        out->cqe_size = sizeof(struct mlx5_cqe64);
+        out->cq_uar = c->uar;
+        out->cqn = c->cqn;
+        out->comp_mask = 0;
+    }
+    pthread_mutex_unlock(&nic.lock);
+    return c ? 0 : err;
+}
+
+void mlx5_nic_qp_gone(struct ibv_qp *ibqp)
+{
+    pthread_mutex_lock(&nic.lock);
+    for (struct mlx5_sn_qp **pp = &nic.qps; *pp; pp = &(*pp)->next) {
+        struct mlx5_sn_qp *qp = *pp;
+        if (qp->ibqp != ibqp)
+            continue;
+        *pp = qp->next;
+        /* The hidden CQ is still attached to the QP being destroyed. */
+        if (nic.ngrave < (int)(sizeof(nic.grave) / sizeof(nic.grave[0])))
+            nic.grave[nic.ngrave++] = qp->hidden_cq;
+        cq_unref_locked(qp->scq);
+        free(qp->sq);
+        free(qp->dbrec);
+        free(qp->uar);
+        free(qp->pend);
+        free(qp);
+        break;
+    }
+    pthread_mutex_unlock(&nic.lock);
+}
+
+void mlx5_nic_cq_gone(struct ibv_cq *cq)
+{
+    pthread_mutex_lock(&nic.lock);
+    for (int i = 0; i < nic.ngrave; i++)
+        if (nic.grave[i] == cq)
+            nic.grave[i] = nic.grave[--nic.ngrave];
+    struct mlx5_sn_cq *c = cq_find_locked(cq);
+    if (c) {
+        pthread_mutex_lock(&c->lock);
+        c->detached = true;
+        pthread_mutex_unlock(&c->lock);
+        cq_unref_locked(c);
+    }
+    pthread_mutex_unlock(&nic.lock);
+}

@@ -1,0 +1,101 @@
+/* mlx5_nic.h: softnic's mlx5 queues -- the objects behind mlx5dv_create_qp
+ * and mlx5dv_init_obj, and the NIC thread that consumes them.
+ *
+ * A "dv QP" is an ordinary softnic RC QP (the ibv_qp handed to the user;
+ * ibv_modify_qp, ibv_post_recv, ibv_query_qp and ibv_destroy_qp work on it
+ * as usual) plus an mlx5-format send ring in plain page-aligned host memory
+ * (so cudaHostRegister can map it), a doorbell record and a UAR page.  The
+ * NIC thread (one per process) watches each ring's doorbell record
+ * (dbrec[MLX5_SND_DBR], the producer counter in BBs), decodes the WQEs it
+ * finds, executes them with ibv_post_send on the softnic QP (the engine
+ * checks keys and bounds), and turns the completions of a hidden CQ into
+ * mlx5 CQEs (owner bit, wqe_counter, MLX5_CQE_REQ_ERR + syndrome) in the
+ * mlx5 ring of the user's send CQ.
+ *
+ * Rules a ring user follows, as on real mlx5: write WQEs, then dbrec, then
+ * (optionally) the UAR register; update the CQ doorbell record
+ * (dbrec[0] = consumer index) so the NIC knows CQEs were consumed -- the
+ * NIC never overwrites an unconsumed CQE, it waits.  Receives are not in
+ * the mlx5 ring: post them with ibv_post_recv (mlx5dv_qp.rq is empty). */
+#ifndef SOFTNIC_MLX5_NIC_H
+#define SOFTNIC_MLX5_NIC_H
+
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mlx5_wqe.h"
+
+#define MLX5_SN_CQ_SET_CI 0     /* CQ dbrec word with the consumer index */
+#define MLX5_SN_PAGE 4096
+#define MLX5_SN_BF_OFFSET 0x800 /* doorbell register inside the UAR page */
+#define MLX5_SN_BF_SIZE 256
+
+/* Shadow mlx5 ring of a softnic CQ. */
+struct mlx5_sn_cq {
+    struct ibv_cq *ibcq;
+    struct mlx5_cqe64 *buf;
+    uint32_t cqe_cnt;
+    __be32 *dbrec;
+    void *uar;
+    uint32_t cqn;
+    uint32_t pi;                /* CQEs written so far */
+    bool detached;              /* the ibv_cq was destroyed */
+    int refs;                   /* dv QPs writing into it (+1 while attached) */
+    pthread_mutex_t lock;       /* pi and the ring */
+    struct mlx5_sn_cq *next;
+};
+
+enum mlx5_sn_pend_kind { PEND_ENGINE, PEND_LOCAL_OK, PEND_LOCAL_ERR };
+
+struct mlx5_sn_pend {
+    uint8_t kind;
+    uint8_t opcode;
+    uint8_t syndrome;           /* PEND_LOCAL_ERR */
+    bool want_cqe;
+    uint16_t wqe_idx;
+    uint32_t byte_cnt;
+    uint64_t seq;               /* PEND_ENGINE: wr_id of the engine WR */
+};
+
+struct mlx5_sn_qp {
+    struct ibv_qp *ibqp;
+    struct ibv_cq *hidden_cq;   /* the engine's send completions */
+    struct mlx5_sn_cq *scq;     /* where CQEs go */
+    uint8_t *sq;                /* wqe_cnt BBs */
+    uint32_t wqe_cnt;
+    __be32 *dbrec;
+    uint8_t *uar;
+    uint32_t max_sge, max_inline;
+    uint16_t ci;                /* next BB to consume */
+    uint64_t next_seq;
+    struct mlx5_sn_pend *pend;  /* ring of wqe_cnt entries, WQE order */
+    uint32_t pend_head, pend_count;
+    bool have_wc;               /* a polled completion not fully retired */
+    struct ibv_wc wc;
+    bool stop_consuming;        /* a local error waits to be retired */
+    bool error;                 /* QP in error: everything flushes */
+    uint64_t counters[4];       /* wqes, cqes, errors, doorbells seen */
+    struct mlx5_sn_qp *next;
+};
+
+/* Registry and NIC thread (mlx5_nic.c). */
+int mlx5_nic_qp_create(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
+                       struct ibv_qp **out);
+int mlx5_nic_qp_info(struct ibv_qp *qp, struct mlx5dv_qp *out);
+int mlx5_nic_cq_info(struct ibv_cq *cq, struct mlx5dv_cq *out);
+/* Called when the user destroys a QP/CQ (softnic's destroy hooks). */
+void mlx5_nic_qp_gone(struct ibv_qp *qp);
+void mlx5_nic_cq_gone(struct ibv_cq *cq);
+
+/* Private API of softnic's libibverbs, resolved at run time
+ * (mlx5_priv.c); each returns EOPNOTSUPP when libibverbs is not softnic. */
+int mlx5_priv_init(void);
+bool mlx5_priv_is_softnic(struct ibv_context *ctx);
+
+/* Page-aligned, page-multiple, zeroed host memory (GPU-mappable). */
+void *mlx5_sn_alloc_pages(size_t bytes);
+
+#endif

@@ -1,0 +1,46 @@
+/* mlx5_priv.c: softnic's private API (SOFTNIC_PRIVATE_1.0 in softnic's
+ * libibverbs.so.1), looked up at run time with dlvsym so that this
+ * libmlx5 loads -- and fails cleanly with EOPNOTSUPP -- next to any
+ * libibverbs, and builds without softnic's library being built first. */
+#define _GNU_SOURCE
+#include "mlx5_nic.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+
+#define PRIV_VERSION "SOFTNIC_PRIVATE_1.0"
+
+static struct {
+    pthread_once_t once;
+    int err;
+    bool (*is_softnic)(struct ibv_context *);
+    int (*set_destroy_hook)(void (*)(struct ibv_qp *), void (*)(struct ibv_cq *));
+} priv = { .once = PTHREAD_ONCE_INIT };
+
+static void *sym(const char *name)
+{
+    return dlvsym(RTLD_DEFAULT, name, PRIV_VERSION);
+}
+
+static void priv_load(void)
+{
+    priv.is_softnic = (bool (*)(struct ibv_context *))sym("softnic_priv_is_softnic");
+    priv.set_destroy_hook = (int (*)(void (*)(struct ibv_qp *), void (*)(struct ibv_cq *)))
+        sym("softnic_priv_set_destroy_hook");
+    if (!priv.is_softnic || !priv.set_destroy_hook) {
+        priv.err = EOPNOTSUPP;
+        return;
+    }
+    priv.err = priv.set_destroy_hook(mlx5_nic_qp_gone, mlx5_nic_cq_gone);
+}
+
+int mlx5_priv_init(void)
+{
+    pthread_once(&priv.once, priv_load);
+    return priv.err;
+}
+
+bool mlx5_priv_is_softnic(struct ibv_context *ctx)
+{
+    return mlx5_priv_init() == 0 && ctx && priv.is_softnic(ctx);
+}

@@ -1,0 +1,185 @@
+/* mr.c: memory regions and the key table.
+ *
+ * lkey == rkey == index << 8 | generation: a stale key of a deregistered
+ * MR never matches the region that reuses the slot.  Every access looks the
+ * key up again (mr_get) and holds a reference while it touches the memory;
+ * deregistration removes the key first, then waits for in-flight accesses,
+ * so no NIC write lands in memory after ibv_dereg_mr returns. */
+#include "softnic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MR_TABLE_SIZE 65536
+
+static pthread_rwlock_t mr_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct sn_mr *mr_table[MR_TABLE_SIZE];
+static uint8_t mr_gen[MR_TABLE_SIZE];
+static uint32_t mr_next = 1;
+
+#define ACCESS_KNOWN (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
+                      IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | \
+                      IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)
+
+static int mr_check_access(unsigned int access)
+{
+    /* optional bits (relaxed ordering, ...) may be ignored by a provider */
+    unsigned int mandatory = access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+    if (mandatory & ~(unsigned int)ACCESS_KNOWN)
+        return EINVAL;
+    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+        !(access & IBV_ACCESS_LOCAL_WRITE))
+        return EINVAL;
+    if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND))
+        return EOPNOTSUPP;
+    return 0;
+}
+
+static struct ibv_mr *mr_insert(struct sn_mr *mr)
+{
+    pthread_rwlock_wrlock(&mr_lock);
+    uint32_t idx = 0;
+    for (uint32_t n = 0; n < MR_TABLE_SIZE - 1; n++) {
+        uint32_t i = mr_next;
+        mr_next = mr_next + 1 == MR_TABLE_SIZE ? 1 : mr_next + 1;
+        if (!mr_table[i]) {
+            idx = i;
+            break;
+        }
+    }
+    if (!idx) {
+        pthread_rwlock_unlock(&mr_lock);
+        free(mr);
+        errno = ENOMEM;
+        return NULL;
+    }
+    mr_gen[idx]++;
+    mr->ibmr.lkey = mr->ibmr.rkey = idx << 8 | mr_gen[idx];
+    atomic_store(&mr->refs, 1);
+    mr_table[idx] = mr;
+    pthread_rwlock_unlock(&mr_lock);
+    return &mr->ibmr;
+}
+
+static struct ibv_mr *mr_create(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+                                unsigned int access, bool gpu)
+{
+    int err = mr_check_access(access);
+    if (!err && (!pd || len == 0 || (!addr && !gpu)))
+        err = EINVAL;
+    if (!err && iova + len < iova)
+        err = EINVAL;
+    if (err) {
+        errno = err;
+        return NULL;
+    }
+    struct sn_mr *mr = calloc(1, sizeof(*mr));
+    if (!mr) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    mr->ibmr.context = pd->context;
+    mr->ibmr.pd = pd;
+    mr->ibmr.addr = addr;
+    mr->ibmr.length = len;
+    mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+    mr->base = addr;
+    mr->len = len;
+    mr->access = (int)access;
+    mr->gpu = gpu;
+    return mr_insert(mr);
+}
+
+struct ibv_mr *mr_reg_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+                            unsigned int access)
+{
+    bool gpu = addr && gpu_is_device_ptr(addr);
+    return mr_create(pd, addr, len, iova, access, gpu);
+}
+
+struct ibv_mr *mr_reg_dmabuf(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova,
+                             int fd, int access)
+{
+    /* The fd is only validated: the caller's iova is its CUDA address. */
+    if (fd < 0 || fcntl(fd, F_GETFD) < 0) {
+        errno = EBADF;
+        return NULL;
+    }
+    (void)offset;
+    void *addr = (void *)(uintptr_t)iova;
+    if (!gpu_is_device_ptr(addr)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return mr_create(pd, addr, len, iova, (unsigned int)access, true);
+}
+
+int mr_dereg(struct ibv_mr *ibmr)
+{
+    struct sn_mr *mr = (struct sn_mr *)ibmr;
+    uint32_t idx = ibmr->lkey >> 8;
+    pthread_rwlock_wrlock(&mr_lock);
+    if (idx >= MR_TABLE_SIZE || mr_table[idx] != mr) {
+        pthread_rwlock_unlock(&mr_lock);
+        return EINVAL;
+    }
+    mr_table[idx] = NULL;
+    pthread_rwlock_unlock(&mr_lock);
+    /* wait for accesses that started before the key went away */
+    while (atomic_load(&mr->refs) > 1)
+        usleep(50);
+    free(mr);
+    return 0;
+}
+
+int mr_get(uint32_t key, bool remote, struct ibv_pd *pd, int need_access, uint64_t addr,
+           uint64_t len, struct sn_mr **out)
+{
+    (void)remote;
+    uint32_t idx = key >> 8;
+    if (idx == 0 || idx >= MR_TABLE_SIZE)
+        return EINVAL;
+    pthread_rwlock_rdlock(&mr_lock);
+    struct sn_mr *mr = mr_table[idx];
+    int err = 0;
+    if (!mr || mr->ibmr.lkey != key)
+        err = EINVAL;
+    else if (pd && mr->ibmr.pd != pd)
+        err = EPERM;
+    else if (need_access & ~mr->access)
+        err = EACCES;
+    else if (addr < mr->iova || len > mr->len || addr - mr->iova > mr->len - len)
+        err = ERANGE;
+    if (!err)
+        atomic_fetch_add(&mr->refs, 1);
+    pthread_rwlock_unlock(&mr_lock);
+    *out = err ? NULL : mr;
+    return err;
+}
+
+void mr_put(struct sn_mr *mr)
+{
+    if (mr)
+        atomic_fetch_sub(&mr->refs, 1);
+}
+
+int mr_write(struct sn_mr *mr, uint64_t addr, const void *src, size_t len)
+{
+    if (mr->gpu)
+        return gpu_copy_to_device(mr_host_ptr(mr, addr), src, len);
+    memcpy(mr_host_ptr(mr, addr), src, len);
+    return 0;
+}
+
+int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len)
+{
+    if (mr->gpu)
+        return gpu_copy_from_device(dst, mr_host_ptr(mr, addr), len);
+    memcpy(dst, mr_host_ptr(mr, addr), len);
+    return 0;
+}

@@ -1,0 +1,613 @@
+/* qp.c: RC queue pairs: creation, the state machine of ibv_modify_qp with
+ * the attribute masks the IB spec requires per transition (EINVAL for a
+ * missing required or a disallowed attribute), query, posting, flushing.
+ *
+ * Threads: the requester and completer threads start at the first move to
+ * RTS and stop at RESET or destroy; responder threads attach to the QP when
+ * a peer connects (responder.c).  qp->lock guards everything below; lock
+ * order is qp->lock, then a CQ's or SRQ's lock. */
+#include "softnic.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
+{
+    struct ibv_context *c = pd ? pd->context : NULL;
+    int err = 0;
+    if (!pd || !ia || !ia->send_cq || !ia->recv_cq)
+        err = EINVAL;
+    else if (ia->qp_type != IBV_QPT_RC)
+        err = EOPNOTSUPP;
+    else if (ia->cap.max_send_wr > SN_MAX_QP_WR || ia->cap.max_send_sge > SN_MAX_SGE ||
+             ia->cap.max_inline_data > SN_MAX_INLINE ||
+             (!ia->srq && (ia->cap.max_recv_wr > SN_MAX_QP_WR || ia->cap.max_recv_sge > SN_MAX_SGE)))
+        err = EINVAL;
+    else if (ia->send_cq->context != c || ia->recv_cq->context != c ||
+             (ia->srq && ia->srq->context != c))
+        err = EINVAL;
+    if (err) {
+        errno = err;
+        return NULL;
+    }
+    struct sn_qp *qp = calloc(1, sizeof(*qp));
+    if (!qp) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    qp->cap = ia->cap;
+    if (qp->cap.max_send_sge == 0)
+        qp->cap.max_send_sge = 1;
+    qp->sq_size = qp->cap.max_send_wr ? qp->cap.max_send_wr : 1;
+    qp->rq_size = ia->srq ? 0 : (qp->cap.max_recv_wr ? qp->cap.max_recv_wr : 1);
+    if (ia->srq)
+        qp->cap.max_recv_wr = qp->cap.max_recv_sge = 0;
+    qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
+    qp->sq_inline = calloc(qp->sq_size, qp->cap.max_inline_data ? qp->cap.max_inline_data : 1);
+    qp->rq = qp->rq_size ? calloc(qp->rq_size, sizeof(*qp->rq)) : NULL;
+    uint32_t qpn = wire_alloc_qpn();
+    if (!qp->sq || !qp->sq_inline || (qp->rq_size && !qp->rq) || !qpn) {
+        if (qpn)
+            wire_free_qpn(qpn);
+        free(qp->sq);
+        free(qp->sq_inline);
+        free(qp->rq);
+        free(qp);
+        errno = qpn ? ENOMEM : ENOSPC;
+        return NULL;
+    }
+    pthread_mutex_init(&qp->lock, NULL);
+    pthread_cond_init(&qp->cond, NULL);
+    qp->dev = sn_device_of(c);
+    qp->sq_sig_all = ia->sq_sig_all != 0;
+    qp->out_fd = -1;
+    qp->attr.qp_state = IBV_QPS_RESET;
+    qp->attr.cap = qp->cap;
+    qp->attr.path_mtu = IBV_MTU_1024;
+    qp->attr.port_num = 1;
+    qp->ibqp.context = c;
+    qp->ibqp.qp_context = ia->qp_context;
+    qp->ibqp.pd = pd;
+    qp->ibqp.send_cq = ia->send_cq;
+    qp->ibqp.recv_cq = ia->recv_cq;
+    qp->ibqp.srq = ia->srq;
+    qp->ibqp.handle = qpn;
+    qp->ibqp.qp_num = qpn;
+    qp->ibqp.state = IBV_QPS_RESET;
+    qp->ibqp.qp_type = IBV_QPT_RC;
+    pthread_mutex_init(&qp->ibqp.mutex, NULL);
+    pthread_cond_init(&qp->ibqp.cond, NULL);
+    cq_attach(ia->send_cq, 1);
+    cq_attach(ia->recv_cq, 1);
+    ia->cap = qp->cap;
+    wire_qp_register(qp);
+    return &qp->ibqp;
+}
+
+struct ibv_qp *qp_create_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ia)
+{
+    const uint32_t known = IBV_QP_INIT_ATTR_PD;
+    if ((ia->comp_mask & ~known) || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD) ||
+        !ia->pd || ia->pd->context != c) {
+        errno = (ia->comp_mask & ~known) ? EOPNOTSUPP : EINVAL;
+        return NULL;
+    }
+    struct ibv_qp_init_attr a;
+    memset(&a, 0, sizeof(a));
+    a.qp_context = ia->qp_context;
+    a.send_cq = ia->send_cq;
+    a.recv_cq = ia->recv_cq;
+    a.srq = ia->srq;
+    a.cap = ia->cap;
+    a.qp_type = ia->qp_type;
+    a.sq_sig_all = ia->sq_sig_all;
+    struct ibv_qp *qp = qp_create(ia->pd, &a);
+    if (qp)
+        ia->cap = a.cap;
+    return qp;
+}
+
+/* Stops the engine threads; caller holds no lock. */
+static void qp_engine_stop(struct sn_qp *qp)
+{
+    pthread_mutex_lock(&qp->lock);
+    qp->stopping = true;
+    if (qp->out_fd >= 0)
+        shutdown(qp->out_fd, SHUT_RDWR);
+    pthread_cond_broadcast(&qp->cond);
+    bool rs = qp->req_started, cs = qp->comp_started;
+    qp->req_started = qp->comp_started = false;
+    pthread_mutex_unlock(&qp->lock);
+    if (rs)
+        pthread_join(qp->req_thread, NULL);
+    if (cs)
+        pthread_join(qp->comp_thread, NULL);
+    responder_stop_qp(qp);
+    pthread_mutex_lock(&qp->lock);
+    if (qp->out_fd >= 0)
+        close(qp->out_fd);
+    qp->out_fd = -1;
+    qp->conn_dead = false;
+    qp->stopping = false;
+    pthread_mutex_unlock(&qp->lock);
+}
+
+int qp_destroy(struct ibv_qp *ibqp)
+{
+    struct sn_qp *qp = sn_qp_of(ibqp);
+    wire_qp_unregister(qp);
+    pthread_mutex_lock(&qp->lock);
+    qp->stopping = true;
+    pthread_mutex_unlock(&qp->lock);
+    qp_engine_stop(qp);
+    wire_free_qpn(ibqp->qp_num);
+    cq_attach(ibqp->send_cq, -1);
+    cq_attach(ibqp->recv_cq, -1);
+    pthread_mutex_destroy(&qp->lock);
+    pthread_cond_destroy(&qp->cond);
+    pthread_mutex_destroy(&ibqp->mutex);
+    pthread_cond_destroy(&ibqp->cond);
+    free(qp->sq);
+    free(qp->sq_inline);
+    free(qp->rq);
+    free(qp);
+    return 0;
+}
+
+/* ------------------------------------------------------- state machine */
+struct qp_transition {
+    enum ibv_qp_state from, to;
+    int req, opt;
+};
+
+#define OPT_PATH (IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | \
+                  IBV_QP_PATH_MIG_STATE | IBV_QP_MIN_RNR_TIMER)
+
+static const struct qp_transition rc_table[] = {
+    { IBV_QPS_RESET, IBV_QPS_RESET, 0, 0 },
+    { IBV_QPS_RESET, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0 },
+    { IBV_QPS_INIT, IBV_QPS_INIT, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS },
+    { IBV_QPS_INIT, IBV_QPS_RTR,
+      IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+      IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX },
+    { IBV_QPS_RTR, IBV_QPS_RTS,
+      IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+          IBV_QP_MAX_QP_RD_ATOMIC,
+      OPT_PATH | IBV_QP_RATE_LIMIT },
+    { IBV_QPS_RTS, IBV_QPS_RTS, 0, OPT_PATH | IBV_QP_RATE_LIMIT },
+    { IBV_QPS_RTS, IBV_QPS_SQD, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
+    { IBV_QPS_SQD, IBV_QPS_RTS, 0, OPT_PATH },
+    { IBV_QPS_SQD, IBV_QPS_SQD, 0,
+      OPT_PATH | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT |
+          IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+          IBV_QP_MAX_DEST_RD_ATOMIC },
+};
+
+/* Checks mask against the transition table; 0 or EINVAL. */
+static int qp_check_mask(enum ibv_qp_state cur, enum ibv_qp_state next, int mask)
+{
+    mask &= ~IBV_QP_STATE;
+    if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
+        return (mask & ~IBV_QP_CUR_STATE) ? EINVAL : 0;
+    for (size_t i = 0; i < sizeof(rc_table) / sizeof(rc_table[0]); i++) {
+        const struct qp_transition *t = &rc_table[i];
+        if (t->from != cur || t->to != next)
+            continue;
+        if ((mask & t->req) != t->req)
+            return EINVAL;
+        if (mask & ~(t->req | t->opt))
+            return EINVAL;
+        return 0;
+    }
+    return EINVAL;
+}
+
+static int qp_check_values(struct sn_qp *qp, const struct ibv_qp_attr *a, int mask)
+{
+    if ((mask & IBV_QP_PORT) && !sn_port_get(qp->dev, a->port_num))
+        return EINVAL;
+    if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index != 0)
+        return EINVAL;
+    if ((mask & IBV_QP_ACCESS_FLAGS) &&
+        (a->qp_access_flags & ~(unsigned)(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                          IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+        return EINVAL;
+    if (mask & IBV_QP_AV) {
+        /* RoCE needs a GRH; the only GID is index 0 */
+        if (!a->ah_attr.is_global || a->ah_attr.grh.sgid_index != 0)
+            return EINVAL;
+        if (a->ah_attr.port_num && !sn_port_get(qp->dev, a->ah_attr.port_num))
+            return EINVAL;
+    }
+    if ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))
+        return EINVAL;
+    if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num >= (1u << 24))
+        return EINVAL;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > 16)
+        return EINVAL;
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > 16)
+        return EINVAL;
+    if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+        return EINVAL;
+    if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+        return EINVAL;
+    if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+        return EINVAL;
+    if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+        return EINVAL;
+    if ((mask & (IBV_QP_RQ_PSN)) && a->rq_psn >= (1u << 24))
+        return EINVAL;
+    if ((mask & (IBV_QP_SQ_PSN)) && a->sq_psn >= (1u << 24))
+        return EINVAL;
+    return 0;
+}
+
+static void qp_store(struct sn_qp *qp, const struct ibv_qp_attr *a, int mask)
+{
+    struct ibv_qp_attr *s = &qp->attr;
+    if (mask & IBV_QP_PORT) {
+        s->port_num = a->port_num;
+        qp->port = sn_port_get(qp->dev, a->port_num);
+    }
+    if (mask & IBV_QP_PKEY_INDEX) s->pkey_index = a->pkey_index;
+    if (mask & IBV_QP_ACCESS_FLAGS) s->qp_access_flags = a->qp_access_flags;
+    if (mask & IBV_QP_AV) s->ah_attr = a->ah_attr;
+    if (mask & IBV_QP_PATH_MTU) s->path_mtu = a->path_mtu;
+    if (mask & IBV_QP_DEST_QPN) s->dest_qp_num = a->dest_qp_num;
+    if (mask & IBV_QP_RQ_PSN) s->rq_psn = a->rq_psn;
+    if (mask & IBV_QP_SQ_PSN) s->sq_psn = a->sq_psn;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s->max_dest_rd_atomic = a->max_dest_rd_atomic;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) s->max_rd_atomic = a->max_rd_atomic;
+    if (mask & IBV_QP_MIN_RNR_TIMER) s->min_rnr_timer = a->min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT) s->timeout = a->timeout;
+    if (mask & IBV_QP_RETRY_CNT) s->retry_cnt = a->retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) s->rnr_retry = a->rnr_retry;
+    if (mask & IBV_QP_ALT_PATH) {
+        s->alt_ah_attr = a->alt_ah_attr;
+        s->alt_pkey_index = a->alt_pkey_index;
+        s->alt_port_num = a->alt_port_num;
+        s->alt_timeout = a->alt_timeout;
+    }
+    if (mask & IBV_QP_PATH_MIG_STATE) s->path_mig_state = a->path_mig_state;
+    if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) s->en_sqd_async_notify = a->en_sqd_async_notify;
+}
+
+/* Empties both queues without completions (move to RESET). */
+static void qp_reset_locked(struct sn_qp *qp)
+{
+    qp->sq_head = qp->sq_sent = qp->sq_tail = 0;
+    qp->rq_head = qp->rq_count = 0;
+    qp->next_seq = 0;
+    qp->last_progress_ns = 0;
+}
+
+int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
+{
+    struct sn_qp *qp = sn_qp_of(ibqp);
+    if (!a)
+        return EINVAL;
+    pthread_mutex_lock(&qp->lock);
+    enum ibv_qp_state cur = qp->attr.qp_state;
+    enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
+    int err = 0;
+    if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != cur)
+        err = EINVAL;
+    else if (next > IBV_QPS_ERR || next == IBV_QPS_SQE)
+        err = EINVAL;
+    else if (cur == IBV_QPS_ERR && next != IBV_QPS_RESET && next != IBV_QPS_ERR)
+        err = EINVAL;
+    else
+        err = qp_check_mask(cur, next, mask);
+    if (!err)
+        err = qp_check_values(qp, a, mask);
+    if (!err && next == IBV_QPS_RTR && qp->port && !(mask & IBV_QP_PORT)) {
+        /* nothing: port chosen at INIT */
+    }
+    if (err) {
+        pthread_mutex_unlock(&qp->lock);
+        return err;
+    }
+    qp_store(qp, a, mask);
+    bool stop = false, start = false;
+    if (next == IBV_QPS_RESET && cur != IBV_QPS_RESET)
+        stop = true;
+    if (next == IBV_QPS_ERR && cur != IBV_QPS_ERR)
+        qp_error_locked(qp, UINT64_MAX, IBV_WC_WR_FLUSH_ERR, 0);
+    if (next == IBV_QPS_RTS && !qp->req_started)
+        start = true;
+    if (next != IBV_QPS_ERR) {
+        qp->attr.qp_state = next;
+        ibqp->state = next;
+    }
+    if (next == IBV_QPS_SQD && cur == IBV_QPS_RTS && qp->attr.en_sqd_async_notify &&
+        qp->sq_head == qp->sq_sent)
+        async_post_qp(ibqp, IBV_EVENT_SQ_DRAINED);
+    pthread_cond_broadcast(&qp->cond);
+    pthread_mutex_unlock(&qp->lock);
+    if (stop) {
+        qp_engine_stop(qp);
+        pthread_mutex_lock(&qp->lock);
+        qp_reset_locked(qp);
+        pthread_mutex_unlock(&qp->lock);
+    }
+    if (start) {
+        err = requester_start(qp);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+int qp_query(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask, struct ibv_qp_init_attr *ia)
+{
+    struct sn_qp *qp = sn_qp_of(ibqp);
+    (void)mask;   /* every attribute is always returned */
+    if (!a || !ia)
+        return EINVAL;
+    pthread_mutex_lock(&qp->lock);
+    *a = qp->attr;
+    a->cur_qp_state = qp->attr.qp_state;
+    a->cap = qp->cap;
+    a->sq_draining = 0;
+    memset(ia, 0, sizeof(*ia));
+    ia->qp_context = ibqp->qp_context;
+    ia->send_cq = ibqp->send_cq;
+    ia->recv_cq = ibqp->recv_cq;
+    ia->srq = ibqp->srq;
+    ia->cap = qp->cap;
+    ia->qp_type = IBV_QPT_RC;
+    ia->sq_sig_all = qp->sq_sig_all;
+    pthread_mutex_unlock(&qp->lock);
+    return 0;
+}
+
+/* ---------------------------------------------------------- completions */
+static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
+{
+    switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    default: return IBV_WC_SEND;
+    }
+}
+
+static void qp_send_wc(struct sn_qp *qp, const struct sn_swqe *w, enum ibv_wc_status st,
+                       uint32_t vendor_err)
+{
+    bool signaled = qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
+    if (st == IBV_WC_SUCCESS && !signaled)
+        return;
+    struct ibv_wc wc;
+    memset(&wc, 0, sizeof(wc));
+    wc.wr_id = w->wr_id;
+    wc.status = st;
+    wc.opcode = wc_opcode_of(w->opcode);
+    wc.byte_len = w->opcode == IBV_WR_RDMA_READ ? w->len : 0;
+    wc.qp_num = qp->ibqp.qp_num;
+    wc.vendor_err = vendor_err;
+    if (st != IBV_WC_SUCCESS)
+        atomic_fetch_add(&qp->cnt.errors, 1);
+    cq_push((struct sn_cq *)qp->ibqp.send_cq, &wc, false);
+}
+
+void qp_complete_send_locked(struct sn_qp *qp, enum ibv_wc_status st)
+{
+    struct sn_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];
+    qp_send_wc(qp, w, st, 0);
+    qp->sq_head++;
+    pthread_cond_broadcast(&qp->cond);
+}
+
+static void qp_recv_flush_wc(struct sn_qp *qp, uint64_t wr_id)
+{
+    struct ibv_wc wc;
+    memset(&wc, 0, sizeof(wc));
+    wc.wr_id = wr_id;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qp->ibqp.qp_num;
+    cq_push((struct sn_cq *)qp->ibqp.recv_cq, &wc, false);
+}
+
+void qp_flush_recv_locked(struct sn_qp *qp)
+{
+    while (qp->rq_count) {
+        qp_recv_flush_wc(qp, qp->rq[qp->rq_head].wr_id);
+        qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
+        qp->rq_count--;
+    }
+}
+
+void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
+                     uint32_t vendor_err)
+{
+    if (qp->attr.qp_state == IBV_QPS_ERR)
+        return;
+    qp->attr.qp_state = IBV_QPS_ERR;
+    qp->ibqp.state = IBV_QPS_ERR;
+    while (qp->sq_head != qp->sq_tail) {
+        struct sn_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];
+        bool guilty = qp->sq_head == culprit;
+        qp_send_wc(qp, w, guilty ? st : IBV_WC_WR_FLUSH_ERR, guilty ? vendor_err : 0);
+        qp->sq_head++;
+    }
+    qp->sq_sent = qp->sq_tail;
+    qp_flush_recv_locked(qp);
+    if (qp->out_fd >= 0)
+        shutdown(qp->out_fd, SHUT_RDWR);
+    responder_kick_locked(qp);
+    pthread_cond_broadcast(&qp->cond);
+}
+
+/* --------------------------------------------------------------- posting */
+static int qp_check_send_wr(struct sn_qp *qp, const struct ibv_send_wr *wr, uint32_t *len)
+{
+    switch (wr->opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+        break;
+    default:
+        return EINVAL;
+    }
+    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+        return EINVAL;
+    if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode == IBV_WR_RDMA_READ)
+        return EINVAL;
+    uint64_t total = 0;
+    for (int i = 0; i < wr->num_sge; i++)
+        total += wr->sg_list[i].length;
+    if (total > SN_MAX_MSG)
+        return EINVAL;
+    if ((wr->send_flags & IBV_SEND_INLINE) && total > qp->cap.max_inline_data)
+        return EINVAL;
+    *len = (uint32_t)total;
+    return 0;
+}
+
+int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    struct sn_qp *qp = sn_qp_of(ibqp);
+    int err = 0;
+    pthread_mutex_lock(&qp->lock);
+    enum ibv_qp_state st = qp->attr.qp_state;
+    if (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_ERR)
+        err = EINVAL;
+    for (; wr && !err; wr = wr->next) {
+        uint32_t len = 0;
+        if ((err = qp_check_send_wr(qp, wr, &len)))
+            break;
+        if (qp->sq_tail - qp->sq_head >= qp->sq_size) {
+            err = ENOMEM;
+            break;
+        }
+        struct sn_swqe *w = &qp->sq[qp->sq_tail % qp->sq_size];
+        w->wr_id = wr->wr_id;
+        w->opcode = wr->opcode;
+        w->send_flags = wr->send_flags;
+        w->imm = wr->imm_data;
+        w->raddr = wr->wr.rdma.remote_addr;
+        w->rkey = wr->wr.rdma.rkey;
+        w->len = len;
+        w->inl = NULL;
+        if (wr->send_flags & IBV_SEND_INLINE) {
+            /* the slot's own buffer: valid until the WQE completes */
+            w->inl = qp->sq_inline + (qp->sq_tail % qp->sq_size) * qp->cap.max_inline_data;
+            uint32_t off = 0;
+            for (int i = 0; i < wr->num_sge; i++) {
+                memcpy(w->inl + off, (void *)(uintptr_t)wr->sg_list[i].addr,
+                       wr->sg_list[i].length);
+                off += wr->sg_list[i].length;
+            }
+            w->num_sge = 0;
+        } else {
+            w->num_sge = wr->num_sge;
+            if (wr->num_sge)
+                memcpy(w->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
+        }
+        if (qp->sq_head == qp->sq_tail)
+            qp->last_progress_ns = sn_now_ns();
+        qp->sq_tail++;
+        if (st == IBV_QPS_ERR) {
+            /* a QP in error flushes whatever is posted to it */
+            qp_send_wc(qp, w, IBV_WC_WR_FLUSH_ERR, 0);
+            qp->sq_head = qp->sq_sent = qp->sq_tail;
+        }
+    }
+    if (err && bad)
+        *bad = wr;
+    pthread_cond_broadcast(&qp->cond);
+    pthread_mutex_unlock(&qp->lock);
+    return err;
+}
+
+static int qp_check_recv_wr(uint32_t max_sge, const struct ibv_recv_wr *wr)
+{
+    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
+        return EINVAL;
+    return 0;
+}
+
+int qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    struct sn_qp *qp = sn_qp_of(ibqp);
+    int err = 0;
+    pthread_mutex_lock(&qp->lock);
+    if (ibqp->srq || qp->attr.qp_state == IBV_QPS_RESET)
+        err = EINVAL;
+    for (; wr && !err; wr = wr->next) {
+        if ((err = qp_check_recv_wr(qp->cap.max_recv_sge, wr)))
+            break;
+        if (qp->attr.qp_state == IBV_QPS_ERR) {
+            qp_recv_flush_wc(qp, wr->wr_id);
+            continue;
+        }
+        if (qp->rq_count == qp->rq_size) {
+            err = ENOMEM;
+            break;
+        }
+        struct sn_rwqe *r = &qp->rq[(qp->rq_head + qp->rq_count) % qp->rq_size];
+        r->wr_id = wr->wr_id;
+        r->num_sge = wr->num_sge;
+        if (wr->num_sge)
+            memcpy(r->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
+        qp->rq_count++;
+    }
+    if (err && bad)
+        *bad = wr;
+    pthread_cond_broadcast(&qp->cond);
+    pthread_mutex_unlock(&qp->lock);
+    return err;
+}
+
+bool qp_take_recv(struct sn_qp *qp, struct sn_rwqe *out)
+{
+    if (qp->ibqp.srq)
+        return srq_take((struct sn_srq *)qp->ibqp.srq, out);
+    pthread_mutex_lock(&qp->lock);
+    bool ok = qp->rq_count > 0 && qp->attr.qp_state != IBV_QPS_ERR;
+    if (ok) {
+        *out = qp->rq[qp->rq_head];
+        qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
+        qp->rq_count--;
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return ok;
+}
+
+/* IB timeout: 4.096 us * 2^timeout per try, retry_cnt retries; timeout 0
+ * means infinite.  Capped (retry_cap_ms) so that tests finish quickly. */
+uint64_t qp_retry_budget_ns(struct sn_qp *qp)
+{
+    uint64_t cap = (uint64_t)softnic_global()->conf.retry_cap_ms * 1000000ull;
+    if (qp->attr.timeout == 0)
+        return cap;
+    uint64_t one = 4096ull << qp->attr.timeout;
+    uint64_t total = one * (qp->attr.retry_cnt + 1u);
+    if (total < 50000000ull)
+        total = 50000000ull;   /* a busy 2-core host must not look dead */
+    return total < cap ? total : cap;
+}
+
+/* RNR timer encodings of the IB spec, in microseconds. */
+static const uint32_t rnr_us[32] = {
+    655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
+    2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880,
+    163840, 245760, 327680, 491520,
+};
+
+uint64_t qp_rnr_budget_ns(uint8_t rnr_retry, uint8_t min_rnr_timer)
+{
+    if (rnr_retry == 7)
+        return UINT64_MAX;   /* infinite */
+    uint64_t cap = (uint64_t)softnic_global()->conf.rnr_cap_ms * 1000000ull;
+    uint64_t t = (uint64_t)rnr_us[min_rnr_timer & 31] * 1000ull * (rnr_retry + 1u);
+    return t < cap ? t : cap;
+}

@@ -1,0 +1,267 @@
+/* requester.c: the send side of a QP.  One thread per QP walks the send
+ * queue in order, connects to the peer on first need (hello: our QPN, its
+ * QPN, our GID, our rnr_retry), and writes requests in batches: headers and
+ * payloads of up to 64 WQEs / 256 KiB go out in one sendmsg(), payloads
+ * straight from the registered memory (CUDA memory through a bounce
+ * buffer).  The local keys are checked here, at execution time, as a NIC
+ * does: a bad lkey completes the WQE with IBV_WC_LOC_PROT_ERR.
+ * Egress is charged to the port's token bucket; with added latency a
+ * request carries the time before which the responder may not place it. */
+#include "softnic.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define BATCH_WQES 64
+#define BATCH_BYTES (256 * 1024)
+#define BATCH_IOV 1000
+
+int requester_start(struct sn_qp *qp)
+{
+    int err = 0;
+    pthread_mutex_lock(&qp->lock);
+    if (!qp->req_started) {
+        err = pthread_create(&qp->req_thread, NULL, requester_main, qp);
+        if (!err)
+            qp->req_started = true;
+    }
+    if (!err && !qp->comp_started) {
+        err = pthread_create(&qp->comp_thread, NULL, completer_main, qp);
+        if (!err)
+            qp->comp_started = true;
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return err;
+}
+
+static int requester_connect(struct sn_qp *qp, struct sn_port *port, union ibv_gid dgid,
+                             uint32_t dqpn, uint8_t rnr_retry, int *fd_out)
+{
+    int fd;
+    int err = wire_connect(port, &dgid, dqpn, &fd);
+    if (err)
+        return err;
+    struct sn_wire_hello h;
+    memset(&h, 0, sizeof(h));
+    h.magic = SN_WIRE_MAGIC;
+    h.version = SN_WIRE_VERSION;
+    h.rnr_retry = rnr_retry;
+    h.dst_qpn = dqpn;
+    h.src_qpn = qp->ibqp.qp_num;
+    memcpy(h.src_gid, port->gid.raw, 16);
+    if ((err = wire_send_all(fd, &h, sizeof(h)))) {
+        close(fd);
+        return err;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+static uint8_t wire_op_of(enum ibv_wr_opcode op)
+{
+    switch (op) {
+    case IBV_WR_SEND: return SN_OP_SEND;
+    case IBV_WR_SEND_WITH_IMM: return SN_OP_SEND_IMM;
+    case IBV_WR_RDMA_WRITE: return SN_OP_WRITE;
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return SN_OP_WRITE_IMM;
+    default: return SN_OP_READ;
+    }
+}
+
+struct batch {
+    int n;
+    struct sn_swqe w[BATCH_WQES];
+    struct sn_wire_req hdr[BATCH_WQES];
+    struct iovec iov[BATCH_IOV + SN_MAX_SGE + 1];
+    int niov;
+    struct sn_mr *refs[BATCH_IOV];
+    int nrefs;
+    void *bounces[BATCH_WQES * SN_MAX_SGE];
+    int nbounces;
+    uint64_t payload;
+};
+
+static void batch_release(struct batch *b)
+{
+    for (int i = 0; i < b->nrefs; i++)
+        mr_put(b->refs[i]);
+    for (int i = 0; i < b->nbounces; i++)
+        free(b->bounces[i]);
+    b->nrefs = b->nbounces = b->niov = 0;
+    b->payload = 0;
+}
+
+static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct batch *b)
+{
+    if (!b->niov)
+        return 0;
+    uint64_t bytes = b->payload;
+    rate_take(&port->tx_rate, bytes);
+    int err = wire_writev_all(fd, b->iov, b->niov);
+    if (!err) {
+        atomic_fetch_add(&port->cnt.tx_bytes, bytes);
+        atomic_fetch_add(&qp->cnt.tx_bytes, bytes);
+        fault_tx_bytes(qp->dev, port, bytes);
+    }
+    batch_release(b);
+    return err;
+}
+
+/* Adds WQE i's frame to the iovec; on a local key error returns
+ * IBV_WC_LOC_PROT_ERR (nothing of WQE i added). */
+static int batch_add(struct sn_qp *qp, struct batch *b, int i, uint32_t latency_us, int mtu)
+{
+    struct sn_swqe *w = &b->w[i];
+    struct sn_wire_req *h = &b->hdr[i];
+    memset(h, 0, sizeof(*h));
+    h->op = wire_op_of(w->opcode);
+    h->flags = (w->send_flags & IBV_SEND_SOLICITED) ? SN_REQ_SOLICITED : 0;
+    h->seq = w->seq;
+    h->len = w->len;
+    h->rkey = w->rkey;
+    h->raddr = w->raddr;
+    h->imm = w->imm;
+    h->deliver_ns = latency_us ? sn_now_ns() + (uint64_t)latency_us * 1000ull : 0;
+    int first_ref = b->nrefs, first_bounce = b->nbounces, first_iov = b->niov;
+    b->iov[b->niov++] = (struct iovec){ h, sizeof(*h) };
+    bool read = w->opcode == IBV_WR_RDMA_READ;
+    if (w->inl) {
+        if (w->len)
+            b->iov[b->niov++] = (struct iovec){ w->inl, w->len };
+    } else {
+        for (int s = 0; s < w->num_sge; s++) {
+            const struct ibv_sge *sg = &w->sge[s];
+            if (!sg->length)
+                continue;
+            struct sn_mr *mr;
+            if (mr_get(sg->lkey, false, qp->ibqp.pd, read ? IBV_ACCESS_LOCAL_WRITE : 0, sg->addr,
+                       sg->length, &mr))
+                goto bad;
+            b->refs[b->nrefs++] = mr;
+            if (read)
+                continue;
+            void *src = mr_host_ptr(mr, sg->addr);
+            if (mr->gpu) {
+                void *bounce = malloc(sg->length);
+                if (!bounce || mr_read(mr, sg->addr, bounce, sg->length)) {
+                    free(bounce);
+                    goto bad;
+                }
+                b->bounces[b->nbounces++] = bounce;
+                src = bounce;
+            }
+            b->iov[b->niov++] = (struct iovec){ src, sg->length };
+        }
+    }
+    if (!read)
+        b->payload += w->len;
+    uint64_t mtu_bytes = 128u << mtu;
+    uint64_t pkts = read ? 1 : (w->len + mtu_bytes - 1) / mtu_bytes;
+    pkts = pkts ? pkts : 1;
+    atomic_fetch_add(&qp->port->cnt.tx_packets, pkts);
+    atomic_fetch_add(&qp->cnt.tx_packets, pkts);
+    return 0;
+bad:
+    for (int r = first_ref; r < b->nrefs; r++)
+        mr_put(b->refs[r]);
+    for (int r = first_bounce; r < b->nbounces; r++)
+        free(b->bounces[r]);
+    b->nrefs = first_ref;
+    b->nbounces = first_bounce;
+    b->niov = first_iov;
+    return IBV_WC_LOC_PROT_ERR;
+}
+
+void *requester_main(void *arg)
+{
+    struct sn_qp *qp = arg;
+    struct batch *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    pthread_mutex_lock(&qp->lock);
+    while (!qp->stopping) {
+        enum ibv_qp_state st = qp->attr.qp_state;
+        struct sn_port *port = qp->port;
+        if (st != IBV_QPS_RTS || qp->sq_sent == qp->sq_tail || qp->conn_dead || !port) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
+            continue;
+        }
+        if (atomic_load(&port->state) != IBV_PORT_ACTIVE) {
+            /* link down: nothing leaves; the completer's budget runs */
+            pthread_mutex_unlock(&qp->lock);
+            usleep(2000);
+            fault_poll();
+            pthread_mutex_lock(&qp->lock);
+            continue;
+        }
+        if (qp->out_fd < 0) {
+            union ibv_gid dgid = qp->attr.ah_attr.grh.dgid;
+            uint32_t dqpn = qp->attr.dest_qp_num;
+            uint8_t rnr = qp->attr.rnr_retry;
+            pthread_mutex_unlock(&qp->lock);
+            int fd = -1;
+            int err = requester_connect(qp, port, dgid, dqpn, rnr, &fd);
+            pthread_mutex_lock(&qp->lock);
+            if (qp->stopping) {
+                if (fd >= 0)
+                    close(fd);
+                break;
+            }
+            if (err)
+                qp->conn_dead = true;
+            else
+                qp->out_fd = fd;
+            pthread_cond_broadcast(&qp->cond);
+            continue;
+        }
+        uint64_t first = qp->sq_sent;
+        uint64_t bytes = 0;
+        b->n = 0;
+        while (qp->sq_sent < qp->sq_tail && b->n < BATCH_WQES && bytes < BATCH_BYTES) {
+            struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
+            w->seq = qp->next_seq++;
+            b->w[b->n++] = *w;
+            qp->sq_sent++;
+            if (w->opcode != IBV_WR_RDMA_READ)
+                bytes += w->len;
+        }
+        int fd = qp->out_fd;
+        uint32_t latency = port->conf.latency_us;
+        int mtu = qp->attr.path_mtu;
+        pthread_mutex_unlock(&qp->lock);
+
+        int err = 0, bad = -1;
+        for (int i = 0; i < b->n && !err; i++) {
+            if (b->niov + SN_MAX_SGE + 1 > BATCH_IOV)
+                err = batch_flush(qp, fd, port, b);
+            if (!err && batch_add(qp, b, i, latency, mtu)) {
+                bad = i;
+                break;
+            }
+        }
+        if (!err)
+            err = batch_flush(qp, fd, port, b);
+        batch_release(b);
+        pthread_mutex_lock(&qp->lock);
+        if (bad >= 0)
+            qp_error_locked(qp, first + (uint64_t)bad, IBV_WC_LOC_PROT_ERR, 0);
+        else if (err) {
+            qp->conn_dead = true;
+            pthread_cond_broadcast(&qp->cond);
+        }
+    }
+    pthread_mutex_unlock(&qp->lock);
+    free(b);
+    return NULL;
+}

@@ -1,0 +1,456 @@
+/* responder.c: the receive side of a QP.  One thread per incoming
+ * connection (a peer requester) runs the checks in the order the IB spec
+ * lists them, each with the status the requester gets:
+ *   hello: magic/version, destination QP exists, QP in RTR/RTS/SQD, the
+ *          peer is the QP's configured remote (QPN and GID) -- otherwise
+ *          the connection is dropped, as hardware drops such packets, and
+ *          the requester ends with IBV_WC_RETRY_EXC_ERR;
+ *   request: opcode and sequence (else the connection is dropped);
+ *   WRITE/READ: rkey valid, same PD, MR and QP access, bounds
+ *          -> NAK IBV_WC_REM_ACCESS_ERR (this QP goes to ERR too, with
+ *          IBV_EVENT_QP_ACCESS_ERR);
+ *   SEND/WRITE_IMM: a receive WQE (waits, sending RNR_WAIT, for the RNR
+ *          budget -> NAK IBV_WC_RNR_RETRY_EXC_ERR), receive SGEs valid
+ *          (-> local IBV_WC_LOC_PROT_ERR, NAK IBV_WC_REM_OP_ERR) and large
+ *          enough (-> local IBV_WC_LOC_LEN_ERR, NAK IBV_WC_REM_INV_REQ_ERR).
+ * Requests on one connection execute in order, so a WRITE_WITH_IMM
+ * completion means every earlier WRITE of that QP is in memory.  ACKs are
+ * coalesced: one cumulative ACK before each blocking read. */
+#include "softnic.h"
+#include "rbuf.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sn_rconn {
+    int fd;
+    struct sn_qp *qp;
+    struct sn_port *port;
+    struct sn_rconn *next;
+    bool no_kick;             /* this thread is failing the QP itself */
+    uint8_t rnr_retry;
+    uint32_t peer_qpn;
+    uint32_t expect_seq;
+    bool ack_pending;
+    uint32_t ack_seq;
+    int err;                  /* first send error */
+    struct sn_rbuf rb;
+};
+
+static int send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32_t seq,
+                     uint32_t len)
+{
+    struct sn_wire_resp r = { .type = type, .syndrome = syndrome, .seq = seq, .len = len };
+    int err = wire_send_all(rc->fd, &r, sizeof(r));
+    if (err && !rc->err)
+        rc->err = err;
+    return err;
+}
+
+static void flush_ack(void *arg)
+{
+    struct sn_rconn *rc = arg;
+    if (rc->ack_pending) {
+        rc->ack_pending = false;
+        send_resp(rc, SN_RESP_ACK, 0, rc->ack_seq, 0);
+    }
+}
+
+static void qp_wait(struct sn_qp *qp, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
+}
+
+static bool qp_receiving(struct sn_qp *qp)
+{
+    enum ibv_qp_state s = qp->attr.qp_state;
+    return !qp->stopping && (s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD);
+}
+
+/* Fails the request with a NAK; with qp_err the QP goes to ERR too. */
+static void fail_request(struct sn_rconn *rc, uint32_t seq, enum ibv_wc_status nak, bool qp_err,
+                         enum ibv_event_type ev)
+{
+    flush_ack(rc);
+    send_resp(rc, SN_RESP_NAK, (uint8_t)nak, seq, 0);
+    atomic_fetch_add(&rc->port->cnt.errors, 1);
+    atomic_fetch_add(&rc->qp->cnt.errors, 1);
+    if (qp_err) {
+        pthread_mutex_lock(&rc->qp->lock);
+        rc->no_kick = true;
+        bool was_err = rc->qp->attr.qp_state == IBV_QPS_ERR;
+        qp_error_locked(rc->qp, UINT64_MAX, IBV_WC_WR_FLUSH_ERR, 0);
+        pthread_mutex_unlock(&rc->qp->lock);
+        if (!was_err)
+            async_post_qp(&rc->qp->ibqp, ev);
+    }
+}
+
+static void recv_wc(struct sn_rconn *rc, uint64_t wr_id, enum ibv_wc_status st,
+                    enum ibv_wc_opcode op, uint32_t len, const struct sn_wire_req *h)
+{
+    struct ibv_wc wc;
+    memset(&wc, 0, sizeof(wc));
+    wc.wr_id = wr_id;
+    wc.status = st;
+    wc.opcode = op;
+    wc.byte_len = len;
+    wc.qp_num = rc->qp->ibqp.qp_num;
+    wc.src_qp = rc->peer_qpn;
+    if (h->op == SN_OP_SEND_IMM || h->op == SN_OP_WRITE_IMM) {
+        wc.wc_flags = IBV_WC_WITH_IMM;
+        wc.imm_data = h->imm;
+    }
+    cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &wc, (h->flags & SN_REQ_SOLICITED) != 0);
+}
+
+/* Gets a receive WQE, waiting up to the RNR budget; false on failure
+ * (NAK already sent when the budget ran out). */
+static bool take_recv(struct sn_rconn *rc, const struct sn_wire_req *h, struct sn_rwqe *out)
+{
+    struct sn_qp *qp = rc->qp;
+    if (qp_take_recv(qp, out))
+        return true;
+    flush_ack(rc);
+    uint64_t start = sn_now_ns(), last_note = 0;
+    uint64_t budget = qp_rnr_budget_ns(rc->rnr_retry, qp->attr.min_rnr_timer);
+    for (;;) {
+        uint64_t now = sn_now_ns();
+        if (now - start > budget) {
+            fail_request(rc, h->seq, IBV_WC_RNR_RETRY_EXC_ERR, false, 0);
+            return false;
+        }
+        if (now - last_note > 20000000ull) {
+            /* one RNR NAK per retry, as the requester's keep-alive */
+            atomic_fetch_add(&qp->cnt.rnr_naks, 1);
+            if (send_resp(rc, SN_RESP_RNR_WAIT, 0, h->seq, 0))
+                return false;
+            last_note = now;
+        }
+        pthread_mutex_lock(&qp->lock);
+        bool alive = qp_receiving(qp);
+        if (alive && !qp->ibqp.srq && qp->rq_count == 0)
+            qp_wait(qp, 5);
+        pthread_mutex_unlock(&qp->lock);
+        if (!alive)
+            return false;
+        if (qp->ibqp.srq) {
+            struct sn_srq *srq = (struct sn_srq *)qp->ibqp.srq;
+            pthread_mutex_lock(&srq->lock);
+            if (srq->count == 0) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 5000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&srq->cond, &srq->lock, &ts);
+            }
+            pthread_mutex_unlock(&srq->lock);
+        }
+        if (qp_take_recv(qp, out))
+            return true;
+    }
+}
+
+/* Places a payload into the SGEs of a receive WQE. */
+static int do_send(struct sn_rconn *rc, const struct sn_wire_req *h)
+{
+    struct sn_rwqe r;
+    if (!take_recv(rc, h, &r))
+        return ECONNABORTED;
+    struct sn_qp *qp = rc->qp;
+    uint64_t room = 0;
+    struct sn_mr *mrs[SN_MAX_SGE] = { 0 };
+    int bad = 0;
+    for (int s = 0; s < r.num_sge && !bad; s++) {
+        if (!r.sge[s].length)
+            continue;
+        if (mr_get(r.sge[s].lkey, false, qp->ibqp.pd, IBV_ACCESS_LOCAL_WRITE, r.sge[s].addr,
+                   r.sge[s].length, &mrs[s]))
+            bad = 1;
+        room += r.sge[s].length;
+    }
+    if (!bad && room < h->len)
+        bad = 2;
+    int err = 0;
+    if (bad) {
+        for (int s = 0; s < r.num_sge; s++)
+            mr_put(mrs[s]);
+        recv_wc(rc, r.wr_id, bad == 1 ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, h);
+        fail_request(rc, h->seq, bad == 1 ? IBV_WC_REM_OP_ERR : IBV_WC_REM_INV_REQ_ERR, true,
+                     IBV_EVENT_QP_REQ_ERR);
+        return ECONNABORTED;
+    }
+    uint32_t left = h->len;
+    for (int s = 0; s < r.num_sge && left && !err; s++) {
+        uint32_t n = r.sge[s].length < left ? r.sge[s].length : left;
+        if (n)
+            err = rbuf_place(&rc->rb, mrs[s], r.sge[s].addr, n, rc->port);
+        left -= n;
+    }
+    for (int s = 0; s < r.num_sge; s++)
+        mr_put(mrs[s]);
+    if (err)
+        return err;
+    recv_wc(rc, r.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, h->len, h);
+    return 0;
+}
+
+static int check_remote(struct sn_rconn *rc, const struct sn_wire_req *h, int access,
+                        struct sn_mr **mr)
+{
+    *mr = NULL;
+    if (!(rc->qp->attr.qp_access_flags & (unsigned)access))
+        return EACCES;
+    if (h->len == 0)
+        return 0;   /* a zero-length RDMA access checks no key */
+    return mr_get(h->rkey, true, rc->qp->ibqp.pd, access, h->raddr, h->len, mr);
+}
+
+static int do_write(struct sn_rconn *rc, const struct sn_wire_req *h)
+{
+    struct sn_mr *mr;
+    if (check_remote(rc, h, IBV_ACCESS_REMOTE_WRITE, &mr)) {
+        fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+        return ECONNABORTED;
+    }
+    struct sn_rwqe r;
+    if (h->op == SN_OP_WRITE_IMM && !take_recv(rc, h, &r)) {
+        mr_put(mr);
+        return ECONNABORTED;
+    }
+    int err = h->len ? rbuf_place(&rc->rb, mr, h->raddr, h->len, rc->port) : 0;
+    mr_put(mr);
+    if (err)
+        return err;
+    if (h->op == SN_OP_WRITE_IMM)
+        recv_wc(rc, r.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, h->len, h);
+    return 0;
+}
+
+static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
+{
+    struct sn_mr *mr;
+    if (check_remote(rc, h, IBV_ACCESS_REMOTE_READ, &mr)) {
+        fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+        return ECONNABORTED;
+    }
+    struct sn_wire_resp r = { .type = SN_RESP_READ, .seq = h->seq, .len = h->len };
+    struct iovec iov[2] = { { &r, sizeof(r) }, { NULL, 0 } };
+    void *bounce = NULL;
+    int err = 0;
+    if (h->len) {
+        if (mr->gpu) {
+            bounce = malloc(h->len);
+            if (!bounce || mr_read(mr, h->raddr, bounce, h->len))
+                err = EIO;
+            iov[1].iov_base = bounce;
+        } else {
+            iov[1].iov_base = mr_host_ptr(mr, h->raddr);
+        }
+        iov[1].iov_len = h->len;
+    }
+    rc->ack_pending = false;   /* the response acknowledges everything before */
+    if (!err) {
+        rate_take(&rc->port->tx_rate, h->len);
+        err = wire_writev_all(rc->fd, iov, 2);
+        atomic_fetch_add(&rc->port->cnt.tx_bytes, h->len);
+        fault_tx_bytes(rc->qp->dev, rc->port, h->len);
+    }
+    free(bounce);
+    mr_put(mr);
+    return err;
+}
+
+static int do_request(struct sn_rconn *rc)
+{
+    int err = rbuf_need(&rc->rb, sizeof(struct sn_wire_req));
+    if (err)
+        return err;
+    struct sn_wire_req h;
+    memcpy(&h, rbuf_take(&rc->rb, sizeof(h)), sizeof(h));
+    if (h.op < SN_OP_SEND || h.op > SN_OP_READ || h.len > SN_MAX_MSG || h.seq != rc->expect_seq)
+        return EPROTO;
+    rc->expect_seq++;
+    /* a link that is down passes nothing: the requester times out */
+    while (atomic_load(&rc->port->state) != IBV_PORT_ACTIVE) {
+        flush_ack(rc);
+        usleep(2000);
+        fault_poll();
+        pthread_mutex_lock(&rc->qp->lock);
+        bool alive = qp_receiving(rc->qp);
+        pthread_mutex_unlock(&rc->qp->lock);
+        if (!alive)
+            return ECONNABORTED;
+    }
+    if (h.deliver_ns && h.deliver_ns > sn_now_ns()) {
+        flush_ack(rc);
+        sn_sleep_until_ns(h.deliver_ns);
+    }
+    switch (h.op) {
+    case SN_OP_SEND:
+    case SN_OP_SEND_IMM:
+        err = do_send(rc, &h);
+        break;
+    case SN_OP_WRITE:
+    case SN_OP_WRITE_IMM:
+        err = do_write(rc, &h);
+        break;
+    default:
+        err = do_read(rc, &h);
+        break;
+    }
+    if (err)
+        return err;
+    if (h.op != SN_OP_READ) {
+        struct sn_qp *qp = rc->qp;
+        int mtu = qp->attr.path_mtu;
+        uint64_t mtu_bytes = 128u << mtu;
+        uint64_t pkts = (h.len + mtu_bytes - 1) / mtu_bytes;
+        atomic_fetch_add(&rc->port->cnt.rx_bytes, h.len);
+        atomic_fetch_add(&rc->port->cnt.rx_packets, pkts ? pkts : 1);
+        atomic_fetch_add(&qp->cnt.rx_bytes, h.len);
+        atomic_fetch_add(&qp->cnt.rx_packets, pkts ? pkts : 1);
+        rc->ack_pending = true;
+        rc->ack_seq = h.seq;
+    }
+    return rc->err;
+}
+
+static int read_hello(int fd, struct sn_wire_hello *h)
+{
+    struct timeval tv = { .tv_sec = 5 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int err = wire_recv_all(fd, h, sizeof(*h));
+    tv.tv_sec = 0;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (!err && (h->magic != SN_WIRE_MAGIC || h->version != SN_WIRE_VERSION || h->rnr_retry > 7))
+        err = EPROTO;
+    return err;
+}
+
+/* Waits for the QP to reach RTR and checks the peer; qp->lock held. */
+static bool accept_peer_locked(struct sn_rconn *rc, const struct sn_wire_hello *h)
+{
+    struct sn_qp *qp = rc->qp;
+    while (!qp->stopping && (qp->attr.qp_state == IBV_QPS_RESET || qp->attr.qp_state == IBV_QPS_INIT))
+        qp_wait(qp, 50);
+    if (!qp_receiving(qp) || !qp->port)
+        return false;
+    if (h->src_qpn != qp->attr.dest_qp_num ||
+        memcmp(h->src_gid, qp->attr.ah_attr.grh.dgid.raw, 16) != 0)
+        return false;
+    rc->port = qp->port;
+    return true;
+}
+
+/* After a NAK: let the requester read it before the connection closes. */
+static void drain_and_close(int fd)
+{
+    shutdown(fd, SHUT_WR);
+    struct timeval tv = { .tv_sec = 2 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[65536];
+    uint64_t deadline = sn_now_ns() + 2000000000ull;
+    while (sn_now_ns() < deadline && recv(fd, buf, sizeof(buf), 0) > 0)
+        ;
+    close(fd);
+}
+
+static void *responder_main(void *arg)
+{
+    struct sn_rconn *rc = arg;
+    struct sn_wire_hello h;
+    int fd = rc->fd;
+    if (read_hello(fd, &h) || !(rc->qp = wire_qp_attach(h.dst_qpn))) {
+        close(fd);
+        free(rc);
+        return NULL;
+    }
+    struct sn_qp *qp = rc->qp;
+    pthread_mutex_lock(&qp->lock);
+    rc->next = qp->rconns;
+    qp->rconns = rc;
+    bool ok = accept_peer_locked(rc, &h);
+    pthread_mutex_unlock(&qp->lock);
+    int err = ECONNABORTED;
+    rc->rnr_retry = h.rnr_retry;
+    rc->peer_qpn = h.src_qpn;
+    if (ok && !(err = rbuf_init(&rc->rb, fd))) {
+        rc->rb.before_block = flush_ack;
+        rc->rb.arg = rc;
+        while (!(err = do_request(rc)))
+            ;
+        flush_ack(rc);
+        rbuf_free(&rc->rb);
+    }
+    pthread_mutex_lock(&qp->lock);
+    for (struct sn_rconn **pp = &qp->rconns; *pp; pp = &(*pp)->next)
+        if (*pp == rc) {
+            *pp = rc->next;
+            break;
+        }
+    bool nak_sent = err == ECONNABORTED && ok;
+    qp->nresp--;
+    pthread_cond_broadcast(&qp->cond);
+    pthread_mutex_unlock(&qp->lock);
+    /* qp may be freed from here on */
+    if (nak_sent)
+        drain_and_close(fd);
+    else
+        close(fd);
+    free(rc);
+    return NULL;
+}
+
+void responder_spawn(int fd)
+{
+    struct sn_rconn *rc = calloc(1, sizeof(*rc));
+    pthread_t th;
+    pthread_attr_t at;
+    if (!rc) {
+        close(fd);
+        return;
+    }
+    rc->fd = fd;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, responder_main, rc)) {
+        close(fd);
+        free(rc);
+    }
+    pthread_attr_destroy(&at);
+}
+
+void responder_kick_locked(struct sn_qp *qp)
+{
+    for (struct sn_rconn *rc = qp->rconns; rc; rc = rc->next)
+        if (!rc->no_kick)
+            shutdown(rc->fd, SHUT_RDWR);
+}
+
+void responder_stop_qp(struct sn_qp *qp)
+{
+    pthread_mutex_lock(&qp->lock);
+    qp->stopping = true;
+    responder_kick_locked(qp);
+    while (qp->nresp > 0) {
+        responder_kick_locked(qp);
+        qp_wait(qp, 10);
+    }
+    pthread_mutex_unlock(&qp->lock);
+}

@@ -1,0 +1,397 @@
+/* softnic.h: internal contract between softnic's modules.
+ *
+ * softnic is a userspace RDMA NIC that stands in for rdma-core's
+ * libibverbs.so.1.  The verbs face (verbs.c, device.c, pd.c, mr.c, cq.c,
+ * srq.c, qp.c) keeps the objects; the engine moves the bytes, split by role
+ * as in Soft-RoCE:
+ *   requester.c  walks a QP's send queue and writes requests on the wire,
+ *   responder.c  validates and executes incoming requests (one thread per
+ *                incoming connection), sends ACK/NAK/READ responses,
+ *   completer.c  reads responses, matches them to send WQEs and writes
+ *                completions; it also owns the retry/timeout budget.
+ * wire.c holds listeners, connection set-up and the frame formats.
+ *
+ * Addressing: a process owns, per listener "block", one TCP listening socket
+ * per configured port IP, all with the same TCP port number P; its QPNs are
+ * P << 8 | index, so (GID, QPN) alone names the listener to connect to.
+ *
+ * Errors inside softnic are errno-style ints (0 or a positive errno); the
+ * exported verbs translate to what libibverbs returns. */
+#ifndef SOFTNIC_H
+#define SOFTNIC_H
+
+#include <config.h>   /* _GNU_SOURCE first: pipe2, accept4 */
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SN_MAX_DEVICES 4
+#define SN_MAX_PORTS 4
+#define SN_MAX_SGE 16
+#define SN_MAX_INLINE 1024
+#define SN_MAX_QP_WR 32768
+#define SN_MAX_CQE (1 << 22)
+#define SN_MAX_MSG ((uint32_t)1 << 31)
+#define SN_QP_PER_BLOCK 256
+#define SN_MAX_BLOCKS 64
+
+#define SN_LOG(fmt, ...) sn_log(__FILE__, __LINE__, fmt, ##__VA_ARGS__)
+void sn_log(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---------------------------------------------------------------- config */
+struct sn_port_conf {
+    char ip[64];              /* IPv4 dotted quad the port binds to */
+    uint64_t rate;            /* bytes/s egress limit, 0 = unlimited */
+    uint32_t latency_us;      /* added one-way latency per message */
+    int mtu;                  /* enum ibv_mtu */
+    int vf;                   /* VF mode: GPU writes w/o RO at 84/400 */
+    uint64_t down_after_bytes; /* fault: port goes down after N tx bytes */
+    uint32_t down_after_ms;   /* fault: port goes down N ms after open */
+};
+
+struct sn_dev_conf {
+    char name[64];
+    int nports;
+    struct sn_port_conf port[SN_MAX_PORTS];
+};
+
+struct sn_config {
+    int ndevs;
+    struct sn_dev_conf dev[SN_MAX_DEVICES];
+    uint32_t retry_cap_ms;     /* cap on a QP's timeout*retry budget */
+    uint32_t rnr_cap_ms;       /* cap on a QP's RNR budget */
+    uint64_t vf_base_rate;     /* VF slowdown base when port rate is 0 */
+    char sysfs_dir[256];       /* SOFTNIC_SYSFS, "" = none */
+    char ctl_file[256];        /* SOFTNIC_CTL_FILE, "" = none */
+    int debug;
+};
+
+/* Parses SOFTNIC_CONF / SOFTNIC_DEVICES / SOFTNIC_* (the only reader of the
+ * environment).  Returns 0 or an errno; on error *conf holds the defaults. */
+int config_load(struct sn_config *conf);
+
+/* ------------------------------------------------------------- rate.c */
+struct sn_rate {
+    pthread_mutex_t lock;
+    uint64_t rate;          /* bytes/s, 0 = unlimited */
+    double tokens;          /* may go negative: debt paid by sleeping */
+    uint64_t last_ns;
+};
+void rate_init(struct sn_rate *r, uint64_t rate);
+void rate_set(struct sn_rate *r, uint64_t rate);
+/* Charges len bytes; sleeps as long as the bucket is in debt. */
+void rate_take(struct sn_rate *r, uint64_t len);
+uint64_t sn_now_ns(void);
+void sn_sleep_until_ns(uint64_t t);
+
+/* ---------------------------------------------------------- counters.c */
+struct sn_counters {
+    _Atomic uint64_t tx_bytes, tx_packets, rx_bytes, rx_packets;
+    _Atomic uint64_t errors, retries, rnr_naks;
+};
+
+/* --------------------------------------------------------------- device */
+struct sn_port {
+    int num;                        /* 1-based */
+    struct sn_port_conf conf;
+    struct in_addr addr;
+    union ibv_gid gid;
+    _Atomic int state;              /* IBV_PORT_ACTIVE / IBV_PORT_DOWN */
+    bool bound;                     /* listener could bind its IP */
+    struct sn_rate tx_rate;
+    struct sn_rate vf_rate;
+    struct sn_counters cnt;
+    uint64_t up_since_ns;
+};
+
+struct sn_context;
+
+struct sn_device {
+    struct ibv_device ibdev;        /* what ibv_get_device_list hands out */
+    int index;
+    uint64_t guid;                  /* network order, as node_guid */
+    int nports;
+    struct sn_port port[SN_MAX_PORTS];
+    pthread_mutex_t lock;           /* guards ctxs */
+    struct sn_context *ctxs;        /* open contexts, for async events */
+};
+
+struct sn_async {
+    struct ibv_async_event ev;
+    struct sn_async *next;
+};
+
+struct sn_context {
+    struct verbs_context vctx;      /* ibv_context is its last member */
+    struct sn_device *dev;
+    int async_pipe[2];
+    pthread_mutex_t ev_lock;
+    struct sn_async *ev_head, *ev_tail;
+    struct sn_context *next;        /* in dev->ctxs */
+};
+
+static inline struct sn_context *sn_ctx(struct ibv_context *c)
+{
+    return (struct sn_context *)((char *)c - offsetof(struct sn_context, vctx.context));
+}
+
+/* Global state, created on first use (softnic_global()). */
+struct softnic {
+    struct sn_config conf;
+    int ndevs;
+    struct sn_device dev[SN_MAX_DEVICES];
+    int init_err;
+};
+struct softnic *softnic_global(void);
+struct sn_device *sn_device_of(struct ibv_context *c);
+struct sn_port *sn_port_get(struct sn_device *d, int port_num);
+/* Port up/down: changes state and raises PORT_ACTIVE/PORT_ERR. */
+void device_port_set_state(struct sn_device *d, int port_num, bool up);
+/* Queues an async event on every open context of d (or one context). */
+void async_post(struct sn_context *ctx, const struct ibv_async_event *ev);
+void async_post_dev(struct sn_device *d, const struct ibv_async_event *ev);
+void async_post_qp(struct ibv_qp *qp, enum ibv_event_type type);
+
+int device_query_port(struct ibv_context *c, uint8_t port,
+                      struct ibv_port_attr *attr, size_t len);
+int device_query_device(struct ibv_context *c, struct ibv_device_attr *a);
+int device_query_device_ex(struct ibv_context *c,
+                           const struct ibv_query_device_ex_input *in,
+                           struct ibv_device_attr_ex *a, size_t sz);
+void sysfs_write_tree(struct softnic *s);
+void fault_tx_bytes(struct sn_device *d, struct sn_port *p, uint64_t bytes);
+void fault_poll(void);
+
+/* ------------------------------------------------------------------- pd */
+struct sn_pd {
+    struct ibv_pd ibpd;
+};
+
+/* ------------------------------------------------------------------- mr */
+struct sn_mr {
+    struct ibv_mr ibmr;
+    uint64_t iova;        /* address the keys are checked against */
+    char *base;           /* host pointer (or CUDA address) of iova */
+    uint64_t len;
+    int access;
+    bool gpu;             /* CUDA memory: copy with the driver API */
+    _Atomic int refs;     /* in-flight accesses + 1 for the table */
+};
+
+/* Looks up key, checks PD, access bits and [addr, addr+len) bounds; on
+ * success takes a reference (mr_put) and returns 0, else an errno:
+ * EINVAL unknown key, EACCES access, ERANGE bounds, EPERM PD. */
+int mr_get(uint32_t key, bool remote, struct ibv_pd *pd, int need_access,
+           uint64_t addr, uint64_t len, struct sn_mr **out);
+void mr_put(struct sn_mr *mr);
+/* Copies between a registered region and host memory. */
+int mr_write(struct sn_mr *mr, uint64_t addr, const void *src, size_t len);
+int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len);
+static inline char *mr_host_ptr(struct sn_mr *mr, uint64_t addr)
+{
+    return mr->base + (addr - mr->iova);
+}
+
+/* --------------------------------------------------------------- gpu.c */
+/* True when ptr is CUDA device memory (libcuda loaded on demand). */
+bool gpu_is_device_ptr(const void *ptr);
+int gpu_copy_to_device(void *dst, const void *src, size_t len);
+int gpu_copy_from_device(void *dst, const void *src, size_t len);
+
+/* ------------------------------------------------------------------- cq */
+/* Completion sink for the mlx5 companion (softnic_priv.h). */
+typedef void (*sn_cq_hook)(void *arg, const struct ibv_wc *wc);
+
+struct sn_cq {
+    struct ibv_cq ibcq;
+    pthread_mutex_t lock;
+    struct ibv_wc *ring;
+    int cap, head, count;
+    int armed;                     /* 0, 1 = next, 2 = solicited */
+    bool overrun;
+    int users;                     /* QPs attached: destroy says EBUSY */
+    sn_cq_hook hook;
+    void *hook_arg;
+    struct sn_counters cnt;
+};
+void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited);
+void cq_attach(struct ibv_cq *cq, int delta);
+
+/* ------------------------------------------------------------------ srq */
+struct sn_rwqe {
+    uint64_t wr_id;
+    int num_sge;
+    struct ibv_sge sge[SN_MAX_SGE];
+};
+
+struct sn_srq {
+    struct ibv_srq ibsrq;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct sn_rwqe *ring;
+    uint32_t cap, head, count;
+    uint32_t max_sge;
+    uint32_t limit;                /* armed SRQ limit, 0 = disarmed */
+};
+/* Takes one receive WQE; false when empty. */
+bool srq_take(struct sn_srq *srq, struct sn_rwqe *out);
+
+/* ------------------------------------------------------------------- qp */
+struct sn_swqe {
+    uint64_t wr_id;
+    enum ibv_wr_opcode opcode;
+    unsigned int send_flags;
+    uint32_t imm;                  /* network order, as in the WR */
+    uint64_t raddr;
+    uint32_t rkey;
+    uint32_t len;                  /* total payload */
+    uint32_t seq;                  /* wire sequence, set when sent */
+    int num_sge;
+    struct ibv_sge sge[SN_MAX_SGE];
+    char *inl;                     /* inline copy (malloc'd), or NULL */
+};
+
+struct sn_rconn;
+
+struct sn_qp {
+    struct ibv_qp ibqp;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;           /* state, SQ, RQ, threads */
+    struct ibv_qp_attr attr;       /* what modify/query see */
+    struct ibv_qp_cap cap;
+    bool sq_sig_all;
+    struct sn_port *port;
+    struct sn_device *dev;
+
+    /* send queue: [head, sent) on the wire, [sent, tail) to send */
+    struct sn_swqe *sq;
+    char *sq_inline;               /* max_inline_data bytes per slot */
+    uint32_t sq_size;
+    uint64_t sq_head, sq_sent, sq_tail;
+    uint32_t next_seq;
+
+    /* receive queue (unused with an SRQ) */
+    struct sn_rwqe *rq;
+    uint32_t rq_size, rq_head, rq_count;
+
+    /* engine */
+    int out_fd;                    /* requester -> peer responder */
+    bool conn_dead;                /* out_fd failed: retry budget running */
+    uint64_t last_progress_ns;     /* last response, or work arriving */
+    pthread_t req_thread, comp_thread;
+    bool req_started, comp_started;
+    bool stopping;
+    int nresp;                     /* attached responder threads */
+    struct sn_rconn *rconns;
+    struct sn_counters cnt;
+};
+
+static inline struct sn_qp *sn_qp_of(struct ibv_qp *q) { return (struct sn_qp *)q; }
+
+/* Budget for retries after a stall, in ns, from timeout/retry_cnt. */
+uint64_t qp_retry_budget_ns(struct sn_qp *qp);
+uint64_t qp_rnr_budget_ns(uint8_t rnr_retry, uint8_t min_rnr_timer);
+/* Moves qp to ERR: the send WQE with index culprit (UINT64_MAX: none)
+ * completes with st, every other outstanding one and every receive WQE
+ * with IBV_WC_WR_FLUSH_ERR.  Caller holds qp->lock. */
+void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
+                     uint32_t vendor_err);
+/* Completes the send WQE at sq_head (caller holds qp->lock). */
+void qp_complete_send_locked(struct sn_qp *qp, enum ibv_wc_status st);
+/* Takes a receive WQE from the QP's RQ or SRQ; false when none. */
+bool qp_take_recv(struct sn_qp *qp, struct sn_rwqe *out);
+void qp_flush_recv_locked(struct sn_qp *qp);
+
+/* ---------------------------------------------------------------- wire */
+#define SN_WIRE_MAGIC 0x534e4943u  /* "SNIC" */
+#define SN_WIRE_VERSION 1
+
+enum sn_wire_op {
+    SN_OP_SEND = 1,
+    SN_OP_SEND_IMM,
+    SN_OP_WRITE,
+    SN_OP_WRITE_IMM,
+    SN_OP_READ,
+};
+
+enum sn_resp_type {
+    SN_RESP_ACK = 1,       /* every request with seq <= resp.seq done */
+    SN_RESP_READ,          /* followed by len bytes of data */
+    SN_RESP_NAK,           /* syndrome: an ibv_wc_status for the WQE */
+    SN_RESP_RNR_WAIT,      /* receiver waits for a receive WQE */
+};
+
+/* Hello sent once by the requester on a new connection. */
+struct sn_wire_hello {
+    uint32_t magic;
+    uint16_t version;
+    uint8_t rnr_retry;
+    uint8_t pad;
+    uint32_t dst_qpn;
+    uint32_t src_qpn;
+    uint8_t src_gid[16];
+};
+
+/* Request header; WRITE/SEND payload of len bytes follows. */
+struct sn_wire_req {
+    uint8_t op;
+    uint8_t flags;          /* SN_REQ_SOLICITED */
+    uint16_t pad;
+    uint32_t seq;
+    uint32_t len;
+    uint32_t rkey;
+    uint64_t raddr;
+    uint32_t imm;
+    uint32_t pad2;
+    uint64_t deliver_ns;    /* not to be placed before (latency) */
+};
+#define SN_REQ_SOLICITED 1
+
+struct sn_wire_resp {
+    uint8_t type;
+    uint8_t syndrome;
+    uint16_t pad;
+    uint32_t seq;
+    uint32_t len;
+    uint32_t pad2;
+};
+
+/* Starts the listeners (idempotent); returns 0 or an errno. */
+int wire_start(void);
+/* Allocates a QPN bound to the listener block; 0 = exhausted. */
+uint32_t wire_alloc_qpn(void);
+void wire_free_qpn(uint32_t qpn);
+/* Connects to the listener that owns qpn at gid, from local port ip. */
+int wire_connect(const struct sn_port *local, const union ibv_gid *gid,
+                 uint32_t qpn, int *fd_out);
+int wire_send_all(int fd, const void *buf, size_t len);
+int wire_recv_all(int fd, void *buf, size_t len);
+int wire_writev_all(int fd, struct iovec *iov, int iovcnt);
+void wire_tune(int fd);
+/* Registers/unregisters a QP in the qpn table used by incoming hellos. */
+void wire_qp_register(struct sn_qp *qp);
+void wire_qp_unregister(struct sn_qp *qp);
+/* Finds qpn and counts one more responder on it (qp->nresp), or NULL. */
+struct sn_qp *wire_qp_attach(uint32_t qpn);
+
+/* ------------------------------------------------------------ engine */
+int requester_start(struct sn_qp *qp);
+void *requester_main(void *arg);
+void *completer_main(void *arg);
+/* Runs one incoming connection (fd accepted by wire.c). */
+void responder_spawn(int fd);
+/* Shuts every responder connection of qp down and waits for them. */
+void responder_stop_qp(struct sn_qp *qp);
+/* Shuts the QP's incoming connections down (caller holds qp->lock). */
+void responder_kick_locked(struct sn_qp *qp);
+
+/* ------------------------------------------------------------ helpers */
+int cq_hook_set(struct ibv_cq *cq, sn_cq_hook hook, void *arg);
+int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+
+#endif

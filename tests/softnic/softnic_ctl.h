@@ -1,0 +1,37 @@
+/* softnic_ctl.h: softnic's control API for tests (version node SOFTNIC_1.0).
+ * Link a test against softnic's libibverbs.so.1 or find these with dlsym().
+ * Every function returns 0 or a positive errno (ENODEV: not a softnic
+ * context, EINVAL: bad port). */
+#ifndef SOFTNIC_CTL_H
+#define SOFTNIC_CTL_H
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct softnic_ctl_counters {
+    uint64_t tx_bytes, tx_packets;   /* packets counted in path-MTU units */
+    uint64_t rx_bytes, rx_packets;
+    uint64_t errors;                 /* error completions / NAKs */
+    uint64_t retries;                /* retry budgets exhausted */
+    uint64_t rnr_naks;               /* RNR waits signalled */
+};
+
+/* Sets a port up (1) or down (0): IBV_EVENT_PORT_ACTIVE / _PORT_ERR on every
+ * open context of the device; a down port moves no data. */
+int softnic_ctl_port_set_state(struct ibv_context *ctx, uint8_t port, int up);
+/* Changes a port's egress rate (bytes/s, 0 = unlimited) and added latency. */
+int softnic_ctl_port_set_rate(struct ibv_context *ctx, uint8_t port, uint64_t bytes_per_s);
+int softnic_ctl_port_set_latency(struct ibv_context *ctx, uint8_t port, uint32_t usec);
+/* Reads the counters of this process's view of a port / of a QP. */
+int softnic_ctl_port_counters(struct ibv_context *ctx, uint8_t port,
+                              struct softnic_ctl_counters *out);
+int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,347 @@
+/* wire.c: softnic's transport: listener blocks, QPN allocation, the QPN
+ * table for incoming connections, connection set-up and socket helpers.
+ *
+ * A listener block is one TCP listening socket per configured port IP, all
+ * bound to the same TCP port number P (chosen by the kernel for the first
+ * IP); the block's QPNs are P << 8 | i, i in 0..255.  A peer that knows
+ * (GID, QPN) connects to <IPv4 of the GID>:(QPN >> 8) -- no daemon, no
+ * shared file.  A port whose IP cannot be bound here (an address of another
+ * network namespace) reads DOWN.
+ *
+ * Frames (host byte order, little-endian, both ends are this library):
+ * requester -> responder: struct sn_wire_hello once, then per request
+ * struct sn_wire_req followed by `len` payload bytes for SEND/WRITE;
+ * responder -> requester: struct sn_wire_resp, READ responses followed by
+ * `len` bytes.  Every field is validated by the receiver. */
+#include "softnic.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define MAX_IPS (SN_MAX_DEVICES * SN_MAX_PORTS)
+
+struct wire_block {
+    uint16_t tcp_port;
+    int nfds;
+    int fds[MAX_IPS];
+    struct sn_qp *qp[SN_QP_PER_BLOCK];
+    bool used[SN_QP_PER_BLOCK];
+};
+
+static struct {
+    pthread_mutex_t lock;
+    bool started;
+    int nips;
+    struct in_addr ips[MAX_IPS];
+    int nblocks;
+    struct wire_block blocks[SN_MAX_BLOCKS];
+    int wake[2];
+    pthread_t acceptor;
+} W = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void wire_tune(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int listen_on(struct in_addr ip, uint16_t port, int *fd_out, uint16_t *port_out)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = ip };
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 256)) {
+        int err = errno;
+        close(fd);
+        return err;
+    }
+    socklen_t sl = sizeof(sa);
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    *fd_out = fd;
+    *port_out = ntohs(sa.sin_port);
+    return 0;
+}
+
+/* Opens a new block (W.lock held). */
+static int block_open(void)
+{
+    if (W.nblocks == SN_MAX_BLOCKS)
+        return ENOSPC;
+    struct wire_block *b = &W.blocks[W.nblocks];
+    for (int attempt = 0; attempt < 32; attempt++) {
+        memset(b, 0, sizeof(*b));
+        uint16_t port = 0;
+        int err = 0;
+        for (int i = 0; i < W.nips; i++) {
+            uint16_t got;
+            err = listen_on(W.ips[i], port, &b->fds[b->nfds], &got);
+            if (err)
+                break;
+            b->nfds++;
+            port = got;
+        }
+        if (!err) {
+            b->tcp_port = port;
+            W.nblocks++;
+            return 0;
+        }
+        for (int i = 0; i < b->nfds; i++)
+            close(b->fds[i]);
+        if (err != EADDRINUSE)
+            return err;
+    }
+    return EADDRINUSE;
+}
+
+static void *acceptor_main(void *arg)
+{
+    (void)arg;
+    struct pollfd pfd[1 + SN_MAX_BLOCKS * MAX_IPS];
+    for (;;) {
+        int n = 0;
+        pfd[n++] = (struct pollfd){ .fd = W.wake[0], .events = POLLIN };
+        pthread_mutex_lock(&W.lock);
+        for (int b = 0; b < W.nblocks; b++)
+            for (int i = 0; i < W.blocks[b].nfds; i++)
+                pfd[n++] = (struct pollfd){ .fd = W.blocks[b].fds[i], .events = POLLIN };
+        pthread_mutex_unlock(&W.lock);
+        if (poll(pfd, (nfds_t)n, 200) < 0 && errno != EINTR)
+            break;
+        if (pfd[0].revents) {
+            char c;
+            if (read(W.wake[0], &c, 1) == 1 && c == 'q')
+                break;
+        }
+        fault_poll();
+        for (int i = 1; i < n; i++) {
+            if (!(pfd[i].revents & POLLIN))
+                continue;
+            int fd = accept4(pfd[i].fd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                wire_tune(fd);
+                responder_spawn(fd);
+            }
+        }
+    }
+    return NULL;
+}
+
+int wire_start(void)
+{
+    struct softnic *s = softnic_global();
+    pthread_mutex_lock(&W.lock);
+    if (W.started) {
+        pthread_mutex_unlock(&W.lock);
+        return 0;
+    }
+    /* the distinct port IPs this process can bind */
+    W.nips = 0;
+    for (int d = 0; d < s->ndevs; d++)
+        for (int p = 0; p < s->dev[d].nports; p++) {
+            struct sn_port *port = &s->dev[d].port[p];
+            bool dup = false;
+            for (int i = 0; i < W.nips; i++)
+                if (W.ips[i].s_addr == port->addr.s_addr)
+                    dup = true;
+            int fd;
+            uint16_t got;
+            if (!dup && listen_on(port->addr, 0, &fd, &got) == 0) {
+                close(fd);
+                W.ips[W.nips++] = port->addr;
+                dup = true;
+            }
+            port->bound = dup;
+            if (!dup) {
+                SN_LOG("wire: cannot bind %s (port %d of %s): port DOWN", port->conf.ip,
+                       port->num, s->dev[d].ibdev.name);
+                atomic_store(&port->state, IBV_PORT_DOWN);
+            }
+        }
+    int err = W.nips ? 0 : EADDRNOTAVAIL;
+    if (!err && pipe2(W.wake, O_CLOEXEC))
+        err = errno;
+    if (!err && (err = block_open())) {
+        close(W.wake[0]);
+        close(W.wake[1]);
+    }
+    if (!err && (err = pthread_create(&W.acceptor, NULL, acceptor_main, NULL))) {
+        close(W.wake[0]);
+        close(W.wake[1]);
+    }
+    if (!err)
+        W.started = true;
+    pthread_mutex_unlock(&W.lock);
+    if (err)
+        SN_LOG("wire: cannot start listeners: %s", strerror(err));
+    return err;
+}
+
+uint32_t wire_alloc_qpn(void)
+{
+    pthread_mutex_lock(&W.lock);
+    uint32_t qpn = 0;
+    for (int b = 0; b <= W.nblocks && !qpn && W.started; b++) {
+        if (b == W.nblocks) {
+            if (block_open())
+                break;
+            char c = 'n';
+            if (write(W.wake[1], &c, 1) != 1)
+                SN_LOG("wire: cannot wake acceptor");
+        }
+        struct wire_block *blk = &W.blocks[b];
+        for (uint32_t i = 0; i < SN_QP_PER_BLOCK; i++)
+            if (!blk->used[i]) {
+                blk->used[i] = true;
+                qpn = (uint32_t)blk->tcp_port << 8 | i;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&W.lock);
+    return qpn;
+}
+
+static struct wire_block *block_of(uint32_t qpn)
+{
+    for (int b = 0; b < W.nblocks; b++)
+        if (W.blocks[b].tcp_port == (qpn >> 8))
+            return &W.blocks[b];
+    return NULL;
+}
+
+void wire_free_qpn(uint32_t qpn)
+{
+    pthread_mutex_lock(&W.lock);
+    struct wire_block *b = block_of(qpn);
+    if (b) {
+        b->used[qpn & 0xff] = false;
+        b->qp[qpn & 0xff] = NULL;
+    }
+    pthread_mutex_unlock(&W.lock);
+}
+
+void wire_qp_register(struct sn_qp *qp)
+{
+    pthread_mutex_lock(&W.lock);
+    struct wire_block *b = block_of(qp->ibqp.qp_num);
+    if (b)
+        b->qp[qp->ibqp.qp_num & 0xff] = qp;
+    pthread_mutex_unlock(&W.lock);
+}
+
+void wire_qp_unregister(struct sn_qp *qp)
+{
+    pthread_mutex_lock(&W.lock);
+    struct wire_block *b = block_of(qp->ibqp.qp_num);
+    if (b && b->qp[qp->ibqp.qp_num & 0xff] == qp)
+        b->qp[qp->ibqp.qp_num & 0xff] = NULL;
+    pthread_mutex_unlock(&W.lock);
+}
+
+struct sn_qp *wire_qp_attach(uint32_t qpn)
+{
+    pthread_mutex_lock(&W.lock);
+    struct wire_block *b = block_of(qpn);
+    struct sn_qp *qp = b ? b->qp[qpn & 0xff] : NULL;
+    if (qp) {
+        pthread_mutex_lock(&qp->lock);
+        if (qp->stopping)
+            qp = (pthread_mutex_unlock(&qp->lock), NULL);
+        else {
+            qp->nresp++;
+            pthread_mutex_unlock(&qp->lock);
+        }
+    }
+    pthread_mutex_unlock(&W.lock);
+    return qp;
+}
+
+int wire_connect(const struct sn_port *local, const union ibv_gid *gid, uint32_t qpn,
+                 int *fd_out)
+{
+    static const uint8_t v4_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    if (memcmp(gid->raw, v4_prefix, sizeof(v4_prefix)) != 0)
+        return EHOSTUNREACH;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return errno;
+    struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr = local->addr };
+    struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons((uint16_t)(qpn >> 8)) };
+    memcpy(&dst.sin_addr, &gid->raw[12], 4);
+    if (bind(fd, (struct sockaddr *)&src, sizeof(src)) ||
+        connect(fd, (struct sockaddr *)&dst, sizeof(dst))) {
+        int err = errno;
+        close(fd);
+        return err;
+    }
+    wire_tune(fd);
+    *fd_out = fd;
+    return 0;
+}
+
+int wire_send_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int wire_recv_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = recv(fd, p, len, MSG_WAITALL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (n == 0)
+            return ECONNRESET;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int wire_writev_all(int fd, struct iovec *iov, int iovcnt)
+{
+    while (iovcnt > 0) {
+        struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,113 @@
+/* tools/common/verbs_dl.c: the dlopen'ed libibverbs table (see verbs_dl.h). */
+#include "config.h"
+
+#include "strfmt.h"
+#include "verbs_dl.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* dlvsym binds the versioned name a program built against rdma-core's
+ * headers would bind to; a library without version nodes still answers to
+ * plain dlsym. */
+static void *sym(void *h, const char *name, const char *version)
+{
+    void *p = dlvsym(h, name, version);
+    return p ? p : dlsym(h, name);
+}
+
+/* rdma-core names its library libibverbs.so.1.<abi>.<rdma-core>.0. */
+static int version_from_name(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    unsigned a, b, c;
+    if (sscanf(base, "libibverbs.so.%u.%u.%u", &a, &b, &c) == 3)
+        return (int)c;
+    return 0;
+}
+
+int verbs_dl_open(struct verbs_dl *v, const char *path, char *err, size_t errlen)
+{
+    memset(v, 0, sizeof(*v));
+    const char *name = path ? path : "libibverbs.so.1";
+    v->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!v->handle) {
+        str_fmt(err, errlen, "cannot load %s: %s", name, dlerror());
+        return -1;
+    }
+    struct link_map *lm = NULL;
+    if (dlinfo(v->handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name) {
+        char *real = realpath(lm->l_name, NULL);
+        str_fmt(v->path, sizeof(v->path), "%s", real ? real : lm->l_name);
+        free(real);
+    } else {
+        str_fmt(v->path, sizeof(v->path), "%s", name);
+    }
+    v->rdma_core_version = version_from_name(v->path);
+
+    void *h = v->handle;
+#define REQ(field, symname, ver)                                                   \
+    do {                                                                           \
+        *(void **)&v->field = sym(h, symname, ver);                                \
+        if (!v->field) {                                                           \
+            str_fmt(err, errlen, "%s: missing symbol %s@%s", v->path, symname, ver); \
+            verbs_dl_close(v);                                                     \
+            return -1;                                                             \
+        }                                                                          \
+    } while (0)
+    REQ(get_device_list, "ibv_get_device_list", "IBVERBS_1.1");
+    REQ(free_device_list, "ibv_free_device_list", "IBVERBS_1.1");
+    REQ(get_device_name, "ibv_get_device_name", "IBVERBS_1.1");
+    REQ(open_device, "ibv_open_device", "IBVERBS_1.1");
+    REQ(close_device, "ibv_close_device", "IBVERBS_1.1");
+    REQ(query_device, "ibv_query_device", "IBVERBS_1.1");
+    REQ(query_port_compat, "ibv_query_port", "IBVERBS_1.1");
+    REQ(query_gid, "ibv_query_gid", "IBVERBS_1.1");
+    REQ(alloc_pd, "ibv_alloc_pd", "IBVERBS_1.1");
+    REQ(dealloc_pd, "ibv_dealloc_pd", "IBVERBS_1.1");
+    REQ(reg_mr, "ibv_reg_mr", "IBVERBS_1.1");
+    REQ(dereg_mr, "ibv_dereg_mr", "IBVERBS_1.1");
+    REQ(create_cq, "ibv_create_cq", "IBVERBS_1.1");
+    REQ(destroy_cq, "ibv_destroy_cq", "IBVERBS_1.1");
+    REQ(create_qp, "ibv_create_qp", "IBVERBS_1.1");
+    REQ(modify_qp, "ibv_modify_qp", "IBVERBS_1.1");
+    REQ(destroy_qp, "ibv_destroy_qp", "IBVERBS_1.1");
+#undef REQ
+    *(void **)&v->reg_mr_iova2 = dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.8");
+    *(void **)&v->reg_dmabuf_mr = dlvsym(h, "ibv_reg_dmabuf_mr", "IBVERBS_1.12");
+    return 0;
+}
+
+void verbs_dl_close(struct verbs_dl *v)
+{
+    if (v->handle)
+        dlclose(v->handle);
+    memset(v, 0, sizeof(*v));
+}
+
+int verbs_dl_query_port(const struct verbs_dl *v, struct ibv_context *ctx, uint8_t port,
+                        struct ibv_port_attr *attr)
+{
+    memset(attr, 0, sizeof(*attr));
+    struct verbs_context *vctx = verbs_get_ctx_op(ctx, query_port);
+    if (vctx)
+        return vctx->query_port(ctx, port, attr, sizeof(*attr));
+    return v->query_port_compat(ctx, port, attr);
+}
+
+struct ibv_mr *verbs_dl_reg_mr(const struct verbs_dl *v, struct ibv_pd *pd, void *addr,
+                               size_t len, int access, int *ro_dropped)
+{
+    if (ro_dropped)
+        *ro_dropped = 0;
+    if (v->reg_mr_iova2)
+        return v->reg_mr_iova2(pd, addr, len, (uint64_t)(uintptr_t)addr, (unsigned)access);
+    if ((access & IBV_ACCESS_RELAXED_ORDERING) && ro_dropped)
+        *ro_dropped = 1;
+    return v->reg_mr(pd, addr, len, access & ~IBV_ACCESS_RELAXED_ORDERING);
+}

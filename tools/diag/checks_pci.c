@@ -1,0 +1,288 @@
+/* tools/diag/checks_pci.c: PCIe checks of one function (Device Control,
+ * ATS) and of the path between a NIC and its nearest GPU (distance, NUMA,
+ * ACS on the bridges in between). */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/strfmt.h"
+#include "diag.h"
+#include "pcicfg.h"
+
+int diag_is_known_vf_id(unsigned vendor, unsigned device)
+{
+    /* Mellanox/NVIDIA ConnectX virtual function device IDs (pci.ids). A
+     * guest sees no physfn link, so the ID is what tells it is a VF. */
+    static const unsigned mlx_vf[] = { 0x1002, 0x1004, 0x1012, 0x1014, 0x1016, 0x1018,
+                                       0x101a, 0x101c, 0x101e };
+    if (vendor != 0x15b3)
+        return 0;
+    for (size_t i = 0; i < sizeof(mlx_vf) / sizeof(mlx_vf[0]); i++)
+        if (device == mlx_vf[i])
+            return 1;
+    return 0;
+}
+
+static int load_cfg(const char *dir, struct pcicfg *cfg)
+{
+    char p[PATH_MAX];
+    return pcicfg_load(path_join(p, sizeof(p), dir, "config"), cfg);
+}
+
+void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject,
+                              int is_nic, int is_vf)
+{
+    static struct pcicfg cfg; /* 4 KiB: keep it off the stack; the tool is single-threaded */
+    char ev[1024], fix[1024];
+    int err = load_cfg(fn->dir, &cfg);
+    if (err) {
+        report_add(&ctx->rep, DIAG_WARN, "pci.config", subject, fn->dir,
+                   "run as root; check that the device is present",
+                   "cannot read %s/config: %s", fn->bdf, strerror(err));
+        return;
+    }
+    if (cfg.len < 256) {
+        report_add(&ctx->rep, DIAG_WARN, "pci.config", subject, fn->dir,
+                   "run railnet-diag as root (sysfs gives unprivileged readers only the header)",
+                   "only %zu bytes of %s config space readable: capabilities not visible",
+                   cfg.len, fn->bdf);
+        return;
+    }
+    struct pcie_info pi;
+    pcicfg_pcie(&cfg, &pi);
+    if (pi.offset < 0) {
+        report_add(&ctx->rep, DIAG_SKIP, "pci.relaxed_ordering", subject, NULL, NULL,
+                   "%s has no PCI Express capability", fn->bdf);
+        return;
+    }
+    const char *who = is_nic ? "NIC" : "GPU";
+    str_fmt(ev, sizeof(ev), "%s config space: PCI Express capability at 0x%02x, Device Control "
+             "0x%04x (Enable Relaxed Ordering bit 4 = %d, Max_Payload_Size %d B, "
+             "Max_Read_Request_Size %d B), Device Capabilities Max_Payload_Size supported %d B",
+             fn->bdf, pi.offset, pi.devctl, pi.relaxed_ordering, pi.mps, pi.mrrs, pi.mps_supported);
+
+    if (pi.relaxed_ordering) {
+        report_add(&ctx->rep, DIAG_OK, "pci.relaxed_ordering", subject, ev, NULL,
+                   "%s %s: Enable Relaxed Ordering on", who, fn->bdf);
+    } else if (is_nic) {
+        ctx->facts.nic_ro_off = 1;
+        int vm_case = is_vf || ctx->facts.vm;
+        str_fmt(fix, sizeof(fix),
+                 "register GPU memory with IBV_ACCESS_RELAXED_ORDERING (railnet: "
+                 "RAILNET_RELAXED_ORDERING=1; NCCL's IB transport: NCCL_IB_PCI_RELAXED_ORDERING=1) "
+                 "and confirm with railnet-diag --probe; %s",
+                 vm_case ? "a VF's bit reads 0 by definition and a guest cannot set it: enable "
+                           "relaxed ordering on the PF in the hypervisor host "
+                           "(setpci -s <PF> CAP_EXP+8.w=0010:0010, or the BIOS setting)"
+                         : "on bare metal enable it: setpci -s BDF CAP_EXP+8.w=0010:0010 (and "
+                           "check the BIOS PCIe relaxed ordering setting)");
+        if (!vm_case) {
+            char *pos = strstr(fix, "BDF");
+            if (pos) {
+                char tail[1024];
+                str_fmt(tail, sizeof(tail), "%s", pos + 3);
+                str_fmt(pos, sizeof(fix) - (size_t)(pos - fix), "%s%s", fn->bdf, tail);
+            }
+        }
+        report_add(&ctx->rep, vm_case ? DIAG_FAIL : DIAG_WARN, "pci.relaxed_ordering", subject, ev,
+                   fix, "NIC %s: Enable Relaxed Ordering off%s", fn->bdf,
+                   vm_case ? " (SR-IOV VF / VM): RDMA writes into GPU memory are strictly "
+                             "ordered unless registered with relaxed ordering"
+                           : ": RDMA writes into GPU memory may be slow");
+    } else {
+        str_fmt(fix, sizeof(fix), "setpci -s %s CAP_EXP+8.w=0010:0010, or the BIOS setting",
+                 fn->bdf);
+        report_add(&ctx->rep, DIAG_WARN, "pci.relaxed_ordering", subject, ev, fix,
+                   "GPU %s: Enable Relaxed Ordering off", fn->bdf);
+    }
+
+    if (pi.mps == 128 && pi.mps_supported > 128) {
+        str_fmt(fix, sizeof(fix), "set the PCIe Max Payload Size in the BIOS, or boot with "
+                 "pci=pcie_bus_perf; every device on the path must agree");
+        report_add(&ctx->rep, DIAG_WARN, "pci.max_payload", subject, ev, fix,
+                   "%s %s: Max_Payload_Size %d B although it supports %d B", who, fn->bdf,
+                   pi.mps, pi.mps_supported);
+    } else {
+        report_add(&ctx->rep, DIAG_OK, "pci.max_payload", subject, ev, NULL,
+                   "%s %s: Max_Payload_Size %d B (supports %d B)", who, fn->bdf, pi.mps,
+                   pi.mps_supported);
+    }
+
+    if (pi.mrrs < 512) {
+        str_fmt(fix, sizeof(fix), "raise it: setpci -s %s CAP_EXP+8.w=5000:7000 (4096 B), as the "
+                 "mlx5 driver does at load", fn->bdf);
+        report_add(&ctx->rep, DIAG_WARN, "pci.max_read_req", subject, ev, fix,
+                   "%s %s: Max_Read_Request_Size %d B: DMA reads (sends from GPU memory) use "
+                   "small requests", who, fn->bdf, pi.mrrs);
+    } else {
+        report_add(&ctx->rep, DIAG_OK, "pci.max_read_req", subject, ev, NULL,
+                   "%s %s: Max_Read_Request_Size %d B", who, fn->bdf, pi.mrrs);
+    }
+
+    struct ats_info ats;
+    pcicfg_ats(&cfg, &ats);
+    if (ats.offset < 0)
+        report_add(&ctx->rep, DIAG_OK, "pci.ats", subject, NULL, NULL,
+                   "%s %s: no ATS capability", who, fn->bdf);
+    else {
+        str_fmt(ev, sizeof(ev), "%s: ATS extended capability at 0x%03x, ATS Control Enable %d",
+                 fn->bdf, ats.offset, ats.enabled);
+        report_add(&ctx->rep, DIAG_OK, "pci.ats", subject, ev, NULL,
+                   "%s %s: ATS capable, %s", who, fn->bdf, ats.enabled ? "enabled" : "not enabled");
+    }
+}
+
+enum topo_dist { TOPO_PIX, TOPO_PXB, TOPO_PHB, TOPO_NODE, TOPO_SYS };
+
+/* NCCL's vocabulary: PIX one PCIe switch, PXB several bridges below one host
+ * bridge, PHB through a host bridge, NODE across host bridges of one NUMA
+ * node, SYS across CPUs. *common gets the number of PCI functions both paths
+ * share below the host bridge. */
+static enum topo_dist topo_distance(const struct pci_fn *a, const struct pci_fn *b, int *common)
+{
+    *common = 0;
+    if (a->host_bridge[0] && !strcmp(a->host_bridge, b->host_bridge)) {
+        int k = 0;
+        while (k < a->nchain - 1 && k < b->nchain - 1 && !strcmp(a->chain[k], b->chain[k]))
+            k++;
+        *common = k;
+        if (k == 0)
+            return TOPO_PHB;
+        return (a->nchain - k <= 2 && b->nchain - k <= 2) ? TOPO_PIX : TOPO_PXB;
+    }
+    if (a->numa_node >= 0 && b->numa_node >= 0 && a->numa_node != b->numa_node)
+        return TOPO_SYS;
+    return TOPO_NODE;
+}
+
+static void check_acs(struct diag_ctx *ctx, const struct pci_fn *nic, const struct pci_fn *gpu,
+                      int common, const char *subject)
+{
+    static struct pcicfg cfg;
+    char list[512] = "", names[160], ev[1024] = "", fix[1024] = "";
+    size_t off = 0, eoff = 0;
+    int nbridges = 0, redirected = 0;
+    const char *first_bdf = NULL;
+    const struct pci_fn *sides[2] = { nic, gpu };
+    for (int s = 0; s < 2; s++) {
+        const struct pci_fn *fn = sides[s];
+        for (int i = common; i < fn->nchain - 1; i++) {
+            if (s == 1 && i < nic->nchain - 1 && !strcmp(fn->chain[i], nic->chain[i]))
+                continue;
+            nbridges++;
+            if (load_cfg(fn->chain_dir[i], &cfg) || cfg.len < 256)
+                continue;
+            struct acs_info acs;
+            pcicfg_acs(&cfg, &acs);
+            if (eoff < sizeof(ev))
+                eoff += (size_t)str_fmt(ev + eoff, sizeof(ev) - eoff, "%s%s: %s", eoff ? "; " : "",
+                                         fn->chain[i],
+                                         acs.offset < 0 ? "no ACS capability" : "ACS Control ");
+            if (acs.offset >= 0 && eoff < sizeof(ev))
+                eoff += (size_t)str_fmt(ev + eoff, sizeof(ev) - eoff, "0x%04x", acs.ctl);
+            pcicfg_acs_redirect_names(acs.ctl, names, sizeof(names));
+            if (acs.offset >= 0 && names[0]) {
+                redirected++;
+                if (!first_bdf)
+                    first_bdf = fn->chain[i];
+                if (off < sizeof(list))
+                    off += (size_t)str_fmt(list + off, sizeof(list) - off, "%s%s (%s)",
+                                            off ? ", " : "", fn->chain[i], names);
+            }
+        }
+    }
+    if (nbridges == 0) {
+        report_add(&ctx->rep, DIAG_OK, "pci.acs", subject, NULL, NULL,
+                   "no PCI bridge between the NIC and GPU %s", gpu->bdf);
+    } else if (!redirected) {
+        report_add(&ctx->rep, DIAG_OK, "pci.acs", subject, ev, NULL,
+                   "no ACS redirection on the %d bridge(s) between the NIC and GPU %s",
+                   nbridges, gpu->bdf);
+    } else if (common == 0) {
+        report_add(&ctx->rep, DIAG_OK, "pci.acs", subject, ev, NULL,
+                   "ACS redirection on %s; the path crosses the host bridge anyway", list);
+    } else {
+        str_fmt(fix, sizeof(fix), "disable ACS redirection on those switch ports "
+                 "(setpci -s %s ECAP_ACS+6.w=0000, for each; or the BIOS/switch setting). In a VM "
+                 "host keep ACS for isolation and expect host-bridge bandwidth instead",
+                 first_bdf);
+        report_add(&ctx->rep, DIAG_WARN, "pci.acs", subject, ev, fix,
+                   "ACS redirection on %s: NIC-GPU peer traffic goes up to the root complex "
+                   "instead of across the switch", list);
+    }
+}
+
+void diag_check_topology(struct diag_ctx *ctx, const struct pci_fn *nic, const char *subject)
+{
+    if (ctx->ngpus == 0) {
+        report_add(&ctx->rep, DIAG_SKIP, "topo.gpu_distance", subject, NULL, NULL,
+                   "no NVIDIA GPU under %s/bus/pci", ctx->roots.sys);
+        return;
+    }
+    int best = -1, best_common = 0;
+    enum topo_dist best_d = TOPO_SYS;
+    for (int i = 0; i < ctx->ngpus; i++) {
+        int common;
+        enum topo_dist d = topo_distance(nic, &ctx->gpus[i], &common);
+        if (best < 0 || d < best_d) {
+            best = i;
+            best_d = d;
+            best_common = common;
+        }
+    }
+    const struct pci_fn *gpu = &ctx->gpus[best];
+    char ev[1024];
+    str_fmt(ev, sizeof(ev), "NIC %s path: %s/.../%s (%d PCI function(s) deep); GPU %s path: "
+             "%s/.../%s; %d shared below the host bridge; NUMA nodes %d and %d",
+             nic->bdf, strrchr(nic->host_bridge, '/') ? strrchr(nic->host_bridge, '/') + 1 : "?",
+             nic->bdf, nic->nchain, gpu->bdf,
+             strrchr(gpu->host_bridge, '/') ? strrchr(gpu->host_bridge, '/') + 1 : "?", gpu->bdf,
+             best_common, nic->numa_node, gpu->numa_node);
+    switch (best_d) {
+    case TOPO_PIX:
+        report_add(&ctx->rep, DIAG_OK, "topo.gpu_distance", subject, ev, NULL,
+                   "PIX: GPU %s is behind the same PCIe switch (via %s)", gpu->bdf,
+                   nic->chain[best_common - 1]);
+        break;
+    case TOPO_PXB:
+        report_add(&ctx->rep, DIAG_OK, "topo.gpu_distance", subject, ev, NULL,
+                   "PXB: GPU %s is below the same root port %s through several bridges",
+                   gpu->bdf, nic->chain[0]);
+        break;
+    case TOPO_PHB:
+        report_add(&ctx->rep, DIAG_WARN, "topo.gpu_distance", subject, ev,
+                   "GPU-NIC traffic crosses the host bridge; NCCL uses GPUDirect RDMA up to PXB "
+                   "by default (NCCL_NET_GDR_LEVEL=PHB to allow it); in a VM ask for a topology "
+                   "that places the GPU and the VF behind one switch",
+                   "PHB: nearest GPU %s meets the NIC only at the host bridge", gpu->bdf);
+        break;
+    case TOPO_NODE:
+        report_add(&ctx->rep, DIAG_WARN, "topo.gpu_distance", subject, ev,
+                   "use the NIC closest to each GPU (NCCL picks by topology; check RAILNET_HCA)",
+                   "NODE: nearest GPU %s is on another host bridge of the same CPU", gpu->bdf);
+        break;
+    case TOPO_SYS:
+        report_add(&ctx->rep, DIAG_WARN, "topo.gpu_distance", subject, ev,
+                   "GPUDirect RDMA across CPU sockets is slow and NCCL disables it; use a NIC on "
+                   "the GPU's socket",
+                   "SYS: nearest GPU %s is attached to another CPU", gpu->bdf);
+        break;
+    }
+
+    if (nic->numa_node < 0)
+        report_add(&ctx->rep, DIAG_WARN, "topo.numa", subject, ev,
+                   "the firmware or hypervisor does not report NUMA affinity: bind processes and "
+                   "memory by hand (numactl) next to the NIC and GPU",
+                   "NIC %s NUMA node unknown (-1)", nic->bdf);
+    else if (gpu->numa_node >= 0 && gpu->numa_node != nic->numa_node)
+        report_add(&ctx->rep, DIAG_WARN, "topo.numa", subject, ev,
+                   "pair each GPU with a NIC of its own NUMA node",
+                   "NIC on NUMA node %d, nearest GPU %s on node %d", nic->numa_node, gpu->bdf,
+                   gpu->numa_node);
+    else
+        report_add(&ctx->rep, DIAG_OK, "topo.numa", subject, ev, NULL,
+                   "NIC and GPU %s on NUMA node %d", gpu->bdf, nic->numa_node);
+
+    check_acs(ctx, nic, gpu, best_common, subject);
+}
