@@ -62,7 +62,7 @@ static int reg_dmabuf(struct mem_buf *b, struct rc_dev *d, char *err, size_t err
 static int reg_plain(struct mem_buf *b, struct rc_dev *d, enum mem_reg path, char *err,
                      size_t errlen)
 {
-    b->mr = verbs_dl_reg_mr(d->v, d->pd, b->ptr, b->alloc_len, access_flags(b->relaxed),
+    b->mr = ibvwrap_reg_mr(d->v, d->pd, b->ptr, b->alloc_len, access_flags(b->relaxed),
                             &b->ro_dropped);
     if (!b->mr) {
         int e = errno;

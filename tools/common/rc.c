@@ -59,7 +59,7 @@ static int pick_gid(const struct rc_dev *d, int port, struct rc_port *p)
     return d->v->query_gid(d->ctx, (uint8_t)port, first, &p->gid);
 }
 
-int rc_dev_open(struct rc_dev *d, const struct verbs_dl *v, const char *name, int gid_index,
+int rc_dev_open(struct rc_dev *d, const struct ibvwrap *v, const char *name, int gid_index,
                 char *err, size_t errlen)
 {
     memset(d, 0, sizeof(*d));
@@ -99,7 +99,7 @@ int rc_dev_open(struct rc_dev *d, const struct verbs_dl *v, const char *name, in
     d->nports = da.phys_port_cnt < RC_MAX_PORTS ? da.phys_port_cnt : RC_MAX_PORTS;
     for (int p = 1; p <= d->nports; p++) {
         struct rc_port *rp = &d->port[p];
-        if (verbs_dl_query_port(v, d->ctx, (uint8_t)p, &rp->attr))
+        if (ibvwrap_query_port(v, d->ctx, (uint8_t)p, &rp->attr))
             continue;
         if (gid_index >= 0) {
             rp->gid_index = gid_index;

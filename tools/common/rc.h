@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "verbs_dl.h"
+#include "ibvwrap.h"
 
 #define RC_MAX_PORTS 8
 
@@ -25,7 +25,7 @@ struct rc_port {
 };
 
 struct rc_dev {
-    const struct verbs_dl *v;
+    const struct ibvwrap *v;
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     char name[64];
@@ -52,7 +52,7 @@ struct rc_qp {
     uint32_t psn;
 };
 
-int rc_dev_open(struct rc_dev *d, const struct verbs_dl *v, const char *name, int gid_index,
+int rc_dev_open(struct rc_dev *d, const struct ibvwrap *v, const char *name, int gid_index,
                 char *err, size_t errlen);
 void rc_dev_close(struct rc_dev *d);
 /* The port must exist and be usable (ACTIVE). */

@@ -11,7 +11,7 @@
 
 #include "../common/strfmt.h"
 #include "../common/cuda_dl.h"
-#include "../common/verbs_dl.h"
+#include "ibvwrap.h"
 #include "diag.h"
 
 /* True when /proc/cpuinfo's first "flags" line lists "hypervisor" (the CPUID
@@ -146,9 +146,9 @@ static void check_kernel_and_peermem(struct diag_ctx *ctx)
 static void check_rdma_core(struct diag_ctx *ctx)
 {
     struct diag_facts *f = &ctx->facts;
-    struct verbs_dl v;
+    struct ibvwrap v;
     char err[512];
-    if (verbs_dl_open(&v, ctx->opts.ibverbs_lib, err, sizeof(err))) {
+    if (ibvwrap_open(&v, ctx->opts.ibverbs_lib, err, sizeof(err))) {
         report_add(&ctx->rep, DIAG_FAIL, "rdma.core", "host", err,
                    "install rdma-core's libibverbs (Debian/Ubuntu: apt-get install libibverbs1 "
                    "ibverbs-providers), or pass --ibverbs-lib PATH",
@@ -160,7 +160,7 @@ static void check_rdma_core(struct diag_ctx *ctx)
     f->rdma_core_version = v.rdma_core_version;
     f->has_reg_mr_iova2 = v.reg_mr_iova2 != NULL;
     f->has_reg_dmabuf_mr = v.reg_dmabuf_mr != NULL;
-    verbs_dl_close(&v);
+    ibvwrap_close(&v);
 
     char ver[64];
     if (f->rdma_core_version)

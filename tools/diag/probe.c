@@ -12,7 +12,7 @@
 #include "../common/cuda_dl.h"
 #include "../common/mem.h"
 #include "../common/rc.h"
-#include "../common/verbs_dl.h"
+#include "ibvwrap.h"
 #include "diag.h"
 
 /* A GPU row below this fraction of host-memory bandwidth is "slow"; the
@@ -127,13 +127,13 @@ static void verdict(struct diag_ctx *ctx)
 
 int diag_probe(struct diag_ctx *ctx)
 {
-    struct verbs_dl v;
+    struct ibvwrap v;
     struct rc_dev dev;
     char err[512];
     struct probe_env env = { .ctx = ctx, .dev = &dev };
     str_fmt(ctx->probe_device, sizeof(ctx->probe_device), "%s",
              ctx->opts.dev ? ctx->opts.dev : "probe");
-    if (verbs_dl_open(&v, ctx->opts.ibverbs_lib, err, sizeof(err))) {
+    if (ibvwrap_open(&v, ctx->opts.ibverbs_lib, err, sizeof(err))) {
         report_add(&ctx->rep, DIAG_FAIL, "probe.setup", ctx->probe_device, err,
                    "install libibverbs or pass --ibverbs-lib", "cannot run the probe");
         return -1;
@@ -141,7 +141,7 @@ int diag_probe(struct diag_ctx *ctx)
     if (rc_dev_open(&dev, &v, ctx->opts.dev, ctx->opts.probe_gid_index, err, sizeof(err))) {
         report_add(&ctx->rep, DIAG_FAIL, "probe.setup", ctx->probe_device, err,
                    "check the device name (-d) with ibv_devices", "cannot run the probe");
-        verbs_dl_close(&v);
+        ibvwrap_close(&v);
         return -1;
     }
     str_fmt(ctx->probe_device, sizeof(ctx->probe_device), "%s", dev.name);
@@ -181,6 +181,6 @@ int diag_probe(struct diag_ctx *ctx)
     rc_qp_destroy(&dev, &env.qp[0]);
     rc_qp_destroy(&dev, &env.qp[1]);
     rc_dev_close(&dev);
-    verbs_dl_close(&v);
+    ibvwrap_close(&v);
     return ok ? 0 : -1;
 }

@@ -1,6 +1,10 @@
-/* tools/common/verbs_dl.h: libibverbs loaded with dlopen for the tools.
+/* plugin/ib/ibvwrap.h: the project's one door to libibverbs, loaded with
+ * dlopen so that the plugin and the tools load (and report no device) on a
+ * host without rdma-core. The plugin, railnet-write-bw and railnet-diag all
+ * call verbs through this table; nothing else in the project links or
+ * dlopens libibverbs.
  *
- * Contract: verbs_dl_open() loads libibverbs.so.1 (or the path given, e.g.
+ * Contract: ibvwrap_open() loads libibverbs.so.1 (or the path given, e.g.
  * softnic's library) and resolves every symbol at the rdma-core version node
  * a program compiled against stock headers binds to. Required symbols missing
  * make it fail with a message; optional ones (reg_mr_iova2 from IBVERBS_1.8,
@@ -9,13 +13,13 @@
  * carry it. The inline verbs of verbs.h (ibv_post_send, ibv_poll_cq ...) go
  * through the context's ops and need nothing from here. Not thread-safe to
  * open/close; the loaded table may be used from any thread. */
-#ifndef RAILNET_TOOLS_VERBS_DL_H
-#define RAILNET_TOOLS_VERBS_DL_H
+#ifndef RAILNET_IB_IBVWRAP_H
+#define RAILNET_IB_IBVWRAP_H
 
 #include <infiniband/verbs.h>
 #include <limits.h>
 
-struct verbs_dl {
+struct ibvwrap {
     void *handle;
     char path[PATH_MAX];   /* resolved file that was loaded */
     int rdma_core_version; /* from the file name, 0 when it does not say */
@@ -42,21 +46,36 @@ struct verbs_dl {
     struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
     int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
     int (*destroy_qp)(struct ibv_qp *qp);
+    int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init);
+    int (*get_async_event)(struct ibv_context *ctx, struct ibv_async_event *ev);
+    void (*ack_async_event)(struct ibv_async_event *ev);
+    const char *(*event_type_str)(enum ibv_event_type ev);
+    const char *(*wc_status_str)(enum ibv_wc_status st);
+    /* optional (NULL when absent) */
+    int (*query_gid_ex)(struct ibv_context *ctx, uint32_t port, uint32_t index, struct ibv_gid_entry *entry,
+                        uint32_t flags, size_t entry_size); /* IBVERBS_1.11, rdma-core >= 32 */
 };
 
 /* 0 on success; otherwise fills err with why. path NULL: "libibverbs.so.1". */
-int verbs_dl_open(struct verbs_dl *v, const char *path, char *err, size_t errlen);
-void verbs_dl_close(struct verbs_dl *v);
+int ibvwrap_open(struct ibvwrap *v, const char *path, char *err, size_t errlen);
+void ibvwrap_close(struct ibvwrap *v);
+
+/* The plugin's process-wide table: loaded once by the plugin's init
+ * (RAILNET_IBVERBS_LIB or libibverbs.so.1) and read-only afterwards.
+ * ibvwrap_global() is NULL until a load succeeded. */
+int ibvwrap_global_load(const char *path, char *err, size_t errlen);
+const struct ibvwrap *ibvwrap_global(void);
+#define RN_IBV(fn) (ibvwrap_global()->fn)
 
 /* ibv_query_port with the full attribute struct (extended op when the
  * provider has it, the compat entry point otherwise). 0 or an errno. */
-int verbs_dl_query_port(const struct verbs_dl *v, struct ibv_context *ctx, uint8_t port,
+int ibvwrap_query_port(const struct ibvwrap *v, struct ibv_context *ctx, uint8_t port,
                         struct ibv_port_attr *attr);
 
 /* Registration honouring optional access flags (IBV_ACCESS_RELAXED_ORDERING):
  * through reg_mr_iova2 when present; without it an optional flag is dropped
  * and *ro_dropped set, as rdma-core < 28 would. */
-struct ibv_mr *verbs_dl_reg_mr(const struct verbs_dl *v, struct ibv_pd *pd, void *addr,
+struct ibv_mr *ibvwrap_reg_mr(const struct ibvwrap *v, struct ibv_pd *pd, void *addr,
                                size_t len, int access, int *ro_dropped);
 
 #endif

@@ -1,10 +1,8 @@
-/* tools/common/verbs_dl.c: the dlopen'ed libibverbs table (see verbs_dl.h). */
-#include "config.h"
-
-#include "strfmt.h"
-#include "verbs_dl.h"
+/* plugin/ib/ibvwrap.c: the dlopen'ed libibverbs table (see ibvwrap.h). */
+#include "ibvwrap.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <link.h>
 #include <stdio.h>
@@ -31,22 +29,22 @@ static int version_from_name(const char *path)
     return 0;
 }
 
-int verbs_dl_open(struct verbs_dl *v, const char *path, char *err, size_t errlen)
+int ibvwrap_open(struct ibvwrap *v, const char *path, char *err, size_t errlen)
 {
     memset(v, 0, sizeof(*v));
     const char *name = path ? path : "libibverbs.so.1";
     v->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!v->handle) {
-        str_fmt(err, errlen, "cannot load %s: %s", name, dlerror());
+        snprintf(err, errlen, "cannot load %s: %s", name, dlerror());
         return -1;
     }
     struct link_map *lm = NULL;
     if (dlinfo(v->handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name) {
         char *real = realpath(lm->l_name, NULL);
-        str_fmt(v->path, sizeof(v->path), "%s", real ? real : lm->l_name);
+        snprintf(v->path, sizeof(v->path), "%s", real ? real : lm->l_name);
         free(real);
     } else {
-        str_fmt(v->path, sizeof(v->path), "%s", name);
+        snprintf(v->path, sizeof(v->path), "%s", name);
     }
     v->rdma_core_version = version_from_name(v->path);
 
@@ -55,8 +53,8 @@ int verbs_dl_open(struct verbs_dl *v, const char *path, char *err, size_t errlen
     do {                                                                           \
         *(void **)&v->field = sym(h, symname, ver);                                \
         if (!v->field) {                                                           \
-            str_fmt(err, errlen, "%s: missing symbol %s@%s", v->path, symname, ver); \
-            verbs_dl_close(v);                                                     \
+            snprintf(err, errlen, "%s: missing symbol %s@%s", v->path, symname, ver); \
+            ibvwrap_close(v);                                                     \
             return -1;                                                             \
         }                                                                          \
     } while (0)
@@ -77,20 +75,26 @@ int verbs_dl_open(struct verbs_dl *v, const char *path, char *err, size_t errlen
     REQ(create_qp, "ibv_create_qp", "IBVERBS_1.1");
     REQ(modify_qp, "ibv_modify_qp", "IBVERBS_1.1");
     REQ(destroy_qp, "ibv_destroy_qp", "IBVERBS_1.1");
+    REQ(query_qp, "ibv_query_qp", "IBVERBS_1.1");
+    REQ(get_async_event, "ibv_get_async_event", "IBVERBS_1.1");
+    REQ(ack_async_event, "ibv_ack_async_event", "IBVERBS_1.1");
+    REQ(event_type_str, "ibv_event_type_str", "IBVERBS_1.1");
+    REQ(wc_status_str, "ibv_wc_status_str", "IBVERBS_1.1");
 #undef REQ
     *(void **)&v->reg_mr_iova2 = dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.8");
     *(void **)&v->reg_dmabuf_mr = dlvsym(h, "ibv_reg_dmabuf_mr", "IBVERBS_1.12");
+    *(void **)&v->query_gid_ex = dlvsym(h, "_ibv_query_gid_ex", "IBVERBS_1.11");
     return 0;
 }
 
-void verbs_dl_close(struct verbs_dl *v)
+void ibvwrap_close(struct ibvwrap *v)
 {
     if (v->handle)
         dlclose(v->handle);
     memset(v, 0, sizeof(*v));
 }
 
-int verbs_dl_query_port(const struct verbs_dl *v, struct ibv_context *ctx, uint8_t port,
+int ibvwrap_query_port(const struct ibvwrap *v, struct ibv_context *ctx, uint8_t port,
                         struct ibv_port_attr *attr)
 {
     memset(attr, 0, sizeof(*attr));
@@ -100,7 +104,7 @@ int verbs_dl_query_port(const struct verbs_dl *v, struct ibv_context *ctx, uint8
     return v->query_port_compat(ctx, port, attr);
 }
 
-struct ibv_mr *verbs_dl_reg_mr(const struct verbs_dl *v, struct ibv_pd *pd, void *addr,
+struct ibv_mr *ibvwrap_reg_mr(const struct ibvwrap *v, struct ibv_pd *pd, void *addr,
                                size_t len, int access, int *ro_dropped)
 {
     if (ro_dropped)
@@ -110,4 +114,25 @@ struct ibv_mr *verbs_dl_reg_mr(const struct verbs_dl *v, struct ibv_pd *pd, void
     if ((access & IBV_ACCESS_RELAXED_ORDERING) && ro_dropped)
         *ro_dropped = 1;
     return v->reg_mr(pd, addr, len, access & ~IBV_ACCESS_RELAXED_ORDERING);
+}
+
+static struct ibvwrap g_ibv;
+static int g_ibv_loaded;
+static pthread_mutex_t g_ibv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int ibvwrap_global_load(const char *path, char *err, size_t errlen)
+{
+    int rc = 0;
+    pthread_mutex_lock(&g_ibv_lock);
+    if (!g_ibv_loaded) {
+        rc = ibvwrap_open(&g_ibv, path, err, errlen);
+        g_ibv_loaded = rc == 0;
+    }
+    pthread_mutex_unlock(&g_ibv_lock);
+    return rc;
+}
+
+const struct ibvwrap *ibvwrap_global(void)
+{
+    return g_ibv_loaded ? &g_ibv : NULL;
 }
