@@ -4,7 +4,8 @@
  *
  * Protocol (counters of struct gdaki_qp_dev, all in basic blocks):
  * 1. reserve: slot = atomic_add(resv, n); then wait until the ring has room
- *    for [slot, slot + n): slot + n - done <= 2^sq_log, polling the CQ.
+ *    for [slot, slot + n): slot + n - done <= min(2^sq_log, 2^cq_log),
+ *    polling the CQ (the CQ bound keeps the NIC from overrunning the CQ).
  * 2. write the n WQEs into their slots (any order, any thread).
  * 3. ring: wait until ready == slot (every earlier slot is doorbelled), then
  *    doorbell record := slot + n, doorbell register := ctrl qword of the last
@@ -32,6 +33,16 @@
 GDAKI_FN uint32_t gdaki_q_slots(const struct gdaki_qp_dev *q)
 {
     return 1u << q->sq_log;
+}
+
+/* Slots that may be outstanding (reserved and not yet completed): the ring
+ * size, and no more than the CQ holds -- every slot may ask for a CQE, and
+ * the NIC must never find the CQ full (real mlx5 reports a CQ overrun and
+ * kills the QP; softnic stalls). */
+GDAKI_FN uint32_t gdaki_q_window(const struct gdaki_qp_dev *q)
+{
+    uint32_t sq = gdaki_q_slots(q), cq = 1u << q->cq_log;
+    return sq < cq ? sq : cq;
 }
 
 GDAKI_FN void *gdaki_q_slot_ptr(const struct gdaki_qp_dev *q, uint64_t slot)
@@ -125,7 +136,7 @@ GDAKI_FN uint64_t gdaki_q_reserve(struct gdaki_qp_dev *q, uint32_t n)
 {
     uint64_t slot = gdaki_atomic_add64(&q->resv, n);
     uint64_t need = slot + n;
-    uint32_t size = gdaki_q_slots(q);
+    uint32_t size = gdaki_q_window(q);
     if (need > size && gdaki_q_wait_done(q, need - size) < 0)
         return GDAKI_SLOT_ERROR;
     return slot;
