@@ -4,7 +4,9 @@
  * QP's ring, updates the doorbell record, rings the UAR doorbell and polls
  * the CQ.  The host side creates the QP through mlx5dv, makes its memory
  * reachable from the GPU and hands the kernel one struct gdaki_qp_dev per QP
- * (a device pointer).  The device API is in railnet_gdaki_device.cuh.
+ * (a device pointer).  The device API (CUDA) is plugin/gdaki/gdaki_device.cuh;
+ * gdaki_wqe.h / gdaki_queue.h hold the byte formats and the posting
+ * protocol shared by the kernel and CPU posters.
  *
  * Contract of struct gdaki_qp_dev (plain C, the same bytes on CPU and GPU):
  * - the first block is written by the host once and only read afterwards;
@@ -65,6 +67,21 @@ _Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
 
 /* flags */
 #define GDAKI_QP_FLAG_GPU_QUEUE 0x1u  /* ring, dbrec and CQ live in GPU memory */
+#define GDAKI_QP_FLAG_NO_ATOMICS 0x2u /* the device has no RDMA atomics (softnic):
+                                       * put_signal ADD is refused, SET works */
+
+/* How put_signal updates the remote 8-byte signal word after the data. */
+enum gdaki_signal_op {
+    /* RDMA WRITE of the value (inline), on the same QP after the data write.
+     * Works on every RC device; correct because an RC QP executes and places
+     * its writes in order (softnic guarantees it; ConnectX places writes of
+     * one QP in order, though the IB spec only promises it for the last
+     * byte of a message). The word ends as the last value set. */
+    GDAKI_SIGNAL_SET = 0,
+    /* ATOMIC fetch-and-add of the value: needs device atomics; ordered after
+     * the data by the RC rules for atomics. Several senders may add. */
+    GDAKI_SIGNAL_ADD = 1,
+};
 
 /* Where the ring, doorbell record and CQ live. */
 enum gdaki_queue_mem {
@@ -93,13 +110,15 @@ struct gdaki_pair_opts {
     enum gdaki_queue_mem queue_mem;
     int use_cuda;           /* 1: make the queue reachable from CUDA device cuda_dev */
     int cuda_dev;
+    const char *ibverbs_lib; /* NULL: libibverbs.so.1 (libmlx5.so.1 is looked for
+                              * next to it first) */
 };
 
 struct gdaki_pair;
 
-/* Fill opts with defaults, then apply RAILNET_GDAKI_QUEUE_MEM=host|gpu and
- * RAILNET_GDAKI_SQ_DEPTH from the environment.  Returns 0 or -1 with a
- * message in err for a value out of range. */
+/* Fill opts with defaults, then apply RAILNET_GDAKI_QUEUE_MEM=host|gpu,
+ * RAILNET_GDAKI_SQ_DEPTH and RAILNET_IBVERBS_LIB from the environment.
+ * Returns 0 or -1 with a message in err for a value out of range. */
 int gdaki_pair_opts_default(struct gdaki_pair_opts *opts, char *err, size_t errlen);
 
 /* Open the device, create and connect the pair.  Returns 0, or -1 with the
@@ -131,6 +150,30 @@ int gdaki_pair_post_recv(struct gdaki_pair *pair, int n);
 int gdaki_pair_poll_recv(struct gdaki_pair *pair, uint32_t *imm, int max);
 
 void gdaki_pair_close(struct gdaki_pair *pair);
+
+/* Facts about the open pair, for logs and tests. */
+struct gdaki_pair_info {
+    char dev_name[64];
+    int port;
+    int gid_index;
+    int link_layer;         /* IBV_LINK_LAYER_* */
+    uint32_t send_qpn, recv_qpn;
+    uint32_t sq_slots, cq_entries, cqe_size;
+    int atomics;            /* device supports RDMA atomics (GDAKI_SIGNAL_ADD) */
+    int uar_io_registered;  /* UAR page mapped for the GPU as I/O memory (1), or as
+                             * plain host memory (0: softnic's UAR is RAM) */
+    const char *ibverbs_path, *mlx5_path;
+};
+void gdaki_pair_get_info(struct gdaki_pair *pair, struct gdaki_pair_info *info);
+
+/* The CPU-proxy path on the same port, for comparisons: n RDMA WRITEs of
+ * size bytes from src (on the recv QP's side) to dst, posted with
+ * ibv_post_send by this thread on the pair's ordinary verbs QP (the recv
+ * QP, which sends toward the send QP), at most window in flight, every one
+ * signaled.  Returns 0 (all completed successfully) or -1 with err. */
+int gdaki_pair_cpu_write_loop(struct gdaki_pair *pair, const struct gdaki_mr *src,
+                              const struct gdaki_mr *dst, size_t size, int n, int window,
+                              char *err, size_t errlen);
 
 /* ---- tool hook: railnet-write-bw --gpu-initiated ---- */
 struct gdaki_bw_opts {

@@ -248,6 +248,26 @@ GDAKI_FN uint64_t gdaki_q_post_signal(struct gdaki_qp_dev *q, const struct gdaki
     return slot + 2;
 }
 
+/* WRITE, then an inline RDMA WRITE of value into the 8-byte signal word:
+ * two slots, one doorbell, one CQE (on the signal).  The signal write comes
+ * after the data write on this RC QP, and the QP places its writes in order
+ * (GDAKI_SIGNAL_SET in railnet_gdaki.h), so a receiver that sees value sees
+ * the data.  Works without device atomics (softnic). */
+GDAKI_FN uint64_t gdaki_q_post_signal_set(struct gdaki_qp_dev *q, const struct gdaki_op *op,
+                                          uint64_t sig_raddr, uint32_t sig_rkey, uint64_t value)
+{
+    uint64_t slot = gdaki_q_reserve(q, 2);
+    if (slot == GDAKI_SLOT_ERROR)
+        return GDAKI_SLOT_ERROR;
+    gdaki_q_build(q, slot, GDAKI_KIND_WRITE, op, 0);
+    void *w = gdaki_q_slot_ptr(q, slot + 1);
+    gdaki_wqe_write_inline(w, (uint16_t)(slot + 1), q->qpn, (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE,
+                           sig_raddr, sig_rkey, &value, 8);
+    if (gdaki_q_ring(q, slot, 2, gdaki_q_db_value(w)) < 0)
+        return GDAKI_SLOT_ERROR;
+    return slot + 2;
+}
+
 /* Wait for every slot reserved so far (this caller's and all earlier ones). */
 GDAKI_FN int gdaki_q_quiet(struct gdaki_qp_dev *q)
 {
