@@ -175,35 +175,61 @@ int gdaki_pair_cpu_write_loop(struct gdaki_pair *pair, const struct gdaki_mr *sr
                               const struct gdaki_mr *dst, size_t size, int n, int window,
                               char *err, size_t errlen);
 
-/* ---- tool hook: railnet-write-bw --gpu-initiated ---- */
+/* ---- tool hook: railnet-write-bw --gpu-initiated ----
+ *
+ * A kernel-posted RDMA WRITE loop on the pair's mlx5 QP, timed on the GPU.
+ * Implemented in plugin/gdaki/gdaki_bw.cu (nvcc); a build without nvcc
+ * links plugin/gdaki/gdaki_bw_none.c, whose functions return -1 saying so.
+ * Link: $(GDAKI_BW_LIBS) from plugin/gdaki/Makefile.include.
+ *
+ * Contract: threads x blocks GPU threads post iters messages in total per
+ * size (each thread its share), each thread waiting for completion (quiet)
+ * after every window messages and at the end; threads >= 32 post warp-wide
+ * (one reservation and doorbell per warp, _warp variant), fewer post one
+ * by one (_thread variant).  Source and destination are GPU buffers of
+ * max_size bytes registered on the pair (every message writes the start of
+ * them: this measures the path, not the data).  The latency column is a
+ * separate one-thread loop of put + quiet of the same size.  Not
+ * thread-safe; one run at a time per pair. */
 struct gdaki_bw_opts {
     const char *dev_name;   /* NULL: first device */
     int port;               /* 0: 1 */
     int cuda_dev;
-    size_t min_size, max_size; /* message sizes, doubled from min to max */
-    int iters;              /* messages per size */
-    int warmup;
-    int threads;            /* posting threads per block (1..1024) */
-    int blocks;             /* thread blocks (each posts its share) */
-    int window;             /* messages in flight per thread before a quiet */
-    int signal;             /* 1: put_signal (write + atomic add) for each message */
-    FILE *out;              /* where the table goes (stdout when NULL) */
+    const char *ibverbs_lib;/* NULL: RAILNET_IBVERBS_LIB, else libibverbs.so.1 */
+    size_t min_size, max_size; /* message sizes, doubled from min to max (1..2^31) */
+    int iters;              /* messages per size, all threads together (0: 10000) */
+    int warmup;             /* messages per size before timing (0: none) */
+    int threads;            /* posting threads per block (1..1024; 0: 1) */
+    int blocks;             /* thread blocks (0: 1) */
+    int window;             /* messages in flight per thread before a quiet (0: 64) */
+    int signal;             /* 1: every message is a put_signal (SET; ADD with
+                             * device atomics) on a GPU signal word */
+    int lat_iters;          /* one-thread put+quiet rounds per size (0: 1000; <0: skip) */
+    FILE *out;              /* where the table goes (NULL: stdout; set quiet to skip) */
+    int quiet;              /* 1: print nothing */
 };
 
 struct gdaki_bw_result {
     size_t size;
-    double usec;            /* wall time of the measured iterations */
+    long msgs;              /* messages timed */
+    double usec;            /* GPU time of the measured messages */
     double msg_rate_mps;    /* million messages per second */
     double gbps;            /* payload Gbit/s */
-    double lat_us;          /* put + quiet round, one thread, mean */
+    double lat_us;          /* put + quiet round, one thread, mean (0 when skipped) */
 };
 
-/* Run the sweep: every size from min_size to max_size (doubling), write a
- * table to opts->out, store up to max_results rows in results. Returns the
- * number of rows, or -1 with a reason in err (no GPU, no NIC ...). Needs a
- * CUDA build; without one returns -1 and says so. */
+/* Open a pair on opts->dev_name/port with the queue reachable from
+ * cuda_dev, run the sweep, print the table, close.  Returns the number of
+ * rows stored in results (at most max_results), or -1 with a reason in err
+ * (no GPU, no device, no mlx5dv, an error completion with its syndrome,
+ * a build without nvcc). */
 int gdaki_bw_run(const struct gdaki_bw_opts *opts, struct gdaki_bw_result *results,
                  int max_results, char *err, size_t errlen);
+
+/* The same sweep on a pair the caller opened (use_cuda = 1); opts' device
+ * fields are ignored. */
+int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_opts *opts,
+                      struct gdaki_bw_result *results, int max_results, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,234 @@
+/* gdaki_bw.cu: the kernel-posted write loop behind railnet-write-bw
+ * --gpu-initiated and the GPU benchmark (contract in railnet_gdaki.h). */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gdaki_device.cuh"
+#include "gdaki_pair.h"
+
+#define BW_CHECK(call, what)                                                             \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(e_));               \
+            goto out;                                                                    \
+        }                                                                                \
+    } while (0)
+
+/* Each thread posts per_thread messages of op (every thread the same
+ * buffers), waiting for completion every window messages.  Threads of a
+ * full warp post together; *rc gets -1 if any quiet failed. */
+__global__ void gdaki_bw_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, long per_thread,
+                                int window, int warp_wide, int signal, uint64_t sig_raddr,
+                                uint32_t sig_rkey, int *rc)
+{
+    const enum gdaki_signal_op sop =
+        (q->flags & GDAKI_QP_FLAG_NO_ATOMICS) ? GDAKI_SIGNAL_SET : GDAKI_SIGNAL_ADD;
+    uint64_t ticket = 0;
+    for (long i = 0; i < per_thread; i++) {
+        if (warp_wide)
+            ticket = signal ? gdaki_put_signal_warp(q, &op, 1, sig_raddr, sig_rkey, 1, sop)
+                            : gdaki_put_warp(q, &op, 1);
+        else
+            ticket = signal ? gdaki_put_signal_thread(q, &op, sig_raddr, sig_rkey, 1, sop)
+                            : gdaki_put_thread(q, &op);
+        if (ticket == GDAKI_SLOT_ERROR) {
+            atomicExch(rc, -1);
+            return;
+        }
+        if ((i + 1) % window == 0) {
+            int r = warp_wide ? gdaki_quiet_warp(q, ticket) : gdaki_quiet_thread(q, ticket);
+            if (r < 0) {
+                atomicExch(rc, -1);
+                return;
+            }
+        }
+    }
+    int r = warp_wide ? gdaki_quiet_warp(q, ticket) : gdaki_quiet_thread(q, ticket);
+    if (r < 0)
+        atomicExch(rc, -1);
+}
+
+/* One thread: n rounds of put + quiet (the latency of a GPU-initiated write). */
+__global__ void gdaki_lat_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int n, int *rc)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t t = gdaki_put_thread(q, &op);
+        if (gdaki_quiet_thread(q, t) < 0) {
+            *rc = -1;
+            return;
+        }
+    }
+}
+
+/* Explain a failed run from the QP's error word. */
+static void describe_failure(struct gdaki_pair *pair, char *err, size_t errlen)
+{
+    struct gdaki_qp_dev d;
+    if (cudaMemcpy(&d, gdaki_pair_qp_device(pair), sizeof(d), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        snprintf(err, errlen, "a GPU-posted write failed (QP state unreadable)");
+        return;
+    }
+    snprintf(err, errlen, "GPU-posted write failed: error CQE opcode 0x%x, syndrome 0x%02x, "
+             "vendor syndrome 0x%02x (QP %u now in error)", (d.err >> 16) & 0xff, d.err & 0xff,
+             (d.err >> 8) & 0xff, d.qpn);
+}
+
+extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_opts *o,
+                                 struct gdaki_bw_result *results, int max_results, char *err,
+                                 size_t errlen)
+{
+    int rows = -1;
+    void *src = NULL, *dst = NULL;
+    uint64_t *sig = NULL;
+    int *drc = NULL;
+    struct gdaki_mr msrc = { 0 }, mdst = { 0 }, msig = { 0 };
+    cudaEvent_t t0 = NULL, t1 = NULL;
+    FILE *out = o->out ? o->out : stdout;
+    struct gdaki_qp_dev *q = gdaki_pair_qp_device(pair);
+    const int threads = o->threads > 0 ? o->threads : 1;
+    const int blocks = o->blocks > 0 ? o->blocks : 1;
+    const int window = o->window > 0 ? o->window : 64;
+    const long iters = o->iters > 0 ? o->iters : 10000;
+    const int lat_iters = o->lat_iters == 0 ? 1000 : o->lat_iters;
+    const int warp_wide = threads >= 32 && threads % 32 == 0;
+    const long nthreads = (long)threads * blocks;
+
+    if (!q) {
+        snprintf(err, errlen, "the pair was opened without CUDA (use_cuda = 0)");
+        return -1;
+    }
+    if (threads > 1024 || o->min_size == 0 || o->max_size < o->min_size ||
+        o->max_size > (1ull << 31)) {
+        snprintf(err, errlen, "bad sweep: threads %d (1..1024), sizes %zu..%zu (1..2^31)", threads,
+                 o->min_size, o->max_size);
+        return -1;
+    }
+    BW_CHECK(cudaSetDevice(pair->cuda_dev), "cudaSetDevice");
+    BW_CHECK(cudaMalloc(&src, o->max_size), "cudaMalloc(src)");
+    BW_CHECK(cudaMalloc(&dst, o->max_size), "cudaMalloc(dst)");
+    BW_CHECK(cudaMalloc((void **)&sig, 8), "cudaMalloc(signal)");
+    BW_CHECK(cudaMalloc((void **)&drc, sizeof(int)), "cudaMalloc(rc)");
+    BW_CHECK(cudaMemset(src, 0x5a, o->max_size), "cudaMemset");
+    BW_CHECK(cudaMemset(sig, 0, 8), "cudaMemset");
+    BW_CHECK(cudaMemset(drc, 0, sizeof(int)), "cudaMemset");
+    BW_CHECK(cudaEventCreate(&t0), "cudaEventCreate");
+    BW_CHECK(cudaEventCreate(&t1), "cudaEventCreate");
+    if (gdaki_pair_reg(pair, src, o->max_size, &msrc, err, errlen) < 0 ||
+        gdaki_pair_reg(pair, dst, o->max_size, &mdst, err, errlen) < 0 ||
+        gdaki_pair_reg(pair, sig, 8, &msig, err, errlen) < 0)
+        goto out;
+
+    if (!o->quiet)
+        fprintf(out, "# GPU-initiated RDMA WRITE on %s port %d: %d block(s) x %d thread(s), "
+                "%s variant, window %d%s\n", pair->dev_name, pair->port, blocks, threads,
+                warp_wide ? "warp" : "thread", window, o->signal ? ", put_signal" : "");
+    if (!o->quiet)
+        fprintf(out, "%10s %10s %12s %12s %12s %12s\n", "bytes", "msgs", "usec", "Mmsg/s",
+                "Gbit/s", "lat_us");
+    rows = 0;
+    for (size_t size = o->min_size; size <= o->max_size; size *= 2) {
+        struct gdaki_op op = { 0 };
+        op.laddr = msrc.addr;
+        op.lkey = msrc.lkey;
+        op.len = (uint32_t)size;
+        op.raddr = mdst.addr;
+        op.rkey = mdst.rkey;
+        long per_thread = (iters + nthreads - 1) / nthreads;
+        int h_rc = 0;
+        if (o->warmup > 0) {
+            long w = (o->warmup + nthreads - 1) / nthreads;
+            gdaki_bw_kernel<<<blocks, threads>>>(q, op, w, window, warp_wide, o->signal, msig.addr,
+                                                 msig.rkey, drc);
+        }
+        BW_CHECK(cudaEventRecord(t0), "cudaEventRecord");
+        gdaki_bw_kernel<<<blocks, threads>>>(q, op, per_thread, window, warp_wide, o->signal,
+                                             msig.addr, msig.rkey, drc);
+        BW_CHECK(cudaEventRecord(t1), "cudaEventRecord");
+        BW_CHECK(cudaEventSynchronize(t1), "kernel");
+        BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        if (h_rc < 0) {
+            describe_failure(pair, err, errlen);
+            rows = -1;
+            goto out;
+        }
+        float ms = 0;
+        BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
+        struct gdaki_bw_result r;
+        memset(&r, 0, sizeof(r));
+        r.size = size;
+        r.msgs = per_thread * nthreads;
+        r.usec = ms * 1e3;
+        r.msg_rate_mps = r.usec > 0 ? (double)r.msgs / r.usec : 0;
+        r.gbps = r.usec > 0 ? (double)r.msgs * (double)size * 8.0 / (r.usec * 1e3) : 0;
+        if (lat_iters > 0) {
+            BW_CHECK(cudaEventRecord(t0), "cudaEventRecord");
+            gdaki_lat_kernel<<<1, 1>>>(q, op, lat_iters, drc);
+            BW_CHECK(cudaEventRecord(t1), "cudaEventRecord");
+            BW_CHECK(cudaEventSynchronize(t1), "latency kernel");
+            BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+            if (h_rc < 0) {
+                describe_failure(pair, err, errlen);
+                rows = -1;
+                goto out;
+            }
+            BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
+            r.lat_us = ms * 1e3 / lat_iters;
+        }
+        if (!o->quiet)
+            fprintf(out, "%10zu %10ld %12.1f %12.4f %12.3f %12.2f\n", r.size, r.msgs, r.usec,
+                    r.msg_rate_mps, r.gbps, r.lat_us);
+        if (rows < max_results && results)
+            results[rows] = r;
+        rows++;
+        if (size > o->max_size / 2)
+            break; /* no overflow past 2^31 */
+    }
+    if (results && rows > max_results)
+        rows = max_results;
+out:
+    gdaki_pair_dereg(pair, &msrc);
+    gdaki_pair_dereg(pair, &mdst);
+    gdaki_pair_dereg(pair, &msig);
+    if (t0)
+        cudaEventDestroy(t0);
+    if (t1)
+        cudaEventDestroy(t1);
+    cudaFree(src);
+    cudaFree(dst);
+    cudaFree(sig);
+    cudaFree(drc);
+    return rows;
+}
+
+extern "C" int gdaki_bw_run(const struct gdaki_bw_opts *o, struct gdaki_bw_result *results,
+                            int max_results, char *err, size_t errlen)
+{
+    struct gdaki_pair_opts po;
+    if (gdaki_pair_opts_default(&po, err, errlen) < 0)
+        return -1;
+    if (o->dev_name)
+        po.dev_name = o->dev_name;
+    if (o->port > 0)
+        po.port = o->port;
+    if (o->ibverbs_lib)
+        po.ibverbs_lib = o->ibverbs_lib;
+    po.use_cuda = 1;
+    po.cuda_dev = o->cuda_dev;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= o->cuda_dev) {
+        snprintf(err, errlen, "--gpu-initiated needs CUDA device %d; this host has %d", o->cuda_dev, n);
+        return -1;
+    }
+    if (cudaSetDevice(o->cuda_dev) != cudaSuccess || cudaFree(0) != cudaSuccess) {
+        snprintf(err, errlen, "cannot initialise CUDA device %d", o->cuda_dev);
+        return -1;
+    }
+    struct gdaki_pair *pair = NULL;
+    if (gdaki_pair_open(&po, &pair, err, errlen) < 0)
+        return -1;
+    int rows = gdaki_bw_run_pair(pair, o, results, max_results, err, errlen);
+    gdaki_pair_close(pair);
+    return rows;
+}
