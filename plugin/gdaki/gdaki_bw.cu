@@ -85,6 +85,10 @@ extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_
     int *drc = NULL;
     struct gdaki_mr msrc = { 0 }, mdst = { 0 }, msig = { 0 };
     cudaEvent_t t0 = NULL, t1 = NULL;
+    /* Non-blocking: softnic copies GPU payloads with synchronous driver
+     * copies on the legacy default stream, which must not wait for this
+     * kernel (it waits for them). */
+    cudaStream_t stream = NULL;
     FILE *out = o->out ? o->out : stdout;
     struct gdaki_qp_dev *q = gdaki_pair_qp_device(pair);
     const int threads = o->threads > 0 ? o->threads : 1;
@@ -113,6 +117,7 @@ extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_
     BW_CHECK(cudaMemset(src, 0x5a, o->max_size), "cudaMemset");
     BW_CHECK(cudaMemset(sig, 0, 8), "cudaMemset");
     BW_CHECK(cudaMemset(drc, 0, sizeof(int)), "cudaMemset");
+    BW_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     BW_CHECK(cudaEventCreate(&t0), "cudaEventCreate");
     BW_CHECK(cudaEventCreate(&t1), "cudaEventCreate");
     if (gdaki_pair_reg(pair, src, o->max_size, &msrc, err, errlen) < 0 ||
@@ -139,13 +144,13 @@ extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_
         int h_rc = 0;
         if (o->warmup > 0) {
             long w = (o->warmup + nthreads - 1) / nthreads;
-            gdaki_bw_kernel<<<blocks, threads>>>(q, op, w, window, warp_wide, o->signal, msig.addr,
+            gdaki_bw_kernel<<<blocks, threads, 0, stream>>>(q, op, w, window, warp_wide, o->signal, msig.addr,
                                                  msig.rkey, drc);
         }
-        BW_CHECK(cudaEventRecord(t0), "cudaEventRecord");
-        gdaki_bw_kernel<<<blocks, threads>>>(q, op, per_thread, window, warp_wide, o->signal,
+        BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
+        gdaki_bw_kernel<<<blocks, threads, 0, stream>>>(q, op, per_thread, window, warp_wide, o->signal,
                                              msig.addr, msig.rkey, drc);
-        BW_CHECK(cudaEventRecord(t1), "cudaEventRecord");
+        BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
         BW_CHECK(cudaEventSynchronize(t1), "kernel");
         BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
         if (h_rc < 0) {
@@ -163,9 +168,9 @@ extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_
         r.msg_rate_mps = r.usec > 0 ? (double)r.msgs / r.usec : 0;
         r.gbps = r.usec > 0 ? (double)r.msgs * (double)size * 8.0 / (r.usec * 1e3) : 0;
         if (lat_iters > 0) {
-            BW_CHECK(cudaEventRecord(t0), "cudaEventRecord");
-            gdaki_lat_kernel<<<1, 1>>>(q, op, lat_iters, drc);
-            BW_CHECK(cudaEventRecord(t1), "cudaEventRecord");
+            BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
+            gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, lat_iters, drc);
+            BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
             BW_CHECK(cudaEventSynchronize(t1), "latency kernel");
             BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
             if (h_rc < 0) {
@@ -195,6 +200,8 @@ out:
         cudaEventDestroy(t0);
     if (t1)
         cudaEventDestroy(t1);
+    if (stream)
+        cudaStreamDestroy(stream);
     cudaFree(src);
     cudaFree(dst);
     cudaFree(sig);

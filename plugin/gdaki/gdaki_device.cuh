@@ -26,6 +26,10 @@
  *   with the leader's (lane 0 / thread 0) signal arguments.
  * - wait_signal on the receiving side spins until the word reaches value
  *   (>=), then orders the caller's later reads after it.
+ * - A kernel that posts must not wait on anything that waits for it.  On
+ *   softnic, GPU-memory payloads move by synchronous CUDA driver copies on
+ *   the legacy default stream: launch posting kernels on a stream created
+ *   with cudaStreamNonBlocking, or quiet never returns.
  *
  * Ordering (why each fence is where it is) lives in gdaki_queue.h; the
  * group variants add one rule: the group's barrier (__syncwarp /

@@ -29,6 +29,18 @@ enum scope { SCOPE_THREAD, SCOPE_WARP, SCOPE_BLOCK };
 
 /* ------------------------------------------------------------ helpers */
 
+/* Kernels that post run on a non-blocking stream: softnic moves GPU-memory
+ * payloads with synchronous driver copies on the legacy default stream,
+ * which would wait for a kernel on that stream -- while the kernel waits
+ * (quiet) for those very copies.  A real NIC DMAs and needs no stream. */
+static cudaStream_t post_stream(void)
+{
+    static cudaStream_t s;
+    if (!s && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+        tap_fail_at(__FILE__, __LINE__, "cudaStreamCreateWithFlags failed");
+    return s;
+}
+
 static void need_gpu(void)
 {
     int n = 0;
@@ -187,7 +199,7 @@ static void puts_byte_exact(int blocks, int threads, int scope, size_t max_size)
         CK(cudaMemset(dst, 0, bytes + guard));
         *rc = 0;
         CK(cudaDeviceSynchronize());
-        k_put<<<blocks, threads>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey,
+        k_put<<<blocks, threads, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey,
                                    (uint32_t)s, scope, rc);
         CK(cudaDeviceSynchronize());
         if (*rc != 0) {
@@ -280,7 +292,7 @@ static void wrap_case(uint32_t depth, int blocks, int threads, int iters, uint32
     k_fill<<<256, 256>>>(src, n, 77);
     CK(cudaMemset(dst, 0, n + 64));
     CK(cudaDeviceSynchronize());
-    k_many<<<blocks, threads>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, size,
+    k_many<<<blocks, threads, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, size,
                                 iters, scope, rc);
     CK(cudaDeviceSynchronize());
     EXPECT_EQ_INT(0, *rc);
@@ -359,7 +371,7 @@ TAP_CASE(test_quiet_returns_only_after_the_write_completed)
     struct gdaki_mr ms, md;
     reg(p, src, (size_t)size * rounds, &ms);
     reg(p, dst, size, &md);
-    k_quiet<<<1, 1>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, dst, md.addr, md.rkey, size, rounds,
+    k_quiet<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, dst, md.addr, md.rkey, size, rounds,
                       bad, rc);
     CK(cudaDeviceSynchronize());
     EXPECT_EQ_INT(0, *rc);
@@ -446,7 +458,7 @@ TAP_CASE(test_signal_arrives_after_its_data)
     reg(p, src, n, &ms);
     reg(p, dst, n, &md);
     reg(p, sig, 8, &mg);
-    k_signal<<<2, 32>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, dst, md.addr, md.rkey, sig, mg.addr,
+    k_signal<<<2, 32, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, dst, md.addr, md.rkey, sig, mg.addr,
                         mg.rkey, rc, first_bad);
     CK(cudaDeviceSynchronize());
     EXPECT_EQ_INT(0, *rc);
@@ -498,7 +510,7 @@ TAP_CASE(test_signal_add_from_many_threads_sums)
     reg(p, src, 256 * 64, &ms);
     reg(p, dst, 256 * 64, &md);
     reg(p, sig, 8, &mg);
-    k_signal_add<<<1, 256>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, mg.addr,
+    k_signal_add<<<1, 256, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, mg.addr,
                              mg.rkey, rc);
     CK(cudaDeviceSynchronize());
     EXPECT_EQ_INT(0, *rc);
@@ -519,7 +531,7 @@ TAP_CASE(test_signal_add_refused_without_device_atomics)
     int *rc;
     CK(cudaMallocManaged(&rc, sizeof(int)));
     *rc = 0;
-    k_signal_add<<<1, 1>>>(gdaki_pair_qp_device(p), 0, 0, 0, 0, 0, 0, rc);
+    k_signal_add<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), 0, 0, 0, 0, 0, 0, rc);
     CK(cudaDeviceSynchronize());
     EXPECT_EQ_INT(-1, *rc);
     d = read_desc(p);
@@ -562,7 +574,7 @@ TAP_CASE(test_write_with_imm_from_gpu_reaches_the_receiver)
     reg(p, src, 8 * 256, &ms);
     reg(p, dst, 8 * 256, &md);
     EXPECT_EQ_INT(0, gdaki_pair_post_recv(p, 8));
-    k_imm<<<1, 8>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, rc);
+    k_imm<<<1, 8, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, rc);
     CK(cudaDeviceSynchronize());
     EXPECT_EQ_INT(0, *rc);
     uint32_t imm[8];
@@ -625,7 +637,7 @@ static void error_case(int how, uint8_t syndrome)
     struct gdaki_mr ms, md;
     reg(p, src, 64, &ms);
     reg(p, dst, 64, &md);
-    k_bad<<<1, 1>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, how, qrc);
+    k_bad<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, how, qrc);
     CK(cudaDeviceSynchronize());
     EXPECT_EQ_INT(0, qrc[0]);
     EXPECT_EQ_INT(-1, qrc[1]);
