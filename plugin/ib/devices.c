@@ -339,8 +339,8 @@ ncclResult_t devices_init(void)
     int n = 0;
     struct ibv_device **list = v->get_device_list(&n);
     if (!list || n == 0)
-        INFO(NCCL_NET | NCCL_INIT, "NET/railnet: no RDMA devices: %s found none",
-             list ? "ibv_get_device_list" : strerror(errno));
+        INFO(NCCL_NET | NCCL_INIT, "NET/railnet: no RDMA devices: ibv_get_device_list found none (%s)",
+             list ? "no device" : strerror(errno));
     for (int i = 0; list && i < n; i++)
         scan_device(list[i]);
     if (list)

@@ -1,6 +1,5 @@
 /* plugin/ib/oob.c: non-blocking TCP sockets for the connection bootstrap. */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* accept4 */
 #endif
 #include "oob.h"
 
