@@ -1,7 +1,4 @@
 /* tests/tap.c: runs registered cases in forked children and prints TAP. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include "tap.h"
 
 #include <errno.h>

@@ -11,9 +11,6 @@
  *   kill             rank 1 exits abruptly during an all_reduce loop; rank 0
  *                    must see an NCCL error (not hang) within --timeout s.
  * Values are small integers, exact in bf16, so sums compare exactly. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <cuda_runtime.h>
 #include <nccl.h>
 
