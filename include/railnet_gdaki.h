@@ -175,6 +175,24 @@ int gdaki_pair_cpu_write_loop(struct gdaki_pair *pair, const struct gdaki_mr *sr
                               const struct gdaki_mr *dst, size_t size, int n, int window,
                               char *err, size_t errlen);
 
+/* ---- from a connected railnet comm ----
+ * Both ends of a connection call gdaki_comm_attach, the sender on its send
+ * comm (from connect), the receiver on its recv comm (from accept), in any
+ * order, while no isend/irecv of that comm is in flight.  Each builds one
+ * more RC QP on the comm's device, PD and first port (the sender's through
+ * mlx5dv, posted by the GPU; the receiver's an ordinary QP), the two swap
+ * their QP descriptions over the comm's TCP socket and connect with the
+ * comm's QP parameters.  It blocks up to 10 s for the peer.  The result is
+ * a struct gdaki_pair: on the sender gdaki_pair_qp_host/_device give the
+ * descriptor (use_cuda and cuda_dev from opts, which may be NULL for host
+ * defaults); on the receiver gdaki_pair_post_recv/_poll_recv serve
+ * WRITE_WITH_IMM.  Buffers: gdaki_pair_reg (on the comm's PD), their
+ * addr/rkey exchanged by the application.  Close the pair before the comm.
+ * Returns 0, or -1 with err (not a connected comm, no mlx5dv, peer absent,
+ * a malformed peer description). */
+int gdaki_comm_attach(void *comm, const struct gdaki_pair_opts *opts, struct gdaki_pair **out,
+                      char *err, size_t errlen);
+
 /* ---- tool hook: railnet-write-bw --gpu-initiated ----
  *
  * A kernel-posted RDMA WRITE loop on the pair's mlx5 QP, timed on the GPU.

@@ -55,7 +55,7 @@ static int map_for_gpu(struct gdaki_pair *pr, void *p, size_t len, int io, uint6
     return 0;
 }
 
-static int qp_to_init(struct gdaki_pair *pr, struct ibv_qp *qp, char *err, size_t errlen)
+int gdaki_pair_qp_init(struct gdaki_pair *pr, struct ibv_qp *qp, char *err, size_t errlen)
 {
     struct ibv_qp_attr a = { 0 };
     a.qp_state = IBV_QPS_INIT;
@@ -199,20 +199,12 @@ static int open_device(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, c
     return 0;
 }
 
-static int create_qps(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, char *err,
-                      size_t errlen)
+int gdaki_pair_build_send(struct gdaki_pair *pr, uint32_t depth, char *err, size_t errlen)
 {
-    uint32_t depth = o->sq_depth ? o->sq_depth : 1024;
-    pr->pd = pr->v->alloc_pd(pr->ctx);
-    if (!pr->pd) {
-        snprintf(err, errlen, "%s: ibv_alloc_pd failed", pr->dev_name);
-        return -1;
-    }
+    depth = depth ? depth : 1024;
     /* The send CQ holds a CQE for every slot that may be outstanding. */
     pr->scq = pr->v->create_cq(pr->ctx, (int)depth, NULL, NULL, 0);
-    pr->rcq = pr->v->create_cq(pr->ctx, GDAKI_PAIR_RECV_DEPTH, NULL, NULL, 0);
-    pr->cpu_cq = pr->v->create_cq(pr->ctx, GDAKI_PAIR_RECV_DEPTH, NULL, NULL, 0);
-    if (!pr->scq || !pr->rcq || !pr->cpu_cq) {
+    if (!pr->scq) {
         snprintf(err, errlen, "%s: ibv_create_cq failed: %s", pr->dev_name, strerror(errno));
         return -1;
     }
@@ -235,6 +227,22 @@ static int create_qps(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, ch
                                      : "");
         return -1;
     }
+    pr->scratch_mr = pr->v->reg_mr(pr->pd, pr->scratch, PAGE, IBV_ACCESS_LOCAL_WRITE);
+    if (!pr->scratch_mr) {
+        snprintf(err, errlen, "%s: ibv_reg_mr(scratch) failed: %s", pr->dev_name, strerror(errno));
+        return -1;
+    }
+    return gdaki_pair_qp_init(pr, pr->sqp, err, errlen);
+}
+
+int gdaki_pair_build_recv(struct gdaki_pair *pr, char *err, size_t errlen)
+{
+    pr->rcq = pr->v->create_cq(pr->ctx, GDAKI_PAIR_RECV_DEPTH, NULL, NULL, 0);
+    pr->cpu_cq = pr->v->create_cq(pr->ctx, GDAKI_PAIR_RECV_DEPTH, NULL, NULL, 0);
+    if (!pr->rcq || !pr->cpu_cq) {
+        snprintf(err, errlen, "%s: ibv_create_cq failed: %s", pr->dev_name, strerror(errno));
+        return -1;
+    }
     struct ibv_qp_init_attr ia;
     memset(&ia, 0, sizeof(ia));
     ia.qp_type = IBV_QPT_RC;
@@ -249,7 +257,19 @@ static int create_qps(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, ch
         snprintf(err, errlen, "%s: ibv_create_qp failed: %s", pr->dev_name, strerror(errno));
         return -1;
     }
-    if (qp_to_init(pr, pr->sqp, err, errlen) || qp_to_init(pr, pr->rqp, err, errlen) ||
+    return gdaki_pair_qp_init(pr, pr->rqp, err, errlen);
+}
+
+static int create_qps(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, char *err,
+                      size_t errlen)
+{
+    pr->pd = pr->v->alloc_pd(pr->ctx);
+    if (!pr->pd) {
+        snprintf(err, errlen, "%s: ibv_alloc_pd failed", pr->dev_name);
+        return -1;
+    }
+    if (gdaki_pair_build_send(pr, o->sq_depth, err, errlen) ||
+        gdaki_pair_build_recv(pr, err, errlen) ||
         qp_to_rts(pr, pr->sqp, pr->rqp->qp_num, err, errlen) ||
         qp_to_rts(pr, pr->rqp, pr->sqp->qp_num, err, errlen))
         return -1;
@@ -342,10 +362,8 @@ static int make_device_desc(struct gdaki_pair *pr, int cuda_dev, char *err, size
     return gdaki_cuda_htod(pr->ddesc, &d, sizeof(d), err, errlen);
 }
 
-int gdaki_pair_open(const struct gdaki_pair_opts *o, struct gdaki_pair **out, char *err,
-                    size_t errlen)
+struct gdaki_pair *gdaki_pair_alloc(char *err, size_t errlen)
 {
-    *out = NULL;
     struct gdaki_pair *pr = calloc(1, sizeof(*pr));
     if (pr) {
         pr->desc = aligned_alloc(128, sizeof(struct gdaki_qp_dev));
@@ -358,25 +376,39 @@ int gdaki_pair_open(const struct gdaki_pair_opts *o, struct gdaki_pair **out, ch
             free(pr->scratch);
             free(pr);
         }
-        return -1;
+        return NULL;
     }
+    memset(pr->desc, 0, sizeof(*pr->desc));
     memset(pr->scratch, 0, PAGE);
+    return pr;
+}
+
+int gdaki_pair_finish(struct gdaki_pair *pr, int use_cuda, int cuda_dev, char *err, size_t errlen)
+{
+    pr->cuda_dev = cuda_dev;
+    if (!pr->sqp)
+        return 0;
+    if (fill_desc(pr, err, errlen) < 0)
+        return -1;
+    if (use_cuda && make_device_desc(pr, cuda_dev, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+int gdaki_pair_open(const struct gdaki_pair_opts *o, struct gdaki_pair **out, char *err,
+                    size_t errlen)
+{
+    *out = NULL;
+    struct gdaki_pair *pr = gdaki_pair_alloc(err, errlen);
+    if (!pr)
+        return -1;
     pr->port = o->port > 0 ? o->port : 1;
-    pr->cuda_dev = o->cuda_dev;
     if (ibvwrap_global_load(o->ibverbs_lib, err, errlen) < 0 ||
         ibvwrap_global_load_mlx5(err, errlen) < 0)
         goto fail;
     pr->v = ibvwrap_global();
-    if (open_device(pr, o, err, errlen) < 0 || create_qps(pr, o, err, errlen) < 0)
-        goto fail;
-    pr->scratch_mr = pr->v->reg_mr(pr->pd, pr->scratch, PAGE, IBV_ACCESS_LOCAL_WRITE);
-    if (!pr->scratch_mr) {
-        snprintf(err, errlen, "%s: ibv_reg_mr(scratch) failed: %s", pr->dev_name, strerror(errno));
-        goto fail;
-    }
-    if (fill_desc(pr, err, errlen) < 0)
-        goto fail;
-    if (o->use_cuda && make_device_desc(pr, o->cuda_dev, err, errlen) < 0)
+    if (open_device(pr, o, err, errlen) < 0 || create_qps(pr, o, err, errlen) < 0 ||
+        gdaki_pair_finish(pr, o->use_cuda, o->cuda_dev, err, errlen) < 0)
         goto fail;
     *out = pr;
     return 0;
@@ -547,9 +579,9 @@ void gdaki_pair_close(struct gdaki_pair *pr)
             pr->v->destroy_cq(pr->rcq);
         if (pr->cpu_cq)
             pr->v->destroy_cq(pr->cpu_cq);
-        if (pr->pd)
+        if (pr->pd && !pr->borrowed)
             pr->v->dealloc_pd(pr->pd);
-        if (pr->ctx)
+        if (pr->ctx && !pr->borrowed)
             pr->v->close_device(pr->ctx);
     }
     free(pr->desc);

@@ -40,6 +40,18 @@ struct gdaki_pair {
     uint64_t ddesc;             /* device copy (CUdeviceptr), 0 without CUDA */
     struct gdaki_host_reg regs[GDAKI_PAIR_MAX_REGS];
     int nregs;
+    int borrowed;           /* ctx and pd belong to a railnet comm: not closed here */
 };
+
+/* Building blocks (gdaki_pair.c), also used by gdaki_comm.c.  Each returns
+ * 0 or -1 with err.  A pair is built as: alloc; v, ctx, pd, port, port_attr,
+ * gid, gid_index, atomics, dev_name set by the caller; build_send and/or
+ * build_recv (QPs left in INIT); connect them; finish (descriptor, and the
+ * device copy when use_cuda).  gdaki_pair_close undoes any prefix of it. */
+struct gdaki_pair *gdaki_pair_alloc(char *err, size_t errlen);
+int gdaki_pair_build_send(struct gdaki_pair *pr, uint32_t depth, char *err, size_t errlen);
+int gdaki_pair_build_recv(struct gdaki_pair *pr, char *err, size_t errlen);
+int gdaki_pair_finish(struct gdaki_pair *pr, int use_cuda, int cuda_dev, char *err, size_t errlen);
+int gdaki_pair_qp_init(struct gdaki_pair *pr, struct ibv_qp *qp, char *err, size_t errlen);
 
 #endif
