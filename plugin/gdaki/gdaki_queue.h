@@ -130,13 +130,16 @@ GDAKI_FN int gdaki_q_wait_done(struct gdaki_qp_dev *q, uint64_t target)
     return gdaki_load_acquire32(&q->err) ? -1 : 0;
 }
 
-/* Step 1: n consecutive slots (n <= ring size).  Returns the first slot, or
- * GDAKI_SLOT_ERROR if the QP failed while waiting for room. */
+/* Step 1: n consecutive slots.  Returns the first slot, or GDAKI_SLOT_ERROR
+ * if the QP failed while waiting for room, or if n exceeds the window
+ * (such a group could never fit: nothing is reserved then). */
 GDAKI_FN uint64_t gdaki_q_reserve(struct gdaki_qp_dev *q, uint32_t n)
 {
+    uint32_t size = gdaki_q_window(q);
+    if (n == 0 || n > size)
+        return GDAKI_SLOT_ERROR;
     uint64_t slot = gdaki_atomic_add64(&q->resv, n);
     uint64_t need = slot + n;
-    uint32_t size = gdaki_q_window(q);
     if (need > size && gdaki_q_wait_done(q, need - size) < 0)
         return GDAKI_SLOT_ERROR;
     return slot;
