@@ -116,9 +116,9 @@ struct gdaki_pair_opts {
 
 struct gdaki_pair;
 
-/* Fill opts with defaults, then apply RAILNET_GDAKI_QUEUE_MEM=host|gpu,
- * RAILNET_GDAKI_SQ_DEPTH and RAILNET_IBVERBS_LIB from the environment.
- * Returns 0 or -1 with a message in err for a value out of range. */
+/* Fill opts with defaults, then apply RAILNET_GDAKI_QUEUE_MEM=host|gpu and
+ * RAILNET_IBVERBS_LIB as the plugin's configuration parsed them (a value
+ * that does not parse is a WARN there, and the default).  Returns 0. */
 int gdaki_pair_opts_default(struct gdaki_pair_opts *opts, char *err, size_t errlen);
 
 /* Open the device, create and connect the pair.  Returns 0, or -1 with the

@@ -1,45 +1,23 @@
-/* gdaki_config.c: the RAILNET_* variables of the GPU-initiated path, read in
- * this one place (plugin/ib/config.c is the plugin's reader; once it lands,
- * these entries move into its table and this file reads from it). */
+/* gdaki_config.c: defaults of the GPU-initiated path from the plugin's
+ * configuration (plugin/ib/config.c, the one reader of RAILNET_*):
+ * RAILNET_GDAKI_QUEUE_MEM=host|gpu and RAILNET_IBVERBS_LIB. */
 #include "railnet_gdaki.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "../ib/config.h"
 
 int gdaki_pair_opts_default(struct gdaki_pair_opts *opts, char *err, size_t errlen)
 {
+    (void)err;
+    (void)errlen;
     memset(opts, 0, sizeof(*opts));
     opts->port = 1;
     opts->gid_index = -1;
     opts->sq_depth = 1024;
-    opts->queue_mem = GDAKI_QUEUE_MEM_HOST;
-
-    const char *mem = getenv("RAILNET_GDAKI_QUEUE_MEM");
-    if (mem && *mem) {
-        if (strcmp(mem, "host") == 0) {
-            opts->queue_mem = GDAKI_QUEUE_MEM_HOST;
-        } else if (strcmp(mem, "gpu") == 0) {
-            opts->queue_mem = GDAKI_QUEUE_MEM_GPU;
-        } else {
-            snprintf(err, errlen, "RAILNET_GDAKI_QUEUE_MEM=%s: expected host or gpu", mem);
-            return -1;
-        }
-    }
-    const char *depth = getenv("RAILNET_GDAKI_SQ_DEPTH");
-    if (depth && *depth) {
-        char *end;
-        errno = 0;
-        unsigned long d = strtoul(depth, &end, 10);
-        /* 16-bit WQE counters: at most 2^15 slots may be outstanding. */
-        if (errno || *end || d < 8 || d > 32768) {
-            snprintf(err, errlen, "RAILNET_GDAKI_SQ_DEPTH=%s: expected 8..32768", depth);
-            return -1;
-        }
-        opts->sq_depth = (uint32_t)d;
-    }
-    const char *lib = getenv("RAILNET_IBVERBS_LIB");
-    if (lib && *lib)
-        opts->ibverbs_lib = lib;
+    config_load();  /* once per process; a bad value is a WARN and the default */
+    const struct rn_config *c = rn_config();
+    opts->queue_mem = c->gdaki_queue_mem == 1 ? GDAKI_QUEUE_MEM_GPU : GDAKI_QUEUE_MEM_HOST;
+    opts->ibverbs_lib = c->ibverbs_lib[0] ? c->ibverbs_lib : NULL;
     return 0;
 }
