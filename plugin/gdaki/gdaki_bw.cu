@@ -150,6 +150,7 @@ extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_
         BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
         gdaki_bw_kernel<<<blocks, threads, 0, stream>>>(q, op, per_thread, window, warp_wide, o->signal,
                                              msig.addr, msig.rkey, drc);
+        BW_CHECK(cudaGetLastError(), "kernel launch");
         BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
         BW_CHECK(cudaEventSynchronize(t1), "kernel");
         BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
@@ -170,6 +171,7 @@ extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_
         if (lat_iters > 0) {
             BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
             gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, lat_iters, drc);
+            BW_CHECK(cudaGetLastError(), "latency kernel launch");
             BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
             BW_CHECK(cudaEventSynchronize(t1), "latency kernel");
             BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");

@@ -25,6 +25,13 @@ static char err[512];
             tap_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));     \
     } while (0)
 
+/* A launch that failed (resources, configuration) is an error too. */
+#define SYNC()                                                                            \
+    do {                                                                                  \
+        CK(cudaGetLastError());                                                           \
+        CK(cudaDeviceSynchronize());                                                      \
+    } while (0)
+
 enum scope { SCOPE_THREAD, SCOPE_WARP, SCOPE_BLOCK };
 
 /* ------------------------------------------------------------ helpers */
@@ -130,7 +137,7 @@ static unsigned long long check(const uint8_t *dst, size_t n, unsigned seed, siz
     k_check<<<256, 256>>>(dst, n, seed, &c->bad, &c->first);
     if (guard)
         k_count_nonzero<<<1, 64>>>(dst + n, guard, &c->bad);
-    CK(cudaDeviceSynchronize());
+    SYNC();
     unsigned long long bad = c->bad;
     if (first_bad)
         *first_bad = c->first;
@@ -198,10 +205,10 @@ static void puts_byte_exact(int blocks, int threads, int scope, size_t max_size)
         k_fill<<<256, 256>>>(src, n, (unsigned)i + 1);
         CK(cudaMemset(dst, 0, bytes + guard));
         *rc = 0;
-        CK(cudaDeviceSynchronize());
+        SYNC();
         k_put<<<blocks, threads, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey,
                                    (uint32_t)s, scope, rc);
-        CK(cudaDeviceSynchronize());
+        SYNC();
         if (*rc != 0) {
             struct gdaki_qp_dev d = read_desc(p);
             tap_fail_at(__FILE__, __LINE__, "size %zu: a put or quiet failed, err 0x%08x", s, d.err);
@@ -291,10 +298,10 @@ static void wrap_case(uint32_t depth, int blocks, int threads, int iters, uint32
     reg(p, dst, n + 64, &md);
     k_fill<<<256, 256>>>(src, n, 77);
     CK(cudaMemset(dst, 0, n + 64));
-    CK(cudaDeviceSynchronize());
+    SYNC();
     k_many<<<blocks, threads, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, size,
                                 iters, scope, rc);
-    CK(cudaDeviceSynchronize());
+    SYNC();
     EXPECT_EQ_INT(0, *rc);
     unsigned long long first = 0, bad = check(dst, n, 77, 64, &first);
     if (bad)
@@ -367,13 +374,13 @@ TAP_CASE(test_quiet_returns_only_after_the_write_completed)
         bad[r] = ~0ull;
     }
     CK(cudaMemset(dst, 0, size));
-    CK(cudaDeviceSynchronize());
+    SYNC();
     struct gdaki_mr ms, md;
     reg(p, src, (size_t)size * rounds, &ms);
     reg(p, dst, size, &md);
     k_quiet<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, dst, md.addr, md.rkey, size, rounds,
                       bad, rc);
-    CK(cudaDeviceSynchronize());
+    SYNC();
     EXPECT_EQ_INT(0, *rc);
     for (int r = 0; r < rounds; r++)
         if (bad[r])
@@ -453,14 +460,14 @@ TAP_CASE(test_signal_arrives_after_its_data)
     k_fill<<<256, 256>>>(src, n, 5);
     CK(cudaMemset(dst, 0, n));
     CK(cudaMemset(sig, 0, 8));
-    CK(cudaDeviceSynchronize());
+    SYNC();
     struct gdaki_mr ms, md, mg;
     reg(p, src, n, &ms);
     reg(p, dst, n, &md);
     reg(p, sig, 8, &mg);
     k_signal<<<2, 32, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, dst, md.addr, md.rkey, sig, mg.addr,
                         mg.rkey, rc, first_bad);
-    CK(cudaDeviceSynchronize());
+    SYNC();
     EXPECT_EQ_INT(0, *rc);
     EXPECT_EQ_INT(-1, *first_bad);
     uint64_t final_sig = 0;
@@ -512,7 +519,7 @@ TAP_CASE(test_signal_add_from_many_threads_sums)
     reg(p, sig, 8, &mg);
     k_signal_add<<<1, 256, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, mg.addr,
                              mg.rkey, rc);
-    CK(cudaDeviceSynchronize());
+    SYNC();
     EXPECT_EQ_INT(0, *rc);
     uint64_t v = 0;
     CK(cudaMemcpy(&v, sig, 8, cudaMemcpyDeviceToHost));
@@ -532,7 +539,7 @@ TAP_CASE(test_signal_add_refused_without_device_atomics)
     CK(cudaMallocManaged(&rc, sizeof(int)));
     *rc = 0;
     k_signal_add<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), 0, 0, 0, 0, 0, 0, rc);
-    CK(cudaDeviceSynchronize());
+    SYNC();
     EXPECT_EQ_INT(-1, *rc);
     d = read_desc(p);
     EXPECT_EQ_U64(0, d.resv);   /* refused before anything was posted */
@@ -569,13 +576,13 @@ TAP_CASE(test_write_with_imm_from_gpu_reaches_the_receiver)
     *rc = 0;
     k_fill<<<8, 256>>>(src, 8 * 256, 9);
     CK(cudaMemset(dst, 0, 8 * 256));
-    CK(cudaDeviceSynchronize());
+    SYNC();
     struct gdaki_mr ms, md;
     reg(p, src, 8 * 256, &ms);
     reg(p, dst, 8 * 256, &md);
     EXPECT_EQ_INT(0, gdaki_pair_post_recv(p, 8));
     k_imm<<<1, 8, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, rc);
-    CK(cudaDeviceSynchronize());
+    SYNC();
     EXPECT_EQ_INT(0, *rc);
     uint32_t imm[8];
     int got = 0;
@@ -638,7 +645,7 @@ static void error_case(int how, uint8_t syndrome)
     reg(p, src, 64, &ms);
     reg(p, dst, 64, &md);
     k_bad<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, how, qrc);
-    CK(cudaDeviceSynchronize());
+    SYNC();
     EXPECT_EQ_INT(0, qrc[0]);
     EXPECT_EQ_INT(-1, qrc[1]);
     EXPECT_EQ_INT(-1, qrc[2]);
