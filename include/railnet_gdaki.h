@@ -175,6 +175,32 @@ int gdaki_pair_cpu_write_loop(struct gdaki_pair *pair, const struct gdaki_mr *sr
                               const struct gdaki_mr *dst, size_t size, int n, int window,
                               char *err, size_t errlen);
 
+/* ---- one end of a connection between two processes (or hosts) ----
+ * The sender opens a GDAKI_ROLE_SEND half (the mlx5dv QP the GPU posts on),
+ * the receiver a GDAKI_ROLE_RECV half (an ordinary QP, the target of the
+ * writes); each sends its struct gdaki_qp_info to the other by any means
+ * (the bytes as they are: same byte order on both hosts), then calls
+ * gdaki_half_connect with the other's.  A half is a struct gdaki_pair: reg,
+ * post_recv/poll_recv (receiver), qp_host/qp_device (sender, device
+ * descriptor made at connect when opts->use_cuda), close. */
+enum gdaki_role { GDAKI_ROLE_SEND = 1, GDAKI_ROLE_RECV = 2 };
+
+#define GDAKI_QP_INFO_MAGIC 0x47514931u /* "GQI1" */
+struct gdaki_qp_info {
+    uint32_t magic;         /* GDAKI_QP_INFO_MAGIC */
+    uint32_t qpn, psn;
+    uint16_t lid;
+    uint8_t port, mtu;      /* verbs port number; enum ibv_mtu of the port */
+    uint8_t is_global;      /* address by GID (RoCE) */
+    uint8_t pad[3];
+    uint8_t gid[16];
+};
+
+int gdaki_half_open(const struct gdaki_pair_opts *opts, enum gdaki_role role,
+                    struct gdaki_pair **out, struct gdaki_qp_info *local, char *err, size_t errlen);
+int gdaki_half_connect(struct gdaki_pair *half, const struct gdaki_qp_info *remote, char *err,
+                       size_t errlen);
+
 /* ---- from a connected railnet comm ----
  * Both ends of a connection call gdaki_comm_attach, the sender on its send
  * comm (from connect), the receiver on its recv comm (from accept), in any
@@ -243,6 +269,20 @@ struct gdaki_bw_result {
  * a build without nvcc). */
 int gdaki_bw_run(const struct gdaki_bw_opts *opts, struct gdaki_bw_result *results,
                  int max_results, char *err, size_t errlen);
+
+/* One size on connected QPs (the tool's per-size step): the GPU writes
+ * size bytes from src (registered on pair, GPU memory) to raddr/rkey on the
+ * peer, opts->iters times over threads x blocks (see above), then the
+ * one-thread latency loop; with opts->signal every message is a put_signal
+ * on the 8-byte word sig_raddr/sig_rkey (SET of 1, or ADD of 1 with device
+ * atomics).  pair: a connected GDAKI_ROLE_SEND half, a comm attachment or a
+ * loopback pair, opened with use_cuda.  opts' device and size fields are
+ * ignored.  0 with *r filled, or -1 with err (an error completion names its
+ * syndrome). */
+int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_mr *src, uint64_t raddr,
+                        uint32_t rkey, uint64_t sig_raddr, uint32_t sig_rkey, size_t size,
+                        const struct gdaki_bw_opts *opts, struct gdaki_bw_result *r, char *err,
+                        size_t errlen);
 
 /* The same sweep on a pair the caller opened (use_cuda = 1); opts' device
  * fields are ignored. */

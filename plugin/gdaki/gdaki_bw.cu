@@ -75,6 +75,115 @@ static void describe_failure(struct gdaki_pair *pair, char *err, size_t errlen)
              (d.err >> 8) & 0xff, d.qpn);
 }
 
+/* Sweep parameters with their defaults applied. */
+struct bw_params {
+    int threads, blocks, window, warp_wide, lat_iters;
+    long iters, nthreads;
+};
+
+static void bw_params_of(const struct gdaki_bw_opts *o, struct bw_params *p)
+{
+    p->threads = o->threads > 0 ? o->threads : 1;
+    p->blocks = o->blocks > 0 ? o->blocks : 1;
+    p->window = o->window > 0 ? o->window : 64;
+    p->iters = o->iters > 0 ? o->iters : 10000;
+    p->lat_iters = o->lat_iters == 0 ? 1000 : o->lat_iters;
+    p->warp_wide = p->threads >= 32 && p->threads % 32 == 0;
+    p->nthreads = (long)p->threads * p->blocks;
+}
+
+extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_mr *src, uint64_t raddr,
+                                   uint32_t rkey, uint64_t sig_raddr, uint32_t sig_rkey, size_t size,
+                                   const struct gdaki_bw_opts *o, struct gdaki_bw_result *r,
+                                   char *err, size_t errlen)
+{
+    int rc = -1, h_rc = 0;
+    int *drc = NULL;
+    cudaEvent_t t0 = NULL, t1 = NULL;
+    /* Non-blocking: softnic copies GPU payloads with synchronous driver
+     * copies on the legacy default stream, which must not wait for this
+     * kernel (it waits for them). */
+    cudaStream_t stream = NULL;
+    struct gdaki_qp_dev *q = gdaki_pair_qp_device(pair);
+    struct bw_params p;
+    bw_params_of(o, &p);
+    struct gdaki_op op = { 0 };
+    long per_thread = (p.iters + p.nthreads - 1) / p.nthreads;
+    float ms = 0;
+
+    memset(r, 0, sizeof(*r));
+    if (!q) {
+        snprintf(err, errlen, "the pair was opened without CUDA (use_cuda = 0), or not connected");
+        return -1;
+    }
+    if (p.threads > 1024 || size == 0 || size > (1ull << 31) || size > src->len) {
+        snprintf(err, errlen, "bad run: %d threads (1..1024), size %zu (1..2^31, <= the source's %llu)",
+                 p.threads, size, (unsigned long long)src->len);
+        return -1;
+    }
+    if (o->signal && !sig_rkey) {
+        snprintf(err, errlen, "put_signal asked for without a signal word");
+        return -1;
+    }
+    BW_CHECK(cudaSetDevice(pair->cuda_dev), "cudaSetDevice");
+    BW_CHECK(cudaMalloc((void **)&drc, sizeof(int)), "cudaMalloc(rc)");
+    BW_CHECK(cudaMemset(drc, 0, sizeof(int)), "cudaMemset");
+    BW_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    BW_CHECK(cudaEventCreate(&t0), "cudaEventCreate");
+    BW_CHECK(cudaEventCreate(&t1), "cudaEventCreate");
+    op.laddr = src->addr;
+    op.lkey = src->lkey;
+    op.len = (uint32_t)size;
+    op.raddr = raddr;
+    op.rkey = rkey;
+    if (o->warmup > 0) {
+        long w = (o->warmup + p.nthreads - 1) / p.nthreads;
+        gdaki_bw_kernel<<<p.blocks, p.threads, 0, stream>>>(q, op, w, p.window, p.warp_wide, o->signal,
+                                                            sig_raddr, sig_rkey, drc);
+    }
+    BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
+    gdaki_bw_kernel<<<p.blocks, p.threads, 0, stream>>>(q, op, per_thread, p.window, p.warp_wide,
+                                                        o->signal, sig_raddr, sig_rkey, drc);
+    BW_CHECK(cudaGetLastError(), "kernel launch");
+    BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
+    BW_CHECK(cudaEventSynchronize(t1), "kernel");
+    BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    if (h_rc < 0) {
+        describe_failure(pair, err, errlen);
+        goto out;
+    }
+    BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
+    r->size = size;
+    r->msgs = per_thread * p.nthreads;
+    r->usec = ms * 1e3;
+    r->msg_rate_mps = r->usec > 0 ? (double)r->msgs / r->usec : 0;
+    r->gbps = r->usec > 0 ? (double)r->msgs * (double)size * 8.0 / (r->usec * 1e3) : 0;
+    if (p.lat_iters > 0) {
+        BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
+        gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, p.lat_iters, drc);
+        BW_CHECK(cudaGetLastError(), "latency kernel launch");
+        BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
+        BW_CHECK(cudaEventSynchronize(t1), "latency kernel");
+        BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        if (h_rc < 0) {
+            describe_failure(pair, err, errlen);
+            goto out;
+        }
+        BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
+        r->lat_us = ms * 1e3 / p.lat_iters;
+    }
+    rc = 0;
+out:
+    if (t0)
+        cudaEventDestroy(t0);
+    if (t1)
+        cudaEventDestroy(t1);
+    if (stream)
+        cudaStreamDestroy(stream);
+    cudaFree(drc);
+    return rc;
+}
+
 extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_opts *o,
                                  struct gdaki_bw_result *results, int max_results, char *err,
                                  size_t errlen)
@@ -82,111 +191,48 @@ extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_
     int rows = -1;
     void *src = NULL, *dst = NULL;
     uint64_t *sig = NULL;
-    int *drc = NULL;
     struct gdaki_mr msrc = { 0 }, mdst = { 0 }, msig = { 0 };
-    cudaEvent_t t0 = NULL, t1 = NULL;
-    /* Non-blocking: softnic copies GPU payloads with synchronous driver
-     * copies on the legacy default stream, which must not wait for this
-     * kernel (it waits for them). */
-    cudaStream_t stream = NULL;
     FILE *out = o->out ? o->out : stdout;
-    struct gdaki_qp_dev *q = gdaki_pair_qp_device(pair);
-    const int threads = o->threads > 0 ? o->threads : 1;
-    const int blocks = o->blocks > 0 ? o->blocks : 1;
-    const int window = o->window > 0 ? o->window : 64;
-    const long iters = o->iters > 0 ? o->iters : 10000;
-    const int lat_iters = o->lat_iters == 0 ? 1000 : o->lat_iters;
-    const int warp_wide = threads >= 32 && threads % 32 == 0;
-    const long nthreads = (long)threads * blocks;
+    struct bw_params p;
+    bw_params_of(o, &p);
 
-    if (!q) {
+    if (!gdaki_pair_qp_device(pair)) {
         snprintf(err, errlen, "the pair was opened without CUDA (use_cuda = 0)");
         return -1;
     }
-    if (threads > 1024 || o->min_size == 0 || o->max_size < o->min_size ||
-        o->max_size > (1ull << 31)) {
-        snprintf(err, errlen, "bad sweep: threads %d (1..1024), sizes %zu..%zu (1..2^31)", threads,
-                 o->min_size, o->max_size);
+    if (o->min_size == 0 || o->max_size < o->min_size || o->max_size > (1ull << 31)) {
+        snprintf(err, errlen, "bad sweep: sizes %zu..%zu (1..2^31)", o->min_size, o->max_size);
         return -1;
     }
     BW_CHECK(cudaSetDevice(pair->cuda_dev), "cudaSetDevice");
     BW_CHECK(cudaMalloc(&src, o->max_size), "cudaMalloc(src)");
     BW_CHECK(cudaMalloc(&dst, o->max_size), "cudaMalloc(dst)");
     BW_CHECK(cudaMalloc((void **)&sig, 8), "cudaMalloc(signal)");
-    BW_CHECK(cudaMalloc((void **)&drc, sizeof(int)), "cudaMalloc(rc)");
     BW_CHECK(cudaMemset(src, 0x5a, o->max_size), "cudaMemset");
     BW_CHECK(cudaMemset(sig, 0, 8), "cudaMemset");
-    BW_CHECK(cudaMemset(drc, 0, sizeof(int)), "cudaMemset");
-    BW_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    BW_CHECK(cudaEventCreate(&t0), "cudaEventCreate");
-    BW_CHECK(cudaEventCreate(&t1), "cudaEventCreate");
     if (gdaki_pair_reg(pair, src, o->max_size, &msrc, err, errlen) < 0 ||
         gdaki_pair_reg(pair, dst, o->max_size, &mdst, err, errlen) < 0 ||
         gdaki_pair_reg(pair, sig, 8, &msig, err, errlen) < 0)
         goto out;
-
-    if (!o->quiet)
+    if (!o->quiet) {
         fprintf(out, "# GPU-initiated RDMA WRITE on %s port %d: %d block(s) x %d thread(s), "
-                "%s variant, window %d%s\n", pair->dev_name, pair->port, blocks, threads,
-                warp_wide ? "warp" : "thread", window, o->signal ? ", put_signal" : "");
-    if (!o->quiet)
+                "%s variant, window %d%s\n", pair->dev_name, pair->port, p.blocks, p.threads,
+                p.warp_wide ? "warp" : "thread", p.window, o->signal ? ", put_signal" : "");
         fprintf(out, "%10s %10s %12s %12s %12s %12s\n", "bytes", "msgs", "usec", "Mmsg/s",
                 "Gbit/s", "lat_us");
+    }
     rows = 0;
     for (size_t size = o->min_size; size <= o->max_size; size *= 2) {
-        struct gdaki_op op = { 0 };
-        op.laddr = msrc.addr;
-        op.lkey = msrc.lkey;
-        op.len = (uint32_t)size;
-        op.raddr = mdst.addr;
-        op.rkey = mdst.rkey;
-        long per_thread = (iters + nthreads - 1) / nthreads;
-        int h_rc = 0;
-        if (o->warmup > 0) {
-            long w = (o->warmup + nthreads - 1) / nthreads;
-            gdaki_bw_kernel<<<blocks, threads, 0, stream>>>(q, op, w, window, warp_wide, o->signal, msig.addr,
-                                                 msig.rkey, drc);
-        }
-        BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
-        gdaki_bw_kernel<<<blocks, threads, 0, stream>>>(q, op, per_thread, window, warp_wide, o->signal,
-                                             msig.addr, msig.rkey, drc);
-        BW_CHECK(cudaGetLastError(), "kernel launch");
-        BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
-        BW_CHECK(cudaEventSynchronize(t1), "kernel");
-        BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
-        if (h_rc < 0) {
-            describe_failure(pair, err, errlen);
+        struct gdaki_bw_result r;
+        if (gdaki_bw_write_size(pair, &msrc, mdst.addr, mdst.rkey, msig.addr, msig.rkey, size, o, &r,
+                                err, errlen) < 0) {
             rows = -1;
             goto out;
-        }
-        float ms = 0;
-        BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
-        struct gdaki_bw_result r;
-        memset(&r, 0, sizeof(r));
-        r.size = size;
-        r.msgs = per_thread * nthreads;
-        r.usec = ms * 1e3;
-        r.msg_rate_mps = r.usec > 0 ? (double)r.msgs / r.usec : 0;
-        r.gbps = r.usec > 0 ? (double)r.msgs * (double)size * 8.0 / (r.usec * 1e3) : 0;
-        if (lat_iters > 0) {
-            BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
-            gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, lat_iters, drc);
-            BW_CHECK(cudaGetLastError(), "latency kernel launch");
-            BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
-            BW_CHECK(cudaEventSynchronize(t1), "latency kernel");
-            BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
-            if (h_rc < 0) {
-                describe_failure(pair, err, errlen);
-                rows = -1;
-                goto out;
-            }
-            BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
-            r.lat_us = ms * 1e3 / lat_iters;
         }
         if (!o->quiet)
             fprintf(out, "%10zu %10ld %12.1f %12.4f %12.3f %12.2f\n", r.size, r.msgs, r.usec,
                     r.msg_rate_mps, r.gbps, r.lat_us);
-        if (rows < max_results && results)
+        if (results && rows < max_results)
             results[rows] = r;
         rows++;
         if (size > o->max_size / 2)
@@ -198,16 +244,9 @@ out:
     gdaki_pair_dereg(pair, &msrc);
     gdaki_pair_dereg(pair, &mdst);
     gdaki_pair_dereg(pair, &msig);
-    if (t0)
-        cudaEventDestroy(t0);
-    if (t1)
-        cudaEventDestroy(t1);
-    if (stream)
-        cudaStreamDestroy(stream);
     cudaFree(src);
     cudaFree(dst);
     cudaFree(sig);
-    cudaFree(drc);
     return rows;
 }
 

@@ -25,3 +25,13 @@ int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_opts *opts,
     (void)pair; (void)opts; (void)results; (void)max_results;
     return no_nvcc(err, errlen);
 }
+
+int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_mr *src, uint64_t raddr,
+                        uint32_t rkey, uint64_t sig_raddr, uint32_t sig_rkey, size_t size,
+                        const struct gdaki_bw_opts *opts, struct gdaki_bw_result *r, char *err,
+                        size_t errlen)
+{
+    (void)pair; (void)src; (void)raddr; (void)rkey; (void)sig_raddr; (void)sig_rkey; (void)size;
+    (void)opts; (void)r;
+    return no_nvcc(err, errlen);
+}

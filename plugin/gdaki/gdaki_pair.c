@@ -73,24 +73,27 @@ int gdaki_pair_qp_init(struct gdaki_pair *pr, struct ibv_qp *qp, char *err, size
 }
 
 /* RTR then RTS, toward remote_qpn on this same port (loopback). */
-static int qp_to_rts(struct gdaki_pair *pr, struct ibv_qp *qp, uint32_t remote_qpn, char *err,
-                     size_t errlen)
+/* RTR then RTS toward the QP that remote describes (PSNs: ours is
+ * pr->psn, the remote's is remote->psn). */
+static int qp_to_rts_info(struct gdaki_pair *pr, struct ibv_qp *qp, const struct gdaki_qp_info *remote,
+                          char *err, size_t errlen)
 {
     struct ibv_qp_attr a = { 0 };
     a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = pr->port_attr.active_mtu;
-    a.dest_qp_num = remote_qpn;
-    a.rq_psn = 0;
+    a.path_mtu = (enum ibv_mtu)(remote->mtu < pr->port_attr.active_mtu ? remote->mtu
+                                                                       : pr->port_attr.active_mtu);
+    a.dest_qp_num = remote->qpn;
+    a.rq_psn = remote->psn;
     a.max_dest_rd_atomic = 1;
     a.min_rnr_timer = 12;
     a.ah_attr.port_num = (uint8_t)pr->port;
-    if (pr->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+    if (pr->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET || remote->is_global) {
         a.ah_attr.is_global = 1;
-        a.ah_attr.grh.dgid = pr->gid;
+        memcpy(a.ah_attr.grh.dgid.raw, remote->gid, 16);
         a.ah_attr.grh.sgid_index = (uint8_t)pr->gid_index;
-        a.ah_attr.grh.hop_limit = 1;
+        a.ah_attr.grh.hop_limit = 64;
     } else {
-        a.ah_attr.dlid = pr->port_attr.lid;
+        a.ah_attr.dlid = remote->lid;
     }
     int rc = pr->v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                                       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -104,7 +107,7 @@ static int qp_to_rts(struct gdaki_pair *pr, struct ibv_qp *qp, uint32_t remote_q
     a.timeout = 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
-    a.sq_psn = 0;
+    a.sq_psn = pr->psn;
     a.max_rd_atomic = 1;
     rc = pr->v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
@@ -113,6 +116,28 @@ static int qp_to_rts(struct gdaki_pair *pr, struct ibv_qp *qp, uint32_t remote_q
         return -1;
     }
     return 0;
+}
+
+static void describe(struct gdaki_pair *pr, struct ibv_qp *qp, struct gdaki_qp_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->magic = GDAKI_QP_INFO_MAGIC;
+    out->qpn = qp->qp_num;
+    out->psn = pr->psn;
+    out->lid = pr->port_attr.lid;
+    out->port = (uint8_t)pr->port;
+    out->mtu = (uint8_t)pr->port_attr.active_mtu;
+    out->is_global = pr->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+    memcpy(out->gid, pr->gid.raw, 16);
+}
+
+/* Loopback: each QP of the pair toward the other. */
+static int qp_to_rts(struct gdaki_pair *pr, struct ibv_qp *qp, struct ibv_qp *peer, char *err,
+                     size_t errlen)
+{
+    struct gdaki_qp_info remote;
+    describe(pr, peer, &remote);
+    return qp_to_rts_info(pr, qp, &remote, err, errlen);
 }
 
 /* Why the queue cannot live in GPU memory on this device, always (the
@@ -270,8 +295,8 @@ static int create_qps(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, ch
     }
     if (gdaki_pair_build_send(pr, o->sq_depth, err, errlen) ||
         gdaki_pair_build_recv(pr, err, errlen) ||
-        qp_to_rts(pr, pr->sqp, pr->rqp->qp_num, err, errlen) ||
-        qp_to_rts(pr, pr->rqp, pr->sqp->qp_num, err, errlen))
+        qp_to_rts(pr, pr->sqp, pr->rqp, err, errlen) ||
+        qp_to_rts(pr, pr->rqp, pr->sqp, err, errlen))
         return -1;
     return 0;
 }
@@ -415,6 +440,58 @@ int gdaki_pair_open(const struct gdaki_pair_opts *o, struct gdaki_pair **out, ch
 fail:
     gdaki_pair_close(pr);
     return -1;
+}
+
+int gdaki_half_open(const struct gdaki_pair_opts *o, enum gdaki_role role, struct gdaki_pair **out,
+                    struct gdaki_qp_info *local, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (role != GDAKI_ROLE_SEND && role != GDAKI_ROLE_RECV) {
+        snprintf(err, errlen, "gdaki_half_open: role %d is neither send nor recv", (int)role);
+        return -1;
+    }
+    struct gdaki_pair *pr = gdaki_pair_alloc(err, errlen);
+    if (!pr)
+        return -1;
+    pr->port = o->port > 0 ? o->port : 1;
+    pr->psn = (uint32_t)(((uintptr_t)pr >> 4) ^ (uint32_t)getpid() * 2654435761u) & 0xffffff;
+    if (ibvwrap_global_load(o->ibverbs_lib, err, errlen) < 0 ||
+        (role == GDAKI_ROLE_SEND && ibvwrap_global_load_mlx5(err, errlen) < 0))
+        goto fail;
+    pr->v = ibvwrap_global();
+    if (open_device(pr, o, err, errlen) < 0)
+        goto fail;
+    pr->pd = pr->v->alloc_pd(pr->ctx);
+    if (!pr->pd) {
+        snprintf(err, errlen, "%s: ibv_alloc_pd failed", pr->dev_name);
+        goto fail;
+    }
+    if (role == GDAKI_ROLE_SEND ? gdaki_pair_build_send(pr, o->sq_depth, err, errlen)
+                                : gdaki_pair_build_recv(pr, err, errlen))
+        goto fail;
+    pr->use_cuda = o->use_cuda;
+    pr->cuda_dev = o->cuda_dev;
+    describe(pr, role == GDAKI_ROLE_SEND ? pr->sqp : pr->rqp, local);
+    *out = pr;
+    return 0;
+fail:
+    gdaki_pair_close(pr);
+    return -1;
+}
+
+int gdaki_half_connect(struct gdaki_pair *pr, const struct gdaki_qp_info *remote, char *err,
+                       size_t errlen)
+{
+    if (remote->magic != GDAKI_QP_INFO_MAGIC || remote->qpn == 0 || remote->qpn > 0xffffff ||
+        remote->mtu < IBV_MTU_256 || remote->mtu > IBV_MTU_4096) {
+        snprintf(err, errlen, "gdaki_half_connect: not a QP description from gdaki_half_open "
+                 "(magic 0x%08x, qpn %u, mtu %u)", remote->magic, remote->qpn, remote->mtu);
+        return -1;
+    }
+    struct ibv_qp *qp = pr->sqp ? pr->sqp : pr->rqp;
+    if (qp_to_rts_info(pr, qp, remote, err, errlen) < 0)
+        return -1;
+    return gdaki_pair_finish(pr, pr->use_cuda, pr->cuda_dev, err, errlen);
 }
 
 /* ------------------------------------------------------------ use */

@@ -41,6 +41,8 @@ struct gdaki_pair {
     struct gdaki_host_reg regs[GDAKI_PAIR_MAX_REGS];
     int nregs;
     int borrowed;           /* ctx and pd belong to a railnet comm: not closed here */
+    int use_cuda;           /* halves: make the device descriptor at connect */
+    uint32_t psn;           /* our initial PSN (halves) */
 };
 
 /* Building blocks (gdaki_pair.c), also used by gdaki_comm.c.  Each returns

@@ -668,6 +668,62 @@ TAP_CASE(test_bad_rkey_from_gpu_gives_remote_access_error)
     error_case(1, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 }
 
+/* ------------------------------------- the tool's step on connected QPs */
+
+TAP_CASE(test_bw_write_size_on_connected_halves)
+{
+    need_gpu();
+    struct gdaki_pair_opts o;
+    gdaki_pair_opts_default(&o, err, sizeof(err));
+    static char lib[4096];
+    if (!o.ibverbs_lib) {
+        const char *top = getenv("top_builddir");
+        snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
+        o.ibverbs_lib = lib;
+    }
+    o.use_cuda = 1;
+    struct gdaki_qp_info si, ri;
+    struct gdaki_pair *snd = NULL, *rcv = NULL;
+    if (gdaki_half_open(&o, GDAKI_ROLE_SEND, &snd, &si, err, sizeof(err)) ||
+        gdaki_half_open(&o, GDAKI_ROLE_RECV, &rcv, &ri, err, sizeof(err)) ||
+        gdaki_half_connect(snd, &ri, err, sizeof(err)) || gdaki_half_connect(rcv, &si, err, sizeof(err)))
+        tap_fail_at(__FILE__, __LINE__, "halves: %s", err);
+    const size_t n = 64 * 1024;
+    uint8_t *src, *dst;
+    uint64_t *sig;
+    CK(cudaMalloc(&src, n));
+    CK(cudaMalloc(&dst, n));
+    CK(cudaMalloc(&sig, 8));
+    k_fill<<<64, 256>>>(src, n, 21);
+    CK(cudaMemset(dst, 0, n));
+    CK(cudaMemset(sig, 0, 8));
+    SYNC();
+    struct gdaki_mr ms, md, mg;
+    reg(snd, src, n, &ms);
+    reg(rcv, dst, n, &md);
+    reg(rcv, sig, 8, &mg);
+    struct gdaki_bw_opts bo;
+    memset(&bo, 0, sizeof(bo));
+    bo.iters = 2000;
+    bo.threads = 32;
+    bo.window = 4;
+    bo.lat_iters = 100;
+    bo.signal = 1;
+    struct gdaki_bw_result r;
+    if (gdaki_bw_write_size(snd, &ms, md.addr, md.rkey, mg.addr, mg.rkey, n, &bo, &r, err, sizeof(err)))
+        tap_fail_at(__FILE__, __LINE__, "gdaki_bw_write_size: %s", err);
+    EXPECT_TRUE(r.msgs >= 2000);
+    EXPECT_TRUE(r.msg_rate_mps > 0 && r.lat_us > 0);
+    tap_diag("64 KiB x %ld: %.4f Mmsg/s, %.2f Gbit/s, latency %.2f us", r.msgs, r.msg_rate_mps, r.gbps,
+             r.lat_us);
+    EXPECT_EQ_INT(0, (int)check(dst, n, 21, 0, NULL));
+    uint64_t v = 0;
+    CK(cudaMemcpy(&v, sig, 8, cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(v >= 1);    /* SET of 1 on softnic, a sum with device atomics */
+    gdaki_pair_close(snd);
+    gdaki_pair_close(rcv);
+}
+
 /* ------------------------------------------------------- queue memory */
 
 TAP_CASE(test_gpu_queue_memory_says_why_it_is_unavailable)
