@@ -8,6 +8,15 @@
  * gdaki_wqe.h / gdaki_queue.h hold the byte formats and the posting
  * protocol shared by the kernel and CPU posters.
  *
+ * Three ways to a connected QP: gdaki_pair_open (a loopback pair on one
+ * port), gdaki_half_open + gdaki_half_connect (two processes or hosts that
+ * swap a struct gdaki_qp_info), gdaki_comm_attach (next to a connected
+ * railnet comm).  Kernel-posted write loops for tools and benchmarks:
+ * gdaki_bw_write_size / gdaki_bw_run_pair / gdaki_bw_run.  Host functions
+ * return 0 (or a count) or -1 with the reason in err; they are not
+ * thread-safe on one pair.  Link plugin/gdaki/libgdaki_host.la, plus
+ * $(GDAKI_BW_LIBS) for gdaki_bw_* (see plugin/gdaki/Makefile.include).
+ *
  * Contract of struct gdaki_qp_dev (plain C, the same bytes on CPU and GPU):
  * - the first block is written by the host once and only read afterwards;
  * - the counters below it count 64-byte basic blocks since creation and
