@@ -258,6 +258,8 @@ struct gdaki_bw_opts {
     int signal;             /* 1: every message is a put_signal (SET; ADD with
                              * device atomics) on a GPU signal word */
     int lat_iters;          /* one-thread put+quiet rounds per size (0: 1000; <0: skip) */
+    int timeout_s;          /* a posting kernel still running after this many seconds
+                             * fails the run with the queue's state (0: 60) */
     FILE *out;              /* where the table goes (NULL: stdout; set quiet to skip) */
     int quiet;              /* 1: print nothing */
 };

@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gdaki_device.cuh"
 #include "gdaki_pair.h"
@@ -73,6 +75,37 @@ static void describe_failure(struct gdaki_pair *pair, char *err, size_t errlen)
     snprintf(err, errlen, "GPU-posted write failed: error CQE opcode 0x%x, syndrome 0x%02x, "
              "vendor syndrome 0x%02x (QP %u now in error)", (d.err >> 16) & 0xff, d.err & 0xff,
              (d.err >> 8) & 0xff, d.qpn);
+}
+
+/* Waits for ev (the end of a posting kernel) at most timeout_s seconds.  A
+ * kernel still running then lost a doorbell or a completion: say where the
+ * queue stands rather than hang the tool. */
+static int wait_event(cudaEvent_t ev, int timeout_s, struct gdaki_pair *pair, char *err, size_t errlen)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess)
+            return 0;
+        if (e != cudaErrorNotReady) {
+            snprintf(err, errlen, "posting kernel: %s", cudaGetErrorString(e));
+            return -1;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec >= timeout_s) {
+            /* The kernel runs on a non-blocking stream: this copy does not wait for it. */
+            struct gdaki_qp_dev d;
+            memset(&d, 0, sizeof(d));
+            cudaMemcpy(&d, gdaki_pair_qp_device(pair), sizeof(d), cudaMemcpyDeviceToHost);
+            snprintf(err, errlen, "posting kernel still running after %d s (resv %llu, ready %llu, done "
+                     "%llu, err 0x%08x): a doorbell or completion was lost; the CUDA context is "
+                     "unusable now, exit the process", timeout_s, (unsigned long long)d.resv,
+                     (unsigned long long)d.ready, (unsigned long long)d.done, d.err);
+            return -1;
+        }
+        usleep(200);
+    }
 }
 
 /* Sweep parameters with their defaults applied. */
@@ -146,7 +179,8 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
                                                         o->signal, sig_raddr, sig_rkey, drc);
     BW_CHECK(cudaGetLastError(), "kernel launch");
     BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
-    BW_CHECK(cudaEventSynchronize(t1), "kernel");
+    if (wait_event(t1, o->timeout_s > 0 ? o->timeout_s : 60, pair, err, errlen) < 0)
+        goto out;
     BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
     if (h_rc < 0) {
         describe_failure(pair, err, errlen);
@@ -163,7 +197,8 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
         gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, p.lat_iters, drc);
         BW_CHECK(cudaGetLastError(), "latency kernel launch");
         BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
-        BW_CHECK(cudaEventSynchronize(t1), "latency kernel");
+        if (wait_event(t1, o->timeout_s > 0 ? o->timeout_s : 60, pair, err, errlen) < 0)
+            goto out;
         BW_CHECK(cudaMemcpy(&h_rc, drc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
         if (h_rc < 0) {
             describe_failure(pair, err, errlen);
