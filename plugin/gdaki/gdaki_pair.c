@@ -1,8 +1,9 @@
-/* gdaki_pair.c: a standalone connected pair for the GPU-initiated path (see
- * railnet_gdaki.h): QP "send" made by mlx5dv_create_qp, whose send ring,
- * doorbell record, UAR register and CQ are handed to posters through a
- * struct gdaki_qp_dev, connected on one port to an ordinary verbs QP
- * "recv".  Every verbs and mlx5dv call goes through plugin/ib/ibvwrap. */
+/* gdaki_pair.c: the QPs of the GPU-initiated path (see railnet_gdaki.h):
+ * QP "send" made by mlx5dv_create_qp, whose send ring, doorbell record, UAR
+ * register and CQ are handed to posters through a struct gdaki_qp_dev, and
+ * QP "recv", an ordinary verbs QP.  A pair holds both, connected on one
+ * port; a half holds one, connected to the other end's description.  Every
+ * verbs and mlx5dv call goes through plugin/ib/ibvwrap. */
 #include "gdaki_pair.h"
 
 #include <endian.h>
@@ -454,6 +455,8 @@ int gdaki_half_open(const struct gdaki_pair_opts *o, enum gdaki_role role, struc
     if (!pr)
         return -1;
     pr->port = o->port > 0 ? o->port : 1;
+    /* Distinct per QP and process, so a stale packet of an earlier
+     * connection is not taken for this one's (not a security property). */
     pr->psn = (uint32_t)(((uintptr_t)pr >> 4) ^ (uint32_t)getpid() * 2654435761u) & 0xffffff;
     if (ibvwrap_global_load(o->ibverbs_lib, err, errlen) < 0 ||
         (role == GDAKI_ROLE_SEND && ibvwrap_global_load_mlx5(err, errlen) < 0))
