@@ -192,22 +192,27 @@ double bw_peak_bps(const struct bw_sample *samples, size_t ns, double t0, size_t
 {
     if (!ns)
         return 0;
-    /* Best rate over windows spanning at least a tenth of the operations,
-     * each measured from the start time or an earlier sample. */
+    /* Best rate over windows that span at least a tenth of the operations
+     * and a tenth of the run's time, each measured from the start or an
+     * earlier sample. The time bound matters: completions come in bursts
+     * (one CQE covers cq_mod writes, one poll reaps many CQEs), and a
+     * window inside a burst would report an absurd rate. */
     long done = samples[ns - 1].done;
     long win = done / 10 > 0 ? done / 10 : 1;
+    double win_t = (samples[ns - 1].t - t0) / 10;
     size_t j = 0;
     double prev_t = t0, peak = 0;
     long prev_done = 0;
     for (size_t i = 0; i < ns; i++) {
-        while (j < i && samples[i].done - samples[j].done >= win) {
+        while (j < i && samples[i].done - samples[j].done >= win &&
+               samples[i].t - samples[j].t >= win_t) {
             prev_t = samples[j].t;
             prev_done = samples[j].done;
             j++;
         }
         double dt = samples[i].t - prev_t;
         long dn = samples[i].done - prev_done;
-        if (dn >= win && dt > 0) {
+        if (dn >= win && dt >= win_t && dt > 0) {
             double bps = (double)dn * (double)size / dt;
             if (bps > peak)
                 peak = bps;

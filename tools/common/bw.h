@@ -9,7 +9,8 @@
  * or -1 on the first failed completion or when no completion arrives for
  * `stall_timeout` seconds (so a dead peer cannot hang a tool).
  * Result: the average is bytes over the whole run; the peak is the best
- * bandwidth seen over any window of at least a tenth of the completions.
+ * bandwidth seen over any window of at least a tenth of the completions
+ * and a tenth of the run's time (so average <= peak <= 10 x average).
  * When `tick` is set it is called from the loop about every `tick_interval`
  * seconds (default 0.5) with the writes completed so far, so a caller can
  * show progress or tell its peer it is alive; a non-zero return stops the

@@ -324,7 +324,7 @@ static int run_size(void *arg, size_t size, struct wb_result *res, char *err, si
         if (now - last_beat >= 0.5) {
             last_beat = now;
             if (session_tick(s, c->send.done + c->recv.done)) {
-                str_fmt(err, errlen, "lost the peer during the run");
+                str_fmt(err, errlen, "%s", s->tick_err);
                 goto out;
             }
             if (!o->bidir && session_poll(s, err, errlen))

@@ -104,13 +104,13 @@ int session_tick(void *arg, long done)
     uint8_t b[8];
     char err[256];
     int n = wb_enc_u64((uint64_t)done, b, sizeof(b));
-    if (tcp_send(s->fd, WB_MSG_HEARTBEAT, b, (uint32_t)n, err, sizeof(err)))
-        return -1;
-    /* In --bidir the peer writes too; a passive peer only listens. */
-    if (s->o->bidir && session_poll(s, err, sizeof(err))) {
-        fprintf(stderr, "railnet-write-bw: %s\n", err);
+    if (tcp_send(s->fd, WB_MSG_HEARTBEAT, b, (uint32_t)n, err, sizeof(err))) {
+        str_fmt(s->tick_err, sizeof(s->tick_err), "lost the peer during the run (%s)", err);
         return -1;
     }
+    /* In --bidir the peer writes too; a passive peer only listens. */
+    if (s->o->bidir && session_poll(s, s->tick_err, sizeof(s->tick_err)))
+        return -1;
     return 0;
 }
 

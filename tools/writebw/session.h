@@ -25,6 +25,7 @@ struct session {
     double last_heard;         /* bw_now() of the last message from the peer */
     int have_result;           /* a RESULT arrived while polling (stashed) */
     struct wb_result stash;
+    char tick_err[512];        /* why session_tick() stopped a run */
 };
 
 /* Client: send HELLO and wait for OK; server: wait for HELLO, compare with
@@ -46,7 +47,8 @@ int session_send(struct session *s, uint32_t type, const void *buf, uint32_t len
  * when the peer has been silent for o->timeout. */
 int session_poll(struct session *s, char *err, size_t errlen);
 
-/* A bw tick (bw.h) that sends a HEARTBEAT and polls the peer. */
+/* A bw tick (bw.h) that sends a HEARTBEAT and, in --bidir, polls the peer;
+ * when it stops a run, s->tick_err says why. */
 int session_tick(void *session, long done);
 
 /* One size: `run` does this side's part; it returns 1 when it measured

@@ -53,8 +53,11 @@ static int run_size(void *arg, size_t size, struct wb_result *res, char *err, si
     };
     struct bw_result r;
     if (bw_run_writes(c->qp, c->nqp, c->buf.ptr, c->buf.mr->lkey, c->peer.addr, c->peer.rkey, &p,
-                      &r, err, errlen))
+                      &r, err, errlen)) {
+        if (c->s->tick_err[0])
+            str_fmt(err, errlen, "%s", c->s->tick_err);
         return -1;
+    }
     res->size = size;
     res->iters = (uint64_t)r.iters;
     res->seconds = r.seconds;
