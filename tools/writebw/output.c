@@ -40,8 +40,11 @@ void out_header(struct out_report *r)
     printf(" Device           : %s\n", r->local.device);
     for (int i = 0; i < r->nports; i++) {
         const struct out_port *p = &r->port[i];
-        printf(" Port %-3d         : %s, GID index %d, GID %s, MTU %d\n", p->port, p->link_layer,
-               p->gid_index, p->gid, p->mtu);
+        if (p->gid_index < 0)
+            printf(" Port %-3d         : %s\n", p->port, p->gid);
+        else
+            printf(" Port %-3d         : %s, GID index %d, GID %s, MTU %d\n", p->port,
+                   p->link_layer, p->gid_index, p->gid, p->mtu);
     }
     if (r->path_mtu)
         printf(" Path MTU         : %d\n", r->path_mtu);

@@ -6,10 +6,10 @@
  * --bidir each side has one comm of each kind.
  *
  * End of a size: in -n mode both sides know the count. In -D mode the sender
- * stops at the deadline and then sends WINDOW empty messages; the receiver,
- * which keeps exactly WINDOW receives posted and tests them in order, stops
- * reposting at the first empty one, so the empty sends match exactly the
- * receives it still has outstanding. */
+ * stops sending data at the deadline and sends empty messages instead; the
+ * receiver stops posting receives at the first empty one and tells the
+ * sender over TCP how many it posted in all (STOPPED), and the sender sends
+ * empty messages until every one of those receives is matched. */
 #include "config.h"
 
 #include <stdio.h>
@@ -215,7 +215,9 @@ static int step_send(struct plugin_ctx *c, size_t size, long total, int *sentine
         if (pc->posted - pc->done >= c->window)
             break;
         int stop_data = timed ? bw_now() >= deadline : pc->posted >= total;
-        if (stop_data && (!timed || *sentinels >= c->window))
+        if (stop_data && !timed)
+            break;
+        if (stop_data && c->s->peer_stopped >= 0 && pc->posted >= c->s->peer_stopped)
             break;
         int sz = stop_data ? 0 : (int)size;
         void **slot = &pc->req[pc->posted % c->window];
@@ -254,6 +256,7 @@ static int step_send(struct plugin_ctx *c, size_t size, long total, int *sentine
 static int step_recv(struct plugin_ctx *c, size_t size, long total, int timed, int *stopped,
                      char *err, size_t errlen)
 {
+    uint8_t b[8];
     struct pcomm *pc = &c->recv;
     while (!*stopped && pc->posted - pc->done < c->window && (timed || pc->posted < total)) {
         void *data = c->buf;
@@ -270,9 +273,14 @@ static int step_recv(struct plugin_ctx *c, size_t size, long total, int timed, i
         if (!done)
             break;
         pc->done++;
-        if (got == 0 && timed)
-            *stopped = 1;
-        else if (got != (int)size && !(got == 0 && timed)) {
+        if (got == 0 && timed) {
+            if (!*stopped) {
+                *stopped = 1;
+                int n = wb_enc_u64((uint64_t)pc->posted, b, sizeof(b));
+                if (session_send(c->s, WB_MSG_STOPPED, b, (uint32_t)n, err, errlen))
+                    return -1;
+            }
+        } else if (got != (int)size && !(got == 0 && timed)) {
             str_fmt(err, errlen, "receive %ld completed with %d bytes, expected %zu",
                     pc->done - 1, got, size);
             return -1;
@@ -297,8 +305,9 @@ static int run_size(void *arg, size_t size, struct wb_result *res, char *err, si
     double last_beat = t0, last_progress = t0;
     long last_count = 0;
     for (;;) {
+        long want = s->peer_stopped;
         int send_busy = c->want_send &&
-                        (timed ? sentinels < c->window || c->send.done < c->send.posted
+                        (timed ? want < 0 || c->send.posted < want || c->send.done < c->send.posted
                                : c->send.done < total);
         int recv_busy = c->want_recv &&
                         (timed ? !stopped || c->recv.done < c->recv.posted
@@ -311,6 +320,9 @@ static int run_size(void *arg, size_t size, struct wb_result *res, char *err, si
         if (recv_busy && step_recv(c, size, total, timed, &stopped, err, errlen))
             goto out;
         double now = bw_now();
+        /* Past the deadline the sender waits for STOPPED: read it soon. */
+        if (timed && c->want_send && now >= deadline && want < 0 && session_poll(s, err, errlen))
+            goto out;
         long count = c->send.done + c->recv.done + c->send.posted + c->recv.posted;
         if (count != last_count) {
             last_count = count;
@@ -374,7 +386,7 @@ static void fill_header(struct plugin_ctx *c)
     r->port[0].port = c->props.port;
     str_fmt(r->port[0].link_layer, sizeof(r->port[0].link_layer), "plugin");
     r->port[0].gid_index = -1;
-    str_fmt(r->port[0].gid, sizeof(r->port[0].gid), "chosen by the plugin");
+    str_fmt(r->port[0].gid, sizeof(r->port[0].gid), "GID, QPs and striping chosen by the plugin");
 }
 
 static int exchange_sides(struct plugin_ctx *c, char *err, size_t errlen)

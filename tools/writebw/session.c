@@ -45,15 +45,34 @@ static int recv_one(struct session *s, double timeout, uint32_t *type, uint8_t *
     return 0;
 }
 
+/* Messages that are state, not conversation: consumed wherever read. */
+static int side_message(struct session *s, uint32_t t, const uint8_t *in, uint32_t n)
+{
+    uint64_t v;
+    if (t == WB_MSG_HEARTBEAT)
+        return 1;
+    if (t == WB_MSG_STOPPED && !wb_dec_u64(in, n, &v)) {
+        s->peer_stopped = (long)v;
+        return 1;
+    }
+    return 0;
+}
+
 int session_expect(struct session *s, uint32_t type, void *buf, uint32_t cap, uint32_t *len,
                    char *err, size_t errlen)
 {
     static uint8_t in[TCP_MAX_MSG];
     for (;;) {
         uint32_t t, n;
-        if (recv_one(s, s->o->timeout, &t, in, sizeof(in), &n, err, errlen))
+        if (s->stash_type) {
+            t = s->stash_type;
+            n = s->stash_len;
+            memcpy(in, s->stash, n);
+            s->stash_type = 0;
+        } else if (recv_one(s, s->o->timeout, &t, in, sizeof(in), &n, err, errlen)) {
             return -1;
-        if (t == WB_MSG_HEARTBEAT)
+        }
+        if (side_message(s, t, in, n))
             continue;
         if (t != type) {
             str_fmt(err, errlen, "protocol error: expected message %u, got %u", type, t);
@@ -82,13 +101,17 @@ int session_poll(struct session *s, char *err, size_t errlen)
         uint32_t t, n;
         if (recv_one(s, s->o->timeout, &t, in, sizeof(in), &n, err, errlen))
             return -1;
-        if (t == WB_MSG_RESULT && !s->have_result && !wb_dec_result(in, n, &s->stash)) {
-            s->have_result = 1;
-        } else if (t != WB_MSG_HEARTBEAT) {
-            str_fmt(err, errlen, "protocol error: unexpected message %u during the run", t);
+        if (side_message(s, t, in, n))
+            continue;
+        if (s->stash_type || n > sizeof(s->stash)) {
+            str_fmt(err, errlen, "protocol error: unexpected message %u (after %u)", t,
+                    s->stash_type);
             session_fail(s, err);
             return -1;
         }
+        s->stash_type = t;
+        s->stash_len = n;
+        memcpy(s->stash, in, n);
     }
     if (bw_now() - s->last_heard > s->o->timeout) {
         str_fmt(err, errlen, "lost the peer: no word from it for %.0f s", s->o->timeout);
@@ -175,7 +198,7 @@ int session_sizes(struct session *s, session_run_fn run, void *ctx, char *err, s
         }
         if (s->is_server && session_send(s, WB_MSG_START, b, (uint32_t)len, err, errlen))
             return -1;
-        s->have_result = 0;
+        s->peer_stopped = -1;
         s->last_heard = bw_now();
 
         struct wb_result mine = { .size = o->sizes[i] }, row = { .size = o->sizes[i] };
@@ -192,16 +215,12 @@ int session_sizes(struct session *s, session_run_fn run, void *ctx, char *err, s
         }
         if (peer_writes) {
             struct wb_result theirs;
-            if (!s->have_result) {
-                if (session_expect(s, WB_MSG_RESULT, b, sizeof(b), &n, err, errlen))
-                    return -1;
-                if (wb_dec_result(b, n, &theirs) || theirs.size != o->sizes[i]) {
-                    str_fmt(err, errlen, "protocol error: bad RESULT for size %zu", o->sizes[i]);
-                    session_fail(s, err);
-                    return -1;
-                }
-            } else {
-                theirs = s->stash;
+            if (session_expect(s, WB_MSG_RESULT, b, sizeof(b), &n, err, errlen))
+                return -1;
+            if (wb_dec_result(b, n, &theirs) || theirs.size != o->sizes[i]) {
+                str_fmt(err, errlen, "protocol error: bad RESULT for size %zu", o->sizes[i]);
+                session_fail(s, err);
+                return -1;
             }
             combine(&row, &theirs);
         }

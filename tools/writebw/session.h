@@ -23,8 +23,13 @@ struct session {
     int is_server;
     struct out_report *rep;
     double last_heard;         /* bw_now() of the last message from the peer */
-    int have_result;           /* a RESULT arrived while polling (stashed) */
-    struct wb_result stash;
+    /* One message read early by session_poll(), handed out by the next
+     * session_expect() (e.g. the peer's READY while this side still
+     * connects, or its RESULT while this side still writes). */
+    uint32_t stash_type;       /* 0: empty */
+    uint32_t stash_len;
+    uint8_t stash[512];
+    long peer_stopped;         /* plugin -D: receives the peer posted, -1 unknown */
     char tick_err[512];        /* why session_tick() stopped a run */
 };
 
@@ -43,8 +48,8 @@ int session_send(struct session *s, uint32_t type, const void *buf, uint32_t len
                  size_t errlen);
 
 /* For loops that cannot block: read what the peer sent so far without
- * waiting (heartbeats, a RESULT to stash, ERROR or EOF as failure) and fail
- * when the peer has been silent for o->timeout. */
+ * waiting (heartbeats, STOPPED, one message to stash, ERROR or EOF as
+ * failure) and fail when the peer has been silent for o->timeout. */
 int session_poll(struct session *s, char *err, size_t errlen);
 
 /* A bw tick (bw.h) that sends a HEARTBEAT and, in --bidir, polls the peer;

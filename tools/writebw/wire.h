@@ -9,6 +9,9 @@
  *           both drive connect/accept and send READY each way
  *   per size: C->S START(i), S->C START(i); writers send HEARTBEAT while
  *           running, then RESULT; each side waits for the peer's RESULT
+ *   plugin -D: a receiver that sees the first empty message (the sender's
+ *           end marker) sends STOPPED(receives posted) so that the sender
+ *           sends exactly enough end markers to match them
  *   C->S DONE.
  * Either side may send ERROR(text) instead of any message and exit 1; the
  * other prints it as "peer: ..." and exits 1 too.
@@ -28,7 +31,7 @@
 
 enum wb_msg {
     WB_MSG_HELLO = 1, WB_MSG_OK, WB_MSG_ERROR, WB_MSG_SETUP, WB_MSG_READY, WB_MSG_START,
-    WB_MSG_HEARTBEAT, WB_MSG_RESULT, WB_MSG_DONE, WB_MSG_HANDLE,
+    WB_MSG_HEARTBEAT, WB_MSG_RESULT, WB_MSG_DONE, WB_MSG_HANDLE, WB_MSG_STOPPED,
 };
 
 /* The parameters both sides must agree on. */
