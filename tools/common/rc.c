@@ -241,9 +241,12 @@ int rc_qp_connect(struct rc_dev *d, struct rc_qp *q, const struct rc_qp_info *re
                  q->qp->qp_num, remote->qpn, strerror(errno));
         return -1;
     }
+    /* Local ACK timeout 18 (4.096 us * 2^18 = 1.07 s per try, 7 retries):
+     * closer to NCCL's default (20) than perftest's 14, whose half-second
+     * budget makes a busy shared host (or a software NIC on it) look dead. */
     struct ibv_qp_attr s = {
         .qp_state = IBV_QPS_RTS,
-        .timeout = 14,
+        .timeout = 18,
         .retry_cnt = 7,
         .rnr_retry = 7,
         .sq_psn = q->psn,

@@ -152,11 +152,17 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
     o->reg = MEM_REG_AUTO;
     o->relaxed = 1;
     o->timeout = 10;
-    int ports_given = 0, size_given = 0, iters_given = 0, c;
+    int ports_given = 0, size_given = 0, iters_given = 0, c, li;
+    char optname[40];
     long v;
     size_t sz;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":p:d:i:x:s:an:D:q:t:hV", longopts, NULL)) != -1) {
+    while (li = -1, (c = getopt_long(argc, argv, ":p:d:i:x:s:an:D:q:t:hV", longopts, &li)) != -1) {
+        /* The option as the user spelled it, for messages. */
+        if (li >= 0)
+            snprintf(optname, sizeof(optname), "--%s", longopts[li].name);
+        else
+            snprintf(optname, sizeof(optname), "-%c", c == ':' || c == '?' ? optopt : c);
         switch (c) {
         case 'p':
             if (parse_long(optarg, 1, 65535, &v)) goto bad;
@@ -254,8 +260,9 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         case 'h': wb_usage(stdout); return 1;
         case 'V': printf("railnet-write-bw %s\n", PACKAGE_VERSION); return 1;
         case ':':
-            fprintf(stderr, "railnet-write-bw: option %s needs a value\n", argv[optind - 1]);
-            wb_usage(stderr);
+            fprintf(stderr, "railnet-write-bw: option %s needs a value\n",
+                    optopt ? optname : argv[optind - 1]);
+            fprintf(stderr, "Try 'railnet-write-bw --help'.\n");
             return -1;
         default:
             fprintf(stderr, "railnet-write-bw: unknown option %s\n", argv[optind - 1]);
@@ -264,7 +271,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         }
         continue;
     bad:
-        fprintf(stderr, "railnet-write-bw: invalid value for %s: '%s'\n", argv[optind - 1],
+        fprintf(stderr, "railnet-write-bw: invalid value for %s: '%s'\n", optname,
                 optarg ? optarg : "");
         return -1;
     }

@@ -231,8 +231,9 @@ out:
     if (c->dev.ctx)
         rc_dev_close(&c->dev);
     cuda_dl_close(c->cuda);
-    if (c->v.handle)
-        ibvwrap_close(&c->v);
+    /* libibverbs stays mapped until exit: a provider's threads may outlive
+     * ibv_close_device (softnic's connection threads do after a peer died),
+     * and unmapping their code under them crashes the process. */
     free(c);
     return rc;
 }
