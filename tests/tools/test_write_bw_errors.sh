@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/tools/wb-lib.sh"
 [ -x "$WB" ] || tap_skip_all "railnet-write-bw not built"
-tap_plan 16
+tap_plan 17
 
 # usage CASE EXPECTED_TEXT ARGS...: exit 2 and the text on stderr.
 usage() {
@@ -31,6 +31,17 @@ timeout 10 "$WB" --help >"$TMPD/h.out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && grep -q -- '--use_cuda\[=GPU\]' "$TMPD/h.out" && grep -q -- '--mode=verbs|plugin' "$TMPD/h.out"; then
     tap_ok wb_help_exit_0_lists_options
 else tap_not_ok wb_help_exit_0_lists_options "exit $rc"; fi
+
+# GPU memory without a CUDA driver: both sides say why, exit 1.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    tap_skip wb_use_cuda_without_driver_fails_with_reason "this machine has a GPU (gpu_tools.sh covers it)"
+else
+    wb_pair cuda --use_cuda -n 10
+    if [ $CLI_RC -eq 1 ] && [ $SRV_RC -eq 1 ] && grep -q -- "--use_cuda: " "$TMPD/cuda.cli.err" &&
+       grep -q -- "--use_cuda: " "$TMPD/cuda.srv.err"; then
+        tap_ok wb_use_cuda_without_driver_fails_with_reason
+    else tap_not_ok wb_use_cuda_without_driver_fails_with_reason "client $CLI_RC server $SRV_RC: $(cat "$TMPD"/cuda.*.err)"; fi
+fi
 
 # Nobody listens on this port: refused until --timeout, then exit 1.
 wb_next_port

@@ -51,8 +51,9 @@ int main(int argc, char **argv)
     if (!rc)
         rc = session_hello(&s, err, sizeof(err));
     if (!rc)
-        rc = o.mode == WB_MODE_PLUGIN ? mode_plugin_run(&s, err, sizeof(err))
-                                      : mode_verbs_run(&s, err, sizeof(err));
+        rc = o.gpu_initiated ? mode_gpu_initiated_run(&s, err, sizeof(err))
+             : o.mode == WB_MODE_PLUGIN ? mode_plugin_run(&s, err, sizeof(err))
+                                        : mode_verbs_run(&s, err, sizeof(err));
     if (s.fd >= 0)
         close(s.fd);
     if (rc) {

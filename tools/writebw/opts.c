@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "modes.h"
 #include "opts.h"
 
 void wb_usage(FILE *out)
@@ -300,7 +301,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
                 o->reg == MEM_REG_DMABUF ? "dmabuf" : "peermem");
         return -1;
     }
-    if (o->gpu_initiated) {
+    if (o->gpu_initiated && !wb_gpu_initiated_built) {
         fprintf(stderr, "railnet-write-bw: --gpu-initiated is not built in this version "
                 "(the GPU-initiated path is issue 7); use --mode=verbs or --mode=plugin\n");
         return -1;
