@@ -45,10 +45,11 @@ fi
 
 # Nobody listens on this port: refused until --timeout, then exit 1.
 wb_next_port
-timeout 20 "$WB" -p "$WB_PORT" --timeout 1 127.0.0.1 >"$TMPD/r.out" 2>"$TMPD/r.err"; rc=$?
-if [ $rc -eq 1 ] && grep -q "cannot reach server 127.0.0.1:$WB_PORT within 1 s" "$TMPD/r.err"; then
-    tap_ok wb_unreachable_server_fails_after_timeout
-else tap_not_ok wb_unreachable_server_fails_after_timeout "exit $rc: $(cat "$TMPD/r.err")"; fi
+timeout 20 "$WB" -p "$WB_PORT" --timeout 1 --json 127.0.0.1 >"$TMPD/r.out" 2>"$TMPD/r.err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "cannot reach server 127.0.0.1:$WB_PORT within 1 s" "$TMPD/r.err" &&
+   grep -q '"error": "cannot reach server' "$TMPD/r.out"; then
+    tap_ok wb_unreachable_server_fails_after_timeout_json_says_why
+else tap_not_ok wb_unreachable_server_fails_after_timeout_json_says_why "exit $rc: $(cat "$TMPD/r.err")"; fi
 
 # A server that accepted (the kernel did) but never answers: stopped.
 wb_next_port

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/json.h"
 #include "../common/strfmt.h"
 #include "modes.h"
 #include "opts.h"
@@ -58,6 +59,12 @@ int main(int argc, char **argv)
         close(s.fd);
     if (rc) {
         fprintf(stderr, "railnet-write-bw (%s): %s\n", rep.role, err);
+        if (o.json) {
+            /* A machine reader gets a document on failure too. */
+            printf("{\"tool\": \"railnet-write-bw\", \"role\": \"%s\", \"error\": ", rep.role);
+            json_str(stdout, err);
+            printf("}\n");
+        }
         return 1;
     }
     out_finish(&rep);
