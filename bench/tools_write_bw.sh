@@ -14,14 +14,19 @@ export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRAR
 export SOFTNIC_RATE=${SOFTNIC_RATE:-500M}
 secs=${RAILNET_BENCH_SECONDS:-2}
 size=${RAILNET_BENCH_SIZE:-1M}
-port=$((21000 + ($$ % 10000)))
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # run NAME ARGS...: average GB/s of a server/client pair, or "-" on failure.
 run() {
     _n=$1; shift
-    port=$((port + 1))
-    timeout 120 "$WB" -p $port -s "$size" -D "$secs" "$@" >"$tmp/$_n.srv" 2>&1 &
-    timeout 120 "$WB" -p $port -s "$size" -D "$secs" "$@" 127.0.0.1 >"$tmp/$_n.cli" 2>&1
+    # the server takes a free port and names it on stderr
+    timeout 120 "$WB" -p 0 -s "$size" -D "$secs" "$@" >"$tmp/$_n.srv" 2>"$tmp/$_n.srv.err" &
+    port=
+    for _i in $(seq 100); do
+        port=$(sed -n 's/.*waiting for a client on TCP port \([0-9]*\)$/\1/p' "$tmp/$_n.srv.err" 2>/dev/null)
+        [ -n "$port" ] && break
+        sleep 0.05
+    done
+    timeout 120 "$WB" -p "${port:-1}" -s "$size" -D "$secs" "$@" 127.0.0.1 >"$tmp/$_n.cli" 2>&1
     _rc=$?
     wait
     if [ $_rc -ne 0 ]; then echo "# $_n failed: $(tail -n 1 "$tmp/$_n.cli")" >&2; echo -; return; fi

@@ -82,11 +82,9 @@ if grep -q 'BW peak\[Gb/sec\]' "$TMPD/noro.cli.out" && wb_check_rows "$TMPD/noro
     tap_ok wb_report_gbits_switches_units
 else tap_not_ok wb_report_gbits_switches_units "$(cat "$TMPD/noro.cli.out")"; fi
 
-wb_next_port
-timeout 30 "$WB" -p "$WB_PORT" -n 10 >"$TMPD/mm.srv" 2>&1 &
-WB_PIDS="$WB_PIDS $!"; mm=$!
+wb_server "$TMPD/mm.srv" "$TMPD/mm.srv.err" -n 10
 timeout 30 "$WB" -p "$WB_PORT" -n 20 127.0.0.1 >"$TMPD/mm.cli" 2>&1; mrc=$?
-wait $mm; msrc=$?
+wait $WB_SPID; msrc=$?
 if [ $mrc -eq 1 ] && [ $msrc -eq 1 ] && grep -q 'options differ.*-n 10.*-n 20' "$TMPD/mm.cli"; then
     tap_ok wb_option_mismatch_fails_both_sides_with_reason
 else tap_not_ok wb_option_mismatch_fails_both_sides_with_reason "client $mrc server $msrc: $(cat "$TMPD"/mm.*)"; fi

@@ -44,7 +44,7 @@ else
 fi
 
 # Nobody listens on this port: refused until --timeout, then exit 1.
-wb_next_port
+WB_PORT=$(wb_free_port)
 timeout 20 "$WB" -p "$WB_PORT" --timeout 1 --json 127.0.0.1 >"$TMPD/r.out" 2>"$TMPD/r.err"; rc=$?
 if [ $rc -eq 1 ] && grep -q "cannot reach server 127.0.0.1:$WB_PORT within 1 s" "$TMPD/r.err" &&
    grep -q '"error": "cannot reach server' "$TMPD/r.out"; then
@@ -52,10 +52,8 @@ if [ $rc -eq 1 ] && grep -q "cannot reach server 127.0.0.1:$WB_PORT within 1 s" 
 else tap_not_ok wb_unreachable_server_fails_after_timeout_json_says_why "exit $rc: $(cat "$TMPD/r.err")"; fi
 
 # A server that accepted (the kernel did) but never answers: stopped.
-wb_next_port
-"$WB" -p "$WB_PORT" >"$TMPD/st.srv" 2>&1 &
-st=$!; WB_PIDS="$WB_PIDS $st"
-sleep 0.3
+wb_server "$TMPD/st.srv" "$TMPD/st.srv.err"
+st=$(wb_server_tool_pid)
 kill -STOP $st
 timeout 20 "$WB" -p "$WB_PORT" --timeout 1 127.0.0.1 >"$TMPD/st.out" 2>"$TMPD/st.err"; rc=$?
 kill -9 $st 2>/dev/null; kill -CONT $st 2>/dev/null
@@ -64,22 +62,19 @@ if [ $rc -eq 1 ] && grep -q "no word from the peer for 1 s" "$TMPD/st.err"; then
 else tap_not_ok wb_silent_server_fails_after_timeout "exit $rc: $(cat "$TMPD/st.err")"; fi
 
 # The server dies in the middle of a run: the client fails, it does not hang.
-wb_next_port
-"$WB" -p "$WB_PORT" -D 20 --timeout 3 >"$TMPD/k.srv" 2>&1 &
-ks=$!; WB_PIDS="$WB_PIDS $ks"
+wb_server "$TMPD/k.srv" "$TMPD/k.srv.err" -D 20 --timeout 3
 timeout 40 "$WB" -p "$WB_PORT" -D 20 --timeout 3 127.0.0.1 >"$TMPD/k.out" 2>"$TMPD/k.err" &
 kc=$!; WB_PIDS="$WB_PIDS $kc"
 sleep 1
-kill -9 $ks
+kill -9 $(wb_server_tool_pid)
 wait $kc; rc=$?
 if [ $rc -eq 1 ] && grep -Eq "lost the peer|completion error|no RDMA WRITE completion" "$TMPD/k.err"; then
     tap_ok wb_killed_server_fails_the_client
 else tap_not_ok wb_killed_server_fails_the_client "exit $rc: $(cat "$TMPD/k.err")"; fi
 
 # The client dies in the middle of a run: the server fails too.
-wb_next_port
-timeout 40 "$WB" -p "$WB_PORT" -D 20 --timeout 3 >"$TMPD/c.out" 2>"$TMPD/c.err" &
-cs=$!; WB_PIDS="$WB_PIDS $cs"
+wb_server "$TMPD/c.out" "$TMPD/c.err" -D 20 --timeout 3
+cs=$WB_SPID
 "$WB" -p "$WB_PORT" -D 20 --timeout 3 127.0.0.1 >"$TMPD/c.cli" 2>&1 &
 cc=$!; WB_PIDS="$WB_PIDS $cc"
 sleep 1

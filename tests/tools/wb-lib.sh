@@ -7,26 +7,52 @@ export LD_LIBRARY_PATH=$SOFTNIC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 TMPD=$(mktemp -d "${TMPDIR:-/tmp}/railnet-tools.XXXXXX")
 WB_PIDS=
 wb_cleanup() {
-    for p in $WB_PIDS; do kill -9 "$p" 2>/dev/null; done
+    # timeout(1) does not pass SIGKILL on: kill the tool under it first.
+    for p in $WB_PIDS; do kill -9 $(pgrep -P "$p" 2>/dev/null) "$p" 2>/dev/null; done
     rm -rf "$TMPD"
 }
 trap wb_cleanup EXIT INT TERM
-# A TCP port of its own per test process (tests run in parallel).
-WB_PORT=$((20000 + ($$ % 20000)))
-wb_next_port() { WB_PORT=$((WB_PORT + 1)); }
+# Servers take a free port from the kernel (-p 0) and print it; a port
+# guessed from a range can collide with another test or an ephemeral port.
+# wb_server OUTFILE ERRFILE ARGS...: starts a server in the background under
+# timeout(1); sets WB_SPID and WB_PORT (empty when it did not start).
+wb_server() {
+    _o=$1; _e=$2; shift 2
+    timeout 60 "$WB" -p 0 "$@" >"$_o" 2>"$_e" &
+    WB_SPID=$!
+    WB_PIDS="$WB_PIDS $WB_SPID"
+    WB_PORT=
+    _i=0
+    while [ $_i -lt 100 ]; do
+        [ -e "$_e" ] && WB_PORT=$(sed -n 's/^railnet-write-bw: waiting for a client on TCP port \([0-9]*\)$/\1/p' "$_e")
+        [ -n "$WB_PORT" ] && return 0
+        kill -0 $WB_SPID 2>/dev/null || return 1
+        sleep 0.05
+        _i=$((_i + 1))
+    done
+    return 1
+}
+# The tool's own pid under the timeout(1) that wb_server started.
+wb_server_tool_pid() { pgrep -P "$WB_SPID" | head -n 1; }
+# A port nobody listens on: a free one the kernel gives out, closed again.
+wb_free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+        echo $((10000 + ($$ % 20000)))
+}
 
 # wb_pair NAME ARGS...: server with ARGS, then client with ARGS 127.0.0.1;
 # outputs in $TMPD/NAME.{srv,cli}.{out,err}, exit codes in SRV_RC/CLI_RC.
 # Every process runs under timeout(1), so a hang is a failure, not a stall.
 wb_pair() {
     _n=$1; shift
-    wb_next_port
-    timeout 60 "$WB" -p "$WB_PORT" "$@" >"$TMPD/$_n.srv.out" 2>"$TMPD/$_n.srv.err" &
-    _s=$!
-    WB_PIDS="$WB_PIDS $_s"
+    if ! wb_server "$TMPD/$_n.srv.out" "$TMPD/$_n.srv.err" "$@"; then
+        wait $WB_SPID; SRV_RC=$?; CLI_RC=255
+        echo "server did not start" >"$TMPD/$_n.cli.err"; : >"$TMPD/$_n.cli.out"
+        return
+    fi
     timeout 60 "$WB" -p "$WB_PORT" "$@" 127.0.0.1 >"$TMPD/$_n.cli.out" 2>"$TMPD/$_n.cli.err"
     CLI_RC=$?
-    wait "$_s"
+    wait $WB_SPID
     SRV_RC=$?
 }
 

@@ -23,11 +23,13 @@ static int rendezvous(const struct wb_opts *o, struct session *s, char *peer, si
         s->fd = tcp_connect(o->server, o->tcp_port, o->timeout, err, errlen);
         return s->fd < 0 ? -1 : 0;
     }
-    int lfd = tcp_listen(o->tcp_port, err, errlen);
+    int port = 0;
+    int lfd = tcp_listen(o->tcp_port, &port, err, errlen);
     if (lfd < 0)
         return -1;
-    if (!o->json)
-        fprintf(stderr, "railnet-write-bw: waiting for a client on TCP port %d\n", o->tcp_port);
+    /* On stderr even with --json: with -p 0 this line is how a script
+     * learns the port the kernel picked. */
+    fprintf(stderr, "railnet-write-bw: waiting for a client on TCP port %d\n", port);
     /* A server waits for its client as long as it takes (like perftest). */
     s->fd = tcp_accept_one(lfd, 0, peer, peerlen, err, errlen);
     close(lfd);

@@ -20,7 +20,8 @@ void wb_usage(FILE *out)
 "ib_write_bw, with host or GPU memory, through raw verbs or through railnet's\n"
 "own NCCL net plugin. Both sides must be given the same test options.\n"
 "\n"
-"  -p, --tcp-port N         TCP port of the out-of-band exchange (default %d)\n"
+"  -p, --tcp-port N         TCP port of the out-of-band exchange (default %d;\n"
+"                           a server given 0 takes a free port and prints it)\n"
 "  -d, --ib-dev NAME        RDMA device (default: the first); in plugin mode the\n"
 "                           plugin device of that name\n"
 "  -i, --ib-port N          port to use (default 1)\n"
@@ -166,7 +167,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
             snprintf(optname, sizeof(optname), "-%c", c == ':' || c == '?' ? optopt : c);
         switch (c) {
         case 'p':
-            if (parse_long(optarg, 1, 65535, &v)) goto bad;
+            if (parse_long(optarg, 0, 65535, &v)) goto bad;
             o->tcp_port = (int)v;
             break;
         case 'd': o->dev = optarg; break;
@@ -281,6 +282,10 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
     if (optind < argc) {
         fprintf(stderr, "railnet-write-bw: unexpected argument '%s' (one server name at most)\n",
                 argv[optind]);
+        return -1;
+    }
+    if (o->server && o->tcp_port == 0) {
+        fprintf(stderr, "railnet-write-bw: a client needs the server's TCP port (-p 1..65535)\n");
         return -1;
     }
     if (o->all_sizes && size_given) {

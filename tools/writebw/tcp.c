@@ -26,7 +26,7 @@ static int ms_left(double deadline)
     return left <= 0 ? 0 : (int)(left * 1000) + 1;
 }
 
-int tcp_listen(int port, char *err, size_t errlen)
+int tcp_listen(int port, int *bound, char *err, size_t errlen)
 {
     int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int v6 = fd >= 0;
@@ -54,6 +54,14 @@ int tcp_listen(int port, char *err, size_t errlen)
                 port, strerror(errno));
         close(fd);
         return -1;
+    }
+    if (bound) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        *bound = port;
+        if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
+            *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                    : ((struct sockaddr_in *)&ss)->sin_port);
     }
     return fd;
 }

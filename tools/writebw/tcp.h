@@ -17,7 +17,8 @@
 
 #define TCP_MAX_MSG 65536
 
-int tcp_listen(int port, char *err, size_t errlen);
+/* port 0: the kernel picks a free one; *bound (may be NULL) gets the port. */
+int tcp_listen(int port, int *bound, char *err, size_t errlen);
 int tcp_accept_one(int lfd, double timeout, char *peer, size_t peerlen, char *err, size_t errlen);
 int tcp_connect(const char *host, int port, double timeout, char *err, size_t errlen);
 
