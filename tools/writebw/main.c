@@ -38,6 +38,7 @@ static int rendezvous(const struct wb_opts *o, struct session *s, char *peer, si
 
 int main(int argc, char **argv)
 {
+    /* Large (message buffers), so not on the stack. */
     static struct wb_opts o;
     static struct out_report rep;
     int p = wb_opts_parse(argc, argv, &o);
@@ -46,7 +47,8 @@ int main(int argc, char **argv)
     /* A dead peer shows up as an error on the socket, not as SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
 
-    struct session s = { .o = &o, .fd = -1, .is_server = o.server == NULL, .rep = &rep };
+    static struct session s;
+    s = (struct session){ .o = &o, .fd = -1, .is_server = o.server == NULL, .rep = &rep };
     rep.o = &o;
     rep.role = s.is_server ? "server" : "client";
     char err[2048];

@@ -61,7 +61,7 @@ static int side_message(struct session *s, uint32_t t, const uint8_t *in, uint32
 int session_expect(struct session *s, uint32_t type, void *buf, uint32_t cap, uint32_t *len,
                    char *err, size_t errlen)
 {
-    static uint8_t in[TCP_MAX_MSG];
+    uint8_t *in = s->rx;
     for (;;) {
         uint32_t t, n;
         if (s->stash_type) {
@@ -69,7 +69,7 @@ int session_expect(struct session *s, uint32_t type, void *buf, uint32_t cap, ui
             n = s->stash_len;
             memcpy(in, s->stash, n);
             s->stash_type = 0;
-        } else if (recv_one(s, s->o->timeout, &t, in, sizeof(in), &n, err, errlen)) {
+        } else if (recv_one(s, s->o->timeout, &t, in, sizeof(s->rx), &n, err, errlen)) {
             return -1;
         }
         if (side_message(s, t, in, n))
@@ -93,13 +93,13 @@ int session_expect(struct session *s, uint32_t type, void *buf, uint32_t cap, ui
 
 int session_poll(struct session *s, char *err, size_t errlen)
 {
-    static uint8_t in[TCP_MAX_MSG];
+    uint8_t *in = s->rx;
     for (;;) {
         struct pollfd p = { .fd = s->fd, .events = POLLIN };
         if (poll(&p, 1, 0) <= 0)
             break;
         uint32_t t, n;
-        if (recv_one(s, s->o->timeout, &t, in, sizeof(in), &n, err, errlen))
+        if (recv_one(s, s->o->timeout, &t, in, sizeof(s->rx), &n, err, errlen))
             return -1;
         if (side_message(s, t, in, n))
             continue;

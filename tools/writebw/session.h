@@ -15,6 +15,7 @@
 
 #include "opts.h"
 #include "output.h"
+#include "tcp.h"
 #include "wire.h"
 
 struct session {
@@ -31,6 +32,7 @@ struct session {
     uint8_t stash[512];
     long peer_stopped;         /* plugin -D: receives the peer posted, -1 unknown */
     char tick_err[512];        /* why session_tick() stopped a run */
+    uint8_t rx[TCP_MAX_MSG];   /* the message being read */
 };
 
 /* Client: send HELLO and wait for OK; server: wait for HELLO, compare with

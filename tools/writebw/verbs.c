@@ -26,7 +26,8 @@ struct verbs_ctx {
     int nqp;
     struct cuda_dl *cuda;
     struct mem_buf buf;
-    struct wb_setup peer;
+    struct wb_setup peer, mine;
+    uint8_t msg[TCP_MAX_MSG];
 };
 
 static int is_writer(const struct session *s)
@@ -145,16 +146,16 @@ static int setup_local(struct verbs_ctx *c, char *err, size_t errlen)
 
 static int exchange(struct verbs_ctx *c, char *err, size_t errlen)
 {
-    static struct wb_setup mine;
-    static uint8_t buf[TCP_MAX_MSG];
-    memset(&mine, 0, sizeof(mine));
-    describe(c, &mine.side);
-    mine.nqp = (uint32_t)c->nqp;
+    struct wb_setup *mine = &c->mine;
+    uint8_t *buf = c->msg;
+    memset(mine, 0, sizeof(*mine));
+    describe(c, &mine->side);
+    mine->nqp = (uint32_t)c->nqp;
     for (int k = 0; k < c->nqp; k++)
-        rc_qp_info(&c->dev, &c->qp[k], &mine.qp[k]);
-    mine.addr = (uint64_t)(uintptr_t)c->buf.ptr;
-    mine.rkey = c->buf.mr->rkey;
-    int len = wb_enc_setup(&mine, buf, sizeof(buf));
+        rc_qp_info(&c->dev, &c->qp[k], &mine->qp[k]);
+    mine->addr = (uint64_t)(uintptr_t)c->buf.ptr;
+    mine->rkey = c->buf.mr->rkey;
+    int len = wb_enc_setup(mine, buf, TCP_MAX_MSG);
     uint32_t n;
     if (len < 0) {
         str_fmt(err, errlen, "internal: SETUP does not fit");
@@ -162,7 +163,7 @@ static int exchange(struct verbs_ctx *c, char *err, size_t errlen)
     }
     if (!c->s->is_server && session_send(c->s, WB_MSG_SETUP, buf, (uint32_t)len, err, errlen))
         return -1;
-    if (session_expect(c->s, WB_MSG_SETUP, buf, sizeof(buf), &n, err, errlen))
+    if (session_expect(c->s, WB_MSG_SETUP, buf, TCP_MAX_MSG, &n, err, errlen))
         return -1;
     if (wb_dec_setup(buf, n, &c->peer)) {
         str_fmt(err, errlen, "protocol error: malformed SETUP from the peer");
@@ -170,7 +171,7 @@ static int exchange(struct verbs_ctx *c, char *err, size_t errlen)
         return -1;
     }
     if (c->s->is_server) {
-        len = wb_enc_setup(&mine, buf, sizeof(buf));
+        len = wb_enc_setup(mine, buf, TCP_MAX_MSG);
         if (session_send(c->s, WB_MSG_SETUP, buf, (uint32_t)len, err, errlen))
             return -1;
     }
