@@ -18,7 +18,7 @@ else
     tap_not_ok wb_server_reports_the_clients_row "client: $(wb_rows "$TMPD/plain.cli.out") server: $(wb_rows "$TMPD/plain.srv.out")"
 fi
 missing=
-for re in '^ Device *: softnic0' '^ Port 1 *: Ethernet, GID index 0, GID ::ffff:127.0.0.1, MTU 4096' \
+for re in '^ Device *: softnic0' '^ Port 1 *: Ethernet [0-9.]+ Gb/s \([0-9]+X [0-9.]+ Gb/s\), GID index 0, GID ::ffff:127.0.0.1, MTU 4096' \
           '^ Memory *: host' '^ Registration *: ibv_reg_mr' '^ Relaxed ordering : on' \
           '^ QPs *: 1 per port, 1 total' '#bytes *#iterations *BW peak\[GB/sec\] *BW average\[GB/sec\] *MsgRate\[Mpps\]'; do
     grep -Eq "$re" "$TMPD/plain.cli.out" || missing="$missing [$re]"

@@ -290,3 +290,27 @@ const char *rc_link_layer_name(int ll)
     return ll == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : ll == IBV_LINK_LAYER_INFINIBAND ?
            "InfiniBand" : "unspecified";
 }
+
+void rc_port_rate_str(const struct ibv_port_attr *a, char *buf, size_t len)
+{
+    /* IB spec encodings: width 1/2/4/8/16 = 1X/4X/8X/12X/2X lanes; speed
+     * 1 SDR 2.5, 2 DDR 5, 4 QDR 10, 8 FDR10 10, 16 FDR 14, 32 EDR 25,
+     * 64 HDR 50, 128 NDR 100 Gb/s per lane (XDR is in active_speed_ex). */
+    int lanes = a->active_width == 1 ? 1 : a->active_width == 2 ? 4 : a->active_width == 4 ? 8 :
+                a->active_width == 8 ? 12 : a->active_width == 16 ? 2 : 0;
+    double lane;
+    switch ((unsigned)a->active_speed) {
+    case 1: lane = 2.5; break;
+    case 2: lane = 5; break;
+    case 4: case 8: lane = 10; break;
+    case 16: lane = 14; break;
+    case 32: lane = 25; break;
+    case 64: lane = 50; break;
+    case 128: lane = 100; break;
+    default: lane = 0;
+    }
+    if (!lanes || lane == 0)
+        str_fmt(buf, len, "unknown speed (width %u, speed %u)", a->active_width, a->active_speed);
+    else
+        str_fmt(buf, len, "%g Gb/s (%dX %g Gb/s)", lanes * lane, lanes, lane);
+}

@@ -43,8 +43,8 @@ void out_header(struct out_report *r)
         if (p->gid_index < 0)
             printf(" Port %-3d         : %s\n", p->port, p->gid);
         else
-            printf(" Port %-3d         : %s, GID index %d, GID %s, MTU %d\n", p->port,
-                   p->link_layer, p->gid_index, p->gid, p->mtu);
+            printf(" Port %-3d         : %s %s, GID index %d, GID %s, MTU %d\n", p->port,
+                   p->link_layer, p->rate, p->gid_index, p->gid, p->mtu);
     }
     if (r->path_mtu)
         printf(" Path MTU         : %d\n", r->path_mtu);
@@ -124,7 +124,9 @@ void out_finish(struct out_report *r)
         json_str(stdout, p->link_layer);
         printf(", \"gid_index\": %d, \"gid\": ", p->gid_index);
         json_str(stdout, p->gid);
-        printf(", \"mtu\": %d}", p->mtu);
+        printf(", \"mtu\": %d, \"rate\": ", p->mtu);
+        json_str(stdout, p->rate);
+        printf("}");
     }
     printf("],\n  \"path_mtu\": %d,\n", r->path_mtu);
     if (o->mode == WB_MODE_VERBS)

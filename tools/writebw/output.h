@@ -20,6 +20,7 @@ struct out_port {
     int gid_index;
     char gid[64];
     int mtu;         /* active MTU in bytes */
+    char rate[48];   /* active speed and width */
 };
 
 struct out_report {

@@ -96,6 +96,7 @@ static void fill_header(struct verbs_ctx *c)
         op->gid_index = p->gid_index;
         rc_gid_str(p->gid.raw, op->gid, sizeof(op->gid));
         op->mtu = rc_mtu_bytes(p->attr.active_mtu);
+        rc_port_rate_str(&p->attr, op->rate, sizeof(op->rate));
     }
     if (c->buf.ro_dropped)
         str_fmt(r->relaxed_note, sizeof(r->relaxed_note),
