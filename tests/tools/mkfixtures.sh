@@ -12,6 +12,7 @@
 #                 downstream ports, IOMMU translating (DMA-FQ), InfiniBand link,
 #                 and a second GPU on the other socket
 #   cross-socket  NIC on CPU 0, its only GPU on CPU 1 (SYS distance)
+#   host-vf       bare metal using a VF of the PF (physfn link) as mlx5_2
 set -eu
 out=${1:?usage: mkfixtures.sh OUTDIR}
 
@@ -251,6 +252,31 @@ rdma_dev "$s" "$nic" mlx5_0
 port "$s" "$nic" mlx5_0 1 Ethernet "400 Gb/sec (4X NDR)"
 gid "$s" "$nic" mlx5_0 1 0 0000:0000:0000:0000:0000:ffff:0a00:0002 "RoCE v2"
 netdev "$s" "$nic" ens1np0 9000
+mkdir -p "$s/module/nvidia_peermem"
+dmi "$s" "Supermicro" "SYS-821GE-TNHR"
+proc "$p" 6.8.0-45-generic no "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro intel_iommu=on iommu=pt"
+
+# --- host-vf ----------------------------------------------------------------
+# Bare metal, the PF of baremetal-pf plus one of its VFs bound to mlx5_ib as
+# mlx5_2 (a container or DPDK host uses VFs directly): the VF has a physfn
+# link to its PF and, being a VF, reads 0 in Enable Relaxed Ordering.
+s=$out/host-vf/sys; p=$out/host-vf/proc
+rm -rf "$out/host-vf"; mkdir -p "$s" "$p"
+switch_host "$s" 0x0000
+cx7_pf_config "$s/devices/$nic/config" 0x5937 0
+port "$s" "$nic" mlx5_0 1 Ethernet "400 Gb/sec (4X NDR)"
+gid "$s" "$nic" mlx5_0 1 0 0000:0000:0000:0000:0000:ffff:0a00:0001 "RoCE v2"
+netdev "$s" "$nic" ens1np0 9000
+vf=$dn0/0000:18:00.2
+fn "$s/devices/$vf" 0x15b3 0x101e 0x020000 0
+cx7_vf_config "$s/devices/$vf/config"
+ln -sfn ../0000:18:00.0 "$s/devices/$vf/physfn"
+ln -sfn ../0000:18:00.2 "$s/devices/$nic/virtfn0"
+link_bus "$s" "$vf"
+rdma_dev "$s" "$vf" mlx5_2
+port "$s" "$vf" mlx5_2 1 Ethernet "400 Gb/sec (4X NDR)"
+gid "$s" "$vf" mlx5_2 1 0 0000:0000:0000:0000:0000:ffff:0a00:0102 "RoCE v2"
+netdev "$s" "$vf" ens1f0v0 9000
 mkdir -p "$s/module/nvidia_peermem"
 dmi "$s" "Supermicro" "SYS-821GE-TNHR"
 proc "$p" 6.8.0-45-generic no "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro intel_iommu=on iommu=pt"

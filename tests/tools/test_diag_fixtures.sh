@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/tools/wb-lib.sh"
 [ -x "$DIAG" ] || tap_skip_all "railnet-diag not built"
 [ -e "$SOFTNIC_DIR/libibverbs.so.1" ] || tap_skip_all "softnic not built"
-tap_plan 12
+tap_plan 14
 FX=$TMPD/fx
 sh "$top_srcdir/tests/tools/mkfixtures.sh" "$FX" || { echo "Bail out! mkfixtures.sh failed"; exit 1; }
 
@@ -85,7 +85,7 @@ verdicts diag_vm_vf_ro_disabled_verdicts "$TMPD/vm-vf.txt" $TXT_RC 1 \
     'OK host.hypervisor host virtual machine \(QEMU\)' \
     'WARN nic.function mlx5_0 SR-IOV virtual function 0000:01:00.0' \
     'FAIL pci.relaxed_ordering mlx5_0 NIC 0000:01:00.0: Enable Relaxed Ordering off \(SR-IOV VF / VM\)' \
-    'WARN pci.max_payload mlx5_0 NIC 0000:01:00.0: Max_Payload_Size 128 B although it supports 512 B' \
+    'SKIP pci.max_payload mlx5_0 VF 0000:01:00.0: Max_Payload_Size is reserved in a VF \(reads 128 B here\)' \
     'WARN port.mtu mlx5_0:1 netdev eth1 MTU 1500: RoCE MTU only 1024' \
     'OK port.roce_v2_gid mlx5_0:1 RoCE v2 GID at index 1' \
     'WARN topo.gpu_distance mlx5_0 PHB: nearest GPU 0000:02:00.0' \
@@ -112,6 +112,15 @@ diag cross-socket
 verdicts diag_cross_socket_gpu_is_sys "$TMPD/cross-socket.txt" $TXT_RC 0 \
     'WARN topo.gpu_distance mlx5_0 SYS: nearest GPU 0000:98:00.0 is attached to another CPU' \
     'WARN topo.numa mlx5_0 NIC on NUMA node 0, nearest GPU 0000:98:00.0 on node 1'
+
+diag host-vf
+verdicts diag_host_vf_judged_by_its_pf "$TMPD/host-vf.txt" $TXT_RC 0 \
+    'OK nic.function mlx5_0 physical function 0000:18:00.0' \
+    'WARN nic.function mlx5_2 SR-IOV virtual function 0000:18:00.2 of PF 0000:18:00.0' \
+    'WARN pci.relaxed_ordering mlx5_2 VF 0000:18:00.2: Enable Relaxed Ordering reads 0 \(reserved in a VF\); its PF 0000:18:00.0 has it on' \
+    'OK pci.max_payload mlx5_2 VF 0000:18:00.2: Max_Payload_Size is the PF.s: 0000:18:00.0 256 B' \
+    'OK port.mtu mlx5_2:1 netdev ens1f0v0 MTU 9000'
+json_agrees diag_host_vf_json host-vf
 
 # -d names one device: an absent one is a FAIL (exit 1) that says so.
 "$DIAG" --sysfs-root "$FX/baremetal-pf/sys" --proc-root "$FX/baremetal-pf/proc" \
