@@ -10,13 +10,17 @@
 #include "plugin_load.h"
 #include "session.h"
 
+/* Requests in flight per comm: well under NCCL_NET_MAX_REQUESTS (32), as
+ * NCCL's proxy keeps a handful per channel. */
 #define WINDOW_MAX 16
 
+/* One comm (send or receive) and its ring of outstanding requests: request
+ * k lives in req[k % window]; requests complete in order. */
 struct pcomm {
     void *comm;
-    void *mh;
+    void *mh;                 /* the buffer's registration on this comm */
     void *req[WINDOW_MAX];
-    long posted, done;
+    long posted, done;        /* requests posted / completed this size */
 };
 
 struct plugin_ctx {
@@ -27,13 +31,13 @@ struct plugin_ctx {
     ncclNetProperties_v8_t props;
     void *listen;
     struct pcomm send, recv;
-    int want_send, want_recv;
-    void *buf;
+    int want_send, want_recv; /* client sends, server receives; --bidir: both */
+    void *buf;                /* one buffer of the largest size, both ways */
     size_t len;
     int cuda_mem;
     struct cuda_dl *cuda;
-    char reg_path[32];
-    int window;
+    char reg_path[32];        /* "regMr(host)", "regMrDmaBuf(cuda)" ... */
+    int window;               /* min(-t, WINDOW_MAX) */
 };
 
 /* Calls a plugin function; a result other than ncclSuccess fills err and
