@@ -174,7 +174,6 @@ static void fill_header(struct plugin_ctx *c)
 {
     const struct wb_opts *o = c->s->o;
     struct out_report *r = c->s->rep;
-    const char *ro = getenv("RAILNET_RELAXED_ORDERING");
     str_fmt(r->plugin, sizeof(r->plugin), "%s (%s v8), device %d %s, pci %s, %d Mb/s, maxRecvs %d",
             c->lib.path, c->net->name ? c->net->name : "?", c->dev,
             c->props.name ? c->props.name : "?", c->props.pciPath ? c->props.pciPath : "?",
@@ -185,9 +184,12 @@ static void fill_header(struct plugin_ctx *c)
     else
         str_fmt(r->local.memory, sizeof(r->local.memory), "host");
     str_fmt(r->local.registration, sizeof(r->local.registration), "%s", c->reg_path);
-    r->local.relaxed = !(ro && !strcmp(ro, "0"));
-    str_fmt(r->relaxed_note, sizeof(r->relaxed_note), "the plugin's choice (RAILNET_RELAXED_ORDERING=%s)",
-            ro ? ro : "auto");
+    /* RAILNET_* variables are the plugin's to read (its config.c); the tool
+     * only says what it asked for. */
+    r->local.relaxed = (uint32_t)o->relaxed;
+    str_fmt(r->relaxed_note, sizeof(r->relaxed_note), "%s",
+            o->relaxed ? "the plugin's choice (RAILNET_RELAXED_ORDERING, default auto)"
+                       : "off (RAILNET_RELAXED_ORDERING=0 handed to the plugin, unless set)");
     r->nports = 1;
     r->port[0].port = c->props.port;
     str_fmt(r->port[0].link_layer, sizeof(r->port[0].link_layer), "plugin");
