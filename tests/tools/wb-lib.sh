@@ -1,5 +1,9 @@
 # tests/tools/wb-lib.sh: helpers for the railnet-write-bw and railnet-diag
 # tests (sourced after tests/lib.sh). Runs the tools on softnic.
+# These tests never depend on speed: run them (and every tool they start)
+# at low priority so that timing-sensitive tests beside them in a parallel
+# make check keep the CPU (softnic's retry timers need it).
+renice -n 10 $$ >/dev/null 2>&1 || :
 SOFTNIC_DIR=$top_builddir/tests/softnic
 WB=$top_builddir/tools/railnet-write-bw
 DIAG=$top_builddir/tools/railnet-diag
