@@ -2,7 +2,8 @@
 # GPU cases of the tools, for the GPU machine (make check-gpu, or directly:
 #   top_srcdir=$PWD top_builddir=$PWD/build sh tests/tools/gpu_tools.sh
 # from the source tree). On softnic: railnet-write-bw with GPU memory
-# (verbs: auto/peer-memory/dmabuf registration; plugin mode), and
+# (verbs: auto/peer-memory/dmabuf registration; plugin mode; --gpu-initiated,
+# writes posted by a CUDA kernel through plugin/gdaki), and
 # railnet-diag --probe, which must find the relaxed-ordering case on a VF
 # port (SOFTNIC_VF=1) and must not on a normal port. Without a GPU every case
 # is skipped with the reason (this is also how it runs under make check).
@@ -12,7 +13,7 @@
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
     tap_skip_all "no CUDA GPU on this machine (run on the GPU machine: make check-gpu)"
 fi
-tap_plan 8
+tap_plan 10
 N=200
 # A port rate makes the VF slowdown (21% of the rate on GPU memory
 # registered without relaxed ordering) stand clear of CPU noise.
@@ -42,6 +43,36 @@ gpu_pair wb_cuda_bidir_two_qps bidir --use_cuda --bidir -q 2
 if [ -e "$top_builddir/.libs/libnccl-net-railnet.so" ]; then
     gpu_pair wb_plugin_cuda plugin --use_cuda --mode=plugin
 else tap_skip wb_plugin_cuda "plugin not built"; fi
+
+# --gpu-initiated: a kernel posts the client's writes (plugin/gdaki on
+# softnic's mlx5 queues); rows like the others plus the latency column.
+GI_N=100
+if "$WB" --help 2>/dev/null | grep -q 'not built in this version'; then
+    tap_skip wb_gpu_initiated "--gpu-initiated not built (configure found no nvcc)"
+    tap_skip wb_gpu_initiated_json "--gpu-initiated not built (configure found no nvcc)"
+else
+    wb_pair gi --gpu-initiated -n $GI_N -s 4096
+    if [ $CLI_RC -eq 0 ] && [ $SRV_RC -eq 0 ] && wb_check_rows "$TMPD/gi.cli.out" 1 $GI_N >"$TMPD/gi.chk" 2>&1 &&
+       wb_check_rows "$TMPD/gi.srv.out" 1 $GI_N >>"$TMPD/gi.chk" 2>&1 &&
+       grep -q '^ Mode *: gpu-initiated' "$TMPD/gi.cli.out" && grep -q '^ Memory *: cuda:0' "$TMPD/gi.cli.out" &&
+       grep -q '^ Memory *: cuda:0' "$TMPD/gi.srv.out" &&
+       wb_rows "$TMPD/gi.cli.out" | awk 'NF != 6 || !($6 > 0) { exit 1 }'; then
+        tap_ok "wb_gpu_initiated ($(wb_rows "$TMPD/gi.cli.out" | awk '{ print $5 " Mpps, " $6 " us" }'))"
+    else
+        tap_not_ok wb_gpu_initiated "client $CLI_RC server $SRV_RC: $(cat "$TMPD/gi.chk" "$TMPD"/gi.cli.* "$TMPD/gi.srv.err")"
+    fi
+    wb_pair gij --gpu-initiated -n $GI_N -s 8 --json
+    if [ $CLI_RC -eq 0 ] && [ $SRV_RC -eq 0 ] && wb_check_json "$TMPD/gij.cli.out" 1 $GI_N >"$TMPD/gij.chk" 2>&1 &&
+       python3 - "$TMPD/gij.cli.out" >>"$TMPD/gij.chk" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["mode"] == "gpu-initiated", d["mode"]
+assert d["local"]["memory"] == "cuda:0" and d["remote"]["memory"] == "cuda:0", d
+assert all(r["latency_us"] > 0 for r in d["results"]), d["results"]
+PY
+    then tap_ok wb_gpu_initiated_json
+    else tap_not_ok wb_gpu_initiated_json "client $CLI_RC server $SRV_RC: $(cat "$TMPD/gij.chk" "$TMPD"/gij.cli.* "$TMPD/gij.srv.err")"; fi
+fi
 
 # diag --probe: the ordering case is found on a VF port and only there.
 probe() { # NAME ENV...

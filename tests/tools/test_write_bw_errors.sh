@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/tools/wb-lib.sh"
 [ -x "$WB" ] || tap_skip_all "railnet-write-bw not built"
-tap_plan 17
+tap_plan 20
 
 # usage CASE EXPECTED_TEXT ARGS...: exit 2 and the text on stderr.
 usage() {
@@ -24,13 +24,44 @@ usage wb_duplicate_ports_exit_2 "distinct port numbers" --ports 1,1
 usage wb_dmabuf_without_cuda_exit_2 "add --use_cuda" --dmabuf
 usage wb_a_and_s_exclude_exit_2 "-a and -s exclude" -a -s 4096
 usage wb_bad_mode_exit_2 "invalid value for --mode" --mode=rdma
-usage wb_gpu_initiated_says_not_built "not built" --gpu-initiated
 usage wb_two_servers_exit_2 "unexpected argument" host1 host2
 
 timeout 10 "$WB" --help >"$TMPD/h.out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && grep -q -- '--use_cuda\[=GPU\]' "$TMPD/h.out" && grep -q -- '--mode=verbs|plugin' "$TMPD/h.out"; then
     tap_ok wb_help_exit_0_lists_options
 else tap_not_ok wb_help_exit_0_lists_options "exit $rc"; fi
+
+# --gpu-initiated: refused where it cannot apply (or, in a build without
+# nvcc, refused as not built); on a host without a GPU both sides say why
+# and exit 1 within the timeout, they do not crash or hang.
+if "$WB" --help 2>/dev/null | grep -q 'not built in this version'; then
+    usage wb_gpu_initiated_says_not_built "not built" --gpu-initiated
+    tap_skip wb_gpu_initiated_rejects_dmabuf_exit_2 "--gpu-initiated not built (no nvcc)"
+    tap_skip wb_gpu_initiated_mode_mismatch_fails_both_sides "--gpu-initiated not built (no nvcc)"
+    tap_skip wb_gpu_initiated_without_gpu_fails_with_reason "--gpu-initiated not built (no nvcc)"
+else
+    usage wb_gpu_initiated_rejects_bidir_exit_2 "--bidir does not apply to --gpu-initiated" --gpu-initiated --bidir
+    usage wb_gpu_initiated_rejects_dmabuf_exit_2 "--dmabuf does not apply to --gpu-initiated" --gpu-initiated --dmabuf
+    # Only the client asks for it: the HELLO check stops both before any GPU work.
+    wb_server "$TMPD/mm.srv.out" "$TMPD/mm.srv.err" -n 10
+    timeout 30 "$WB" -p "$WB_PORT" --gpu-initiated -n 10 127.0.0.1 >"$TMPD/mm.cli.out" 2>"$TMPD/mm.cli.err"; rc=$?
+    wait $WB_SPID; src=$?
+    if [ $rc -eq 1 ] && [ $src -eq 1 ] && grep -q "server runs --mode=verbs, client --gpu-initiated" "$TMPD/mm.srv.err" &&
+       grep -q "peer: options differ" "$TMPD/mm.cli.err"; then
+        tap_ok wb_gpu_initiated_mode_mismatch_fails_both_sides
+    else tap_not_ok wb_gpu_initiated_mode_mismatch_fails_both_sides "client $rc server $src: $(cat "$TMPD"/mm.*.err)"; fi
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+        tap_skip wb_gpu_initiated_without_gpu_fails_with_reason "this machine has a GPU (gpu_tools.sh covers it)"
+    else
+        wb_pair gi --gpu-initiated -n 10 --json
+        if [ $CLI_RC -eq 1 ] && [ $SRV_RC -eq 1 ] &&
+           grep -q -- "(client): --gpu-initiated needs a CUDA GPU: " "$TMPD/gi.cli.err" &&
+           grep -q -- "(server): --gpu-initiated needs a CUDA GPU: " "$TMPD/gi.srv.err" &&
+           grep -q '"error": "--gpu-initiated needs a CUDA GPU' "$TMPD/gi.cli.out"; then
+            tap_ok wb_gpu_initiated_without_gpu_fails_with_reason
+        else tap_not_ok wb_gpu_initiated_without_gpu_fails_with_reason "client $CLI_RC server $SRV_RC: $(cat "$TMPD"/gi.*)"; fi
+    fi
+fi
 
 # GPU memory without a CUDA driver: both sides say why, exit 1.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then

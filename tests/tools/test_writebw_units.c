@@ -11,6 +11,11 @@
 #include "tools/writebw/opts.h"
 #include "tools/writebw/wire.h"
 
+/* The option rules of --gpu-initiated as a build with nvcc applies them
+ * (this test links neither gpu_initiated.c nor gpu_initiated_none.c; the
+ * "not built" refusal is test_write_bw_errors.sh's, in such a build). */
+const int wb_gpu_initiated_built = 1;
+
 static struct wb_hello sample_hello(void)
 {
     struct wb_hello h = { .magic = WB_MAGIC, .version = WB_VERSION, .mode = WB_MODE_VERBS,
@@ -131,6 +136,62 @@ TAP_CASE(test_hello_compare_names_what_differs)
     EXPECT_TRUE(strstr(err, "--mode=verbs") && strstr(err, "--mode=plugin"));
 }
 
+TAP_CASE(test_wire_gi_setup_roundtrip_and_length_checked)
+{
+    struct wb_gi_setup s, back;
+    memset(&s, 0, sizeof(s));
+    snprintf(s.side.device, sizeof(s.side.device), "softnic0");
+    snprintf(s.side.memory, sizeof(s.side.memory), "cuda:0");
+    s.magic = 0x47514931u;
+    s.qpn = 0x123456;
+    s.psn = 0xabcdef;
+    s.lid = 7;
+    s.port = 1;
+    s.mtu = 5;
+    s.is_global = 1;
+    for (int i = 0; i < 16; i++)
+        s.gid[i] = (uint8_t)(0xf0 + i);
+    s.addr = 0x7f0000200000ull;
+    s.rkey = 0x1111;
+    s.sig_addr = 0x7f0000400000ull;
+    s.sig_rkey = 0x2222;
+    uint8_t buf[512];
+    int n = wb_enc_gi_setup(&s, buf, sizeof(buf));
+    EXPECT_TRUE(n > 0);
+    EXPECT_EQ_INT(0, wb_dec_gi_setup(buf, (size_t)n, &back));
+    EXPECT_EQ_INT(0x123456, back.qpn);
+    EXPECT_EQ_INT(0xabcdef, back.psn);
+    EXPECT_EQ_INT(5, back.mtu);
+    EXPECT_EQ_INT(1, back.is_global);
+    EXPECT_MEMEQ(s.gid, back.gid, 16);
+    EXPECT_EQ_U64(0x7f0000400000ull, back.sig_addr);
+    EXPECT_EQ_INT(0x2222, back.sig_rkey);
+    EXPECT_STREQ("cuda:0", back.side.memory);
+    EXPECT_EQ_INT(-1, wb_dec_gi_setup(buf, (size_t)n - 1, &back));
+    EXPECT_EQ_INT(-1, wb_dec_gi_setup(buf, (size_t)n + 1, &back));
+}
+
+TAP_CASE(test_wire_result_carries_latency)
+{
+    struct wb_result r = { .size = 4096, .iters = 100, .seconds = 0.5, .avg_bps = 1e9,
+                           .peak_bps = 1e9, .msg_rate = 2e5, .lat_us = 3.25 }, back;
+    uint8_t buf[128];
+    int n = wb_enc_result(&r, buf, sizeof(buf));
+    EXPECT_EQ_INT(56, n);
+    EXPECT_EQ_INT(0, wb_dec_result(buf, (size_t)n, &back));
+    EXPECT_TRUE(back.lat_us == 3.25);
+    EXPECT_EQ_INT(-1, wb_dec_result(buf, 48, &back)); /* version 1's RESULT */
+}
+
+TAP_CASE(test_hello_compare_gpu_initiated_against_verbs)
+{
+    struct wb_hello a = sample_hello(), b = sample_hello();
+    char err[256];
+    b.mode = WB_HELLO_MODE_GPU_INITIATED;
+    EXPECT_EQ_INT(-1, wb_hello_compare(&a, &b, err, sizeof(err)));
+    EXPECT_TRUE(strstr(err, "server runs --mode=verbs, client --gpu-initiated") != NULL);
+}
+
 static int parse(struct wb_opts *o, const char *line)
 {
     static char buf[512]; /* the options point into it */
@@ -185,6 +246,28 @@ TAP_CASE(test_opts_refuses_bad_combinations)
     EXPECT_EQ_INT(-1, parse(&o, "--mode=plugin --ports 1,2"));
     EXPECT_EQ_INT(-1, parse(&o, "-p 0 host"));
     EXPECT_EQ_INT(-1, parse(&o, "-s 2G"));
+}
+
+TAP_CASE(test_opts_gpu_initiated_rules)
+{
+    struct wb_opts o;
+    EXPECT_EQ_INT(0, parse(&o, "--gpu-initiated -n 10 -t 32"));
+    EXPECT_EQ_INT(1, o.gpu_initiated);
+    EXPECT_EQ_INT(1, o.use_cuda); /* GPU memory on both sides */
+    EXPECT_EQ_INT(0, o.gpu);
+    EXPECT_EQ_INT(0, parse(&o, "--gpu-initiated --use_cuda=2 --peermem"));
+    EXPECT_EQ_INT(2, o.gpu);
+    struct wb_hello h;
+    wb_hello_from_opts(&o, &h);
+    EXPECT_EQ_INT(WB_HELLO_MODE_GPU_INITIATED, h.mode);
+    EXPECT_EQ_INT(0, h.nqp);
+    EXPECT_EQ_INT(-1, parse(&o, "--gpu-initiated --bidir"));
+    EXPECT_EQ_INT(-1, parse(&o, "--gpu-initiated --mode=plugin"));
+    EXPECT_EQ_INT(-1, parse(&o, "--gpu-initiated -D 1"));
+    EXPECT_EQ_INT(-1, parse(&o, "--gpu-initiated -q 2"));
+    EXPECT_EQ_INT(-1, parse(&o, "--gpu-initiated --ports 1,2"));
+    EXPECT_EQ_INT(-1, parse(&o, "--gpu-initiated --use_cuda --dmabuf"));
+    EXPECT_EQ_INT(-1, parse(&o, "--gpu-initiated -t 8192"));
 }
 
 /* Samples of a steady run with one burst: the peak is at least the average

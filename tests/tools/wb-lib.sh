@@ -60,8 +60,9 @@ wb_pair() {
     SRV_RC=$?
 }
 
-# The rows of the perftest table: "bytes iterations peak average msgrate".
-wb_rows() { awk '/#bytes/ { t = 1; next } /^---/ { if (t) exit } t && NF == 5 { print }' "$1"; }
+# The rows of the perftest table: "bytes iterations peak average msgrate"
+# (--gpu-initiated adds a sixth column, the latency of one put + quiet).
+wb_rows() { awk '/#bytes/ { t = 1; next } /^---/ { if (t) exit } t && (NF == 5 || NF == 6) { print }' "$1"; }
 
 # wb_check_rows FILE N_ROWS ITERS: every row positive, average <= peak and
 # the expected iteration count (ITERS empty: any). Prints what is wrong.

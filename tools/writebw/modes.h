@@ -22,10 +22,12 @@ int mode_verbs_run(struct session *s, char *err, size_t errlen);
 int mode_plugin_run(struct session *s, char *err, size_t errlen);
 
 /* --gpu-initiated: writes posted by a CUDA kernel (issue 7). The slot is
- * filled by whichever file the build links: gpu_initiated_none.c says "not
- * built" (wb_gpu_initiated_built 0, and opts.c refuses the option before
- * any connection); a real implementation sets it to 1 and runs the test
- * like the other modes (header, session_sizes(), session_done()). */
+ * filled by whichever file the build links: gpu_initiated.c when configure
+ * found nvcc (wb_gpu_initiated_built 1: plugin/gdaki's halves, the client's
+ * writes through gdaki_bw_write_size(), the test run like the other modes:
+ * header, session_sizes(), session_done()), else gpu_initiated_none.c,
+ * which says "not built" (wb_gpu_initiated_built 0, and opts.c refuses the
+ * option before any connection). */
 extern const int wb_gpu_initiated_built;
 int mode_gpu_initiated_run(struct session *s, char *err, size_t errlen);
 

@@ -44,7 +44,12 @@ void wb_usage(FILE *out)
 "                           next to this tool, then the loader's search path)\n"
 "      --ibverbs-lib PATH   libibverbs to load (default libibverbs.so.1)\n"
 "      --bidir              both sides write at once; the sum is reported\n"
-"      --gpu-initiated      writes posted by a CUDA kernel (issue 7; not built)\n"
+"      --gpu-initiated      the client's writes are posted by a CUDA kernel\n"
+"                           (railnet's GPU-initiated path, plugin/gdaki) on one\n"
+"                           QP, from and to GPU memory (CUDA device 0, or GPU\n"
+"                           of --use_cuda=GPU); -t is the window of writes in\n"
+"                           flight before the kernel waits; adds a column with\n"
+"                           the latency of one put + quiet%s\n"
 "      --report_gbits       report Gb/s instead of GB/s\n"
 "      --json               machine-readable output on stdout\n"
 "      --timeout SECONDS    give up on connecting to or hearing from the peer\n"
@@ -53,7 +58,8 @@ void wb_usage(FILE *out)
 "  -V, --version            print the version\n"
 "\n"
 "Exit status: 0 on success, 1 when the test failed (peer, device, completion\n"
-"error), 2 on a usage error. See railnet-write-bw(1).\n", WB_DEFAULT_TCP_PORT);
+"error), 2 on a usage error. See railnet-write-bw(1).\n", WB_DEFAULT_TCP_PORT,
+            wb_gpu_initiated_built ? "" : "\n                           (not built in this version: no nvcc)");
 }
 
 static int parse_long(const char *s, long min, long max, long *out)
@@ -301,14 +307,36 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         for (size_t s = WB_ALL_MIN; s <= WB_ALL_MAX; s <<= 1)
             o->sizes[o->nsizes++] = s;
     }
+    if (o->gpu_initiated && !wb_gpu_initiated_built) {
+        fprintf(stderr, "railnet-write-bw: --gpu-initiated is not built in this version "
+                "(configure found no nvcc for plugin/gdaki's device code); use --mode=verbs "
+                "or --mode=plugin\n");
+        return -1;
+    }
+    if (o->gpu_initiated) {
+        const char *no = o->mode == WB_MODE_PLUGIN ? "--mode=plugin"
+                         : o->bidir ? "--bidir"
+                         : o->duration > 0 ? "-D"
+                         : o->qps != 1 ? "-q"
+                         : o->nports != 1 ? "--ports"
+                         : o->reg == MEM_REG_DMABUF ? "--dmabuf" : NULL;
+        if (no) {
+            fprintf(stderr, "railnet-write-bw: %s does not apply to --gpu-initiated (one QP, "
+                    "one way, a fixed count of kernel-posted writes registered with "
+                    "ibv_reg_mr)\n", no);
+            return -1;
+        }
+        if (o->tx_depth > 4096) {
+            fprintf(stderr, "railnet-write-bw: --gpu-initiated takes -t up to 4096 (the "
+                    "kernel's window of writes in flight)\n");
+            return -1;
+        }
+        /* GPU memory on both sides: the header and the peer say cuda:N. */
+        o->use_cuda = 1;
+    }
     if (o->reg != MEM_REG_AUTO && !o->use_cuda) {
         fprintf(stderr, "railnet-write-bw: --%s applies to GPU memory: add --use_cuda\n",
                 o->reg == MEM_REG_DMABUF ? "dmabuf" : "peermem");
-        return -1;
-    }
-    if (o->gpu_initiated && !wb_gpu_initiated_built) {
-        fprintf(stderr, "railnet-write-bw: --gpu-initiated is not built in this version "
-                "(the GPU-initiated path is issue 7); use --mode=verbs or --mode=plugin\n");
         return -1;
     }
     if (o->mode == WB_MODE_PLUGIN && (ports_given || o->qps != 1 || o->gid_index >= 0)) {

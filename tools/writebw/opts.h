@@ -2,7 +2,8 @@
  *
  * Contract: wb_opts_parse() fills struct wb_opts from argv with every
  * default applied and every combination checked (sizes in range, --dmabuf
- * only with --use_cuda, ports distinct, ...). It returns 0 to run, 1 when it
+ * only with --use_cuda, ports distinct, --gpu-initiated without --bidir, -D,
+ * -q, --ports, --dmabuf or plugin mode, ...). It returns 0 to run, 1 when it
  * printed --help or --version (exit 0), and -1 after printing the reason to
  * stderr (exit 2). It never exits itself. */
 #ifndef RAILNET_TOOLS_WRITEBW_OPTS_H
@@ -46,7 +47,7 @@ struct wb_opts {
     int bidir;
     int report_gbits;
     int json;
-    int gpu_initiated;
+    int gpu_initiated;         /* --gpu-initiated (sets use_cuda; one QP, one way) */
     double timeout;            /* --timeout: TCP connect and peer silence */
 };
 

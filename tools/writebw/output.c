@@ -23,7 +23,7 @@ static const char *unit(const struct out_report *r)
 
 static const char *mode_name(const struct wb_opts *o)
 {
-    return o->mode == WB_MODE_PLUGIN ? "plugin" : "verbs";
+    return o->gpu_initiated ? "gpu-initiated" : o->mode == WB_MODE_PLUGIN ? "plugin" : "verbs";
 }
 
 void out_header(struct out_report *r)
@@ -48,7 +48,9 @@ void out_header(struct out_report *r)
     }
     if (r->path_mtu)
         printf(" Path MTU         : %d\n", r->path_mtu);
-    if (o->mode == WB_MODE_VERBS)
+    if (r->gpu_posting[0])
+        printf(" GPU posting      : %s\n", r->gpu_posting);
+    else if (o->mode == WB_MODE_VERBS)
         printf(" QPs              : %d per port, %d total, TX depth %d\n", o->qps,
                o->qps * o->nports, o->tx_depth);
     printf(" Memory           : %s\n", r->local.memory);
@@ -61,8 +63,10 @@ void out_header(struct out_report *r)
     if (o->duration > 0)
         printf(" Duration         : %g s per size\n", o->duration);
     printf(RULE);
-    printf(" #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit(r),
-           unit(r));
+    /* --gpu-initiated times the whole kernel on the GPU: the peak is the
+     * average; its extra column is the latency of one put + quiet. */
+    printf(" #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]%s\n",
+           unit(r), unit(r), o->gpu_initiated ? "   Lat[usec]" : "");
     fflush(stdout);
 }
 
@@ -72,9 +76,13 @@ void out_row(struct out_report *r, const struct wb_result *res)
         r->rows[r->nrows++] = *res;
     if (r->o->json)
         return;
-    printf(" %-10llu %-14llu %-18.2f %-20.2f %.6f\n", (unsigned long long)res->size,
+    printf(" %-10llu %-14llu %-18.2f %-20.2f ", (unsigned long long)res->size,
            (unsigned long long)res->iters, out_bw_unit(r, res->peak_bps),
-           out_bw_unit(r, res->avg_bps), res->msg_rate / 1e6);
+           out_bw_unit(r, res->avg_bps));
+    if (r->o->gpu_initiated)
+        printf("%-16.6f%.2f\n", res->msg_rate / 1e6, res->lat_us);
+    else
+        printf("%.6f\n", res->msg_rate / 1e6);
     fflush(stdout);
 }
 
@@ -129,7 +137,11 @@ void out_finish(struct out_report *r)
         printf("}");
     }
     printf("],\n  \"path_mtu\": %d,\n", r->path_mtu);
-    if (o->mode == WB_MODE_VERBS)
+    if (r->gpu_posting[0]) {
+        printf("  \"gpu_posting\": ");
+        json_str(stdout, r->gpu_posting);
+        printf(",\n");
+    } else if (o->mode == WB_MODE_VERBS)
         printf("  \"qps_per_port\": %d,\n  \"qps\": %d,\n  \"tx_depth\": %d,\n", o->qps,
                o->qps * o->nports, o->tx_depth);
     printf("  \"units\": {\"bw\": \"%s\", \"msg_rate\": \"Mpps\"},\n", unit(r));
@@ -146,6 +158,10 @@ void out_finish(struct out_report *r)
         json_num(stdout, out_bw_unit(r, x->avg_bps));
         printf(", \"msg_rate_mpps\": ");
         json_num(stdout, x->msg_rate / 1e6);
+        if (o->gpu_initiated) {
+            printf(", \"latency_us\": ");
+            json_num(stdout, x->lat_us);
+        }
         printf("}");
     }
     printf("\n  ]\n}\n");

@@ -5,7 +5,9 @@
  * out_row() prints a table row as soon as a size is measured (text mode) and
  * keeps it for the JSON document; out_finish() prints the table's closing
  * line, or the whole JSON document. Bandwidth is GB/s (10^9 bytes per
- * second) or Gb/s with --report_gbits; the message rate is in Mpps. */
+ * second) or Gb/s with --report_gbits; the message rate is in Mpps.
+ * --gpu-initiated adds a last column (and "latency_us" in JSON): the mean
+ * latency of one kernel-posted put + quiet, in microseconds. */
 #ifndef RAILNET_TOOLS_WRITEBW_OUTPUT_H
 #define RAILNET_TOOLS_WRITEBW_OUTPUT_H
 
@@ -34,6 +36,7 @@ struct out_report {
     int path_mtu;                 /* negotiated with the peer, bytes; 0 unknown */
     char relaxed_note[96];        /* "on", "off", "requested, dropped by rdma-core < 28" */
     char plugin[512];             /* plugin mode: library and device description */
+    char gpu_posting[160];        /* --gpu-initiated: threads, window, QP (else empty) */
     struct wb_result rows[WB_MAX_SIZES];
     int nrows;
 };

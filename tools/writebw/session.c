@@ -180,6 +180,8 @@ static void combine(struct wb_result *sum, const struct wb_result *a)
     sum->avg_bps += a->avg_bps;
     sum->peak_bps += a->peak_bps;
     sum->msg_rate += a->msg_rate;
+    if (a->lat_us > sum->lat_us)
+        sum->lat_us = a->lat_us;
 }
 
 int session_sizes(struct session *s, session_run_fn run, void *ctx, char *err, size_t errlen)

@@ -197,6 +197,45 @@ int wb_dec_setup(const uint8_t *buf, size_t len, struct wb_setup *s)
     return done_r(&c);
 }
 
+int wb_enc_gi_setup(const struct wb_gi_setup *s, uint8_t *buf, size_t cap)
+{
+    struct cur c = { .w = buf, .cap = cap };
+    put_side(&c, &s->side);
+    put(&c, s->magic, 4);
+    put(&c, s->qpn, 4);
+    put(&c, s->psn, 4);
+    put(&c, s->lid, 2);
+    put(&c, s->port, 1);
+    put(&c, s->mtu, 1);
+    put(&c, s->is_global, 1);
+    put_bytes(&c, s->gid, 16);
+    put(&c, s->addr, 8);
+    put(&c, s->rkey, 4);
+    put(&c, s->sig_addr, 8);
+    put(&c, s->sig_rkey, 4);
+    return done_w(&c);
+}
+
+int wb_dec_gi_setup(const uint8_t *buf, size_t len, struct wb_gi_setup *s)
+{
+    struct cur c = { .r = buf, .cap = len };
+    memset(s, 0, sizeof(*s));
+    get_side(&c, &s->side);
+    s->magic = (uint32_t)get(&c, 4);
+    s->qpn = (uint32_t)get(&c, 4);
+    s->psn = (uint32_t)get(&c, 4);
+    s->lid = (uint16_t)get(&c, 2);
+    s->port = (uint8_t)get(&c, 1);
+    s->mtu = (uint8_t)get(&c, 1);
+    s->is_global = (uint8_t)get(&c, 1);
+    get_bytes(&c, s->gid, 16);
+    s->addr = get(&c, 8);
+    s->rkey = (uint32_t)get(&c, 4);
+    s->sig_addr = get(&c, 8);
+    s->sig_rkey = (uint32_t)get(&c, 4);
+    return done_r(&c);
+}
+
 int wb_enc_result(const struct wb_result *r, uint8_t *buf, size_t cap)
 {
     struct cur c = { .w = buf, .cap = cap };
@@ -206,6 +245,7 @@ int wb_enc_result(const struct wb_result *r, uint8_t *buf, size_t cap)
     put_f64(&c, r->avg_bps);
     put_f64(&c, r->peak_bps);
     put_f64(&c, r->msg_rate);
+    put_f64(&c, r->lat_us);
     return done_w(&c);
 }
 
@@ -218,6 +258,7 @@ int wb_dec_result(const uint8_t *buf, size_t len, struct wb_result *r)
     r->avg_bps = get_f64(&c);
     r->peak_bps = get_f64(&c);
     r->msg_rate = get_f64(&c);
+    r->lat_us = get_f64(&c);
     return done_r(&c);
 }
 
@@ -240,10 +281,10 @@ void wb_hello_from_opts(const struct wb_opts *o, struct wb_hello *h)
     memset(h, 0, sizeof(*h));
     h->magic = WB_MAGIC;
     h->version = WB_VERSION;
-    h->mode = (uint32_t)o->mode;
+    h->mode = o->gpu_initiated ? WB_HELLO_MODE_GPU_INITIATED : (uint32_t)o->mode;
     h->bidir = (uint32_t)o->bidir;
     h->nsizes = (uint32_t)o->nsizes;
-    h->nqp = o->mode == WB_MODE_VERBS ? (uint32_t)(o->qps * o->nports) : 0;
+    h->nqp = o->mode == WB_MODE_VERBS && !o->gpu_initiated ? (uint32_t)(o->qps * o->nports) : 0;
     for (int i = 0; i < o->nsizes; i++)
         h->sizes[i] = o->sizes[i];
     h->iters = o->duration > 0 ? 0 : (uint64_t)o->iters;
@@ -253,11 +294,10 @@ void wb_hello_from_opts(const struct wb_opts *o, struct wb_hello *h)
 int wb_hello_compare(const struct wb_hello *mine, const struct wb_hello *peer, char *err,
                      size_t errlen)
 {
-    static const char *modes[] = { "verbs", "plugin" };
-#define MODE(m) ((m) < 2 ? modes[m] : "?")
+    static const char *modes[] = { "--mode=verbs", "--mode=plugin", "--gpu-initiated" };
+#define MODE(m) ((m) < 3 ? modes[m] : "?")
     if (mine->mode != peer->mode) {
-        str_fmt(err, errlen, "server runs --mode=%s, client --mode=%s", MODE(mine->mode),
-                MODE(peer->mode));
+        str_fmt(err, errlen, "server runs %s, client %s", MODE(mine->mode), MODE(peer->mode));
         return -1;
     }
     if (mine->bidir != peer->bidir) {

@@ -7,6 +7,9 @@
  *           both: connect QPs, then READY each way
  *   plugin: S->C HANDLE (listen handle; bidir: C->S HANDLE too), then
  *           both drive connect/accept and send READY each way
+ *   gpu-initiated: C->S SETUP(gi), S->C SETUP(gi) (the GPU-posted QP and
+ *           the ordinary QP it writes to, the destination buffer and the
+ *           signal word), both connect, then READY each way
  *   per size: C->S START(i), S->C START(i); writers send HEARTBEAT while
  *           running, then RESULT; each side waits for the peer's RESULT
  *   plugin -D: a receiver that sees the first empty message (the sender's
@@ -26,13 +29,17 @@
 #include "opts.h"
 
 #define WB_MAGIC 0x42574e52u /* "RNWB" */
-#define WB_VERSION 1
+#define WB_VERSION 2   /* 2: RESULT carries lat_us; SETUP of --gpu-initiated */
 #define WB_MAX_QP_TOTAL (WB_MAX_PORTS * WB_MAX_QPS)
 
 enum wb_msg {
     WB_MSG_HELLO = 1, WB_MSG_OK, WB_MSG_ERROR, WB_MSG_SETUP, WB_MSG_READY, WB_MSG_START,
     WB_MSG_HEARTBEAT, WB_MSG_RESULT, WB_MSG_DONE, WB_MSG_HANDLE, WB_MSG_STOPPED,
 };
+
+/* HELLO's mode field: enum wb_mode, or this for --gpu-initiated (which
+ * keeps o->mode at its default). */
+#define WB_HELLO_MODE_GPU_INITIATED 2u
 
 /* The parameters both sides must agree on. */
 struct wb_hello {
@@ -59,9 +66,25 @@ struct wb_setup {
     uint32_t rkey;
 };
 
+/* --gpu-initiated's SETUP: one QP each side (the client's is posted by the
+ * GPU, the server's is an ordinary QP), the fields of struct gdaki_qp_info
+ * (railnet_gdaki.h) spelled out so that this file does not depend on it;
+ * the server's destination buffer and 8-byte signal word (0 from the
+ * client). */
+struct wb_gi_setup {
+    struct wb_side side;
+    uint32_t magic, qpn, psn;
+    uint16_t lid;
+    uint8_t port, mtu, is_global;
+    uint8_t gid[16];
+    uint64_t addr, sig_addr;
+    uint32_t rkey, sig_rkey;
+};
+
 struct wb_result {
     uint64_t size, iters;
     double seconds, avg_bps, peak_bps, msg_rate;
+    double lat_us;           /* --gpu-initiated: one put + quiet round; else 0 */
 };
 
 /* Encoders return the payload length written into buf (cap bytes), or -1. */
@@ -71,6 +94,8 @@ int wb_enc_setup(const struct wb_setup *s, uint8_t *buf, size_t cap);
 int wb_dec_setup(const uint8_t *buf, size_t len, struct wb_setup *s);
 int wb_enc_side(const struct wb_side *s, uint8_t *buf, size_t cap);
 int wb_dec_side(const uint8_t *buf, size_t len, struct wb_side *s);
+int wb_enc_gi_setup(const struct wb_gi_setup *s, uint8_t *buf, size_t cap);
+int wb_dec_gi_setup(const uint8_t *buf, size_t len, struct wb_gi_setup *s);
 int wb_enc_result(const struct wb_result *r, uint8_t *buf, size_t cap);
 int wb_dec_result(const uint8_t *buf, size_t len, struct wb_result *r);
 int wb_enc_u64(uint64_t v, uint8_t *buf, size_t cap);
