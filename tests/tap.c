@@ -1,5 +1,4 @@
 /* tests/tap.c: runs registered cases in forked children and prints TAP. */
-#define _GNU_SOURCE
 #include "tap.h"
 
 #include <errno.h>

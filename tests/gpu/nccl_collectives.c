@@ -11,7 +11,6 @@
  *   kill             rank 1 exits abruptly during an all_reduce loop; rank 0
  *                    must see an NCCL error (not hang) within --timeout s.
  * Values are small integers, exact in bf16, so sums compare exactly. */
-#define _GNU_SOURCE
 #include <cuda_runtime.h>
 #include <nccl.h>
 

@@ -1,6 +1,5 @@
 /* tests/netdriver/nd.c: rank orchestration and connection set-up of the
  * NCCL-like driver. */
-#define _GNU_SOURCE
 #include "nd.h"
 
 #include <errno.h>

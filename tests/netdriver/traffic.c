@@ -15,7 +15,6 @@
  * SIGKILLs rank R --kill-after-ms after the connections are up and the other
  * ranks must end with an error from the plugin (exit 0) instead of hanging
  * (exit 4) or completing (exit 5). */
-#define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,6 @@
  * mlx5dv_create_qp (RC, no mlx5-specific flags) and mlx5dv_init_obj for
  * those QPs, for CQs and for PDs (mlx5_nic.h).  Everything else fails
  * cleanly: NULL with errno EOPNOTSUPP, or EOPNOTSUPP returned. */
-#define _GNU_SOURCE
 #include "mlx5_nic.h"
 
 #include <errno.h>

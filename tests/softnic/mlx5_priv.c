@@ -2,7 +2,6 @@
  * libibverbs.so.1), looked up at run time with dlvsym so that this
  * libmlx5 loads -- and fails cleanly with EOPNOTSUPP -- next to any
  * libibverbs, and builds without softnic's library being built first. */
-#define _GNU_SOURCE
 #include "mlx5_nic.h"
 
 #include <dlfcn.h>
