@@ -83,6 +83,9 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     cq_attach(ia->send_cq, 1);
     cq_attach(ia->recv_cq, 1);
     ia->cap = qp->cap;
+    pd_use(pd, 1);
+    if (ia->srq)
+        atomic_fetch_add(&((struct sn_srq *)ia->srq)->users, 1);
     wire_qp_register(qp);
     return &qp->ibqp;
 }
@@ -146,6 +149,9 @@ int qp_destroy(struct ibv_qp *ibqp)
     wire_free_qpn(ibqp->qp_num);
     cq_attach(ibqp->send_cq, -1);
     cq_attach(ibqp->recv_cq, -1);
+    pd_use(ibqp->pd, -1);
+    if (ibqp->srq)
+        atomic_fetch_sub(&((struct sn_srq *)ibqp->srq)->users, 1);
     pthread_mutex_destroy(&qp->lock);
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&ibqp->mutex);

@@ -170,7 +170,10 @@ void fault_poll(void);
 /* ------------------------------------------------------------------- pd */
 struct sn_pd {
     struct ibv_pd ibpd;
+    _Atomic int users;    /* MRs, QPs and SRQs on it: dealloc says EBUSY */
 };
+/* Counts one more (+1) or one fewer (-1) object on pd. */
+void pd_use(struct ibv_pd *pd, int delta);
 
 /* ------------------------------------------------------------------- mr */
 struct sn_mr {
@@ -237,6 +240,7 @@ struct sn_srq {
     uint32_t cap, head, count;
     uint32_t max_sge;
     uint32_t limit;                /* armed SRQ limit, 0 = disarmed */
+    _Atomic int users;             /* QPs attached: destroy says EBUSY */
 };
 /* Takes one receive WQE; false when empty. */
 bool srq_take(struct sn_srq *srq, struct sn_rwqe *out);
