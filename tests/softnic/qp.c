@@ -183,8 +183,8 @@ static const struct qp_transition rc_table[] = {
     { IBV_QPS_RTR, IBV_QPS_RTS,
       IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
           IBV_QP_MAX_QP_RD_ATOMIC,
-      OPT_PATH | IBV_QP_RATE_LIMIT },
-    { IBV_QPS_RTS, IBV_QPS_RTS, 0, OPT_PATH | IBV_QP_RATE_LIMIT },
+      OPT_PATH },
+    { IBV_QPS_RTS, IBV_QPS_RTS, 0, OPT_PATH },
     { IBV_QPS_RTS, IBV_QPS_SQD, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
     { IBV_QPS_SQD, IBV_QPS_RTS, 0, OPT_PATH },
     { IBV_QPS_SQD, IBV_QPS_SQD, 0,
@@ -197,8 +197,9 @@ static const struct qp_transition rc_table[] = {
 static int qp_check_mask(enum ibv_qp_state cur, enum ibv_qp_state next, int mask)
 {
     mask &= ~IBV_QP_STATE;
+    /* to RESET or ERR: from anywhere but RESET -> ERR, with no attribute */
     if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
-        return (mask & ~IBV_QP_CUR_STATE) ? EINVAL : 0;
+        return (mask || (cur == IBV_QPS_RESET && next == IBV_QPS_ERR)) ? EINVAL : 0;
     for (size_t i = 0; i < sizeof(rc_table) / sizeof(rc_table[0]); i++) {
         const struct qp_transition *t = &rc_table[i];
         if (t->from != cur || t->to != next)
