@@ -54,7 +54,10 @@ static void check_timeout_locked(struct sn_qp *qp)
 {
     if (qp->attr.qp_state == IBV_QPS_ERR)
         return;
-    bool pending = qp->sq_head != qp->sq_sent || (qp->conn_dead && qp->sq_head != qp->sq_tail);
+    /* on the wire and unanswered, or waiting to leave an RTS QP (a link
+     * that is down or a peer that cannot be reached keeps them there) */
+    bool pending = qp->sq_head != qp->sq_sent ||
+                   (qp->sq_sent != qp->sq_tail && qp->attr.qp_state == IBV_QPS_RTS);
     if (!pending)
         return;
     uint64_t now = sn_now_ns();

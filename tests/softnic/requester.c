@@ -82,7 +82,6 @@ struct batch {
     int nrefs;
     void *bounces[BATCH_WQES * SN_MAX_SGE];
     int nbounces;
-    uint64_t payload;
 };
 
 static void batch_release(struct batch *b)
@@ -92,20 +91,59 @@ static void batch_release(struct batch *b)
     for (int i = 0; i < b->nbounces; i++)
         free(b->bounces[i]);
     b->nrefs = b->nbounces = b->niov = 0;
-    b->payload = 0;
+}
+
+/* Bytes paced as one piece: a large message is spread over time by the
+ * rate limit instead of waiting for its whole debt and then bursting, and
+ * each piece on the wire counts as progress for the retry timer. */
+#define PACE_BYTES (256 * 1024)
+
+static bool is_header(const struct batch *b, const struct iovec *v)
+{
+    const char *p = v->iov_base;
+    return p >= (const char *)b->hdr && p < (const char *)(b->hdr + BATCH_WQES);
 }
 
 static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct batch *b)
 {
-    if (!b->niov)
-        return 0;
-    uint64_t bytes = b->payload;
-    rate_take(&port->tx_rate, bytes);
-    int err = wire_writev_all(fd, b->iov, b->niov);
-    if (!err) {
-        atomic_fetch_add(&port->cnt.tx_bytes, bytes);
-        atomic_fetch_add(&qp->cnt.tx_bytes, bytes);
-        fault_tx_bytes(qp->dev, port, bytes);
+    int err = 0;
+    struct iovec *iov = b->iov;
+    int left = b->niov;
+    while (left > 0) {
+        /* the next piece: whole iovecs up to PACE_BYTES, the last payload
+         * one cut to fill it (headers are never cut) */
+        size_t bytes = 0, payload = 0;
+        int n = 0;
+        for (; n < left && bytes + iov[n].iov_len <= PACE_BYTES; n++) {
+            bytes += iov[n].iov_len;
+            payload += is_header(b, &iov[n]) ? 0 : iov[n].iov_len;
+        }
+        struct iovec rest = { NULL, 0 };
+        if (n < left && bytes < PACE_BYTES && !is_header(b, &iov[n])) {
+            size_t cut = PACE_BYTES - bytes;
+            rest.iov_base = (char *)iov[n].iov_base + cut;
+            rest.iov_len = iov[n].iov_len - cut;
+            iov[n].iov_len = cut;
+            payload += cut;
+            n++;
+        }
+        rate_take(&port->tx_rate, payload);
+        err = wire_writev_all(fd, iov, n);
+        if (err)
+            break;
+        iov += n;
+        left -= n;
+        if (rest.iov_base) {
+            iov--;
+            left++;
+            *iov = rest;
+        }
+        atomic_fetch_add(&port->cnt.tx_bytes, payload);
+        atomic_fetch_add(&qp->cnt.tx_bytes, payload);
+        fault_tx_bytes(qp->dev, port, payload);
+        pthread_mutex_lock(&qp->lock);
+        qp->last_progress_ns = sn_now_ns();
+        pthread_mutex_unlock(&qp->lock);
     }
     batch_release(b);
     return err;
@@ -157,8 +195,6 @@ static int batch_add(struct sn_qp *qp, struct batch *b, int i, uint32_t latency_
             b->iov[b->niov++] = (struct iovec){ src, sg->length };
         }
     }
-    if (!read)
-        b->payload += w->len;
     uint64_t mtu_bytes = 128u << mtu;
     uint64_t pkts = read ? 1 : (w->len + mtu_bytes - 1) / mtu_bytes;
     pkts = pkts ? pkts : 1;

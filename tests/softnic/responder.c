@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define READ_PACE_BYTES (256 * 1024)
+
 struct sn_rconn {
     int fd;
     struct sn_qp *qp;
@@ -250,26 +252,36 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
         return ECONNABORTED;
     }
     struct sn_wire_resp r = { .type = SN_RESP_READ, .seq = h->seq, .len = h->len };
-    struct iovec iov[2] = { { &r, sizeof(r) }, { NULL, 0 } };
-    void *bounce = NULL;
+    char *data = NULL, *bounce = NULL;
     int err = 0;
     if (h->len) {
         if (mr->gpu) {
             bounce = malloc(h->len);
             if (!bounce || mr_read(mr, h->raddr, bounce, h->len))
                 err = EIO;
-            iov[1].iov_base = bounce;
+            data = bounce;
         } else {
-            iov[1].iov_base = mr_host_ptr(mr, h->raddr);
+            data = mr_host_ptr(mr, h->raddr);
         }
-        iov[1].iov_len = h->len;
     }
     rc->ack_pending = false;   /* the response acknowledges everything before */
-    if (!err) {
-        rate_take(&rc->port->tx_rate, h->len);
-        err = wire_writev_all(rc->fd, iov, 2);
-        atomic_fetch_add(&rc->port->cnt.tx_bytes, h->len);
-        fault_tx_bytes(rc->qp->dev, rc->port, h->len);
+    /* header first, then the data in paced pieces: the requester's
+     * completer is reading (not timing out) once the header is there */
+    for (uint32_t off = 0, first = 1; !err && (first || off < h->len); first = 0) {
+        uint32_t n = h->len - off < READ_PACE_BYTES ? h->len - off : READ_PACE_BYTES;
+        struct iovec iov[2];
+        int cnt = 0;
+        if (first)
+            iov[cnt++] = (struct iovec){ &r, sizeof(r) };
+        if (n)
+            iov[cnt++] = (struct iovec){ data + off, n };
+        rate_take(&rc->port->tx_rate, n);
+        err = wire_writev_all(rc->fd, iov, cnt);
+        if (!err) {
+            atomic_fetch_add(&rc->port->cnt.tx_bytes, n);
+            fault_tx_bytes(rc->qp->dev, rc->port, n);
+        }
+        off += n;
     }
     free(bounce);
     mr_put(mr);
