@@ -28,6 +28,15 @@
 #include <unistd.h>
 
 #define READ_PACE_BYTES (256 * 1024)
+#define PEND_WC 64
+
+/* A receive completion held back until the ACK (or NAK) covering its
+ * request is on the wire: once a receiver sees a completion, the sender's
+ * acknowledgement must not depend on the receiver staying alive. */
+struct pend_wc {
+    struct ibv_wc wc;
+    bool solicited;
+};
 
 struct sn_rconn {
     int fd;
@@ -41,6 +50,8 @@ struct sn_rconn {
     bool ack_pending;
     uint32_t ack_seq;
     int err;                  /* first send error */
+    int npend;
+    struct pend_wc pend[PEND_WC];
     struct sn_rbuf rb;
 };
 
@@ -54,13 +65,27 @@ static int send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32
     return err;
 }
 
-static void flush_ack(void *arg)
+static void push_pending_wcs(struct sn_rconn *rc)
 {
-    struct sn_rconn *rc = arg;
+    for (int i = 0; i < rc->npend; i++)
+        cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &rc->pend[i].wc, rc->pend[i].solicited);
+    rc->npend = 0;
+}
+
+static void send_ack(struct sn_rconn *rc)
+{
     if (rc->ack_pending) {
         rc->ack_pending = false;
         send_resp(rc, SN_RESP_ACK, 0, rc->ack_seq, 0);
     }
+}
+
+/* The coalesced ACK goes out, then the completions it covers appear. */
+static void flush_ack(void *arg)
+{
+    struct sn_rconn *rc = arg;
+    send_ack(rc);
+    push_pending_wcs(rc);
 }
 
 static void qp_wait(struct sn_qp *qp, long ms)
@@ -85,8 +110,9 @@ static bool qp_receiving(struct sn_qp *qp)
 static void fail_request(struct sn_rconn *rc, uint32_t seq, enum ibv_wc_status nak, bool qp_err,
                          enum ibv_event_type ev)
 {
-    flush_ack(rc);
+    send_ack(rc);
     send_resp(rc, SN_RESP_NAK, (uint8_t)nak, seq, 0);
+    push_pending_wcs(rc);
     atomic_fetch_add(&rc->port->cnt.errors, 1);
     atomic_fetch_add(&rc->qp->cnt.errors, 1);
     if (qp_err) {
@@ -115,7 +141,10 @@ static void recv_wc(struct sn_rconn *rc, uint64_t wr_id, enum ibv_wc_status st,
         wc.wc_flags = IBV_WC_WITH_IMM;
         wc.imm_data = h->imm;
     }
-    cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &wc, (h->flags & SN_REQ_SOLICITED) != 0);
+    /* do_request flushes before the array can fill: one WC per request */
+    rc->pend[rc->npend].wc = wc;
+    rc->pend[rc->npend].solicited = (h->flags & SN_REQ_SOLICITED) != 0;
+    rc->npend++;
 }
 
 /* Gets a receive WQE, waiting up to the RNR budget; false on failure
@@ -231,9 +260,17 @@ static int do_write(struct sn_rconn *rc, const struct sn_wire_req *h)
         return ECONNABORTED;
     }
     struct sn_rwqe r;
-    if (h->op == SN_OP_WRITE_IMM && !take_recv(rc, h, &r)) {
+    if (h->op == SN_OP_WRITE_IMM) {
+        /* no MR reference while waiting for a receive (RNR): a
+         * deregistration must not wait for the peer's receive */
         mr_put(mr);
-        return ECONNABORTED;
+        if (!take_recv(rc, h, &r))
+            return ECONNABORTED;
+        if (check_remote(rc, h, IBV_ACCESS_REMOTE_WRITE, &mr)) {
+            recv_wc(rc, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV_RDMA_WITH_IMM, 0, h);
+            fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+            return ECONNABORTED;
+        }
     }
     int err = h->len ? rbuf_place(&rc->rb, mr, h->raddr, h->len, rc->port) : 0;
     mr_put(mr);
@@ -339,6 +376,8 @@ static int do_request(struct sn_rconn *rc)
         atomic_fetch_add(&qp->cnt.rx_packets, pkts ? pkts : 1);
         rc->ack_pending = true;
         rc->ack_seq = h.seq;
+        if (rc->npend == PEND_WC)
+            flush_ack(rc);
     }
     return rc->err;
 }

@@ -417,6 +417,81 @@ TAP_CASE(test_peer_killed_before_first_use_gives_retry_exc_err)
     killed_peer_case(false);
 }
 
+/* ------------------------------------------------ receiver exits at once */
+static void peer_receive_then_exit(int fd)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    st_qp_create(&d, &q, NULL, 16);
+    char *buf = st_buf(65536, 0);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 65536, ALL_ACCESS);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_qp_connect(&q, &theirs);
+    st_post_recv(q.qp, 1, buf, 65536, mr->lkey);
+    char go = 'r';
+    st_xfer_send(fd, &go, 1);
+    /* spin: see the completion as early as possible, then vanish */
+    struct ibv_wc wc;
+    uint64_t end = st_now_ms() + WAIT_MS;
+    int n = 0;
+    while (n == 0 && st_now_ms() < end)
+        n = ibv_poll_cq(q.rcq, 1, &wc);
+    _exit(n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : 1);   /* no goodbye */
+}
+
+static void receiver_exit_round(int round)
+{
+    int fd;
+    pid_t pid = st_fork_peer(peer_receive_then_exit, &fd);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    st_qp_create(&d, &q, NULL, 16);
+    char *src = st_buf(65536, 1);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 65536, ALL_ACCESS);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_qp_connect(&q, &theirs);
+    char go;
+    st_xfer_recv(fd, &go, 1);
+    st_post_send(q.qp, 7, src, 4096, mr->lkey, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(q.scq, &wc, WAIT_MS);
+    if (wc.status != IBV_WC_SUCCESS)
+        tap_fail_at(__FILE__, __LINE__, "round %d: send completed with %s", round,
+                    ibv_wc_status_str(wc.status));
+    int status;
+    EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TAP_CASE(test_receiver_exiting_right_after_its_completion_still_acks)
+{
+    /* ibv_rc_pingpong's last exchange: once the receiver has its receive
+     * completion, the sender's SEND must complete with success even if
+     * the receiving process exits at that very moment.  Each round runs
+     * in a fresh process (softnic's threads do not survive fork). */
+    for (int round = 0; round < 10; round++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        EXPECT_TRUE(pid >= 0);
+        if (pid == 0) {
+            receiver_exit_round(round);
+            _exit(0);
+        }
+        int status;
+        EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            _exit(1);   /* the round reported why */
+    }
+}
+
 /* ------------------------------------------------ deregistration in flight */
 TAP_CASE(test_dereg_while_a_write_is_in_flight_is_safe_and_later_writes_fail)
 {
