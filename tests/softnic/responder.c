@@ -110,11 +110,12 @@ static bool qp_receiving(struct sn_qp *qp)
 static void fail_request(struct sn_rconn *rc, uint32_t seq, enum ibv_wc_status nak, bool qp_err,
                          enum ibv_event_type ev)
 {
+    /* counted before the requester can learn of it */
+    atomic_fetch_add(&rc->port->cnt.errors, 1);
+    atomic_fetch_add(&rc->qp->cnt.errors, 1);
     send_ack(rc);
     send_resp(rc, SN_RESP_NAK, (uint8_t)nak, seq, 0);
     push_pending_wcs(rc);
-    atomic_fetch_add(&rc->port->cnt.errors, 1);
-    atomic_fetch_add(&rc->qp->cnt.errors, 1);
     if (qp_err) {
         pthread_mutex_lock(&rc->qp->lock);
         rc->no_kick = true;
