@@ -598,8 +598,10 @@ uint64_t qp_retry_budget_ns(struct sn_qp *qp)
         return cap;
     uint64_t one = 4096ull << qp->attr.timeout;
     uint64_t total = one * (qp->attr.retry_cnt + 1u);
-    if (total < 50000000ull)
-        total = 50000000ull;   /* a busy 2-core host must not look dead */
+    /* a NIC thread starved by a busy 2-core host must not make its peer
+     * look dead: no budget below 500 ms */
+    if (total < 500000000ull)
+        total = 500000000ull;
     return total < cap ? total : cap;
 }
 

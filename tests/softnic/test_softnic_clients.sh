@@ -12,7 +12,7 @@ for b in ibv_devinfo ibv_rc_pingpong ib_write_bw ib_read_bw ib_send_bw ib_write_
          ib_read_lat ib_send_lat; do
     command -v "$b" >/dev/null || tap_skip_all "$b not installed (apt-get install ibverbs-utils perftest)"
 done
-tap_plan 20
+tap_plan 21
 
 # --- the library itself -------------------------------------------------
 real=$(ls /usr/lib/*/libibverbs.so.1 2>/dev/null | head -n 1)
@@ -95,6 +95,7 @@ lat() {   # name, iterations, binary and options
 }
 lat ib_write_lat_default 300 ib_write_lat
 lat ib_write_lat_64k 100 ib_write_lat -s 65536
+lat ib_write_lat_all_sizes 5 ib_write_lat -a
 lat ib_read_lat_default 300 ib_read_lat
 lat ib_send_lat_default 300 ib_send_lat
 
