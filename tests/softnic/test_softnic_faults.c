@@ -336,6 +336,43 @@ TAP_CASE(test_port_down_after_bytes_fault_stops_traffic)
     teardown(&f);
 }
 
+TAP_CASE(test_destroyed_responder_qp_ends_the_peer_in_retry_exc_err)
+{
+    struct st_qp_opts o = { .timeout = 10, .retry_cnt = 3 };
+    struct fixture f;
+    setup(&f, &o, ALL_ACCESS);
+    EXPECT_EQ_INT(0, ibv_destroy_qp(f.b.qp));
+    post_three_writes(&f, f.dmr->rkey, (uintptr_t)f.dst, 64);
+    expect_error_then_flush(f.a.scq, f.a.qp, IBV_WC_RETRY_EXC_ERR, 1, 3, WAIT_MS);
+    /* b's CQs are free now; a fresh b for teardown */
+    EXPECT_EQ_INT(0, ibv_destroy_cq(f.b.scq));
+    EXPECT_EQ_INT(0, ibv_destroy_cq(f.b.rcq));
+    st_qp_create(&f.d, &f.b, NULL, 16);
+    teardown(&f);
+}
+
+TAP_CASE(test_peer_connected_to_another_qp_is_refused)
+{
+    /* b expects its traffic from c, not from a: a's requests are dropped
+     * as hardware drops packets from a QP that is not the remote */
+    struct st_qp_opts o = { .timeout = 10, .retry_cnt = 3 };
+    struct fixture f;
+    setup(&f, &o, ALL_ACCESS);
+    struct st_qp c;
+    st_qp_create(&f.d, &c, NULL, 16);
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+    EXPECT_EQ_INT(0, ibv_modify_qp(f.b.qp, &a, IBV_QP_STATE));
+    struct st_qp_info ic;
+    st_qp_info(&f.d, &c, &ic);
+    st_qp_connect(&f.b, &ic);
+    post_three_writes(&f, f.dmr->rkey, (uintptr_t)f.dst, 64);
+    expect_error_then_flush(f.a.scq, f.a.qp, IBV_WC_RETRY_EXC_ERR, 1, 3, WAIT_MS);
+    char *orig = st_buf(f.len, 2);
+    EXPECT_MEMEQ(orig, f.dst, f.len);
+    st_qp_destroy(&c);
+    teardown(&f);
+}
+
 /* ------------------------------------------------ a peer process dies */
 static void peer_connect_and_wait(int fd)
 {

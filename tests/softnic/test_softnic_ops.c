@@ -460,6 +460,85 @@ TAP_CASE(test_many_qps_move_data_concurrently)
     st_dev_close(&d);
 }
 
+TAP_CASE(test_full_queues_refuse_posts_with_enomem)
+{
+    struct st_qp_opts o = { .max_send_wr = 4, .max_recv_wr = 3 };
+    struct fixture f;
+    setup(&f, &o);
+    char *src = st_buf(4096, 60), *dst = st_buf(4096, 0);
+    struct ibv_mr *smr = reg(&f, src, 4096), *dmr = reg(&f, dst, 4096);
+    /* the link is down: nothing leaves, so the send queue fills */
+    const struct st_ctl *ctl = st_ctl();
+    EXPECT_EQ_INT(0, ctl->port_set_state(f.d.ctx, 1, 0));
+    struct ibv_qp_attr qa;
+    struct ibv_qp_init_attr qia;
+    EXPECT_EQ_INT(0, ibv_query_qp(f.a.qp, &qa, IBV_QP_CAP, &qia));
+    uint32_t depth = qia.cap.max_send_wr;
+    EXPECT_TRUE(depth >= 4);
+    for (uint32_t i = 0; i < depth; i++)
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, i, src, 64, smr->lkey, (uintptr_t)dst,
+                     dmr->rkey, 0, IBV_SEND_SIGNALED);
+    struct ibv_sge sge = { (uintptr_t)src, 64, smr->lkey };
+    struct ibv_send_wr wr = { .wr_id = 100, .sg_list = &sge, .num_sge = 1,
+                              .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                              .wr.rdma = { (uintptr_t)dst, dmr->rkey } }, *bad = NULL;
+    EXPECT_EQ_INT(ENOMEM, ibv_post_send(f.a.qp, &wr, &bad));
+    EXPECT_TRUE(bad == &wr);
+    /* the link comes back within the retry budget: all of them complete */
+    EXPECT_EQ_INT(0, ctl->port_set_state(f.d.ctx, 1, 1));
+    for (uint32_t i = 0; i < depth; i++) {
+        struct ibv_wc wc;
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, i);
+    }
+    EXPECT_EQ_INT(0, ibv_query_qp(f.b.qp, &qa, IBV_QP_CAP, &qia));
+    struct ibv_recv_wr rwr[8], *rbad = NULL;
+    struct ibv_sge rsge = { (uintptr_t)dst, 64, dmr->lkey };
+    uint32_t rdepth = qia.cap.max_recv_wr;
+    EXPECT_TRUE(rdepth >= 3 && rdepth < 8);
+    for (uint32_t i = 0; i <= rdepth; i++)
+        rwr[i] = (struct ibv_recv_wr){ .wr_id = i, .sg_list = &rsge, .num_sge = 1,
+                                       .next = i < rdepth ? &rwr[i + 1] : NULL };
+    EXPECT_EQ_INT(ENOMEM, ibv_post_recv(f.b.qp, rwr, &rbad));
+    EXPECT_TRUE(rbad == &rwr[rdepth]);      /* the ones before it are posted */
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
+TAP_CASE(test_qps_reset_and_reconnected_carry_traffic_again)
+{
+    struct fixture f;
+    setup(&f, NULL);
+    char *src = st_buf(65536, 61), *dst = st_buf(65536, 0);
+    struct ibv_mr *smr = reg(&f, src, 65536), *dmr = reg(&f, dst, 65536);
+    for (int round = 0; round < 3; round++) {
+        st_fill(src, 65536, 70 + (unsigned)round);
+        st_post_recv(f.b.qp, 1, NULL, 0, 0);
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 2, src, 65536, smr->lkey,
+                     (uintptr_t)dst, dmr->rkey, (uint32_t)round, IBV_SEND_SIGNALED);
+        struct ibv_wc wc;
+        st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 1);
+        EXPECT_EQ_INT(round, be32toh(wc.imm_data));
+        EXPECT_MEMEQ(src, dst, 65536);
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+        /* back to RESET and up again, as a program reusing its QPs does */
+        struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+        EXPECT_EQ_INT(0, ibv_modify_qp(f.a.qp, &a, IBV_QP_STATE));
+        EXPECT_EQ_INT(0, ibv_modify_qp(f.b.qp, &a, IBV_QP_STATE));
+        struct st_qp_info ia, ib;
+        st_qp_info(&f.d, &f.a, &ia);
+        st_qp_info(&f.d, &f.b, &ib);
+        st_qp_connect(&f.a, &ib);
+        st_qp_connect(&f.b, &ia);
+    }
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
 /* ------------------------------------------------ across two processes */
 struct xinfo {
     struct st_qp_info qp;
