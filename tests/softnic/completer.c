@@ -56,8 +56,10 @@ static void check_timeout_locked(struct sn_qp *qp)
         return;
     /* on the wire and unanswered, or waiting to leave an RTS QP (a link
      * that is down or a peer that cannot be reached keeps them there) */
+    bool stuck = qp->out_fd < 0 || qp->conn_dead ||
+                 (qp->port && atomic_load(&qp->port->state) != IBV_PORT_ACTIVE);
     bool pending = qp->sq_head != qp->sq_sent ||
-                   (qp->sq_sent != qp->sq_tail && qp->attr.qp_state == IBV_QPS_RTS);
+                   (qp->sq_sent != qp->sq_tail && qp->attr.qp_state == IBV_QPS_RTS && stuck);
     if (!pending)
         return;
     uint64_t now = sn_now_ns();

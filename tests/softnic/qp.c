@@ -590,18 +590,21 @@ bool qp_take_recv(struct sn_qp *qp, struct sn_rwqe *out)
 }
 
 /* IB timeout: 4.096 us * 2^timeout per try, retry_cnt retries; timeout 0
- * means infinite.  Capped (retry_cap_ms) so that tests finish quickly. */
+ * means infinite.  Capped (retry_cap_ms) so that tests finish quickly, and
+ * floored (retry_min_ms, default 500) because a NIC thread starved by a
+ * busy 2-core host (or slowed by valgrind) must not make its peer look
+ * dead; the cap wins over the floor. */
 uint64_t qp_retry_budget_ns(struct sn_qp *qp)
 {
-    uint64_t cap = (uint64_t)softnic_global()->conf.retry_cap_ms * 1000000ull;
+    const struct sn_config *c = &softnic_global()->conf;
+    uint64_t cap = (uint64_t)c->retry_cap_ms * 1000000ull;
+    uint64_t floor = (uint64_t)c->retry_min_ms * 1000000ull;
     if (qp->attr.timeout == 0)
         return cap;
     uint64_t one = 4096ull << qp->attr.timeout;
     uint64_t total = one * (qp->attr.retry_cnt + 1u);
-    /* a NIC thread starved by a busy 2-core host must not make its peer
-     * look dead: no budget below 500 ms */
-    if (total < 500000000ull)
-        total = 500000000ull;
+    if (total < floor)
+        total = floor;
     return total < cap ? total : cap;
 }
 

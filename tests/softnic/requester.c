@@ -254,10 +254,12 @@ void *requester_main(void *arg)
                     close(fd);
                 break;
             }
-            if (err)
+            if (err) {
                 qp->conn_dead = true;
-            else
+            } else {
                 qp->out_fd = fd;
+                qp->last_progress_ns = sn_now_ns();   /* the timer starts now */
+            }
             pthread_cond_broadcast(&qp->cond);
             continue;
         }

@@ -64,6 +64,7 @@ struct sn_config {
     int ndevs;
     struct sn_dev_conf dev[SN_MAX_DEVICES];
     uint32_t retry_cap_ms;     /* cap on a QP's timeout*retry budget */
+    uint32_t retry_min_ms;     /* floor of it (slow hosts, valgrind) */
     uint32_t rnr_cap_ms;       /* cap on a QP's RNR budget */
     uint64_t vf_base_rate;     /* VF slowdown base when port rate is 0 */
     char sysfs_dir[256];       /* SOFTNIC_SYSFS, "" = none */
