@@ -15,7 +15,7 @@ prog=$top_builddir/tests/gpu/nccl_collectives
 args="--mode bench --min-bytes $((1 << 20)) --max-bytes $((256 << 20)) --iters ${RAILNET_BENCH_ITERS:-10} --timeout 600"
 # NCCL's IB transport picks its GID from sysfs, which softnic cannot provide
 # in /sys: name softnic's RoCE v2 IPv4 GID index explicitly.
-NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-1} \
+NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0} \
     nccl_job bench_ib 2 $prog $args || { echo "NCCL IB run failed:"; tail -n 20 "$JOBDIR/bench_ib.rank0.log"; }
 NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr \
     nccl_job bench_railnet 2 $prog $args || { echo "railnet run failed:"; tail -n 20 "$JOBDIR/bench_railnet.rank0.log"; }

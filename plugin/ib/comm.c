@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -326,7 +327,7 @@ ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
     if (!l)
         return ncclSystemError;
     char err[OOB_ERR_LEN];
-    if (oob_listen(a.family, &a.port, &l->fd, err) != OOB_DONE) {
+    if (oob_listen(&a, &l->fd, err) != OOB_DONE) {
         WARN("NET/railnet: listen on device %d: %s", dev, err);
         free(l);
         return ncclSystemError;

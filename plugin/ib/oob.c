@@ -1,6 +1,5 @@
 /* plugin/ib/oob.c: non-blocking TCP sockets for the connection bootstrap. */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* accept4 */
 #endif
 #include "oob.h"
 
@@ -36,9 +35,9 @@ static void sock_tune(int fd)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-int oob_listen(int family, uint16_t *port, int *fd_out, char err[OOB_ERR_LEN])
+int oob_listen(struct oob_addr *at, int *fd_out, char err[OOB_ERR_LEN])
 {
-    int af = family == 6 ? AF_INET6 : AF_INET;
+    int af = at->family == 6 ? AF_INET6 : AF_INET;
     int fd = socket(af, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return failf(err, "socket(): %s", strerror(errno));
@@ -48,19 +47,19 @@ int oob_listen(int family, uint16_t *port, int *fd_out, char err[OOB_ERR_LEN])
     if (af == AF_INET) {
         struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
         sin->sin_family = AF_INET;
-        sin->sin_addr.s_addr = htonl(INADDR_ANY);
+        memcpy(&sin->sin_addr, at->addr, 4);
         sl = sizeof(*sin);
     } else {
         struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
         sin6->sin6_family = AF_INET6;
-        sin6->sin6_addr = in6addr_any;
+        memcpy(&sin6->sin6_addr, at->addr, 16);
         sl = sizeof(*sin6);
     }
     /* port 0: the kernel picks a free port, passed along in the handle */
     if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 64) != 0) {
         int e = errno;
         close(fd);
-        return failf(err, "bind/listen on an ephemeral TCP port: %s", strerror(e));
+        return failf(err, "bind/listen on an ephemeral TCP port of the configured address: %s", strerror(e));
     }
     sl = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
@@ -68,7 +67,7 @@ int oob_listen(int family, uint16_t *port, int *fd_out, char err[OOB_ERR_LEN])
         close(fd);
         return failf(err, "getsockname(): %s", strerror(e));
     }
-    *port = ntohs(af == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    at->port = ntohs(af == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port : ((struct sockaddr_in6 *)&ss)->sin6_port);
     *fd_out = fd;
     return OOB_DONE;
 }

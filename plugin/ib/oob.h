@@ -25,9 +25,10 @@ struct oob_addr {
     uint16_t port;    /* host order */
 };
 
-/* A listening socket bound to the wildcard address of addr->family on an
- * ephemeral port (the port is returned in *port). */
-int oob_listen(int family, uint16_t *port, int *fd, char err[OOB_ERR_LEN]);
+/* A listening socket bound to at's address only (never the wildcard: a
+ * plugin listens only where configured) on an ephemeral port, returned in
+ * at->port. */
+int oob_listen(struct oob_addr *at, int *fd, char err[OOB_ERR_LEN]);
 /* Accepts one pending connection: OOB_DONE with *conn_fd >= 0, OOB_AGAIN
  * when none is pending. The new socket is non-blocking, close-on-exec. */
 int oob_accept(int listen_fd, int *conn_fd, char err[OOB_ERR_LEN]);

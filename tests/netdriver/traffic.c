@@ -379,7 +379,8 @@ static int traffic_rank(struct nd_world *w, void *arg)
     }
     int active = nstreams;
     int idle = 0;
-    while (active > 0 && !status) {
+    int failed = 0; /* a call returned an error (status stays 0 when one was expected) */
+    while (active > 0 && !status && !failed) {
         int progress = 0;
         active = 0;
         for (int i = 0; i < nstreams; i++) {
@@ -387,12 +388,14 @@ static int traffic_rank(struct nd_world *w, void *arg)
             if (s->done)
                 continue;
             int r = s->is_send ? send_step(net, s, mh[s->dev], &status) : recv_step(net, s, mh[s->dev], &status);
-            if (r < 0)
+            if (r < 0) {
+                failed = 1;
                 break;
+            }
             progress |= r;
             active += !s->done;
         }
-        if (status || (o->expect_error && active < nstreams))
+        if (status || failed)
             break;
         if (!progress && ++idle > 1000) {
             idle = 0;
@@ -407,7 +410,7 @@ static int traffic_rank(struct nd_world *w, void *arg)
             }
         }
     }
-    if (o->expect_error && status == 0 && !active) {
+    if (o->expect_error && status == 0 && !failed) {
         fprintf(stderr, "rank %d: traffic completed although an error was expected\n", w->rank);
         status = 5;
     }

@@ -13,7 +13,9 @@ struct pair { int lfd, cfd, afd; uint16_t port; };
 static void pair_open(struct pair *p)
 {
     char err[OOB_ERR_LEN] = "";
-    EXPECT_EQ_INT(OOB_DONE, oob_listen(4, &p->port, &p->lfd, err));
+    struct oob_addr at = { .family = 4, .addr = { 127, 0, 0, 1 } };
+    EXPECT_EQ_INT(OOB_DONE, oob_listen(&at, &p->lfd, err));
+    p->port = at.port;
     EXPECT_TRUE(p->port != 0);
     struct oob_addr to = { .family = 4, .addr = { 127, 0, 0, 1 }, .port = p->port };
     EXPECT_EQ_INT(OOB_DONE, oob_connect_start(&to, &p->cfd, err));
@@ -116,12 +118,33 @@ TAP_CASE(test_conn_oob_peer_alive_until_closed)
     EXPECT_EQ_INT(0, alive);
 }
 
+TAP_CASE(test_conn_oob_listens_only_on_the_given_address)
+{
+    char err[OOB_ERR_LEN] = "";
+    int lfd, fd;
+    struct oob_addr at = { .family = 4, .addr = { 127, 0, 0, 1 } };
+    EXPECT_EQ_INT(OOB_DONE, oob_listen(&at, &lfd, err));
+    /* 127.0.0.2 is loopback too, but not the address the listener was given */
+    struct oob_addr other = { .family = 4, .addr = { 127, 0, 0, 2 }, .port = at.port };
+    int r = oob_connect_start(&other, &fd, err);
+    for (long i = 0; i < SPIN_LIMIT && r == OOB_DONE; i++) {
+        r = oob_connect_poll(fd, err);
+        if (r == OOB_AGAIN)
+            r = OOB_DONE, usleep(100);
+        else if (r == OOB_DONE)
+            break;
+    }
+    EXPECT_EQ_INT(OOB_ERROR, r);
+    close(lfd);
+}
+
 TAP_CASE(test_conn_oob_connect_to_closed_port_fails)
 {
     char err[OOB_ERR_LEN] = "";
-    uint16_t port;
     int lfd, fd;
-    EXPECT_EQ_INT(OOB_DONE, oob_listen(4, &port, &lfd, err));
+    struct oob_addr at = { .family = 4, .addr = { 127, 0, 0, 1 } };
+    EXPECT_EQ_INT(OOB_DONE, oob_listen(&at, &lfd, err));
+    uint16_t port = at.port;
     close(lfd); /* nobody listens there any more */
     struct oob_addr to = { .family = 4, .addr = { 127, 0, 0, 1 }, .port = port };
     int r = oob_connect_start(&to, &fd, err);

@@ -11,6 +11,8 @@
 #   acs-switch    like baremetal-pf but with ACS P2P redirection on the switch
 #                 downstream ports, IOMMU translating (DMA-FQ), InfiniBand link,
 #                 and a second GPU on the other socket
+#   cross-socket  NIC on CPU 0, its only GPU on CPU 1 (SYS distance)
+#   host-vf       bare metal using a VF of the PF (physfn link) as mlx5_2
 set -eu
 out=${1:?usage: mkfixtures.sh OUTDIR}
 
@@ -229,3 +231,52 @@ netdev "$s" "$nic" eth1 1500
 mkdir -p "$s/kernel/mm/memory_peers/nv_mem"; echo 1.3 > "$s/kernel/mm/memory_peers/nv_mem/version"
 dmi "$s" "QEMU" "Standard PC (Q35 + ICH9, 2009)"
 proc "$p" 5.4.0-150-generic yes "BOOT_IMAGE=/boot/vmlinuz-5.4.0-150-generic root=/dev/vda1 ro console=ttyS0"
+
+# --- cross-socket -----------------------------------------------------------
+# A bare-metal host whose only GPU hangs off the other CPU's root port: the
+# NIC is on NUMA node 0, the GPU on node 1 (NCCL's SYS distance).
+s=$out/cross-socket/sys; p=$out/cross-socket/proc
+rm -rf "$out/cross-socket"; mkdir -p "$s" "$p"
+rp0=pci0000:15/0000:15:01.0; nic=$rp0/0000:16:00.0
+rp1=pci0000:97/0000:97:01.0; gpu=$rp1/0000:98:00.0
+fn "$s/devices/$rp0" 0x8086 0x352a 0x060400 0
+bridge_config "$s/devices/$rp0/config" 0x8086 0x352a 4 0x0000
+fn "$s/devices/$rp1" 0x8086 0x352a 0x060400 1
+bridge_config "$s/devices/$rp1/config" 0x8086 0x352a 4 0x0000
+fn "$s/devices/$nic" 0x15b3 0x1021 0x020000 0
+cx7_pf_config "$s/devices/$nic/config" 0x5937 0
+fn "$s/devices/$gpu" 0x10de 0x2330 0x030200 1
+h100_config "$s/devices/$gpu/config" 0x2930
+for d in $rp0 $rp1 $nic $gpu; do link_bus "$s" "$d"; done
+rdma_dev "$s" "$nic" mlx5_0
+port "$s" "$nic" mlx5_0 1 Ethernet "400 Gb/sec (4X NDR)"
+gid "$s" "$nic" mlx5_0 1 0 0000:0000:0000:0000:0000:ffff:0a00:0002 "RoCE v2"
+netdev "$s" "$nic" ens1np0 9000
+mkdir -p "$s/module/nvidia_peermem"
+dmi "$s" "Supermicro" "SYS-821GE-TNHR"
+proc "$p" 6.8.0-45-generic no "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro intel_iommu=on iommu=pt"
+
+# --- host-vf ----------------------------------------------------------------
+# Bare metal, the PF of baremetal-pf plus one of its VFs bound to mlx5_ib as
+# mlx5_2 (a container or DPDK host uses VFs directly): the VF has a physfn
+# link to its PF and, being a VF, reads 0 in Enable Relaxed Ordering.
+s=$out/host-vf/sys; p=$out/host-vf/proc
+rm -rf "$out/host-vf"; mkdir -p "$s" "$p"
+switch_host "$s" 0x0000
+cx7_pf_config "$s/devices/$nic/config" 0x5937 0
+port "$s" "$nic" mlx5_0 1 Ethernet "400 Gb/sec (4X NDR)"
+gid "$s" "$nic" mlx5_0 1 0 0000:0000:0000:0000:0000:ffff:0a00:0001 "RoCE v2"
+netdev "$s" "$nic" ens1np0 9000
+vf=$dn0/0000:18:00.2
+fn "$s/devices/$vf" 0x15b3 0x101e 0x020000 0
+cx7_vf_config "$s/devices/$vf/config"
+ln -sfn ../0000:18:00.0 "$s/devices/$vf/physfn"
+ln -sfn ../0000:18:00.2 "$s/devices/$nic/virtfn0"
+link_bus "$s" "$vf"
+rdma_dev "$s" "$vf" mlx5_2
+port "$s" "$vf" mlx5_2 1 Ethernet "400 Gb/sec (4X NDR)"
+gid "$s" "$vf" mlx5_2 1 0 0000:0000:0000:0000:0000:ffff:0a00:0102 "RoCE v2"
+netdev "$s" "$vf" ens1f0v0 9000
+mkdir -p "$s/module/nvidia_peermem"
+dmi "$s" "Supermicro" "SYS-821GE-TNHR"
+proc "$p" 6.8.0-45-generic no "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro intel_iommu=on iommu=pt"

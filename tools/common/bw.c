@@ -23,11 +23,6 @@ struct qp_state {
     long unsignalled; /* posted since the last signalled one */
 };
 
-/* One sample per polled completion: when, and how many writes were done. */
-struct sample {
-    double t;
-    long done;
-};
 
 static int post_one(struct rc_qp *q, struct qp_state *s, void *local, uint32_t lkey,
                     uint64_t raddr, uint32_t rkey, size_t size, int signal)
@@ -69,7 +64,7 @@ int bw_run_writes(struct rc_qp *qps, int nqp, void *local, uint32_t lkey, uint64
 
     struct qp_state *st = calloc((size_t)nqp, sizeof(*st));
     size_t scap = 1024, ns = 0;
-    struct sample *samples = malloc(scap * sizeof(*samples));
+    struct bw_sample *samples = malloc(scap * sizeof(*samples));
     if (!st || !samples) {
         free(st);
         free(samples);
@@ -79,6 +74,7 @@ int bw_run_writes(struct rc_qp *qps, int nqp, void *local, uint32_t lkey, uint64
     long posted = 0, done = 0;
     int rc = 0, stopping = !timed && total <= 0;
     double t0 = bw_now(), last_progress = t0, deadline = t0 + p->duration;
+    double tick_every = p->tick_interval > 0 ? p->tick_interval : 0.5, last_tick = t0;
     int next = 0;
     struct ibv_wc wc[16];
 
@@ -136,7 +132,8 @@ int bw_run_writes(struct rc_qp *qps, int nqp, void *local, uint32_t lkey, uint64
             for (int i = 0; i < n; i++) {
                 if (wc[i].status != IBV_WC_SUCCESS) {
                     str_fmt(err, errlen, "RDMA WRITE completion error on QP 0x%x: status %d "
-                             "(vendor error 0x%x)", qps[qi].qp->qp_num, (int)wc[i].status,
+                             "(%s, vendor error 0x%x)", qps[qi].qp->qp_num, (int)wc[i].status,
+                             p->status_str ? p->status_str(wc[i].status) : "?",
                              wc[i].vendor_err);
                     rc = -1;
                     goto out;
@@ -147,10 +144,18 @@ int bw_run_writes(struct rc_qp *qps, int nqp, void *local, uint32_t lkey, uint64
             }
         }
         double now = bw_now();
+        if (p->tick && now - last_tick >= tick_every) {
+            last_tick = now;
+            if (p->tick(p->tick_arg, done)) {
+                str_fmt(err, errlen, "stopped by the caller after %ld of %ld writes", done, posted);
+                rc = -1;
+                goto out;
+            }
+        }
         if (progressed) {
             last_progress = now;
             if (ns == scap) {
-                struct sample *ns_ = realloc(samples, 2 * scap * sizeof(*samples));
+                struct bw_sample *ns_ = realloc(samples, 2 * scap * sizeof(*samples));
                 if (!ns_) {
                     str_fmt(err, errlen, "out of memory");
                     rc = -1;
@@ -159,7 +164,7 @@ int bw_run_writes(struct rc_qp *qps, int nqp, void *local, uint32_t lkey, uint64
                 samples = ns_;
                 scap *= 2;
             }
-            samples[ns++] = (struct sample){ now, done };
+            samples[ns++] = (struct bw_sample){ now, done };
         } else if (now - last_progress > (p->stall_timeout > 0 ? p->stall_timeout : 10.0)) {
             str_fmt(err, errlen, "no RDMA WRITE completion for %.0f s (%ld of %ld writes done): "
                      "peer gone or link down?", now - last_progress, done, posted);
@@ -174,30 +179,44 @@ int bw_run_writes(struct rc_qp *qps, int nqp, void *local, uint32_t lkey, uint64
         res->avg_bps = (double)done * (double)p->size / res->seconds;
         res->msg_rate = (double)done / res->seconds;
     }
-    /* Peak: best rate over windows spanning at least a tenth of the writes
-     * (and at least one sample interval), measured from the start time or
-     * a previous sample. */
+    res->peak_bps = bw_peak_bps(samples, ns, t0, p->size);
+    if (res->peak_bps < res->avg_bps)
+        res->peak_bps = res->avg_bps;
+out:
+    free(st);
+    free(samples);
+    return rc ? -1 : 0;
+}
+
+double bw_peak_bps(const struct bw_sample *samples, size_t ns, double t0, size_t size)
+{
+    if (!ns)
+        return 0;
+    /* Best rate over windows that span at least a tenth of the operations
+     * and a tenth of the run's time, each measured from the start or an
+     * earlier sample. The time bound matters: completions come in bursts
+     * (one CQE covers cq_mod writes, one poll reaps many CQEs), and a
+     * window inside a burst would report an absurd rate. */
+    long done = samples[ns - 1].done;
     long win = done / 10 > 0 ? done / 10 : 1;
+    double win_t = (samples[ns - 1].t - t0) / 10;
     size_t j = 0;
-    double prev_t = t0;
+    double prev_t = t0, peak = 0;
     long prev_done = 0;
-    res->peak_bps = res->avg_bps;
     for (size_t i = 0; i < ns; i++) {
-        while (j < i && samples[i].done - samples[j].done >= win) {
+        while (j < i && samples[i].done - samples[j].done >= win &&
+               samples[i].t - samples[j].t >= win_t) {
             prev_t = samples[j].t;
             prev_done = samples[j].done;
             j++;
         }
         double dt = samples[i].t - prev_t;
         long dn = samples[i].done - prev_done;
-        if (dn >= win && dt > 0) {
-            double bps = (double)dn * (double)p->size / dt;
-            if (bps > res->peak_bps)
-                res->peak_bps = bps;
+        if (dn >= win && dt >= win_t && dt > 0) {
+            double bps = (double)dn * (double)size / dt;
+            if (bps > peak)
+                peak = bps;
         }
     }
-out:
-    free(st);
-    free(samples);
-    return rc ? -1 : 0;
+    return peak;
 }

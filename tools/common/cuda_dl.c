@@ -51,7 +51,7 @@ struct cuda_dl *cuda_dl_open(char *err, size_t errlen)
     }
     c->handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!c->handle) {
-        str_fmt(err, errlen, "no CUDA driver (libcuda.so.1: %s)", dlerror());
+        str_fmt(err, errlen, "no CUDA driver (%s)", dlerror());
         free(c);
         return NULL;
     }

@@ -241,9 +241,12 @@ int rc_qp_connect(struct rc_dev *d, struct rc_qp *q, const struct rc_qp_info *re
                  q->qp->qp_num, remote->qpn, strerror(errno));
         return -1;
     }
+    /* Local ACK timeout 18 (4.096 us * 2^18 = 1.07 s per try, 7 retries):
+     * closer to NCCL's default (20) than perftest's 14, whose half-second
+     * budget makes a busy shared host (or a software NIC on it) look dead. */
     struct ibv_qp_attr s = {
         .qp_state = IBV_QPS_RTS,
-        .timeout = 14,
+        .timeout = 18,
         .retry_cnt = 7,
         .rnr_retry = 7,
         .sq_psn = q->psn,
@@ -286,4 +289,28 @@ const char *rc_link_layer_name(int ll)
 {
     return ll == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : ll == IBV_LINK_LAYER_INFINIBAND ?
            "InfiniBand" : "unspecified";
+}
+
+void rc_port_rate_str(const struct ibv_port_attr *a, char *buf, size_t len)
+{
+    /* IB spec encodings: width 1/2/4/8/16 = 1X/4X/8X/12X/2X lanes; speed
+     * 1 SDR 2.5, 2 DDR 5, 4 QDR 10, 8 FDR10 10, 16 FDR 14, 32 EDR 25,
+     * 64 HDR 50, 128 NDR 100 Gb/s per lane (XDR is in active_speed_ex). */
+    int lanes = a->active_width == 1 ? 1 : a->active_width == 2 ? 4 : a->active_width == 4 ? 8 :
+                a->active_width == 8 ? 12 : a->active_width == 16 ? 2 : 0;
+    double lane;
+    switch ((unsigned)a->active_speed) {
+    case 1: lane = 2.5; break;
+    case 2: lane = 5; break;
+    case 4: case 8: lane = 10; break;
+    case 16: lane = 14; break;
+    case 32: lane = 25; break;
+    case 64: lane = 50; break;
+    case 128: lane = 100; break;
+    default: lane = 0;
+    }
+    if (!lanes || lane == 0)
+        str_fmt(buf, len, "unknown speed (width %u, speed %u)", a->active_width, a->active_speed);
+    else
+        str_fmt(buf, len, "%g Gb/s (%dX %g Gb/s)", lanes * lane, lanes, lane);
 }

@@ -69,5 +69,8 @@ void rc_gid_str(const uint8_t gid[16], char *buf, size_t len);
 /* 256 .. 4096 for enum ibv_mtu, 0 for anything else. */
 int rc_mtu_bytes(int mtu);
 const char *rc_link_layer_name(int ll);
+/* "200 Gb/s (4X 50 Gb/s)" from a port's active_width and active_speed, or
+ * "unknown speed" for codes this tool does not know. */
+void rc_port_rate_str(const struct ibv_port_attr *a, char *buf, size_t len);
 
 #endif

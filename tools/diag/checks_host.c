@@ -264,7 +264,8 @@ void diag_check_gpu_paths(struct diag_ctx *ctx)
             off += (size_t)str_fmt(why + off, sizeof(why) - off, "kernel %s < 5.12",
                                     f->kernel[0] ? f->kernel : "unknown");
         if (!verbs_ok && off < sizeof(why))
-            off += (size_t)str_fmt(why + off, sizeof(why) - off, "%srdma-core < 34", off ? ", " : "");
+            off += (size_t)str_fmt(why + off, sizeof(why) - off, "%s%s", off ? ", " : "",
+                                    f->verbs_loaded ? "rdma-core < 34" : "libibverbs not loadable");
         if (!gpu_ok && off < sizeof(why))
             str_fmt(why + off, sizeof(why) - off, "%sGPU/driver says no", off ? ", " : "");
         report_add(&ctx->rep, DIAG_WARN, "gpu.dmabuf", "host", ev,

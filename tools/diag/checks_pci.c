@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/strfmt.h"
@@ -28,6 +29,22 @@ static int load_cfg(const char *dir, struct pcicfg *cfg)
 {
     char p[PATH_MAX];
     return pcicfg_load(path_join(p, sizeof(p), dir, "config"), cfg);
+}
+
+/* A VF's PF as the host sees it (physfn link): its BDF and PCI Express
+ * Device Control. 0 when read; -1 when there is no physfn (a guest) or its
+ * config space cannot be read. */
+static int load_pf_pcie(const struct pci_fn *vf, char *pf_bdf, size_t len, struct pcie_info *pi)
+{
+    static struct pcicfg pfcfg; /* 4 KiB, single-threaded tool */
+    char p[PATH_MAX], pf[PATH_MAX];
+    if (!realpath(path_join(p, sizeof(p), vf->dir, "physfn"), pf))
+        return -1;
+    str_fmt(pf_bdf, len, "%s", strrchr(pf, '/') ? strrchr(pf, '/') + 1 : pf);
+    if (load_cfg(pf, &pfcfg) || pfcfg.len < 256)
+        return -1;
+    pcicfg_pcie(&pfcfg, pi);
+    return pi->offset < 0 ? -1 : 0;
 }
 
 void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject,
@@ -62,9 +79,29 @@ void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn, con
              "Max_Read_Request_Size %d B), Device Capabilities Max_Payload_Size supported %d B",
              fn->bdf, pi.offset, pi.devctl, pi.relaxed_ordering, pi.mps, pi.mrrs, pi.mps_supported);
 
+    /* In a VF, Enable Relaxed Ordering and Max_Payload_Size are reserved
+     * (RsvdP in the SR-IOV spec): the PF's settings apply. Where the PF is
+     * visible (a host using its VFs), judge by the PF. */
+    char pf_bdf[64] = "";
+    struct pcie_info pf;
+    int have_pf = is_nic && is_vf && !load_pf_pcie(fn, pf_bdf, sizeof(pf_bdf), &pf);
+    char pf_ev[512] = "";
+    if (have_pf)
+        str_fmt(pf_ev, sizeof(pf_ev), "%s; PF %s Device Control 0x%04x (Enable Relaxed Ordering "
+                 "%d, Max_Payload_Size %d B of %d B supported)", ev, pf_bdf, pf.devctl,
+                 pf.relaxed_ordering, pf.mps, pf.mps_supported);
+
     if (pi.relaxed_ordering) {
         report_add(&ctx->rep, DIAG_OK, "pci.relaxed_ordering", subject, ev, NULL,
                    "%s %s: Enable Relaxed Ordering on", who, fn->bdf);
+    } else if (have_pf && pf.relaxed_ordering) {
+        report_add(&ctx->rep, DIAG_WARN, "pci.relaxed_ordering", subject, pf_ev,
+                   "register GPU memory with IBV_ACCESS_RELAXED_ORDERING (railnet: "
+                   "RAILNET_RELAXED_ORDERING=1; NCCL's IB transport: NCCL_IB_PCI_RELAXED_ORDERING=1), "
+                   "since tools that read the VF's bit conclude it is off; confirm with "
+                   "railnet-diag --probe",
+                   "VF %s: Enable Relaxed Ordering reads 0 (reserved in a VF); its PF %s has it on",
+                   fn->bdf, pf_bdf);
     } else if (is_nic) {
         ctx->facts.nic_ro_off = 1;
         int vm_case = is_vf || ctx->facts.vm;
@@ -97,7 +134,19 @@ void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn, con
                    "GPU %s: Enable Relaxed Ordering off", fn->bdf);
     }
 
-    if (pi.mps == 128 && pi.mps_supported > 128) {
+    if (is_nic && is_vf && have_pf) {
+        int low = pf.mps == 128 && pf.mps_supported > 128;
+        report_add(&ctx->rep, low ? DIAG_WARN : DIAG_OK, "pci.max_payload", subject, pf_ev,
+                   low ? "set the PCIe Max Payload Size in the BIOS, or boot with "
+                         "pci=pcie_bus_perf; every device on the path must agree" : NULL,
+                   "VF %s: Max_Payload_Size is the PF's: %s %d B (supports %d B)", fn->bdf,
+                   pf_bdf, pf.mps, pf.mps_supported);
+    } else if (is_nic && is_vf) {
+        report_add(&ctx->rep, DIAG_SKIP, "pci.max_payload", subject, ev, NULL,
+                   "VF %s: Max_Payload_Size is reserved in a VF (reads %d B here); the PF's "
+                   "setting on the host applies and is not visible from this guest", fn->bdf,
+                   pi.mps);
+    } else if (pi.mps == 128 && pi.mps_supported > 128) {
         str_fmt(fix, sizeof(fix), "set the PCIe Max Payload Size in the BIOS, or boot with "
                  "pci=pcie_bus_perf; every device on the path must agree");
         report_add(&ctx->rep, DIAG_WARN, "pci.max_payload", subject, ev, fix,

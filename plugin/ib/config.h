@@ -1,0 +1,44 @@
+/* plugin/ib/config.h: every RAILNET_* environment variable, read once.
+ *
+ * config_load() parses the environment at the plugin's init (later calls do
+ * nothing); nothing else in the plugin calls getenv. A value that does not
+ * parse or is out of range is a WARN naming the variable, the value and the
+ * accepted range, and the default is used. rn_config() returns the parsed
+ * values (defaults before config_load). The README's table lists them all. */
+#ifndef RAILNET_IB_CONFIG_H
+#define RAILNET_IB_CONFIG_H
+
+#include <stddef.h>
+
+#define RN_AUTO (-1)
+
+struct rn_config {
+    char ibverbs_lib[256];  /* RAILNET_IBVERBS_LIB: "" = libibverbs.so.1 */
+    char hca[256];          /* RAILNET_HCA: device/port filter, "" = all */
+    char oob_addr[64];      /* RAILNET_OOB_ADDR: IP the TCP bootstrap listens on, "" = the port's */
+    int gid_index;          /* RAILNET_GID_INDEX: -1 auto (RoCE v2 + IPv4), 0..255 */
+    int merge_ports;        /* RAILNET_MERGE_PORTS: -1 auto, 0, 1 */
+    int qps_per_conn;       /* RAILNET_QPS_PER_CONN: 1..16, default 2 */
+    long long split_min;    /* RAILNET_SPLIT_MIN: bytes, default 128 KiB */
+    int ib_timeout;         /* RAILNET_IB_TIMEOUT: 1..31, default 20 */
+    int ib_retry_cnt;       /* RAILNET_IB_RETRY_CNT: 0..7, default 7 */
+    int ib_tc;              /* RAILNET_IB_TC: 0..255, default 0 */
+    int ib_sl;              /* RAILNET_IB_SL: 0..15, default 0 */
+    int relaxed_ordering;   /* RAILNET_RELAXED_ORDERING: -1 auto, 0, 1 */
+    int dmabuf;             /* RAILNET_DMABUF: -1 auto, 0 (peer memory only), 1 (dmabuf only) */
+    int gdr_flush;          /* RAILNET_GDR_FLUSH: -1 auto, 0, 1, 2 (also host; tests) */
+    int stats;              /* RAILNET_STATS: 0, 1 */
+    int gdaki_queue_mem;    /* RAILNET_GDAKI_QUEUE_MEM: 0 host, 1 gpu */
+};
+
+void config_load(void);
+const struct rn_config *rn_config(void);
+
+/* Parsers shared with the tests; each returns 0 or -1 (value untouched). */
+int config_parse_int(const char *s, long long lo, long long hi, long long *out);
+/* "auto" -> RN_AUTO, else an integer in [lo, hi]. */
+int config_parse_auto(const char *s, long long lo, long long hi, long long *out);
+/* Bytes with optional K/M/G suffix (binary units). */
+int config_parse_size(const char *s, long long lo, long long hi, long long *out);
+
+#endif

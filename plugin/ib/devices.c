@@ -1,0 +1,417 @@
+/* plugin/ib/devices.c: verbs device discovery and NCCL properties
+ * (devices.h). */
+#include "devices.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "ibvwrap.h"
+#include "log.h"
+#include "mr.h"
+
+static struct rn_device devs[DEVICES_MAX];
+static int ndevs;
+static int inited;
+static pthread_mutex_t devs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* ------------------------------------------------------------ pure helpers */
+
+static int filter_item_match(const char *item, size_t len, int exact, const char *dev, int port)
+{
+    char buf[128];
+    if (len == 0 || len >= sizeof(buf))
+        return 0;
+    memcpy(buf, item, len);
+    buf[len] = '\0';
+    int want_port = 0;
+    char *colon = strchr(buf, ':');
+    if (colon) {
+        *colon = '\0';
+        want_port = atoi(colon + 1);
+        if (want_port <= 0)
+            return 0;
+    }
+    int name_ok = exact ? !strcmp(buf, dev) : !strncmp(buf, dev, strlen(buf));
+    return name_ok && (!want_port || want_port == port);
+}
+
+int devices_filter_match(const char *spec, const char *dev, int port)
+{
+    if (!spec || !*spec)
+        return 1;
+    int exclude = 0, exact = 0;
+    if (*spec == '^')
+        exclude = 1, spec++;
+    if (*spec == '=')
+        exact = 1, spec++;
+    int hit = 0;
+    while (*spec && !hit) {
+        const char *end = strchr(spec, ',');
+        size_t len = end ? (size_t)(end - spec) : strlen(spec);
+        hit = filter_item_match(spec, len, exact, dev, port);
+        spec += len + (end ? 1 : 0);
+    }
+    return exclude ? !hit : hit;
+}
+
+int devices_port_speed_mbps(uint32_t active_speed, uint8_t active_width)
+{
+    int lane;
+    switch (active_speed) {
+    case 1: lane = 2500; break;    /* SDR */
+    case 2: lane = 5000; break;    /* DDR */
+    case 4: lane = 10000; break;   /* QDR */
+    case 8: lane = 10000; break;   /* FDR10 */
+    case 16: lane = 14000; break;  /* FDR */
+    case 32: lane = 25000; break;  /* EDR */
+    case 64: lane = 50000; break;  /* HDR */
+    case 128: lane = 100000; break; /* NDR */
+    case 256: lane = 200000; break; /* XDR */
+    default: return 0;
+    }
+    int lanes;
+    switch (active_width) {
+    case 1: lanes = 1; break;
+    case 2: lanes = 4; break;
+    case 4: lanes = 8; break;
+    case 8: lanes = 12; break;
+    case 16: lanes = 2; break;
+    default: return 0;
+    }
+    return lane * lanes;
+}
+
+/* ----------------------------------------------------------------- GID */
+
+static int gid_is_ipv4_mapped(const union ibv_gid *g)
+{
+    static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    return !memcmp(g->raw, prefix, sizeof(prefix));
+}
+
+static int gid_is_zero(const union ibv_gid *g)
+{
+    static const union ibv_gid zero;
+    return !memcmp(g, &zero, sizeof(zero));
+}
+
+/* 1 when GID index i of the port is RoCE v2: the extended query when the
+ * library has it, else the sysfs attribute file, as rdma-core exposes it. */
+static int gid_is_roce_v2(struct ibv_device *d, struct ibv_context *ctx, int port, int i)
+{
+    const struct ibvwrap *v = ibvwrap_global();
+    if (v->query_gid_ex) {
+        struct ibv_gid_entry e;
+        if (v->query_gid_ex(ctx, (uint32_t)port, (uint32_t)i, &e, 0, sizeof(e)) == 0)
+            return e.gid_type == IBV_GID_TYPE_ROCE_V2;
+    }
+    char path[PATH_MAX + 64], buf[32] = "";
+    snprintf(path, sizeof(path), "%s/ports/%d/gid_attrs/types/%d", d->ibdev_path, port, i);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int ok = fgets(buf, sizeof(buf), f) && !strncmp(buf, "RoCE v2", 7);
+    fclose(f);
+    return ok;
+}
+
+static int pick_gid(struct ibv_device *d, struct ibv_context *ctx, int port, int tbl_len, struct qp_port *qp)
+{
+    const struct ibvwrap *v = ibvwrap_global();
+    int want = rn_config()->gid_index;
+    if (want != RN_AUTO) {
+        if (want >= tbl_len || v->query_gid(ctx, (uint8_t)port, want, &qp->gid) || gid_is_zero(&qp->gid)) {
+            WARN("NET/railnet: %s port %d: RAILNET_GID_INDEX=%d is not a valid GID (table has %d entries)",
+                 v->get_device_name(d), port, want, tbl_len);
+            return -1;
+        }
+        qp->gid_index = (uint8_t)want;
+        return 0;
+    }
+    int best = -1, best_score = -1;
+    for (int i = 0; i < tbl_len && i < 256; i++) {
+        union ibv_gid g;
+        if (v->query_gid(ctx, (uint8_t)port, i, &g) || gid_is_zero(&g))
+            continue;
+        int score = (gid_is_roce_v2(d, ctx, port, i) ? 2 : 0) + (gid_is_ipv4_mapped(&g) ? 1 : 0);
+        if (score > best_score) {
+            best = i, best_score = score;
+            qp->gid = g;
+        }
+        if (score == 3)
+            break;
+    }
+    if (best < 0) {
+        WARN("NET/railnet: %s port %d: no usable GID; the port is left out", v->get_device_name(d), port);
+        return -1;
+    }
+    qp->gid_index = (uint8_t)best;
+    char txt[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET6, qp->gid.raw, txt, sizeof(txt));
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: %s port %d: GID index %d (%s, %s) picked automatically",
+         v->get_device_name(d), port, best, txt, best_score >= 2 ? "RoCE v2" : "not RoCE v2");
+    return 0;
+}
+
+/* ------------------------------------------------------------- discovery */
+
+struct found_port {
+    struct qp_port qp;
+    int speed;
+};
+
+static void oob_address(struct rn_device *r)
+{
+    const char *want = rn_config()->oob_addr;
+    memset(&r->oob, 0, sizeof(r->oob));
+    if (*want) {
+        if (inet_pton(AF_INET, want, r->oob.addr) == 1) {
+            r->oob.family = 4;
+            return;
+        }
+        if (inet_pton(AF_INET6, want, r->oob.addr) == 1) {
+            r->oob.family = 6;
+            return;
+        }
+        WARN("NET/railnet: RAILNET_OOB_ADDR=%s is not an IPv4 or IPv6 address; using the device's", want);
+    }
+    /* RoCE: the port's own IPv4 address is where its peers can reach us */
+    if (r->link_layer == IBV_LINK_LAYER_ETHERNET && gid_is_ipv4_mapped(&r->ports[0].gid)) {
+        r->oob.family = 4;
+        memcpy(r->oob.addr, r->ports[0].gid.raw + 12, 4);
+        return;
+    }
+    oob_default_addr(&r->oob);
+}
+
+static char *pci_path_of(struct ibv_device *d)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/device", d->ibdev_path);
+    return realpath(path, NULL);
+}
+
+static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv_pd *pd,
+                       const struct ibv_device_attr *da, struct found_port *p, int np, int merged, int split)
+{
+    const struct ibvwrap *v = ibvwrap_global();
+    if (ndevs >= DEVICES_MAX)
+        return;
+    struct rn_device *r = &devs[ndevs];
+    memset(r, 0, sizeof(*r));
+    const char *vname = v->get_device_name(d);
+    snprintf(r->verbs_name, sizeof(r->verbs_name), "%s", vname);
+    /* ports of one NIC exposed separately are told apart by name */
+    if (split)
+        snprintf(r->name, sizeof(r->name), "%s:%u", vname, p[0].qp.port_num);
+    else
+        snprintf(r->name, sizeof(r->name), "%s", vname);
+    r->pci_path = pci_path_of(d);
+    r->guid = be64toh(da->node_guid);
+    r->link_layer = p[0].qp.link_layer;
+    r->nports = np;
+    r->max_qp = da->max_qp;
+    for (int i = 0; i < np; i++) {
+        r->ports[i] = p[i].qp;
+        r->ports[i].ctx = ctx;
+        r->ports[i].pd = pd;
+        r->ports[i].port_idx = (uint8_t)i;
+        r->speed_mbps += p[i].speed;
+    }
+    oob_address(r);
+    r->ptr_support = NCCL_PTR_HOST | mr_probe_gpu(ndevs, r);
+    ndevs++;
+    char ports[32] = "";
+    for (int i = 0; i < np; i++) {
+        size_t at = strlen(ports);
+        snprintf(ports + at, sizeof(ports) - at, "%s%u", i ? "+" : "", p[i].qp.port_num);
+    }
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: %s port %s (%s, %d Mb/s%s), pci %s", ndevs - 1, r->name,
+         ports, r->link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "RoCE", r->speed_mbps,
+         merged ? ", ports merged" : "", r->pci_path ? r->pci_path : "unknown");
+}
+
+static int merge_decision(const char *name, struct found_port *p, int np)
+{
+    int mode = rn_config()->merge_ports;
+    if (np != 2)
+        return 0;
+    int same = p[0].qp.link_layer == p[1].qp.link_layer;
+    if (mode == 0) {
+        INFO(NCCL_NET | NCCL_INIT, "NET/railnet: %s: 2 active ports, RAILNET_MERGE_PORTS=0: one device per port",
+             name);
+        return 0;
+    }
+    if (!same) {
+        INFO(NCCL_NET | NCCL_INIT, "NET/railnet: %s: ports have different link layers, not merged", name);
+        return 0;
+    }
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: %s: 2 active %s ports merged into one device (%s)", name,
+         p[0].qp.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet",
+         mode == 1 ? "RAILNET_MERGE_PORTS=1" : "default; RAILNET_MERGE_PORTS=0 splits them");
+    return 1;
+}
+
+static void scan_device(struct ibv_device *d)
+{
+    const struct ibvwrap *v = ibvwrap_global();
+    const char *name = v->get_device_name(d);
+    const char *spec = rn_config()->hca;
+    struct ibv_context *ctx = v->open_device(d);
+    if (!ctx) {
+        WARN("NET/railnet: cannot open %s: %s", name, strerror(errno));
+        return;
+    }
+    struct ibv_device_attr da;
+    if (v->query_device(ctx, &da)) {
+        WARN("NET/railnet: ibv_query_device(%s) failed: %s", name, strerror(errno));
+        v->close_device(ctx);
+        return;
+    }
+    struct found_port found[HS_MAX_PORTS];
+    int nf = 0;
+    for (int port = 1; port <= da.phys_port_cnt && nf < HS_MAX_PORTS; port++) {
+        struct ibv_port_attr pa;
+        if (ibvwrap_query_port(v, ctx, (uint8_t)port, &pa))
+            continue;
+        if (!devices_filter_match(spec, name, port)) {
+            INFO(NCCL_NET | NCCL_INIT, "NET/railnet: %s port %d left out by RAILNET_HCA=%s", name, port, spec);
+            continue;
+        }
+        if (pa.state != IBV_PORT_ACTIVE) {
+            INFO(NCCL_NET | NCCL_INIT, "NET/railnet: %s port %d is not active (state %d), left out", name, port,
+                 pa.state);
+            continue;
+        }
+        if (pa.link_layer != IBV_LINK_LAYER_INFINIBAND && pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+            continue;
+        struct found_port *f = &found[nf];
+        memset(f, 0, sizeof(*f));
+        f->qp.port_num = (uint8_t)port;
+        f->qp.link_layer = pa.link_layer;
+        f->qp.lid = pa.lid;
+        f->qp.active_mtu = pa.active_mtu;
+        f->speed = devices_port_speed_mbps(pa.active_speed, pa.active_width);
+        if (pick_gid(d, ctx, port, pa.gid_tbl_len, &f->qp) && pa.link_layer == IBV_LINK_LAYER_ETHERNET)
+            continue;
+        nf++;
+    }
+    if (nf == 0) {
+        v->close_device(ctx);
+        return;
+    }
+    struct ibv_pd *pd = v->alloc_pd(ctx);
+    if (!pd) {
+        WARN("NET/railnet: ibv_alloc_pd(%s) failed: %s", name, strerror(errno));
+        v->close_device(ctx);
+        return;
+    }
+    if (merge_decision(name, found, nf)) {
+        add_device(d, ctx, pd, &da, found, nf, 1, 0);
+        return;
+    }
+    for (int i = 0; i < nf; i++)
+        add_device(d, ctx, pd, &da, &found[i], 1, 0, nf > 1);
+}
+
+ncclResult_t devices_init(void)
+{
+    pthread_mutex_lock(&devs_mu);
+    if (inited) {
+        pthread_mutex_unlock(&devs_mu);
+        return ncclSuccess;
+    }
+    inited = 1;
+    const char *lib = rn_config()->ibverbs_lib;
+    char err[512];
+    if (ibvwrap_global_load(*lib ? lib : NULL, err, sizeof(err))) {
+        INFO(NCCL_NET | NCCL_INIT, "NET/railnet: no RDMA devices: %s", err);
+        pthread_mutex_unlock(&devs_mu);
+        return ncclSuccess;
+    }
+    const struct ibvwrap *v = ibvwrap_global();
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: using %s", v->path);
+    int n = 0;
+    struct ibv_device **list = v->get_device_list(&n);
+    if (!list || n == 0)
+        INFO(NCCL_NET | NCCL_INIT, "NET/railnet: no RDMA devices: ibv_get_device_list found none (%s)",
+             list ? "no device" : strerror(errno));
+    for (int i = 0; list && i < n; i++)
+        scan_device(list[i]);
+    if (list)
+        v->free_device_list(list);
+    if (n > 0 && ndevs == 0)
+        INFO(NCCL_NET | NCCL_INIT, "NET/railnet: no usable port among %d RDMA device(s)%s%s", n,
+             *rn_config()->hca ? " with RAILNET_HCA=" : "", rn_config()->hca);
+    pthread_mutex_unlock(&devs_mu);
+    return ncclSuccess;
+}
+
+int devices_count(void)
+{
+    return ndevs;
+}
+
+const struct rn_device *devices_get(int dev)
+{
+    return dev >= 0 && dev < ndevs ? &devs[dev] : NULL;
+}
+
+ncclResult_t devices_properties(int dev, ncclNetProperties_v8_t *props)
+{
+    const struct rn_device *r = devices_get(dev);
+    if (!r || !props) {
+        WARN("NET/railnet: getProperties: no device %d (%d devices)", dev, ndevs);
+        return ncclInvalidArgument;
+    }
+    memset(props, 0, sizeof(*props));
+    props->name = (char *)r->name;
+    props->pciPath = r->pci_path;
+    props->guid = r->guid;
+    props->ptrSupport = r->ptr_support;
+    props->regIsGlobal = 1;
+    props->speed = r->speed_mbps;
+    props->port = r->ports[0].port_num;
+    props->latency = 0;
+    props->maxComms = r->max_qp > 0 ? r->max_qp / 4 : 65536;
+    props->maxRecvs = HS_MAX_RECVS;
+    props->netDeviceType = NCCL_NET_DEVICE_HOST;
+    props->netDeviceVersion = 0;
+    return ncclSuccess;
+}
+
+int devices_nports(int dev)
+{
+    const struct rn_device *r = devices_get(dev);
+    return r ? r->nports : 0;
+}
+
+ncclResult_t devices_qp_ports(int dev, struct qp_port *ports, int *nports, char *name, size_t namelen)
+{
+    const struct rn_device *r = devices_get(dev);
+    if (!r)
+        return ncclInvalidArgument;
+    for (int i = 0; i < r->nports; i++)
+        ports[i] = r->ports[i];
+    *nports = r->nports;
+    snprintf(name, namelen, "%s", r->name);
+    return ncclSuccess;
+}
+
+ncclResult_t devices_handle_info(int dev, uint64_t *guid, uint8_t *link_layer, uint8_t *nports,
+                                 struct oob_addr *addr)
+{
+    const struct rn_device *r = devices_get(dev);
+    if (!r)
+        return ncclInvalidArgument;
+    *guid = r->guid;
+    *link_layer = r->link_layer;
+    *nports = (uint8_t)r->nports;
+    *addr = r->oob;
+    return ncclSuccess;
+}

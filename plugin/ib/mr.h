@@ -1,0 +1,43 @@
+/* plugin/ib/mr.h: memory registration (DESIGN.md §3).
+ *
+ * - Host memory: ibv_reg_mr over the page-aligned range.
+ * - CUDA memory (type NCCL_PTR_CUDA): dmabuf first (the allocation exported
+ *   with cuMemGetHandleForAddressRange, then ibv_reg_dmabuf_mr with the CUDA
+ *   address as iova), else plain ibv_reg_mr through the peer-memory module
+ *   (nvidia_peermem). RAILNET_DMABUF=0/1 forces one path.
+ * - regMrDmaBuf: NCCL's own dmabuf fd and offset, registered as given.
+ * - Relaxed ordering (IBV_ACCESS_RELAXED_ORDERING, through
+ *   ibv_reg_mr_iova2) when the library has it, unless
+ *   RAILNET_RELAXED_ORDERING=0; =1 with a library lacking it is a WARN.
+ * - A registration cache (regIsGlobal = 1): one verbs MR per (protection
+ *   domain, range, path), shared by every comm of the device and counted;
+ *   deregMr drops a reference and the last one deregisters. Thread-safe.
+ * The mhandle given to NCCL is a struct mr_handle *. */
+#ifndef RAILNET_IB_MR_H
+#define RAILNET_IB_MR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl_net_v8.h"
+
+struct rn_device;
+struct mr_handle;
+
+ncclResult_t mr_register(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t mr_register_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                                void **mhandle);
+ncclResult_t mr_deregister(void *comm, void *mhandle);
+
+uint32_t mr_lkey(const void *mhandle, int port_idx);
+uint32_t mr_rkey(const void *mhandle, int port_idx);
+int mr_is_cuda(const void *mhandle);
+/* Live verbs MRs in the cache (tests). */
+int mr_cache_entries(void);
+
+/* At init: NCCL_PTR_CUDA | NCCL_PTR_DMABUF as far as a test registration
+ * of GPU memory on device r really succeeds by each path; 0 without a GPU.
+ * Logs the decision once per device. */
+int mr_probe_gpu(int dev, const struct rn_device *r);
+
+#endif

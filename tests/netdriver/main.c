@@ -1,0 +1,139 @@
+/* tests/netdriver/main.c: the NCCL-like driver of the plugin. It loads the
+ * built libnccl-net-railnet.so by path with dlopen, as NCCL does, and drives
+ * it only through its exported ncclNet_v8_t table.
+ *
+ *   netdriver [--plugin PATH] probe      symbol, table, init, devices, properties
+ *   netdriver [--plugin PATH] traffic .. multi-rank verified traffic (traffic.c)
+ *   netdriver [--plugin PATH] bw ..      one-way bandwidth table (perf.c)
+ *   netdriver [--plugin PATH] lat ..     ping-pong latency (perf.c)
+ *
+ * PATH defaults to libnccl-net-railnet.so found through the loader's path.
+ * The plugin's log lines go to stderr with NCCL-like prefixes. */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nd.h"
+#include "traffic.h"
+
+static const char *plugin_path = "libnccl-net-railnet.so";
+static int nwarn;
+
+static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
+{
+    (void)flags;
+    if (level == NCCL_LOG_WARN)
+        nwarn++;
+    if (level == NCCL_LOG_TRACE && !getenv("NETDRIVER_TRACE"))
+        return;
+    const char *tag = level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" : "TRACE";
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[%d] NCCL %s %s (%s:%d)\n", (int)getpid(), tag, msg, file, line);
+}
+
+const ncclNet_v8_t *nd_plugin_open(void)
+{
+    void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "netdriver: cannot load %s: %s\n", plugin_path, dlerror());
+        return NULL;
+    }
+    const ncclNet_v8_t *net = dlsym(h, "ncclNetPlugin_v8");
+    if (!net) {
+        fprintf(stderr, "netdriver: %s exports no ncclNetPlugin_v8\n", plugin_path);
+        return NULL;
+    }
+    ncclResult_t r = net->init(logger);
+    if (r != ncclSuccess) {
+        fprintf(stderr, "netdriver: init returned %d\n", r);
+        return NULL;
+    }
+    return net;
+}
+
+/* Every pointer NCCL calls without checking must be set. */
+static int table_complete(const ncclNet_v8_t *n)
+{
+    const void *must[] = { n->name, n->init, n->devices, n->getProperties, n->listen, n->connect, n->accept,
+                           n->regMr, n->regMrDmaBuf, n->deregMr, n->isend, n->irecv, n->iflush, n->test,
+                           n->closeSend, n->closeRecv, n->closeListen };
+    int ok = 1;
+    for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++) {
+        if (!must[i]) {
+            printf("missing: table entry %zu\n", i);
+            ok = 0;
+        }
+    }
+    return ok;
+}
+
+static int cmd_probe(void)
+{
+    const ncclNet_v8_t *net = nd_plugin_open();
+    if (!net)
+        return 1;
+    printf("plugin: %s\n", net->name);
+    if (!table_complete(net))
+        return 1;
+    int n = -1;
+    if (net->devices(&n) != ncclSuccess)
+        return 1;
+    printf("devices: %d\n", n);
+    for (int d = 0; d < n; d++) {
+        ncclNetProperties_v8_t p;
+        if (net->getProperties(d, &p) != ncclSuccess)
+            return 1;
+        printf("device %d: name=%s pciPath=%s guid=0x%llx ptrSupport=0x%x regIsGlobal=%d speed=%d port=%d "
+               "latency=%.1f maxComms=%d maxRecvs=%d netDeviceType=%d\n",
+               d, p.name, p.pciPath ? p.pciPath : "(null)", (unsigned long long)p.guid, p.ptrSupport, p.regIsGlobal,
+               p.speed, p.port, p.latency, p.maxComms, p.maxRecvs, p.netDeviceType);
+    }
+    ncclNetProperties_v8_t p;
+    if (net->getProperties(n, &p) == ncclSuccess) {
+        printf("getProperties accepted device %d of %d\n", n, n);
+        return 1;
+    }
+    printf("warnings: %d\n", nwarn);
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: netdriver [--plugin PATH] probe|traffic|bw|lat [options]   (netdriver CMD --help)\n");
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    if (i + 1 < argc && !strcmp(argv[i], "--plugin")) {
+        plugin_path = argv[i + 1];
+        i += 2;
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[i];
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strcmp(cmd, "probe"))
+        return cmd_probe();
+    if (!strcmp(cmd, "traffic"))
+        return nd_cmd_traffic(argc - i, argv + i);
+    if (!strcmp(cmd, "bw"))
+        return nd_cmd_bw(argc - i, argv + i);
+    if (!strcmp(cmd, "lat"))
+        return nd_cmd_lat(argc - i, argv + i);
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    usage(stderr);
+    return 2;
+}

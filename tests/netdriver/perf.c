@@ -1,0 +1,253 @@
+/* tests/netdriver/perf.c: the driver's measuring subcommands. `bw` streams
+ * messages of each size from rank 0 to rank 1 through isend/irecv with a
+ * window of requests in flight, like NCCL's proxy does, and prints a
+ * bandwidth table; `lat` ping-pongs small messages. Both verify the content
+ * of the last message of each size, so a fast but wrong plugin fails. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nd.h"
+#include "traffic.h"
+
+#define PERF_MAX_WINDOW 32
+
+struct perf_opts {
+    long long min, max;
+    int iters;   /* 0: from a byte budget per size */
+    int window;
+    int dev;
+    double timeout;
+};
+
+struct perf_ctx {
+    const ncclNet_v8_t *net;
+    void *comm, *mh;
+    char *buf;
+    int sender;
+    double deadline;
+};
+
+static int post(struct perf_ctx *p, void *buf, int size, int tag, void **req)
+{
+    *req = NULL;
+    ncclResult_t r;
+    if (p->sender) {
+        r = p->net->isend(p->comm, buf, size, tag, p->mh, req);
+    } else {
+        void *data[1] = { buf };
+        int sizes[1] = { size }, tags[1] = { tag };
+        void *mhs[1] = { p->mh };
+        r = p->net->irecv(p->comm, 1, data, sizes, tags, mhs, req);
+    }
+    if (r != ncclSuccess)
+        fprintf(stderr, "netdriver: %s returned %d\n", p->sender ? "isend" : "irecv", r);
+    return r == ncclSuccess ? 0 : -1;
+}
+
+static int test(struct perf_ctx *p, void *req, int *done, int *got)
+{
+    ncclResult_t r = p->net->test(req, done, got);
+    if (r != ncclSuccess)
+        fprintf(stderr, "netdriver: test returned %d\n", r);
+    return r == ncclSuccess ? 0 : -1;
+}
+
+/* iters messages of size bytes, `window` in flight; 0 or -1. */
+static int stream(struct perf_ctx *p, int size, int iters, int window)
+{
+    void *reqs[PERF_MAX_WINDOW] = { 0 };
+    int posted = 0, completed = 0;
+    while (completed < iters) {
+        if (nd_now() > p->deadline) {
+            fprintf(stderr, "netdriver: deadline passed at %d of %d messages of %d bytes\n", completed, iters, size);
+            return -1;
+        }
+        for (int k = 0; k < window; k++) {
+            if (!reqs[k] && posted < iters) {
+                if (post(p, p->buf, size, 7, &reqs[k]))
+                    return -1;
+                if (reqs[k])
+                    posted++;
+            }
+            if (reqs[k]) {
+                int done = 0, got = -1;
+                if (test(p, reqs[k], &done, &got))
+                    return -1;
+                if (done) {
+                    if (got != size) {
+                        fprintf(stderr, "netdriver: request of %d bytes completed with %d\n", size, got);
+                        return -1;
+                    }
+                    reqs[k] = NULL;
+                    completed++;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static int sizes_loop(struct nd_world *w, const struct perf_opts *o, struct perf_ctx *p)
+{
+    if (w->rank == 0)
+        printf("%12s %8s %12s %10s %10s\n", "bytes", "iters", "time[us]", "GB/s", "Gb/s");
+    for (long long size = o->min; size <= o->max; size = size ? size * 2 : 1) {
+        int iters = o->iters;
+        if (iters <= 0) {
+            long long budget = (256ll << 20) / (size ? size : 1);
+            iters = (int)(budget < 20 ? 20 : budget > 2000 ? 2000 : budget);
+        }
+        /* the last message carries a pattern that the receiver checks */
+        if (p->sender)
+            nd_fill(p->buf, (size_t)size, (uint64_t)size);
+        else
+            memset(p->buf, 0, (size_t)size);
+        double t0 = nd_now();
+        if (stream(p, (int)size, iters, o->window))
+            return 1;
+        double us = (nd_now() - t0) * 1e6;
+        if (!p->sender) {
+            long bad = nd_check(p->buf, (size_t)size, (uint64_t)size);
+            if (bad >= 0) {
+                fprintf(stderr, "netdriver: %lld-byte message wrong at byte %ld\n", size, bad);
+                return 1;
+            }
+        }
+        if (w->rank == 0) {
+            double gbs = (double)size * iters / us / 1e3;
+            printf("%12lld %8d %12.1f %10.3f %10.2f\n", size, iters, us, gbs, gbs * 8);
+        }
+        if (size == 0 && o->max == 0)
+            break;
+    }
+    return 0;
+}
+
+static int setup(struct nd_world *w, const struct perf_opts *o, struct perf_ctx *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (nd_connect_all(w))
+        return -1;
+    p->net = w->net;
+    p->sender = w->rank == 0;
+    p->comm = p->sender ? w->send[1][o->dev] : w->recv[0][o->dev];
+    p->deadline = w->deadline;
+    size_t len = (size_t)(o->max > 4096 ? o->max : 4096);
+    if (posix_memalign((void **)&p->buf, 4096, len))
+        return -1;
+    memset(p->buf, 0, len);
+    if (p->net->regMr(p->comm, p->buf, len, NCCL_PTR_HOST, &p->mh) != ncclSuccess) {
+        fprintf(stderr, "netdriver: regMr failed\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void teardown(struct nd_world *w, struct perf_ctx *p)
+{
+    if (p->mh)
+        p->net->deregMr(p->comm, p->mh);
+    free(p->buf);
+    nd_close_all(w);
+}
+
+static int bw_rank(struct nd_world *w, void *arg)
+{
+    const struct perf_opts *o = arg;
+    struct perf_ctx p;
+    int st = setup(w, o, &p) ? 1 : sizes_loop(w, o, &p);
+    teardown(w, &p);
+    return st;
+}
+
+static int lat_rank(struct nd_world *w, void *arg)
+{
+    const struct perf_opts *o = arg;
+    struct perf_ctx p;
+    if (setup(w, o, &p)) {
+        teardown(w, &p);
+        return 1;
+    }
+    /* ping-pong needs both directions on one device */
+    void *back = w->rank == 0 ? w->recv[1][o->dev] : w->send[0][o->dev];
+    struct perf_ctx q = p;
+    q.comm = back;
+    q.sender = !p.sender;
+    if (p.net->regMr(q.comm, q.buf, 4096, NCCL_PTR_HOST, &q.mh) != ncclSuccess) {
+        teardown(w, &p);
+        return 1;
+    }
+    int iters = o->iters > 0 ? o->iters : 1000, st = 0;
+    int size = (int)o->min;
+    double t0 = 0;
+    for (int i = 0; i < iters + 10 && !st; i++) {
+        if (i == 10)
+            t0 = nd_now(); /* the first round trips warm up */
+        /* rank 0: send then receive; rank 1: receive then send */
+        st = stream(&p, size, 1, 1) || stream(&q, size, 1, 1);
+    }
+    if (!st && w->rank == 0)
+        printf("%d-byte ping-pong: %d iterations, %.2f us one-way\n", size, iters,
+               (nd_now() - t0) * 1e6 / iters / 2);
+    p.net->deregMr(q.comm, q.mh);
+    teardown(w, &p);
+    return st;
+}
+
+static int parse(int argc, char **argv, struct perf_opts *o, const char *help)
+{
+    static const struct option lo[] = { { "min", 1, 0, 'm' },    { "max", 1, 0, 'M' }, { "size", 1, 0, 's' },
+                                        { "iters", 1, 0, 'n' },  { "window", 1, 0, 'w' }, { "dev", 1, 0, 'd' },
+                                        { "timeout", 1, 0, 't' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->min = nd_parse_size(optarg); break;
+        case 'M': o->max = nd_parse_size(optarg); break;
+        case 's': o->min = o->max = nd_parse_size(optarg); break;
+        case 'n': o->iters = atoi(optarg); break;
+        case 'w': o->window = atoi(optarg); break;
+        case 'd': o->dev = atoi(optarg); break;
+        case 't': o->timeout = atof(optarg); break;
+        case 'h': printf("%s", help); return 0;
+        default: fprintf(stderr, "%s", help); return 2;
+        }
+    }
+    if (o->min < 0 || o->max < o->min || o->max > (1ll << 30) || o->window < 1 || o->window > PERF_MAX_WINDOW ||
+        o->dev < 0 || o->dev >= ND_MAX_DEVS || o->timeout <= 0 || o->iters < 0) {
+        fprintf(stderr, "%s", help);
+        return 2;
+    }
+    return -1;
+}
+
+int nd_cmd_bw(int argc, char **argv)
+{
+    static const char help[] = "usage: netdriver bw [--min BYTES] [--max BYTES] [--size BYTES] [--iters N]\n"
+                               "         [--window 1..32] [--dev D] [--timeout SEC]\n"
+                               "  rank 0 streams to rank 1 over device D; sizes double from min to max.\n";
+    struct perf_opts o = { .min = 4096, .max = 16 << 20, .window = 8, .timeout = 120 };
+    int r = parse(argc, argv, &o, help);
+    if (r >= 0)
+        return r;
+    printf("netdriver bw: 2 ranks, device %d, %d requests in flight\n", o.dev, o.window);
+    return nd_run_ranks(2, o.dev + 1, o.timeout, -1, 0, bw_rank, &o);
+}
+
+int nd_cmd_lat(int argc, char **argv)
+{
+    static const char help[] = "usage: netdriver lat [--size BYTES(<=4096)] [--iters N] [--dev D] [--timeout SEC]\n";
+    struct perf_opts o = { .min = 8, .max = 8, .window = 1, .timeout = 60 };
+    int r = parse(argc, argv, &o, help);
+    if (r >= 0)
+        return r;
+    if (o.min > 4096) {
+        fprintf(stderr, "%s", help);
+        return 2;
+    }
+    o.max = 4096;
+    return nd_run_ranks(2, o.dev + 1, o.timeout, -1, 0, lat_rank, &o);
+}

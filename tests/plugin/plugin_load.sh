@@ -1,0 +1,62 @@
+#!/bin/sh
+# tests/plugin/plugin_load.sh: the plugin as NCCL loads it. One exported
+# symbol; init succeeds and reports 0 devices without an RDMA library or
+# device; on softnic the properties are what DESIGN.md promises; RAILNET_*
+# values steer discovery and bad ones are named in a WARN.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+plugin=$top_builddir/.libs/libnccl-net-railnet.so
+nd=$top_builddir/tests/netdriver/netdriver
+sn=$top_builddir/tests/softnic
+[ -f "$plugin" ] || tap_skip_all "plugin not built"
+tap_plan 12
+out=$(mktemp); trap 'rm -f "$out"' EXIT
+
+syms=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^_' | sort | tr '\n' ' ')
+[ "$syms" = "ncclNetPlugin_v8 " ] && tap_ok exports_only_ncclNetPlugin_v8 || tap_not_ok exports_only_ncclNetPlugin_v8 "exported: $syms"
+
+RAILNET_IBVERBS_LIB=/nonexistent/libibverbs.so.1 "$nd" --plugin "$plugin" probe >"$out" 2>&1
+if [ $? -eq 0 ] && grep -q '^devices: 0' "$out" && grep -q 'INFO NET/railnet: no RDMA devices: cannot load /nonexistent' "$out"; then
+    tap_ok no_verbs_library_init_ok_zero_devices_one_info_line
+else tap_not_ok no_verbs_library_init_ok_zero_devices_one_info_line "$(cat "$out")"; fi
+
+# rdma-core's own library on a host without RDMA hardware: no device either
+"$nd" --plugin "$plugin" probe >"$out" 2>&1
+if [ $? -eq 0 ] && grep -q '^devices: 0' "$out"; then tap_ok system_libibverbs_without_nic_reports_zero_devices
+else tap_not_ok system_libibverbs_without_nic_reports_zero_devices "$(cat "$out")"; fi
+
+export LD_LIBRARY_PATH=$sn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+"$nd" --plugin "$plugin" probe >"$out" 2>&1
+if grep -q '^devices: 1$' "$out" &&
+   grep -q '^device 0: name=softnic0 .* ptrSupport=0x1 regIsGlobal=1 speed=400000 port=1 .*maxRecvs=8 netDeviceType=0' "$out"; then
+    tap_ok softnic_dual_port_nic_is_one_merged_device_with_summed_speed
+else tap_not_ok softnic_dual_port_nic_is_one_merged_device_with_summed_speed "$(cat "$out")"; fi
+grep -q 'softnic0: 2 active Ethernet ports merged into one device' "$out" && tap_ok merge_decision_logged ||
+    tap_not_ok merge_decision_logged "$(grep railnet "$out")"
+grep -q 'GID index 0 (::ffff:127.0.0.1, RoCE v2) picked automatically' "$out" && tap_ok roce_v2_ipv4_gid_auto_picked ||
+    tap_not_ok roce_v2_ipv4_gid_auto_picked "$(grep GID "$out")"
+
+RAILNET_MERGE_PORTS=0 "$nd" --plugin "$plugin" probe >"$out" 2>&1
+if grep -q '^devices: 2$' "$out" && grep -q '^device 0: name=softnic0:1 .*speed=200000 port=1' "$out" &&
+   grep -q '^device 1: name=softnic0:2 .*speed=200000 port=2' "$out"; then
+    tap_ok merge_ports_0_gives_one_device_per_port
+else tap_not_ok merge_ports_0_gives_one_device_per_port "$(cat "$out")"; fi
+g0=$(sed -n 's/^device 0: .*guid=\([^ ]*\).*/\1/p' "$out"); g1=$(sed -n 's/^device 1: .*guid=\([^ ]*\).*/\1/p' "$out")
+[ -n "$g0" ] && [ "$g0" = "$g1" ] && tap_ok ports_of_one_nic_share_the_guid || tap_not_ok ports_of_one_nic_share_the_guid "$g0 / $g1"
+
+RAILNET_HCA==softnic0:2 "$nd" --plugin "$plugin" probe >"$out" 2>&1
+grep -q '^devices: 1$' "$out" && grep -q '^device 0: name=softnic0 .*port=2' "$out" && tap_ok hca_exact_port_filter ||
+    tap_not_ok hca_exact_port_filter "$(cat "$out")"
+RAILNET_HCA=^softnic "$nd" --plugin "$plugin" probe >"$out" 2>&1
+grep -q '^devices: 0$' "$out" && grep -q 'left out by RAILNET_HCA=^softnic' "$out" && tap_ok hca_exclude_filter ||
+    tap_not_ok hca_exclude_filter "$(cat "$out")"
+
+RAILNET_QPS_PER_CONN=99 RAILNET_IB_TIMEOUT=abc "$nd" --plugin "$plugin" probe >"$out" 2>&1
+if [ $? -eq 0 ] && grep -q 'WARN NET/railnet: RAILNET_QPS_PER_CONN=99 is not valid (accepted: 1..16); using the default' "$out" &&
+   grep -q 'WARN NET/railnet: RAILNET_IB_TIMEOUT=abc is not valid (accepted: 1..31)' "$out"; then
+    tap_ok bad_values_warn_with_name_value_range_and_init_goes_on
+else tap_not_ok bad_values_warn_with_name_value_range_and_init_goes_on "$(grep -i railnet_ "$out")"; fi
+
+RAILNET_GID_INDEX=5 "$nd" --plugin "$plugin" probe >"$out" 2>&1
+grep -q '^devices: 0$' "$out" && grep -q 'RAILNET_GID_INDEX=5 is not a valid GID' "$out" && tap_ok invalid_gid_index_leaves_roce_port_out ||
+    tap_not_ok invalid_gid_index_leaves_roce_port_out "$(cat "$out")"
+tap_done

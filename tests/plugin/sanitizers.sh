@@ -1,0 +1,43 @@
+#!/bin/sh
+# tests/plugin/sanitizers.sh: the plugin, softnic and the driver under
+# AddressSanitizer + UBSan (a nested build configured with --enable-asan, in
+# $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
+# and rogue handshakes must run without a single report.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+tap_plan 5
+abs_src=$(cd "$top_srcdir" && pwd)
+asan=$top_builddir/asan
+mkdir -p "$asan"
+log=$asan/build.log
+if [ ! -f "$asan/Makefile" ]; then
+    (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
+fi
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/softnic/libibverbs.so.1"
+if make -C "$asan" -j2 $targets >>"$log" 2>&1; then
+    tap_ok asan_build_of_plugin_softnic_driver
+else
+    tap_not_ok asan_build_of_plugin_softnic_driver "$(tail -n 20 "$log" | sed 's/^/# /')"
+fi
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+nd="$asan/tests/netdriver/netdriver --plugin $asan/.libs/libnccl-net-railnet.so"
+san() { # name cmd...: passes when the command succeeds and no sanitizer spoke
+    name=$1; shift
+    out=$(env LD_LIBRARY_PATH="$asan/tests/softnic" top_builddir="$asan" "$@" 2>&1); st=$?
+    if [ $st -eq 0 ] && ! printf '%s' "$out" | grep -qE 'ERROR: AddressSanitizer|runtime error:'; then tap_ok "$name"
+    else tap_not_ok "$name" "exit $st; $(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 25 | sed 's/^/# /')"; fi
+}
+san asan_traffic_grouped_receives_striped $nd traffic --ranks 3 --iters 40 --max-size 4M --seed 3
+san asan_peer_killed_mid_transfer env RAILNET_IB_TIMEOUT=12 RAILNET_IB_RETRY_CNT=3 \
+    $nd traffic --ranks 2 --iters 0 --max-size 1M --kill-rank 1 --kill-after-ms 300 --timeout 40
+san asan_rogue_handshakes_and_forged_handles "$asan/tests/plugin/test_conn_faults"
+
+if command -v valgrind >/dev/null 2>&1; then
+    out=$(LD_LIBRARY_PATH=$top_builddir/tests/softnic valgrind -q --trace-children=yes --error-exitcode=9 \
+        "$top_builddir/tests/netdriver/netdriver" --plugin "$top_builddir/.libs/libnccl-net-railnet.so" \
+        traffic --ranks 2 --iters 10 --max-size 256K 2>&1)
+    if [ $? -eq 0 ] && printf '%s' "$out" | grep -q '^netdriver traffic: ok'; then tap_ok valgrind_memcheck_traffic_clean
+    else tap_not_ok valgrind_memcheck_traffic_clean "$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 25 | sed 's/^/# /')"; fi
+else
+    tap_skip valgrind_memcheck_traffic_clean "valgrind not installed (scripts/bootstrap installs it)"
+fi
+tap_done

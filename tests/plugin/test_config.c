@@ -1,0 +1,73 @@
+/* tests/plugin/test_config.c: the pure parts of the core: RAILNET_* value
+ * parsers, the RAILNET_HCA filter, port speed from verbs codes. */
+#include "../tap.h"
+#include "plugin/ib/config.h"
+#include "plugin/ib/devices.h"
+
+TAP_CASE(test_parse_int_in_range_and_rejects_junk)
+{
+    long long v = 0;
+    EXPECT_EQ_INT(0, config_parse_int("7", 0, 7, &v));
+    EXPECT_EQ_INT(7, (int)v);
+    EXPECT_EQ_INT(-1, config_parse_int("8", 0, 7, &v));
+    EXPECT_EQ_INT(-1, config_parse_int("-1", 0, 7, &v));
+    EXPECT_EQ_INT(-1, config_parse_int("3x", 0, 7, &v));
+    EXPECT_EQ_INT(-1, config_parse_int("", 0, 7, &v));
+    EXPECT_EQ_INT(-1, config_parse_int("99999999999999999999", 0, 7, &v));
+    EXPECT_EQ_INT(7, (int)v); /* untouched by failures */
+}
+
+TAP_CASE(test_parse_auto_accepts_auto_and_numbers)
+{
+    long long v = 5;
+    EXPECT_EQ_INT(0, config_parse_auto("auto", 0, 1, &v));
+    EXPECT_EQ_INT(RN_AUTO, (int)v);
+    EXPECT_EQ_INT(0, config_parse_auto("AUTO", 0, 1, &v));
+    EXPECT_EQ_INT(0, config_parse_auto("1", 0, 1, &v));
+    EXPECT_EQ_INT(1, (int)v);
+    EXPECT_EQ_INT(-1, config_parse_auto("2", 0, 1, &v));
+    EXPECT_EQ_INT(-1, config_parse_auto("yes", 0, 1, &v));
+}
+
+TAP_CASE(test_parse_size_binary_suffixes_and_bounds)
+{
+    long long v = 0;
+    EXPECT_EQ_INT(0, config_parse_size("128K", 4096, 1ll << 30, &v));
+    EXPECT_EQ_U64(131072, (uint64_t)v);
+    EXPECT_EQ_INT(0, config_parse_size("1MiB", 4096, 1ll << 30, &v));
+    EXPECT_EQ_U64(1048576, (uint64_t)v);
+    EXPECT_EQ_INT(0, config_parse_size("1G", 4096, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, config_parse_size("2G", 4096, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, config_parse_size("1K", 4096, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, config_parse_size("12Q", 0, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, config_parse_size("-4K", 0, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, config_parse_size("9999999999G", 0, 1ll << 62, &v));
+}
+
+TAP_CASE(test_hca_filter_prefix_exact_port_and_exclude)
+{
+    EXPECT_EQ_INT(1, devices_filter_match("", "mlx5_0", 1));
+    EXPECT_EQ_INT(1, devices_filter_match("mlx5", "mlx5_0", 1));
+    EXPECT_EQ_INT(1, devices_filter_match("mlx5_0:1,mlx5_1", "mlx5_1", 2));
+    EXPECT_EQ_INT(0, devices_filter_match("mlx5_0:1,mlx5_1", "mlx5_0", 2));
+    EXPECT_EQ_INT(0, devices_filter_match("=mlx5_1", "mlx5_10", 1));
+    EXPECT_EQ_INT(1, devices_filter_match("mlx5_1", "mlx5_10", 1));
+    EXPECT_EQ_INT(0, devices_filter_match("^mlx5_0", "mlx5_0", 1));
+    EXPECT_EQ_INT(1, devices_filter_match("^mlx5_0", "mlx5_1", 1));
+    EXPECT_EQ_INT(1, devices_filter_match("^=mlx5_1", "mlx5_10", 1));
+    EXPECT_EQ_INT(0, devices_filter_match("^mlx5_0:2", "mlx5_0", 2));
+    EXPECT_EQ_INT(1, devices_filter_match("^mlx5_0:2", "mlx5_0", 1));
+    EXPECT_EQ_INT(0, devices_filter_match("mlx5_0:x", "mlx5_0", 1));
+}
+
+TAP_CASE(test_port_speed_from_verbs_codes)
+{
+    EXPECT_EQ_INT(400000, devices_port_speed_mbps(128, 2)); /* NDR 4x */
+    EXPECT_EQ_INT(200000, devices_port_speed_mbps(64, 2));  /* HDR 4x */
+    EXPECT_EQ_INT(100000, devices_port_speed_mbps(32, 2));  /* EDR 4x */
+    EXPECT_EQ_INT(50000, devices_port_speed_mbps(32, 16));  /* EDR 2x */
+    EXPECT_EQ_INT(0, devices_port_speed_mbps(3, 2));
+    EXPECT_EQ_INT(0, devices_port_speed_mbps(64, 3));
+}
+
+int main(int argc, char **argv) { return tap_run(argc, argv); }

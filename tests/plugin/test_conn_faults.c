@@ -1,0 +1,259 @@
+/* tests/plugin/test_conn_faults.c: connection set-up against untrusted and
+ * broken peers, through the plugin's exported table (loaded with dlopen on
+ * softnic, as NCCL loads it). Each case ends in a clear error (a WARN that
+ * says why), never a crash or a hang, and leaves the listener usable. */
+#include "../tap.h"
+#include "nccl_net_v8.h"
+#include "plugin/ib/handshake.h"
+#include "plugin/ib/oob.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define POLLS 200000
+
+static const ncclNet_v8_t *net;
+static char warns[8192];
+
+static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
+{
+    (void)flags, (void)file, (void)line;
+    if (level != NCCL_LOG_WARN)
+        return;
+    size_t at = strlen(warns);
+    va_list ap;
+    va_start(ap, fmt);
+    if (at < sizeof(warns) - 2) {
+        vsnprintf(warns + at, sizeof(warns) - at - 1, fmt, ap);
+        strcat(warns, "\n");
+    }
+    va_end(ap);
+}
+
+static int load(void)
+{
+    /* make check exports top_builddir: the built plugin, softnic as its NIC */
+    const char *top = getenv("top_builddir");
+    char path[4096], verbs[4096];
+    snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
+    snprintf(verbs, sizeof(verbs), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
+    setenv("RAILNET_IBVERBS_LIB", verbs, 1);
+    void *h = dlopen(path, RTLD_NOW);
+    if (!h)
+        return -1;
+    net = dlsym(h, "ncclNetPlugin_v8");
+    int n = 0;
+    if (!net || net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
+        return -1;
+    warns[0] = '\0';
+    return 0;
+}
+
+/* A plain TCP client to the listener named by a handle: a peer that speaks
+ * whatever bytes the test wants. */
+static int raw_connect(const uint8_t *handle)
+{
+    struct hs_handle h;
+    char err[HS_ERR_LEN];
+    if (hs_handle_parse(handle, HS_HANDLE_SIZE, &h, err) != HS_OK)
+        return -1;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(h.tcp_port) };
+    memcpy(&sa.sin_addr, h.addr, 4);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Drives accept until it returns a comm or an error. */
+static ncclResult_t accept_until_done(void *lc, void **rc)
+{
+    *rc = NULL;
+    for (long i = 0; i < POLLS; i++) {
+        ncclResult_t r = net->accept(lc, rc, NULL);
+        if (r != ncclSuccess || *rc)
+            return r;
+        usleep(20);
+    }
+    return ncclInProgress;
+}
+
+/* A real connect/accept pair on dev: the listener still works. */
+static int pair_works(int dev, void *lc, const uint8_t *handle)
+{
+    void *sc = NULL, *rc = NULL;
+    for (long i = 0; i < POLLS && (!sc || !rc); i++) {
+        if (!sc && net->connect(dev, (void *)handle, &sc, NULL) != ncclSuccess)
+            return 0;
+        if (!rc && net->accept(lc, &rc, NULL) != ncclSuccess)
+            return 0;
+        usleep(20);
+    }
+    int ok = sc && rc;
+    net->closeSend(sc);
+    net->closeRecv(rc);
+    return ok;
+}
+
+static void rogue_bytes_case(const uint8_t *bytes, size_t len, int then_close, const char *want_warn)
+{
+    if (load()) {
+        TAP_SKIP("the plugin or softnic is not available");
+        return;
+    }
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *rc = NULL;
+    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
+    int fd = raw_connect(handle);
+    EXPECT_TRUE(fd >= 0);
+    EXPECT_EQ_INT((long)len, (long)write(fd, bytes, len));
+    if (then_close)
+        close(fd);
+    ncclResult_t r = accept_until_done(lc, &rc);
+    EXPECT_TRUE(r != ncclSuccess && r != ncclInProgress);
+    EXPECT_TRUE(rc == NULL);
+    if (!strstr(warns, want_warn))
+        printf("# warnings were:\n# %s\n", warns);
+    EXPECT_TRUE(strstr(warns, want_warn) != NULL);
+    if (!then_close)
+        close(fd);
+    EXPECT_TRUE(pair_works(0, lc, handle));
+    net->closeListen(lc);
+}
+
+/* A well-formed HELLO of one QP (the values need not match a real QP). */
+static size_t make_hello(uint16_t version, uint8_t *out, size_t cap)
+{
+    struct hs_hello m;
+    memset(&m, 0, sizeof(m));
+    m.nqps = 1;
+    m.nports = 1;
+    m.link_layer = 2;
+    m.cts_slots = HS_CTS_SLOTS;
+    m.cts_entry_size = HS_CTS_ENTRY_SIZE;
+    m.max_recvs = HS_MAX_RECVS;
+    m.qp[0].qpn = 0x123;
+    m.qp[0].psn = 0x456;
+    m.qp[0].port_num = 1;
+    m.qp[0].mtu = 5; /* IBV_MTU_4096 */
+    m.qp[0].is_global = 1;
+    return hs_hello_encode(&m, version, out, cap);
+}
+
+TAP_CASE(test_accept_rejects_garbage_bytes_and_keeps_listening)
+{
+    uint8_t junk[64];
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)(i * 37 + 11);
+    rogue_bytes_case(junk, sizeof(junk), 0, "magic");
+}
+
+TAP_CASE(test_accept_rejects_another_protocol_version)
+{
+    uint8_t msg[HS_MSG_MAX];
+    size_t len = make_hello(HS_VERSION + 1, msg, sizeof(msg));
+    EXPECT_TRUE(len > HS_HEADER_SIZE);
+    rogue_bytes_case(msg, len, 0, "version");
+}
+
+TAP_CASE(test_accept_rejects_corrupted_hello)
+{
+    uint8_t msg[HS_MSG_MAX];
+    size_t len = make_hello(HS_VERSION, msg, sizeof(msg));
+    EXPECT_TRUE(len > HS_HEADER_SIZE);
+    msg[len - 3] ^= 0x40; /* one flipped bit in the body */
+    rogue_bytes_case(msg, len, 0, "accept on device 0");
+}
+
+TAP_CASE(test_accept_survives_peer_closing_mid_handshake)
+{
+    uint8_t full[HS_MSG_MAX];
+    EXPECT_TRUE(make_hello(HS_VERSION, full, sizeof(full)) > HS_HEADER_SIZE + 4);
+    rogue_bytes_case(full, HS_HEADER_SIZE + 4, 1, "accept on device 0"); /* a header and 4 bytes, then EOF */
+}
+
+TAP_CASE(test_connect_rejects_handle_of_another_version_or_corrupted)
+{
+    if (load()) {
+        TAP_SKIP("the plugin or softnic is not available");
+        return;
+    }
+    uint8_t handle[HS_HANDLE_SIZE], bad[HS_HANDLE_SIZE];
+    void *lc = NULL, *sc = NULL;
+    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
+    memcpy(bad, handle, sizeof(bad));
+    bad[4] = HS_VERSION + 1;
+    EXPECT_EQ_INT(ncclInvalidArgument, net->connect(0, bad, &sc, NULL));
+    EXPECT_TRUE(strstr(warns, "protocol version") != NULL);
+    memcpy(bad, handle, sizeof(bad));
+    bad[20] ^= 1; /* the address: caught by the checksum */
+    EXPECT_EQ_INT(ncclInvalidArgument, net->connect(0, bad, &sc, NULL));
+    EXPECT_TRUE(strstr(warns, "corrupted") != NULL);
+    /* random bytes never crash connect */
+    uint64_t s = 42;
+    for (int k = 0; k < 200; k++) {
+        for (int i = 0; i < HS_HANDLE_SIZE; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            bad[i] = (uint8_t)(s >> 56);
+        }
+        EXPECT_TRUE(net->connect(0, bad, &sc, NULL) != ncclSuccess);
+        EXPECT_TRUE(sc == NULL);
+    }
+    EXPECT_TRUE(pair_works(0, lc, handle));
+    net->closeListen(lc);
+}
+
+/* Two NICs: a handle re-pointed at the other device's listener carries the
+ * wrong GUID and nonce; the listener refuses it and tells the connector. */
+TAP_CASE(test_handle_of_another_device_is_refused_by_both_ends)
+{
+    setenv("SOFTNIC_DEVICES", "softnic0:127.0.0.1;softnic1:127.0.1.1", 1);
+    setenv("RAILNET_MERGE_PORTS", "0", 1);
+    if (load()) {
+        TAP_SKIP("the plugin or softnic is not available");
+        return;
+    }
+    int n = 0;
+    net->devices(&n);
+    EXPECT_EQ_INT(2, n);
+    uint8_t h0[HS_HANDLE_SIZE], h1[HS_HANDLE_SIZE];
+    void *l0 = NULL, *l1 = NULL, *sc = NULL, *rc = NULL;
+    EXPECT_EQ_INT(ncclSuccess, net->listen(0, h0, &l0));
+    EXPECT_EQ_INT(ncclSuccess, net->listen(1, h1, &l1));
+    struct hs_handle a, b;
+    char err[HS_ERR_LEN];
+    EXPECT_EQ_INT(HS_OK, hs_handle_parse(h0, HS_HANDLE_SIZE, &a, err));
+    EXPECT_EQ_INT(HS_OK, hs_handle_parse(h1, HS_HANDLE_SIZE, &b, err));
+    EXPECT_TRUE(a.guid != b.guid);
+    b.tcp_port = a.tcp_port; /* device 1's identity, device 0's listener */
+    memcpy(b.addr, a.addr, sizeof(a.addr));
+    uint8_t forged[HS_HANDLE_SIZE];
+    hs_handle_encode(&b, forged);
+    ncclResult_t rs = ncclSuccess, ra = ncclSuccess;
+    for (long i = 0; i < POLLS && rs == ncclSuccess && !sc; i++) {
+        rs = net->connect(0, forged, &sc, NULL);
+        if (ra == ncclSuccess && !rc)
+            ra = net->accept(l0, &rc, NULL);
+        usleep(20);
+    }
+    EXPECT_EQ_INT(ncclInvalidUsage, ra);
+    EXPECT_EQ_INT(ncclInvalidUsage, rs);
+    EXPECT_TRUE(sc == NULL && rc == NULL);
+    EXPECT_TRUE(strstr(warns, "issued for another device") != NULL);
+    EXPECT_TRUE(strstr(warns, "rejected the connection") != NULL);
+    EXPECT_TRUE(pair_works(0, l0, h0));
+    EXPECT_TRUE(pair_works(1, l1, h1));
+    net->closeListen(l0);
+    net->closeListen(l1);
+}
+
+int main(int argc, char **argv) { return tap_run(argc, argv); }

@@ -1,0 +1,69 @@
+#!/bin/sh
+# GPU cases of the tools, for the GPU machine (make check-gpu, or directly:
+#   top_srcdir=$PWD top_builddir=$PWD/build sh tests/tools/gpu_tools.sh
+# from the source tree). On softnic: railnet-write-bw with GPU memory
+# (verbs: auto/peer-memory/dmabuf registration; plugin mode), and
+# railnet-diag --probe, which must find the relaxed-ordering case on a VF
+# port (SOFTNIC_VF=1) and must not on a normal port. Without a GPU every case
+# is skipped with the reason (this is also how it runs under make check).
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/tools/wb-lib.sh"
+[ -x "$WB" ] && [ -x "$DIAG" ] || tap_skip_all "tools not built"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    tap_skip_all "no CUDA GPU on this machine (run on the GPU machine: make check-gpu)"
+fi
+tap_plan 8
+N=200
+# A port rate makes the VF slowdown (21% of the rate on GPU memory
+# registered without relaxed ordering) stand clear of CPU noise.
+export SOFTNIC_RATE=${SOFTNIC_RATE:-1G}
+
+gpu_pair() { # CASE NAME ARGS...: both sides with GPU memory, rows checked
+    _c=$1; _n=$2; shift 2
+    wb_pair "$_n" "$@" -n $N
+    if [ $CLI_RC -eq 0 ] && [ $SRV_RC -eq 0 ] && wb_check_rows "$TMPD/$_n.cli.out" 1 $N >"$TMPD/$_n.chk" 2>&1 &&
+       grep -q '^ Memory *: cuda:0' "$TMPD/$_n.cli.out"; then
+        tap_ok "$_c ($(grep '^ Registration' "$TMPD/$_n.cli.out" | sed 's/.*: //'))"
+    else
+        tap_not_ok "$_c" "client $CLI_RC server $SRV_RC: $(cat "$TMPD/$_n.chk" "$TMPD/$_n".cli.* "$TMPD/$_n.srv.err")"
+    fi
+}
+gpu_pair wb_cuda_auto_registration auto --use_cuda
+gpu_pair wb_cuda_peermem peer --use_cuda --peermem
+wb_pair dmabuf --use_cuda --dmabuf -n $N
+if [ $CLI_RC -eq 0 ] && wb_check_rows "$TMPD/dmabuf.cli.out" 1 $N >/dev/null && grep -q '^ Registration *: dmabuf' "$TMPD/dmabuf.cli.out"; then
+    tap_ok wb_cuda_dmabuf
+elif grep -Eq 'cuMemGetHandleForAddressRange|ibv_reg_dmabuf_mr' "$TMPD/dmabuf.cli.err"; then
+    tap_skip wb_cuda_dmabuf "dmabuf not available here: $(head -n 1 "$TMPD/dmabuf.cli.err")"
+else tap_not_ok wb_cuda_dmabuf "client $CLI_RC: $(cat "$TMPD"/dmabuf.cli.*)"; fi
+gpu_pair wb_cuda_bidir_two_qps bidir --use_cuda --bidir -q 2
+if [ -e "$top_builddir/.libs/libnccl-net-railnet.so" ]; then
+    gpu_pair wb_plugin_cuda plugin --use_cuda --mode=plugin
+else tap_skip wb_plugin_cuda "plugin not built"; fi
+
+# diag --probe: the ordering case is found on a VF port and only there.
+probe() { # NAME ENV...
+    _n=$1; shift
+    _sys=$TMPD/$_n.sys
+    mkdir -p "$_sys"
+    env SOFTNIC_SYSFS="$_sys" "$@" "$DIAG" --sysfs-root "$_sys" --probe -n 1 -s 4096 >/dev/null 2>&1 || :
+    env SOFTNIC_SYSFS="$_sys" "$@" "$DIAG" --sysfs-root "$_sys" --probe -n 200 -s 1048576 \
+        >"$TMPD/$_n.txt" 2>"$TMPD/$_n.err"
+    PROBE_RC=$?
+}
+probe vf SOFTNIC_VF=1
+if [ $PROBE_RC -eq 1 ] &&
+   grep -Eq '^FAIL +probe.relaxed_ordering +softnic0 +GPU writes without relaxed ordering run at [0-9]+% of host-memory bandwidth.*this is the SR-IOV VF ordering case; register with IBV_ACCESS_RELAXED_ORDERING \(RAILNET_RELAXED_ORDERING=1\)' "$TMPD/vf.txt"; then
+    tap_ok "diag_probe_finds_vf_ordering_case ($(grep '^FAIL  probe.relaxed' "$TMPD/vf.txt" | head -n 1 | cut -c 40-120))"
+else tap_not_ok diag_probe_finds_vf_ordering_case "exit $PROBE_RC: $(cat "$TMPD/vf.txt")"; fi
+probe normal SOFTNIC_VF=0
+if [ $PROBE_RC -eq 0 ] && grep -Eq '^OK +probe.relaxed_ordering +softnic0 +GPU writes via' "$TMPD/normal.txt" &&
+   ! grep -Eq '^FAIL +probe' "$TMPD/normal.txt"; then
+    tap_ok diag_probe_normal_port_is_not_flagged
+else tap_not_ok diag_probe_normal_port_is_not_flagged "exit $PROBE_RC: $(cat "$TMPD/normal.txt")"; fi
+# The table has a measured row for each GPU registration the host allows.
+if grep -Eq '^ cuda +(dmabuf|peermem) +on +[0-9]+\.[0-9]+$' "$TMPD/normal.txt" &&
+   grep -Eq '^ cuda +(dmabuf|peermem) +off +[0-9]+\.[0-9]+$' "$TMPD/normal.txt"; then
+    tap_ok diag_probe_gpu_rows_measured
+else tap_not_ok diag_probe_gpu_rows_measured "$(cat "$TMPD/normal.txt")"; fi
+tap_done

@@ -1,0 +1,86 @@
+#!/bin/sh
+# railnet-write-bw's failures: bad options (exit 2 with the reason), an
+# unreachable, stopped or killed peer (exit 1 with the reason, within the
+# --timeout bound: every process runs under timeout(1) so a hang fails the
+# case with exit 124 instead of stalling make check).
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/tools/wb-lib.sh"
+[ -x "$WB" ] || tap_skip_all "railnet-write-bw not built"
+tap_plan 17
+
+# usage CASE EXPECTED_TEXT ARGS...: exit 2 and the text on stderr.
+usage() {
+    _c=$1; _t=$2; shift 2
+    timeout 10 "$WB" "$@" >"$TMPD/u.out" 2>"$TMPD/u.err"; _rc=$?
+    if [ $_rc -eq 2 ] && grep -q -- "$_t" "$TMPD/u.err"; then tap_ok "$_c"
+    else tap_not_ok "$_c" "exit $_rc, stderr: $(cat "$TMPD/u.err")"; fi
+}
+usage wb_unknown_option_exit_2 "unknown option --bogus" --bogus
+usage wb_missing_value_exit_2 "option -s needs a value" -s
+usage wb_zero_size_exit_2 "-s wants 1 byte to 1 GiB" -s 0
+usage wb_bad_size_suffix_exit_2 "-s wants" -s 12Q
+usage wb_bad_qp_count_exit_2 "invalid value for -q" -q 0
+usage wb_duplicate_ports_exit_2 "distinct port numbers" --ports 1,1
+usage wb_dmabuf_without_cuda_exit_2 "add --use_cuda" --dmabuf
+usage wb_a_and_s_exclude_exit_2 "-a and -s exclude" -a -s 4096
+usage wb_bad_mode_exit_2 "invalid value for --mode" --mode=rdma
+usage wb_gpu_initiated_says_not_built "not built" --gpu-initiated
+usage wb_two_servers_exit_2 "unexpected argument" host1 host2
+
+timeout 10 "$WB" --help >"$TMPD/h.out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && grep -q -- '--use_cuda\[=GPU\]' "$TMPD/h.out" && grep -q -- '--mode=verbs|plugin' "$TMPD/h.out"; then
+    tap_ok wb_help_exit_0_lists_options
+else tap_not_ok wb_help_exit_0_lists_options "exit $rc"; fi
+
+# GPU memory without a CUDA driver: both sides say why, exit 1.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    tap_skip wb_use_cuda_without_driver_fails_with_reason "this machine has a GPU (gpu_tools.sh covers it)"
+else
+    wb_pair cuda --use_cuda -n 10
+    if [ $CLI_RC -eq 1 ] && [ $SRV_RC -eq 1 ] && grep -q -- "--use_cuda: " "$TMPD/cuda.cli.err" &&
+       grep -q -- "--use_cuda: " "$TMPD/cuda.srv.err"; then
+        tap_ok wb_use_cuda_without_driver_fails_with_reason
+    else tap_not_ok wb_use_cuda_without_driver_fails_with_reason "client $CLI_RC server $SRV_RC: $(cat "$TMPD"/cuda.*.err)"; fi
+fi
+
+# Nobody listens on this port: refused until --timeout, then exit 1.
+WB_PORT=$(wb_free_port)
+timeout 20 "$WB" -p "$WB_PORT" --timeout 1 --json 127.0.0.1 >"$TMPD/r.out" 2>"$TMPD/r.err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "cannot reach server 127.0.0.1:$WB_PORT within 1 s" "$TMPD/r.err" &&
+   grep -q '"error": "cannot reach server' "$TMPD/r.out"; then
+    tap_ok wb_unreachable_server_fails_after_timeout_json_says_why
+else tap_not_ok wb_unreachable_server_fails_after_timeout_json_says_why "exit $rc: $(cat "$TMPD/r.err")"; fi
+
+# A server that accepted (the kernel did) but never answers: stopped.
+wb_server "$TMPD/st.srv" "$TMPD/st.srv.err"
+st=$(wb_server_tool_pid)
+kill -STOP $st
+timeout 20 "$WB" -p "$WB_PORT" --timeout 1 127.0.0.1 >"$TMPD/st.out" 2>"$TMPD/st.err"; rc=$?
+kill -9 $st 2>/dev/null; kill -CONT $st 2>/dev/null
+if [ $rc -eq 1 ] && grep -q "no word from the peer for 1 s" "$TMPD/st.err"; then
+    tap_ok wb_silent_server_fails_after_timeout
+else tap_not_ok wb_silent_server_fails_after_timeout "exit $rc: $(cat "$TMPD/st.err")"; fi
+
+# The server dies in the middle of a run: the client fails, it does not hang.
+wb_server "$TMPD/k.srv" "$TMPD/k.srv.err" -D 20 --timeout 3
+timeout 40 "$WB" -p "$WB_PORT" -D 20 --timeout 3 127.0.0.1 >"$TMPD/k.out" 2>"$TMPD/k.err" &
+kc=$!; WB_PIDS="$WB_PIDS $kc"
+sleep 1
+kill -9 $(wb_server_tool_pid)
+wait $kc; rc=$?
+if [ $rc -eq 1 ] && grep -Eq "lost the peer|completion error|no RDMA WRITE completion" "$TMPD/k.err"; then
+    tap_ok wb_killed_server_fails_the_client
+else tap_not_ok wb_killed_server_fails_the_client "exit $rc: $(cat "$TMPD/k.err")"; fi
+
+# The client dies in the middle of a run: the server fails too.
+wb_server "$TMPD/c.out" "$TMPD/c.err" -D 20 --timeout 3
+cs=$WB_SPID
+"$WB" -p "$WB_PORT" -D 20 --timeout 3 127.0.0.1 >"$TMPD/c.cli" 2>&1 &
+cc=$!; WB_PIDS="$WB_PIDS $cc"
+sleep 1
+kill -9 $cc
+wait $cs; rc=$?
+if [ $rc -eq 1 ] && grep -q "lost the peer" "$TMPD/c.err"; then
+    tap_ok wb_killed_client_fails_the_server
+else tap_not_ok wb_killed_client_fails_the_server "exit $rc: $(cat "$TMPD/c.err")"; fi
+tap_done

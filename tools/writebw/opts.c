@@ -1,0 +1,328 @@
+/* tools/writebw/opts.c: railnet-write-bw's options (see opts.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "modes.h"
+#include "opts.h"
+
+void wb_usage(FILE *out)
+{
+    fprintf(out,
+"Usage: railnet-write-bw [options]            start a server\n"
+"       railnet-write-bw [options] SERVER     run the client against SERVER\n"
+"RDMA WRITE bandwidth between two processes, in the spirit of perftest's\n"
+"ib_write_bw, with host or GPU memory, through raw verbs or through railnet's\n"
+"own NCCL net plugin. Both sides must be given the same test options.\n"
+"\n"
+"  -p, --tcp-port N         TCP port of the out-of-band exchange (default %d;\n"
+"                           a server given 0 takes a free port and prints it)\n"
+"  -d, --ib-dev NAME        RDMA device (default: the first); in plugin mode the\n"
+"                           plugin device of that name\n"
+"  -i, --ib-port N          port to use (default 1)\n"
+"      --ports LIST         stripe over these ports, e.g. 1,2 (overrides -i)\n"
+"  -x, --gid-index N        GID index (default: the first RoCE v2 IPv4 GID, else 0)\n"
+"  -s, --size BYTES         bytes per write (default 65536; K, M, G suffixes)\n"
+"  -a, --all                every power of two from 2 B to 8 MiB\n"
+"  -n, --iters N            writes per size (default 1000)\n"
+"  -D, --duration SECONDS   run each size for this long instead of -n\n"
+"  -q, --qp N               QPs per port (default 1); writes go round-robin\n"
+"  -t, --tx-depth N         outstanding writes per QP (default 128)\n"
+"      --use_cuda[=GPU]     use GPU memory on CUDA device GPU (default 0)\n"
+"      --dmabuf             register GPU memory through dmabuf only\n"
+"      --peermem            register GPU memory through nvidia_peermem only\n"
+"                           (default: dmabuf, then peer memory)\n"
+"      --no-relaxed-ordering  register without IBV_ACCESS_RELAXED_ORDERING\n"
+"      --mode=verbs|plugin  raw verbs (default), or railnet's plugin API\n"
+"      --plugin-lib PATH    plugin library for --mode=plugin (default: as NCCL\n"
+"                           finds it from NCCL_NET_PLUGIN, else libnccl-net-railnet.so\n"
+"                           next to this tool, then the loader's search path)\n"
+"      --ibverbs-lib PATH   libibverbs to load (default libibverbs.so.1)\n"
+"      --bidir              both sides write at once; the sum is reported\n"
+"      --gpu-initiated      writes posted by a CUDA kernel (issue 7; not built)\n"
+"      --report_gbits       report Gb/s instead of GB/s\n"
+"      --json               machine-readable output on stdout\n"
+"      --timeout SECONDS    give up on connecting to or hearing from the peer\n"
+"                           after this long (default 10)\n"
+"  -h, --help               this help\n"
+"  -V, --version            print the version\n"
+"\n"
+"Exit status: 0 on success, 1 when the test failed (peer, device, completion\n"
+"error), 2 on a usage error. See railnet-write-bw(1).\n", WB_DEFAULT_TCP_PORT);
+}
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 0);
+    if (!*s || *end || errno || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "4096", "64K", "8M", "1G" (binary multiples, as perftest's sizes are). */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (!*s || errno || *s == '-')
+        return -1;
+    unsigned shift = 0;
+    if (*end == 'k' || *end == 'K')
+        shift = 10;
+    else if (*end == 'm' || *end == 'M')
+        shift = 20;
+    else if (*end == 'g' || *end == 'G')
+        shift = 30;
+    if (shift)
+        end++;
+    if (*end || v > (1ull << 31) >> shift)
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+static int parse_ports(const char *s, struct wb_opts *o)
+{
+    char buf[64];
+    if (strlen(s) >= sizeof(buf))
+        return -1;
+    strcpy(buf, s);
+    o->nports = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long v;
+        if (o->nports == WB_MAX_PORTS || parse_long(tok, 1, 255, &v))
+            return -1;
+        for (int i = 0; i < o->nports; i++)
+            if (o->ports[i] == v)
+                return -1;
+        o->ports[o->nports++] = (int)v;
+    }
+    return o->nports ? 0 : -1;
+}
+
+int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
+{
+    enum { OPT_PORTS = 256, OPT_CUDA, OPT_DMABUF, OPT_PEERMEM, OPT_NORO, OPT_MODE, OPT_PLUGIN,
+           OPT_VERBS, OPT_BIDIR, OPT_GBITS, OPT_JSON, OPT_GPUINIT, OPT_TIMEOUT };
+    static const struct option longopts[] = {
+        { "tcp-port", required_argument, NULL, 'p' },
+        { "ib-dev", required_argument, NULL, 'd' },
+        { "ib-port", required_argument, NULL, 'i' },
+        { "ports", required_argument, NULL, OPT_PORTS },
+        { "gid-index", required_argument, NULL, 'x' },
+        { "size", required_argument, NULL, 's' },
+        { "all", no_argument, NULL, 'a' },
+        { "iters", required_argument, NULL, 'n' },
+        { "duration", required_argument, NULL, 'D' },
+        { "qp", required_argument, NULL, 'q' },
+        { "tx-depth", required_argument, NULL, 't' },
+        { "use_cuda", optional_argument, NULL, OPT_CUDA },
+        { "dmabuf", no_argument, NULL, OPT_DMABUF },
+        { "peermem", no_argument, NULL, OPT_PEERMEM },
+        { "no-relaxed-ordering", no_argument, NULL, OPT_NORO },
+        { "mode", required_argument, NULL, OPT_MODE },
+        { "plugin-lib", required_argument, NULL, OPT_PLUGIN },
+        { "ibverbs-lib", required_argument, NULL, OPT_VERBS },
+        { "bidir", no_argument, NULL, OPT_BIDIR },
+        { "report_gbits", no_argument, NULL, OPT_GBITS },
+        { "json", no_argument, NULL, OPT_JSON },
+        { "gpu-initiated", no_argument, NULL, OPT_GPUINIT },
+        { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    memset(o, 0, sizeof(*o));
+    o->tcp_port = WB_DEFAULT_TCP_PORT;
+    o->ports[0] = 1;
+    o->nports = 1;
+    o->gid_index = -1;
+    o->sizes[0] = 65536;
+    o->nsizes = 1;
+    o->iters = 1000;
+    o->qps = 1;
+    o->tx_depth = 128;
+    o->reg = MEM_REG_AUTO;
+    o->relaxed = 1;
+    o->timeout = 10;
+    int ports_given = 0, size_given = 0, iters_given = 0, c, li;
+    char optname[40];
+    long v;
+    size_t sz;
+    opterr = 0;
+    while (li = -1, (c = getopt_long(argc, argv, ":p:d:i:x:s:an:D:q:t:hV", longopts, &li)) != -1) {
+        /* The option as the user spelled it, for messages. */
+        if (li >= 0)
+            snprintf(optname, sizeof(optname), "--%s", longopts[li].name);
+        else
+            snprintf(optname, sizeof(optname), "-%c", c == ':' || c == '?' ? optopt : c);
+        switch (c) {
+        case 'p':
+            if (parse_long(optarg, 0, 65535, &v)) goto bad;
+            o->tcp_port = (int)v;
+            break;
+        case 'd': o->dev = optarg; break;
+        case 'i':
+            if (parse_long(optarg, 1, 255, &v)) goto bad;
+            if (!ports_given) {
+                o->ports[0] = (int)v;
+                o->nports = 1;
+            }
+            break;
+        case OPT_PORTS:
+            if (parse_ports(optarg, o)) {
+                fprintf(stderr, "railnet-write-bw: --ports wants distinct port numbers "
+                        "1..255 separated by commas (at most %d), not '%s'\n", WB_MAX_PORTS,
+                        optarg);
+                return -1;
+            }
+            ports_given = 1;
+            break;
+        case 'x':
+            if (parse_long(optarg, 0, 255, &v)) goto bad;
+            o->gid_index = (int)v;
+            break;
+        case 's':
+            if (parse_size(optarg, &sz) || sz == 0 || sz > (1u << 30)) {
+                fprintf(stderr, "railnet-write-bw: -s wants 1 byte to 1 GiB, not '%s'\n", optarg);
+                return -1;
+            }
+            o->sizes[0] = sz;
+            size_given = 1;
+            break;
+        case 'a': o->all_sizes = 1; break;
+        case 'n':
+            if (parse_long(optarg, 1, 1000000000L, &v)) goto bad;
+            o->iters = v;
+            iters_given = 1;
+            break;
+        case 'D': {
+            char *end;
+            double d = strtod(optarg, &end);
+            if (!*optarg || *end || !isfinite(d) || d <= 0 || d > 3600) goto bad;
+            o->duration = d;
+            break;
+        }
+        case 'q':
+            if (parse_long(optarg, 1, WB_MAX_QPS, &v)) goto bad;
+            o->qps = (int)v;
+            break;
+        case 't':
+            if (parse_long(optarg, 1, 8192, &v)) goto bad;
+            o->tx_depth = (int)v;
+            break;
+        case OPT_CUDA:
+            o->use_cuda = 1;
+            if (optarg) {
+                if (parse_long(optarg, 0, 1023, &v)) goto bad;
+                o->gpu = (int)v;
+            }
+            break;
+        case OPT_DMABUF:
+        case OPT_PEERMEM: {
+            enum mem_reg want = c == OPT_DMABUF ? MEM_REG_DMABUF : MEM_REG_PEERMEM;
+            if (o->reg != MEM_REG_AUTO && o->reg != want) {
+                fprintf(stderr, "railnet-write-bw: --dmabuf and --peermem exclude each other\n");
+                return -1;
+            }
+            o->reg = want;
+            break;
+        }
+        case OPT_NORO: o->relaxed = 0; break;
+        case OPT_MODE:
+            if (!strcmp(optarg, "verbs"))
+                o->mode = WB_MODE_VERBS;
+            else if (!strcmp(optarg, "plugin"))
+                o->mode = WB_MODE_PLUGIN;
+            else
+                goto bad;
+            break;
+        case OPT_PLUGIN: o->plugin_lib = optarg; break;
+        case OPT_VERBS: o->ibverbs_lib = optarg; break;
+        case OPT_BIDIR: o->bidir = 1; break;
+        case OPT_GBITS: o->report_gbits = 1; break;
+        case OPT_JSON: o->json = 1; break;
+        case OPT_GPUINIT: o->gpu_initiated = 1; break;
+        case OPT_TIMEOUT: {
+            char *end;
+            double d = strtod(optarg, &end);
+            if (!*optarg || *end || !isfinite(d) || d <= 0 || d > 86400) goto bad;
+            o->timeout = d;
+            break;
+        }
+        case 'h': wb_usage(stdout); return 1;
+        case 'V': printf("railnet-write-bw %s\n", PACKAGE_VERSION); return 1;
+        case ':':
+            fprintf(stderr, "railnet-write-bw: option %s needs a value\n",
+                    optopt ? optname : argv[optind - 1]);
+            fprintf(stderr, "Try 'railnet-write-bw --help'.\n");
+            return -1;
+        default:
+            fprintf(stderr, "railnet-write-bw: unknown option %s\n", argv[optind - 1]);
+            fprintf(stderr, "Try 'railnet-write-bw --help'.\n");
+            return -1;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "railnet-write-bw: invalid value for %s: '%s'\n", optname,
+                optarg ? optarg : "");
+        return -1;
+    }
+    if (optind < argc)
+        o->server = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "railnet-write-bw: unexpected argument '%s' (one server name at most)\n",
+                argv[optind]);
+        return -1;
+    }
+    if (o->server && o->tcp_port == 0) {
+        fprintf(stderr, "railnet-write-bw: a client needs the server's TCP port (-p 1..65535)\n");
+        return -1;
+    }
+    if (o->all_sizes && size_given) {
+        fprintf(stderr, "railnet-write-bw: -a and -s exclude each other\n");
+        return -1;
+    }
+    if (o->duration > 0 && iters_given) {
+        fprintf(stderr, "railnet-write-bw: -D and -n exclude each other\n");
+        return -1;
+    }
+    if (o->all_sizes) {
+        o->nsizes = 0;
+        for (size_t s = WB_ALL_MIN; s <= WB_ALL_MAX; s <<= 1)
+            o->sizes[o->nsizes++] = s;
+    }
+    if (o->reg != MEM_REG_AUTO && !o->use_cuda) {
+        fprintf(stderr, "railnet-write-bw: --%s applies to GPU memory: add --use_cuda\n",
+                o->reg == MEM_REG_DMABUF ? "dmabuf" : "peermem");
+        return -1;
+    }
+    if (o->gpu_initiated && !wb_gpu_initiated_built) {
+        fprintf(stderr, "railnet-write-bw: --gpu-initiated is not built in this version "
+                "(the GPU-initiated path is issue 7); use --mode=verbs or --mode=plugin\n");
+        return -1;
+    }
+    if (o->mode == WB_MODE_PLUGIN && (ports_given || o->qps != 1 || o->gid_index >= 0)) {
+        fprintf(stderr, "railnet-write-bw: --ports, -q and -x do not apply to --mode=plugin: "
+                "the plugin picks ports, QPs and GIDs itself (configure it with its RAILNET_* "
+                "variables)\n");
+        return -1;
+    }
+    if (o->mode == WB_MODE_PLUGIN) {
+        for (int i = 0; i < o->nsizes; i++)
+            if (o->sizes[i] > (size_t)0x7fffffff) {
+                fprintf(stderr, "railnet-write-bw: --mode=plugin sends at most 2 GiB - 1\n");
+                return -1;
+            }
+    }
+    return 0;
+}
