@@ -20,14 +20,18 @@ sn_cleanup() {
 }
 trap sn_cleanup EXIT
 
-# A TCP port for perftest's out-of-band exchange, different per call.
-SN_PORT=$((20000 + ($$ * 7) % 20000))
+# A TCP port for perftest's out-of-band exchange, different per call and
+# below the kernel's ephemeral range (32768-60999), where softnic's own
+# listeners and every client socket take theirs.
+SN_PORT=$((11000 + ($$ * 7) % 7000))
 sn_next_port() { SN_PORT=$((SN_PORT + 1)); }
 
-# Waits (up to 10 s) until something listens on TCP port $1 [in netns $2].
+# Waits (up to 10 s) until something listens on TCP port $1 [in netns $2];
+# gives up at once when process $3 (the server) is gone.
 sn_wait_listen() {
     local i=0
     while [ $i -lt 200 ]; do
+        [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null && return 1
         if [ -n "${2:-}" ]; then
             ip netns exec "$2" ss -ltnH "sport = :$1" 2>/dev/null | grep -q . && return 0
         else
@@ -46,14 +50,23 @@ sn_wait_listen() {
 sn_pair() {
     local name=$1 t=$2
     shift 2
-    sn_next_port
-    local port=$SN_PORT
-    $SN_SERVER_PREFIX timeout "$t" "$@" -p "$port" >"$SN_TMP/$name.srv" 2>&1 &
-    local spid=$!
-    SN_PIDS="$SN_PIDS $spid"
-    if ! sn_wait_listen "$port" "${SN_SERVER_NS:-}"; then
+    local port spid try
+    for try in 1 2 3; do   # a port taken by someone else: take the next
+        sn_next_port
+        port=$SN_PORT
+        # someone else listens there already: take the next one
+        if [ -z "${SN_SERVER_NS:-}" ] && ss -ltnH "sport = :$port" 2>/dev/null | grep -q .; then
+            sn_next_port
+            port=$SN_PORT
+        fi
+        $SN_SERVER_PREFIX timeout "$t" "$@" -p "$port" >"$SN_TMP/$name.srv" 2>&1 &
+        spid=$!
+        SN_PIDS="$SN_PIDS $spid"
+        sn_wait_listen "$port" "${SN_SERVER_NS:-}" "$spid" && break
         echo "server never listened on $port" >>"$SN_TMP/$name.srv"
-    fi
+        kill -9 "$spid" 2>/dev/null
+        wait "$spid" 2>/dev/null
+    done
     $SN_CLIENT_PREFIX timeout "$t" "$@" -p "$port" "${SN_SERVER_ADDR:-127.0.0.1}" \
         >"$SN_TMP/$name.cli" 2>&1
     SN_CLI_RC=$?
