@@ -1,12 +1,15 @@
 /* requester.c: the send side of a QP.  One thread per QP walks the send
  * queue in order, connects to the peer on first need (hello: our QPN, its
- * QPN, our GID, our rnr_retry), and writes requests in batches: headers and
- * payloads of up to 64 WQEs / 256 KiB go out in one sendmsg(), payloads
- * straight from the registered memory (CUDA memory through a bounce
- * buffer).  The local keys are checked here, at execution time, as a NIC
- * does: a bad lkey completes the WQE with IBV_WC_LOC_PROT_ERR.
- * Egress is charged to the port's token bucket; with added latency a
- * request carries the time before which the responder may not place it. */
+ * QPN, our GID, our rnr_retry), and writes requests in batches of up to
+ * 64 WQEs / 256 KiB, headers and payloads gathered by sendmsg() straight
+ * from the registered memory (CUDA memory through a bounce buffer), in
+ * pieces of 256 KiB each charged to the port's token bucket first (so a
+ * large message is paced, not delayed then burst) and each counting as
+ * progress for the retry timer.  The local keys are checked here, at
+ * execution time, as a NIC does: a bad lkey completes the WQE with
+ * IBV_WC_LOC_PROT_ERR.  With added latency a request carries the time
+ * before which the responder may not place it (one way: ACKs are not
+ * delayed). */
 #include "softnic.h"
 
 #include <errno.h>
