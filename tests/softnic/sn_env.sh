@@ -14,8 +14,18 @@ if nm -D "$SN_DIR/libibverbs.so.1" 2>/dev/null | grep -q __asan_init; then
 fi
 SN_TMP=$(mktemp -d /tmp/softnic_sh.XXXXXX)
 SN_PIDS=""
+# Ends what this script started.  The pids are `timeout` wrappers (maybe
+# behind `ip netns exec`, which execs): TERM makes timeout pass the signal
+# on to its program (a KILL would orphan it); KILL is the fallback.
+sn_stop() {
+    kill -TERM "$@" 2>/dev/null
+    sleep 0.3
+    kill -KILL "$@" 2>/dev/null
+}
 sn_cleanup() {
-    for p in $SN_PIDS; do kill -9 "$p" 2>/dev/null; done
+    local live="" p
+    for p in $SN_PIDS; do kill -0 "$p" 2>/dev/null && live="$live $p"; done
+    [ -n "$live" ] && sn_stop $live
     rm -rf "$SN_TMP"
 }
 trap sn_cleanup EXIT
@@ -64,7 +74,7 @@ sn_pair() {
         SN_PIDS="$SN_PIDS $spid"
         sn_wait_listen "$port" "${SN_SERVER_NS:-}" "$spid" && break
         echo "server never listened on $port" >>"$SN_TMP/$name.srv"
-        kill -9 "$spid" 2>/dev/null
+        sn_stop "$spid"
         wait "$spid" 2>/dev/null
     done
     $SN_CLIENT_PREFIX timeout "$t" "$@" -p "$port" "${SN_SERVER_ADDR:-127.0.0.1}" \

@@ -93,6 +93,6 @@ if [ "$crc" -ne 0 ] && [ "$crc" -ne 124 ] && [ $((t1 - t0)) -lt 15 ]; then
     tap_ok client_fails_promptly_when_the_link_is_cut
     grep -m1 -i 'completion with error\|status' "$SN_TMP/cut.cli" | sed 's/^/# /'
 else tap_not_ok client_fails_promptly_when_the_link_is_cut "client rc=$crc after $((t1 - t0)) s: $(tail -n 5 "$SN_TMP/cut.cli")"; fi
-kill -9 "$spid" 2>/dev/null
+sn_stop "$spid"
 
 tap_done
