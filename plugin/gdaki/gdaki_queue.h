@@ -4,7 +4,8 @@
  *
  * Protocol (counters of struct gdaki_qp_dev, all in basic blocks):
  * 1. reserve: slot = atomic_add(resv, n); then wait until the ring has room
- *    for [slot, slot + n): slot + n - done <= 2^sq_log, polling the CQ.
+ *    for [slot, slot + n): slot + n - done <= min(2^sq_log, 2^cq_log),
+ *    polling the CQ (the CQ bound keeps the NIC from overrunning the CQ).
  * 2. write the n WQEs into their slots (any order, any thread).
  * 3. ring: wait until ready == slot (every earlier slot is doorbelled), then
  *    doorbell record := slot + n, doorbell register := ctrl qword of the last
@@ -32,6 +33,16 @@
 GDAKI_FN uint32_t gdaki_q_slots(const struct gdaki_qp_dev *q)
 {
     return 1u << q->sq_log;
+}
+
+/* Slots that may be outstanding (reserved and not yet completed): the ring
+ * size, and no more than the CQ holds -- every slot may ask for a CQE, and
+ * the NIC must never find the CQ full (real mlx5 reports a CQ overrun and
+ * kills the QP; softnic stalls). */
+GDAKI_FN uint32_t gdaki_q_window(const struct gdaki_qp_dev *q)
+{
+    uint32_t sq = gdaki_q_slots(q), cq = 1u << q->cq_log;
+    return sq < cq ? sq : cq;
 }
 
 GDAKI_FN void *gdaki_q_slot_ptr(const struct gdaki_qp_dev *q, uint64_t slot)
@@ -119,13 +130,16 @@ GDAKI_FN int gdaki_q_wait_done(struct gdaki_qp_dev *q, uint64_t target)
     return gdaki_load_acquire32(&q->err) ? -1 : 0;
 }
 
-/* Step 1: n consecutive slots (n <= ring size).  Returns the first slot, or
- * GDAKI_SLOT_ERROR if the QP failed while waiting for room. */
+/* Step 1: n consecutive slots.  Returns the first slot, or GDAKI_SLOT_ERROR
+ * if the QP failed while waiting for room, or if n exceeds the window
+ * (such a group could never fit: nothing is reserved then). */
 GDAKI_FN uint64_t gdaki_q_reserve(struct gdaki_qp_dev *q, uint32_t n)
 {
+    uint32_t size = gdaki_q_window(q);
+    if (n == 0 || n > size)
+        return GDAKI_SLOT_ERROR;
     uint64_t slot = gdaki_atomic_add64(&q->resv, n);
     uint64_t need = slot + n;
-    uint32_t size = gdaki_q_slots(q);
     if (need > size && gdaki_q_wait_done(q, need - size) < 0)
         return GDAKI_SLOT_ERROR;
     return slot;
@@ -233,6 +247,26 @@ GDAKI_FN uint64_t gdaki_q_post_signal(struct gdaki_qp_dev *q, const struct gdaki
     a.add = add;
     uint64_t db = gdaki_q_build(q, slot + 1, GDAKI_KIND_ATOMIC_FA, &a, 1);
     if (gdaki_q_ring(q, slot, 2, db) < 0)
+        return GDAKI_SLOT_ERROR;
+    return slot + 2;
+}
+
+/* WRITE, then an inline RDMA WRITE of value into the 8-byte signal word:
+ * two slots, one doorbell, one CQE (on the signal).  The signal write comes
+ * after the data write on this RC QP, and the QP places its writes in order
+ * (GDAKI_SIGNAL_SET in railnet_gdaki.h), so a receiver that sees value sees
+ * the data.  Works without device atomics (softnic). */
+GDAKI_FN uint64_t gdaki_q_post_signal_set(struct gdaki_qp_dev *q, const struct gdaki_op *op,
+                                          uint64_t sig_raddr, uint32_t sig_rkey, uint64_t value)
+{
+    uint64_t slot = gdaki_q_reserve(q, 2);
+    if (slot == GDAKI_SLOT_ERROR)
+        return GDAKI_SLOT_ERROR;
+    gdaki_q_build(q, slot, GDAKI_KIND_WRITE, op, 0);
+    void *w = gdaki_q_slot_ptr(q, slot + 1);
+    gdaki_wqe_write_inline(w, (uint16_t)(slot + 1), q->qpn, (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE,
+                           sig_raddr, sig_rkey, &value, 8);
+    if (gdaki_q_ring(q, slot, 2, gdaki_q_db_value(w)) < 0)
         return GDAKI_SLOT_ERROR;
     return slot + 2;
 }

@@ -87,8 +87,53 @@ int ibvwrap_open(struct ibvwrap *v, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+int ibvwrap_open_mlx5(struct ibvwrap *v, char *err, size_t errlen)
+{
+    if (v->mlx5_handle)
+        return 0;
+    if (!v->handle) {
+        snprintf(err, errlen, "libibverbs is not loaded");
+        return -1;
+    }
+    /* softnic ships libmlx5.so.1 next to its libibverbs.so.1: prefer the
+     * one beside the verbs library actually loaded. */
+    char cand[PATH_MAX];
+    const char *slash = strrchr(v->path, '/');
+    void *h = NULL;
+    if (slash && (size_t)(slash - v->path) + sizeof("/libmlx5.so.1") <= sizeof(cand)) {
+        snprintf(cand, sizeof(cand), "%.*s/libmlx5.so.1", (int)(slash - v->path), v->path);
+        h = dlopen(cand, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!h)
+        h = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(err, errlen, "cannot load libmlx5.so.1 (mlx5 direct verbs): %s", dlerror());
+        return -1;
+    }
+    *(void **)&v->mlx5dv_create_qp = sym(h, "mlx5dv_create_qp", "MLX5_1.3");
+    *(void **)&v->mlx5dv_init_obj = sym(h, "mlx5dv_init_obj", "MLX5_1.2");
+    if (!v->mlx5dv_create_qp || !v->mlx5dv_init_obj) {
+        snprintf(err, errlen, "libmlx5.so.1 lacks mlx5dv_create_qp@MLX5_1.3 or mlx5dv_init_obj@MLX5_1.2 "
+                 "(rdma-core too old for the GPU-initiated path)");
+        v->mlx5dv_create_qp = NULL;
+        v->mlx5dv_init_obj = NULL;
+        dlclose(h);
+        return -1;
+    }
+    *(void **)&v->mlx5dv_is_supported = dlvsym(h, "mlx5dv_is_supported", "MLX5_1.8");
+    *(void **)&v->mlx5dv_devx_umem_reg = dlvsym(h, "mlx5dv_devx_umem_reg", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_umem_dereg = dlvsym(h, "mlx5dv_devx_umem_dereg", "MLX5_1.7");
+    struct link_map *lm = NULL;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name)
+        snprintf(v->mlx5_path, sizeof(v->mlx5_path), "%s", lm->l_name);
+    v->mlx5_handle = h;
+    return 0;
+}
+
 void ibvwrap_close(struct ibvwrap *v)
 {
+    if (v->mlx5_handle)
+        dlclose(v->mlx5_handle);
     if (v->handle)
         dlclose(v->handle);
     memset(v, 0, sizeof(*v));
@@ -135,4 +180,22 @@ int ibvwrap_global_load(const char *path, char *err, size_t errlen)
 const struct ibvwrap *ibvwrap_global(void)
 {
     return g_ibv_loaded ? &g_ibv : NULL;
+}
+
+int ibvwrap_global_load_mlx5(char *err, size_t errlen)
+{
+    static int tried, rc;
+    static char why[256];
+    pthread_mutex_lock(&g_ibv_lock);
+    if (!g_ibv_loaded) {
+        snprintf(why, sizeof(why), "libibverbs is not loaded");
+        rc = -1;
+    } else if (!tried) {
+        rc = ibvwrap_open_mlx5(&g_ibv, why, sizeof(why));
+        tried = 1;
+    }
+    if (rc)
+        snprintf(err, errlen, "%s", why);
+    pthread_mutex_unlock(&g_ibv_lock);
+    return rc;
 }

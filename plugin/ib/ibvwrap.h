@@ -18,6 +18,12 @@
 
 #include <infiniband/verbs.h>
 #include <limits.h>
+#include <stdbool.h>
+
+/* mlx5dv types appear only behind pointers: no need for mlx5dv.h here. */
+struct mlx5dv_qp_init_attr;
+struct mlx5dv_obj;
+struct mlx5dv_devx_umem;
 
 struct ibvwrap {
     void *handle;
@@ -54,17 +60,41 @@ struct ibvwrap {
     /* optional (NULL when absent) */
     int (*query_gid_ex)(struct ibv_context *ctx, uint32_t port, uint32_t index, struct ibv_gid_entry *entry,
                         uint32_t flags, size_t entry_size); /* IBVERBS_1.11, rdma-core >= 32 */
+
+    /* libmlx5.so.1, the direct-verbs half (GPU-initiated path). Loaded only
+     * by ibvwrap_open_mlx5(); all NULL before, and mlx5_handle stays NULL
+     * when the library is absent. Required once loaded: create_qp, init_obj.
+     * Optional: is_supported (MLX5_1.8), devx_umem_reg/dereg (MLX5_1.7). */
+    void *mlx5_handle;
+    char mlx5_path[PATH_MAX];
+    struct ibv_qp *(*mlx5dv_create_qp)(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
+                                       struct mlx5dv_qp_init_attr *mlx5_attr); /* MLX5_1.3 */
+    int (*mlx5dv_init_obj)(struct mlx5dv_obj *obj, uint64_t obj_type);      /* MLX5_1.2 */
+    bool (*mlx5dv_is_supported)(struct ibv_device *dev);
+    struct mlx5dv_devx_umem *(*mlx5dv_devx_umem_reg)(struct ibv_context *ctx, void *addr,
+                                                     size_t size, uint32_t access);
+    int (*mlx5dv_devx_umem_dereg)(struct mlx5dv_devx_umem *umem);
 };
 
 /* 0 on success; otherwise fills err with why. path NULL: "libibverbs.so.1". */
 int ibvwrap_open(struct ibvwrap *v, const char *path, char *err, size_t errlen);
 void ibvwrap_close(struct ibvwrap *v);
 
+/* Load libmlx5.so.1 into v (after ibvwrap_open): from the directory of the
+ * libibverbs that v loaded first (so softnic's pair is found together),
+ * then through the loader's search path. Idempotent. 0, or -1 with why in
+ * err (library absent, or missing mlx5dv_create_qp/mlx5dv_init_obj); v's
+ * verbs table stays usable either way. ibvwrap_close unloads it too. */
+int ibvwrap_open_mlx5(struct ibvwrap *v, char *err, size_t errlen);
+
 /* The plugin's process-wide table: loaded once by the plugin's init
  * (RAILNET_IBVERBS_LIB or libibverbs.so.1) and read-only afterwards.
  * ibvwrap_global() is NULL until a load succeeded. */
 int ibvwrap_global_load(const char *path, char *err, size_t errlen);
 const struct ibvwrap *ibvwrap_global(void);
+/* ibvwrap_open_mlx5 on the process-wide table (after ibvwrap_global_load),
+ * under its lock; later callers get the first result again. */
+int ibvwrap_global_load_mlx5(char *err, size_t errlen);
 #define RN_IBV(fn) (ibvwrap_global()->fn)
 
 /* ibv_query_port with the full attribute struct (extended op when the

@@ -103,10 +103,15 @@ static void *nic_main(void *arg)
 int fake_nic_start(struct fake_nic *n, uint32_t sq_log, uint32_t cq_log, uint32_t qpn)
 {
     memset(n, 0, sizeof(*n));
-    n->sq = aligned_alloc(4096, (size_t)64 << sq_log);
-    n->cq = aligned_alloc(4096, (size_t)64 << cq_log);
-    if (!n->sq || !n->cq)
+    /* posix_memalign: aligned_alloc wants a size that is a multiple of the
+     * alignment, which small rings are not. */
+    void *sq = NULL, *cq = NULL;
+    if (posix_memalign(&sq, 4096, (size_t)64 << sq_log) || posix_memalign(&cq, 4096, (size_t)64 << cq_log)) {
+        free(sq);
         return -1;
+    }
+    n->sq = sq;
+    n->cq = cq;
     memset(n->sq, 0, (size_t)64 << sq_log);
     for (uint32_t i = 0; i < (1u << cq_log); i++) {
         memset(n->cq + i * 64, 0, 64);

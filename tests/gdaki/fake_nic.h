@@ -9,7 +9,13 @@
  * a malformed WQE or a bad key into an error CQE after which it stops
  * (QP in error).  Protocol violations (a slot whose idx is not the one
  * expected, a doorbell record moving backwards or past the ring, a CQ
- * overrun) are counted with the first one described in why[]. */
+ * overrun) are counted with the first one described in why[].
+ *
+ * Why it stays next to the real softnic (test_gdaki_softnic.c): it needs no
+ * library, can be paused so that ring-full and quiet waits are exercised
+ * deterministically, and reports protocol violations that softnic absorbs
+ * (a CQ overrun, where softnic just waits; a doorbell record that moves
+ * backwards). */
 #ifndef RAILNET_TESTS_FAKE_NIC_H
 #define RAILNET_TESTS_FAKE_NIC_H
 

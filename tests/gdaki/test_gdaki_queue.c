@@ -44,6 +44,18 @@ TAP_CASE(test_doorbell_value_is_first_ctrl_qword_in_memory_order)
     EXPECT_MEMEQ(expect, bytes, 8);
 }
 
+TAP_CASE(test_group_larger_than_the_window_is_refused_without_reserving)
+{
+    /* 32 slots but 8 CQEs: at most 8 may be outstanding. */
+    struct gdaki_qp_dev q = { .sq_log = 5, .cq_log = 3 };
+    EXPECT_EQ_U64(8, gdaki_q_window(&q));
+    EXPECT_EQ_U64(GDAKI_SLOT_ERROR, gdaki_q_reserve(&q, 9));
+    EXPECT_EQ_U64(GDAKI_SLOT_ERROR, gdaki_q_reserve(&q, 0));
+    EXPECT_EQ_U64(0, q.resv);
+    EXPECT_EQ_U64(0, gdaki_q_reserve(&q, 8));   /* an empty ring has room for 8 */
+    EXPECT_EQ_U64(8, q.resv);
+}
+
 /* ---- posting threads ---- */
 
 struct poster {

@@ -18,7 +18,7 @@ if grep -q '^ok 1 - nccl_peer_killed_gives_error' "$log0"; then
 else
     tap_not_ok nccl_peer_killed_gives_error "$(tail -n 20 "$log0" | sed 's/^/# /')"
 fi
-if grep -q "NET/railnet" "$log0" && grep -Eq "railnet.*(RETRY_EXC|error|lost)" "$log0"; then
+if grep -q "NET/railnet" "$log0" && grep -Eq "NET/railnet: .*(RETRY_EXC|peer closed its connection|error)" "$log0"; then
     tap_ok nccl_peer_killed_error_names_railnet
 else
     tap_not_ok nccl_peer_killed_error_names_railnet "$(grep -E 'WARN' "$log0" | head -n 10 | sed 's/^/# /')"

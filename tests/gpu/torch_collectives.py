@@ -12,6 +12,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 COLLS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"]
+# RAILNET_TORCH_COLLS=a,b runs a subset (debugging one collective)
+if os.environ.get("RAILNET_TORCH_COLLS"):
+    COLLS = [c for c in COLLS if c in os.environ["RAILNET_TORCH_COLLS"].split(",")]
 TYPES = [torch.float32, torch.bfloat16]
 
 

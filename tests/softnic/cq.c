@@ -5,6 +5,7 @@
  * does.  A completion channel is a pipe: an armed CQ writes its own pointer
  * into it on the next (solicited) completion, ibv_get_cq_event reads it. */
 #include "softnic.h"
+#include "softnic_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -115,6 +116,7 @@ int cq_destroy(struct ibv_cq *ibcq)
     pthread_mutex_unlock(&users_lock);
     if (busy)
         return EBUSY;
+    priv_cq_destroying(ibcq);   /* libmlx5 drops its shadow ring */
     if (ibcq->channel) {
         pthread_mutex_lock(&ibcq->context->mutex);
         ibcq->channel->refcnt--;

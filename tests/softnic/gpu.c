@@ -97,8 +97,10 @@ static int gpu_stream_for(const void *dptr, cu_stream *out)
     cu_ctx ctx = NULL;
     if (cu.ptr_attr(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (cu_devptr)(uintptr_t)dptr) != 0 || !ctx)
         ctx = gpu_primary_ctx_of(dptr);
-    if (!ctx)
+    if (!ctx) {
+        SN_LOG("gpu: %p is GPU memory of no context or GPU that this thread can use", dptr);
         return EFAULT;
+    }
     static __thread struct { cu_ctx ctx; cu_stream stream; } cache[4];
     static __thread cu_ctx current;
     if (current != ctx) {
@@ -131,8 +133,13 @@ int gpu_copy_to_device(void *dst, const void *src, size_t len)
     int err = gpu_stream_for(dst, &st);
     if (err)
         return err;
-    if (cu.htod((cu_devptr)(uintptr_t)dst, src, len, st) != 0 || cu.stream_sync(st) != 0)
+    cu_result r = cu.htod((cu_devptr)(uintptr_t)dst, src, len, st);
+    if (!r)
+        r = cu.stream_sync(st);
+    if (r) {
+        SN_LOG("gpu: copy of %zu bytes into GPU memory at %p failed: CUresult %d", len, dst, r);
         return EIO;
+    }
     return 0;
 }
 
@@ -145,7 +152,12 @@ int gpu_copy_from_device(void *dst, const void *src, size_t len)
     int err = gpu_stream_for(src, &st);
     if (err)
         return err;
-    if (cu.dtoh(dst, (cu_devptr)(uintptr_t)src, len, st) != 0 || cu.stream_sync(st) != 0)
+    cu_result r = cu.dtoh(dst, (cu_devptr)(uintptr_t)src, len, st);
+    if (!r)
+        r = cu.stream_sync(st);
+    if (r) {
+        SN_LOG("gpu: copy of %zu bytes from GPU memory at %p failed: CUresult %d", len, src, r);
         return EIO;
+    }
     return 0;
 }

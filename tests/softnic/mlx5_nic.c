@@ -167,11 +167,14 @@ static int qp_retire(struct mlx5_sn_qp *qp)
             if (e->want_cqe && !cq_emit(qp, e, 0, 0))
                 break;
         } else if (e->kind == PEND_LOCAL_ERR) {
+            /* As on hardware, the QP is in ERR by the time its error CQE
+             * can be seen: a poller that queries the state after the CQE
+             * must not find it still in RTS. */
+            if (!qp->error)
+                qp_to_error(qp);
             if (!cq_emit(qp, e, e->syndrome, 0))
                 break;
             qp->counters[2]++;
-            if (!qp->error)
-                qp_to_error(qp);
         } else {
             if (!qp->have_wc) {
                 if (ibv_poll_cq(qp->hidden_cq, 1, &qp->wc) <= 0)

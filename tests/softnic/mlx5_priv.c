@@ -16,9 +16,17 @@ static struct {
     int (*set_destroy_hook)(void (*)(struct ibv_qp *), void (*)(struct ibv_cq *));
 } priv = { .once = PTHREAD_ONCE_INIT };
 
+/* The libibverbs this library was linked against (DT_NEEDED), found by
+ * soname: a program that dlopens libibverbs and libmlx5 RTLD_LOCAL (the
+ * plugin's ibvwrap does) keeps both out of the global scope, where
+ * RTLD_DEFAULT would not find them. */
 static void *sym(const char *name)
 {
-    return dlvsym(RTLD_DEFAULT, name, PRIV_VERSION);
+    void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *p = dlvsym(h ? h : RTLD_DEFAULT, name, PRIV_VERSION);
+    if (h)
+        dlclose(h);     /* drops only the reference NOLOAD took */
+    return p;
 }
 
 static void priv_load(void)

@@ -7,6 +7,7 @@
  * a peer connects (responder.c).  qp->lock guards everything below; lock
  * order is qp->lock, then a CQ's or SRQ's lock. */
 #include "softnic.h"
+#include "softnic_priv.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -141,6 +142,7 @@ static void qp_engine_stop(struct sn_qp *qp)
 int qp_destroy(struct ibv_qp *ibqp)
 {
     struct sn_qp *qp = sn_qp_of(ibqp);
+    priv_qp_destroying(ibqp);   /* libmlx5's NIC thread lets go of the QP first */
     wire_qp_unregister(qp);
     pthread_mutex_lock(&qp->lock);
     qp->stopping = true;

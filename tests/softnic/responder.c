@@ -447,6 +447,10 @@ static void *responder_main(void *arg)
         rc->rb.arg = rc;
         while (!(err = do_request(rc)))
             ;
+        /* a peer closing is normal; anything else is a softnic problem worth a line */
+        if (err == EIO || err == EFAULT || err == EPROTO || err == ENOMEM || err == ENODEV)
+            SN_LOG("responder: QP 0x%x: connection from QP 0x%x dropped: %s", qp->ibqp.qp_num, rc->peer_qpn,
+                   strerror(err));
         flush_ack(rc);
         rbuf_free(&rc->rb);
     }

@@ -1,1 +1,28 @@
+/* softnic_priv.h: softnic's companion API (version node SOFTNIC_PRIVATE_1.0),
+ * for softnic's own libmlx5.so.1 only; it finds these with dlvsym at run
+ * time (tests/softnic/mlx5_priv.c).  Functions return 0 or a positive errno.
+ *
+ * - softnic_priv_is_softnic(ctx): true for a context this library opened.
+ * - softnic_priv_set_destroy_hook(qp_gone, cq_gone): qp_gone(qp) runs at the
+ *   start of ibv_destroy_qp(qp), before softnic frees anything; cq_gone(cq)
+ *   runs in ibv_destroy_cq(cq) once the CQ is known to be destroyable (no
+ *   QP uses it), before it is freed.  Neither runs with a softnic lock held,
+ *   so a hook may take its own locks and call verbs.  One pair per process;
+ *   NULL clears. */
+#ifndef SOFTNIC_PRIV_H
+#define SOFTNIC_PRIV_H
 
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+
+typedef void (*softnic_priv_qp_hook)(struct ibv_qp *qp);
+typedef void (*softnic_priv_cq_hook)(struct ibv_cq *cq);
+
+bool softnic_priv_is_softnic(struct ibv_context *ctx);
+int softnic_priv_set_destroy_hook(softnic_priv_qp_hook qp_gone, softnic_priv_cq_hook cq_gone);
+
+/* Called by qp.c / cq.c. */
+void priv_qp_destroying(struct ibv_qp *qp);
+void priv_cq_destroying(struct ibv_cq *cq);
+
+#endif

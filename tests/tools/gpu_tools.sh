@@ -20,8 +20,10 @@ export SOFTNIC_RATE=${SOFTNIC_RATE:-1G}
 
 gpu_pair() { # CASE NAME ARGS...: both sides with GPU memory, rows checked
     _c=$1; _n=$2; shift 2
+    # --bidir rows count the writes of both directions, as in the host test
+    _it=$N; case " $* " in *" --bidir "*) _it=$((2 * N)) ;; esac
     wb_pair "$_n" "$@" -n $N
-    if [ $CLI_RC -eq 0 ] && [ $SRV_RC -eq 0 ] && wb_check_rows "$TMPD/$_n.cli.out" 1 $N >"$TMPD/$_n.chk" 2>&1 &&
+    if [ $CLI_RC -eq 0 ] && [ $SRV_RC -eq 0 ] && wb_check_rows "$TMPD/$_n.cli.out" 1 $_it >"$TMPD/$_n.chk" 2>&1 &&
        grep -q '^ Memory *: cuda:0' "$TMPD/$_n.cli.out"; then
         tap_ok "$_c ($(grep '^ Registration' "$TMPD/$_n.cli.out" | sed 's/.*: //'))"
     else

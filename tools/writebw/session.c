@@ -94,7 +94,14 @@ int session_expect(struct session *s, uint32_t type, void *buf, uint32_t cap, ui
 int session_poll(struct session *s, char *err, size_t errlen)
 {
     uint8_t *in = s->rx;
+    /* With a message stashed, later ones (a DONE right behind a RESULT)
+     * stay in the socket until the stash is taken: the peer spoke, so it
+     * was alive, and the transfer's own stall timeout still bounds the wait. */
+    if (s->stash_type)
+        return 0;
     for (;;) {
+        if (s->stash_type)
+            break;
         struct pollfd p = { .fd = s->fd, .events = POLLIN };
         if (poll(&p, 1, 0) <= 0)
             break;
@@ -103,9 +110,8 @@ int session_poll(struct session *s, char *err, size_t errlen)
             return -1;
         if (side_message(s, t, in, n))
             continue;
-        if (s->stash_type || n > sizeof(s->stash)) {
-            str_fmt(err, errlen, "protocol error: unexpected message %u (after %u)", t,
-                    s->stash_type);
+        if (n > sizeof(s->stash)) {
+            str_fmt(err, errlen, "protocol error: unexpected message %u of %u bytes", t, n);
             session_fail(s, err);
             return -1;
         }

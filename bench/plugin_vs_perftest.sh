@@ -1,0 +1,49 @@
+#!/bin/sh
+# bench/plugin_vs_perftest.sh: the plugin against perftest on the same
+# softnic, measured side by side in one run (issue 4's performance goals):
+#  1. one-way bandwidth at 1..16 MiB: netdriver bw through the plugin with
+#     one QP on one port (RAILNET_QPS_PER_CONN=1, RAILNET_MERGE_PORTS=0)
+#     against ib_write_bw -q 1 on the same port; goal ratio >= 0.95;
+#  2. 8-byte latency: netdriver lat (isend/irecv ping-pong) against
+#     ib_write_lat; goal ratio <= 1.5;
+#  3. with SOFTNIC_RATE per port: the merged dual-port device against the
+#     plugin on port 1 alone; goal ratio >= 1.9.
+: "${top_builddir:=$(pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+plugin=$top_builddir/.libs/libnccl-net-railnet.so
+nd=$top_builddir/tests/netdriver/netdriver
+command -v ib_write_bw >/dev/null || { echo "skipped: perftest not installed"; exit 0; }
+[ -x "$nd" ] && [ -f "$plugin" ] || { echo "skipped: build the plugin and tests first"; exit 0; }
+export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+port=${RAILNET_BENCH_PERFTEST_PORT:-17531}
+
+perftest() { # tool args...: runs server and client, prints the client's output
+    t=$1; shift
+    timeout 120 "$t" -d softnic0 -x 0 -p $port "$@" >"$tmp/srv" 2>&1 &
+    sleep 1
+    timeout 120 "$t" -d softnic0 -x 0 -p $port "$@" 127.0.0.1 2>&1
+    wait
+    port=$((port + 1))
+}
+
+echo "== one-way bandwidth, 1 QP on port 1 (GB/s; perftest MB/s are 2^20 bytes)"
+printf '%10s %14s %14s %8s\n' bytes ib_write_bw plugin ratio
+for size in 1048576 4194304 16777216; do
+    ib=$(perftest ib_write_bw -i 1 -q 1 -s $size -n 200 | awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }')
+    pl=$(RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
+        "$nd" --plugin "$plugin" bw --size $size --iters 200 --window 16 2>/dev/null | awk '$1 == '$size' { print $4 }')
+    awk -v s=$size -v a="$ib" -v b="$pl" 'BEGIN { printf "%10d %14s %14s %8.2f\n", s, a, b, (a > 0 ? b / a : 0) }'
+done
+
+echo "== 8-byte latency (us, one-way)"
+ibl=$(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $6 }')
+pll=$("$nd" --plugin "$plugin" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way/\1/p')
+awk -v a="$ibl" -v b="$pll" 'BEGIN { printf "ib_write_lat avg %s us, plugin %s us, plugin/ib %.2f\n", a, b, (a > 0 ? b / a : 0) }'
+
+rate=${RAILNET_BENCH_RATE:-300M}
+echo "== striping with SOFTNIC_RATE=$rate bytes/s per port (GB/s at 16 MiB)"
+one=$(SOFTNIC_RATE=$rate RAILNET_HCA==softnic0:1 "$nd" --plugin "$plugin" bw --size 16M --iters 60 --window 16 2>/dev/null |
+    awk '$1 == 16777216 { print $4 }')
+two=$(SOFTNIC_RATE=$rate "$nd" --plugin "$plugin" bw --size 16M --iters 60 --window 16 2>/dev/null | awk '$1 == 16777216 { print $4 }')
+awk -v a="$one" -v b="$two" 'BEGIN { printf "port 1 alone %s, merged ports 1+2 %s, merged/one %.2f\n", a, b, (a > 0 ? b / a : 0) }'

@@ -1,0 +1,811 @@
+/* tests/gdaki/gpu_test_gdaki.cu: the GPU-initiated path on a GPU machine
+ * (make check-gpu): CUDA kernels post RDMA writes themselves through the
+ * device API (gdaki_device.cuh) on a loopback pair, on softnic (default:
+ * $top_builddir/tests/softnic/libibverbs.so.1) or on the NIC named by
+ * RAILNET_IBVERBS_LIB.  Every case SKIPs without a GPU.  Buffers are GPU
+ * memory; checks run on the GPU against the pattern the source was filled
+ * with, so a wrong, missing or stray byte fails the case. */
+extern "C" {
+#include "tap.h"
+}
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gdaki_device.cuh"
+
+static char err[512];
+
+#define CK(call)                                                                          \
+    do {                                                                                  \
+        cudaError_t e_ = (call);                                                          \
+        if (e_ != cudaSuccess)                                                            \
+            tap_fail_at(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));     \
+    } while (0)
+
+/* A launch that failed (resources, configuration) is an error too. */
+#define SYNC()                                                                            \
+    do {                                                                                  \
+        CK(cudaGetLastError());                                                           \
+        CK(cudaDeviceSynchronize());                                                      \
+    } while (0)
+
+enum scope { SCOPE_THREAD, SCOPE_WARP, SCOPE_BLOCK };
+
+/* ------------------------------------------------------------ helpers */
+
+/* Kernels that post run on a non-blocking stream: softnic moves GPU-memory
+ * payloads with synchronous driver copies on the legacy default stream,
+ * which would wait for a kernel on that stream -- while the kernel waits
+ * (quiet) for those very copies.  A real NIC DMAs and needs no stream. */
+static cudaStream_t post_stream(void)
+{
+    static cudaStream_t s;
+    if (!s && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+        tap_fail_at(__FILE__, __LINE__, "cudaStreamCreateWithFlags failed");
+    return s;
+}
+
+/* A kernel that does not finish means a lost doorbell or completion: fail
+ * with the queue's counters instead of holding the GPU machine until the
+ * TAP timeout, and let the later cases skip (they would hang the same way). */
+#define KERNEL_TIMEOUT_S 60
+
+static void hung_marker(char *path, size_t len)
+{
+    snprintf(path, len, "/tmp/railnet-gdaki-hung.%d", (int)getppid());
+}
+
+static void wait_kernel(struct gdaki_pair *p)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(post_stream());
+        if (e == cudaSuccess)
+            break;
+        if (e != cudaErrorNotReady)
+            tap_fail_at(__FILE__, __LINE__, "posting kernel: %s", cudaGetErrorString(e));
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec >= KERNEL_TIMEOUT_S) {
+            /* The kernel runs on a non-blocking stream: this copy does not wait for it. */
+            struct gdaki_qp_dev d;
+            memset(&d, 0, sizeof(d));
+            cudaMemcpy(&d, gdaki_pair_qp_device(p), sizeof(d), cudaMemcpyDeviceToHost);
+            const struct gdaki_qp_dev *h = gdaki_pair_qp_host(p);
+            char path[64];
+            hung_marker(path, sizeof(path));
+            FILE *f = fopen(path, "w");
+            if (f)
+                fclose(f);
+            tap_fail_at(__FILE__, __LINE__, "posting kernel still running after %d s: resv %llu ready %llu "
+                        "done %llu cq_ci %llu err 0x%08x; NIC-side doorbell record %u, CQ consumer %u",
+                        KERNEL_TIMEOUT_S, (unsigned long long)d.resv, (unsigned long long)d.ready,
+                        (unsigned long long)d.done, (unsigned long long)d.cq_ci, d.err,
+                        gdaki_be32toh(*(volatile uint32_t *)h->dbrec),
+                        gdaki_be32toh(*(volatile uint32_t *)h->cq_dbrec) & 0xffffff);
+        }
+        usleep(1000);
+    }
+    SYNC();
+}
+
+static void need_gpu(void)
+{
+    char path[64];
+    hung_marker(path, sizeof(path));
+    if (access(path, F_OK) == 0)
+        TAP_SKIP("an earlier case left a posting kernel hung: skipped to save GPU time");
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+        TAP_SKIP("no CUDA GPU on this machine (run make check-gpu on a GPU machine)");
+    CK(cudaSetDevice(0));
+    CK(cudaFree(0));
+}
+
+static struct gdaki_pair *open_pair_mem(uint32_t depth, enum gdaki_queue_mem mem, int expect_ok)
+{
+    need_gpu();
+    struct gdaki_pair_opts o;
+    if (gdaki_pair_opts_default(&o, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "%s", err);
+    static char lib[4096];
+    if (!o.ibverbs_lib) {
+        const char *top = getenv("top_builddir");
+        snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
+        o.ibverbs_lib = lib;
+    }
+    o.sq_depth = depth;
+    o.queue_mem = mem;
+    o.use_cuda = 1;
+    o.cuda_dev = 0;
+    struct gdaki_pair *p = NULL;
+    int rc = gdaki_pair_open(&o, &p, err, sizeof(err));
+    if (expect_ok && rc != 0)
+        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);
+    return p;
+}
+
+static struct gdaki_pair *open_pair(uint32_t depth)
+{
+    return open_pair_mem(depth, GDAKI_QUEUE_MEM_HOST, 1);
+}
+
+static void reg(struct gdaki_pair *p, void *buf, size_t len, struct gdaki_mr *mr)
+{
+    if (gdaki_pair_reg(p, buf, len, mr, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_reg: %s", err);
+}
+
+__host__ __device__ static inline uint8_t pattern(size_t i, unsigned seed)
+{
+    return (uint8_t)((i * 131u + (size_t)seed * 7u + (i >> 12) + 1u) & 0xff);
+}
+
+__global__ void k_fill(uint8_t *p, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = pattern(i, seed);
+}
+
+/* Counts bytes of p[0..n) that differ from pattern(seed); *first gets the
+ * lowest bad index seen. */
+__global__ void k_check(const uint8_t *p, size_t n, unsigned seed, unsigned long long *bad,
+                        unsigned long long *first)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        if (p[i] != pattern(i, seed)) {
+            atomicAdd(bad, 1ull);
+            atomicMin(first, (unsigned long long)i);
+        }
+}
+
+__global__ void k_count_nonzero(const uint8_t *p, size_t n, unsigned long long *bad)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        if (p[i])
+            atomicAdd(bad, 1ull);
+}
+
+struct counters {
+    unsigned long long bad, first;
+};
+
+/* Bytes of dst[0..n) not equal to the pattern, plus nonzero guard bytes
+ * in dst[n..n+guard). */
+static unsigned long long check(const uint8_t *dst, size_t n, unsigned seed, size_t guard,
+                                unsigned long long *first_bad)
+{
+    struct counters *c;
+    CK(cudaMallocManaged(&c, sizeof(*c)));
+    c->bad = 0;
+    c->first = ~0ull;
+    k_check<<<256, 256>>>(dst, n, seed, &c->bad, &c->first);
+    if (guard)
+        k_count_nonzero<<<1, 64>>>(dst + n, guard, &c->bad);
+    SYNC();
+    unsigned long long bad = c->bad;
+    if (first_bad)
+        *first_bad = c->first;
+    CK(cudaFree(c));
+    return bad;
+}
+
+static struct gdaki_qp_dev read_desc(struct gdaki_pair *p)
+{
+    struct gdaki_qp_dev d;
+    CK(cudaMemcpy(&d, gdaki_pair_qp_device(p), sizeof(d), cudaMemcpyDeviceToHost));
+    return d;
+}
+
+/* ------------------------------------------------------ put from N threads */
+
+__global__ void k_put(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst, uint32_t rkey,
+                      uint32_t size, int scope, int *rc)
+{
+    const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    struct gdaki_op op = { 0 };
+    op.laddr = src + t * size;
+    op.lkey = lkey;
+    op.len = size;
+    op.raddr = dst + t * size;
+    op.rkey = rkey;
+    uint64_t ticket;
+    int r;
+    if (scope == SCOPE_WARP) {
+        ticket = gdaki_put_warp(q, &op, 1);
+        r = gdaki_quiet_warp(q, ticket);
+    } else if (scope == SCOPE_BLOCK) {
+        ticket = gdaki_put_block(q, &op, 1);
+        r = gdaki_quiet_block(q, ticket);
+    } else {
+        ticket = gdaki_put_thread(q, &op);
+        r = gdaki_quiet_thread(q, ticket);
+    }
+    if (ticket == GDAKI_SLOT_ERROR || r < 0)
+        atomicExch(rc, -1);
+}
+
+/* Every size from 8 B to max_size (x8 steps, then max_size) from
+ * blocks x threads GPU threads, each writing its own slice. */
+static void puts_byte_exact(int blocks, int threads, int scope, size_t max_size)
+{
+    struct gdaki_pair *p = open_pair(1024);
+    const size_t nthr = (size_t)blocks * threads, guard = 64;
+    const size_t bytes = nthr * max_size;
+    uint8_t *src, *dst;
+    int *rc;
+    CK(cudaMalloc(&src, bytes));
+    CK(cudaMalloc(&dst, bytes + guard));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    struct gdaki_mr ms, md;
+    reg(p, src, bytes, &ms);
+    reg(p, dst, bytes + guard, &md);
+    size_t sizes[16];
+    int ns = 0;
+    for (size_t s = 8; s < max_size; s *= 8)
+        sizes[ns++] = s;
+    sizes[ns++] = max_size;
+    for (int i = 0; i < ns; i++) {
+        const size_t s = sizes[i], n = nthr * s;
+        k_fill<<<256, 256>>>(src, n, (unsigned)i + 1);
+        CK(cudaMemset(dst, 0, bytes + guard));
+        *rc = 0;
+        SYNC();
+        k_put<<<blocks, threads, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey,
+                                   (uint32_t)s, scope, rc);
+        wait_kernel(p);
+        if (*rc != 0) {
+            struct gdaki_qp_dev d = read_desc(p);
+            tap_fail_at(__FILE__, __LINE__, "size %zu: a put or quiet failed, err 0x%08x", s, d.err);
+        }
+        unsigned long long first = 0;
+        unsigned long long bad = check(dst, n, (unsigned)i + 1, guard, &first);
+        if (bad)
+            tap_fail_at(__FILE__, __LINE__, "size %zu x %zu threads: %llu bad bytes, first at %llu",
+                        s, nthr, bad, first);
+    }
+    struct gdaki_qp_dev d = read_desc(p);
+    EXPECT_EQ_U64(d.resv, d.done);
+    EXPECT_EQ_INT(0, d.err);
+    gdaki_pair_dereg(p, &ms);
+    gdaki_pair_dereg(p, &md);
+    gdaki_pair_close(p);
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    CK(cudaFree(rc));
+}
+
+TAP_CASE(test_one_thread_puts_8B_to_4MiB_byte_exact)
+{
+    puts_byte_exact(1, 1, SCOPE_THREAD, 4u << 20);
+}
+
+TAP_CASE(test_one_warp_puts_8B_to_4MiB_byte_exact)
+{
+    puts_byte_exact(1, 32, SCOPE_WARP, 4u << 20);
+}
+
+TAP_CASE(test_1024_thread_block_puts_8B_to_4MiB_byte_exact)
+{
+    puts_byte_exact(1, 1024, SCOPE_BLOCK, 4u << 20);
+}
+
+TAP_CASE(test_1024_threads_each_posting_alone_byte_exact)
+{
+    /* 1024 independent posters contend for slots and doorbell turns. */
+    puts_byte_exact(1, 1024, SCOPE_THREAD, 64u << 10);
+}
+
+TAP_CASE(test_four_blocks_of_warps_byte_exact)
+{
+    puts_byte_exact(4, 256, SCOPE_WARP, 256u << 10);
+}
+
+/* --------------------------------------------------------- ring wrap */
+
+__global__ void k_many(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst, uint32_t rkey,
+                       uint32_t size, int iters, int scope, int *rc)
+{
+    const size_t nthr = (size_t)gridDim.x * blockDim.x;
+    const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    uint64_t ticket = 0;
+    for (int i = 0; i < iters; i++) {
+        const size_t slot = (size_t)i * nthr + t;
+        struct gdaki_op op = { 0 };
+        op.laddr = src + slot * size;
+        op.lkey = lkey;
+        op.len = size;
+        op.raddr = dst + slot * size;
+        op.rkey = rkey;
+        ticket = scope == SCOPE_WARP ? gdaki_put_warp(q, &op, 1) : gdaki_put_thread(q, &op);
+        if (ticket == GDAKI_SLOT_ERROR) {
+            atomicExch(rc, -1);
+            return;
+        }
+    }
+    int r = scope == SCOPE_WARP ? gdaki_quiet_warp(q, ticket) : gdaki_quiet_thread(q, ticket);
+    if (r < 0)
+        atomicExch(rc, -1);
+}
+
+static void wrap_case(uint32_t depth, int blocks, int threads, int iters, uint32_t size, int scope)
+{
+    struct gdaki_pair *p = open_pair(depth);
+    const size_t n = (size_t)blocks * threads * iters * size;
+    uint8_t *src, *dst;
+    int *rc;
+    CK(cudaMalloc(&src, n));
+    CK(cudaMalloc(&dst, n + 64));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    *rc = 0;
+    struct gdaki_mr ms, md;
+    reg(p, src, n, &ms);
+    reg(p, dst, n + 64, &md);
+    k_fill<<<256, 256>>>(src, n, 77);
+    CK(cudaMemset(dst, 0, n + 64));
+    SYNC();
+    k_many<<<blocks, threads, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, size,
+                                iters, scope, rc);
+    wait_kernel(p);
+    EXPECT_EQ_INT(0, *rc);
+    unsigned long long first = 0, bad = check(dst, n, 77, 64, &first);
+    if (bad)
+        tap_fail_at(__FILE__, __LINE__, "%llu bad bytes, first at %llu", bad, first);
+    struct gdaki_qp_dev d = read_desc(p);
+    const uint64_t wqes = (uint64_t)blocks * threads * iters;
+    EXPECT_EQ_U64(wqes, d.done);
+    tap_diag("%llu WQEs through a ring of %u slots: %llu passes",
+             (unsigned long long)wqes, 1u << d.sq_log, (unsigned long long)(wqes >> d.sq_log));
+    gdaki_pair_close(p);
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    CK(cudaFree(rc));
+}
+
+TAP_CASE(test_warp_posts_wrap_a_small_ring_many_times)
+{
+    wrap_case(64, 1, 32, 100, 64, SCOPE_WARP);     /* 3200 WQEs, 50 passes */
+}
+
+TAP_CASE(test_posts_past_the_16bit_wqe_counter)
+{
+    wrap_case(1024, 2, 1024, 40, 8, SCOPE_THREAD); /* 81920 WQEs: idx wraps */
+}
+
+/* ------------------------------------------------------------ quiet */
+
+/* One thread: put 4 MiB, quiet, and read the destination right away in the
+ * same kernel; each round uses another source pattern, so data from an
+ * earlier round or none at all shows as bad bytes. */
+__global__ void k_quiet(struct gdaki_qp_dev *q, uint64_t src0, uint32_t lkey, uint8_t *dst, uint64_t dst_addr,
+                        uint32_t rkey, uint32_t size, int rounds, unsigned long long *bad, int *rc)
+{
+    for (int r = 0; r < rounds; r++) {
+        struct gdaki_op op = { 0 };
+        op.laddr = src0 + (uint64_t)r * size;
+        op.lkey = lkey;
+        op.len = size;
+        op.raddr = dst_addr;
+        op.rkey = rkey;
+        uint64_t t = gdaki_put_thread(q, &op);
+        if (gdaki_quiet_thread(q, t) < 0) {
+            *rc = -1;
+            return;
+        }
+        const volatile uint8_t *d = dst;
+        unsigned long long b = 0;
+        for (size_t i = 0; i < size; i += 509)  /* a prime stride, and the last byte */
+            b += d[i] != pattern(i, (unsigned)r + 1);
+        b += d[size - 1] != pattern(size - 1, (unsigned)r + 1);
+        bad[r] = b;
+    }
+}
+
+TAP_CASE(test_quiet_returns_only_after_the_write_completed)
+{
+    struct gdaki_pair *p = open_pair(64);
+    const uint32_t size = 4u << 20;
+    const int rounds = 4;
+    uint8_t *src, *dst;
+    unsigned long long *bad;
+    int *rc;
+    CK(cudaMalloc(&src, (size_t)size * rounds));
+    CK(cudaMalloc(&dst, size));
+    CK(cudaMallocManaged(&bad, sizeof(*bad) * rounds));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    *rc = 0;
+    for (int r = 0; r < rounds; r++) {
+        k_fill<<<256, 256>>>(src + (size_t)r * size, size, (unsigned)r + 1);
+        bad[r] = ~0ull;
+    }
+    CK(cudaMemset(dst, 0, size));
+    SYNC();
+    struct gdaki_mr ms, md;
+    reg(p, src, (size_t)size * rounds, &ms);
+    reg(p, dst, size, &md);
+    k_quiet<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, dst, md.addr, md.rkey, size, rounds,
+                      bad, rc);
+    wait_kernel(p);
+    EXPECT_EQ_INT(0, *rc);
+    for (int r = 0; r < rounds; r++)
+        if (bad[r])
+            tap_fail_at(__FILE__, __LINE__, "round %d: %llu sampled bytes not there after quiet", r, bad[r]);
+    gdaki_pair_close(p);
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    CK(cudaFree(bad));
+    CK(cudaFree(rc));
+}
+
+/* ----------------------------------------------------------- signals */
+
+#define SIG_MSGS 200
+#define SIG_LEN 2048   /* bytes per lane per message */
+
+/* Block 0, one warp: message m = 32 lanes x SIG_LEN bytes, then signal m+1.
+ * Block 1, one thread: whenever the signal says k, messages < k must be
+ * whole in dst (read with volatile loads after wait_signal's fence). */
+__global__ void k_signal(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, const uint8_t *dst,
+                         uint64_t dst_addr, uint32_t rkey, uint64_t *sig, uint64_t sig_addr,
+                         uint32_t sig_rkey, int *rc, int *first_bad)
+{
+    if (blockIdx.x == 0) {
+        uint64_t t = 0;
+        for (int m = 0; m < SIG_MSGS; m++) {
+            const size_t off = ((size_t)m * 32 + threadIdx.x) * SIG_LEN;
+            struct gdaki_op op = { 0 };
+            op.laddr = src + off;
+            op.lkey = lkey;
+            op.len = SIG_LEN;
+            op.raddr = dst_addr + off;
+            op.rkey = rkey;
+            t = gdaki_put_signal_warp(q, &op, 1, sig_addr, sig_rkey, (uint64_t)m + 1, GDAKI_SIGNAL_SET);
+            if (t == GDAKI_SLOT_ERROR) {
+                atomicExch(rc, -1);
+                return;
+            }
+        }
+        if (gdaki_quiet_warp(q, t) < 0)
+            atomicExch(rc, -1);
+        return;
+    }
+    if (threadIdx.x != 0)
+        return;
+    const volatile uint8_t *d = dst;
+    uint64_t checked = 0;
+    while (checked < SIG_MSGS) {
+        uint64_t seen = gdaki_wait_signal(sig, checked + 1);
+        for (uint64_t m = checked; m < seen; m++) {
+            const size_t base = (size_t)m * 32 * SIG_LEN;
+            for (size_t i = 0; i < 32 * SIG_LEN; i += 61)
+                if (d[base + i] != pattern(base + i, 5) && *first_bad < 0)
+                    *first_bad = (int)m;
+            const size_t last = base + 32 * SIG_LEN - 1;
+            if (d[last] != pattern(last, 5) && *first_bad < 0)
+                *first_bad = (int)m;
+        }
+        checked = seen;
+    }
+}
+
+TAP_CASE(test_signal_arrives_after_its_data)
+{
+    struct gdaki_pair *p = open_pair(256);
+    const size_t n = (size_t)SIG_MSGS * 32 * SIG_LEN;
+    uint8_t *src, *dst;
+    uint64_t *sig;
+    int *rc, *first_bad;
+    CK(cudaMalloc(&src, n));
+    CK(cudaMalloc(&dst, n));
+    CK(cudaMalloc(&sig, 8));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    CK(cudaMallocManaged(&first_bad, sizeof(int)));
+    *rc = 0;
+    *first_bad = -1;
+    k_fill<<<256, 256>>>(src, n, 5);
+    CK(cudaMemset(dst, 0, n));
+    CK(cudaMemset(sig, 0, 8));
+    SYNC();
+    struct gdaki_mr ms, md, mg;
+    reg(p, src, n, &ms);
+    reg(p, dst, n, &md);
+    reg(p, sig, 8, &mg);
+    k_signal<<<2, 32, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, dst, md.addr, md.rkey, sig, mg.addr,
+                        mg.rkey, rc, first_bad);
+    wait_kernel(p);
+    EXPECT_EQ_INT(0, *rc);
+    EXPECT_EQ_INT(-1, *first_bad);
+    uint64_t final_sig = 0;
+    CK(cudaMemcpy(&final_sig, sig, 8, cudaMemcpyDeviceToHost));
+    EXPECT_EQ_U64(SIG_MSGS, final_sig);
+    EXPECT_EQ_INT(0, (int)check(dst, n, 5, 0, NULL));
+    gdaki_pair_close(p);
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    CK(cudaFree(sig));
+    CK(cudaFree(rc));
+    CK(cudaFree(first_bad));
+}
+
+__global__ void k_signal_add(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst,
+                             uint32_t rkey, uint64_t sig_addr, uint32_t sig_rkey, int *rc)
+{
+    struct gdaki_op op = { 0 };
+    op.laddr = src + threadIdx.x * 64;
+    op.lkey = lkey;
+    op.len = 64;
+    op.raddr = dst + threadIdx.x * 64;
+    op.rkey = rkey;
+    uint64_t t = gdaki_put_signal_thread(q, &op, sig_addr, sig_rkey, 1, GDAKI_SIGNAL_ADD);
+    if (t == GDAKI_SLOT_ERROR || gdaki_quiet_thread(q, t) < 0)
+        atomicExch(rc, -1);
+}
+
+TAP_CASE(test_signal_add_from_many_threads_sums)
+{
+    struct gdaki_pair *p = open_pair(1024);
+    struct gdaki_qp_dev d = read_desc(p);
+    if (d.flags & GDAKI_QP_FLAG_NO_ATOMICS) {
+        gdaki_pair_close(p);
+        TAP_SKIP("device has no RDMA atomics (softnic): GDAKI_SIGNAL_ADD needs a NIC with them");
+    }
+    uint8_t *src, *dst;
+    uint64_t *sig;
+    int *rc;
+    CK(cudaMalloc(&src, 256 * 64));
+    CK(cudaMalloc(&dst, 256 * 64));
+    CK(cudaMalloc(&sig, 8));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    *rc = 0;
+    CK(cudaMemset(sig, 0, 8));
+    struct gdaki_mr ms, md, mg;
+    reg(p, src, 256 * 64, &ms);
+    reg(p, dst, 256 * 64, &md);
+    reg(p, sig, 8, &mg);
+    k_signal_add<<<1, 256, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, mg.addr,
+                             mg.rkey, rc);
+    wait_kernel(p);
+    EXPECT_EQ_INT(0, *rc);
+    uint64_t v = 0;
+    CK(cudaMemcpy(&v, sig, 8, cudaMemcpyDeviceToHost));
+    EXPECT_EQ_U64(256, v);
+    gdaki_pair_close(p);
+}
+
+TAP_CASE(test_signal_add_refused_without_device_atomics)
+{
+    struct gdaki_pair *p = open_pair(64);
+    struct gdaki_qp_dev d = read_desc(p);
+    if (!(d.flags & GDAKI_QP_FLAG_NO_ATOMICS)) {
+        gdaki_pair_close(p);
+        TAP_SKIP("device has RDMA atomics: nothing to refuse");
+    }
+    int *rc;
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    *rc = 0;
+    k_signal_add<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), 0, 0, 0, 0, 0, 0, rc);
+    wait_kernel(p);
+    EXPECT_EQ_INT(-1, *rc);
+    d = read_desc(p);
+    EXPECT_EQ_U64(0, d.resv);   /* refused before anything was posted */
+    EXPECT_EQ_INT(0, d.err);
+    gdaki_pair_close(p);
+    CK(cudaFree(rc));
+}
+
+/* ------------------------------------------------------ immediate data */
+
+__global__ void k_imm(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst, uint32_t rkey,
+                      int *rc)
+{
+    struct gdaki_op op = { 0 };
+    op.laddr = src + threadIdx.x * 256;
+    op.lkey = lkey;
+    op.len = 256;
+    op.raddr = dst + threadIdx.x * 256;
+    op.rkey = rkey;
+    op.imm = 0x1000u + threadIdx.x;
+    uint64_t t = gdaki_put_imm_thread(q, &op);
+    if (t == GDAKI_SLOT_ERROR || gdaki_quiet_thread(q, t) < 0)
+        atomicExch(rc, -1);
+}
+
+TAP_CASE(test_write_with_imm_from_gpu_reaches_the_receiver)
+{
+    struct gdaki_pair *p = open_pair(64);
+    uint8_t *src, *dst;
+    int *rc;
+    CK(cudaMalloc(&src, 8 * 256));
+    CK(cudaMalloc(&dst, 8 * 256));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    *rc = 0;
+    k_fill<<<8, 256>>>(src, 8 * 256, 9);
+    CK(cudaMemset(dst, 0, 8 * 256));
+    SYNC();
+    struct gdaki_mr ms, md;
+    reg(p, src, 8 * 256, &ms);
+    reg(p, dst, 8 * 256, &md);
+    EXPECT_EQ_INT(0, gdaki_pair_post_recv(p, 8));
+    k_imm<<<1, 8, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, rc);
+    wait_kernel(p);
+    EXPECT_EQ_INT(0, *rc);
+    uint32_t imm[8];
+    int got = 0;
+    for (int spin = 0; spin < 100000 && got < 8; spin++) {
+        int k = gdaki_pair_poll_recv(p, imm + got, 8 - got);
+        EXPECT_TRUE(k >= 0);
+        got += k;
+        if (!k)
+            usleep(100);
+    }
+    EXPECT_EQ_INT(8, got);
+    unsigned seen = 0;
+    for (int i = 0; i < got; i++)
+        if (imm[i] >= 0x1000 && imm[i] < 0x1008)
+            seen |= 1u << (imm[i] - 0x1000);
+    EXPECT_EQ_INT(0xff, seen);
+    EXPECT_EQ_INT(0, (int)check(dst, 8 * 256, 9, 0, NULL));
+    gdaki_pair_close(p);
+}
+
+/* ------------------------------------------------------------ errors */
+
+/* One thread posts a good write, then a WQE spoiled as `how` says. */
+__global__ void k_bad(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst, uint32_t rkey,
+                      int how, int *quiet_rc)
+{
+    struct gdaki_op op = { 0 };
+    op.laddr = src;
+    op.lkey = lkey;
+    op.len = 64;
+    op.raddr = dst;
+    op.rkey = rkey;
+    uint64_t t = gdaki_put_thread(q, &op);
+    quiet_rc[0] = gdaki_quiet_thread(q, t);
+    if (how == 1)
+        op.rkey ^= 0x5a5a00;
+    uint64_t slot = gdaki_q_reserve(q, 1);
+    uint8_t *w = (uint8_t *)gdaki_q_slot_ptr(q, slot);
+    gdaki_q_build(q, slot, GDAKI_KIND_WRITE, &op, 1);
+    if (how == 0)
+        w[3] = 0x55;   /* no such opcode */
+    uint64_t db = gdaki_q_db_value(w);
+    gdaki_q_ring(q, slot, 1, db);
+    quiet_rc[1] = gdaki_quiet_thread(q, slot + 1);
+    /* Posting after the error fails instead of hanging. */
+    uint64_t t2 = gdaki_put_thread(q, &op);
+    quiet_rc[2] = (t2 == GDAKI_SLOT_ERROR || gdaki_quiet_thread(q, t2) < 0) ? -1 : 0;
+}
+
+static void error_case(int how, uint8_t syndrome)
+{
+    struct gdaki_pair *p = open_pair(64);
+    uint8_t *src, *dst;
+    int *qrc;
+    CK(cudaMalloc(&src, 64));
+    CK(cudaMalloc(&dst, 64));
+    CK(cudaMallocManaged(&qrc, 3 * sizeof(int)));
+    qrc[0] = qrc[1] = qrc[2] = 99;
+    struct gdaki_mr ms, md;
+    reg(p, src, 64, &ms);
+    reg(p, dst, 64, &md);
+    k_bad<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey, how, qrc);
+    wait_kernel(p);
+    EXPECT_EQ_INT(0, qrc[0]);
+    EXPECT_EQ_INT(-1, qrc[1]);
+    EXPECT_EQ_INT(-1, qrc[2]);
+    struct gdaki_qp_dev d = read_desc(p);
+    EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) | syndrome, d.err & 0xffff00ffu);
+    EXPECT_EQ_INT(IBV_QPS_ERR, gdaki_pair_send_qp_state(p));
+    gdaki_pair_close(p);
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    CK(cudaFree(qrc));
+}
+
+TAP_CASE(test_malformed_wqe_from_gpu_gives_error_completion)
+{
+    error_case(0, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+}
+
+TAP_CASE(test_bad_rkey_from_gpu_gives_remote_access_error)
+{
+    error_case(1, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+}
+
+/* ------------------------------------- the tool's step on connected QPs */
+
+TAP_CASE(test_bw_write_size_on_connected_halves)
+{
+    need_gpu();
+    struct gdaki_pair_opts o;
+    gdaki_pair_opts_default(&o, err, sizeof(err));
+    static char lib[4096];
+    if (!o.ibverbs_lib) {
+        const char *top = getenv("top_builddir");
+        snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
+        o.ibverbs_lib = lib;
+    }
+    o.use_cuda = 1;
+    struct gdaki_qp_info si, ri;
+    struct gdaki_pair *snd = NULL, *rcv = NULL;
+    if (gdaki_half_open(&o, GDAKI_ROLE_SEND, &snd, &si, err, sizeof(err)) ||
+        gdaki_half_open(&o, GDAKI_ROLE_RECV, &rcv, &ri, err, sizeof(err)) ||
+        gdaki_half_connect(snd, &ri, err, sizeof(err)) || gdaki_half_connect(rcv, &si, err, sizeof(err)))
+        tap_fail_at(__FILE__, __LINE__, "halves: %s", err);
+    const size_t n = 64 * 1024;
+    uint8_t *src, *dst;
+    uint64_t *sig;
+    CK(cudaMalloc(&src, n));
+    CK(cudaMalloc(&dst, n));
+    CK(cudaMalloc(&sig, 8));
+    k_fill<<<64, 256>>>(src, n, 21);
+    CK(cudaMemset(dst, 0, n));
+    CK(cudaMemset(sig, 0, 8));
+    SYNC();
+    struct gdaki_mr ms, md, mg;
+    reg(snd, src, n, &ms);
+    reg(rcv, dst, n, &md);
+    reg(rcv, sig, 8, &mg);
+    struct gdaki_bw_opts bo;
+    memset(&bo, 0, sizeof(bo));
+    bo.iters = 2000;
+    bo.threads = 32;
+    bo.window = 4;
+    bo.lat_iters = 100;
+    bo.signal = 1;
+    struct gdaki_bw_result r;
+    if (gdaki_bw_write_size(snd, &ms, md.addr, md.rkey, mg.addr, mg.rkey, n, &bo, &r, err, sizeof(err)))
+        tap_fail_at(__FILE__, __LINE__, "gdaki_bw_write_size: %s", err);
+    EXPECT_TRUE(r.msgs >= 2000);
+    EXPECT_TRUE(r.msg_rate_mps > 0 && r.lat_us > 0);
+    tap_diag("64 KiB x %ld: %.4f Mmsg/s, %.2f Gbit/s, latency %.2f us", r.msgs, r.msg_rate_mps, r.gbps,
+             r.lat_us);
+    EXPECT_EQ_INT(0, (int)check(dst, n, 21, 0, NULL));
+    uint64_t v = 0;
+    CK(cudaMemcpy(&v, sig, 8, cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(v >= 1);    /* SET of 1 on softnic, a sum with device atomics */
+    gdaki_pair_close(snd);
+    gdaki_pair_close(rcv);
+}
+
+/* ------------------------------------------------------- queue memory */
+
+TAP_CASE(test_gpu_queue_memory_says_why_it_is_unavailable)
+{
+    struct gdaki_pair *p = open_pair_mem(64, GDAKI_QUEUE_MEM_GPU, 0);
+    if (p) {
+        gdaki_pair_close(p);
+        tap_fail_at(__FILE__, __LINE__, "RAILNET_GDAKI_QUEUE_MEM=gpu opened, but no DEVX path exists");
+    }
+    tap_diag("refusal: %s", err);
+    EXPECT_TRUE(strstr(err, "RAILNET_GDAKI_QUEUE_MEM=host") != NULL);
+}
+
+TAP_CASE(test_uar_mapping_is_reported)
+{
+    struct gdaki_pair *p = open_pair(64);
+    struct gdaki_pair_info in;
+    gdaki_pair_get_info(p, &in);
+    tap_diag("%s port %d: %u SQ slots, %u CQEs of %u B, UAR mapped as %s, atomics %s, libs %s + %s",
+             in.dev_name, in.port, in.sq_slots, in.cq_entries, in.cqe_size,
+             in.uar_io_registered ? "I/O memory" : "host memory", in.atomics ? "yes" : "no",
+             in.ibverbs_path, in.mlx5_path);
+    EXPECT_TRUE(gdaki_pair_qp_device(p) != NULL);
+    gdaki_pair_close(p);
+}
+
+int main(int argc, char **argv)
+{
+    /* Cases are children of this process: their marker names our pid. */
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/railnet-gdaki-hung.%d", (int)getpid());
+    unlink(path);
+    int rc = tap_run(argc, argv);
+    unlink(path);
+    return rc;
+}

@@ -1,0 +1,474 @@
+/* tests/gdaki/test_gdaki_softnic.c: the GPU-initiated path's host side and
+ * softnic's mlx5 queue consumer, end to end, with no GPU: CPU threads post
+ * WQEs into the ring of a QP made by mlx5dv_create_qp exactly as the
+ * kernel does (the same gdaki_queue.h / gdaki_wqe.h, compiled for the
+ * host), and softnic's real libibverbs.so.1 + libmlx5.so.1 (from
+ * $top_builddir/tests/softnic) execute them through its verbs engine. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gdaki_queue.h"
+#include "railnet_gdaki.h"
+#include "tap.h"
+
+#include <infiniband/verbs.h>
+
+static char err[512];
+
+/* softnic's libibverbs, found from make check's top_builddir (or the
+ * build directory the test runs in). */
+static const char *softnic_lib(void)
+{
+    static char path[4096];
+    const char *top = getenv("top_builddir");
+    snprintf(path, sizeof(path), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
+    return path;
+}
+
+static struct gdaki_pair *open_pair(uint32_t depth)
+{
+    struct gdaki_pair_opts o;
+    EXPECT_EQ_INT(0, gdaki_pair_opts_default(&o, err, sizeof(err)));
+    o.ibverbs_lib = softnic_lib();
+    o.sq_depth = depth;
+    o.queue_mem = GDAKI_QUEUE_MEM_HOST;
+    if (access(o.ibverbs_lib, R_OK) != 0)
+        TAP_SKIP("softnic's libibverbs.so.1 is not built (run from make check)");
+    struct gdaki_pair *p = NULL;
+    if (gdaki_pair_open(&o, &p, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);
+    return p;
+}
+
+static void reg(struct gdaki_pair *p, void *buf, size_t len, struct gdaki_mr *mr)
+{
+    if (gdaki_pair_reg(p, buf, len, mr, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_reg: %s", err);
+}
+
+static void fill(uint8_t *b, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(i * 131 + seed * 7 + 1);
+}
+
+TAP_CASE(test_mlx5dv_qp_exposes_rings_the_protocol_needs)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    struct gdaki_pair_info in;
+    gdaki_pair_get_info(p, &in);
+    EXPECT_EQ_INT(16, in.sq_slots);
+    EXPECT_EQ_INT(4, q->sq_log);
+    EXPECT_EQ_INT(64, q->cqe_size);
+    EXPECT_TRUE(in.cq_entries >= 16);
+    EXPECT_EQ_INT(in.send_qpn, q->qpn);
+    EXPECT_TRUE(q->sq && q->dbrec && q->db && q->cq && q->cq_dbrec);
+    /* softnic has no RDMA atomics: signals must use SET. */
+    EXPECT_TRUE(q->flags & GDAKI_QP_FLAG_NO_ATOMICS);
+    EXPECT_EQ_INT(IBV_QPS_RTS, gdaki_pair_send_qp_state(p));
+    EXPECT_TRUE(gdaki_pair_qp_device(p) == NULL);
+    gdaki_pair_close(p);
+}
+
+TAP_CASE(test_queue_mem_gpu_is_refused_with_the_reason)
+{
+    struct gdaki_pair_opts o;
+    EXPECT_EQ_INT(0, gdaki_pair_opts_default(&o, err, sizeof(err)));
+    o.ibverbs_lib = softnic_lib();
+    o.queue_mem = GDAKI_QUEUE_MEM_GPU;
+    struct gdaki_pair *p = NULL;
+    EXPECT_EQ_INT(-1, gdaki_pair_open(&o, &p, err, sizeof(err)));
+    EXPECT_TRUE(p == NULL);
+    if (!strstr(err, "not an mlx5 device") || !strstr(err, "RAILNET_GDAKI_QUEUE_MEM=host"))
+        tap_fail_at(__FILE__, __LINE__, "unclear refusal: %s", err);
+}
+
+/* The plugin's configuration reads the environment once per process (each
+ * case runs in its own child). */
+TAP_CASE(test_queue_mem_variable_selects_gpu)
+{
+    struct gdaki_pair_opts o;
+    setenv("RAILNET_GDAKI_QUEUE_MEM", "gpu", 1);
+    EXPECT_EQ_INT(0, gdaki_pair_opts_default(&o, err, sizeof(err)));
+    EXPECT_EQ_INT(GDAKI_QUEUE_MEM_GPU, o.queue_mem);
+}
+
+TAP_CASE(test_queue_mem_variable_unknown_value_keeps_host)
+{
+    struct gdaki_pair_opts o;
+    setenv("RAILNET_GDAKI_QUEUE_MEM", "vram", 1);
+    EXPECT_EQ_INT(0, gdaki_pair_opts_default(&o, err, sizeof(err)));
+    EXPECT_EQ_INT(GDAKI_QUEUE_MEM_HOST, o.queue_mem);
+}
+
+/* ---- CPU posters, as the kernel posts ---- */
+
+#define MAXLEN 4096
+
+struct poster {
+    struct gdaki_qp_dev *q;
+    const struct gdaki_mr *src, *dst;
+    size_t base;            /* this poster's byte range in src/dst */
+    int count;
+    int rc;
+};
+
+static size_t len_of(int i, size_t base)
+{
+    return 1 + ((size_t)i * 2654435761u + base) % MAXLEN;
+}
+
+static void *poster_main(void *arg)
+{
+    struct poster *t = arg;
+    for (int i = 0; i < t->count; i++) {
+        size_t off = t->base + (size_t)i * MAXLEN;
+        struct gdaki_op op = { .laddr = t->src->addr + off, .lkey = t->src->lkey,
+                               .len = (uint32_t)len_of(i, t->base),
+                               .raddr = t->dst->addr + off, .rkey = t->dst->rkey };
+        if (gdaki_q_post1(t->q, GDAKI_KIND_WRITE, &op) == GDAKI_SLOT_ERROR) {
+            t->rc = -1;
+            return NULL;
+        }
+    }
+    t->rc = gdaki_q_quiet(t->q);
+    return NULL;
+}
+
+static void run_posters(int nthreads, int count)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    size_t bytes = (size_t)nthreads * count * MAXLEN;
+    uint8_t *src = malloc(bytes), *dst = calloc(1, bytes);
+    fill(src, bytes, 3);
+    struct gdaki_mr ms, md;
+    reg(p, src, bytes, &ms);
+    reg(p, dst, bytes, &md);
+    struct poster t[8];
+    pthread_t th[8];
+    for (int i = 0; i < nthreads; i++) {
+        t[i] = (struct poster){ .q = q, .src = &ms, .dst = &md,
+                                .base = (size_t)i * count * MAXLEN, .count = count };
+        EXPECT_EQ_INT(0, pthread_create(&th[i], NULL, poster_main, &t[i]));
+    }
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < nthreads; i++) {
+        EXPECT_EQ_INT(0, t[i].rc);
+        for (int k = 0; k < count; k++) {
+            size_t off = t[i].base + (size_t)k * MAXLEN, l = len_of(k, t[i].base);
+            EXPECT_MEMEQ(src + off, dst + off, l);
+            if (l < MAXLEN)
+                EXPECT_EQ_INT(0, dst[off + l]);    /* nothing past the message */
+        }
+    }
+    uint64_t total = (uint64_t)nthreads * count;
+    EXPECT_EQ_U64(total, q->resv);
+    EXPECT_EQ_U64(total, q->ready);
+    EXPECT_EQ_U64(total, q->done);
+    EXPECT_EQ_INT(0, q->err);
+    gdaki_pair_dereg(p, &ms);
+    gdaki_pair_dereg(p, &md);
+    gdaki_pair_close(p);
+    free(src);
+    free(dst);
+}
+
+TAP_CASE(test_one_poster_writes_byte_exact_across_ring_wraps)
+{
+    run_posters(1, 200);    /* 16 slots: 12 passes over the ring */
+}
+
+TAP_CASE(test_four_posters_share_one_ring_byte_exact)
+{
+    run_posters(4, 150);
+}
+
+TAP_CASE(test_posts_beyond_16bit_wqe_counter)
+{
+    struct gdaki_pair *p = open_pair(64);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    static uint64_t src[1], dst[1];
+    struct gdaki_mr ms, md;
+    reg(p, src, sizeof(src), &ms);
+    reg(p, dst, sizeof(dst), &md);
+    /* 70000 inline 8-byte writes: the ctrl idx and the doorbell record
+     * (16 bits) wrap once; the last value must land. */
+    for (uint64_t i = 1; i <= 70000; i++) {
+        uint64_t slot = gdaki_q_reserve(q, 1);
+        EXPECT_TRUE(slot != GDAKI_SLOT_ERROR);
+        void *w = gdaki_q_slot_ptr(q, slot);
+        gdaki_wqe_write_inline(w, (uint16_t)slot, q->qpn, MLX5_WQE_CTRL_CQ_UPDATE, md.addr,
+                               md.rkey, &i, 8);
+        EXPECT_EQ_INT(0, gdaki_q_ring(q, slot, 1, gdaki_q_db_value(w)));
+    }
+    EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    EXPECT_EQ_U64(70000, dst[0]);
+    EXPECT_EQ_U64(70000, q->done);
+    gdaki_pair_close(p);
+}
+
+TAP_CASE(test_quiet_returns_only_after_the_data_is_there)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    size_t n = 4u << 20;
+    uint8_t *src = malloc(n), *dst = calloc(1, n);
+    fill(src, n, 9);
+    struct gdaki_mr ms, md;
+    reg(p, src, n, &ms);
+    reg(p, dst, n, &md);
+    for (int round = 0; round < 3; round++) {
+        memset(dst, 0, n);
+        src[n - 1] = (uint8_t)(0x40 + round);
+        struct gdaki_op op = { .laddr = ms.addr, .lkey = ms.lkey, .len = (uint32_t)n,
+                               .raddr = md.addr, .rkey = md.rkey };
+        uint64_t ticket = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
+        EXPECT_TRUE(ticket != GDAKI_SLOT_ERROR);
+        EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+        /* No waiting after quiet: every byte, the last one included, is in. */
+        EXPECT_TRUE(q->done >= ticket);
+        EXPECT_MEMEQ(src, dst, n);
+    }
+    gdaki_pair_close(p);
+    free(src);
+    free(dst);
+}
+
+/* ---- signals ---- */
+
+#define SIG_MSGS 300
+#define SIG_LEN 1024
+
+struct sig_ctx {
+    struct gdaki_qp_dev *q;
+    struct gdaki_mr src, dst, sig;
+    int rc;
+};
+
+static void *sig_sender(void *arg)
+{
+    struct sig_ctx *c = arg;
+    for (uint64_t m = 0; m < SIG_MSGS; m++) {
+        struct gdaki_op op = { .laddr = c->src.addr + m * SIG_LEN, .lkey = c->src.lkey,
+                               .len = SIG_LEN, .raddr = c->dst.addr + m * SIG_LEN,
+                               .rkey = c->dst.rkey };
+        if (gdaki_q_post_signal_set(c->q, &op, c->sig.addr, c->sig.rkey, m + 1) == GDAKI_SLOT_ERROR) {
+            c->rc = -1;
+            return NULL;
+        }
+    }
+    c->rc = gdaki_q_quiet(c->q);
+    return NULL;
+}
+
+TAP_CASE(test_signal_set_arrives_after_its_data)
+{
+    struct gdaki_pair *p = open_pair(32);
+    struct sig_ctx c = { .q = gdaki_pair_qp_host(p) };
+    uint8_t *src = malloc((size_t)SIG_MSGS * SIG_LEN), *dst = calloc(SIG_MSGS, SIG_LEN);
+    static uint64_t signal;
+    fill(src, (size_t)SIG_MSGS * SIG_LEN, 5);
+    reg(p, src, (size_t)SIG_MSGS * SIG_LEN, &c.src);
+    reg(p, dst, (size_t)SIG_MSGS * SIG_LEN, &c.dst);
+    reg(p, &signal, sizeof(signal), &c.sig);
+    pthread_t th;
+    EXPECT_EQ_INT(0, pthread_create(&th, NULL, sig_sender, &c));
+    int bad = -1;
+    for (uint64_t k = 1; k <= SIG_MSGS; k++) {
+        uint64_t seen = gdaki_wait_signal_ge(&signal, k);
+        /* Whatever the signal says, that many messages are whole. */
+        for (uint64_t m = k - 1; m < seen && bad < 0; m++)
+            if (memcmp(src + m * SIG_LEN, dst + m * SIG_LEN, SIG_LEN) != 0)
+                bad = (int)m;
+        k = seen;
+    }
+    pthread_join(th, NULL);
+    EXPECT_EQ_INT(0, c.rc);
+    EXPECT_EQ_INT(-1, bad);
+    EXPECT_EQ_U64(SIG_MSGS, signal);
+    gdaki_pair_close(p);
+    free(src);
+    free(dst);
+}
+
+TAP_CASE(test_write_imm_delivers_its_immediate_after_the_data)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    static uint8_t src[512], dst[512];
+    fill(src, sizeof(src), 11);
+    struct gdaki_mr ms, md;
+    reg(p, src, sizeof(src), &ms);
+    reg(p, dst, sizeof(dst), &md);
+    EXPECT_EQ_INT(0, gdaki_pair_post_recv(p, 4));
+    for (uint32_t i = 0; i < 4; i++) {
+        struct gdaki_op op = { .laddr = ms.addr + i * 128, .lkey = ms.lkey, .len = 128,
+                               .raddr = md.addr + i * 128, .rkey = md.rkey, .imm = 0xabc00 + i };
+        EXPECT_TRUE(gdaki_q_post1(q, GDAKI_KIND_WRITE_IMM, &op) != GDAKI_SLOT_ERROR);
+    }
+    EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    uint32_t imm[4];
+    int got = 0;
+    for (int spin = 0; spin < 200000 && got < 4; spin++) {
+        int n = gdaki_pair_poll_recv(p, imm + got, 4 - got);
+        EXPECT_TRUE(n >= 0);
+        got += n;
+        if (!n)
+            usleep(50);
+    }
+    EXPECT_EQ_INT(4, got);
+    for (uint32_t i = 0; i < 4; i++)
+        EXPECT_EQ_U64(0xabc00 + i, imm[i]);
+    EXPECT_MEMEQ(src, dst, sizeof(src));
+    gdaki_pair_close(p);
+}
+
+/* ---- errors: a malformed WQE gives an error CQE, never a crash ---- */
+
+/* Post one good write, then the WQE that mangle() spoils; quiet must fail
+ * with the expected syndrome, the good write must have completed, the QP
+ * must be in ERR and later posts must fail rather than hang. */
+static void expect_error_cqe(void (*mangle)(uint8_t *w, struct gdaki_op *op), uint8_t syndrome)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    static uint64_t src[8], dst[8];
+    src[0] = 0x1122334455667788ull;
+    struct gdaki_mr ms, md;
+    reg(p, src, sizeof(src), &ms);
+    reg(p, dst, sizeof(dst), &md);
+    struct gdaki_op op = { .laddr = ms.addr, .lkey = ms.lkey, .len = 8, .raddr = md.addr,
+                           .rkey = md.rkey };
+    EXPECT_TRUE(gdaki_q_post1(q, GDAKI_KIND_WRITE, &op) != GDAKI_SLOT_ERROR);
+    EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    EXPECT_EQ_U64(src[0], dst[0]);
+
+    struct gdaki_op bad = op;
+    uint64_t slot = gdaki_q_reserve(q, 1);
+    uint8_t *w = gdaki_q_slot_ptr(q, slot);
+    mangle(NULL, &bad);
+    gdaki_q_build(q, slot, GDAKI_KIND_WRITE, &bad, 1);
+    mangle(w, &bad);
+    EXPECT_EQ_INT(0, gdaki_q_ring(q, slot, 1, gdaki_q_db_value(w)));
+    EXPECT_EQ_INT(-1, gdaki_q_quiet(q));
+    EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) | syndrome, q->err & 0xffff00ffu);
+    EXPECT_EQ_U64(1, q->done);
+    EXPECT_EQ_INT(IBV_QPS_ERR, gdaki_pair_send_qp_state(p));
+    /* After the error, posting and quiet fail instead of hanging. */
+    uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
+    EXPECT_TRUE(t == GDAKI_SLOT_ERROR || gdaki_q_quiet(q) == -1);
+    gdaki_pair_close(p);
+}
+
+static void mangle_opcode(uint8_t *w, struct gdaki_op *op)
+{
+    (void)op;
+    if (w)
+        w[3] = 0x55;    /* no such mlx5 opcode */
+}
+
+static void mangle_ds_zero(uint8_t *w, struct gdaki_op *op)
+{
+    (void)op;
+    if (w)
+        w[7] = 0;       /* qpn_ds low byte: ds = 0 */
+}
+
+static void mangle_wrong_qpn(uint8_t *w, struct gdaki_op *op)
+{
+    (void)op;
+    if (w)
+        w[4] ^= 0x7f;   /* another QP's number */
+}
+
+static void mangle_rkey(uint8_t *w, struct gdaki_op *op)
+{
+    if (!w)
+        op->rkey ^= 0x5a5a00;
+}
+
+static void mangle_lkey(uint8_t *w, struct gdaki_op *op)
+{
+    if (!w)
+        op->lkey ^= 0x5a5a00;
+}
+
+static void mangle_length_past_mr(uint8_t *w, struct gdaki_op *op)
+{
+    if (!w)
+        op->len = 1u << 20;   /* the source MR is 64 bytes */
+}
+
+static void mangle_atomic(uint8_t *w, struct gdaki_op *op)
+{
+    (void)op;
+    if (w) {
+        /* An ATOMIC_FA on a device without atomics (softnic): 4 ds. */
+        w[3] = MLX5_OPCODE_ATOMIC_FA;
+        w[7] = 4;
+    }
+}
+
+TAP_CASE(test_unknown_opcode_gives_local_qp_op_error_cqe)
+{
+    expect_error_cqe(mangle_opcode, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+}
+
+TAP_CASE(test_zero_ds_gives_local_length_error_cqe)
+{
+    expect_error_cqe(mangle_ds_zero, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+}
+
+TAP_CASE(test_wrong_qpn_in_ctrl_gives_local_qp_op_error_cqe)
+{
+    expect_error_cqe(mangle_wrong_qpn, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+}
+
+TAP_CASE(test_bad_rkey_gives_remote_access_error_cqe)
+{
+    expect_error_cqe(mangle_rkey, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+}
+
+TAP_CASE(test_bad_lkey_gives_local_protection_error_cqe)
+{
+    expect_error_cqe(mangle_lkey, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+}
+
+TAP_CASE(test_length_past_the_mr_gives_local_protection_error_cqe)
+{
+    expect_error_cqe(mangle_length_past_mr, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+}
+
+TAP_CASE(test_atomic_without_device_atomics_gives_error_cqe)
+{
+    expect_error_cqe(mangle_atomic, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+}
+
+/* ---- the CPU-proxy path the benchmark compares against ---- */
+
+TAP_CASE(test_cpu_verbs_loop_on_the_same_port_writes_byte_exact)
+{
+    struct gdaki_pair *p = open_pair(16);
+    size_t n = 64 * 1024;
+    uint8_t *src = malloc(n), *dst = calloc(1, n);
+    fill(src, n, 17);
+    struct gdaki_mr ms, md;
+    reg(p, src, n, &ms);
+    reg(p, dst, n, &md);
+    if (gdaki_pair_cpu_write_loop(p, &ms, &md, n, 50, 8, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "cpu loop: %s", err);
+    EXPECT_MEMEQ(src, dst, n);
+    gdaki_pair_close(p);
+    free(src);
+    free(dst);
+}
+
+int main(int argc, char **argv)
+{
+    return tap_run(argc, argv);
+}
