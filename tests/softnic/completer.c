@@ -6,11 +6,12 @@
  *                   placed into its local SGEs (lkeys checked again now);
  *   NAK(seq, st)    earlier WQEs succeeded, WQE seq fails with st, QP->ERR;
  *   RNR_WAIT        the responder waits for a receive WQE (keeps us alive).
- * It also owns the transport timeout: while WQEs are outstanding and
- * nothing has been heard for the QP's retry budget (4.096us * 2^timeout *
- * (retry_cnt + 1), capped by SOFTNIC_RETRY_CAP_MS), or the connection is
- * gone, the oldest WQE completes with IBV_WC_RETRY_EXC_ERR and the rest
- * flush -- which is what a killed peer or a dead link looks like. */
+ * It also owns the transport timeout: while WQEs are on the wire and
+ * unanswered, or held back by a down link or an unreachable peer, and
+ * nothing has moved for the QP's retry budget (4.096us * 2^timeout *
+ * (retry_cnt + 1), between SOFTNIC_RETRY_MIN_MS and SOFTNIC_RETRY_CAP_MS),
+ * the oldest WQE completes with IBV_WC_RETRY_EXC_ERR and the rest flush --
+ * which is what a killed peer or a dead link looks like. */
 #include "softnic.h"
 #include "rbuf.h"
 
@@ -54,7 +55,12 @@ static void check_timeout_locked(struct sn_qp *qp)
 {
     if (qp->attr.qp_state == IBV_QPS_ERR)
         return;
-    bool pending = qp->sq_head != qp->sq_sent || (qp->conn_dead && qp->sq_head != qp->sq_tail);
+    /* on the wire and unanswered, or waiting to leave an RTS QP (a link
+     * that is down or a peer that cannot be reached keeps them there) */
+    bool stuck = qp->out_fd < 0 || qp->conn_dead ||
+                 (qp->port && atomic_load(&qp->port->state) != IBV_PORT_ACTIVE);
+    bool pending = qp->sq_head != qp->sq_sent ||
+                   (qp->sq_sent != qp->sq_tail && qp->attr.qp_state == IBV_QPS_RTS && stuck);
     if (!pending)
         return;
     uint64_t now = sn_now_ns();

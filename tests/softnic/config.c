@@ -6,13 +6,14 @@
  *   2. SOFTNIC_CONF=<file> (format below) or SOFTNIC_DEVICES=<list>;
  *   3. SOFTNIC_RATE, SOFTNIC_LATENCY_US, SOFTNIC_MTU, SOFTNIC_VF (all ports);
  *   4. SOFTNIC_PORT_OPTS (per port keys, e.g. faults for unmodified programs);
- *   5. SOFTNIC_RETRY_CAP_MS, SOFTNIC_RNR_CAP_MS, SOFTNIC_VF_BASE_RATE,
+ *   5. SOFTNIC_RETRY_CAP_MS, SOFTNIC_RETRY_MIN_MS, SOFTNIC_RNR_CAP_MS,
+ *      SOFTNIC_VF_BASE_RATE,
  *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG.
  *
  * File format (SOFTNIC_CONF), one directive per line, '#' starts a comment:
  *     device <name>                       starts a device (max 4)
  *     port <key>=<value> ...              adds a port to it (max 4)
- *     retry_cap_ms <n> | rnr_cap_ms <n> | vf_base_rate <rate>
+ *     retry_cap_ms <n> | retry_min_ms <n> | rnr_cap_ms <n> | vf_base_rate <rate>
  *     sysfs <dir> | ctl_file <path> | debug <0|1>
  * Port keys: ip=<IPv4> (required), rate=<bytes/s>, latency_us=<n>,
  *   mtu=<256|512|1024|2048|4096>, vf=<0|1>, down_after_bytes=<n>,
@@ -132,6 +133,7 @@ static void config_defaults(struct sn_config *c)
     port_defaults(&c->dev[0].port[0], "127.0.0.1");
     port_defaults(&c->dev[0].port[1], "127.0.0.2");
     c->retry_cap_ms = 2000;
+    c->retry_min_ms = 500;
     c->rnr_cap_ms = 2000;
     c->vf_base_rate = 2000000000ull;
 }
@@ -187,6 +189,8 @@ static int config_file(struct sn_config *c, const char *path)
         } else if (rest && !parse_u64(rest, &v)) {
             if (!strcmp(word, "retry_cap_ms"))
                 c->retry_cap_ms = (uint32_t)v;
+            else if (!strcmp(word, "retry_min_ms"))
+                c->retry_min_ms = (uint32_t)v;
             else if (!strcmp(word, "rnr_cap_ms"))
                 c->rnr_cap_ms = (uint32_t)v;
             else if (!strcmp(word, "vf_base_rate"))
@@ -326,6 +330,7 @@ int config_load(struct sn_config *c)
         err = EINVAL;
     }
     err = err ? err : env_u32("SOFTNIC_RETRY_CAP_MS", &c->retry_cap_ms);
+    err = err ? err : env_u32("SOFTNIC_RETRY_MIN_MS", &c->retry_min_ms);
     err = err ? err : env_u32("SOFTNIC_RNR_CAP_MS", &c->rnr_cap_ms);
     uint32_t dbg = (uint32_t)c->debug;
     err = err ? err : env_u32("SOFTNIC_DEBUG", &dbg);

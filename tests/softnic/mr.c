@@ -63,6 +63,7 @@ static struct ibv_mr *mr_insert(struct sn_mr *mr)
     atomic_store(&mr->refs, 1);
     mr_table[idx] = mr;
     pthread_rwlock_unlock(&mr_lock);
+    pd_use(mr->ibmr.pd, 1);
     return &mr->ibmr;
 }
 
@@ -133,6 +134,7 @@ int mr_dereg(struct ibv_mr *ibmr)
     /* wait for accesses that started before the key went away */
     while (atomic_load(&mr->refs) > 1)
         usleep(50);
+    pd_use(ibmr->pd, -1);
     free(mr);
     return 0;
 }

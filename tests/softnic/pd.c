@@ -18,8 +18,17 @@ struct ibv_pd *pd_alloc(struct ibv_context *c)
     return &pd->ibpd;
 }
 
+void pd_use(struct ibv_pd *pd, int delta)
+{
+    atomic_fetch_add(&((struct sn_pd *)pd)->users, delta);
+}
+
+/* As the kernel does: a PD that still has MRs, QPs or SRQs stays. */
 int pd_dealloc(struct ibv_pd *ibpd)
 {
-    free((struct sn_pd *)ibpd);
+    struct sn_pd *pd = (struct sn_pd *)ibpd;
+    if (atomic_load(&pd->users) > 0)
+        return EBUSY;
+    free(pd);
     return 0;
 }

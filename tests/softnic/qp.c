@@ -84,6 +84,9 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     cq_attach(ia->send_cq, 1);
     cq_attach(ia->recv_cq, 1);
     ia->cap = qp->cap;
+    pd_use(pd, 1);
+    if (ia->srq)
+        atomic_fetch_add(&((struct sn_srq *)ia->srq)->users, 1);
     wire_qp_register(qp);
     return &qp->ibqp;
 }
@@ -148,6 +151,9 @@ int qp_destroy(struct ibv_qp *ibqp)
     wire_free_qpn(ibqp->qp_num);
     cq_attach(ibqp->send_cq, -1);
     cq_attach(ibqp->recv_cq, -1);
+    pd_use(ibqp->pd, -1);
+    if (ibqp->srq)
+        atomic_fetch_sub(&((struct sn_srq *)ibqp->srq)->users, 1);
     pthread_mutex_destroy(&qp->lock);
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&ibqp->mutex);
@@ -179,8 +185,8 @@ static const struct qp_transition rc_table[] = {
     { IBV_QPS_RTR, IBV_QPS_RTS,
       IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
           IBV_QP_MAX_QP_RD_ATOMIC,
-      OPT_PATH | IBV_QP_RATE_LIMIT },
-    { IBV_QPS_RTS, IBV_QPS_RTS, 0, OPT_PATH | IBV_QP_RATE_LIMIT },
+      OPT_PATH },
+    { IBV_QPS_RTS, IBV_QPS_RTS, 0, OPT_PATH },
     { IBV_QPS_RTS, IBV_QPS_SQD, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
     { IBV_QPS_SQD, IBV_QPS_RTS, 0, OPT_PATH },
     { IBV_QPS_SQD, IBV_QPS_SQD, 0,
@@ -193,8 +199,9 @@ static const struct qp_transition rc_table[] = {
 static int qp_check_mask(enum ibv_qp_state cur, enum ibv_qp_state next, int mask)
 {
     mask &= ~IBV_QP_STATE;
+    /* to RESET or ERR: from anywhere but RESET -> ERR, with no attribute */
     if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
-        return (mask & ~IBV_QP_CUR_STATE) ? EINVAL : 0;
+        return (mask || (cur == IBV_QPS_RESET && next == IBV_QPS_ERR)) ? EINVAL : 0;
     for (size_t i = 0; i < sizeof(rc_table) / sizeof(rc_table[0]); i++) {
         const struct qp_transition *t = &rc_table[i];
         if (t->from != cur || t->to != next)
@@ -585,16 +592,21 @@ bool qp_take_recv(struct sn_qp *qp, struct sn_rwqe *out)
 }
 
 /* IB timeout: 4.096 us * 2^timeout per try, retry_cnt retries; timeout 0
- * means infinite.  Capped (retry_cap_ms) so that tests finish quickly. */
+ * means infinite.  Capped (retry_cap_ms) so that tests finish quickly, and
+ * floored (retry_min_ms, default 500) because a NIC thread starved by a
+ * busy 2-core host (or slowed by valgrind) must not make its peer look
+ * dead; the cap wins over the floor. */
 uint64_t qp_retry_budget_ns(struct sn_qp *qp)
 {
-    uint64_t cap = (uint64_t)softnic_global()->conf.retry_cap_ms * 1000000ull;
+    const struct sn_config *c = &softnic_global()->conf;
+    uint64_t cap = (uint64_t)c->retry_cap_ms * 1000000ull;
+    uint64_t floor = (uint64_t)c->retry_min_ms * 1000000ull;
     if (qp->attr.timeout == 0)
         return cap;
     uint64_t one = 4096ull << qp->attr.timeout;
     uint64_t total = one * (qp->attr.retry_cnt + 1u);
-    if (total < 50000000ull)
-        total = 50000000ull;   /* a busy 2-core host must not look dead */
+    if (total < floor)
+        total = floor;
     return total < cap ? total : cap;
 }
 

@@ -1,5 +1,7 @@
-/* rate.c: per-port token buckets.  The bucket holds at most 1 ms worth
- * of bytes (or 64 KiB) so that a long idle time does not buy a burst; a
+/* rate.c: per-port token buckets.  The bucket holds at most 5 ms worth
+ * of bytes (or 64 KiB) so that a long idle time does not buy a burst, while
+ * a NIC thread that the scheduler left out for a few ms (2 cores, busy
+ * pollers) can still catch up instead of falling below the rate; a
  * caller that overdraws sleeps until the debt is paid, which spreads a
  * large message over time instead of delaying the next one. */
 #include "softnic.h"
@@ -24,7 +26,7 @@ void sn_sleep_until_ns(uint64_t t)
 
 static double rate_burst(const struct sn_rate *r)
 {
-    double b = (double)r->rate / 1000.0;
+    double b = (double)r->rate / 200.0;
     return b < 65536.0 ? 65536.0 : b;
 }
 

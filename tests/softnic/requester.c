@@ -1,12 +1,15 @@
 /* requester.c: the send side of a QP.  One thread per QP walks the send
  * queue in order, connects to the peer on first need (hello: our QPN, its
- * QPN, our GID, our rnr_retry), and writes requests in batches: headers and
- * payloads of up to 64 WQEs / 256 KiB go out in one sendmsg(), payloads
- * straight from the registered memory (CUDA memory through a bounce
- * buffer).  The local keys are checked here, at execution time, as a NIC
- * does: a bad lkey completes the WQE with IBV_WC_LOC_PROT_ERR.
- * Egress is charged to the port's token bucket; with added latency a
- * request carries the time before which the responder may not place it. */
+ * QPN, our GID, our rnr_retry), and writes requests in batches of up to
+ * 64 WQEs / 256 KiB, headers and payloads gathered by sendmsg() straight
+ * from the registered memory (CUDA memory through a bounce buffer), in
+ * pieces of 256 KiB each charged to the port's token bucket first (so a
+ * large message is paced, not delayed then burst) and each counting as
+ * progress for the retry timer.  The local keys are checked here, at
+ * execution time, as a NIC does: a bad lkey completes the WQE with
+ * IBV_WC_LOC_PROT_ERR.  With added latency a request carries the time
+ * before which the responder may not place it (one way: ACKs are not
+ * delayed). */
 #include "softnic.h"
 
 #include <errno.h>
@@ -82,7 +85,6 @@ struct batch {
     int nrefs;
     void *bounces[BATCH_WQES * SN_MAX_SGE];
     int nbounces;
-    uint64_t payload;
 };
 
 static void batch_release(struct batch *b)
@@ -92,20 +94,59 @@ static void batch_release(struct batch *b)
     for (int i = 0; i < b->nbounces; i++)
         free(b->bounces[i]);
     b->nrefs = b->nbounces = b->niov = 0;
-    b->payload = 0;
+}
+
+/* Bytes paced as one piece: a large message is spread over time by the
+ * rate limit instead of waiting for its whole debt and then bursting, and
+ * each piece on the wire counts as progress for the retry timer. */
+#define PACE_BYTES (256 * 1024)
+
+static bool is_header(const struct batch *b, const struct iovec *v)
+{
+    const char *p = v->iov_base;
+    return p >= (const char *)b->hdr && p < (const char *)(b->hdr + BATCH_WQES);
 }
 
 static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct batch *b)
 {
-    if (!b->niov)
-        return 0;
-    uint64_t bytes = b->payload;
-    rate_take(&port->tx_rate, bytes);
-    int err = wire_writev_all(fd, b->iov, b->niov);
-    if (!err) {
-        atomic_fetch_add(&port->cnt.tx_bytes, bytes);
-        atomic_fetch_add(&qp->cnt.tx_bytes, bytes);
-        fault_tx_bytes(qp->dev, port, bytes);
+    int err = 0;
+    struct iovec *iov = b->iov;
+    int left = b->niov;
+    while (left > 0) {
+        /* the next piece: whole iovecs up to PACE_BYTES, the last payload
+         * one cut to fill it (headers are never cut) */
+        size_t bytes = 0, payload = 0;
+        int n = 0;
+        for (; n < left && bytes + iov[n].iov_len <= PACE_BYTES; n++) {
+            bytes += iov[n].iov_len;
+            payload += is_header(b, &iov[n]) ? 0 : iov[n].iov_len;
+        }
+        struct iovec rest = { NULL, 0 };
+        if (n < left && bytes < PACE_BYTES && !is_header(b, &iov[n])) {
+            size_t cut = PACE_BYTES - bytes;
+            rest.iov_base = (char *)iov[n].iov_base + cut;
+            rest.iov_len = iov[n].iov_len - cut;
+            iov[n].iov_len = cut;
+            payload += cut;
+            n++;
+        }
+        rate_take(&port->tx_rate, payload);
+        err = wire_writev_all(fd, iov, n);
+        if (err)
+            break;
+        iov += n;
+        left -= n;
+        if (rest.iov_base) {
+            iov--;
+            left++;
+            *iov = rest;
+        }
+        atomic_fetch_add(&port->cnt.tx_bytes, payload);
+        atomic_fetch_add(&qp->cnt.tx_bytes, payload);
+        fault_tx_bytes(qp->dev, port, payload);
+        pthread_mutex_lock(&qp->lock);
+        qp->last_progress_ns = sn_now_ns();
+        pthread_mutex_unlock(&qp->lock);
     }
     batch_release(b);
     return err;
@@ -157,8 +198,6 @@ static int batch_add(struct sn_qp *qp, struct batch *b, int i, uint32_t latency_
             b->iov[b->niov++] = (struct iovec){ src, sg->length };
         }
     }
-    if (!read)
-        b->payload += w->len;
     uint64_t mtu_bytes = 128u << mtu;
     uint64_t pkts = read ? 1 : (w->len + mtu_bytes - 1) / mtu_bytes;
     pkts = pkts ? pkts : 1;
@@ -218,10 +257,12 @@ void *requester_main(void *arg)
                     close(fd);
                 break;
             }
-            if (err)
+            if (err) {
                 qp->conn_dead = true;
-            else
+            } else {
                 qp->out_fd = fd;
+                qp->last_progress_ns = sn_now_ns();   /* the timer starts now */
+            }
             pthread_cond_broadcast(&qp->cond);
             continue;
         }

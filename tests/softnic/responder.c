@@ -27,6 +27,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#define READ_PACE_BYTES (256 * 1024)
+#define PEND_WC 64
+
+/* A receive completion held back until the ACK (or NAK) covering its
+ * request is on the wire: once a receiver sees a completion, the sender's
+ * acknowledgement must not depend on the receiver staying alive. */
+struct pend_wc {
+    struct ibv_wc wc;
+    bool solicited;
+};
+
 struct sn_rconn {
     int fd;
     struct sn_qp *qp;
@@ -39,6 +50,8 @@ struct sn_rconn {
     bool ack_pending;
     uint32_t ack_seq;
     int err;                  /* first send error */
+    int npend;
+    struct pend_wc pend[PEND_WC];
     struct sn_rbuf rb;
 };
 
@@ -52,13 +65,27 @@ static int send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32
     return err;
 }
 
-static void flush_ack(void *arg)
+static void push_pending_wcs(struct sn_rconn *rc)
 {
-    struct sn_rconn *rc = arg;
+    for (int i = 0; i < rc->npend; i++)
+        cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &rc->pend[i].wc, rc->pend[i].solicited);
+    rc->npend = 0;
+}
+
+static void send_ack(struct sn_rconn *rc)
+{
     if (rc->ack_pending) {
         rc->ack_pending = false;
         send_resp(rc, SN_RESP_ACK, 0, rc->ack_seq, 0);
     }
+}
+
+/* The coalesced ACK goes out, then the completions it covers appear. */
+static void flush_ack(void *arg)
+{
+    struct sn_rconn *rc = arg;
+    send_ack(rc);
+    push_pending_wcs(rc);
 }
 
 static void qp_wait(struct sn_qp *qp, long ms)
@@ -83,10 +110,12 @@ static bool qp_receiving(struct sn_qp *qp)
 static void fail_request(struct sn_rconn *rc, uint32_t seq, enum ibv_wc_status nak, bool qp_err,
                          enum ibv_event_type ev)
 {
-    flush_ack(rc);
-    send_resp(rc, SN_RESP_NAK, (uint8_t)nak, seq, 0);
+    /* counted before the requester can learn of it */
     atomic_fetch_add(&rc->port->cnt.errors, 1);
     atomic_fetch_add(&rc->qp->cnt.errors, 1);
+    send_ack(rc);
+    send_resp(rc, SN_RESP_NAK, (uint8_t)nak, seq, 0);
+    push_pending_wcs(rc);
     if (qp_err) {
         pthread_mutex_lock(&rc->qp->lock);
         rc->no_kick = true;
@@ -113,7 +142,10 @@ static void recv_wc(struct sn_rconn *rc, uint64_t wr_id, enum ibv_wc_status st,
         wc.wc_flags = IBV_WC_WITH_IMM;
         wc.imm_data = h->imm;
     }
-    cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &wc, (h->flags & SN_REQ_SOLICITED) != 0);
+    /* do_request flushes before the array can fill: one WC per request */
+    rc->pend[rc->npend].wc = wc;
+    rc->pend[rc->npend].solicited = (h->flags & SN_REQ_SOLICITED) != 0;
+    rc->npend++;
 }
 
 /* Gets a receive WQE, waiting up to the RNR budget; false on failure
@@ -229,9 +261,17 @@ static int do_write(struct sn_rconn *rc, const struct sn_wire_req *h)
         return ECONNABORTED;
     }
     struct sn_rwqe r;
-    if (h->op == SN_OP_WRITE_IMM && !take_recv(rc, h, &r)) {
+    if (h->op == SN_OP_WRITE_IMM) {
+        /* no MR reference while waiting for a receive (RNR): a
+         * deregistration must not wait for the peer's receive */
         mr_put(mr);
-        return ECONNABORTED;
+        if (!take_recv(rc, h, &r))
+            return ECONNABORTED;
+        if (check_remote(rc, h, IBV_ACCESS_REMOTE_WRITE, &mr)) {
+            recv_wc(rc, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV_RDMA_WITH_IMM, 0, h);
+            fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+            return ECONNABORTED;
+        }
     }
     int err = h->len ? rbuf_place(&rc->rb, mr, h->raddr, h->len, rc->port) : 0;
     mr_put(mr);
@@ -250,26 +290,36 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
         return ECONNABORTED;
     }
     struct sn_wire_resp r = { .type = SN_RESP_READ, .seq = h->seq, .len = h->len };
-    struct iovec iov[2] = { { &r, sizeof(r) }, { NULL, 0 } };
-    void *bounce = NULL;
+    char *data = NULL, *bounce = NULL;
     int err = 0;
     if (h->len) {
         if (mr->gpu) {
             bounce = malloc(h->len);
             if (!bounce || mr_read(mr, h->raddr, bounce, h->len))
                 err = EIO;
-            iov[1].iov_base = bounce;
+            data = bounce;
         } else {
-            iov[1].iov_base = mr_host_ptr(mr, h->raddr);
+            data = mr_host_ptr(mr, h->raddr);
         }
-        iov[1].iov_len = h->len;
     }
     rc->ack_pending = false;   /* the response acknowledges everything before */
-    if (!err) {
-        rate_take(&rc->port->tx_rate, h->len);
-        err = wire_writev_all(rc->fd, iov, 2);
-        atomic_fetch_add(&rc->port->cnt.tx_bytes, h->len);
-        fault_tx_bytes(rc->qp->dev, rc->port, h->len);
+    /* header first, then the data in paced pieces: the requester's
+     * completer is reading (not timing out) once the header is there */
+    for (uint32_t off = 0, first = 1; !err && (first || off < h->len); first = 0) {
+        uint32_t n = h->len - off < READ_PACE_BYTES ? h->len - off : READ_PACE_BYTES;
+        struct iovec iov[2];
+        int cnt = 0;
+        if (first)
+            iov[cnt++] = (struct iovec){ &r, sizeof(r) };
+        if (n)
+            iov[cnt++] = (struct iovec){ data + off, n };
+        rate_take(&rc->port->tx_rate, n);
+        err = wire_writev_all(rc->fd, iov, cnt);
+        if (!err) {
+            atomic_fetch_add(&rc->port->cnt.tx_bytes, n);
+            fault_tx_bytes(rc->qp->dev, rc->port, n);
+        }
+        off += n;
     }
     free(bounce);
     mr_put(mr);
@@ -327,6 +377,8 @@ static int do_request(struct sn_rconn *rc)
         atomic_fetch_add(&qp->cnt.rx_packets, pkts ? pkts : 1);
         rc->ack_pending = true;
         rc->ack_seq = h.seq;
+        if (rc->npend == PEND_WC)
+            flush_ack(rc);
     }
     return rc->err;
 }

@@ -64,6 +64,7 @@ struct sn_config {
     int ndevs;
     struct sn_dev_conf dev[SN_MAX_DEVICES];
     uint32_t retry_cap_ms;     /* cap on a QP's timeout*retry budget */
+    uint32_t retry_min_ms;     /* floor of it (slow hosts, valgrind) */
     uint32_t rnr_cap_ms;       /* cap on a QP's RNR budget */
     uint64_t vf_base_rate;     /* VF slowdown base when port rate is 0 */
     char sysfs_dir[256];       /* SOFTNIC_SYSFS, "" = none */
@@ -170,7 +171,10 @@ void fault_poll(void);
 /* ------------------------------------------------------------------- pd */
 struct sn_pd {
     struct ibv_pd ibpd;
+    _Atomic int users;    /* MRs, QPs and SRQs on it: dealloc says EBUSY */
 };
+/* Counts one more (+1) or one fewer (-1) object on pd. */
+void pd_use(struct ibv_pd *pd, int delta);
 
 /* ------------------------------------------------------------------- mr */
 struct sn_mr {
@@ -237,6 +241,7 @@ struct sn_srq {
     uint32_t cap, head, count;
     uint32_t max_sge;
     uint32_t limit;                /* armed SRQ limit, 0 = disarmed */
+    _Atomic int users;             /* QPs attached: destroy says EBUSY */
 };
 /* Takes one receive WQE; false when empty. */
 bool srq_take(struct sn_srq *srq, struct sn_rwqe *out);

@@ -32,12 +32,16 @@ struct ibv_srq *srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *ia)
     pthread_mutex_init(&srq->ibsrq.mutex, NULL);
     pthread_cond_init(&srq->ibsrq.cond, NULL);
     ia->attr.max_sge = srq->max_sge;
+    pd_use(pd, 1);
     return &srq->ibsrq;
 }
 
 int srq_destroy(struct ibv_srq *ibsrq)
 {
     struct sn_srq *srq = (struct sn_srq *)ibsrq;
+    if (atomic_load(&srq->users) > 0)
+        return EBUSY;
+    pd_use(ibsrq->pd, -1);
     pthread_mutex_destroy(&srq->lock);
     pthread_cond_destroy(&srq->cond);
     pthread_mutex_destroy(&ibsrq->mutex);

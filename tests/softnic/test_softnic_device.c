@@ -1,0 +1,406 @@
+/* tests/softnic/test_softnic_device.c: softnic's face as a device: symbol
+ * versions, device list, query verbs, GIDs, configuration, sysfs view and
+ * port events.  Compiled against stock rdma-core headers, run on softnic. */
+#include "sntest.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Exported by libibverbs (IBVERBS_1.0) but declared only in rdma-core's
+ * provider header infiniband/driver.h, which is not installed. */
+const char *ibv_get_sysfs_path(void);
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+
+static void *verbs_handle(void)
+{
+    void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    EXPECT_TRUE(h != NULL);
+    return h;
+}
+
+TAP_CASE(test_symbols_resolve_with_rdma_core_version_nodes)
+{
+    static const struct { const char *name, *ver; } syms[] = {
+        { "ibv_get_device_list", "IBVERBS_1.1" },
+        { "ibv_open_device", "IBVERBS_1.1" },
+        { "ibv_create_comp_channel", "IBVERBS_1.0" },
+        { "ibv_reg_mr", "IBVERBS_1.1" },
+        { "ibv_reg_mr_iova", "IBVERBS_1.7" },
+        { "ibv_reg_mr_iova2", "IBVERBS_1.8" },
+        { "ibv_reg_dmabuf_mr", "IBVERBS_1.12" },
+        { "ibv_get_device_index", "IBVERBS_1.9" },
+        { "ibv_query_ece", "IBVERBS_1.10" },
+        { "_ibv_query_gid_ex", "IBVERBS_1.11" },
+        { "_ibv_query_gid_table", "IBVERBS_1.11" },
+        { "ibv_is_fork_initialized", "IBVERBS_1.13" },
+        { "ibv_query_qp_data_in_order", "IBVERBS_1.14" },
+        { "ibv_get_pkey_index", "IBVERBS_1.5" },
+        { "ibv_qp_to_qp_ex", "IBVERBS_1.6" },
+        { "softnic_ctl_port_counters", "SOFTNIC_1.0" },
+    };
+    void *h = verbs_handle();
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        void *p = dlvsym(h, syms[i].name, syms[i].ver);
+        if (!p)
+            tap_fail_at(__FILE__, __LINE__, "dlvsym(%s, %s) is NULL", syms[i].name,
+                        syms[i].ver);
+    }
+    /* a version that the name never had must not resolve */
+    EXPECT_TRUE(dlvsym(h, "ibv_reg_dmabuf_mr", "IBVERBS_1.1") == NULL);
+    EXPECT_TRUE(dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.12") == NULL);
+    /* and the versioned entry is the one a plain call reaches */
+    EXPECT_TRUE(dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.8") == dlsym(h, "ibv_reg_mr_iova2"));
+}
+
+TAP_CASE(test_default_device_is_softnic0_with_two_ports)
+{
+    int n = -1;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    EXPECT_TRUE(list != NULL);
+    EXPECT_EQ_INT(1, n);
+    EXPECT_TRUE(list[1] == NULL);
+    EXPECT_STREQ("softnic0", ibv_get_device_name(list[0]));
+    EXPECT_EQ_INT(0, ibv_get_device_index(list[0]));
+    EXPECT_TRUE(ibv_get_device_guid(list[0]) != 0);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    EXPECT_TRUE(ctx != NULL);
+    struct ibv_device_attr a;
+    EXPECT_EQ_INT(0, ibv_query_device(ctx, &a));
+    EXPECT_EQ_INT(2, a.phys_port_cnt);
+    EXPECT_EQ_U64(ibv_get_device_guid(list[0]), a.node_guid);
+    EXPECT_TRUE(a.max_qp_wr >= 1024);
+    EXPECT_TRUE(a.max_sge >= 4);
+    EXPECT_TRUE(a.max_cqe >= 65536);
+    EXPECT_TRUE(a.max_mr_size >= (1ull << 32));
+    EXPECT_TRUE(a.max_qp_rd_atom >= 1);
+    EXPECT_TRUE(a.device_cap_flags & IBV_DEVICE_RC_RNR_NAK_GEN);
+    EXPECT_EQ_INT(0, ibv_close_device(ctx));
+    ibv_free_device_list(list);
+}
+
+TAP_CASE(test_query_device_ex_agrees_with_query_device)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_device_attr a;
+    struct ibv_device_attr_ex ax;
+    memset(&ax, 0xa5, sizeof(ax));
+    EXPECT_EQ_INT(0, ibv_query_device(d.ctx, &a));
+    EXPECT_EQ_INT(0, ibv_query_device_ex(d.ctx, NULL, &ax));
+    EXPECT_EQ_U64(a.node_guid, ax.orig_attr.node_guid);
+    EXPECT_EQ_INT(a.max_qp_wr, ax.orig_attr.max_qp_wr);
+    EXPECT_EQ_INT(a.phys_port_cnt, ax.phys_port_cnt_ex);
+    /* unknown input bits are refused */
+    struct ibv_query_device_ex_input in = { .comp_mask = 1 };
+    EXPECT_EQ_INT(EINVAL, ibv_query_device_ex(d.ctx, &in, &ax));
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_query_port_is_active_roce_with_4096_mtu)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    for (uint8_t p = 1; p <= 2; p++) {
+        struct ibv_port_attr pa;
+        memset(&pa, 0xa5, sizeof(pa));
+        EXPECT_EQ_INT(0, ibv_query_port(d.ctx, p, &pa));
+        EXPECT_EQ_INT(IBV_PORT_ACTIVE, pa.state);
+        EXPECT_EQ_INT(IBV_LINK_LAYER_ETHERNET, pa.link_layer);
+        EXPECT_EQ_INT(IBV_MTU_4096, pa.max_mtu);
+        EXPECT_EQ_INT(IBV_MTU_4096, pa.active_mtu);
+        EXPECT_EQ_INT(1, pa.gid_tbl_len);
+        EXPECT_EQ_INT(1, pa.pkey_tbl_len);
+        EXPECT_EQ_INT(0, pa.lid);
+        EXPECT_EQ_INT(5, pa.phys_state);    /* LinkUp */
+        EXPECT_TRUE(pa.active_width != 0 && pa.active_speed != 0);
+        EXPECT_TRUE(pa.max_msg_sz >= (1u << 30));
+    }
+    struct ibv_port_attr pa;
+    EXPECT_TRUE(ibv_query_port(d.ctx, 3, &pa) != 0);
+    EXPECT_TRUE(ibv_query_port(d.ctx, 0, &pa) != 0);
+    st_dev_close(&d);
+}
+
+static void expect_gid_v4(const union ibv_gid *g, const char *ip)
+{
+    union ibv_gid want;
+    memset(&want, 0, sizeof(want));
+    want.raw[10] = want.raw[11] = 0xff;
+    EXPECT_EQ_INT(1, inet_pton(AF_INET, ip, &want.raw[12]));
+    EXPECT_MEMEQ(want.raw, g->raw, 16);
+}
+
+TAP_CASE(test_gid_index_0_is_ipv4_mapped_port_address)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    union ibv_gid g;
+    EXPECT_EQ_INT(0, ibv_query_gid(d.ctx, 1, 0, &g));
+    expect_gid_v4(&g, "127.0.0.1");
+    EXPECT_EQ_INT(0, ibv_query_gid(d.ctx, 2, 0, &g));
+    expect_gid_v4(&g, "127.0.0.2");
+    EXPECT_EQ_INT(-1, ibv_query_gid(d.ctx, 1, 1, &g));
+    EXPECT_EQ_INT(-1, ibv_query_gid(d.ctx, 3, 0, &g));
+    __be16 pkey = 0;
+    EXPECT_EQ_INT(0, ibv_query_pkey(d.ctx, 1, 0, &pkey));
+    EXPECT_EQ_INT(0xffff, be16toh(pkey));
+    EXPECT_EQ_INT(0, ibv_get_pkey_index(d.ctx, 1, htobe16(0xffff)));
+    EXPECT_TRUE(ibv_get_pkey_index(d.ctx, 1, htobe16(0x8001)) < 0);
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_gid_ex_and_gid_table_say_roce_v2)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_gid_entry e;
+    memset(&e, 0xa5, sizeof(e));
+    EXPECT_EQ_INT(0, ibv_query_gid_ex(d.ctx, 2, 0, &e, 0));
+    EXPECT_EQ_INT(IBV_GID_TYPE_ROCE_V2, e.gid_type);
+    EXPECT_EQ_INT(2, e.port_num);
+    EXPECT_EQ_INT(0, e.gid_index);
+    expect_gid_v4(&e.gid, "127.0.0.2");
+    EXPECT_TRUE(ibv_query_gid_ex(d.ctx, 1, 1, &e, 0) != 0);
+    EXPECT_TRUE(ibv_query_gid_ex(d.ctx, 1, 0, &e, 1) != 0);   /* unknown flag */
+    struct ibv_gid_entry tab[8];
+    ssize_t n = ibv_query_gid_table(d.ctx, tab, 8, 0);
+    EXPECT_EQ_INT(2, n);
+    for (int i = 0; i < 2; i++) {
+        EXPECT_EQ_INT(i + 1, tab[i].port_num);
+        EXPECT_EQ_INT(IBV_GID_TYPE_ROCE_V2, tab[i].gid_type);
+    }
+    expect_gid_v4(&tab[0].gid, "127.0.0.1");
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_softnic_devices_variable_makes_two_devices)
+{
+    setenv("SOFTNIC_DEVICES", "alpha:127.0.0.1;beta:127.0.0.3,127.0.0.4,127.0.0.5", 1);
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    EXPECT_EQ_INT(2, n);
+    EXPECT_STREQ("alpha", ibv_get_device_name(list[0]));
+    EXPECT_STREQ("beta", ibv_get_device_name(list[1]));
+    EXPECT_TRUE(ibv_get_device_guid(list[0]) != ibv_get_device_guid(list[1]));
+    struct ibv_context *ctx = ibv_open_device(list[1]);
+    EXPECT_TRUE(ctx != NULL);
+    struct ibv_device_attr a;
+    EXPECT_EQ_INT(0, ibv_query_device(ctx, &a));
+    EXPECT_EQ_INT(3, a.phys_port_cnt);
+    union ibv_gid g;
+    EXPECT_EQ_INT(0, ibv_query_gid(ctx, 3, 0, &g));
+    expect_gid_v4(&g, "127.0.0.5");
+    EXPECT_EQ_INT(0, ibv_close_device(ctx));
+    ibv_free_device_list(list);
+}
+
+TAP_CASE(test_softnic_mtu_variable_sets_active_mtu)
+{
+    setenv("SOFTNIC_MTU", "1024", 1);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_INT(IBV_MTU_1024, pa.active_mtu);
+    EXPECT_EQ_INT(IBV_MTU_4096, pa.max_mtu);
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_config_file_defines_devices_and_ports)
+{
+    char path[] = "/tmp/softnic_conf_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT_TRUE(fd >= 0);
+    const char *text =
+        "# two devices\n"
+        "device mlxA\n"
+        "port ip=127.0.0.1 mtu=2048 rate=1G\n"
+        "device mlxB   # trailing comment\n"
+        "port ip=127.0.0.9\n"
+        "port ip=127.0.0.10 latency_us=5\n";
+    EXPECT_EQ_INT((long)strlen(text), write(fd, text, strlen(text)));
+    close(fd);
+    setenv("SOFTNIC_CONF", path, 1);
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    unlink(path);
+    EXPECT_EQ_INT(2, n);
+    EXPECT_STREQ("mlxA", ibv_get_device_name(list[0]));
+    EXPECT_STREQ("mlxB", ibv_get_device_name(list[1]));
+    struct ibv_context *a = ibv_open_device(list[0]);
+    struct ibv_context *b = ibv_open_device(list[1]);
+    EXPECT_TRUE(a && b);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(a, 1, &pa));
+    EXPECT_EQ_INT(IBV_MTU_2048, pa.active_mtu);
+    EXPECT_TRUE(ibv_query_port(a, 2, &pa) != 0);
+    union ibv_gid g;
+    EXPECT_EQ_INT(0, ibv_query_gid(b, 2, 0, &g));
+    expect_gid_v4(&g, "127.0.0.10");
+    ibv_close_device(a);
+    ibv_close_device(b);
+    ibv_free_device_list(list);
+}
+
+TAP_CASE(test_invalid_config_falls_back_to_defaults)
+{
+    setenv("SOFTNIC_DEVICES", "no-colon-here", 1);
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    EXPECT_EQ_INT(1, n);
+    EXPECT_STREQ("softnic0", ibv_get_device_name(list[0]));
+    ibv_free_device_list(list);
+}
+
+static void read_text(const char *dir, const char *rel, char *buf, size_t size)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        tap_fail_at(__FILE__, __LINE__, "missing %s", path);
+    size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (n && buf[n - 1] == '\n')
+        buf[n - 1] = '\0';
+}
+
+TAP_CASE(test_sysfs_view_describes_devices_and_gids)
+{
+    char dir[] = "/tmp/softnic_sysfs_XXXXXX";
+    EXPECT_TRUE(mkdtemp(dir) != NULL);
+    setenv("SOFTNIC_SYSFS", dir, 1);
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    EXPECT_EQ_INT(1, n);
+    EXPECT_STREQ(dir, ibv_get_sysfs_path());
+    char want_dev[1200];
+    snprintf(want_dev, sizeof(want_dev), "%s/class/infiniband/softnic0", dir);
+    EXPECT_STREQ(want_dev, list[0]->ibdev_path);
+    char buf[256], rel[128];
+    uint64_t g = be64toh(ibv_get_device_guid(list[0]));
+    char want[64];
+    snprintf(want, sizeof(want), "%04x:%04x:%04x:%04x", (unsigned)(g >> 48) & 0xffff,
+             (unsigned)(g >> 32) & 0xffff, (unsigned)(g >> 16) & 0xffff, (unsigned)g & 0xffff);
+    read_text(want_dev, "node_guid", buf, sizeof(buf));
+    EXPECT_STREQ(want, buf);
+    for (int p = 1; p <= 2; p++) {
+        snprintf(rel, sizeof(rel), "ports/%d/gids/0", p);
+        read_text(want_dev, rel, buf, sizeof(buf));
+        snprintf(want, sizeof(want), "0000:0000:0000:0000:0000:ffff:7f00:000%d", p);
+        EXPECT_STREQ(want, buf);
+        snprintf(rel, sizeof(rel), "ports/%d/gid_attrs/types/0", p);
+        read_text(want_dev, rel, buf, sizeof(buf));
+        EXPECT_STREQ("RoCE v2", buf);
+        snprintf(rel, sizeof(rel), "ports/%d/link_layer", p);
+        read_text(want_dev, rel, buf, sizeof(buf));
+        EXPECT_STREQ("Ethernet", buf);
+        snprintf(rel, sizeof(rel), "ports/%d/state", p);
+        read_text(want_dev, rel, buf, sizeof(buf));
+        EXPECT_STREQ("4: ACTIVE", buf);
+    }
+    /* rdma-core's sysfs reader sees the same files */
+    EXPECT_TRUE(ibv_read_sysfs_file(want_dev, "node_type", buf, sizeof(buf)) > 0);
+    EXPECT_STREQ("1: CA", buf);
+    read_text(list[0]->dev_path, "ibdev", buf, sizeof(buf));
+    EXPECT_STREQ("softnic0", buf);
+    ibv_free_device_list(list);
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    EXPECT_EQ_INT(0, system(cmd));
+}
+
+TAP_CASE(test_port_down_and_up_raise_async_events)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    const struct st_ctl *ctl = st_ctl();
+    EXPECT_EQ_INT(0, ctl->port_set_state(d.ctx, 2, 0));
+    struct ibv_async_event ev;
+    EXPECT_TRUE(st_wait_async(d.ctx, IBV_EVENT_PORT_ERR, 2000, &ev));
+    EXPECT_EQ_INT(2, ev.element.port_num);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 2, &pa));
+    EXPECT_EQ_INT(IBV_PORT_DOWN, pa.state);
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_INT(IBV_PORT_ACTIVE, pa.state);
+    EXPECT_EQ_INT(0, ctl->port_set_state(d.ctx, 2, 1));
+    EXPECT_TRUE(st_wait_async(d.ctx, IBV_EVENT_PORT_ACTIVE, 2000, &ev));
+    EXPECT_EQ_INT(2, ev.element.port_num);
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 2, &pa));
+    EXPECT_EQ_INT(IBV_PORT_ACTIVE, pa.state);
+    EXPECT_EQ_INT(EINVAL, ctl->port_set_state(d.ctx, 7, 0));
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_ctl_file_takes_a_port_down)
+{
+    char path[] = "/tmp/softnic_ctl_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT_TRUE(fd >= 0);
+    close(fd);
+    setenv("SOFTNIC_CTL_FILE", path, 1);
+    struct st_dev d;
+    st_dev_open(&d);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "softnic0 1 down\n");
+    fclose(f);
+    struct ibv_async_event ev;
+    bool got = st_wait_async(d.ctx, IBV_EVENT_PORT_ERR, 3000, &ev);
+    unlink(path);
+    EXPECT_TRUE(got);
+    EXPECT_EQ_INT(1, ev.element.port_num);
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_port_opts_down_after_ms_drops_the_link)
+{
+    setenv("SOFTNIC_PORT_OPTS", "softnic0:2:down_after_ms=100", 1);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_async_event ev;
+    EXPECT_TRUE(st_wait_async(d.ctx, IBV_EVENT_PORT_ERR, 3000, &ev));
+    EXPECT_EQ_INT(2, ev.element.port_num);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_INT(IBV_PORT_ACTIVE, pa.state);
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_unsupported_verbs_fail_cleanly)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_ah_attr aa = { .port_num = 1 };
+    errno = 0;
+    EXPECT_TRUE(ibv_create_ah(d.pd, &aa) == NULL);
+    EXPECT_EQ_INT(EOPNOTSUPP, errno);
+    struct ibv_cq *cq = ibv_create_cq(d.ctx, 4, NULL, NULL, 0);
+    struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+                                   .cap = { .max_send_wr = 1, .max_recv_wr = 1,
+                                            .max_send_sge = 1, .max_recv_sge = 1 } };
+    errno = 0;
+    EXPECT_TRUE(ibv_create_qp(d.pd, &ia) == NULL);
+    EXPECT_EQ_INT(EOPNOTSUPP, errno);
+    EXPECT_EQ_INT(0, ibv_destroy_cq(cq));
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_cq_and_pd_in_use_cannot_be_destroyed)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    st_qp_create(&d, &q, NULL, 16);
+    EXPECT_EQ_INT(EBUSY, ibv_destroy_cq(q.scq));
+    EXPECT_EQ_INT(EBUSY, ibv_dealloc_pd(d.pd));
+    st_qp_destroy(&q);
+    st_dev_close(&d);
+}
+
+int main(int argc, char **argv) { return sntest_main(argc, argv); }

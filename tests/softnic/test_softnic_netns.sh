@@ -1,0 +1,98 @@
+#!/bin/bash
+# tests/softnic/test_softnic_netns.sh: two "hosts" on one machine: two
+# network namespaces joined by a veth pair, each with its own softnic
+# configuration (one port on its own address).  Unchanged rdma-core and
+# perftest programs talk across them, found from (GID, QPN) alone.  Needs
+# root and `ip netns`; otherwise every case is skipped with the reason.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/softnic/sn_env.sh"
+
+for b in ip ibv_devinfo ibv_rc_pingpong ib_write_bw ib_read_bw; do
+    command -v "$b" >/dev/null || tap_skip_all "$b not installed"
+done
+[ "$(id -u)" -eq 0 ] || tap_skip_all "network namespaces need root"
+
+# Names unique per run: concurrent runs must not meet.
+TAG=$(( $$ % 50000 ))
+NSA=snA$TAG NSB=snB$TAG
+NET=$(( 16 + $$ % 200 ))
+IPA=10.213.$NET.1 IPB=10.213.$NET.2
+netns_cleanup() {
+    ip netns del "$NSA" 2>/dev/null
+    ip netns del "$NSB" 2>/dev/null
+    sn_cleanup
+}
+trap netns_cleanup EXIT
+
+if ! err=$(ip netns add "$NSA" 2>&1); then
+    tap_skip_all "ip netns add is not permitted here: $err"
+fi
+if ! err=$( { ip netns add "$NSB" &&
+              ip link add "vA$TAG" type veth peer name "vB$TAG" &&
+              ip link set "vA$TAG" netns "$NSA" && ip link set "vB$TAG" netns "$NSB" &&
+              ip -n "$NSA" addr add "$IPA/24" dev "vA$TAG" &&
+              ip -n "$NSB" addr add "$IPB/24" dev "vB$TAG" &&
+              ip -n "$NSA" link set "vA$TAG" up && ip -n "$NSB" link set "vB$TAG" up &&
+              ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up; } 2>&1); then
+    tap_skip_all "cannot build the veth between two namespaces: $err"
+fi
+tap_plan 6
+
+IN_A="ip netns exec $NSA env SOFTNIC_DEVICES=softnic0:$IPA"
+IN_B="ip netns exec $NSB env SOFTNIC_DEVICES=softnic0:$IPB"
+
+out=$($IN_A timeout 20 ibv_devinfo -v 2>&1)
+outb=$($IN_B timeout 20 ibv_devinfo -v 2>&1)
+if echo "$out" | grep -q "GID\[  0\]:[[:space:]]*::ffff:$IPA, RoCE v2" &&
+   echo "$outb" | grep -q "GID\[  0\]:[[:space:]]*::ffff:$IPB, RoCE v2" &&
+   echo "$out" | grep -q 'state:[[:space:]]*PORT_ACTIVE'; then
+    tap_ok each_namespace_has_its_own_gid
+else tap_not_ok each_namespace_has_its_own_gid "$out"; fi
+
+# An address that belongs to the other namespace cannot be bound: DOWN.
+out=$(ip netns exec "$NSA" env SOFTNIC_DEVICES="softnic0:$IPA,$IPB" timeout 20 ibv_devinfo 2>&1)
+if [ "$(echo "$out" | grep -c 'state:[[:space:]]*PORT_ACTIVE')" -eq 1 ] &&
+   [ "$(echo "$out" | grep -c 'state:[[:space:]]*PORT_DOWN')" -eq 1 ]; then
+    tap_ok address_of_another_host_is_a_down_port
+else tap_not_ok address_of_another_host_is_a_down_port "$out"; fi
+
+SN_SERVER_PREFIX=$IN_A SN_SERVER_NS=$NSA SN_CLIENT_PREFIX=$IN_B SN_SERVER_ADDR=$IPA
+sn_pair netns_pingpong 30 ibv_rc_pingpong -d softnic0 -g 0 -n 500 -c
+if [ "$SN_SRV_RC" -eq 0 ] && [ "$SN_CLI_RC" -eq 0 ] && grep -q '^500 iters in' "$SN_TMP/netns_pingpong.cli"; then
+    tap_ok ibv_rc_pingpong_across_namespaces
+else tap_not_ok ibv_rc_pingpong_across_namespaces "$(sn_why netns_pingpong)"; fi
+
+sn_pair netns_write 60 ib_write_bw -d softnic0 -x 0 -s 1048576 -n 500
+if [ "$SN_SRV_RC" -eq 0 ] && [ "$SN_CLI_RC" -eq 0 ] && sn_bw_ok "$SN_TMP/netns_write.cli" 1 500; then
+    tap_ok ib_write_bw_across_namespaces
+    sn_last_result "$SN_TMP/netns_write.cli" ib_write_bw_across_namespaces
+else tap_not_ok ib_write_bw_across_namespaces "$(sn_why netns_write)"; fi
+
+sn_pair netns_read 60 ib_read_bw -d softnic0 -x 0 -q 2 -n 200
+if [ "$SN_SRV_RC" -eq 0 ] && [ "$SN_CLI_RC" -eq 0 ] && sn_bw_ok "$SN_TMP/netns_read.cli" 1 400; then
+    tap_ok ib_read_bw_2_qps_across_namespaces
+else tap_not_ok ib_read_bw_2_qps_across_namespaces "$(sn_why netns_read)"; fi
+
+# The server's host goes away mid-run: the client must fail, not hang.
+sn_next_port
+$IN_A timeout 30 ib_write_bw -d softnic0 -x 0 -s 1048576 -D 20 -p "$SN_PORT" >"$SN_TMP/cut.srv" 2>&1 &
+spid=$!
+disown "$spid"       # killed below: no job notice in the log
+SN_PIDS="$SN_PIDS $spid"
+sn_wait_listen "$SN_PORT" "$NSA"
+$IN_B timeout 30 ib_write_bw -d softnic0 -x 0 -s 1048576 -D 20 -p "$SN_PORT" "$IPA" >"$SN_TMP/cut.cli" 2>&1 &
+cpid=$!
+SN_PIDS="$SN_PIDS $cpid"
+sleep 2
+ip -n "$NSA" link set "vA$TAG" down
+t0=$(date +%s)
+wait "$cpid"
+crc=$?
+t1=$(date +%s)
+if [ "$crc" -ne 0 ] && [ "$crc" -ne 124 ] && [ $((t1 - t0)) -lt 15 ]; then
+    tap_ok client_fails_promptly_when_the_link_is_cut
+    grep -m1 -i 'completion with error\|status' "$SN_TMP/cut.cli" | sed 's/^/# /'
+else tap_not_ok client_fails_promptly_when_the_link_is_cut "client rc=$crc after $((t1 - t0)) s: $(tail -n 5 "$SN_TMP/cut.cli")"; fi
+sn_stop "$spid"
+
+tap_done
