@@ -4,6 +4,7 @@
  * bandwidth table; `lat` ping-pongs small messages. Both verify the content
  * of the last message of each size, so a fast but wrong plugin fails. */
 #include <getopt.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,12 +65,13 @@ static int stream(struct perf_ctx *p, int size, int iters, int window)
             fprintf(stderr, "netdriver: deadline passed at %d of %d messages of %d bytes\n", completed, iters, size);
             return -1;
         }
+        int progress = 0;
         for (int k = 0; k < window; k++) {
             if (!reqs[k] && posted < iters) {
                 if (post(p, p->buf, size, 7, &reqs[k]))
                     return -1;
                 if (reqs[k])
-                    posted++;
+                    posted++, progress = 1;
             }
             if (reqs[k]) {
                 int done = 0, got = -1;
@@ -82,9 +84,14 @@ static int stream(struct perf_ctx *p, int size, int iters, int window)
                     }
                     reqs[k] = NULL;
                     completed++;
+                    progress = 1;
                 }
             }
         }
+        /* an idle pass gives the CPU to the NIC: on a host with few cores a
+         * software NIC's threads share them with this polling loop */
+        if (!progress)
+            sched_yield();
     }
     return 0;
 }
@@ -162,18 +169,21 @@ static int bw_rank(struct nd_world *w, void *arg)
     return st;
 }
 
-/* post_first: posts a send on ctx and waits for it; else waits for the
- * receive *req posted earlier. 0 or -1 (error, deadline). */
-static int wait_one(struct perf_ctx *p, void *buf, int size, void **req, int post_first)
+/* Posts until the plugin takes the request (a send waits for its
+ * clear-to-send): 0, or -1 on an error or the deadline. */
+static int post_until(struct perf_ctx *p, void *buf, int size, void **req)
 {
-    if (post_first) {
-        do {
-            if (post(p, buf, size, 9, req))
-                return -1;
-            if (nd_now() > p->deadline)
-                return -1;
-        } while (!*req);
+    while (!*req) {
+        if (post(p, buf, size, 9, req) || nd_now() > p->deadline)
+            return -1;
     }
+    return 0;
+}
+
+/* Tests the request *req until it is done with size bytes: 0, or -1 on an
+ * error, a wrong size or the deadline. */
+static int wait_one(struct perf_ctx *p, int size, void **req)
+{
     for (;;) {
         int done = 0, got = -1;
         if (test(p, *req, &done, &got))
@@ -186,7 +196,14 @@ static int wait_one(struct perf_ctx *p, void *buf, int size, void **req, int pos
             fprintf(stderr, "netdriver: deadline passed in the ping-pong\n");
             return -1;
         }
+        sched_yield(); /* let the NIC's threads run (see stream()) */
     }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int lat_rank(struct nd_world *w, void *arg)
@@ -210,29 +227,49 @@ static int lat_rank(struct nd_world *w, void *arg)
     int size = (int)o->min;
     double t0 = 0;
     /* As NCCL's proxy does, a receive is posted before the message it waits
-     * for can arrive (the next one right after the last completed), so its
-     * clear-to-send is already at the sender when the sender is ready. */
+     * for can arrive, so its clear-to-send is already at the sender when
+     * the sender is ready. */
     struct perf_ctx *in = w->rank == 0 ? &q : &p, *out = w->rank == 0 ? &p : &q;
     char *rbuf = q.buf + 2048, *sbuf = q.buf;
     void *rreq = NULL, *sreq = NULL;
-    st = post(in, rbuf, size, 9, &rreq) || !rreq;
+    if (w->rank == 1)
+        st = post(in, rbuf, size, 9, &rreq) || !rreq;
+    /* round trips after the first 10 (warm-up), for the median: on a busy
+     * host a few slow ones weigh on the mean (perftest prints both too) */
+    double *rtt = calloc((size_t)iters, sizeof(double));
+    st = st || !rtt;
+    double last = 0;
     for (int i = 0; i < iters + 10 && !st; i++) {
+        double now = nd_now();
         if (i == 10)
-            t0 = nd_now(); /* the first round trips warm up */
+            t0 = now;
+        if (i > 10)
+            rtt[i - 11] = now - last;
+        last = now;
         if (w->rank == 0) {
-            st = wait_one(out, sbuf, size, &sreq, 1) || wait_one(in, rbuf, size, &rreq, 0);
-            if (!st && i + 1 < iters + 10)
-                st = post(in, rbuf, size, 9, &rreq) || !rreq;
+            /* the ping leaves first; the reply's receive is posted while
+             * the ping is on its way, long before the reply can come */
+            st = st || post_until(out, sbuf, size, &sreq);
+            st = st || post(in, rbuf, size, 9, &rreq) || !rreq;
+            st = st || wait_one(out, size, &sreq) || wait_one(in, size, &rreq);
         } else {
-            st = wait_one(in, rbuf, size, &rreq, 0);
+            /* the reply leaves first; the next receive's clear-to-send
+             * follows it, off the round trip's critical path */
+            st = wait_one(in, size, &rreq);
+            st = st || post_until(out, sbuf, size, &sreq);
             if (!st && i + 1 < iters + 10)
                 st = post(in, rbuf, size, 9, &rreq) || !rreq;
-            st = st || wait_one(out, sbuf, size, &sreq, 1);
+            st = st || wait_one(out, size, &sreq);
         }
     }
-    if (!st && w->rank == 0)
-        printf("%d-byte ping-pong: %d iterations, %.2f us one-way\n", size, iters,
-               (nd_now() - t0) * 1e6 / iters / 2);
+    if (!st && w->rank == 0) {
+        double end = nd_now();
+        rtt[iters - 1] = end - last;
+        qsort(rtt, (size_t)iters, sizeof(double), cmp_double);
+        printf("%d-byte ping-pong: %d iterations, %.2f us one-way (mean), %.2f us one-way (median)\n", size, iters,
+               (end - t0) * 1e6 / iters / 2, rtt[iters / 2] * 1e6 / 2);
+    }
+    free(rtt);
     p.net->deregMr(q.comm, q.mh);
     teardown(w, &p);
     return st;
