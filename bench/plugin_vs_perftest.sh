@@ -47,8 +47,12 @@ done
 
 echo "== 8-byte latency (us, one-way, median of 2000 round trips: ib_write_lat's t_typical)"
 ibl=$(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')
+# ib_send_lat completes each message through the receiver's CQ, as the
+# plugin must (ib_write_lat polls the last byte in memory): softnic's floor
+# for a completion-driven receive
+isl=$(perftest ib_send_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')
 pll=$("$nd" --plugin "$plugin" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p')
-awk -v a="$ibl" -v b="$pll" 'BEGIN { printf "ib_write_lat %s us, plugin %s us, plugin/ib %.2f\n", a, b, (a > 0 ? b / a : 0) }'
+awk -v a="$ibl" -v c="$isl" -v b="$pll" 'BEGIN { printf "ib_write_lat %s us, ib_send_lat %s us, plugin %s us; plugin/ib_write_lat %.2f, plugin/ib_send_lat %.2f\n", a, c, b, (a > 0 ? b / a : 0), (c > 0 ? b / c : 0) }'
 
 rate=${RAILNET_BENCH_RATE:-300M}
 echo "== striping with SOFTNIC_RATE=$rate bytes/s per port (GB/s at 16 MiB)"
