@@ -167,6 +167,9 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
             sge_data.lkey = mr_lkey(mh, p);
             wr_data.sg_list = &sge_data;
             wr_data.num_sge = 1;
+            /* inline only from host memory: the CPU copies it at post time */
+            if (len <= q->max_inline && !mr_is_cuda(mh))
+                wr_data.send_flags |= IBV_SEND_INLINE;
         }
         struct ibv_send_wr *head = &wr_data;
         if (k == 0 && !has_size) {
@@ -326,7 +329,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
     memset(&wr, 0, sizeof(wr));
     wr.wr_id = WR_ID(WR_CTS, qpi, r->index);
     wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.send_flags = IBV_SEND_SIGNALED | (sge.length <= q->max_inline ? IBV_SEND_INLINE : 0);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.wr.rdma.remote_addr = rc->remote_ring_addr + (uint64_t)slot * COMM_MAX_RECVS * sizeof(struct cts_entry);

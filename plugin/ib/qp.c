@@ -37,7 +37,13 @@ int qp_create(struct qp_conn *q, const struct qp_port *port, struct ibv_cq *cq,
     ia.cap.max_recv_wr = (uint32_t)p->max_recv_wr;
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
+    ia.cap.max_inline_data = QP_INLINE_WANT;
     q->qp = RN_IBV(create_qp)(port->pd, &ia);
+    if (!q->qp) { /* a provider without inline support: plain work requests */
+        ia.cap.max_inline_data = 0;
+        q->qp = RN_IBV(create_qp)(port->pd, &ia);
+    }
+    q->max_inline = q->qp ? ia.cap.max_inline_data : 0;
     if (!q->qp) {
         int e = errno ? errno : ENOMEM;
         snprintf(err, errlen, "ibv_create_qp(send_wr %d, recv_wr %d) on port %u: %s", p->max_send_wr,

@@ -41,7 +41,12 @@ struct qp_conn {
     uint32_t psn;
     enum ibv_mtu mtu;      /* path MTU after qp_connect */
     uint32_t remote_qpn;
+    uint32_t max_inline;   /* bytes a work request may carry inline (what the provider granted) */
 };
+
+/* Inline data asked for at creation: a CTS entry (64 B) or a small NCCL
+ * message goes in the work request itself, with no DMA read of the source. */
+#define QP_INLINE_WANT 64
 
 /* Creates an RC QP on port->pd with send and receive completions on cq and
  * moves it to INIT. Returns 0 or an errno value; err says which step failed. */

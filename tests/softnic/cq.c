@@ -168,13 +168,18 @@ int cq_poll(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
     struct sn_cq *cq = (struct sn_cq *)ibcq;
     if (n < 0)
         return -1;
+    /* A program spinning on an empty CQ must not take the lock the NIC
+     * threads need to add to it: count is written under the lock but read
+     * here without it (a completion seen one poll late is harmless). */
+    if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0)
+        return 0;
     pthread_mutex_lock(&cq->lock);
     int got = n < cq->count ? n : cq->count;
     for (int i = 0; i < got; i++) {
         wc[i] = cq->ring[cq->head];
         cq->head = cq->head + 1 == cq->cap ? 0 : cq->head + 1;
     }
-    cq->count -= got;
+    __atomic_store_n(&cq->count, cq->count - got, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&cq->lock);
     return got;
 }
@@ -223,7 +228,7 @@ void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited)
         return;
     }
     cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
-    cq->count++;
+    __atomic_store_n(&cq->count, cq->count + 1, __ATOMIC_RELEASE);
     bool fire = cq->ibcq.channel &&
                 (cq->armed == 1 ||
                  (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS)));
