@@ -287,9 +287,15 @@ static ncclResult_t connect_qps(struct comm *c, const struct hs_qp_info *remote,
 
 /* ------------------------------------------------------------------- listen */
 
+static int handshake_expired(uint64_t started_ns)
+{
+    return comm_now_ns() - started_ns > (uint64_t)rn_config()->handshake_timeout * 1000000000ull;
+}
+
 struct accept_state {
     int stage;
     int fd;
+    uint64_t started_ns;    /* when the TCP connection was accepted */
     struct oob_rx rx;
     struct oob_tx tx;
     struct recv_comm *rc;
@@ -451,6 +457,14 @@ ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
     int r;
     ncclResult_t res = ncclSuccess;
     *recv_comm = NULL;
+    /* a peer that connects and then stays silent must not hold the listener */
+    if (s->stage != ACC_ACCEPT && handshake_expired(s->started_ns)) {
+        WARN("NET/railnet: accept on device %d: the connecting peer did not finish the handshake within "
+             "RAILNET_HANDSHAKE_TIMEOUT=%d s; dropping it",
+             l->dev, rn_config()->handshake_timeout);
+        accept_reset(s);
+        return ncclRemoteError;
+    }
     switch (s->stage) {
     case ACC_ACCEPT:
         r = oob_accept(l->fd, &s->fd, err);
@@ -458,6 +472,7 @@ ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
             return ncclSuccess;
         if (r == OOB_ERROR)
             goto oob_fail;
+        s->started_ns = comm_now_ns();
         oob_rx_init(&s->rx);
         s->stage = ACC_HELLO;
         /* fall through */
@@ -538,6 +553,7 @@ struct connect_state {
     const void *key;
     int dev;
     int stage;
+    uint64_t started_ns;
     int fd;
     struct hs_handle h;
     struct oob_tx tx;
@@ -561,6 +577,7 @@ static struct connect_state *connect_find(const void *key, int dev, int create)
         s->key = key;
         s->dev = dev;
         s->fd = -1;
+        s->started_ns = comm_now_ns();
         s->next = connect_pending;
         connect_pending = s;
     }
@@ -627,6 +644,12 @@ ncclResult_t comm_connect(int dev, void *handle, void **send_comm)
     char herr[HS_ERR_LEN];
     ncclResult_t res = ncclRemoteError;
     int r;
+    if (handshake_expired(s->started_ns)) {
+        WARN("NET/railnet: connect on device %d: the listener did not finish the handshake within "
+             "RAILNET_HANDSHAKE_TIMEOUT=%d s (stage %d)",
+             dev, rn_config()->handshake_timeout, s->stage);
+        goto fail;
+    }
     switch (s->stage) {
     case CON_CONNECT: {
         if (hs_handle_parse(handle, HS_HANDLE_SIZE, &s->h, herr) != HS_OK) {

@@ -7,7 +7,9 @@
  *    return ncclSuccess with *comm == NULL until the connection is ready, or
  *    an error (with one WARN saying why) when the handshake fails: corrupted
  *    bytes, another protocol version, a handle of another device, a peer that
- *    went away. A failed connect/accept frees what it had built.
+ *    went away, or a handshake that did not finish within
+ *    RAILNET_HANDSHAKE_TIMEOUT (a silent peer must not hold a listener or a
+ *    connect forever). A failed connect/accept frees what it had built.
  *  - A send comm owns the CTS ring the receiver writes into; a recv comm owns
  *    the sizes area the sender writes into (for messages whose size does not
  *    fit in the immediate). Both own nqps QPs and one CQ, and keep the TCP

@@ -24,6 +24,7 @@ static struct rn_config cfg = {
     .relaxed_ordering = RN_AUTO,
     .dmabuf = RN_AUTO,
     .gdr_flush = RN_AUTO,
+    .handshake_timeout = 60,
 };
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
@@ -104,6 +105,7 @@ static const struct var vars[] = {
     INTV("RAILNET_GDR_FLUSH", K_AUTO, 0, 2, gdr_flush, "auto, 0, 1 or 2"),
     INTV("RAILNET_STATS", K_INT, 0, 1, stats, "0 or 1"),
     INTV("RAILNET_GDAKI_QUEUE_MEM", K_QMEM, 0, 1, gdaki_queue_mem, "host or gpu"),
+    INTV("RAILNET_HANDSHAKE_TIMEOUT", K_INT, 1, 3600, handshake_timeout, "1..3600 seconds"),
 };
 
 static void store(const struct var *v, long long x)

@@ -29,6 +29,7 @@ struct rn_config {
     int gdr_flush;          /* RAILNET_GDR_FLUSH: -1 auto, 0, 1, 2 (also host; tests) */
     int stats;              /* RAILNET_STATS: 0, 1 */
     int gdaki_queue_mem;    /* RAILNET_GDAKI_QUEUE_MEM: 0 host, 1 gpu */
+    int handshake_timeout;  /* RAILNET_HANDSHAKE_TIMEOUT: seconds a connect/accept handshake may take, 1..3600 */
 };
 
 void config_load(void);

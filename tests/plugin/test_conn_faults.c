@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define POLLS 200000
@@ -209,6 +210,59 @@ TAP_CASE(test_connect_rejects_handle_of_another_version_or_corrupted)
         EXPECT_TRUE(sc == NULL);
     }
     EXPECT_TRUE(pair_works(0, lc, handle));
+    net->closeListen(lc);
+}
+
+/* A peer that connects and then says nothing: accept gives up after
+ * RAILNET_HANDSHAKE_TIMEOUT with a WARN, and the listener serves the next
+ * peer. */
+TAP_CASE(test_silent_peer_is_dropped_after_the_handshake_timeout)
+{
+    setenv("RAILNET_HANDSHAKE_TIMEOUT", "1", 1);
+    if (load()) {
+        TAP_SKIP("the plugin or softnic is not available");
+        return;
+    }
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *rc = NULL;
+    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
+    int fd = raw_connect(handle);
+    EXPECT_TRUE(fd >= 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ncclResult_t r = accept_until_done(lc, &rc);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    EXPECT_EQ_INT(ncclRemoteError, r);
+    EXPECT_TRUE(rc == NULL);
+    EXPECT_TRUE(secs >= 0.9 && secs < 30);
+    EXPECT_TRUE(strstr(warns, "did not finish the handshake within RAILNET_HANDSHAKE_TIMEOUT=1 s") != NULL);
+    EXPECT_TRUE(pair_works(0, lc, handle));
+    close(fd);
+    net->closeListen(lc);
+}
+
+/* A listener that accepts TCP and never answers: connect gives up. */
+TAP_CASE(test_connect_to_a_silent_listener_times_out)
+{
+    setenv("RAILNET_HANDSHAKE_TIMEOUT", "1", 1);
+    if (load()) {
+        TAP_SKIP("the plugin or softnic is not available");
+        return;
+    }
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *sc = NULL;
+    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
+    /* the plugin's listener exists but nobody calls accept: the kernel
+     * completes the TCP connection and the HELLO goes unanswered */
+    ncclResult_t r = ncclSuccess;
+    for (long i = 0; i < POLLS && r == ncclSuccess && !sc; i++) {
+        r = net->connect(0, handle, &sc, NULL);
+        usleep(20);
+    }
+    EXPECT_EQ_INT(ncclRemoteError, r);
+    EXPECT_TRUE(sc == NULL);
+    EXPECT_TRUE(strstr(warns, "the listener did not finish the handshake within RAILNET_HANDSHAKE_TIMEOUT=1 s") != NULL);
     net->closeListen(lc);
 }
 
