@@ -219,48 +219,44 @@ static int lat_rank(struct nd_world *w, void *arg)
     struct perf_ctx q = p;
     q.comm = back;
     q.sender = !p.sender;
-    if (p.net->regMr(q.comm, q.buf, 4096, NCCL_PTR_HOST, &q.mh) != ncclSuccess) {
+    if (p.net->regMr(q.comm, q.buf, 8192, NCCL_PTR_HOST, &q.mh) != ncclSuccess) {
         teardown(w, &p);
         return 1;
     }
     int iters = o->iters > 0 ? o->iters : 1000, st = 0;
     int size = (int)o->min;
     double t0 = 0;
-    /* As NCCL's proxy does, a receive is posted before the message it waits
-     * for can arrive, so its clear-to-send is already at the sender when
-     * the sender is ready. */
+    /* As NCCL's proxy does, receives are posted ahead (LAT_AHEAD of them):
+     * the clear-to-send of a message is at the sender a round trip before
+     * the sender needs it, so only the message itself is timed. */
+#define LAT_AHEAD 2
     struct perf_ctx *in = w->rank == 0 ? &q : &p, *out = w->rank == 0 ? &p : &q;
-    char *rbuf = q.buf + 2048, *sbuf = q.buf;
-    void *rreq = NULL, *sreq = NULL;
-    if (w->rank == 1)
-        st = post(in, rbuf, size, 9, &rreq) || !rreq;
+    char *rbuf = q.buf + 4096, *sbuf = q.buf;
+    void *rreq[LAT_AHEAD] = { 0 }, *sreq = NULL;
+    int total = iters + 10;
+    for (int k = 0; k < LAT_AHEAD && k < total && !st; k++)
+        st = post(in, rbuf, size, 9, &rreq[k]) || !rreq[k];
     /* round trips after the first 10 (warm-up), for the median: on a busy
      * host a few slow ones weigh on the mean (perftest prints both too) */
     double *rtt = calloc((size_t)iters, sizeof(double));
     st = st || !rtt;
     double last = 0;
-    for (int i = 0; i < iters + 10 && !st; i++) {
+    for (int i = 0; i < total && !st; i++) {
         double now = nd_now();
         if (i == 10)
             t0 = now;
         if (i > 10)
             rtt[i - 11] = now - last;
         last = now;
+        void **r = &rreq[i % LAT_AHEAD];
         if (w->rank == 0) {
-            /* the ping leaves first; the reply's receive is posted while
-             * the ping is on its way, long before the reply can come */
-            st = st || post_until(out, sbuf, size, &sreq);
-            st = st || post(in, rbuf, size, 9, &rreq) || !rreq;
-            st = st || wait_one(out, size, &sreq) || wait_one(in, size, &rreq);
+            st = post_until(out, sbuf, size, &sreq) || wait_one(out, size, &sreq) || wait_one(in, size, r);
         } else {
-            /* the reply leaves first; the next receive's clear-to-send
-             * follows it, off the round trip's critical path */
-            st = wait_one(in, size, &rreq);
-            st = st || post_until(out, sbuf, size, &sreq);
-            if (!st && i + 1 < iters + 10)
-                st = post(in, rbuf, size, 9, &rreq) || !rreq;
-            st = st || wait_one(out, size, &sreq);
+            st = wait_one(in, size, r) || post_until(out, sbuf, size, &sreq) || wait_one(out, size, &sreq);
         }
+        /* the receive of round i + LAT_AHEAD takes the slot just freed */
+        if (!st && i + LAT_AHEAD < total)
+            st = post(in, rbuf, size, 9, r) || !*r;
     }
     if (!st && w->rank == 0) {
         double end = nd_now();
@@ -327,6 +323,6 @@ int nd_cmd_lat(int argc, char **argv)
         fprintf(stderr, "%s", help);
         return 2;
     }
-    o.max = 4096;
+    o.max = 8192; /* the buffer: a send half and a receive half */
     return nd_run_ranks(2, o.dev + 1, o.timeout, -1, 0, lat_rank, &o);
 }

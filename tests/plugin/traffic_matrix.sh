@@ -9,7 +9,7 @@ plugin=$top_builddir/.libs/libnccl-net-railnet.so
 nd=$top_builddir/tests/netdriver/netdriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 16
+tap_plan 18
 run() { # name env... -- netdriver traffic args
     name=$1; shift
     envs=
@@ -33,4 +33,13 @@ run traffic_8_ranks_all_pairs -- --ranks 8 --iters 25 --max-size 256K --seed 7
 run traffic_sizes_to_64MiB_split_over_qps RAILNET_SPLIT_MIN=64K -- --ranks 2 --iters 12 --max-size 64M --seed 11
 run traffic_small_messages_only_round_robin -- --ranks 3 --iters 200 --max-size 4K --inflight 32 --seed 13
 run traffic_one_request_in_flight -- --ranks 2 --iters 100 --max-size 1M --inflight 1 --seed 17
+# the measuring subcommands check what they receive too (content, sizes)
+why=
+for cmd in "lat --size 8 --iters 50" "lat --size 4096 --iters 50" "bw --min 0 --max 1M --iters 20"; do
+    out=$("$nd" --plugin "$plugin" $cmd 2>&1) || why="$why $cmd: $(printf '%s' "$out" | grep -v ' INFO ' | tail -n 3);"
+done
+[ -z "$why" ] && tap_ok netdriver_lat_and_bw_complete_with_checked_data ||
+    tap_not_ok netdriver_lat_and_bw_complete_with_checked_data "$why"
+out=$("$nd" --plugin "$plugin" lat --size 8193 2>&1); st=$?
+[ $st -eq 2 ] && tap_ok netdriver_lat_refuses_sizes_over_4KiB || tap_not_ok netdriver_lat_refuses_sizes_over_4KiB "exit $st"
 tap_done
