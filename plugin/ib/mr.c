@@ -47,20 +47,29 @@ static int access_flags(void)
     return a;
 }
 
-static struct mr_handle *cache_find(struct ibv_pd *pd, uintptr_t s, uintptr_t e, enum mr_path path)
+/* cache_mu held: a registration by path covering [s, e), with one more
+ * reference taken, or NULL. */
+static struct mr_handle *cache_ref(struct ibv_pd *pd, uintptr_t s, uintptr_t e, enum mr_path path)
 {
-    for (struct mr_handle *h = cache; h; h = h->next)
-        if (h->pd == pd && h->path == path && h->start <= s && e <= h->end)
+    for (struct mr_handle *h = cache; h; h = h->next) {
+        if (h->pd == pd && h->path == path && h->start <= s && e <= h->end) {
+            h->refs++;
             return h;
+        }
+    }
     return NULL;
 }
 
+/* cache_mu held: records mr (one reference). It owns mr: when the entry
+ * cannot be allocated, mr is deregistered and NULL returned. */
 static struct mr_handle *cache_add(struct ibv_pd *pd, uintptr_t s, uintptr_t e, enum mr_path path,
                                    struct ibv_mr *mr)
 {
     struct mr_handle *h = calloc(1, sizeof(*h));
-    if (!h)
+    if (!h) {
+        ibvwrap_global()->dereg_mr(mr);
         return NULL;
+    }
     h->pd = pd, h->start = s, h->end = e, h->path = path, h->mr = mr, h->refs = 1;
     h->next = cache;
     cache = h;
@@ -120,9 +129,8 @@ ncclResult_t mr_register(void *comm, void *data, size_t size, int type, void **m
     }
 
     pthread_mutex_lock(&cache_mu);
-    struct mr_handle *h = cache_find(pd, (uintptr_t)data, (uintptr_t)data + size, path);
+    struct mr_handle *h = cache_ref(pd, (uintptr_t)data, (uintptr_t)data + size, path);
     if (h) {
-        h->refs++;
         pthread_mutex_unlock(&cache_mu);
         *mhandle = h;
         return ncclSuccess;
@@ -150,10 +158,8 @@ ncclResult_t mr_register(void *comm, void *data, size_t size, int type, void **m
     }
     h = cache_add(pd, s, e, path, mr);
     pthread_mutex_unlock(&cache_mu);
-    if (!h) {
-        v->dereg_mr(mr);
+    if (!h)
         return ncclSystemError;
-    }
     TRACE(NCCL_NET | NCCL_REG, "NET/railnet: %s: registered [%p, +%zu) by %s, lkey 0x%x", d->name, (void *)s,
           (size_t)(e - s), path_name[path], mr->lkey);
     *mhandle = h;
@@ -178,9 +184,8 @@ ncclResult_t mr_register_dmabuf(void *comm, void *data, size_t size, int type, u
     struct ibv_pd *pd = d->ports[0].pd;
     pthread_mutex_lock(&cache_mu);
     /* an fd is NCCL's: the cache matches the address range, never the fd */
-    struct mr_handle *h = cache_find(pd, (uintptr_t)data, (uintptr_t)data + size, PATH_NCCL_DMABUF);
+    struct mr_handle *h = cache_ref(pd, (uintptr_t)data, (uintptr_t)data + size, PATH_NCCL_DMABUF);
     if (h) {
-        h->refs++;
         pthread_mutex_unlock(&cache_mu);
         *mhandle = h;
         return ncclSuccess;
@@ -195,10 +200,8 @@ ncclResult_t mr_register_dmabuf(void *comm, void *data, size_t size, int type, u
     }
     h = cache_add(pd, (uintptr_t)data, (uintptr_t)data + size, PATH_NCCL_DMABUF, mr);
     pthread_mutex_unlock(&cache_mu);
-    if (!h) {
-        v->dereg_mr(mr);
+    if (!h)
         return ncclSystemError;
-    }
     *mhandle = h;
     return ncclSuccess;
 }
