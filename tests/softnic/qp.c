@@ -62,6 +62,7 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     }
     pthread_mutex_init(&qp->lock, NULL);
     pthread_cond_init(&qp->cond, NULL);
+    pthread_cond_init(&qp->req_cond, NULL);
     qp->dev = sn_device_of(c);
     qp->sq_sig_all = ia->sq_sig_all != 0;
     qp->out_fd = -1;
@@ -122,6 +123,7 @@ static void qp_engine_stop(struct sn_qp *qp)
     if (qp->out_fd >= 0)
         shutdown(qp->out_fd, SHUT_RDWR);
     pthread_cond_broadcast(&qp->cond);
+    pthread_cond_broadcast(&qp->req_cond);
     bool rs = qp->req_started, cs = qp->comp_started;
     qp->req_started = qp->comp_started = false;
     pthread_mutex_unlock(&qp->lock);
@@ -156,6 +158,8 @@ int qp_destroy(struct ibv_qp *ibqp)
         atomic_fetch_sub(&((struct sn_srq *)ibqp->srq)->users, 1);
     pthread_mutex_destroy(&qp->lock);
     pthread_cond_destroy(&qp->cond);
+    pthread_cond_destroy(&qp->req_cond);
+    free(qp->tx_batch);
     pthread_mutex_destroy(&ibqp->mutex);
     pthread_cond_destroy(&ibqp->cond);
     free(qp->sq);
@@ -336,6 +340,7 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
         qp->sq_head == qp->sq_sent)
         async_post_qp(ibqp, IBV_EVENT_SQ_DRAINED);
     pthread_cond_broadcast(&qp->cond);
+    pthread_cond_broadcast(&qp->req_cond);
     pthread_mutex_unlock(&qp->lock);
     if (stop) {
         qp_engine_stop(qp);
@@ -451,6 +456,7 @@ void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
         shutdown(qp->out_fd, SHUT_RDWR);
     responder_kick_locked(qp);
     pthread_cond_broadcast(&qp->cond);
+    pthread_cond_broadcast(&qp->req_cond);
 }
 
 /* --------------------------------------------------------------- posting */
@@ -532,7 +538,8 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
     }
     if (err && bad)
         *bad = wr;
-    pthread_cond_broadcast(&qp->cond);
+    if (!requester_try_direct_locked(qp))
+        pthread_cond_signal(&qp->req_cond);
     pthread_mutex_unlock(&qp->lock);
     return err;
 }

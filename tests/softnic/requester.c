@@ -23,23 +23,9 @@
 #define BATCH_BYTES (256 * 1024)
 #define BATCH_IOV 1000
 
-int requester_start(struct sn_qp *qp)
-{
-    int err = 0;
-    pthread_mutex_lock(&qp->lock);
-    if (!qp->req_started) {
-        err = pthread_create(&qp->req_thread, NULL, requester_main, qp);
-        if (!err)
-            qp->req_started = true;
-    }
-    if (!err && !qp->comp_started) {
-        err = pthread_create(&qp->comp_thread, NULL, completer_main, qp);
-        if (!err)
-            qp->comp_started = true;
-    }
-    pthread_mutex_unlock(&qp->lock);
-    return err;
-}
+/* A posting thread transmits at most this much itself (see below). */
+#define DIRECT_MAX_WQES 8
+#define DIRECT_MAX_BYTES 4096
 
 static int requester_connect(struct sn_qp *qp, struct sn_port *port, union ibv_gid dgid,
                              uint32_t dqpn, uint8_t rnr_retry, int *fd_out)
@@ -75,7 +61,7 @@ static uint8_t wire_op_of(enum ibv_wr_opcode op)
     }
 }
 
-struct batch {
+struct sn_tx_batch {
     int n;
     struct sn_swqe w[BATCH_WQES];
     struct sn_wire_req hdr[BATCH_WQES];
@@ -87,7 +73,7 @@ struct batch {
     int nbounces;
 };
 
-static void batch_release(struct batch *b)
+static void batch_release(struct sn_tx_batch *b)
 {
     for (int i = 0; i < b->nrefs; i++)
         mr_put(b->refs[i]);
@@ -101,13 +87,13 @@ static void batch_release(struct batch *b)
  * each piece on the wire counts as progress for the retry timer. */
 #define PACE_BYTES (256 * 1024)
 
-static bool is_header(const struct batch *b, const struct iovec *v)
+static bool is_header(const struct sn_tx_batch *b, const struct iovec *v)
 {
     const char *p = v->iov_base;
     return p >= (const char *)b->hdr && p < (const char *)(b->hdr + BATCH_WQES);
 }
 
-static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct batch *b)
+static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn_tx_batch *b)
 {
     int err = 0;
     struct iovec *iov = b->iov;
@@ -154,7 +140,7 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct ba
 
 /* Adds WQE i's frame to the iovec; on a local key error returns
  * IBV_WC_LOC_PROT_ERR (nothing of WQE i added). */
-static int batch_add(struct sn_qp *qp, struct batch *b, int i, uint32_t latency_us, int mtu)
+static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t latency_us, int mtu)
 {
     struct sn_swqe *w = &b->w[i];
     struct sn_wire_req *h = &b->hdr[i];
@@ -215,17 +201,112 @@ bad:
     return IBV_WC_LOC_PROT_ERR;
 }
 
+int requester_start(struct sn_qp *qp)
+{
+    int err = 0;
+    pthread_mutex_lock(&qp->lock);
+    if (!qp->tx_batch && !(qp->tx_batch = calloc(1, sizeof(struct sn_tx_batch))))
+        err = ENOMEM;
+    if (!err && !qp->req_started) {
+        err = pthread_create(&qp->req_thread, NULL, requester_main, qp);
+        if (!err)
+            qp->req_started = true;
+    }
+    if (!err && !qp->comp_started) {
+        err = pthread_create(&qp->comp_thread, NULL, completer_main, qp);
+        if (!err)
+            qp->comp_started = true;
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return err;
+}
+
+/* Takes up to a batch of WQEs from sq_sent and puts them on the wire.
+ * Called with qp->lock held and qp->tx_busy set by the caller (the
+ * requester thread or a posting thread); returns with the lock held. */
+static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
+{
+    struct sn_port *port = qp->port;
+    uint64_t first = qp->sq_sent;
+    uint64_t bytes = 0;
+    b->n = 0;
+    while (qp->sq_sent < qp->sq_tail && b->n < BATCH_WQES && bytes < BATCH_BYTES) {
+        struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
+        w->seq = qp->next_seq++;
+        b->w[b->n++] = *w;
+        qp->sq_sent++;
+        if (w->opcode != IBV_WR_RDMA_READ)
+            bytes += w->len;
+    }
+    int fd = qp->out_fd;
+    uint32_t latency = port->conf.latency_us;
+    int mtu = qp->attr.path_mtu;
+    pthread_mutex_unlock(&qp->lock);
+
+    int err = 0, bad = -1;
+    for (int i = 0; i < b->n && !err; i++) {
+        if (b->niov + SN_MAX_SGE + 1 > BATCH_IOV)
+            err = batch_flush(qp, fd, port, b);
+        if (!err && batch_add(qp, b, i, latency, mtu)) {
+            bad = i;
+            break;
+        }
+    }
+    if (!err)
+        err = batch_flush(qp, fd, port, b);
+    batch_release(b);
+    pthread_mutex_lock(&qp->lock);
+    if (bad >= 0)
+        qp_error_locked(qp, first + (uint64_t)bad, IBV_WC_LOC_PROT_ERR, 0);
+    else if (err) {
+        qp->conn_dead = true;
+        pthread_cond_broadcast(&qp->cond);
+    }
+}
+
+/* The posting thread may transmit itself when the requester has nothing
+ * in hand and the new WQEs are small inline ones on a plain port: this
+ * spares one thread wake-up per message, which on a host with few cores
+ * is most of a small message's latency (a NIC reads such WQEs straight
+ * from the doorbell write, too).  Everything else -- connecting, pacing,
+ * added latency, faults, registered or CUDA memory -- stays with the
+ * requester thread.  qp->lock held. */
+bool requester_try_direct_locked(struct sn_qp *qp)
+{
+    struct sn_port *port = qp->port;
+    if (qp->tx_busy || !qp->tx_batch || qp->stopping || qp->attr.qp_state != IBV_QPS_RTS ||
+        qp->out_fd < 0 || qp->conn_dead || !port || port->conf.rate || port->conf.latency_us ||
+        port->conf.down_after_bytes || atomic_load(&port->state) != IBV_PORT_ACTIVE ||
+        qp->sq_tail - qp->sq_sent > DIRECT_MAX_WQES)
+        return false;
+    if (qp->sq_sent == qp->sq_tail)
+        return true;
+    uint32_t bytes = 0;
+    for (uint64_t i = qp->sq_sent; i < qp->sq_tail; i++) {
+        const struct sn_swqe *w = &qp->sq[i % qp->sq_size];
+        if ((w->len && !w->inl) || w->opcode == IBV_WR_RDMA_READ)
+            return false;
+        bytes += w->len;
+    }
+    if (bytes > DIRECT_MAX_BYTES)
+        return false;
+    qp->tx_busy = true;
+    transmit_locked(qp, qp->tx_batch);
+    qp->tx_busy = false;
+    if (qp->sq_sent != qp->sq_tail)
+        pthread_cond_signal(&qp->req_cond);
+    return true;
+}
+
 void *requester_main(void *arg)
 {
     struct sn_qp *qp = arg;
-    struct batch *b = calloc(1, sizeof(*b));
-    if (!b)
-        return NULL;
     pthread_mutex_lock(&qp->lock);
     while (!qp->stopping) {
         enum ibv_qp_state st = qp->attr.qp_state;
         struct sn_port *port = qp->port;
-        if (st != IBV_QPS_RTS || qp->sq_sent == qp->sq_tail || qp->conn_dead || !port) {
+        if (st != IBV_QPS_RTS || qp->sq_sent == qp->sq_tail || qp->conn_dead || !port || qp->tx_busy ||
+            !qp->tx_batch) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 100000000;
@@ -233,7 +314,7 @@ void *requester_main(void *arg)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000;
             }
-            pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
+            pthread_cond_timedwait(&qp->req_cond, &qp->lock, &ts);
             continue;
         }
         if (atomic_load(&port->state) != IBV_PORT_ACTIVE) {
@@ -266,43 +347,10 @@ void *requester_main(void *arg)
             pthread_cond_broadcast(&qp->cond);
             continue;
         }
-        uint64_t first = qp->sq_sent;
-        uint64_t bytes = 0;
-        b->n = 0;
-        while (qp->sq_sent < qp->sq_tail && b->n < BATCH_WQES && bytes < BATCH_BYTES) {
-            struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
-            w->seq = qp->next_seq++;
-            b->w[b->n++] = *w;
-            qp->sq_sent++;
-            if (w->opcode != IBV_WR_RDMA_READ)
-                bytes += w->len;
-        }
-        int fd = qp->out_fd;
-        uint32_t latency = port->conf.latency_us;
-        int mtu = qp->attr.path_mtu;
-        pthread_mutex_unlock(&qp->lock);
-
-        int err = 0, bad = -1;
-        for (int i = 0; i < b->n && !err; i++) {
-            if (b->niov + SN_MAX_SGE + 1 > BATCH_IOV)
-                err = batch_flush(qp, fd, port, b);
-            if (!err && batch_add(qp, b, i, latency, mtu)) {
-                bad = i;
-                break;
-            }
-        }
-        if (!err)
-            err = batch_flush(qp, fd, port, b);
-        batch_release(b);
-        pthread_mutex_lock(&qp->lock);
-        if (bad >= 0)
-            qp_error_locked(qp, first + (uint64_t)bad, IBV_WC_LOC_PROT_ERR, 0);
-        else if (err) {
-            qp->conn_dead = true;
-            pthread_cond_broadcast(&qp->cond);
-        }
+        qp->tx_busy = true;
+        transmit_locked(qp, qp->tx_batch);
+        qp->tx_busy = false;
     }
     pthread_mutex_unlock(&qp->lock);
-    free(b);
     return NULL;
 }

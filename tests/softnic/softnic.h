@@ -262,11 +262,20 @@ struct sn_swqe {
 };
 
 struct sn_rconn;
+struct sn_tx_batch;
 
 struct sn_qp {
     struct ibv_qp ibqp;
     pthread_mutex_t lock;
-    pthread_cond_t cond;           /* state, SQ, RQ, threads */
+    pthread_cond_t cond;           /* state, RQ, completions, threads */
+    /* the requester's own: signalled by what it acts on (a post, a state
+     * change, an error, stop).  Sharing `cond` woke it on every receive post
+     * and send completion, a wasted thread switch per message on 2 cores. */
+    pthread_cond_t req_cond;
+    /* whoever holds tx_busy (the requester thread, or a posting thread on
+     * the direct path) owns tx_batch and the send side of out_fd */
+    bool tx_busy;
+    struct sn_tx_batch *tx_batch;
     struct ibv_qp_attr attr;       /* what modify/query see */
     struct ibv_qp_cap cap;
     bool sq_sig_all;
@@ -387,6 +396,10 @@ struct sn_qp *wire_qp_attach(uint32_t qpn);
 /* ------------------------------------------------------------ engine */
 int requester_start(struct sn_qp *qp);
 void *requester_main(void *arg);
+/* Called by qp_post_send with qp->lock held: transmits the new WQEs from
+ * the posting thread when that is safe and cheap (requester.c says when);
+ * false when the requester thread must do it. */
+bool requester_try_direct_locked(struct sn_qp *qp);
 void *completer_main(void *arg);
 /* Runs one incoming connection (fd accepted by wire.c). */
 void responder_spawn(int fd);
