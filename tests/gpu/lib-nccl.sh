@@ -6,6 +6,8 @@
 # GPU r % ngpus. With fewer GPUs than ranks each rank gets its own NCCL_HOSTID,
 # so NCCL treats the ranks as separate nodes: every byte then crosses the
 # network plugin (as it does with P2P and SHM off on one host).
+# NCCL_RANK_WRAP_<r>, when set, is a command prefix for rank r (split on
+# blanks), e.g. "ip netns exec A env VAR=x": the rank runs behind it.
 # Output: $JOBDIR/<name>.rank<r>.log; returns the worst exit status.
 : "${top_builddir:?}"
 : "${top_srcdir:?}"
@@ -33,8 +35,9 @@ nccl_job() {
     while [ $r -lt "$n" ]; do
         hostid=
         [ "$ngpu" -lt "$n" ] && hostid="railnet-node-$r"
+        eval "wrap=\${NCCL_RANK_WRAP_$r-}"
         ( [ -n "$hostid" ] && export NCCL_HOSTID=$hostid
-          exec "$@" --rank $r --nranks "$n" --gpu $((r % ngpu)) --id-file "$idf" ) \
+          exec $wrap "$@" --rank $r --nranks "$n" --gpu $((r % ngpu)) --id-file "$idf" ) \
             >"$JOBDIR/$name.rank$r.log" 2>&1 &
         pids="$pids $!"
         r=$((r + 1))

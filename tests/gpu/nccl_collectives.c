@@ -7,6 +7,7 @@
  *   check (default)  every collective x {fp32, bf16} x sizes 4 B..--max-bytes,
  *                    results compared element by element with a reference
  *                    computed on the host; one TAP line per (collective, type).
+ *                    --colls a,b and --types fp32|bf16|fp32,bf16 pick a subset.
  *   bench            all_reduce bus bandwidth per size, one line per size.
  *   kill             rank 1 exits abruptly during an all_reduce loop; rank 0
  *                    must see an NCCL error (not hang) within --timeout s.
@@ -30,6 +31,7 @@ struct opts {
     size_t min_bytes, max_bytes;
     int timeout_s;
     int iters;
+    unsigned colls, types; /* check mode: bit c of enum coll, bit 0 fp32 / 1 bf16 */
 };
 
 #define CUDA_OK(call)                                                          \
@@ -133,6 +135,26 @@ static int gen_a2a(size_t i, void *a)
 enum coll { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL, SEND_RECV, NCOLL };
 static const char *coll_name[NCOLL] = { "all_reduce", "all_gather", "reduce_scatter",
                                         "broadcast", "all_to_all", "send_recv" };
+
+/* Comma-separated names out of names[0..n) to a bit mask; 0 on an unknown name. */
+static unsigned parse_list(const char *arg, const char *const *names, int n)
+{
+    unsigned mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", arg);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int i = 0;
+        while (i < n && strcmp(t, names[i]) != 0)
+            i++;
+        if (i == n) {
+            fprintf(stderr, "unknown name '%s'\n", t);
+            return 0;
+        }
+        mask |= 1u << i;
+    }
+    return mask;
+}
+static const char *const type_name[2] = { "fp32", "bf16" };
 
 static int read_id(const struct opts *o, ncclUniqueId *id)
 {
@@ -270,9 +292,11 @@ static int mode_check(const struct opts *o, ncclComm_t comm, cudaStream_t s)
     ncclDataType_t types[2] = { ncclFloat32, ncclBfloat16 };
     int failed = 0, num = 0;
     if (o->rank == 0)
-        printf("1..%d\n", NCOLL * 2);
+        printf("1..%d\n", __builtin_popcount(o->colls) * __builtin_popcount(o->types));
     for (int c = 0; c < NCOLL; c++) {
         for (int ti = 0; ti < 2; ti++) {
+            if (!(o->colls & 1u << c) || !(o->types & 1u << ti))
+                continue;
             char why[512] = "";
             int bad = 0;
             for (size_t b = o->min_bytes; b <= o->max_bytes && !bad; b *= 4) {
@@ -288,7 +312,7 @@ static int mode_check(const struct opts *o, ncclComm_t comm, cudaStream_t s)
                 fprintf(stderr, "rank %d: %s\n", o->rank, why);
             if (o->rank == 0)
                 printf("%sok %d - nccl_%s_%s_%zuB_to_%zuB%s%s\n", bad ? "not " : "", num,
-                       coll_name[c], ti ? "bf16" : "fp32", o->min_bytes, o->max_bytes,
+                       coll_name[c], type_name[ti], o->min_bytes, o->max_bytes,
                        bad ? " # " : "", bad ? why : "");
             else if (bad)
                 printf("rank %d failed: %s\n", o->rank, why);
@@ -369,13 +393,15 @@ static int mode_kill(const struct opts *o, ncclComm_t comm, cudaStream_t s)
 int main(int argc, char **argv)
 {
     struct opts o = { .rank = -1, .nranks = 2, .gpu = -1, .mode = "check", .min_bytes = 4,
-                      .max_bytes = 256u << 20, .timeout_s = 120, .iters = 20 };
+                      .max_bytes = 256u << 20, .timeout_s = 120, .iters = 20,
+                      .colls = (1u << NCOLL) - 1, .types = 3 };
     static const struct option lo[] = {
         { "rank", required_argument, 0, 'r' }, { "nranks", required_argument, 0, 'n' },
         { "gpu", required_argument, 0, 'g' },  { "id-file", required_argument, 0, 'f' },
         { "mode", required_argument, 0, 'm' }, { "min-bytes", required_argument, 0, 'b' },
         { "max-bytes", required_argument, 0, 'e' }, { "timeout", required_argument, 0, 't' },
-        { "iters", required_argument, 0, 'i' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "iters", required_argument, 0, 'i' }, { "colls", required_argument, 0, 'c' },
+        { "types", required_argument, 0, 'y' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -389,14 +415,18 @@ int main(int argc, char **argv)
         case 'e': o.max_bytes = strtoull(optarg, NULL, 0); break;
         case 't': o.timeout_s = atoi(optarg); break;
         case 'i': o.iters = atoi(optarg); break;
+        case 'c': o.colls = parse_list(optarg, coll_name, NCOLL); break;
+        case 'y': o.types = parse_list(optarg, type_name, 2); break;
         default:
             printf("usage: %s --rank R --nranks N --id-file F [--gpu G] [--mode check|bench|kill]\n"
-                   "          [--min-bytes B] [--max-bytes B] [--timeout S] [--iters N]\n", argv[0]);
+                   "          [--min-bytes B] [--max-bytes B] [--timeout S] [--iters N]\n"
+                   "          [--colls all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv]\n"
+                   "          [--types fp32,bf16]\n", argv[0]);
             return ch == 'h' ? 0 : 2;
         }
     }
     if (o.rank < 0 || o.nranks < 2 || o.rank >= o.nranks || !o.id_file || o.min_bytes < 4 ||
-        o.max_bytes < o.min_bytes) {
+        o.max_bytes < o.min_bytes || !o.colls || !o.types) {
         fprintf(stderr, "bad arguments (see --help)\n");
         return 2;
     }

@@ -2,10 +2,12 @@
  * built libnccl-net-railnet.so by path with dlopen, as NCCL does, and drives
  * it only through its exported ncclNet_v8_t table.
  *
- *   netdriver [--plugin PATH] probe      symbol, table, init, devices, properties
- *   netdriver [--plugin PATH] traffic .. multi-rank verified traffic (traffic.c)
- *   netdriver [--plugin PATH] bw ..      one-way bandwidth table (perf.c)
- *   netdriver [--plugin PATH] lat ..     ping-pong latency (perf.c)
+ *   netdriver [OPTS] probe      symbol, table, init, devices, properties
+ *   netdriver [OPTS] traffic .. multi-rank verified traffic (traffic.c)
+ *   netdriver [OPTS] bw ..      one-way bandwidth table (perf.c)
+ *   netdriver [OPTS] lat ..     ping-pong latency (perf.c)
+ * OPTS: --plugin PATH, and --rank-wrap PREFIX once per rank from rank 0 on
+ * (each rank then runs as "PREFIX netdriver ..."; see nd.h).
  *
  * PATH defaults to libnccl-net-railnet.so found through the loader's path.
  * The plugin's log lines go to stderr with NCCL-like prefixes. */
@@ -106,14 +108,31 @@ static int cmd_probe(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: netdriver [--plugin PATH] probe|traffic|bw|lat [options]   (netdriver CMD --help)\n");
+    fprintf(f, "usage: netdriver [--plugin PATH] [--rank-wrap PREFIX]... probe|traffic|bw|lat [options]\n"
+               "       (netdriver CMD --help); rank i runs behind the i-th PREFIX, e.g.\n"
+               "       --rank-wrap 'ip netns exec A env VAR=x' (split on blanks)\n");
 }
 
 int main(int argc, char **argv)
 {
     int i = 1;
-    if (i + 1 < argc && !strcmp(argv[i], "--plugin")) {
-        plugin_path = argv[i + 1];
+    nd_set_argv(argc, argv);
+    while (i + 1 < argc) {
+        if (!strcmp(argv[i], "--plugin")) {
+            plugin_path = argv[i + 1];
+        } else if (!strcmp(argv[i], "--rank-wrap")) {
+            if (nd_add_rank_wrap(argv[i + 1]) != 0) {
+                fprintf(stderr, "netdriver: at most %d --rank-wrap\n", ND_MAX_RANKS);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--rank-of")) { /* set by a parent that re-executes this program */
+            if (nd_set_rank_of(argv[i + 1]) != 0) {
+                fprintf(stderr, "netdriver: --rank-of wants FD:RANK\n");
+                return 2;
+            }
+        } else {
+            break;
+        }
         i += 2;
     }
     if (i >= argc) {

@@ -3,6 +3,7 @@
 #include "nd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -199,6 +200,99 @@ void nd_signal_ready(struct nd_world *w)
 
 /* ---- the parent ---- */
 
+static int nd_argc;
+static char **nd_argv;
+static const char *nd_wraps[ND_MAX_RANKS];
+static int nd_nwraps;
+static int nd_self_fd = -1, nd_self_rank = -1;
+
+void nd_set_argv(int argc, char **argv)
+{
+    nd_argc = argc;
+    nd_argv = argv;
+}
+
+int nd_add_rank_wrap(const char *prefix)
+{
+    if (nd_nwraps >= ND_MAX_RANKS)
+        return -1;
+    nd_wraps[nd_nwraps++] = prefix;
+    return 0;
+}
+
+int nd_set_rank_of(const char *spec)
+{
+    int fd, rank, used = 0;
+    if (sscanf(spec, "%d:%d%n", &fd, &rank, &used) != 2 || spec[used] || fd < 0 || rank < 0 ||
+        rank >= ND_MAX_RANKS)
+        return -1;
+    nd_self_fd = fd;
+    nd_self_rank = rank;
+    return 0;
+}
+
+int nd_rank_process(void)
+{
+    return nd_self_fd >= 0;
+}
+
+/* One rank, in the process that runs it: loads the plugin and runs fn. */
+static int rank_body(int rank, int nranks, int ndevs, int fd, double deadline, nd_rank_fn fn, void *arg)
+{
+    static struct nd_world w;
+    memset(&w, 0, sizeof(w));
+    w.rank = rank;
+    w.nranks = nranks;
+    w.ndevs = ndevs;
+    w.fd = fd;
+    w.deadline = deadline;
+    w.net = nd_plugin_open();
+    int st = 1;
+    if (w.net) {
+        int n = 0;
+        if (w.net->devices(&n) != ncclSuccess || n < ndevs)
+            fprintf(stderr, "rank %d: the plugin reports %d device(s), %d needed\n", rank, n, ndevs);
+        else
+            st = fn(&w, arg);
+    }
+    fflush(NULL);
+    return st;
+}
+
+/* In the forked child of rank i: "<wrap i> <this program> --rank-of FD:i
+ * <argv[1..]>". The program is named by its resolved path: behind a wrapper
+ * /proc/self/exe would be the wrapper's. Does not return. */
+static void exec_wrapped(int i, int fd)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    char *words = strdup(nd_wraps[i]);
+    char **av = calloc((size_t)nd_argc + 64 + 3, sizeof(*av));
+    if (n <= 0 || !words || !av || !nd_argv) {
+        fprintf(stderr, "rank %d: cannot build the wrapped command\n", i);
+        _exit(1);
+    }
+    self[n] = 0;
+    int k = 0;
+    for (char *save = NULL, *t = strtok_r(words, " \t", &save); t && k < 64; t = strtok_r(NULL, " \t", &save))
+        av[k++] = t;
+    char spec[32];
+    snprintf(spec, sizeof(spec), "%d:%d", fd, i);
+    av[k++] = self;
+    av[k++] = "--rank-of";
+    av[k++] = spec;
+    for (int a = 1; a < nd_argc; a++)
+        av[k++] = nd_argv[a];
+    int fl = fcntl(fd, F_GETFD);
+    if (fl < 0 || fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC) != 0) {
+        perror("fcntl");
+        _exit(1);
+    }
+    execvp(av[0], av);
+    fprintf(stderr, "rank %d: cannot run %s: %s\n", i, av[0], strerror(errno));
+    _exit(127);
+}
+
 int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kill_after_ms, nd_rank_fn fn,
                  void *arg)
 {
@@ -209,6 +303,13 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
     int fds[ND_MAX_RANKS];
     pid_t pids[ND_MAX_RANKS];
     double deadline = nd_now() + timeout_s;
+    if (nd_self_fd >= 0) {
+        if (nd_self_rank >= nranks) {
+            fprintf(stderr, "netdriver: --rank-of names rank %d of %d\n", nd_self_rank, nranks);
+            _exit(1);
+        }
+        _exit(rank_body(nd_self_rank, nranks, ndevs, nd_self_fd, deadline, fn, arg));
+    }
     fflush(NULL);
     for (int i = 0; i < nranks; i++) {
         int sv[2];
@@ -225,26 +326,12 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
             close(sv[0]);
             for (int k = 0; k < i; k++)
                 close(fds[k]);
-            /* a rank that the parent cannot reach any more must not linger */
+            /* a rank that the parent cannot reach any more must not linger
+             * (the alarm also survives the exec of a wrapped rank) */
             alarm((unsigned)timeout_s + 10);
-            static struct nd_world w;
-            memset(&w, 0, sizeof(w));
-            w.rank = i;
-            w.nranks = nranks;
-            w.ndevs = ndevs;
-            w.fd = sv[1];
-            w.deadline = deadline;
-            w.net = nd_plugin_open();
-            int st = 1;
-            if (w.net) {
-                int n = 0;
-                if (w.net->devices(&n) != ncclSuccess || n < ndevs)
-                    fprintf(stderr, "rank %d: the plugin reports %d device(s), %d needed\n", i, n, ndevs);
-                else
-                    st = fn(&w, arg);
-            }
-            fflush(NULL);
-            _exit(st);
+            if (i < nd_nwraps)
+                exec_wrapped(i, sv[1]);
+            _exit(rank_body(i, nranks, ndevs, sv[1], deadline, fn, arg));
         }
         close(sv[1]);
         fds[i] = sv[0];

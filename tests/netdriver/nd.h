@@ -6,7 +6,13 @@
  * plugin itself (verbs state never crosses fork), listens once per peer and
  * device, and sends its handles to the parent over a socketpair; the parent
  * forwards to every rank the handles its peers made for it. No TCP port is
- * fixed anywhere: the plugin binds port 0 and the handle carries the port. */
+ * fixed anywhere: the plugin binds port 0 and the handle carries the port.
+ *
+ * Rank wrappers (--rank-wrap): the child for rank i execs this program again
+ * behind the i-th command prefix, e.g. `ip netns exec A env VAR=...`, so that
+ * each rank is a process of its own in its own network namespace with its own
+ * environment (two "hosts"). The socketpair end survives the exec and the
+ * re-executed program runs only that rank (--rank-of FD:I). */
 #ifndef RAILNET_NETDRIVER_ND_H
 #define RAILNET_NETDRIVER_ND_H
 
@@ -37,9 +43,22 @@ typedef int (*nd_rank_fn)(struct nd_world *w, void *arg);
  * with a timeout (kills them all past it). kill_rank >= 0: SIGKILLs that rank
  * kill_after_ms after the connections are up (fault test). Returns 0 when
  * every rank (except the killed one) exited 0, else 1; prints one line per
- * failed rank. */
+ * failed rank. In a --rank-of process it runs that one rank and exits with
+ * the rank's status instead. */
 int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kill_after_ms, nd_rank_fn fn,
                  void *arg);
+
+/* Set by main before a subcommand runs. nd_set_argv: the program's own
+ * argv, re-executed behind a wrapper. nd_add_rank_wrap: the prefix of the
+ * next rank, split on blanks (no quoting); -1 when there are too many.
+ * nd_set_rank_of: "FD:I", this process is rank I of a parent that forked it
+ * (internal); -1 when it does not parse. */
+void nd_set_argv(int argc, char **argv);
+int nd_add_rank_wrap(const char *prefix);
+int nd_set_rank_of(const char *spec);
+/* 1 in a process started by --rank-of: subcommands print their headers and
+ * verdicts only in the parent. */
+int nd_rank_process(void);
 
 /* Inside a rank: listen/connect/accept to every peer on every device,
  * non-blocking until all comms exist or the deadline passes. 0 on success. */

@@ -308,7 +308,8 @@ int nd_cmd_bw(int argc, char **argv)
     int r = parse(argc, argv, &o, help);
     if (r >= 0)
         return r;
-    printf("netdriver bw: 2 ranks, device %d, %d requests in flight\n", o.dev, o.window);
+    if (!nd_rank_process())
+        printf("netdriver bw: 2 ranks, device %d, %d requests in flight\n", o.dev, o.window);
     return nd_run_ranks(2, o.dev + 1, o.timeout, -1, 0, bw_rank, &o);
 }
 

@@ -414,11 +414,16 @@ static int traffic_rank(struct nd_world *w, void *arg)
         fprintf(stderr, "rank %d: traffic completed although an error was expected\n", w->rank);
         status = 5;
     }
-    uint64_t bytes = 0;
-    for (int i = 0; i < nstreams; i++)
+    uint64_t bytes = 0, received = 0;
+    for (int i = 0; i < nstreams; i++) {
         bytes += st[i].bytes;
+        if (!st[i].is_send)
+            received += st[i].bytes;
+    }
+    /* sent bytes count once the send completes, received ones once checked */
     if (!status && !o->expect_error)
-        printf("rank %d: %d streams done, %llu bytes verified\n", w->rank, nstreams, (unsigned long long)bytes);
+        printf("rank %d: %d streams done, %llu bytes verified, %llu of them received\n", w->rank, nstreams,
+               (unsigned long long)bytes, (unsigned long long)received);
     /* deregister through the comm each registration was made on */
     for (int i = 0; i < nstreams; i++)
         if (st[i].reg)
@@ -484,7 +489,8 @@ int nd_cmd_traffic(int argc, char **argv)
         o.arena = 2 * o.max_size + 2 * TR_ALIGN;
     if (o.kill_rank >= 0)
         o.expect_error = 1;
-    printf("netdriver traffic: %d ranks, %d device(s), %d groups per stream, sizes 0..%lld, up to %d recvs per "
+    if (!nd_rank_process())
+        printf("netdriver traffic: %d ranks, %d device(s), %d groups per stream, sizes 0..%lld, up to %d recvs per "
            "group, %d in flight, seed %llu\n",
            o.ranks, o.devs, o.iters, o.max_size, o.max_recvs, o.inflight, (unsigned long long)o.seed);
     fflush(stdout);

@@ -3,39 +3,19 @@
 # network namespaces joined by a veth pair, each with its own softnic
 # configuration (one port on its own address).  Unchanged rdma-core and
 # perftest programs talk across them, found from (GID, QPN) alone.  Needs
-# root and `ip netns`; otherwise every case is skipped with the reason.
+# root and `ip netns` (tests/lib-netns.sh); otherwise every case is skipped
+# with the reason.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/softnic/sn_env.sh"
 
-for b in ip ibv_devinfo ibv_rc_pingpong ib_write_bw ib_read_bw; do
+. "$top_srcdir/tests/lib-netns.sh"
+
+for b in ibv_devinfo ibv_rc_pingpong ib_write_bw ib_read_bw; do
     command -v "$b" >/dev/null || tap_skip_all "$b not installed"
 done
-[ "$(id -u)" -eq 0 ] || tap_skip_all "network namespaces need root"
-
-# Names unique per run: concurrent runs must not meet.
-TAG=$(( $$ % 50000 ))
-NSA=snA$TAG NSB=snB$TAG
-NET=$(( 16 + $$ % 200 ))
-IPA=10.213.$NET.1 IPB=10.213.$NET.2
-netns_cleanup() {
-    ip netns del "$NSA" 2>/dev/null
-    ip netns del "$NSB" 2>/dev/null
-    sn_cleanup
-}
-trap netns_cleanup EXIT
-
-if ! err=$(ip netns add "$NSA" 2>&1); then
-    tap_skip_all "ip netns add is not permitted here: $err"
-fi
-if ! err=$( { ip netns add "$NSB" &&
-              ip link add "vA$TAG" type veth peer name "vB$TAG" &&
-              ip link set "vA$TAG" netns "$NSA" && ip link set "vB$TAG" netns "$NSB" &&
-              ip -n "$NSA" addr add "$IPA/24" dev "vA$TAG" &&
-              ip -n "$NSB" addr add "$IPB/24" dev "vB$TAG" &&
-              ip -n "$NSA" link set "vA$TAG" up && ip -n "$NSB" link set "vB$TAG" up &&
-              ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up; } 2>&1); then
-    tap_skip_all "cannot build the veth between two namespaces: $err"
-fi
+trap 'sn_cleanup; netns_down' EXIT
+netns_up sn
+NSA=$NETNS_A NSB=$NETNS_B IPA=$NETNS_IPA IPB=$NETNS_IPB
 tap_plan 6
 
 IN_A="ip netns exec $NSA env SOFTNIC_DEVICES=softnic0:$IPA"
@@ -84,7 +64,7 @@ $IN_B timeout 30 ib_write_bw -d softnic0 -x 0 -s 1048576 -D 20 -p "$SN_PORT" "$I
 cpid=$!
 SN_PIDS="$SN_PIDS $cpid"
 sleep 2
-ip -n "$NSA" link set "vA$TAG" down
+ip -n "$NSA" link set "$NETNS_VA" down
 t0=$(date +%s)
 wait "$cpid"
 crc=$?
