@@ -8,7 +8,7 @@
  * WRITE + inline WRITE of a signal word) on a gdaki pair.  CPU proxy
  * (proxy_path.c): libnccl-net-railnet.so loaded with dlopen, a send comm
  * connected to a recv comm of this process on the same port (RAILNET_HCA
- * is pinned to the gdaki pair's device:port unless already set), a
+ * is set to the gdaki pair's =device:port), a
  * receiver thread keeping irecvs posted ahead, the sender posting isends.
  *
  * What ends the timing, the same on both paths: the sender learns that the
@@ -26,7 +26,8 @@
  *
  * Usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096]
  *          [--windows 8,32] [--iters N] [--lat-iters N] [--plugin PATH]
- *          [--ibverbs PATH] [--cuda-dev N] [--timeout S] [--verbose]
+ *          [--ibverbs PATH] [--cuda-dev N] [--dev NAME] [--port N]
+ *          [--timeout S] [--verbose]
  * --mem=host runs only the CPU-proxy half (host buffers, no GPU needed).
  * Paths default to $top_builddir/.libs/libnccl-net-railnet.so and
  * $top_builddir/tests/softnic/libibverbs.so.1 (RAILNET_IBVERBS_LIB wins).
@@ -54,6 +55,8 @@ struct bench_opts {
     int nwindows;
     long iters, lat_iters;
     const char *plugin, *ibverbs;
+    const char *dev;          /* NULL: the first device */
+    int port;                 /* 0: 1 */
     int cuda_dev;
     double timeout;
     int verbose;
@@ -91,7 +94,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         { "mem", 1, 0, 'm' },      { "sizes", 1, 0, 's' },    { "windows", 1, 0, 'w' },
         { "iters", 1, 0, 'n' },    { "lat-iters", 1, 0, 'l' }, { "plugin", 1, 0, 'p' },
         { "ibverbs", 1, 0, 'i' },  { "cuda-dev", 1, 0, 'd' }, { "timeout", 1, 0, 't' },
-        { "verbose", 0, 0, 'v' },  { "help", 0, 0, 'h' },     { 0, 0, 0, 0 } };
+        { "verbose", 0, 0, 'v' },  { "dev", 1, 0, 'D' },      { "port", 1, 0, 'P' },
+        { "help", 0, 0, 'h' },     { 0, 0, 0, 0 } };
     long v[MAX_LIST];
     int c, k;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -120,11 +124,13 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         case 'd': o->cuda_dev = atoi(optarg); break;
         case 't': o->timeout = atof(optarg); break;
         case 'v': o->verbose = 1; break;
+        case 'D': o->dev = optarg; break;
+        case 'P': o->port = atoi(optarg); break;
         case 'h': return 1;
         default: return -1;
         }
     }
-    if (optind != argc || o->iters < 1 || o->lat_iters < 1 || o->timeout <= 0 || o->cuda_dev < 0)
+    if (optind != argc || o->iters < 1 || o->lat_iters < 1 || o->timeout <= 0 || o->cuda_dev < 0 || o->port < 0)
         return -1;
     return 0;
 }
@@ -213,7 +219,6 @@ static int bufs_check(struct bench_bufs *b, size_t size, long n, int window, cha
 
 /* Both paths behind one face, so each phase runs the same steps. */
 struct path {
-    const char *name;
     struct proxy_path *cpu;
     struct gpu_path *gpu;
 };
@@ -272,8 +277,11 @@ int main(int argc, char **argv)
     static const char usage[] =
         "usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096] [--windows 8,32]\n"
         "         [--iters N] [--lat-iters N] [--plugin PATH] [--ibverbs PATH] [--cuda-dev N]\n"
-        "         [--timeout S] [--verbose]\n"
-        "  GPU-initiated writes vs isend through the plugin, same port, side by side.\n";
+        "         [--dev NAME] [--port N] [--timeout S] [--verbose]\n"
+        "  GPU-initiated writes vs isend through the plugin, same port, side by side.\n"
+        "  --mem=host: the CPU-proxy half alone, host buffers (no GPU needed).\n"
+        "  --dev/--port: the port of both paths (default: the first device, port 1);\n"
+        "  RAILNET_HCA is set to it for the plugin.\n";
     struct bench_opts o = { .cuda = 1, .sizes = { 8, 64, 512, 4096 }, .nsizes = 4, .windows = { 8, 32 },
                             .nwindows = 2, .iters = 20000, .lat_iters = 2000, .timeout = 60 };
     int pr = parse(argc, argv, &o);
@@ -284,12 +292,21 @@ int main(int argc, char **argv)
     char err[512], lib[4096], plugin[4096], hca[128];
     const char *top = getenv("top_builddir");
     top = top && *top ? top : ".";
-    if (o.ibverbs)
-        setenv("RAILNET_IBVERBS_LIB", o.ibverbs, 1);
-    else if (!getenv("RAILNET_IBVERBS_LIB")) {
-        snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top);
-        setenv("RAILNET_IBVERBS_LIB", lib, 1);
+    /* RAILNET_IBVERBS_LIB as the plugin's configuration reads it (through
+     * gdaki_pair_opts_default), else --ibverbs, else softnic's; the plugin
+     * is handed the same through its variable. */
+    struct gdaki_pair_opts po;
+    if (gdaki_pair_opts_default(&po, err, sizeof(err)) < 0) {
+        fprintf(stderr, "bench_gdaki_vs_proxy: %s\n", err);
+        return 1;
     }
+    if (o.ibverbs)
+        po.ibverbs_lib = o.ibverbs;
+    if (!po.ibverbs_lib) {
+        snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top);
+        po.ibverbs_lib = lib;
+    }
+    setenv("RAILNET_IBVERBS_LIB", po.ibverbs_lib, 1);
     if (!o.plugin) {
         snprintf(plugin, sizeof(plugin), "%s/.libs/libnccl-net-railnet.so", top);
         o.plugin = plugin;
@@ -311,11 +328,10 @@ int main(int argc, char **argv)
     }
 
     /* The gdaki pair names the port; the plugin is pinned to the same one. */
-    struct gdaki_pair_opts po;
     struct gdaki_pair *pair = NULL;
     struct gdaki_pair_info info;
-    if (gdaki_pair_opts_default(&po, err, sizeof(err)) < 0)
-        goto fail;
+    po.dev_name = o.dev;
+    po.port = o.port;
     po.use_cuda = gpu;
     po.cuda_dev = o.cuda_dev;
     po.sq_depth = 1024;
@@ -323,11 +339,9 @@ int main(int argc, char **argv)
         goto fail;
     gdaki_pair_get_info(pair, &info);
     snprintf(hca, sizeof(hca), "=%s:%d", info.dev_name, info.port);
-    setenv("RAILNET_HCA", hca, 0);
-    if (!gpu) {
-        gdaki_pair_close(pair);
-        pair = NULL;
-    }
+    setenv("RAILNET_HCA", hca, 1);
+    /* The pair stays open with host memory too: the process then holds the
+     * same two device contexts, one per path, as in a GPU run. */
 
     struct bench_bufs b;
     if (bufs_open(&b, o.cuda, err, sizeof(err)) < 0)
@@ -337,7 +351,7 @@ int main(int argc, char **argv)
                                    .src = b.src, .dst = b.dst, .slots = PATH_MAX_WINDOW, .timeout_s = o.timeout,
                                    .verbose = o.verbose, .thread_init = o.cuda ? gpu_path_bind : NULL,
                                    .thread_arg = &dev };
-    struct path cpu = { .name = "CPU proxy" }, gpup = { .name = "GPU-initiated" };
+    struct path cpu = { 0 }, gpup = { 0 };
     if (proxy_path_open(&ppo, &cpu.cpu, err, sizeof(err)) < 0) {
         bufs_close(&b);
         goto fail;
@@ -351,7 +365,7 @@ int main(int argc, char **argv)
     printf("# GPU-initiated RDMA WRITE (one CUDA thread, put_signal + quiet) vs the CPU-proxy path (isend/irecv "
            "through %s)\n", o.plugin);
     printf("# same port: gdaki pair on %s port %d; plugin device 0 = %s (RAILNET_HCA=%s)\n", info.dev_name,
-           info.port, proxy_path_describe(cpu.cpu), getenv("RAILNET_HCA"));
+           info.port, proxy_path_describe(cpu.cpu), hca);
     printf("# %s buffers; rate: %ld messages, at most W in flight; latency: %ld messages one at a time, median\n",
            o.cuda ? "GPU (cudaMalloc)" : "host", o.iters, o.lat_iters);
     printf("# ratios > 1: GPU-initiated better (rate GPU/CPU, latency CPU/GPU)\n");

@@ -142,6 +142,9 @@ extern "C" int gpu_mem_to_device(void *dst, const void *src, size_t len, char *e
 {
     int rc = -1;
     GP_CHECK(cudaMemcpy(dst, src, len, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
+    /* from pageable memory the copy may still be in flight on return, and
+     * the posting kernels run on a stream that does not wait for it */
+    GP_CHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     rc = 0;
 out:
     return rc;
@@ -160,6 +163,8 @@ extern "C" int gpu_mem_zero(void *p, size_t len, char *err, size_t errlen)
 {
     int rc = -1;
     GP_CHECK(cudaMemset(p, 0, len), "cudaMemset");
+    /* cudaMemset is asynchronous: done before any path writes there */
+    GP_CHECK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     rc = 0;
 out:
     return rc;
@@ -277,8 +282,10 @@ static int gp_start(struct gpu_path *g, size_t size, long n, struct gdaki_op *op
     op->len = (uint32_t)size;
     op->raddr = g->dst.addr;
     op->rkey = g->dst.rkey;
-    GP_CHECK(cudaMemset(g->drc, 0, sizeof(int)), "cudaMemset(rc)");
-    GP_CHECK(cudaMemset(g->dsig, 0, 8), "cudaMemset(signal)");
+    /* on the kernel's stream: ordered before it (a non-blocking stream does
+     * not wait for the legacy default stream) */
+    GP_CHECK(cudaMemsetAsync(g->drc, 0, sizeof(int), g->stream), "cudaMemset(rc)");
+    GP_CHECK(cudaMemsetAsync(g->dsig, 0, 8, g->stream), "cudaMemset(signal)");
     rc = 0;
 out:
     return rc;
