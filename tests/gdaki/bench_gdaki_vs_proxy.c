@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu_path.h"
 #include "nccl_net_v8.h"
@@ -413,8 +414,11 @@ int main(int argc, char **argv)
     rc = 0;
     goto done;
 path_fail_gpu:
+    /* A posting kernel may still be running (a lost doorbell or completion):
+     * freeing CUDA memory would wait for it forever, so no clean-up. */
     fprintf(stderr, "bench_gdaki_vs_proxy: GPU-initiated path: %s\n", err);
-    goto closing;
+    fflush(NULL);
+    _exit(1);
 path_fail_cpu:
     fprintf(stderr, "bench_gdaki_vs_proxy: CPU-proxy path: %s\n", err);
     goto closing;
