@@ -95,7 +95,10 @@ enum gdaki_signal_op {
 /* Where the ring, doorbell record and CQ live. */
 enum gdaki_queue_mem {
     GDAKI_QUEUE_MEM_HOST = 0, /* host memory registered with CUDA (works everywhere) */
-    GDAKI_QUEUE_MEM_GPU = 1,  /* GPU memory through DEVX umem (mlx5 hardware only) */
+    GDAKI_QUEUE_MEM_GPU = 1,  /* GPU memory, as DEVX user memory (ConnectX with DEVX;
+                               * softnic): the kernel's queue accesses stay on the GPU */
+    GDAKI_QUEUE_MEM_HOST_DEVX = 2, /* the DEVX path over host memory (tests, and
+                                    * checking a NIC's DEVX support without a GPU) */
 };
 
 /* A registered buffer as the device API wants it. */
@@ -172,6 +175,7 @@ struct gdaki_pair_info {
     int uar_io_registered;  /* UAR page mapped for the GPU as I/O memory (1), or as
                              * plain host memory (0: softnic's UAR is RAM) */
     const char *ibverbs_path, *mlx5_path;
+    enum gdaki_queue_mem queue_mem; /* where the send QP's ring, records and CQ are */
 };
 void gdaki_pair_get_info(struct gdaki_pair *pair, struct gdaki_pair_info *info);
 

@@ -2,7 +2,11 @@
  * gdaki_comm_attach in railnet_gdaki.h).  The comm lends its device context,
  * PD, port and QP parameters; the extra QP pair is described with the
  * plugin's own hs_qp_info and connected with its qp_connect, after one
- * exchange over the comm's TCP socket. */
+ * exchange over the comm's TCP socket.  With RAILNET_GDAKI_QUEUE_MEM=gpu the
+ * sender's QP is a DEVX QP (gdaki_devx.c), which needs a context opened for
+ * DEVX: the sender then opens its own context and PD on the comm's device
+ * instead of borrowing the comm's (buffers for it go through
+ * gdaki_pair_reg, on that PD, as always). */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -11,6 +15,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "gdaki_devx.h"
 #include "gdaki_pair.h"
 #include "qp.h"
 
@@ -64,6 +69,42 @@ static int xfer(int fd, void *buf, size_t len, int sending, const struct timespe
     return 0;
 }
 
+/* The sender's own DEVX context and PD on the comm's device. */
+static int open_devx_context(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, char *err,
+                             size_t errlen)
+{
+    if (ibvwrap_global_load_mlx5(err, errlen) < 0)
+        return -1;
+    int n = 0;
+    struct ibv_device **list = pr->v->get_device_list(&n);
+    struct ibv_device *dev = NULL;
+    for (int i = 0; list && i < n && !dev; i++)
+        if (strcmp(pr->v->get_device_name(list[i]), pr->dev_name) == 0)
+            dev = list[i];
+    if (!dev) {
+        snprintf(err, errlen, "gdaki attach: device %s not found for its DEVX context", pr->dev_name);
+        if (list)
+            pr->v->free_device_list(list);
+        return -1;
+    }
+    pr->is_mlx5 = pr->v->mlx5dv_is_supported && pr->v->mlx5dv_is_supported(dev);
+    struct ibv_context *ctx = gdaki_devx_open(pr->v, dev, err, errlen);
+    pr->v->free_device_list(list);
+    if (!ctx)
+        return -1;
+    pr->borrowed = 0;
+    pr->ctx = ctx;
+    pr->pd = pr->v->alloc_pd(ctx);
+    if (!pr->pd) {
+        snprintf(err, errlen, "gdaki attach: ibv_alloc_pd on the DEVX context of %s failed",
+                 pr->dev_name);
+        return -1;
+    }
+    pr->queue_mem = o->queue_mem;
+    pr->cuda_dev = o->cuda_dev;
+    return 0;
+}
+
 int gdaki_comm_attach(void *comm, const struct gdaki_pair_opts *o, struct gdaki_pair **out,
                       char *err, size_t errlen)
 {
@@ -96,12 +137,10 @@ int gdaki_comm_attach(void *comm, const struct gdaki_pair_opts *o, struct gdaki_
         goto fail;
     }
     pr->atomics = da.atomic_cap != IBV_ATOMIC_NONE;
-    if (o && o->queue_mem == GDAKI_QUEUE_MEM_GPU) {
-        snprintf(err, errlen, "RAILNET_GDAKI_QUEUE_MEM=gpu: not available on a comm yet (needs DEVX "
-                 "QP/CQ objects); use RAILNET_GDAKI_QUEUE_MEM=host");
-        goto fail;
-    }
     int sending = c->kind == COMM_SEND;
+    if (sending && o && o->queue_mem != GDAKI_QUEUE_MEM_HOST &&
+        open_devx_context(pr, o, err, errlen) < 0)
+        goto fail;
     if (sending) {
         if (ibvwrap_global_load_mlx5(err, errlen) < 0 ||
             gdaki_pair_build_send(pr, o ? o->sq_depth : 0, err, errlen) < 0)
@@ -111,9 +150,13 @@ int gdaki_comm_attach(void *comm, const struct gdaki_pair_opts *o, struct gdaki_
     }
     struct qp_conn qc;
     memset(&qc, 0, sizeof(qc));
-    qc.qp = sending ? pr->sqp : pr->rqp;
+    struct ibv_qp devx_qp;      /* stands for a DEVX QP in qp_describe */
+    memset(&devx_qp, 0, sizeof(devx_qp));
+    devx_qp.qp_num = gdaki_devx_qpn(pr);
+    qc.qp = pr->devx ? &devx_qp : sending ? pr->sqp : pr->rqp;
     qc.port = port;
     qc.psn = qp_random_psn();
+    pr->psn = qc.psn;
     struct gdaki_wire mine, theirs;
     memset(&mine, 0, sizeof(mine));
     mine.magic = GDAKI_WIRE_MAGIC;
@@ -133,8 +176,22 @@ int gdaki_comm_attach(void *comm, const struct gdaki_pair_opts *o, struct gdaki_
                  theirs.magic, theirs.kind, theirs.qp.mtu);
         goto fail;
     }
-    if (qp_connect(&qc, &theirs.qp, &c->qpp, err, errlen) != 0)
+    if (pr->devx) {
+        struct gdaki_qp_info ri;
+        memset(&ri, 0, sizeof(ri));
+        ri.magic = GDAKI_QP_INFO_MAGIC;
+        ri.qpn = theirs.qp.qpn;
+        ri.psn = theirs.qp.psn;
+        ri.lid = theirs.qp.lid;
+        ri.port = theirs.qp.port_num;
+        ri.mtu = theirs.qp.mtu;
+        ri.is_global = theirs.qp.is_global;
+        memcpy(ri.gid, theirs.qp.gid, 16);
+        if (gdaki_devx_connect(pr, &ri, err, errlen) != 0)
+            goto fail;
+    } else if (qp_connect(&qc, &theirs.qp, &c->qpp, err, errlen) != 0) {
         goto fail;
+    }
     if (gdaki_pair_finish(pr, o ? o->use_cuda : 0, o ? o->cuda_dev : 0, err, errlen) < 0)
         goto fail;
     *out = pr;

@@ -1,6 +1,6 @@
 /* gdaki_config.c: defaults of the GPU-initiated path from the plugin's
  * configuration (plugin/ib/config.c, the one reader of RAILNET_*):
- * RAILNET_GDAKI_QUEUE_MEM=host|gpu and RAILNET_IBVERBS_LIB. */
+ * RAILNET_GDAKI_QUEUE_MEM=host|gpu|host-devx and RAILNET_IBVERBS_LIB. */
 #include "railnet_gdaki.h"
 
 #include <string.h>
@@ -17,7 +17,9 @@ int gdaki_pair_opts_default(struct gdaki_pair_opts *opts, char *err, size_t errl
     opts->sq_depth = 1024;
     config_load();  /* once per process; a bad value is a WARN and the default */
     const struct rn_config *c = rn_config();
-    opts->queue_mem = c->gdaki_queue_mem == 1 ? GDAKI_QUEUE_MEM_GPU : GDAKI_QUEUE_MEM_HOST;
+    opts->queue_mem = c->gdaki_queue_mem == 1   ? GDAKI_QUEUE_MEM_GPU
+                     : c->gdaki_queue_mem == 2 ? GDAKI_QUEUE_MEM_HOST_DEVX
+                                               : GDAKI_QUEUE_MEM_HOST;
     opts->ibverbs_lib = c->ibverbs_lib[0] ? c->ibverbs_lib : NULL;
     return 0;
 }

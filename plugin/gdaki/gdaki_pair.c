@@ -1,5 +1,6 @@
 /* gdaki_pair.c: the QPs of the GPU-initiated path (see railnet_gdaki.h):
- * QP "send" made by mlx5dv_create_qp, whose send ring, doorbell record, UAR
+ * QP "send" made by mlx5dv_create_qp (or with DEVX over memory of our
+ * choosing: gdaki_devx.c), whose send ring, doorbell record, UAR
  * register and CQ are handed to posters through a struct gdaki_qp_dev, and
  * QP "recv", an ordinary verbs QP.  A pair holds both, connected on one
  * port; a half holds one, connected to the other end's description.  Every
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "gdaki_cuda.h"
+#include "gdaki_devx.h"
 #include "gdaki_queue.h"
 
 #define PAGE 4096u
@@ -79,6 +81,8 @@ int gdaki_pair_qp_init(struct gdaki_pair *pr, struct ibv_qp *qp, char *err, size
 static int qp_to_rts_info(struct gdaki_pair *pr, struct ibv_qp *qp, const struct gdaki_qp_info *remote,
                           char *err, size_t errlen)
 {
+    if (!qp && pr->devx)
+        return gdaki_devx_connect(pr, remote, err, errlen);
     struct ibv_qp_attr a = { 0 };
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = (enum ibv_mtu)(remote->mtu < pr->port_attr.active_mtu ? remote->mtu
@@ -119,11 +123,17 @@ static int qp_to_rts_info(struct gdaki_pair *pr, struct ibv_qp *qp, const struct
     return 0;
 }
 
+uint32_t gdaki_pair_send_qpn(const struct gdaki_pair *pr)
+{
+    return pr->devx ? gdaki_devx_qpn(pr) : pr->sqp ? pr->sqp->qp_num : 0;
+}
+
+/* qp NULL: the DEVX send QP. */
 static void describe(struct gdaki_pair *pr, struct ibv_qp *qp, struct gdaki_qp_info *out)
 {
     memset(out, 0, sizeof(*out));
     out->magic = GDAKI_QP_INFO_MAGIC;
-    out->qpn = qp->qp_num;
+    out->qpn = qp ? qp->qp_num : gdaki_pair_send_qpn(pr);
     out->psn = pr->psn;
     out->lid = pr->port_attr.lid;
     out->port = (uint8_t)pr->port;
@@ -141,28 +151,10 @@ static int qp_to_rts(struct gdaki_pair *pr, struct ibv_qp *qp, struct ibv_qp *pe
     return qp_to_rts_info(pr, qp, &remote, err, errlen);
 }
 
-/* Why the queue cannot live in GPU memory on this device, always (the
- * DEVX path is not built yet); the message names what is missing first. */
-static void gpu_queue_refusal(struct gdaki_pair *pr, struct ibv_device *dev, char *err,
-                              size_t errlen)
-{
-    const char *name = pr->v->get_device_name(dev);
-    if (!pr->v->mlx5dv_devx_umem_reg)
-        snprintf(err, errlen, "RAILNET_GDAKI_QUEUE_MEM=gpu: %s has no mlx5dv_devx_umem_reg "
-                 "(rdma-core < 24); use RAILNET_GDAKI_QUEUE_MEM=host", pr->v->mlx5_path);
-    else if (pr->v->mlx5dv_is_supported && !pr->v->mlx5dv_is_supported(dev))
-        snprintf(err, errlen, "RAILNET_GDAKI_QUEUE_MEM=gpu: %s is not an mlx5 device (softnic?): "
-                 "no DEVX user memory, so the ring, doorbell record and CQ cannot live in GPU "
-                 "memory; use RAILNET_GDAKI_QUEUE_MEM=host", name);
-    else
-        snprintf(err, errlen, "RAILNET_GDAKI_QUEUE_MEM=gpu on %s: creating the QP and CQ over "
-                 "GPU memory needs DEVX QP/CQ objects, which railnet does not build yet; use "
-                 "RAILNET_GDAKI_QUEUE_MEM=host", name);
-}
-
 /* ------------------------------------------------------------ open */
 
-static int open_device(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, char *err,
+/* devx: the send QP will be made with DEVX, so open the device for it. */
+static int open_device(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, int devx, char *err,
                        size_t errlen)
 {
     int n = 0;
@@ -183,13 +175,16 @@ static int open_device(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, c
         return -1;
     }
     snprintf(pr->dev_name, sizeof(pr->dev_name), "%s", pr->v->get_device_name(dev));
-    if (o->queue_mem == GDAKI_QUEUE_MEM_GPU) {
-        gpu_queue_refusal(pr, dev, err, errlen);
+    pr->is_mlx5 = pr->v->mlx5dv_is_supported && pr->v->mlx5dv_is_supported(dev);
+    if (devx) {
+        pr->ctx = gdaki_devx_open(pr->v, dev, err, errlen);
         pr->v->free_device_list(list);
-        return -1;
+        if (!pr->ctx)
+            return -1;
+    } else {
+        pr->ctx = pr->v->open_device(dev);
+        pr->v->free_device_list(list);
     }
-    pr->ctx = pr->v->open_device(dev);
-    pr->v->free_device_list(list);
     if (!pr->ctx) {
         snprintf(err, errlen, "cannot open %s: %s", pr->dev_name, strerror(errno));
         return -1;
@@ -228,6 +223,14 @@ static int open_device(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, c
 int gdaki_pair_build_send(struct gdaki_pair *pr, uint32_t depth, char *err, size_t errlen)
 {
     depth = depth ? depth : 1024;
+    if (pr->queue_mem != GDAKI_QUEUE_MEM_HOST) {
+        pr->scratch_mr = pr->v->reg_mr(pr->pd, pr->scratch, PAGE, IBV_ACCESS_LOCAL_WRITE);
+        if (!pr->scratch_mr) {
+            snprintf(err, errlen, "%s: ibv_reg_mr(scratch) failed: %s", pr->dev_name, strerror(errno));
+            return -1;
+        }
+        return gdaki_devx_create(pr, depth, pr->queue_mem == GDAKI_QUEUE_MEM_GPU, err, errlen);
+    }
     /* The send CQ holds a CQE for every slot that may be outstanding. */
     pr->scq = pr->v->create_cq(pr->ctx, (int)depth, NULL, NULL, 0);
     if (!pr->scq) {
@@ -306,16 +309,18 @@ static int create_qps(struct gdaki_pair *pr, const struct gdaki_pair_opts *o, ch
  * posting protocol relies on. */
 static int fill_desc(struct gdaki_pair *pr, char *err, size_t errlen)
 {
-    struct mlx5dv_obj obj;
-    memset(&obj, 0, sizeof(obj));
-    obj.qp.in = pr->sqp;
-    obj.qp.out = &pr->dvqp;
-    obj.cq.in = pr->scq;
-    obj.cq.out = &pr->dvcq;
-    int rc = pr->v->mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ);
-    if (rc) {
-        snprintf(err, errlen, "mlx5dv_init_obj(QP %u, CQ): %s", pr->sqp->qp_num, strerror(rc));
-        return -1;
+    if (!pr->devx) {    /* a DEVX QP's rings are known already */
+        struct mlx5dv_obj obj;
+        memset(&obj, 0, sizeof(obj));
+        obj.qp.in = pr->sqp;
+        obj.qp.out = &pr->dvqp;
+        obj.cq.in = pr->scq;
+        obj.cq.out = &pr->dvcq;
+        int rc = pr->v->mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ);
+        if (rc) {
+            snprintf(err, errlen, "mlx5dv_init_obj(QP %u, CQ): %s", pr->sqp->qp_num, strerror(rc));
+            return -1;
+        }
     }
     uint32_t sq_log = log2_exact(pr->dvqp.sq.wqe_cnt);
     uint32_t cq_log = log2_exact(pr->dvcq.cqe_cnt);
@@ -341,11 +346,12 @@ static int fill_desc(struct gdaki_pair *pr, char *err, size_t errlen)
     q->cq_dbrec = (uint32_t *)pr->dvcq.dbrec;
     q->scratch_addr = (uint64_t)(uintptr_t)pr->scratch;
     q->scratch_lkey = pr->scratch_mr->lkey;
-    q->qpn = pr->sqp->qp_num;
+    q->qpn = gdaki_pair_send_qpn(pr);
     q->sq_log = sq_log;
     q->cq_log = cq_log;
     q->cqe_size = pr->dvcq.cqe_size;
-    q->flags = pr->atomics ? 0 : GDAKI_QP_FLAG_NO_ATOMICS;
+    q->flags = (pr->atomics ? 0 : GDAKI_QP_FLAG_NO_ATOMICS) |
+               (pr->queue_mem == GDAKI_QUEUE_MEM_GPU ? GDAKI_QP_FLAG_GPU_QUEUE : 0);
     return 0;
 }
 
@@ -357,20 +363,24 @@ static int make_device_desc(struct gdaki_pair *pr, int cuda_dev, char *err, size
         return -1;
     struct gdaki_qp_dev d = *pr->desc;
     uint64_t p;
-    size_t sq_bytes = (size_t)pr->dvqp.sq.wqe_cnt * MLX5_SEND_WQE_BB;
-    if (map_for_gpu(pr, pr->desc->sq, sq_bytes, 0, &p, err, errlen) < 0)
-        return -1;
-    d.sq = (uint8_t *)(uintptr_t)p;
-    if (map_for_gpu(pr, pr->desc->dbrec, 4, 0, &p, err, errlen) < 0)
-        return -1;
-    d.dbrec = (uint32_t *)(uintptr_t)p;
-    if (map_for_gpu(pr, pr->desc->cq, (size_t)pr->dvcq.cqe_cnt * pr->dvcq.cqe_size, 0, &p, err,
-                    errlen) < 0)
-        return -1;
-    d.cq = (uint8_t *)(uintptr_t)p;
-    if (map_for_gpu(pr, pr->desc->cq_dbrec, 8, 0, &p, err, errlen) < 0)
-        return -1;
-    d.cq_dbrec = (uint32_t *)(uintptr_t)p;
+    if (!(d.flags & GDAKI_QP_FLAG_GPU_QUEUE)) {
+        /* Host memory: map ring, records and CQ into the GPU's space.  A
+         * GPU queue already has device addresses. */
+        size_t sq_bytes = (size_t)pr->dvqp.sq.wqe_cnt * MLX5_SEND_WQE_BB;
+        if (map_for_gpu(pr, pr->desc->sq, sq_bytes, 0, &p, err, errlen) < 0)
+            return -1;
+        d.sq = (uint8_t *)(uintptr_t)p;
+        if (map_for_gpu(pr, pr->desc->dbrec, 4, 0, &p, err, errlen) < 0)
+            return -1;
+        d.dbrec = (uint32_t *)(uintptr_t)p;
+        if (map_for_gpu(pr, pr->desc->cq, (size_t)pr->dvcq.cqe_cnt * pr->dvcq.cqe_size, 0, &p, err,
+                        errlen) < 0)
+            return -1;
+        d.cq = (uint8_t *)(uintptr_t)p;
+        if (map_for_gpu(pr, pr->desc->cq_dbrec, 8, 0, &p, err, errlen) < 0)
+            return -1;
+        d.cq_dbrec = (uint32_t *)(uintptr_t)p;
+    }
     /* The UAR page is device MMIO on a real NIC: map it as I/O memory so the
      * GPU's stores reach the NIC uncached.  softnic's "UAR" is a plain page,
      * which the driver may refuse as I/O memory: map it as host memory. */
@@ -412,7 +422,7 @@ struct gdaki_pair *gdaki_pair_alloc(char *err, size_t errlen)
 int gdaki_pair_finish(struct gdaki_pair *pr, int use_cuda, int cuda_dev, char *err, size_t errlen)
 {
     pr->cuda_dev = cuda_dev;
-    if (!pr->sqp)
+    if (!pr->sqp && !pr->devx)
         return 0;
     if (fill_desc(pr, err, errlen) < 0)
         return -1;
@@ -429,11 +439,14 @@ int gdaki_pair_open(const struct gdaki_pair_opts *o, struct gdaki_pair **out, ch
     if (!pr)
         return -1;
     pr->port = o->port > 0 ? o->port : 1;
+    pr->queue_mem = o->queue_mem;
+    pr->cuda_dev = o->cuda_dev;
     if (ibvwrap_global_load(o->ibverbs_lib, err, errlen) < 0 ||
         ibvwrap_global_load_mlx5(err, errlen) < 0)
         goto fail;
     pr->v = ibvwrap_global();
-    if (open_device(pr, o, err, errlen) < 0 || create_qps(pr, o, err, errlen) < 0 ||
+    if (open_device(pr, o, pr->queue_mem != GDAKI_QUEUE_MEM_HOST, err, errlen) < 0 ||
+        create_qps(pr, o, err, errlen) < 0 ||
         gdaki_pair_finish(pr, o->use_cuda, o->cuda_dev, err, errlen) < 0)
         goto fail;
     *out = pr;
@@ -462,7 +475,10 @@ int gdaki_half_open(const struct gdaki_pair_opts *o, enum gdaki_role role, struc
         (role == GDAKI_ROLE_SEND && ibvwrap_global_load_mlx5(err, errlen) < 0))
         goto fail;
     pr->v = ibvwrap_global();
-    if (open_device(pr, o, err, errlen) < 0)
+    /* Only the sender's QP has a queue in chosen memory. */
+    pr->queue_mem = role == GDAKI_ROLE_SEND ? o->queue_mem : GDAKI_QUEUE_MEM_HOST;
+    pr->cuda_dev = o->cuda_dev;
+    if (open_device(pr, o, pr->queue_mem != GDAKI_QUEUE_MEM_HOST, err, errlen) < 0)
         goto fail;
     pr->pd = pr->v->alloc_pd(pr->ctx);
     if (!pr->pd) {
@@ -474,7 +490,7 @@ int gdaki_half_open(const struct gdaki_pair_opts *o, enum gdaki_role role, struc
         goto fail;
     pr->use_cuda = o->use_cuda;
     pr->cuda_dev = o->cuda_dev;
-    describe(pr, role == GDAKI_ROLE_SEND ? pr->sqp : pr->rqp, local);
+    describe(pr, role == GDAKI_ROLE_SEND ? pr->sqp : pr->rqp, local);  /* sqp NULL: DEVX */
     *out = pr;
     return 0;
 fail:
@@ -491,7 +507,7 @@ int gdaki_half_connect(struct gdaki_pair *pr, const struct gdaki_qp_info *remote
                  "(magic 0x%08x, qpn %u, mtu %u)", remote->magic, remote->qpn, remote->mtu);
         return -1;
     }
-    struct ibv_qp *qp = pr->sqp ? pr->sqp : pr->rqp;
+    struct ibv_qp *qp = pr->sqp || pr->devx ? pr->sqp : pr->rqp;
     if (qp_to_rts_info(pr, qp, remote, err, errlen) < 0)
         return -1;
     return gdaki_pair_finish(pr, pr->use_cuda, pr->cuda_dev, err, errlen);
@@ -538,6 +554,8 @@ void gdaki_pair_dereg(struct gdaki_pair *pr, struct gdaki_mr *mr)
 
 int gdaki_pair_send_qp_state(struct gdaki_pair *pr)
 {
+    if (pr->devx)
+        return gdaki_devx_state(pr);
     struct ibv_qp_attr a;
     struct ibv_qp_init_attr ia;
     if (pr->v->query_qp(pr->sqp, &a, IBV_QP_STATE, &ia) != 0)
@@ -627,7 +645,7 @@ void gdaki_pair_get_info(struct gdaki_pair *pr, struct gdaki_pair_info *info)
     info->port = pr->port;
     info->gid_index = pr->gid_index;
     info->link_layer = pr->port_attr.link_layer;
-    info->send_qpn = pr->sqp ? pr->sqp->qp_num : 0;
+    info->send_qpn = gdaki_pair_send_qpn(pr);
     info->recv_qpn = pr->rqp ? pr->rqp->qp_num : 0;
     info->sq_slots = pr->dvqp.sq.wqe_cnt;
     info->cq_entries = pr->dvcq.cqe_cnt;
@@ -636,6 +654,7 @@ void gdaki_pair_get_info(struct gdaki_pair *pr, struct gdaki_pair_info *info)
     info->uar_io_registered = pr->uar_io;
     info->ibverbs_path = pr->v ? pr->v->path : NULL;
     info->mlx5_path = pr->v ? pr->v->mlx5_path : NULL;
+    info->queue_mem = pr->queue_mem;
 }
 
 void gdaki_pair_close(struct gdaki_pair *pr)
@@ -647,6 +666,7 @@ void gdaki_pair_close(struct gdaki_pair *pr)
         if (pr->regs[i].owned)
             gdaki_cuda_host_unregister(pr->regs[i].addr);
     if (pr->v) {
+        gdaki_devx_destroy(pr);
         if (pr->sqp)
             pr->v->destroy_qp(pr->sqp);
         if (pr->rqp)

@@ -43,7 +43,14 @@ struct gdaki_pair {
     int borrowed;           /* ctx and pd belong to a railnet comm: not closed here */
     int use_cuda;           /* halves: make the device descriptor at connect */
     uint32_t psn;           /* our initial PSN (halves) */
+    enum gdaki_queue_mem queue_mem;
+    struct gdaki_devx *devx;    /* send QP made with DEVX (queue_mem gpu / host-devx):
+                                 * sqp and scq are NULL then (gdaki_devx.h) */
+    int is_mlx5;                /* mlx5dv_is_supported said so */
 };
+
+/* The send QP's number (verbs or DEVX), 0 without one. */
+uint32_t gdaki_pair_send_qpn(const struct gdaki_pair *pr);
 
 /* Building blocks (gdaki_pair.c), also used by gdaki_comm.c.  Each returns
  * 0 or -1 with err.  A pair is built as: alloc; v, ctx, pd, port, port_attr,
@@ -51,6 +58,8 @@ struct gdaki_pair {
  * build_recv (QPs left in INIT); connect them; finish (descriptor, and the
  * device copy when use_cuda).  gdaki_pair_close undoes any prefix of it. */
 struct gdaki_pair *gdaki_pair_alloc(char *err, size_t errlen);
+/* build_send makes the DEVX QP when pr->queue_mem is not HOST (pr->ctx a
+ * DEVX context then, from gdaki_devx_open). */
 int gdaki_pair_build_send(struct gdaki_pair *pr, uint32_t depth, char *err, size_t errlen);
 int gdaki_pair_build_recv(struct gdaki_pair *pr, char *err, size_t errlen);
 int gdaki_pair_finish(struct gdaki_pair *pr, int use_cuda, int cuda_dev, char *err, size_t errlen);

@@ -104,7 +104,7 @@ static const struct var vars[] = {
     INTV("RAILNET_DMABUF", K_AUTO, 0, 1, dmabuf, "auto, 0 or 1"),
     INTV("RAILNET_GDR_FLUSH", K_AUTO, 0, 2, gdr_flush, "auto, 0, 1 or 2"),
     INTV("RAILNET_STATS", K_INT, 0, 1, stats, "0 or 1"),
-    INTV("RAILNET_GDAKI_QUEUE_MEM", K_QMEM, 0, 1, gdaki_queue_mem, "host or gpu"),
+    INTV("RAILNET_GDAKI_QUEUE_MEM", K_QMEM, 0, 2, gdaki_queue_mem, "host, gpu or host-devx"),
     INTV("RAILNET_HANDSHAKE_TIMEOUT", K_INT, 1, 3600, handshake_timeout, "1..3600 seconds"),
 };
 
@@ -140,6 +140,8 @@ static void load(void)
                 x = 0;
             else if (!strcasecmp(s, "gpu"))
                 x = 1;
+            else if (!strcasecmp(s, "host-devx"))
+                x = 2;
             else
                 bad = 1;
             break;

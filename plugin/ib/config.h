@@ -28,7 +28,7 @@ struct rn_config {
     int dmabuf;             /* RAILNET_DMABUF: -1 auto, 0 (peer memory only), 1 (dmabuf only) */
     int gdr_flush;          /* RAILNET_GDR_FLUSH: -1 auto, 0, 1, 2 (also host; tests) */
     int stats;              /* RAILNET_STATS: 0, 1 */
-    int gdaki_queue_mem;    /* RAILNET_GDAKI_QUEUE_MEM: 0 host, 1 gpu */
+    int gdaki_queue_mem;    /* RAILNET_GDAKI_QUEUE_MEM: 0 host, 1 gpu, 2 host-devx */
     int handshake_timeout;  /* RAILNET_HANDSHAKE_TIMEOUT: seconds a connect/accept handshake may take, 1..3600 */
 };
 

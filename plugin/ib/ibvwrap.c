@@ -80,6 +80,8 @@ int ibvwrap_open(struct ibvwrap *v, const char *path, char *err, size_t errlen)
     REQ(ack_async_event, "ibv_ack_async_event", "IBVERBS_1.1");
     REQ(event_type_str, "ibv_event_type_str", "IBVERBS_1.1");
     REQ(wc_status_str, "ibv_wc_status_str", "IBVERBS_1.1");
+    REQ(create_ah, "ibv_create_ah", "IBVERBS_1.1");
+    REQ(destroy_ah, "ibv_destroy_ah", "IBVERBS_1.1");
 #undef REQ
     *(void **)&v->reg_mr_iova2 = dlvsym(h, "ibv_reg_mr_iova2", "IBVERBS_1.8");
     *(void **)&v->reg_dmabuf_mr = dlvsym(h, "ibv_reg_dmabuf_mr", "IBVERBS_1.12");
@@ -123,11 +125,39 @@ int ibvwrap_open_mlx5(struct ibvwrap *v, char *err, size_t errlen)
     *(void **)&v->mlx5dv_is_supported = dlvsym(h, "mlx5dv_is_supported", "MLX5_1.8");
     *(void **)&v->mlx5dv_devx_umem_reg = dlvsym(h, "mlx5dv_devx_umem_reg", "MLX5_1.7");
     *(void **)&v->mlx5dv_devx_umem_dereg = dlvsym(h, "mlx5dv_devx_umem_dereg", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_umem_reg_ex = dlvsym(h, "mlx5dv_devx_umem_reg_ex", "MLX5_1.19");
+    *(void **)&v->mlx5dv_open_device = dlvsym(h, "mlx5dv_open_device", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_alloc_uar = dlvsym(h, "mlx5dv_devx_alloc_uar", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_free_uar = dlvsym(h, "mlx5dv_devx_free_uar", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_query_eqn = dlvsym(h, "mlx5dv_devx_query_eqn", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_obj_create = dlvsym(h, "mlx5dv_devx_obj_create", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_obj_modify = dlvsym(h, "mlx5dv_devx_obj_modify", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_obj_query = dlvsym(h, "mlx5dv_devx_obj_query", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_obj_destroy = dlvsym(h, "mlx5dv_devx_obj_destroy", "MLX5_1.7");
     struct link_map *lm = NULL;
     if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name)
         snprintf(v->mlx5_path, sizeof(v->mlx5_path), "%s", lm->l_name);
     v->mlx5_handle = h;
     return 0;
+}
+
+const char *ibvwrap_devx_missing(const struct ibvwrap *v)
+{
+    if (!v->mlx5_handle)
+        return "libmlx5.so.1";
+    if (!v->mlx5dv_open_device)
+        return "mlx5dv_open_device@MLX5_1.7";
+    if (!v->mlx5dv_devx_umem_reg || !v->mlx5dv_devx_umem_dereg)
+        return "mlx5dv_devx_umem_reg@MLX5_1.7";
+    if (!v->mlx5dv_devx_alloc_uar || !v->mlx5dv_devx_free_uar)
+        return "mlx5dv_devx_alloc_uar@MLX5_1.7";
+    if (!v->mlx5dv_devx_query_eqn)
+        return "mlx5dv_devx_query_eqn@MLX5_1.7";
+    if (!v->mlx5dv_devx_obj_create || !v->mlx5dv_devx_obj_destroy)
+        return "mlx5dv_devx_obj_create@MLX5_1.7";
+    if (!v->mlx5dv_devx_obj_modify || !v->mlx5dv_devx_obj_query)
+        return "mlx5dv_devx_obj_modify@MLX5_1.7";
+    return NULL;
 }
 
 void ibvwrap_close(struct ibvwrap *v)

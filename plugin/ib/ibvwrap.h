@@ -24,6 +24,10 @@
 struct mlx5dv_qp_init_attr;
 struct mlx5dv_obj;
 struct mlx5dv_devx_umem;
+struct mlx5dv_devx_umem_in;
+struct mlx5dv_devx_uar;
+struct mlx5dv_devx_obj;
+struct mlx5dv_context_attr;
 
 struct ibvwrap {
     void *handle;
@@ -64,7 +68,10 @@ struct ibvwrap {
     /* libmlx5.so.1, the direct-verbs half (GPU-initiated path). Loaded only
      * by ibvwrap_open_mlx5(); all NULL before, and mlx5_handle stays NULL
      * when the library is absent. Required once loaded: create_qp, init_obj.
-     * Optional: is_supported (MLX5_1.8), devx_umem_reg/dereg (MLX5_1.7). */
+     * Optional: is_supported (MLX5_1.8); the DEVX set (MLX5_1.7): open_device,
+     * umem_reg/dereg, alloc/free_uar, query_eqn, obj_create/modify/query/
+     * destroy; devx_umem_reg_ex (MLX5_1.19, dmabuf user memory).  ibvwrap_devx_missing()
+     * names the first DEVX entry point the loaded library lacks. */
     void *mlx5_handle;
     char mlx5_path[PATH_MAX];
     struct ibv_qp *(*mlx5dv_create_qp)(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
@@ -74,7 +81,28 @@ struct ibvwrap {
     struct mlx5dv_devx_umem *(*mlx5dv_devx_umem_reg)(struct ibv_context *ctx, void *addr,
                                                      size_t size, uint32_t access);
     int (*mlx5dv_devx_umem_dereg)(struct mlx5dv_devx_umem *umem);
+    struct mlx5dv_devx_umem *(*mlx5dv_devx_umem_reg_ex)(struct ibv_context *ctx,
+                                                        struct mlx5dv_devx_umem_in *in);
+    struct ibv_context *(*mlx5dv_open_device)(struct ibv_device *dev,
+                                              struct mlx5dv_context_attr *attr);
+    struct mlx5dv_devx_uar *(*mlx5dv_devx_alloc_uar)(struct ibv_context *ctx, uint32_t flags);
+    void (*mlx5dv_devx_free_uar)(struct mlx5dv_devx_uar *uar);
+    int (*mlx5dv_devx_query_eqn)(struct ibv_context *ctx, uint32_t vector, uint32_t *eqn);
+    struct mlx5dv_devx_obj *(*mlx5dv_devx_obj_create)(struct ibv_context *ctx, const void *in,
+                                                      size_t inlen, void *out, size_t outlen);
+    int (*mlx5dv_devx_obj_modify)(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen,
+                                  void *out, size_t outlen);
+    int (*mlx5dv_devx_obj_query)(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen,
+                                 void *out, size_t outlen);
+    int (*mlx5dv_devx_obj_destroy)(struct mlx5dv_devx_obj *obj);
+    /* libibverbs, for the RoCE next-hop MAC of a DEVX QP (optional use) */
+    struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+    int (*destroy_ah)(struct ibv_ah *ah);
 };
+
+/* NULL when v's libmlx5 has every DEVX entry point the GPU-queue path
+ * needs; else the name of the first one missing. */
+const char *ibvwrap_devx_missing(const struct ibvwrap *v);
 
 /* 0 on success; otherwise fills err with why. path NULL: "libibverbs.so.1". */
 int ibvwrap_open(struct ibvwrap *v, const char *path, char *err, size_t errlen);

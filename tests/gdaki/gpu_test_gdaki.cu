@@ -2,7 +2,10 @@
  * (make check-gpu): CUDA kernels post RDMA writes themselves through the
  * device API (gdaki_device.cuh) on a loopback pair, on softnic (default:
  * $top_builddir/tests/softnic/libibverbs.so.1) or on the NIC named by
- * RAILNET_IBVERBS_LIB.  Every case SKIPs without a GPU.  Buffers are GPU
+ * RAILNET_IBVERBS_LIB.  Every case SKIPs without a GPU.  The queue (ring,
+ * doorbell records, CQ) is in host memory unless RAILNET_GDAKI_QUEUE_MEM
+ * says otherwise; the test_gpu_queue_* cases run the acceptance cases again
+ * with the queue in GPU memory (DEVX user memory), whatever the variable.  Buffers are GPU
  * memory; checks run on the GPU against the pattern the source was filled
  * with, so a wrong, missing or stray byte fails the case. */
 extern "C" {
@@ -76,6 +79,14 @@ static void wait_kernel(struct gdaki_pair *p)
             memset(&d, 0, sizeof(d));
             cudaMemcpy(&d, gdaki_pair_qp_device(p), sizeof(d), cudaMemcpyDeviceToHost);
             const struct gdaki_qp_dev *h = gdaki_pair_qp_host(p);
+            uint32_t dbr = 0, cq_dbr = 0;
+            if (h->flags & GDAKI_QP_FLAG_GPU_QUEUE) {  /* device memory: copy it out */
+                cudaMemcpy(&dbr, h->dbrec, 4, cudaMemcpyDeviceToHost);
+                cudaMemcpy(&cq_dbr, h->cq_dbrec, 4, cudaMemcpyDeviceToHost);
+            } else {
+                dbr = *(volatile uint32_t *)h->dbrec;
+                cq_dbr = *(volatile uint32_t *)h->cq_dbrec;
+            }
             char path[64];
             hung_marker(path, sizeof(path));
             FILE *f = fopen(path, "w");
@@ -85,8 +96,7 @@ static void wait_kernel(struct gdaki_pair *p)
                         "done %llu cq_ci %llu err 0x%08x; NIC-side doorbell record %u, CQ consumer %u",
                         KERNEL_TIMEOUT_S, (unsigned long long)d.resv, (unsigned long long)d.ready,
                         (unsigned long long)d.done, (unsigned long long)d.cq_ci, d.err,
-                        gdaki_be32toh(*(volatile uint32_t *)h->dbrec),
-                        gdaki_be32toh(*(volatile uint32_t *)h->cq_dbrec) & 0xffffff);
+                        gdaki_be32toh(dbr), gdaki_be32toh(cq_dbr) & 0xffffff);
         }
         usleep(1000);
     }
@@ -129,9 +139,23 @@ static struct gdaki_pair *open_pair_mem(uint32_t depth, enum gdaki_queue_mem mem
     return p;
 }
 
+/* Queue memory of the pairs a case opens: -1 is RAILNET_GDAKI_QUEUE_MEM
+ * (host by default); a test_gpu_queue_* case sets GPU (each case runs in
+ * its own child). */
+static int g_qmem = -1;
+
+static enum gdaki_queue_mem queue_mem(void)
+{
+    if (g_qmem >= 0)
+        return (enum gdaki_queue_mem)g_qmem;
+    struct gdaki_pair_opts o;
+    gdaki_pair_opts_default(&o, err, sizeof(err));
+    return o.queue_mem;
+}
+
 static struct gdaki_pair *open_pair(uint32_t depth)
 {
-    return open_pair_mem(depth, GDAKI_QUEUE_MEM_HOST, 1);
+    return open_pair_mem(depth, queue_mem(), 1);
 }
 
 static void reg(struct gdaki_pair *p, void *buf, size_t len, struct gdaki_mr *mr)
@@ -405,7 +429,7 @@ __global__ void k_quiet(struct gdaki_qp_dev *q, uint64_t src0, uint32_t lkey, ui
     }
 }
 
-TAP_CASE(test_quiet_returns_only_after_the_write_completed)
+static void quiet_returns_only_after_the_write_completed(void)
 {
     struct gdaki_pair *p = open_pair(64);
     const uint32_t size = 4u << 20;
@@ -439,6 +463,11 @@ TAP_CASE(test_quiet_returns_only_after_the_write_completed)
     CK(cudaFree(dst));
     CK(cudaFree(bad));
     CK(cudaFree(rc));
+}
+
+TAP_CASE(test_quiet_returns_only_after_the_write_completed)
+{
+    quiet_returns_only_after_the_write_completed();
 }
 
 /* ----------------------------------------------------------- signals */
@@ -492,7 +521,7 @@ __global__ void k_signal(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, co
     }
 }
 
-TAP_CASE(test_signal_arrives_after_its_data)
+static void signal_arrives_after_its_data(void)
 {
     struct gdaki_pair *p = open_pair(256);
     const size_t n = (size_t)SIG_MSGS * 32 * SIG_LEN;
@@ -529,6 +558,11 @@ TAP_CASE(test_signal_arrives_after_its_data)
     CK(cudaFree(sig));
     CK(cudaFree(rc));
     CK(cudaFree(first_bad));
+}
+
+TAP_CASE(test_signal_arrives_after_its_data)
+{
+    signal_arrives_after_its_data();
 }
 
 __global__ void k_signal_add(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst,
@@ -614,7 +648,7 @@ __global__ void k_imm(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint6
         atomicExch(rc, -1);
 }
 
-TAP_CASE(test_write_with_imm_from_gpu_reaches_the_receiver)
+static void write_with_imm_from_gpu_reaches_the_receiver(void)
 {
     struct gdaki_pair *p = open_pair(64);
     uint8_t *src, *dst;
@@ -650,6 +684,11 @@ TAP_CASE(test_write_with_imm_from_gpu_reaches_the_receiver)
     EXPECT_EQ_INT(0xff, seen);
     EXPECT_EQ_INT(0, (int)check(dst, 8 * 256, 9, 0, NULL));
     gdaki_pair_close(p);
+}
+
+TAP_CASE(test_write_with_imm_from_gpu_reaches_the_receiver)
+{
+    write_with_imm_from_gpu_reaches_the_receiver();
 }
 
 /* ------------------------------------------------------------ errors */
@@ -719,7 +758,7 @@ TAP_CASE(test_bad_rkey_from_gpu_gives_remote_access_error)
 
 /* ------------------------------------- the tool's step on connected QPs */
 
-TAP_CASE(test_bw_write_size_on_connected_halves)
+static void bw_write_size_on_connected_halves(void)
 {
     need_gpu();
     struct gdaki_pair_opts o;
@@ -731,6 +770,7 @@ TAP_CASE(test_bw_write_size_on_connected_halves)
         o.ibverbs_lib = lib;
     }
     o.use_cuda = 1;
+    o.queue_mem = queue_mem();
     struct gdaki_qp_info si, ri;
     struct gdaki_pair *snd = NULL, *rcv = NULL;
     if (gdaki_half_open(&o, GDAKI_ROLE_SEND, &snd, &si, err, sizeof(err)) ||
@@ -773,17 +813,111 @@ TAP_CASE(test_bw_write_size_on_connected_halves)
     gdaki_pair_close(rcv);
 }
 
+TAP_CASE(test_bw_write_size_on_connected_halves)
+{
+    bw_write_size_on_connected_halves();
+}
+
 /* ------------------------------------------------------- queue memory */
 
-TAP_CASE(test_gpu_queue_memory_says_why_it_is_unavailable)
+/* The acceptance cases again with the send ring, doorbell records and CQ in
+ * GPU memory (DEVX user memory): the kernel's queue accesses stay on the
+ * GPU, the NIC (softnic's thread, through CUDA copies) fetches them. */
+static void gpu_queue(void)
 {
-    struct gdaki_pair *p = open_pair_mem(64, GDAKI_QUEUE_MEM_GPU, 0);
-    if (p) {
-        gdaki_pair_close(p);
-        tap_fail_at(__FILE__, __LINE__, "RAILNET_GDAKI_QUEUE_MEM=gpu opened, but no DEVX path exists");
-    }
-    tap_diag("refusal: %s", err);
-    EXPECT_TRUE(strstr(err, "RAILNET_GDAKI_QUEUE_MEM=host") != NULL);
+    g_qmem = GDAKI_QUEUE_MEM_GPU;
+}
+
+TAP_CASE(test_gpu_queue_pair_is_made_in_gpu_memory)
+{
+    gpu_queue();
+    struct gdaki_pair *p = open_pair(64);
+    struct gdaki_pair_info in;
+    gdaki_pair_get_info(p, &in);
+    const struct gdaki_qp_dev *h = gdaki_pair_qp_host(p);
+    EXPECT_EQ_INT(GDAKI_QUEUE_MEM_GPU, in.queue_mem);
+    EXPECT_TRUE(h->flags & GDAKI_QP_FLAG_GPU_QUEUE);
+    cudaPointerAttributes a;
+    CK(cudaPointerGetAttributes(&a, h->sq));
+    EXPECT_EQ_INT(cudaMemoryTypeDevice, a.type);
+    CK(cudaPointerGetAttributes(&a, h->cq));
+    EXPECT_EQ_INT(cudaMemoryTypeDevice, a.type);
+    EXPECT_EQ_INT(IBV_QPS_RTS, gdaki_pair_send_qp_state(p));
+    tap_diag("%s: DEVX QP %u, %u slots, %u CQEs in GPU memory, UAR mapped as %s", in.dev_name,
+             in.send_qpn, in.sq_slots, in.cq_entries, in.uar_io_registered ? "I/O memory" : "host memory");
+    gdaki_pair_close(p);
+}
+
+TAP_CASE(test_gpu_queue_one_thread_puts_8B_to_4MiB_byte_exact)
+{
+    gpu_queue();
+    puts_byte_exact(1, 1, SCOPE_THREAD, 4u << 20);
+}
+
+TAP_CASE(test_gpu_queue_one_warp_puts_8B_to_4MiB_byte_exact)
+{
+    gpu_queue();
+    puts_byte_exact(1, 32, SCOPE_WARP, 4u << 20);
+}
+
+TAP_CASE(test_gpu_queue_1024_thread_block_puts_8B_to_4MiB_byte_exact)
+{
+    gpu_queue();
+    puts_byte_exact(1, 1024, SCOPE_BLOCK, 4u << 20);
+}
+
+TAP_CASE(test_gpu_queue_1024_threads_each_posting_alone_byte_exact)
+{
+    gpu_queue();
+    puts_byte_exact(1, 1024, SCOPE_THREAD, 64u << 10);
+}
+
+TAP_CASE(test_gpu_queue_warp_posts_wrap_a_small_ring_many_times)
+{
+    gpu_queue();
+    wrap_case(64, 1, 32, 100, 64, SCOPE_WARP);
+}
+
+TAP_CASE(test_gpu_queue_posts_past_the_16bit_wqe_counter)
+{
+    gpu_queue();
+    wrap_case(1024, 2, 1024, 40, 8, SCOPE_THREAD);
+}
+
+TAP_CASE(test_gpu_queue_quiet_returns_only_after_the_write_completed)
+{
+    gpu_queue();
+    quiet_returns_only_after_the_write_completed();
+}
+
+TAP_CASE(test_gpu_queue_signal_arrives_after_its_data)
+{
+    gpu_queue();
+    signal_arrives_after_its_data();
+}
+
+TAP_CASE(test_gpu_queue_write_with_imm_reaches_the_receiver)
+{
+    gpu_queue();
+    write_with_imm_from_gpu_reaches_the_receiver();
+}
+
+TAP_CASE(test_gpu_queue_malformed_wqe_gives_error_completion)
+{
+    gpu_queue();
+    error_case(0, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+}
+
+TAP_CASE(test_gpu_queue_bad_rkey_gives_remote_access_error)
+{
+    gpu_queue();
+    error_case(1, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+}
+
+TAP_CASE(test_gpu_queue_bw_write_size_on_connected_halves)
+{
+    gpu_queue();
+    bw_write_size_on_connected_halves();
 }
 
 TAP_CASE(test_uar_mapping_is_reported)

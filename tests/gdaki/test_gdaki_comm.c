@@ -76,12 +76,15 @@ static void attach_both(struct ends *e, struct gdaki_pair **send, struct gdaki_p
     *recv = r.pair;
 }
 
-TAP_CASE(test_attached_qp_writes_into_the_receivers_buffers)
+static void attached_qp_writes(enum gdaki_queue_mem mem)
 {
     struct ends e;
     connect_comms(&e);
     struct gdaki_pair *ps, *pr;
     attach_both(&e, &ps, &pr);
+    struct gdaki_pair_info info;
+    gdaki_pair_get_info(ps, &info);
+    EXPECT_EQ_INT(mem, info.queue_mem);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(ps);
     EXPECT_TRUE(q->sq && q->db && q->cq);
     EXPECT_EQ_INT(5, q->sq_log);    /* depth 32 */
@@ -128,6 +131,19 @@ TAP_CASE(test_attached_qp_writes_into_the_receivers_buffers)
     EXPECT_EQ_INT(ncclSuccess, comm_close_listen(e.listen));
     free(src);
     free(dst);
+}
+
+TAP_CASE(test_attached_qp_writes_into_the_receivers_buffers)
+{
+    attached_qp_writes(GDAKI_QUEUE_MEM_HOST);
+}
+
+/* The sender's QP made with DEVX (its own DEVX context on the comm's
+ * device), the queue in host umem: what =gpu does, without a GPU. */
+TAP_CASE(test_attached_devx_qp_writes_into_the_receivers_buffers)
+{
+    setenv("RAILNET_GDAKI_QUEUE_MEM", "host-devx", 1);
+    attached_qp_writes(GDAKI_QUEUE_MEM_HOST_DEVX);
 }
 
 TAP_CASE(test_attach_alone_times_out_with_the_reason)

@@ -5,7 +5,9 @@
  * so probing programs (perftest, NCCL) take their plain verbs path.  What
  * softnic does implement is the GPU-initiated path's subset:
  * mlx5dv_create_qp (RC, no mlx5-specific flags) and mlx5dv_init_obj for
- * those QPs, for CQs and for PDs (mlx5_nic.h).  Everything else fails
+ * those QPs, for CQs and for PDs (mlx5_nic.h), and the DEVX subset of
+ * mlx5_devx.c (umem, UAR, CREATE_CQ/CREATE_QP and the QP state moves, on
+ * contexts opened with MLX5DV_CONTEXT_FLAGS_DEVX).  Everything else fails
  * cleanly: NULL with errno EOPNOTSUPP, or EOPNOTSUPP returned. */
 #include "mlx5_nic.h"
 
@@ -23,11 +25,20 @@ EXPORT bool mlx5dv_is_supported(struct ibv_device *device)
 EXPORT struct ibv_context *mlx5dv_open_device(struct ibv_device *device,
                                               struct mlx5dv_context_attr *attr)
 {
-    if (attr && (attr->flags || attr->comp_mask)) {
-        errno = EOPNOTSUPP;     /* DEVX and friends: no mlx5 firmware here */
+    if (attr && ((attr->flags & ~(uint32_t)MLX5DV_CONTEXT_FLAGS_DEVX) || attr->comp_mask)) {
+        errno = EOPNOTSUPP;
         return NULL;
     }
-    return ibv_open_device(device);
+    struct ibv_context *ctx = ibv_open_device(device);
+    if (ctx && attr && (attr->flags & MLX5DV_CONTEXT_FLAGS_DEVX)) {
+        if (!mlx5_priv_is_softnic(ctx)) {
+            ibv_close_device(ctx);
+            errno = EOPNOTSUPP;
+            return NULL;
+        }
+        mlx5_devx_note_context(ctx);    /* DEVX calls need such a context */
+    }
+    return ctx;
 }
 
 EXPORT int mlx5dv_query_device(struct ibv_context *ctx, struct mlx5dv_context *out)
@@ -93,6 +104,7 @@ static int init_obj(struct mlx5dv_obj *obj, uint64_t type)
         } else {
             obj->pd.out->pdn = obj->pd.in->handle;
             obj->pd.out->comp_mask = 0;
+            mlx5_devx_note_pd(obj->pd.in);
         }
     }
     return rc;
@@ -175,58 +187,5 @@ EXPORT struct mlx5dv_dek *mlx5dv_dek_create(struct ibv_context *ctx,
 EXPORT int mlx5dv_dek_destroy(struct mlx5dv_dek *dek)
 {
     (void)dek;
-    return EOPNOTSUPP;
-}
-
-EXPORT int mlx5dv_devx_general_cmd(struct ibv_context *ctx, const void *in, size_t inlen,
-                                   void *out, size_t outlen)
-{
-    (void)ctx; (void)in; (void)inlen; (void)out; (void)outlen;
-    return EOPNOTSUPP;
-}
-
-EXPORT struct mlx5dv_devx_obj *mlx5dv_devx_obj_create(struct ibv_context *ctx, const void *in,
-                                                      size_t inlen, void *out, size_t outlen)
-{
-    (void)ctx; (void)in; (void)inlen; (void)out; (void)outlen;
-    errno = EOPNOTSUPP;
-    return NULL;
-}
-
-EXPORT int mlx5dv_devx_obj_destroy(struct mlx5dv_devx_obj *obj)
-{
-    (void)obj;
-    return EOPNOTSUPP;
-}
-
-EXPORT struct mlx5dv_devx_umem *mlx5dv_devx_umem_reg(struct ibv_context *ctx, void *addr,
-                                                     size_t size, uint32_t access)
-{
-    (void)ctx; (void)addr; (void)size; (void)access;
-    errno = EOPNOTSUPP;
-    return NULL;
-}
-
-EXPORT int mlx5dv_devx_umem_dereg(struct mlx5dv_devx_umem *umem)
-{
-    (void)umem;
-    return EOPNOTSUPP;
-}
-
-EXPORT struct mlx5dv_devx_uar *mlx5dv_devx_alloc_uar(struct ibv_context *ctx, uint32_t flags)
-{
-    (void)ctx; (void)flags;
-    errno = EOPNOTSUPP;
-    return NULL;
-}
-
-EXPORT void mlx5dv_devx_free_uar(struct mlx5dv_devx_uar *uar)
-{
-    (void)uar;
-}
-
-EXPORT int mlx5dv_devx_query_eqn(struct ibv_context *ctx, uint32_t vector, uint32_t *eqn)
-{
-    (void)ctx; (void)vector; (void)eqn;
     return EOPNOTSUPP;
 }

@@ -55,9 +55,11 @@ static struct mlx5_sn_cq *cq_find_locked(struct ibv_cq *cq)
 static void cq_free(struct mlx5_sn_cq *c)
 {
     pthread_mutex_destroy(&c->lock);
-    free(c->buf);
-    free(c->dbrec);
-    free(c->uar);
+    if (!c->ext) {
+        free(c->buf);
+        free(c->dbrec);
+        free(c->uar);
+    }
     free(c);
 }
 
@@ -107,6 +109,26 @@ static struct mlx5_sn_cq *cq_get_locked(struct ibv_cq *cq, int *err)
     return c;
 }
 
+/* Whether the CQ has a free entry (the consumer's doorbell record is
+ * behind the producer by less than the ring).  A doorbell record in GPU
+ * memory is read only when the last value read says full. */
+static bool cq_has_room(struct mlx5_sn_cq *c)
+{
+    uint32_t ci;
+    if (!c->dbr_gpu) {
+        ci = be32toh(__atomic_load_n(&c->dbrec[MLX5_SN_CQ_SET_CI], __ATOMIC_ACQUIRE)) & 0xffffff;
+    } else {
+        ci = c->ci_seen;
+        if (((c->pi - ci) & 0xffffff) >= c->cqe_cnt) {
+            __be32 v;
+            if (mlx5_priv_gpu_read(&v, &c->dbrec[MLX5_SN_CQ_SET_CI], sizeof(v)) != 0)
+                return false;
+            ci = c->ci_seen = be32toh(v) & 0xffffff;
+        }
+    }
+    return ((c->pi - ci) & 0xffffff) < c->cqe_cnt;
+}
+
 /* Writes one CQE for pend entry e; false when the CQ ring is full (the
  * consumer has not advanced its doorbell record yet). */
 static bool cq_emit(struct mlx5_sn_qp *qp, const struct mlx5_sn_pend *e,
@@ -118,18 +140,29 @@ static bool cq_emit(struct mlx5_sn_qp *qp, const struct mlx5_sn_pend *e,
         pthread_mutex_unlock(&c->lock);
         return true;            /* nobody can read it any more */
     }
-    uint32_t ci = be32toh(__atomic_load_n(&c->dbrec[MLX5_SN_CQ_SET_CI], __ATOMIC_ACQUIRE)) & 0xffffff;
-    if (((c->pi - ci) & 0xffffff) >= c->cqe_cnt) {
+    if (!cq_has_room(c)) {
         pthread_mutex_unlock(&c->lock);
         return false;
     }
-    struct mlx5_cqe64 *cqe = &c->buf[c->pi & (c->cqe_cnt - 1)];
+    struct mlx5_cqe64 *slot = &c->buf[c->pi & (c->cqe_cnt - 1)], local;
+    struct mlx5_cqe64 *cqe = c->buf_gpu ? &local : slot;
     unsigned owner = (c->pi & c->cqe_cnt) ? 1 : 0;
     uint32_t qpn = qp->ibqp->qp_num;
     if (syndrome)
         mlx5_cqe_write_err(cqe, e->opcode, qpn, e->wqe_idx, syndrome, vendor, owner);
     else
         mlx5_cqe_write_req(cqe, e->opcode, qpn, e->wqe_idx, e->byte_cnt, owner);
+    if (c->buf_gpu) {
+        /* Body, then the owner byte: the second copy starts after the
+         * first completed, so a GPU poller that sees the new owner reads
+         * a whole CQE. */
+        size_t body = offsetof(struct mlx5_cqe64, op_own);
+        if (mlx5_priv_gpu_write(slot, &local, body) != 0 ||
+            mlx5_priv_gpu_write(&slot->op_own, &local.op_own, 1) != 0) {
+            pthread_mutex_unlock(&c->lock);
+            return false;       /* retried on the next pass */
+        }
+    }
     c->pi++;
     pthread_mutex_unlock(&c->lock);
     qp->counters[1]++;
@@ -277,13 +310,65 @@ static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
     return -MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 }
 
+/* Copies BBs [from, to) of a GPU ring into its host shadow (at most the
+ * whole ring: a doorbell claiming more is refused by the consumer). */
+static bool shadow_fill(struct mlx5_sn_qp *qp, uint16_t from, uint16_t to)
+{
+    uint32_t n = (uint16_t)(to - from);
+    if (n > qp->wqe_cnt)
+        n = qp->wqe_cnt;
+    uint32_t idx = from & (qp->wqe_cnt - 1);
+    uint32_t first = qp->wqe_cnt - idx < n ? qp->wqe_cnt - idx : n;
+    size_t bb = MLX5_SEND_WQE_BB;
+    if (first && mlx5_priv_gpu_read(qp->shadow + idx * bb, qp->sq + idx * bb, first * bb) != 0)
+        return false;
+    if (n > first && mlx5_priv_gpu_read(qp->shadow, qp->sq, (n - first) * bb) != 0)
+        return false;
+    return true;
+}
+
+/* The producer counter (BBs) the doorbell record holds.  In host memory it
+ * is read on every pass.  In GPU memory it is read when the UAR register
+ * changed since the last read (posters ring it after every record update,
+ * as ConnectX requires), and the new WQEs are copied into the shadow. */
+static bool qp_producer(struct mlx5_sn_qp *qp, uint16_t *pi)
+{
+    if (!qp->dbr_gpu && !qp->sq_gpu) {
+        *pi = (uint16_t)(be32toh(__atomic_load_n(&qp->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE)) & 0xffff);
+        return true;
+    }
+    uint64_t db = __atomic_load_n((uint64_t *)(qp->uar + MLX5_SN_BF_OFFSET), __ATOMIC_ACQUIRE);
+    if (db != qp->db_seen) {
+        __be32 v;
+        if (qp->dbr_gpu) {
+            if (mlx5_priv_gpu_read(&v, &qp->dbrec[MLX5_SND_DBR], sizeof(v)) != 0)
+                return false;
+        } else {
+            v = __atomic_load_n(&qp->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE);
+        }
+        qp->db_seen = db;
+        qp->pi_seen = (uint16_t)(be32toh(v) & 0xffff);
+        qp->counters[3]++;
+    }
+    if (qp->sq_gpu && qp->shadow_pi != qp->pi_seen) {
+        if (!shadow_fill(qp, qp->shadow_pi, qp->pi_seen))
+            return false;
+        qp->shadow_pi = qp->pi_seen;
+    }
+    *pi = qp->pi_seen;
+    return true;
+}
+
 /* Consumes posted WQEs up to the doorbell record; returns how many. */
 static int qp_consume(struct mlx5_sn_qp *qp)
 {
     int done = 0;
     if (qp->stop_consuming)
         return 0;
-    uint16_t pi = (uint16_t)(be32toh(__atomic_load_n(&qp->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE)) & 0xffff);
+    uint16_t pi;
+    if (!qp_producer(qp, &pi))
+        return 0;
+    const uint8_t *ring = qp->sq_gpu ? qp->shadow : qp->sq;
     static __thread struct mlx5_sn_op op;
     while (qp->ci != pi && qp->pend_count < qp->wqe_cnt) {
         uint16_t avail = (uint16_t)(pi - qp->ci);
@@ -299,7 +384,7 @@ static int qp_consume(struct mlx5_sn_qp *qp)
         }
         /* Acquire: WQE bytes are read after the doorbell record. */
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        int syn = mlx5_wqe_decode(qp->sq, qp->wqe_cnt, qp->ci, qp->ibqp->qp_num, avail, &op);
+        int syn = mlx5_wqe_decode(ring, qp->wqe_cnt, qp->ci, qp->ibqp->qp_num, avail, &op);
         e.opcode = op.opcode;
         e.want_cqe = op.signaled;
         e.byte_cnt = (uint32_t)op.len;
@@ -397,6 +482,67 @@ __attribute__((destructor)) static void nic_fini(void)
 }
 
 /* ------------------------------------------------------------ create */
+/* The softnic QP behind a dv or DEVX QP, with its hidden engine CQ, sized
+ * for wqe_cnt BBs; fills qp->ibqp, hidden_cq, max_sge, max_inline. */
+static int qp_engine_create(struct ibv_context *ctx, struct mlx5_sn_qp *qp,
+                            const struct ibv_qp_init_attr_ex *attr)
+{
+    struct ibv_device_attr da;
+    if (ibv_query_device(ctx, &da) != 0)
+        return EIO;
+    /* Engine WRs: one per WQE at most, each signaled, all on a hidden CQ
+     * large enough that it never overruns. */
+    qp->hidden_cq = ibv_create_cq(ctx, (int)qp->wqe_cnt + 1, NULL, NULL, 0);
+    if (!qp->hidden_cq)
+        return errno ? errno : ENOMEM;
+    struct ibv_qp_init_attr_ex ea = *attr;
+    ea.send_cq = qp->hidden_cq;
+    if (!ea.recv_cq)
+        ea.recv_cq = qp->hidden_cq;
+    ea.cap.max_send_wr = qp->wqe_cnt;
+    qp->max_sge = (uint32_t)(da.max_sge < MLX5_SN_MAX_SGE ? da.max_sge : MLX5_SN_MAX_SGE);
+    ea.cap.max_send_sge = qp->max_sge;
+    qp->max_inline = MLX5_SN_MAX_INLINE;
+    ea.cap.max_inline_data = qp->max_inline;
+    qp->ibqp = ibv_create_qp_ex(ctx, &ea);
+    if (!qp->ibqp) {
+        /* The engine may cap inline data lower: ask for what it allows. */
+        qp->max_inline = attr->cap.max_inline_data;
+        ea.cap = attr->cap;
+        ea.cap.max_send_wr = qp->wqe_cnt;
+        ea.cap.max_send_sge = qp->max_sge;
+        qp->ibqp = ibv_create_qp_ex(ctx, &ea);
+    }
+    if (!qp->ibqp)
+        return errno ? errno : EINVAL;
+    if (ea.cap.max_inline_data < qp->max_inline)
+        qp->max_inline = ea.cap.max_inline_data;
+    return 0;
+}
+
+static void qp_publish_locked(struct mlx5_sn_qp *qp)
+{
+    qp->scq->refs++;
+    qp->next = nic.qps;
+    nic.qps = qp;
+    if (!nic.started) {
+        if (pthread_create(&nic.thread, NULL, nic_main, NULL) == 0)
+            nic.started = true;
+    }
+}
+
+static void qp_free(struct mlx5_sn_qp *qp)
+{
+    if (!qp->ext) {
+        free(qp->sq);
+        free(qp->dbrec);
+        free(qp->uar);
+    }
+    free(qp->shadow);
+    free(qp->pend);
+    free(qp);
+}
+
 int mlx5_nic_qp_create(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
                        struct ibv_qp **out)
 {
@@ -407,9 +553,6 @@ int mlx5_nic_qp_create(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr
         attr->cap.max_send_sge > MLX5_SN_MAX_SGE || attr->cap.max_inline_data > 512)
         return EINVAL;
 
-    struct ibv_device_attr da;
-    if (ibv_query_device(ctx, &da) != 0)
-        return EIO;
     /* WQE size: ctrl + raddr + the larger of the SGE list and inline. */
     uint32_t sge = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
     uint32_t data = sge * 16;
@@ -429,36 +572,9 @@ int mlx5_nic_qp_create(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr
     int err = ENOMEM;
     if (!qp->sq || !qp->dbrec || !qp->uar || !qp->pend)
         goto fail;
-
-    /* Engine WRs: one per WQE at most, each signaled, all on a hidden CQ
-     * large enough that it never overruns. */
-    qp->hidden_cq = ibv_create_cq(ctx, (int)wqe_cnt + 1, NULL, NULL, 0);
-    if (!qp->hidden_cq) {
-        err = errno ? errno : ENOMEM;
+    err = qp_engine_create(ctx, qp, attr);
+    if (err)
         goto fail;
-    }
-    struct ibv_qp_init_attr_ex ea = *attr;
-    ea.send_cq = qp->hidden_cq;
-    ea.cap.max_send_wr = wqe_cnt;
-    qp->max_sge = (uint32_t)(da.max_sge < MLX5_SN_MAX_SGE ? da.max_sge : MLX5_SN_MAX_SGE);
-    ea.cap.max_send_sge = qp->max_sge;
-    qp->max_inline = MLX5_SN_MAX_INLINE;
-    ea.cap.max_inline_data = qp->max_inline;
-    qp->ibqp = ibv_create_qp_ex(ctx, &ea);
-    if (!qp->ibqp) {
-        /* The engine may cap inline data lower: ask for what it allows. */
-        qp->max_inline = attr->cap.max_inline_data;
-        ea.cap = attr->cap;
-        ea.cap.max_send_wr = wqe_cnt;
-        ea.cap.max_send_sge = qp->max_sge;
-        qp->ibqp = ibv_create_qp_ex(ctx, &ea);
-    }
-    if (!qp->ibqp) {
-        err = errno ? errno : EINVAL;
-        goto fail;
-    }
-    if (ea.cap.max_inline_data < qp->max_inline)
-        qp->max_inline = ea.cap.max_inline_data;
 
     pthread_mutex_lock(&nic.lock);
     qp->scq = cq_get_locked(attr->send_cq, &err);
@@ -467,13 +583,7 @@ int mlx5_nic_qp_create(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr
         ibv_destroy_qp(qp->ibqp);
         goto fail;
     }
-    qp->scq->refs++;
-    qp->next = nic.qps;
-    nic.qps = qp;
-    if (!nic.started) {
-        if (pthread_create(&nic.thread, NULL, nic_main, NULL) == 0)
-            nic.started = true;
-    }
+    qp_publish_locked(qp);
     pthread_mutex_unlock(&nic.lock);
 
     /* What the user may post: WRs of the largest WQE it asked for. */
@@ -486,12 +596,94 @@ int mlx5_nic_qp_create(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr
 fail:
     if (qp->hidden_cq)
         ibv_destroy_cq(qp->hidden_cq);
-    free(qp->sq);
-    free(qp->dbrec);
-    free(qp->uar);
-    free(qp->pend);
-    free(qp);
+    qp_free(qp);
     return err;
+}
+
+int mlx5_nic_qp_create_ext(struct ibv_context *ctx, const struct mlx5_sn_ext_qp *e,
+                           struct ibv_qp **out)
+{
+    struct mlx5_sn_qp *qp = calloc(1, sizeof(*qp));
+    if (!qp)
+        return ENOMEM;
+    qp->ext = true;
+    qp->wqe_cnt = e->wqe_cnt;
+    qp->sq = e->sq;
+    qp->sq_gpu = e->sq_gpu;
+    qp->dbrec = e->dbrec;
+    qp->dbr_gpu = e->dbr_gpu;
+    qp->uar = e->uar;
+    /* The register's current value is not a doorbell of this QP. */
+    qp->db_seen = __atomic_load_n((uint64_t *)(qp->uar + MLX5_SN_BF_OFFSET), __ATOMIC_ACQUIRE);
+    qp->pend = calloc(e->wqe_cnt, sizeof(*qp->pend));
+    if (qp->sq_gpu)
+        qp->shadow = mlx5_sn_alloc_pages((size_t)e->wqe_cnt * MLX5_SEND_WQE_BB);
+    if (!qp->pend || (qp->sq_gpu && !qp->shadow)) {
+        qp_free(qp);
+        return ENOMEM;
+    }
+    struct ibv_qp_init_attr_ex attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_type = IBV_QPT_RC;
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    attr.pd = e->pd;
+    attr.cap.max_send_wr = e->wqe_cnt;
+    attr.cap.max_recv_wr = 1;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    attr.cap.max_inline_data = MLX5_SN_MAX_INLINE;
+    int err = qp_engine_create(ctx, qp, &attr);
+    if (err) {
+        if (qp->hidden_cq)
+            ibv_destroy_cq(qp->hidden_cq);
+        qp_free(qp);
+        return err;
+    }
+    pthread_mutex_lock(&nic.lock);
+    qp->scq = e->cq;
+    qp_publish_locked(qp);
+    pthread_mutex_unlock(&nic.lock);
+    *out = qp->ibqp;
+    return 0;
+}
+
+int mlx5_nic_cq_create_ext(const struct mlx5_sn_ext_cq *e, struct mlx5_sn_cq **out)
+{
+    struct mlx5_sn_cq *c = calloc(1, sizeof(*c));
+    if (!c)
+        return ENOMEM;
+    c->ext = true;
+    c->buf = e->buf;
+    c->buf_gpu = e->buf_gpu;
+    c->cqe_cnt = e->cqe_cnt;
+    c->dbrec = e->dbrec;
+    c->dbr_gpu = e->dbr_gpu;
+    c->uar = e->uar;
+    /* The ring's initial contents are the user's business, as on a NIC. */
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_lock(&nic.lock);
+    c->cqn = nic.next_cqn++;
+    c->refs = 1;
+    c->next = nic.cqs;
+    nic.cqs = c;
+    pthread_mutex_unlock(&nic.lock);
+    *out = c;
+    return 0;
+}
+
+int mlx5_nic_cq_release(struct mlx5_sn_cq *c)
+{
+    pthread_mutex_lock(&nic.lock);
+    if (c->refs > 1) {
+        pthread_mutex_unlock(&nic.lock);
+        return EBUSY;
+    }
+    pthread_mutex_lock(&c->lock);
+    c->detached = true;
+    pthread_mutex_unlock(&c->lock);
+    cq_unref_locked(c);
+    pthread_mutex_unlock(&nic.lock);
+    return 0;
 }
 
 int mlx5_nic_qp_info(struct ibv_qp *ibqp, struct mlx5dv_qp *out)
@@ -548,11 +740,7 @@ void mlx5_nic_qp_gone(struct ibv_qp *ibqp)
         if (nic.ngrave < (int)(sizeof(nic.grave) / sizeof(nic.grave[0])))
             nic.grave[nic.ngrave++] = qp->hidden_cq;
         cq_unref_locked(qp->scq);
-        free(qp->sq);
-        free(qp->dbrec);
-        free(qp->uar);
-        free(qp->pend);
-        free(qp);
+        qp_free(qp);
         break;
     }
     pthread_mutex_unlock(&nic.lock);

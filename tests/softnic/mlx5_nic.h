@@ -16,7 +16,19 @@
  * (optionally) the UAR register; update the CQ doorbell record
  * (dbrec[0] = consumer index) so the NIC knows CQEs were consumed -- the
  * NIC never overwrites an unconsumed CQE, it waits.  Receives are not in
- * the mlx5 ring: post them with ibv_post_recv (mlx5dv_qp.rq is empty). */
+ * the mlx5 ring: post them with ibv_post_recv (mlx5dv_qp.rq is empty).
+ *
+ * DEVX objects (mlx5_devx.c) are the same QPs and CQs over the user's
+ * memory (mlx5_nic_cq_create_ext / mlx5_nic_qp_create_ext): ring, doorbell
+ * records and CQ live where the user's umem is, host or GPU memory, and are
+ * never freed here.  GPU memory is read and written through CUDA copies
+ * (softnic_priv_gpu_*): a GPU ring is fetched into a host shadow after a
+ * doorbell -- the NIC thread watches the UAR register (host memory) and
+ * reads the GPU doorbell record only when it changed, as a ConnectX fetches
+ * WQEs on a doorbell, so an idle GPU queue costs no CUDA call; a CQE goes
+ * to the GPU as two copies, the body and then its owner byte, so a GPU
+ * poller never sees half of one; the CQ's consumer index in GPU memory is
+ * read only when the ring looks full. */
 #ifndef SOFTNIC_MLX5_NIC_H
 #define SOFTNIC_MLX5_NIC_H
 
@@ -42,7 +54,10 @@ struct mlx5_sn_cq {
     void *uar;
     uint32_t cqn;
     uint32_t pi;                /* CQEs written so far */
-    bool detached;              /* the ibv_cq was destroyed */
+    bool detached;              /* the ibv_cq (or DEVX CQ object) was destroyed */
+    bool ext;                   /* DEVX: buf, dbrec, uar are the user's */
+    bool buf_gpu, dbr_gpu;      /* DEVX: in GPU memory */
+    uint32_t ci_seen;           /* consumer index last read from a GPU dbrec */
     int refs;                   /* dv QPs writing into it (+1 while attached) */
     pthread_mutex_t lock;       /* pi and the ring */
     struct mlx5_sn_cq *next;
@@ -78,6 +93,12 @@ struct mlx5_sn_qp {
     bool stop_consuming;        /* a local error waits to be retired */
     bool error;                 /* QP in error: everything flushes */
     uint64_t counters[4];       /* wqes, cqes, errors, doorbells seen */
+    bool ext;                   /* DEVX: sq, dbrec, uar are the user's */
+    bool sq_gpu, dbr_gpu;       /* DEVX: in GPU memory */
+    uint8_t *shadow;            /* host copy of a GPU ring */
+    uint16_t shadow_pi;         /* BBs copied into shadow so far */
+    uint16_t pi_seen;           /* producer counter last read from a GPU dbrec */
+    uint64_t db_seen;           /* UAR register value that pi_seen answers */
     struct mlx5_sn_qp *next;
 };
 
@@ -90,10 +111,46 @@ int mlx5_nic_cq_info(struct ibv_cq *cq, struct mlx5dv_cq *out);
 void mlx5_nic_qp_gone(struct ibv_qp *qp);
 void mlx5_nic_cq_gone(struct ibv_cq *cq);
 
+/* DEVX objects over user memory (addresses already resolved from umems).
+ * The CQ is returned with one reference (the DEVX object's); a QP adds
+ * one while it lives.  mlx5_nic_cq_release drops the object's reference:
+ * EBUSY while a QP still uses the CQ. */
+struct mlx5_sn_ext_cq {
+    void *buf;
+    bool buf_gpu;
+    uint32_t cqe_cnt;
+    __be32 *dbrec;
+    bool dbr_gpu;
+    void *uar;
+};
+int mlx5_nic_cq_create_ext(const struct mlx5_sn_ext_cq *e, struct mlx5_sn_cq **out);
+int mlx5_nic_cq_release(struct mlx5_sn_cq *c);
+struct mlx5_sn_ext_qp {
+    struct ibv_pd *pd;
+    struct mlx5_sn_cq *cq;
+    uint8_t *sq;
+    bool sq_gpu;
+    uint32_t wqe_cnt;
+    __be32 *dbrec;              /* [MLX5_RCV_DBR], [MLX5_SND_DBR] */
+    bool dbr_gpu;
+    uint8_t *uar;               /* UAR page: register at MLX5_SN_BF_OFFSET */
+};
+int mlx5_nic_qp_create_ext(struct ibv_context *ctx, const struct mlx5_sn_ext_qp *e,
+                           struct ibv_qp **out);
+
+/* DEVX bookkeeping (mlx5_devx.c): contexts opened with
+ * MLX5DV_CONTEXT_FLAGS_DEVX, and PDs whose pdn the user learnt through
+ * mlx5dv_init_obj (CREATE_QP names its PD by that number). */
+void mlx5_devx_note_context(struct ibv_context *ctx);
+void mlx5_devx_note_pd(struct ibv_pd *pd);
+
 /* Private API of softnic's libibverbs, resolved at run time
  * (mlx5_priv.c); each returns EOPNOTSUPP when libibverbs is not softnic. */
 int mlx5_priv_init(void);
 bool mlx5_priv_is_softnic(struct ibv_context *ctx);
+bool mlx5_priv_gpu_is_device_ptr(const void *p);
+int mlx5_priv_gpu_read(void *dst, const void *gpu_src, size_t len);
+int mlx5_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
 
 /* Page-aligned, page-multiple, zeroed host memory (GPU-mappable). */
 void *mlx5_sn_alloc_pages(size_t bytes);

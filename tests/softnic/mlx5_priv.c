@@ -14,6 +14,9 @@ static struct {
     int err;
     bool (*is_softnic)(struct ibv_context *);
     int (*set_destroy_hook)(void (*)(struct ibv_qp *), void (*)(struct ibv_cq *));
+    bool (*gpu_is_device_ptr)(const void *);
+    int (*gpu_read)(void *, const void *, size_t);
+    int (*gpu_write)(void *, const void *, size_t);
 } priv = { .once = PTHREAD_ONCE_INIT };
 
 /* The libibverbs this library was linked against (DT_NEEDED), found by
@@ -34,7 +37,11 @@ static void priv_load(void)
     priv.is_softnic = (bool (*)(struct ibv_context *))sym("softnic_priv_is_softnic");
     priv.set_destroy_hook = (int (*)(void (*)(struct ibv_qp *), void (*)(struct ibv_cq *)))
         sym("softnic_priv_set_destroy_hook");
-    if (!priv.is_softnic || !priv.set_destroy_hook) {
+    priv.gpu_is_device_ptr = (bool (*)(const void *))sym("softnic_priv_gpu_is_device_ptr");
+    priv.gpu_read = (int (*)(void *, const void *, size_t))sym("softnic_priv_gpu_read");
+    priv.gpu_write = (int (*)(void *, const void *, size_t))sym("softnic_priv_gpu_write");
+    if (!priv.is_softnic || !priv.set_destroy_hook || !priv.gpu_is_device_ptr || !priv.gpu_read ||
+        !priv.gpu_write) {
         priv.err = EOPNOTSUPP;
         return;
     }
@@ -50,4 +57,19 @@ int mlx5_priv_init(void)
 bool mlx5_priv_is_softnic(struct ibv_context *ctx)
 {
     return mlx5_priv_init() == 0 && ctx && priv.is_softnic(ctx);
+}
+
+bool mlx5_priv_gpu_is_device_ptr(const void *p)
+{
+    return mlx5_priv_init() == 0 && priv.gpu_is_device_ptr(p);
+}
+
+int mlx5_priv_gpu_read(void *dst, const void *gpu_src, size_t len)
+{
+    return mlx5_priv_init() == 0 ? priv.gpu_read(dst, gpu_src, len) : EOPNOTSUPP;
+}
+
+int mlx5_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
+{
+    return mlx5_priv_init() == 0 ? priv.gpu_write(gpu_dst, src, len) : EOPNOTSUPP;
 }

@@ -22,6 +22,21 @@ EXPORT int softnic_priv_set_destroy_hook(softnic_priv_qp_hook qp_gone, softnic_p
     return 0;
 }
 
+EXPORT bool softnic_priv_gpu_is_device_ptr(const void *p)
+{
+    return gpu_is_device_ptr(p);
+}
+
+EXPORT int softnic_priv_gpu_read(void *dst, const void *gpu_src, size_t len)
+{
+    return gpu_copy_from_device(dst, gpu_src, len);
+}
+
+EXPORT int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
+{
+    return gpu_copy_to_device(gpu_dst, src, len);
+}
+
 void priv_qp_destroying(struct ibv_qp *qp)
 {
     softnic_priv_qp_hook h = atomic_load(&qp_hook);

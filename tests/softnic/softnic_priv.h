@@ -8,7 +8,12 @@
  *   runs in ibv_destroy_cq(cq) once the CQ is known to be destroyable (no
  *   QP uses it), before it is freed.  Neither runs with a softnic lock held,
  *   so a hook may take its own locks and call verbs.  One pair per process;
- *   NULL clears. */
+ *   NULL clears.
+ * - softnic_priv_gpu_is_device_ptr(p), softnic_priv_gpu_read(dst, gpu_src,
+ *   len), softnic_priv_gpu_write(gpu_dst, src, len): the NIC's own access
+ *   to CUDA memory (gpu.c), for queues that live in GPU memory (DEVX user
+ *   memory).  The copies are synchronous on a non-blocking stream of the
+ *   calling thread; 0, ENODEV without CUDA, EFAULT/EIO on failure. */
 #ifndef SOFTNIC_PRIV_H
 #define SOFTNIC_PRIV_H
 
@@ -20,6 +25,9 @@ typedef void (*softnic_priv_cq_hook)(struct ibv_cq *cq);
 
 bool softnic_priv_is_softnic(struct ibv_context *ctx);
 int softnic_priv_set_destroy_hook(softnic_priv_qp_hook qp_gone, softnic_priv_cq_hook cq_gone);
+bool softnic_priv_gpu_is_device_ptr(const void *p);
+int softnic_priv_gpu_read(void *dst, const void *gpu_src, size_t len);
+int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
 
 /* Called by qp.c / cq.c. */
 void priv_qp_destroying(struct ibv_qp *qp);

@@ -13,7 +13,7 @@
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
     tap_skip_all "no CUDA GPU on this machine (run on the GPU machine: make check-gpu)"
 fi
-tap_plan 10
+tap_plan 11
 N=200
 # A port rate makes the VF slowdown (21% of the rate on GPU memory
 # registered without relaxed ordering) stand clear of CPU noise.
@@ -49,6 +49,7 @@ else tap_skip wb_plugin_cuda "plugin not built"; fi
 GI_N=100
 if "$WB" --help 2>/dev/null | grep -q 'not built in this version'; then
     tap_skip wb_gpu_initiated "--gpu-initiated not built (configure found no nvcc)"
+    tap_skip wb_gpu_initiated_gpu_queue "--gpu-initiated not built (configure found no nvcc)"
     tap_skip wb_gpu_initiated_json "--gpu-initiated not built (configure found no nvcc)"
 else
     # 64 KiB: on softnic a kernel-posted write takes ~2.4 ms (its NIC thread
@@ -62,6 +63,14 @@ else
         tap_ok "wb_gpu_initiated ($(wb_rows "$TMPD/gi.cli.out" | awk '{ print $5 " Mpps, " $6 " us" }'))"
     else
         tap_not_ok wb_gpu_initiated "client $CLI_RC server $SRV_RC: $(cat "$TMPD/gi.chk" "$TMPD"/gi.cli.* "$TMPD/gi.srv.err")"
+    fi
+    # The same with the send ring, doorbell records and CQ in GPU memory.
+    RAILNET_GDAKI_QUEUE_MEM=gpu wb_pair giq --gpu-initiated -n $GI_N -s 65536
+    if [ $CLI_RC -eq 0 ] && [ $SRV_RC -eq 0 ] && wb_check_rows "$TMPD/giq.cli.out" 1 $GI_N >"$TMPD/giq.chk" 2>&1 &&
+       grep -q 'queue in GPU memory (DEVX)' "$TMPD/giq.cli.out"; then
+        tap_ok "wb_gpu_initiated_gpu_queue ($(wb_rows "$TMPD/giq.cli.out" | awk '{ print $5 " Mpps, " $6 " us" }'))"
+    else
+        tap_not_ok wb_gpu_initiated_gpu_queue "client $CLI_RC server $SRV_RC: $(cat "$TMPD/giq.chk" "$TMPD"/giq.cli.* "$TMPD/giq.srv.err")"
     fi
     wb_pair gij --gpu-initiated -n $GI_N -s 8 --json
     if [ $CLI_RC -eq 0 ] && [ $SRV_RC -eq 0 ] && wb_check_json "$TMPD/gij.cli.out" 1 $GI_N >"$TMPD/gij.chk" 2>&1 &&

@@ -285,8 +285,11 @@ static void fill_header(struct gi_ctx *c)
                 (unsigned long long)c->sig_mr.addr);
     else
         str_fmt(r->gpu_posting, sizeof(r->gpu_posting),
-                "%d block x %d thread, window %d, QP %u (%u slots, %s), %s", 1, GI_THREADS,
+                "%d block x %d thread, window %d, QP %u (%u slots, %s, %s), %s", 1, GI_THREADS,
                 o->tx_depth, info.send_qpn, info.sq_slots,
+                info.queue_mem == GDAKI_QUEUE_MEM_GPU ? "queue in GPU memory (DEVX)"
+                : info.queue_mem == GDAKI_QUEUE_MEM_HOST_DEVX ? "queue in host memory (DEVX)"
+                                                              : "queue in host memory",
                 info.uar_io_registered ? "UAR as I/O memory" : "UAR as host memory",
                 info.atomics ? "device atomics" : "no device atomics");
 }
