@@ -8,7 +8,8 @@
 #     ib_write_lat's typical; goal ratio <= 1.5;
 # On a 2-core host the NIC's threads share the CPUs with the polling
 # programs, so single runs swing by +-40%: the bandwidths are medians of
-# three runs, alternating the two programs.
+# five runs, alternating the two programs, and the latencies medians of
+# three alternating runs each.
 #  3. with SOFTNIC_RATE per port: the merged dual-port device against the
 #     plugin on port 1 alone; goal ratio >= 1.9.
 : "${top_builddir:=$(pwd)}"
@@ -30,28 +31,36 @@ perftest() { # tool args...: runs server and client, prints the client's output
     port=$((port + 1))
 }
 
-median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+# median of the arguments (an odd count)
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-echo "== one-way bandwidth, 1 QP on port 1 (GB/s, median of 3 alternating runs; perftest MB/s are 2^20 bytes)"
+echo "== one-way bandwidth, 1 QP on port 1 (GB/s, median of 5 alternating runs; perftest MB/s are 2^20 bytes)"
 printf '%10s %14s %14s %8s\n' bytes ib_write_bw plugin ratio
 for size in 1048576 4194304 16777216; do
+    # at least 1 GiB a run: a 0.1 s run is mostly scheduler noise on 2 cores
+    n=$(( (1 << 30) / size )); [ $n -lt 200 ] && n=200
     ibs= pls=
-    for round in 1 2 3; do
-        ibs="$ibs $(perftest ib_write_bw -i 1 -q 1 -s $size -n 200 | awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }')"
+    for round in 1 2 3 4 5; do
+        ibs="$ibs $(perftest ib_write_bw -i 1 -q 1 -s $size -n $n | awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }')"
         pls="$pls $(RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-            "$nd" --plugin "$plugin" bw --size $size --iters 200 --window 16 2>/dev/null | awk '$1 == '$size' { print $4 }')"
+            "$nd" --plugin "$plugin" bw --size $size --iters $n --window 16 2>/dev/null | awk '$1 == '$size' { print $4 }')"
     done
-    ib=$(median3 $ibs); pl=$(median3 $pls)
+    ib=$(median $ibs); pl=$(median $pls)
     awk -v s=$size -v a="$ib" -v b="$pl" 'BEGIN { printf "%10d %14s %14s %8.2f\n", s, a, b, (a > 0 ? b / a : 0) }'
 done
 
-echo "== 8-byte latency (us, one-way, median of 2000 round trips: ib_write_lat's t_typical)"
-ibl=$(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')
+echo "== 8-byte latency (us, one-way, medians of 2000 round trips -- ib_write_lat's t_typical -- then the median of 3 alternating runs)"
 # ib_send_lat completes each message through the receiver's CQ, as the
 # plugin must (ib_write_lat polls the last byte in memory): softnic's floor
 # for a completion-driven receive
-isl=$(perftest ib_send_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')
-pll=$("$nd" --plugin "$plugin" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p')
+ibls= isls= plls=
+for round in 1 2 3; do
+    ibls="$ibls $(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')"
+    isls="$isls $(perftest ib_send_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')"
+    plls="$plls $("$nd" --plugin "$plugin" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p')"
+done
+echo "# runs: ib_write_lat$ibls; ib_send_lat$isls; plugin$plls"
+ibl=$(median $ibls); isl=$(median $isls); pll=$(median $plls)
 awk -v a="$ibl" -v c="$isl" -v b="$pll" 'BEGIN { printf "ib_write_lat %s us, ib_send_lat %s us, plugin %s us; plugin/ib_write_lat %.2f, plugin/ib_send_lat %.2f\n", a, c, b, (a > 0 ? b / a : 0), (c > 0 ? b / c : 0) }'
 
 rate=${RAILNET_BENCH_RATE:-300M}
