@@ -358,6 +358,43 @@ TAP_CASE(test_srq_feeds_receives_of_two_qps_and_fires_its_limit)
     st_dev_close(&d);
 }
 
+/* Small inline sends may go on the wire from the posting thread while the
+ * requester thread still carries large ones (requester.c): the receiver
+ * must see them all in posting order, whole. */
+TAP_CASE(test_inline_and_large_sends_arrive_in_posting_order)
+{
+    struct st_qp_opts o = { .max_inline = 64, .max_send_wr = 256, .max_recv_wr = 256 };
+    struct fixture f;
+    setup(&f, &o);
+    enum { N = 60, BIG = 1 << 20, SMALL = 48 };
+    char *src = st_buf((size_t)N * BIG, 31), *dst = st_buf((size_t)N * BIG, 0);
+    struct ibv_mr *smr = reg(&f, src, (size_t)N * BIG), *dmr = reg(&f, dst, (size_t)N * BIG);
+    for (int i = 0; i < N; i++)
+        st_post_recv(f.b.qp, (uint64_t)i, dst + (size_t)i * BIG, BIG, dmr->lkey);
+    for (int i = 0; i < N; i++) {
+        bool big = i % 3 == 0;
+        st_post_send(f.a.qp, (uint64_t)i, src + (size_t)i * BIG, big ? BIG : SMALL, big ? smr->lkey : 0,
+                     IBV_SEND_SIGNALED | (big ? 0 : IBV_SEND_INLINE));
+        if (big)
+            usleep(300); /* the requester thread is mid-message when the small ones come */
+    }
+    struct ibv_wc wc;
+    for (int i = 0; i < N; i++) {
+        st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, (uint64_t)i);
+        uint32_t len = i % 3 == 0 ? BIG : SMALL;
+        EXPECT_EQ_INT((int)len, (int)wc.byte_len);
+        EXPECT_MEMEQ(src + (size_t)i * BIG, dst + (size_t)i * BIG, len);
+    }
+    for (int i = 0; i < N; i++) {
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, (uint64_t)i);
+    }
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
 TAP_CASE(test_write_imm_completion_implies_earlier_writes_are_visible)
 {
     struct fixture f;
