@@ -18,6 +18,7 @@
 #include "gdaki_queue.h"
 #include "ibvwrap.h"
 #include "railnet_gdaki.h"
+#include "cpu_posters.h"
 #include "tap.h"
 
 static char err[512];
@@ -84,73 +85,11 @@ TAP_CASE(test_devx_qp_descriptor_and_state)
     gdaki_pair_close(p);
 }
 
-#define MAXLEN 4096
-
-struct poster {
-    struct gdaki_qp_dev *q;
-    const struct gdaki_mr *src, *dst;
-    size_t base;
-    int count, rc;
-};
-
-static size_t len_of(int i, size_t base)
-{
-    return 1 + ((size_t)i * 2654435761u + base) % MAXLEN;
-}
-
-static void *poster_main(void *arg)
-{
-    struct poster *t = arg;
-    for (int i = 0; i < t->count; i++) {
-        size_t off = t->base + (size_t)i * MAXLEN;
-        struct gdaki_op op = { .laddr = t->src->addr + off, .lkey = t->src->lkey,
-                               .len = (uint32_t)len_of(i, t->base),
-                               .raddr = t->dst->addr + off, .rkey = t->dst->rkey };
-        if (gdaki_q_post1(t->q, GDAKI_KIND_WRITE, &op) == GDAKI_SLOT_ERROR) {
-            t->rc = -1;
-            return NULL;
-        }
-    }
-    t->rc = gdaki_q_quiet(t->q);
-    return NULL;
-}
-
 static void run_posters(int nthreads, int count)
 {
     struct gdaki_pair *p = open_devx_pair(16);
-    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
-    size_t bytes = (size_t)nthreads * count * MAXLEN;
-    uint8_t *src = malloc(bytes), *dst = calloc(1, bytes);
-    fill(src, bytes, 3);
-    struct gdaki_mr ms, md;
-    reg(p, src, bytes, &ms);
-    reg(p, dst, bytes, &md);
-    struct poster t[4];
-    pthread_t th[4];
-    for (int i = 0; i < nthreads; i++) {
-        t[i] = (struct poster){ .q = q, .src = &ms, .dst = &md,
-                                .base = (size_t)i * count * MAXLEN, .count = count };
-        EXPECT_EQ_INT(0, pthread_create(&th[i], NULL, poster_main, &t[i]));
-    }
-    for (int i = 0; i < nthreads; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < nthreads; i++) {
-        EXPECT_EQ_INT(0, t[i].rc);
-        for (int k = 0; k < count; k++) {
-            size_t off = t[i].base + (size_t)k * MAXLEN, l = len_of(k, t[i].base);
-            EXPECT_MEMEQ(src + off, dst + off, l);
-            if (l < MAXLEN)
-                EXPECT_EQ_INT(0, dst[off + l]);
-        }
-    }
-    uint64_t total = (uint64_t)nthreads * count;
-    EXPECT_EQ_U64(total, q->done);
-    EXPECT_EQ_INT(0, q->err);
-    gdaki_pair_dereg(p, &ms);
-    gdaki_pair_dereg(p, &md);
+    cpu_posters_run(p, nthreads, count);
     gdaki_pair_close(p);
-    free(src);
-    free(dst);
 }
 
 TAP_CASE(test_devx_one_poster_byte_exact_across_ring_wraps)
