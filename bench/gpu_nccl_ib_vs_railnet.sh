@@ -5,12 +5,42 @@
 # run and printed as a ratio per size. Both runs use the same GDR level
 # (RAILNET_BENCH_GDR_LEVEL, default LOC = host staging, which does not depend
 # on how each transport detects GPU Direct support on a software NIC).
-: "${top_builddir:=$(pwd)}"
-: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
-export top_builddir top_srcdir
+#
+# Two conditions make the comparison one of transports rather than of a
+# software NIC's quirks:
+# - Each softnic port is limited to RAILNET_BENCH_RATE bytes/s (default
+#   3125M = 25 Gb/s, which softnic then advertises as 1x EDR; "0" = no limit,
+#   advertised 4x HDR 200 Gb/s). NCCL picks channels and protocol from the
+#   advertised speed; unlimited softnic claims 200 Gb/s per port but carries
+#   a few GB/s, and NCCL then picks LL for 1 MiB on railnet's merged
+#   400 Gb/s device, which on softnic is 2.5-4x slower than Simple.
+# - With fewer GPUs than ranks (both ranks on one GPU), the ranks' kernels
+#   share the GPU by time slices unless an MPS daemon runs: every step then
+#   waits for a context switch (a ~4.7 ms floor per all_reduce up to 8 MiB).
+#   The script starts a private MPS daemon for the run when
+#   nvidia-cuda-mps-control exists and GDR is off (softnic's GPU copies hang
+#   under MPS: its NIC threads use the CUDA driver from a third context),
+#   and says so when it does not.
+# TUNING: the log names the algorithm and protocol NCCL picked per size
+export NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET,ENV,TUNING}
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
 gdr=${RAILNET_BENCH_GDR_LEVEL:-LOC}
+rate=${RAILNET_BENCH_RATE:-3125M}
+[ "$rate" = 0 ] || export SOFTNIC_RATE="$rate"
+mps=off
+if [ "$(gpu_count)" -lt 2 ]; then
+    if [ "$gdr" = LOC ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+        CUDA_MPS_PIPE_DIRECTORY=$JOBDIR/mps-pipe CUDA_MPS_LOG_DIRECTORY=$JOBDIR/mps-log
+        export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        if nvidia-cuda-mps-control -d; then
+            mps=on
+            trap 'echo quit | nvidia-cuda-mps-control' EXIT
+        fi
+    fi
+    [ $mps = on ] || echo "# note: two ranks share one GPU without MPS: time slicing puts a floor under every all_reduce"
+fi
 prog=$top_builddir/tests/gpu/nccl_collectives
 args="--mode bench --min-bytes $((1 << 20)) --max-bytes $((256 << 20)) --iters ${RAILNET_BENCH_ITERS:-10} --timeout 600"
 # NCCL's IB transport picks its GID from sysfs, which softnic cannot provide
@@ -21,8 +51,10 @@ NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr \
     nccl_job bench_railnet 2 $prog $args || { echo "railnet run failed:"; tail -n 20 "$JOBDIR/bench_railnet.rank0.log"; }
 ib=$JOBDIR/bench_ib.rank0.log
 rn=$JOBDIR/bench_railnet.rank0.log
-echo "all_reduce bus bandwidth, 2 ranks, softnic, NCCL_NET_GDR_LEVEL=$gdr"
-grep -E "Using network" "$ib" "$rn" | sed 's/^/# /'
+echo "all_reduce bus bandwidth, 2 ranks, softnic, NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps"
+grep -hE "Using network|NET/IB : Using|NET/railnet: device 0:" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /'
+grep -hE "AllReduce: 1048576 Bytes" "$ib" | head -n 1 | sed 's/^[^]]*] NCCL INFO /# IB at 1 MiB: /'
+grep -hE "AllReduce: 1048576 Bytes" "$rn" | head -n 1 | sed 's/^[^]]*] NCCL INFO /# railnet at 1 MiB: /'
 printf '%12s %14s %14s %8s\n' bytes IB_GBps railnet_GBps ratio
 awk 'FNR==1{f++} /^  +[0-9]+ +[0-9]+ /{ if (f==1) ib[$1]=$4; else rn[$1]=$4 }
      END { for (b in rn) if (b in ib) printf "%12d %14.3f %14.3f %8.2f\n", b, ib[b], rn[b], (ib[b] > 0 ? rn[b]/ib[b] : 0) }' "$ib" "$rn" | sort -n

@@ -210,6 +210,35 @@ TAP_CASE(test_softnic_mtu_variable_sets_active_mtu)
     st_dev_close(&d);
 }
 
+TAP_CASE(test_unlimited_port_reports_4x_hdr)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_INT(2, pa.active_width);  /* 4x */
+    EXPECT_EQ_INT(64, pa.active_speed); /* HDR */
+    st_dev_close(&d);
+}
+
+/* A rate-limited port advertises the fastest standard link within its rate:
+ * 3125 MB/s = 25 Gb/s exactly = 1x EDR; 1 GB/s = 8 Gb/s -> 5 Gb/s, where
+ * 1x DDR and 2x SDR tie and the faster lanes win. */
+TAP_CASE(test_rate_limited_port_reports_a_link_within_its_rate)
+{
+    setenv("SOFTNIC_PORT_OPTS", "softnic0:1:rate=3125M;softnic0:2:rate=1G", 1);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_INT(1, pa.active_width);  /* 1x */
+    EXPECT_EQ_INT(32, pa.active_speed); /* EDR */
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 2, &pa));
+    EXPECT_EQ_INT(1, pa.active_width);
+    EXPECT_EQ_INT(2, pa.active_speed);  /* DDR */
+    st_dev_close(&d);
+}
+
 TAP_CASE(test_config_file_defines_devices_and_ports)
 {
     char path[] = "/tmp/softnic_conf_XXXXXX";
