@@ -42,7 +42,7 @@ if [ "$(gpu_count)" -lt 2 ]; then
     [ $mps = on ] || echo "# note: two ranks share one GPU without MPS: time slicing puts a floor under every all_reduce"
 fi
 prog=$top_builddir/tests/gpu/nccl_collectives
-args="--mode bench --min-bytes $((1 << 20)) --max-bytes $((256 << 20)) --iters ${RAILNET_BENCH_ITERS:-10} --timeout 600"
+args="--mode bench --min-bytes $((1 << 20)) --max-bytes $((256 << 20)) --iters ${RAILNET_BENCH_ITERS:-50} --timeout 600"
 # NCCL's IB transport picks its GID from sysfs, which softnic cannot provide
 # in /sys: name softnic's RoCE v2 IPv4 GID index explicitly.
 NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0} \

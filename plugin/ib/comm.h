@@ -138,6 +138,12 @@ struct recv_comm {
     uint32_t remote_ring_rkey[HS_MAX_PORTS];
     uint64_t next_seq;
     struct request *slot_req[COMM_SLOTS];
+    /* CTS writes posted on each QP whose completion has not been polled yet.
+     * A receive is done when its data lands, which can be before the CTS
+     * write's ACK comes back (a NIC may coalesce ACKs), so live slots do not
+     * bound these: each holds a send-queue entry until polled, and irecv
+     * waits (returns no request) rather than overflow the send queue. */
+    int cts_unpolled[COMM_MAX_QPS];
     struct flush_ctx *flush;
 };
 

@@ -86,6 +86,8 @@ ncclResult_t p2p_progress(struct comm *c)
             int kind = WR_KIND(w->wr_id), qpi = WR_QPI(w->wr_id), ri = WR_REQ(w->wr_id);
             if (qpi >= c->nqps)
                 qpi = 0;
+            if (kind == WR_CTS && c->kind == COMM_RECV && ((struct recv_comm *)c)->cts_unpolled[qpi] > 0)
+                ((struct recv_comm *)c)->cts_unpolled[qpi]--; /* its send-queue entry is free */
             if (w->status != IBV_WC_SUCCESS) {
                 errors_report_wc(c, qpi, w);
                 continue;
@@ -287,7 +289,10 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         return ncclInvalidArgument;
     }
     unsigned slot = (unsigned)(rc->next_seq % COMM_SLOTS);
-    if (rc->slot_req[slot]) {
+    int qpi = (int)(slot % (unsigned)c->nqps);
+    if (rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
+        (void)p2p_progress(c);
+    if (rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr) {
         (void)p2p_progress(c);
         return comm_check_peer(c, 1);
     }
@@ -320,7 +325,6 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
     r->n = n;
     r->slot = (int)slot;
     r->seq = rc->next_seq;
-    int qpi = (int)(slot % (unsigned)c->nqps);
     struct qp_conn *q = &c->qps[qpi];
     struct ibv_sge sge = { .addr = (uint64_t)(uintptr_t)row,
                            .length = (uint32_t)(n * (int)sizeof(struct cts_entry)),
@@ -343,6 +347,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         return ncclSystemError;
     }
     rc->slot_req[slot] = r;
+    rc->cts_unpolled[qpi]++;
     rc->next_seq++;
     *request = r;
     return ncclSuccess;

@@ -9,7 +9,7 @@ plugin=$top_builddir/.libs/libnccl-net-railnet.so
 nd=$top_builddir/tests/netdriver/netdriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 18
+tap_plan 19
 run() { # name env... -- netdriver traffic args
     name=$1; shift
     envs=
@@ -33,6 +33,15 @@ run traffic_8_ranks_all_pairs -- --ranks 8 --iters 25 --max-size 256K --seed 7
 run traffic_sizes_to_64MiB_split_over_qps RAILNET_SPLIT_MIN=64K -- --ranks 2 --iters 12 --max-size 64M --seed 11
 run traffic_small_messages_only_round_robin -- --ranks 3 --iters 200 --max-size 4K --inflight 32 --seed 13
 run traffic_one_request_in_flight -- --ranks 2 --iters 100 --max-size 1M --inflight 1 --seed 17
+# A receiver whose NIC acts on ACKs late (softnic ack_delay_us on rank 1
+# only): its receives finish when the data lands, long before their CTS
+# writes complete, so irecv must wait for send-queue room instead of
+# posting into a full queue (failed with ENOMEM before).
+out=$("$nd" --plugin "$plugin" --rank-wrap env \
+    --rank-wrap "env SOFTNIC_PORT_OPTS=softnic0:1:ack_delay_us=2000;softnic0:2:ack_delay_us=2000" \
+    traffic --ranks 2 --iters 400 --max-size 4K --inflight 32 --seed 5 2>&1)
+if printf '%s' "$out" | grep -q '^netdriver traffic: ok'; then tap_ok traffic_late_acks_do_not_overflow_the_send_queue
+else tap_not_ok traffic_late_acks_do_not_overflow_the_send_queue "$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 8 | sed 's/^/# /')"; fi
 # the measuring subcommands check what they receive too (content, sizes)
 why=
 for cmd in "lat --size 8 --iters 50" "lat --size 4096 --iters 50" "bw --min 0 --max 1M --iters 20"; do

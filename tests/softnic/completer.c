@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static bool seq_le(uint32_t a, uint32_t b)
 {
@@ -136,6 +137,10 @@ static int handle_resp(struct sn_qp *qp, struct sn_rbuf *rb, const struct sn_wir
 {
     switch (r->type) {
     case SN_RESP_ACK:
+        /* A NIC that coalesces or delays ACKs: the requester's completions
+         * come late while its writes have long landed at the responder. */
+        if (qp->port && qp->port->conf.ack_delay_us)
+            usleep(qp->port->conf.ack_delay_us);
         pthread_mutex_lock(&qp->lock);
         complete_upto_locked(qp, r->seq, true);
         pthread_mutex_unlock(&qp->lock);

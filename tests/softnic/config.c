@@ -17,7 +17,7 @@
  *     sysfs <dir> | ctl_file <path> | debug <0|1>
  * Port keys: ip=<IPv4> (required), rate=<bytes/s>, latency_us=<n>,
  *   mtu=<256|512|1024|2048|4096>, vf=<0|1>, down_after_bytes=<n>,
- *   down_after_ms=<n>.  Rates take k/M/G (10^3..) or Ki/Mi/Gi suffixes.
+ *   down_after_ms=<n>, ack_delay_us=<n>.  Rates take k/M/G (10^3..) or Ki/Mi/Gi suffixes.
  * SOFTNIC_DEVICES: "name:ip[,ip...][;name:ip...]", e.g.
  *   "softnic0:127.0.0.1,127.0.0.2;softnic1:127.0.1.1".
  * SOFTNIC_PORT_OPTS: "dev:port:key=value[,key=value...][;...]", e.g.
@@ -102,6 +102,8 @@ static int port_key(struct sn_port_conf *p, const char *key, const char *val)
         p->down_after_bytes = v;
     else if (!strcmp(key, "down_after_ms"))
         p->down_after_ms = (uint32_t)v;
+    else if (!strcmp(key, "ack_delay_us"))
+        p->ack_delay_us = (uint32_t)v;
     else
         return EINVAL;
     return 0;

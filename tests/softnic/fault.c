@@ -1,6 +1,9 @@
 /* fault.c: faults injected on purpose into unmodified programs.
  *   down_after_bytes=N (port key): the port goes DOWN once N bytes left it;
  *   down_after_ms=N (port key): the port goes DOWN N ms after start;
+ *   ack_delay_us=N (port key): the completer acts on each ACK N us late
+ *     (completer.c), as a NIC that coalesces ACKs: send completions lag
+ *     behind data that already arrived;
  *   SOFTNIC_CTL_FILE=<path>: a file polled every 50 ms by the NIC threads;
  *     each line "<device> <port> up|down" sets that port's state (the file
  *     is re-read whenever its modification time or size changes).

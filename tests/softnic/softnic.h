@@ -52,6 +52,7 @@ struct sn_port_conf {
     int vf;                   /* VF mode: GPU writes w/o RO at 84/400 */
     uint64_t down_after_bytes; /* fault: port goes down after N tx bytes */
     uint32_t down_after_ms;   /* fault: port goes down N ms after open */
+    uint32_t ack_delay_us;    /* fault: each ACK is acted on N us late */
 };
 
 struct sn_dev_conf {
