@@ -13,7 +13,7 @@
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
     tap_skip_all "no CUDA GPU on this machine (run on the GPU machine: make check-gpu)"
 fi
-tap_plan 11
+tap_plan 14
 N=200
 # A port rate makes the VF slowdown (21% of the rate on GPU memory
 # registered without relaxed ordering) stand clear of CPU noise.
@@ -23,9 +23,11 @@ gpu_pair() { # CASE NAME ARGS...: both sides with GPU memory, rows checked
     _c=$1; _n=$2; shift 2
     # --bidir rows count the writes of both directions, as in the host test
     _it=$N; case " $* " in *" --bidir "*) _it=$((2 * N)) ;; esac
+    # --cuda_vmm: the header must say the buffer is VMM-mapped
+    _mem='cuda:0'; case " $* " in *" --cuda_vmm "*) _mem='cuda:0 vmm' ;; esac
     wb_pair "$_n" "$@" -n $N
     if [ $CLI_RC -eq 0 ] && [ $SRV_RC -eq 0 ] && wb_check_rows "$TMPD/$_n.cli.out" 1 $_it >"$TMPD/$_n.chk" 2>&1 &&
-       grep -q '^ Memory *: cuda:0' "$TMPD/$_n.cli.out"; then
+       grep -q "^ Memory *: $_mem\$" "$TMPD/$_n.cli.out"; then
         tap_ok "$_c ($(grep '^ Registration' "$TMPD/$_n.cli.out" | sed 's/.*: //'))"
     else
         tap_not_ok "$_c" "client $CLI_RC server $SRV_RC: $(cat "$TMPD/$_n.chk" "$TMPD/$_n".cli.* "$TMPD/$_n.srv.err")"
@@ -40,9 +42,20 @@ elif grep -Eq 'cuMemGetHandleForAddressRange|ibv_reg_dmabuf_mr' "$TMPD/dmabuf.cl
     tap_skip wb_cuda_dmabuf "dmabuf not available here: $(head -n 1 "$TMPD/dmabuf.cli.err")"
 else tap_not_ok wb_cuda_dmabuf "client $CLI_RC: $(cat "$TMPD"/dmabuf.cli.*)"; fi
 gpu_pair wb_cuda_bidir_two_qps bidir --use_cuda --bidir -q 2
+# cuMemCreate/cuMemMap memory (NCCL's default allocator): dmabuf through
+# verbs; through the plugin both by NCCL's route (regMrDmaBuf with the
+# caller's fd) and by regMr on the CUDA pointer, where the plugin finds the
+# mapping and exports the dmabuf itself.
+gpu_pair wb_cuda_vmm_dmabuf vmm --use_cuda --cuda_vmm --dmabuf
 if [ -e "$top_builddir/.libs/libnccl-net-railnet.so" ]; then
     gpu_pair wb_plugin_cuda plugin --use_cuda --mode=plugin
-else tap_skip wb_plugin_cuda "plugin not built"; fi
+    gpu_pair wb_plugin_cuda_vmm_regmrdmabuf pvmm --use_cuda --cuda_vmm --mode=plugin --dmabuf
+    gpu_pair wb_plugin_cuda_vmm_regmr pvmmr --use_cuda --cuda_vmm --mode=plugin --peermem
+else
+    tap_skip wb_plugin_cuda "plugin not built"
+    tap_skip wb_plugin_cuda_vmm_regmrdmabuf "plugin not built"
+    tap_skip wb_plugin_cuda_vmm_regmr "plugin not built"
+fi
 
 # --gpu-initiated: a kernel posts the client's writes (plugin/gdaki on
 # softnic's mlx5 queues); rows like the others plus the latency column.

@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/tools/wb-lib.sh"
 [ -x "$WB" ] || tap_skip_all "railnet-write-bw not built"
-tap_plan 20
+tap_plan 22
 
 # usage CASE EXPECTED_TEXT ARGS...: exit 2 and the text on stderr.
 usage() {
@@ -22,6 +22,7 @@ usage wb_bad_size_suffix_exit_2 "-s wants" -s 12Q
 usage wb_bad_qp_count_exit_2 "invalid value for -q" -q 0
 usage wb_duplicate_ports_exit_2 "distinct port numbers" --ports 1,1
 usage wb_dmabuf_without_cuda_exit_2 "add --use_cuda" --dmabuf
+usage wb_cuda_vmm_without_cuda_exit_2 "--cuda_vmm applies to GPU memory: add --use_cuda" --cuda_vmm
 usage wb_a_and_s_exclude_exit_2 "-a and -s exclude" -a -s 4096
 usage wb_bad_mode_exit_2 "invalid value for --mode" --mode=rdma
 usage wb_two_servers_exit_2 "unexpected argument" host1 host2
@@ -37,11 +38,13 @@ else tap_not_ok wb_help_exit_0_lists_options "exit $rc"; fi
 if "$WB" --help 2>/dev/null | grep -q 'not built in this version'; then
     usage wb_gpu_initiated_says_not_built "not built" --gpu-initiated
     tap_skip wb_gpu_initiated_rejects_dmabuf_exit_2 "--gpu-initiated not built (no nvcc)"
+    tap_skip wb_gpu_initiated_rejects_cuda_vmm_exit_2 "--gpu-initiated not built (no nvcc)"
     tap_skip wb_gpu_initiated_mode_mismatch_fails_both_sides "--gpu-initiated not built (no nvcc)"
     tap_skip wb_gpu_initiated_without_gpu_fails_with_reason "--gpu-initiated not built (no nvcc)"
 else
     usage wb_gpu_initiated_rejects_bidir_exit_2 "--bidir does not apply to --gpu-initiated" --gpu-initiated --bidir
     usage wb_gpu_initiated_rejects_dmabuf_exit_2 "--dmabuf does not apply to --gpu-initiated" --gpu-initiated --dmabuf
+    usage wb_gpu_initiated_rejects_cuda_vmm_exit_2 "--cuda_vmm does not apply to --gpu-initiated" --gpu-initiated --cuda_vmm
     # Only the client asks for it: the HELLO check stops both before any GPU work.
     wb_server "$TMPD/mm.srv.out" "$TMPD/mm.srv.err" -n 10
     timeout 30 "$WB" -p "$WB_PORT" --gpu-initiated -n 10 127.0.0.1 >"$TMPD/mm.cli.out" 2>"$TMPD/mm.cli.err"; rc=$?

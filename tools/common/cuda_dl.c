@@ -31,6 +31,18 @@ struct cuda_dl {
     CUresult (*get_error_string)(CUresult, const char **);
     CUresult (*mem_get_handle_for_range)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
                                          unsigned long long);
+    /* VMM (cuda_dl_use_vmm) */
+    CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*mem_create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                           unsigned long long);
+    CUresult (*mem_release)(CUmemGenericAllocationHandle);
+    CUresult (*addr_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*addr_free)(CUdeviceptr, size_t);
+    CUresult (*mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*mem_unmap)(CUdeviceptr, size_t);
+    CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    int vmm;
+    struct { CUdeviceptr ptr; size_t len; } maps[8]; /* VMM mappings to undo */
     CUcontext ctx;
 };
 
@@ -71,6 +83,14 @@ struct cuda_dl *cuda_dl_open(char *err, size_t errlen)
         { (void **)&c->pointer_set_attribute, "cuPointerSetAttribute", 1 },
         { (void **)&c->get_error_string, "cuGetErrorString", 0 },
         { (void **)&c->mem_get_handle_for_range, "cuMemGetHandleForAddressRange", 0 },
+        { (void **)&c->granularity, "cuMemGetAllocationGranularity", 0 },
+        { (void **)&c->mem_create, "cuMemCreate", 0 },
+        { (void **)&c->mem_release, "cuMemRelease", 0 },
+        { (void **)&c->addr_reserve, "cuMemAddressReserve", 0 },
+        { (void **)&c->addr_free, "cuMemAddressFree", 0 },
+        { (void **)&c->mem_map, "cuMemMap", 0 },
+        { (void **)&c->mem_unmap, "cuMemUnmap", 0 },
+        { (void **)&c->set_access, "cuMemSetAccess", 0 },
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
         *syms[i].slot = dlsym(c->handle, syms[i].name);
@@ -138,6 +158,75 @@ int cuda_dl_driver_version(struct cuda_dl *c)
     return c->driver_get_version(&v) == CUDA_SUCCESS ? v : 0;
 }
 
+int cuda_dl_use_vmm(struct cuda_dl *c, char *err, size_t errlen)
+{
+    if (!c->granularity || !c->mem_create || !c->mem_release || !c->addr_reserve || !c->addr_free ||
+        !c->mem_map || !c->mem_unmap || !c->set_access) {
+        str_fmt(err, errlen, "this CUDA driver lacks the VMM API (cuMemCreate/cuMemMap)");
+        return -1;
+    }
+    c->vmm = 1;
+    return 0;
+}
+
+/* cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess; the handle
+ * is released at once: the mapping keeps the memory until cuMemUnmap. */
+static CUresult alloc_vmm(struct cuda_dl *c, CUdevice d, size_t *len, CUdeviceptr *out, const char **step)
+{
+    int slot = -1;
+    for (int i = 0; i < (int)(sizeof(c->maps) / sizeof(c->maps[0])) && slot < 0; i++)
+        if (!c->maps[i].ptr)
+            slot = i;
+    *step = "a free mapping slot";
+    if (slot < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = d;
+    prop.allocFlags.gpuDirectRDMACapable = 1;
+    size_t gran = 0;
+    *step = "cuMemGetAllocationGranularity";
+    CUresult r = c->granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (gran)
+        *len = (*len + gran - 1) / gran * gran;
+    CUmemGenericAllocationHandle h;
+    *step = "cuMemCreate";
+    if ((r = c->mem_create(&h, *len, &prop, 0)) != CUDA_SUCCESS)
+        return r;
+    CUdeviceptr p = 0;
+    *step = "cuMemAddressReserve";
+    if ((r = c->addr_reserve(&p, *len, gran, 0, 0)) != CUDA_SUCCESS) {
+        c->mem_release(h);
+        return r;
+    }
+    *step = "cuMemMap";
+    r = c->mem_map(p, *len, 0, h, 0);
+    c->mem_release(h);
+    if (r != CUDA_SUCCESS) {
+        c->addr_free(p, *len);
+        return r;
+    }
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof(acc));
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = d;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    *step = "cuMemSetAccess";
+    if ((r = c->set_access(p, *len, &acc, 1)) != CUDA_SUCCESS) {
+        c->mem_unmap(p, *len);
+        c->addr_free(p, *len);
+        return r;
+    }
+    c->maps[slot].ptr = p;
+    c->maps[slot].len = *len;
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
 int cuda_dl_alloc(struct cuda_dl *c, int dev, size_t len, void **ptr, char *err, size_t errlen)
 {
     CUdevice d;
@@ -147,6 +236,17 @@ int cuda_dl_alloc(struct cuda_dl *c, int dev, size_t len, void **ptr, char *err,
     if (r == CUDA_SUCCESS)
         r = c->ctx_set_current(c->ctx);
     CUdeviceptr p = 0;
+    if (r == CUDA_SUCCESS && c->vmm) {
+        const char *step = "";
+        r = alloc_vmm(c, d, &len, &p, &step);
+        if (r != CUDA_SUCCESS) {
+            str_fmt(err, errlen, "GPU %d: VMM allocation of %zu bytes: %s failed: %s", dev, len, step,
+                    cu_err(c, r));
+            return -1;
+        }
+        *ptr = (void *)(uintptr_t)p;
+        return 0;
+    }
     if (r == CUDA_SUCCESS)
         r = c->mem_alloc(&p, len);
     if (r != CUDA_SUCCESS) {
@@ -163,8 +263,17 @@ int cuda_dl_alloc(struct cuda_dl *c, int dev, size_t len, void **ptr, char *err,
 
 void cuda_dl_free(struct cuda_dl *c, void *ptr)
 {
-    if (ptr)
-        c->mem_free((CUdeviceptr)(uintptr_t)ptr);
+    if (!ptr)
+        return;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+    for (size_t i = 0; i < sizeof(c->maps) / sizeof(c->maps[0]); i++)
+        if (c->maps[i].ptr == p) {
+            c->mem_unmap(p, c->maps[i].len);
+            c->addr_free(p, c->maps[i].len);
+            c->maps[i].ptr = 0;
+            return;
+        }
+    c->mem_free(p);
 }
 
 int cuda_dl_memset(struct cuda_dl *c, void *ptr, unsigned char val, size_t len)

@@ -24,6 +24,13 @@ int cuda_dl_pci_bus_id(struct cuda_dl *c, int dev, char *buf, size_t len);
 int cuda_dl_dmabuf_supported(struct cuda_dl *c, int dev);
 int cuda_dl_driver_version(struct cuda_dl *c);
 
+/* From now on cuda_dl_alloc maps cuMemCreate memory (the CUDA VMM API that
+ * NCCL allocates with by default) instead of calling cuMemAlloc: physical
+ * memory with gpuDirectRDMACapable set, mapped read-write for the device.
+ * Returns -1 when the driver lacks the VMM entry points. */
+int cuda_dl_use_vmm(struct cuda_dl *c, char *err, size_t errlen);
+/* len is rounded up to the allocation granularity under VMM; cuda_dl_free
+ * unmaps what cuda_dl_alloc mapped. */
 int cuda_dl_alloc(struct cuda_dl *c, int dev, size_t len, void **ptr, char *err, size_t errlen);
 void cuda_dl_free(struct cuda_dl *c, void *ptr);
 int cuda_dl_memset(struct cuda_dl *c, void *ptr, unsigned char val, size_t len);

@@ -29,6 +29,12 @@ int cuda_dl_alloc(struct cuda_dl *c, int dev, size_t len, void **ptr, char *err,
     return -1;
 }
 void cuda_dl_free(struct cuda_dl *c, void *ptr) { (void)c; (void)ptr; }
+int cuda_dl_use_vmm(struct cuda_dl *c, char *err, size_t errlen)
+{
+    (void)c;
+    str_fmt(err, errlen, "built without CUDA");
+    return -1;
+}
 int cuda_dl_memset(struct cuda_dl *c, void *ptr, unsigned char val, size_t len)
 {
     (void)c; (void)ptr; (void)val; (void)len;

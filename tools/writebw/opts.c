@@ -37,6 +37,8 @@ void wb_usage(FILE *out)
 "      --dmabuf             register GPU memory through dmabuf only\n"
 "      --peermem            register GPU memory through nvidia_peermem only\n"
 "                           (default: dmabuf, then peer memory)\n"
+"      --cuda_vmm           allocate GPU memory with cuMemCreate/cuMemMap (the\n"
+"                           VMM API NCCL uses by default) instead of cuMemAlloc\n"
 "      --no-relaxed-ordering  register without IBV_ACCESS_RELAXED_ORDERING\n"
 "      --mode=verbs|plugin  raw verbs (default), or railnet's plugin API\n"
 "      --plugin-lib PATH    plugin library for --mode=plugin (default: as NCCL\n"
@@ -118,7 +120,8 @@ static int parse_ports(const char *s, struct wb_opts *o)
 int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
 {
     enum { OPT_PORTS = 256, OPT_CUDA, OPT_DMABUF, OPT_PEERMEM, OPT_NORO, OPT_MODE, OPT_PLUGIN,
-           OPT_VERBS, OPT_BIDIR, OPT_GBITS, OPT_JSON, OPT_GPUINIT, OPT_TIMEOUT };
+           OPT_VERBS, OPT_BIDIR, OPT_GBITS, OPT_JSON, OPT_GPUINIT, OPT_TIMEOUT,
+           OPT_VMM };
     static const struct option longopts[] = {
         { "tcp-port", required_argument, NULL, 'p' },
         { "ib-dev", required_argument, NULL, 'd' },
@@ -143,6 +146,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         { "json", no_argument, NULL, OPT_JSON },
         { "gpu-initiated", no_argument, NULL, OPT_GPUINIT },
         { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { "cuda_vmm", no_argument, NULL, OPT_VMM },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -244,6 +248,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
             break;
         }
         case OPT_NORO: o->relaxed = 0; break;
+        case OPT_VMM: o->cuda_vmm = 1; break;
         case OPT_MODE:
             if (!strcmp(optarg, "verbs"))
                 o->mode = WB_MODE_VERBS;
@@ -333,6 +338,15 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         }
         /* GPU memory on both sides: the header and the peer say cuda:N. */
         o->use_cuda = 1;
+    }
+    if (o->cuda_vmm && o->gpu_initiated) {
+        fprintf(stderr, "railnet-write-bw: --cuda_vmm does not apply to --gpu-initiated (its "
+                "buffers come from plugin/gdaki)\n");
+        return -1;
+    }
+    if (o->cuda_vmm && !o->use_cuda) {
+        fprintf(stderr, "railnet-write-bw: --cuda_vmm applies to GPU memory: add --use_cuda\n");
+        return -1;
     }
     if (o->reg != MEM_REG_AUTO && !o->use_cuda) {
         fprintf(stderr, "railnet-write-bw: --%s applies to GPU memory: add --use_cuda\n",

@@ -40,6 +40,7 @@ struct wb_opts {
     int use_cuda;              /* --use_cuda */
     int gpu;                   /* --use_cuda=N */
     enum mem_reg reg;          /* --dmabuf / --peermem, else auto */
+    int cuda_vmm;              /* --cuda_vmm: cuMemCreate/cuMemMap memory */
     int relaxed;               /* 1 unless --no-relaxed-ordering */
     enum wb_mode mode;
     const char *plugin_lib;    /* --plugin-lib */

@@ -80,6 +80,10 @@ static int alloc_buffer(struct plugin_ctx *c, char *err, size_t errlen)
         str_fmt(err, errlen, "--use_cuda: %s", cerr);
         return -1;
     }
+    if (o->cuda_vmm && cuda_dl_use_vmm(c->cuda, cerr, sizeof(cerr))) {
+        str_fmt(err, errlen, "--cuda_vmm: %s", cerr);
+        return -1;
+    }
     c->len = (c->len + (2u << 20) - 1) / (2u << 20) * (2u << 20);
     if (cuda_dl_alloc(c->cuda, o->gpu, c->len, &c->buf, err, errlen))
         return -1;
@@ -180,7 +184,7 @@ static void fill_header(struct plugin_ctx *c)
             c->props.speed, c->props.maxRecvs);
     str_fmt(r->local.device, sizeof(r->local.device), "%s", c->props.name ? c->props.name : "?");
     if (o->use_cuda)
-        str_fmt(r->local.memory, sizeof(r->local.memory), "cuda:%d", o->gpu);
+        str_fmt(r->local.memory, sizeof(r->local.memory), "cuda:%d%s", o->gpu, o->cuda_vmm ? " vmm" : "");
     else
         str_fmt(r->local.memory, sizeof(r->local.memory), "host");
     str_fmt(r->local.registration, sizeof(r->local.registration), "%s", c->reg_path);

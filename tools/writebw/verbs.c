@@ -74,7 +74,7 @@ static void describe(struct verbs_ctx *c, struct wb_side *side)
     memset(side, 0, sizeof(*side));
     str_fmt(side->device, sizeof(side->device), "%s", c->dev.name);
     if (o->use_cuda)
-        str_fmt(side->memory, sizeof(side->memory), "cuda:%d", o->gpu);
+        str_fmt(side->memory, sizeof(side->memory), "cuda:%d%s", o->gpu, o->cuda_vmm ? " vmm" : "");
     else
         str_fmt(side->memory, sizeof(side->memory), "host");
     str_fmt(side->registration, sizeof(side->registration), "%s", mem_reg_name(c->buf.path));
@@ -131,6 +131,10 @@ static int setup_local(struct verbs_ctx *c, char *err, size_t errlen)
         c->cuda = cuda_dl_open(cerr, sizeof(cerr));
         if (!c->cuda) {
             str_fmt(err, errlen, "--use_cuda: %s", cerr);
+            return -1;
+        }
+        if (o->cuda_vmm && cuda_dl_use_vmm(c->cuda, cerr, sizeof(cerr))) {
+            str_fmt(err, errlen, "--cuda_vmm: %s", cerr);
             return -1;
         }
         int n = cuda_dl_device_count(c->cuda);
