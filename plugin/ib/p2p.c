@@ -290,11 +290,11 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
     }
     unsigned slot = (unsigned)(rc->next_seq % COMM_SLOTS);
     int qpi = (int)(slot % (unsigned)c->nqps);
-    if (rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
-        (void)p2p_progress(c);
     if (rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr) {
-        (void)p2p_progress(c);
-        return comm_check_peer(c, 1);
+        if (p2p_progress(c) != ncclSuccess)
+            return c->error;
+        if (rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
+            return comm_check_peer(c, 1);
     }
     struct request *r = comm_req_get(c, REQ_RECV);
     if (!r)
