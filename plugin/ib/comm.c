@@ -301,12 +301,18 @@ struct accept_state {
     struct recv_comm *rc;
 };
 
+/* Handshakes a listener carries at once. Each TCP connection gets its own
+ * state, so a peer that connects and stays silent (or a stranger's port
+ * scan) does not hold up the peers behind it; more connections wait in the
+ * kernel's backlog until a state is free. */
+#define ACC_PENDING 8
+
 struct listen_comm {
     int dev;
     int fd;
     uint64_t guid;
     uint64_t nonce;
-    struct accept_state acc;
+    struct accept_state acc[ACC_PENDING];
 };
 
 enum { ACC_ACCEPT = 0, ACC_HELLO, ACC_REPLY, ACC_READY };
@@ -341,7 +347,8 @@ ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
     l->dev = dev;
     l->guid = h.guid;
     l->nonce = random_nonce();
-    l->acc.fd = -1;
+    for (int i = 0; i < ACC_PENDING; i++)
+        l->acc[i].fd = -1;
     h.version = HS_VERSION;
     h.family = a.family;
     memcpy(h.addr, a.addr, 16);
@@ -449,16 +456,18 @@ static ncclResult_t accept_hello(struct listen_comm *l, struct accept_state *s)
     return ncclSuccess;
 }
 
-ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
+/* Moves one handshake as far as its socket allows. Returns ncclSuccess with
+ * *done set when the peer is connected, ncclSuccess alone while it waits,
+ * ncclRemoteError or ncclInvalidUsage when the peer broke the protocol (the
+ * state is reset: the caller drops the peer and goes on listening), another
+ * code for a local failure. */
+static ncclResult_t accept_step(struct listen_comm *l, struct accept_state *s, struct recv_comm **done)
 {
-    struct listen_comm *l = listen_comm;
-    struct accept_state *s = &l->acc;
     char err[OOB_ERR_LEN];
     int r;
     ncclResult_t res = ncclSuccess;
-    *recv_comm = NULL;
-    /* a peer that connects and then stays silent must not hold the listener */
-    if (s->stage != ACC_ACCEPT && handshake_expired(s->started_ns)) {
+    *done = NULL;
+    if (handshake_expired(s->started_ns)) {
         WARN("NET/railnet: accept on device %d: the connecting peer did not finish the handshake within "
              "RAILNET_HANDSHAKE_TIMEOUT=%d s; dropping it",
              l->dev, rn_config()->handshake_timeout);
@@ -466,16 +475,6 @@ ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
         return ncclRemoteError;
     }
     switch (s->stage) {
-    case ACC_ACCEPT:
-        r = oob_accept(l->fd, &s->fd, err);
-        if (r == OOB_AGAIN)
-            return ncclSuccess;
-        if (r == OOB_ERROR)
-            goto oob_fail;
-        s->started_ns = comm_now_ns();
-        oob_rx_init(&s->rx);
-        s->stage = ACC_HELLO;
-        /* fall through */
     case ACC_HELLO:
         r = oob_rx_progress(s->fd, &s->rx, err);
         if (r == OOB_AGAIN)
@@ -517,7 +516,7 @@ ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
         s->rc = NULL;
         accept_reset(s);
         INFO(NCCL_NET, "NET/railnet: accepted a connection on %s with %d QPs", rc->c.dev_name, rc->c.nqps);
-        *recv_comm = rc;
+        *done = rc;
         return ncclSuccess;
     }
     default:
@@ -532,12 +531,57 @@ fail:
     return res;
 }
 
+/* Takes new TCP connections into free handshake states, then moves every
+ * handshake in progress; returns the first peer that is through. A peer
+ * that breaks the protocol is dropped with a WARN (it learns why when it
+ * can) and the listener goes on waiting for the peers NCCL expects: a
+ * stranger on the port must not fail the job. */
+ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
+{
+    struct listen_comm *l = listen_comm;
+    char err[OOB_ERR_LEN];
+    *recv_comm = NULL;
+    for (int i = 0; i < ACC_PENDING; i++) {
+        struct accept_state *s = &l->acc[i];
+        if (s->stage != ACC_ACCEPT)
+            continue;
+        int r = oob_accept(l->fd, &s->fd, err);
+        if (r == OOB_AGAIN)
+            break;
+        if (r == OOB_ERROR) {
+            WARN("NET/railnet: accept on device %d: %s", l->dev, err);
+            accept_reset(s);
+            return ncclSystemError;
+        }
+        s->started_ns = comm_now_ns();
+        oob_rx_init(&s->rx);
+        s->stage = ACC_HELLO;
+    }
+    for (int i = 0; i < ACC_PENDING; i++) {
+        struct accept_state *s = &l->acc[i];
+        if (s->stage == ACC_ACCEPT)
+            continue;
+        struct recv_comm *rc;
+        ncclResult_t res = accept_step(l, s, &rc);
+        if (res == ncclRemoteError || res == ncclInvalidUsage)
+            continue; /* that peer is dropped; the others go on */
+        if (res != ncclSuccess)
+            return res;
+        if (rc) {
+            *recv_comm = rc;
+            return ncclSuccess;
+        }
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t comm_close_listen(void *listen_comm)
 {
     struct listen_comm *l = listen_comm;
     if (!l)
         return ncclSuccess;
-    accept_reset(&l->acc);
+    for (int i = 0; i < ACC_PENDING; i++)
+        accept_reset(&l->acc[i]);
     if (l->fd >= 0)
         close(l->fd);
     free(l);
