@@ -531,31 +531,69 @@ fail:
     return res;
 }
 
-/* Takes new TCP connections into free handshake states, then moves every
+/* A state for a new connection: a free one, else the oldest handshake whose
+ * peer has sent nothing yet (an expected peer sends its HELLO right after
+ * connecting, so silence is what a stale or hostile connection looks like).
+ * NULL when every state is a peer that is talking. */
+static struct accept_state *accept_slot(struct listen_comm *l)
+{
+    struct accept_state *oldest = NULL;
+    for (int i = 0; i < ACC_PENDING; i++) {
+        struct accept_state *s = &l->acc[i];
+        if (s->stage == ACC_ACCEPT)
+            return s;
+        if (s->stage == ACC_HELLO && s->rx.off == 0 && (!oldest || s->started_ns < oldest->started_ns))
+            oldest = s;
+    }
+    if (oldest) {
+        WARN("NET/railnet: accept on device %d: %d handshakes in progress; dropping the oldest connection, "
+             "silent for %.1f s, to take a new one",
+             l->dev, ACC_PENDING, (double)(comm_now_ns() - oldest->started_ns) / 1e9);
+        accept_reset(oldest);
+    }
+    return oldest;
+}
+
+/* Takes every new TCP connection into a handshake state, then moves every
  * handshake in progress; returns the first peer that is through. A peer
  * that breaks the protocol is dropped with a WARN (it learns why when it
  * can) and the listener goes on waiting for the peers NCCL expects: a
- * stranger on the port must not fail the job. */
+ * stranger on the port must not fail the job, nor keep others out. */
 ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
 {
     struct listen_comm *l = listen_comm;
     char err[OOB_ERR_LEN];
     *recv_comm = NULL;
-    for (int i = 0; i < ACC_PENDING; i++) {
-        struct accept_state *s = &l->acc[i];
-        if (s->stage != ACC_ACCEPT)
-            continue;
-        int r = oob_accept(l->fd, &s->fd, err);
+    for (;;) {
+        int fd = -1;
+        int r = oob_accept(l->fd, &fd, err);
         if (r == OOB_AGAIN)
             break;
         if (r == OOB_ERROR) {
             WARN("NET/railnet: accept on device %d: %s", l->dev, err);
-            accept_reset(s);
             return ncclSystemError;
         }
+        struct accept_state *s = accept_slot(l);
+        if (!s) {
+            WARN("NET/railnet: accept on device %d: %d handshakes in progress, all talking; refusing a new "
+                 "connection", l->dev, ACC_PENDING);
+            close(fd);
+            continue;
+        }
+        s->fd = fd;
         s->started_ns = comm_now_ns();
         oob_rx_init(&s->rx);
         s->stage = ACC_HELLO;
+        /* read what the peer sent already: a talking peer is not evicted by
+         * connections behind it */
+        struct recv_comm *rc;
+        ncclResult_t res = accept_step(l, s, &rc);
+        if (res != ncclSuccess && res != ncclRemoteError && res != ncclInvalidUsage)
+            return res;
+        if (rc) {
+            *recv_comm = rc;
+            return ncclSuccess;
+        }
     }
     for (int i = 0; i < ACC_PENDING; i++) {
         struct accept_state *s = &l->acc[i];

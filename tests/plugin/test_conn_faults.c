@@ -255,6 +255,55 @@ TAP_CASE(test_silent_peer_is_dropped_after_the_handshake_timeout)
     net->closeListen(lc);
 }
 
+/* More strangers than a listener carries handshakes (8): silent ones fill
+ * every state, then more connect. A new connection takes the place of the
+ * oldest silent one, so the expected peer gets through at once (its own
+ * connect would time out if it had to wait for the strangers' timeouts);
+ * every stranger is dropped with a WARN and accept never reports an error
+ * to NCCL. */
+TAP_CASE(test_more_strangers_than_handshake_slots_do_not_fail_the_listener)
+{
+    setenv("RAILNET_HANDSHAKE_TIMEOUT", "1", 1);
+    if (load()) {
+        TAP_SKIP("the plugin or softnic is not available");
+        return;
+    }
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *rc = NULL;
+    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
+    int fds[11];
+    char junk[64];
+    memset(junk, 'G', sizeof(junk));
+    for (int i = 0; i < 11; i++) {
+        fds[i] = raw_connect(handle);
+        EXPECT_TRUE(fds[i] >= 0);
+        if (i >= 8) /* beyond the 8 silent ones: bytes that are no HELLO */
+            EXPECT_EQ_INT((long)sizeof(junk), (long)write(fds[i], junk, sizeof(junk)));
+    }
+    /* the three talking strangers each take the place of a silent one */
+    EXPECT_EQ_INT(ncclSuccess, net->accept(lc, &rc, NULL));
+    EXPECT_TRUE(rc == NULL);
+    EXPECT_TRUE(pair_works(0, lc, handle));
+    ncclResult_t r = ncclSuccess;
+    int dropped = 0;
+    for (long i = 0; i < POLLS && r == ncclSuccess && dropped < 11; i++) {
+        r = net->accept(lc, &rc, NULL);
+        EXPECT_TRUE(rc == NULL);
+        dropped = 0;
+        for (const char *w = warns; (w = strstr(w, "accept on device 0")) != NULL; w++)
+            dropped++;
+        usleep(20);
+    }
+    EXPECT_EQ_INT(ncclSuccess, r);
+    EXPECT_EQ_INT(11, dropped);
+    EXPECT_TRUE(strstr(warns, "did not finish the handshake within RAILNET_HANDSHAKE_TIMEOUT=1 s") != NULL);
+    EXPECT_TRUE(strstr(warns, "magic") != NULL);
+    for (int i = 0; i < 11; i++)
+        close(fds[i]);
+    EXPECT_TRUE(pair_works(0, lc, handle));
+    net->closeListen(lc);
+}
+
 /* A listener that accepts TCP and never answers: connect gives up. */
 TAP_CASE(test_connect_to_a_silent_listener_times_out)
 {
