@@ -303,8 +303,8 @@ struct accept_state {
 
 /* Handshakes a listener carries at once. Each TCP connection gets its own
  * state, so a peer that connects and stays silent (or a stranger's port
- * scan) does not hold up the peers behind it; more connections wait in the
- * kernel's backlog until a state is free. */
+ * scan) does not hold up the peers behind it; when all are busy a new
+ * connection takes the place of the oldest silent one (accept_slot). */
 #define ACC_PENDING 8
 
 struct listen_comm {
