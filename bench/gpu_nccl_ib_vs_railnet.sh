@@ -12,8 +12,9 @@
 #   3125M = 25 Gb/s, which softnic then advertises as 1x EDR; "0" = no limit,
 #   advertised 4x HDR 200 Gb/s). NCCL picks channels and protocol from the
 #   advertised speed; unlimited softnic claims 200 Gb/s per port but carries
-#   a few GB/s, and NCCL then picks LL for 1 MiB on railnet's merged
-#   400 Gb/s device, which on softnic is 2.5-4x slower than Simple.
+#   a few GB/s, and NCCL then picks LL and 4 channels for 1 MiB on
+#   railnet's merged 400 Gb/s device, which on softnic ran 0.9-1.2 GB/s
+#   against 2.6-3.3 GB/s with Simple on 2 channels.
 # - With fewer GPUs than ranks (both ranks on one GPU), the ranks' kernels
 #   share the GPU by time slices unless an MPS daemon runs: every step then
 #   waits for a context switch (a ~4.7 ms floor per all_reduce up to 8 MiB).
@@ -21,6 +22,9 @@
 #   nvidia-cuda-mps-control exists and GDR is off (softnic's GPU copies hang
 #   under MPS: its NIC threads use the CUDA driver from a third context),
 #   and says so when it does not.
+: "${top_builddir:=$(pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+export top_builddir top_srcdir
 # TUNING: the log names the algorithm and protocol NCCL picked per size
 export NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET,ENV,TUNING}
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
