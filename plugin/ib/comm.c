@@ -15,6 +15,7 @@
 #include "config.h"
 #include "devices.h"
 #include "errors.h"
+#include "failover.h"
 #include "flush.h"
 #include "ibvwrap.h"
 #include "log.h"
@@ -126,6 +127,7 @@ static int comm_default_nqps(int nports)
 
 static void comm_release(struct comm *c)
 {
+    failover_detach(c);
     for (int i = 0; i < COMM_MAX_QPS; i++)
         qp_destroy(&c->qps[i]);
     if (c->cq)
@@ -511,10 +513,14 @@ static ncclResult_t accept_step(struct listen_comm *l, struct accept_state *s, s
         }
         struct recv_comm *rc = s->rc;
         rc->c.fd = s->fd;
-        rc->c.ready = 1;
         s->fd = -1;
         s->rc = NULL;
         accept_reset(s);
+        if (failover_attach(&rc->c) != ncclSuccess) {
+            recv_comm_free(rc);
+            return ncclSystemError;
+        }
+        rc->c.ready = 1;
         INFO(NCCL_NET, "NET/railnet: accepted a connection on %s with %d QPs", rc->c.dev_name, rc->c.nqps);
         *done = rc;
         return ncclSuccess;
@@ -823,10 +829,14 @@ ncclResult_t comm_connect(int dev, void *handle, void **send_comm)
             goto oob_fail;
         struct send_comm *sc = s->sc;
         sc->c.fd = s->fd;
-        sc->c.ready = 1;
         s->fd = -1;
         s->sc = NULL;
         connect_drop(s);
+        if (failover_attach(&sc->c) != ncclSuccess) {
+            send_comm_free(sc);
+            return ncclSystemError;
+        }
+        sc->c.ready = 1;
         INFO(NCCL_NET, "NET/railnet: connected on %s with %d QPs over %d port(s)", sc->c.dev_name, sc->c.nqps,
              sc->c.nports);
         *send_comm = sc;

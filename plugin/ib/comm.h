@@ -51,20 +51,24 @@ struct cts_entry {
 };
 _Static_assert(sizeof(struct cts_entry) == HS_CTS_ENTRY_SIZE, "CTS entry is 64 bytes on the wire");
 
-/* Immediate data of the last write on each QP carrying part of a message:
- * bits 0-4 slot, 5-7 sub (index in the grouped receive), 8-11 number of QPs
- * carrying the message - 1, 12 size-in-immediate flag, 13-31 size when the
- * flag is set (< 512 KiB); else the size was written into the receiver's
- * sizes area beforehand on the same QP. */
+/* Immediate data of the write carrying one chunk of a message: bits 0-4
+ * slot, 5-7 sub (index in the grouped receive), 8-11 number of chunks of the
+ * message - 1, 12-15 this chunk's index, 16 size-in-immediate flag, 17-31
+ * size when the flag is set (< 32 KiB); else the size was written into the
+ * receiver's sizes area beforehand, on the QP of chunk 0. The chunk index
+ * lets the receiver count each chunk once, whichever QP carried it: a chunk
+ * written again on another QP after a port failed (failover.h) cannot be
+ * counted twice. */
 #define IMM_SLOT(i) ((i) & 0x1fu)
 #define IMM_SUB(i) (((i) >> 5) & 0x7u)
 #define IMM_NQ(i) ((((i) >> 8) & 0xfu) + 1u)
-#define IMM_HAS_SIZE(i) (((i) >> 12) & 1u)
-#define IMM_SIZE(i) ((i) >> 13)
-#define IMM_SIZE_MAX ((1u << 19) - 1u)
-#define IMM_MAKE(slot, sub, nq, has, size) \
-    ((uint32_t)(slot) | (uint32_t)(sub) << 5 | (uint32_t)((nq) - 1) << 8 | (uint32_t)(has) << 12 | \
-     (uint32_t)(has ? (size) : 0) << 13)
+#define IMM_CHUNK(i) (((i) >> 12) & 0xfu)
+#define IMM_HAS_SIZE(i) (((i) >> 16) & 1u)
+#define IMM_SIZE(i) ((i) >> 17)
+#define IMM_SIZE_MAX ((1u << 15) - 1u)
+#define IMM_MAKE(slot, sub, nq, k, has, size) \
+    ((uint32_t)(slot) | (uint32_t)(sub) << 5 | (uint32_t)((nq) - 1) << 8 | (uint32_t)(k) << 12 | \
+     (uint32_t)(has) << 16 | (uint32_t)(has ? (size) : 0) << 17)
 
 enum req_type { REQ_FREE = 0, REQ_SEND, REQ_RECV, REQ_FLUSH };
 
@@ -79,10 +83,20 @@ struct request {
     int n;              /* receives in the group (1 for a send) */
     int size[COMM_MAX_RECVS];   /* send: bytes; recv: bytes received */
     int posted[COMM_MAX_RECVS]; /* recv: posted sizes */
-    uint8_t seen[COMM_MAX_RECVS]; /* recv: immediates received per sub */
+    uint16_t seen[COMM_MAX_RECVS]; /* recv: chunks received per sub (bit k: chunk k) */
     int subs_done;
     int slot;
     uint64_t seq;
+    /* send: what writing a chunk again needs (failover) */
+    char *data;
+    void *mh;
+    uint64_t raddr;
+    uint32_t rkey[HS_MAX_PORTS];
+    uint64_t chunk;     /* bytes per chunk */
+    uint16_t unacked;   /* bit k: chunk k not known to have landed */
+    uint8_t nq;         /* chunks */
+    uint8_t sub;        /* index in the receiver's grouped receive */
+    uint8_t chunk_qp[COMM_MAX_QPS]; /* QP that carries chunk k now */
 };
 
 enum comm_kind { COMM_SEND = 1, COMM_RECV = 2 };
@@ -104,8 +118,14 @@ struct comm {
     uint64_t peer_gone_ns;      /* 0 while the peer socket is open */
     uint64_t last_async_ns;
     uint64_t port_err_seen[HS_MAX_PORTS]; /* errors.c: async counters at creation */
+    uint64_t port_up_seen[HS_MAX_PORTS];
     uint64_t fatal_seen;
     int inflight;
+    /* failover.c: NULL when RAILNET_FAILOVER=0 or the device has one port */
+    struct fo_comm *fo;
+    uint32_t qp_live;           /* bit i: QP i takes new work */
+    uint32_t qp_dead;           /* bit i: QP i is in ERR or being replaced: no receives reposted */
+    uint8_t qp_gen[COMM_MAX_QPS]; /* bumped when QP i is rebuilt: older completions are stale */
     struct request *free_list[2 * COMM_SLOTS];
     int nfree;
     struct request reqs[2 * COMM_SLOTS];
@@ -147,12 +167,17 @@ struct recv_comm {
     struct flush_ctx *flush;
 };
 
-/* wr_id of every work request: kind in the top byte, QP index, request index. */
-enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4 };
+/* wr_id of every work request: kind in the top byte, the QP's generation
+ * (qp_gen), QP index, chunk index and request index. */
+enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4, WR_SIZE = 5, WR_PROBE = 6 };
 #define WR_ID(kind, qpi, req) ((uint64_t)(kind) << 56 | (uint64_t)(qpi) << 32 | (uint64_t)(uint32_t)(req))
+#define WR_ID_GEN(kind, gen, qpi, k, req) \
+    ((uint64_t)(kind) << 56 | (uint64_t)(gen) << 40 | (uint64_t)(qpi) << 32 | (uint64_t)(k) << 16 | (uint64_t)(req))
 #define WR_KIND(id) ((int)((id) >> 56))
-#define WR_QPI(id) ((int)(((id) >> 32) & 0xffffu))
-#define WR_REQ(id) ((int)((id)&0xffffffffu))
+#define WR_GEN(id) ((int)(((id) >> 40) & 0xffu))
+#define WR_QPI(id) ((int)(((id) >> 32) & 0xffu))
+#define WR_CHUNK(id) ((int)(((id) >> 16) & 0xffu))
+#define WR_REQ(id) ((int)((id)&0xffffu))
 
 ncclResult_t comm_listen(int dev, void *handle, void **listen_comm);
 ncclResult_t comm_connect(int dev, void *handle, void **send_comm);

@@ -116,7 +116,9 @@ static void *acceptor_main(void *arg)
             for (int i = 0; i < W.blocks[b].nfds; i++)
                 pfd[n++] = (struct pollfd){ .fd = W.blocks[b].fds[i], .events = POLLIN };
         pthread_mutex_unlock(&W.lock);
-        if (poll(pfd, (nfds_t)n, 200) < 0 && errno != EINTR)
+        /* wakes at least every 50 ms: fault_poll() reads SOFTNIC_CTL_FILE here
+         * when no QP is busy (fault.c promises a 50 ms period) */
+        if (poll(pfd, (nfds_t)n, 50) < 0 && errno != EINTR)
             break;
         if (pfd[0].revents) {
             char c;

@@ -1,0 +1,75 @@
+/* plugin/ib/failover.h: a connection of a merged dual-port device survives a
+ * port going down, and takes the port back when it returns (RAILNET_FAILOVER,
+ * DESIGN.md §3b).
+ *
+ * Failover. A port is dead for a comm when one of its QPs ends a work
+ * request with IBV_WC_RETRY_EXC_ERR / IBV_WC_WR_FLUSH_ERR, when the device
+ * raises IBV_EVENT_PORT_ERR for it, or when the peer says so. Then:
+ *  - every QP of the port stops taking work and is moved to ERR at once (its
+ *    outstanding work flushes instead of waiting out the retry budget);
+ *  - the receiver writes every live CTS slot again over a surviving QP;
+ *  - the sender asks the receiver, over the connection's TCP socket, which
+ *    chunks it has counted (SYNC_REQ / SYNC_REP: per CTS slot, the live
+ *    receive's sequence and a chunk bitmap per buffer). Chunks that were on a
+ *    dead QP and did not land are written again on a surviving QP, with the
+ *    same immediate; the others are done. The receiver counts a chunk once
+ *    (bit k of its buffer), so a message completes exactly once. Because the
+ *    dead QPs are in ERR before the question leaves, nothing they carried can
+ *    land after the answer.
+ *  - one WARN per device and port names the port and the comms of the
+ *    process that go on over the other port (every comm of the device is told).
+ * Only a comm with no live QP left fails (test returns the error).
+ *
+ * Recovery. When the device raises IBV_EVENT_PORT_ACTIVE (or the peer says
+ * its port is back) and no chunk is waiting on a dead QP, the sender makes
+ * new QPs on the port and sends their numbers and PSNs (REBUILD_REQ); the
+ * receiver replaces its QPs, posts receives and answers (REBUILD_REP); the
+ * sender connects them and writes a probe (8 bytes) on each. When every
+ * probe completed the sender uses them again and tells the receiver
+ * (PROBE_OK), which then uses them for CTS writes too. One INFO per comm.
+ * A probe that fails leaves the port dead until the next PORT_ACTIVE.
+ *
+ * Control messages travel on the TCP socket of the connection (non-blocking;
+ * looked at on every progress while something is pending, else about every
+ * millisecond). They are untrusted: magic, type, exact length and every
+ * field range are checked, and a bad one fails the comm (ncclRemoteError). */
+#ifndef RAILNET_IB_FAILOVER_H
+#define RAILNET_IB_FAILOVER_H
+
+#include <infiniband/verbs.h>
+
+#include "nccl_net_v8.h"
+
+struct comm;
+struct fo_comm;
+
+/* At the end of connect/accept: every QP live; with RAILNET_FAILOVER=1 and
+ * a device of more than one port, the failover state and the comm's entry in
+ * the device's registry. */
+ncclResult_t failover_attach(struct comm *c);
+/* At close: leaves the registry, frees the state. */
+void failover_detach(struct comm *c);
+
+/* A failed completion on QP qpi. 1: failover takes it (the comm goes on);
+ * 0: the caller fails the comm as without failover. */
+int failover_wc_error(struct comm *c, int qpi, const struct ibv_wc *w);
+/* An async port event seen for port index p of c's device. */
+void failover_port_event(struct comm *c, int p, int up);
+/* Control messages, syncs, chunks to write again, rebuilds; called by
+ * p2p_progress after it drained the CQ. */
+void failover_progress(struct comm *c);
+/* A probe write completed (WR_PROBE), ok or not. */
+void failover_probe_done(struct comm *c, int qpi, int ok);
+
+/* The first live QP at or after hint (round robin); -1 when none. */
+static inline int failover_pick_qp(uint32_t live, int nqps, int hint)
+{
+    for (int i = 0; i < nqps; i++) {
+        int q = (hint + i) % nqps;
+        if (live & (1u << q))
+            return q;
+    }
+    return -1;
+}
+
+#endif
