@@ -152,9 +152,12 @@ static void reg_report_down(struct fo_comm *f, int p, const char *why)
     for (int q = 0; q < c->nports; q++)
         if (q != p && !(f->port_down & (1u << q)))
             other = q;
-    WARN("NET/railnet: device %s port %u failed (%s); %d connection(s) go on over %s%u: %s", c->dev_name,
-         c->ports[p].port_num, why, n, other >= 0 ? "port " : "no port: ", other >= 0 ? c->ports[other].port_num : 0,
-         list);
+    if (other >= 0)
+        WARN("NET/railnet: device %s port %u failed (%s); %d connection(s) go on over port %u: %s", c->dev_name,
+             c->ports[p].port_num, why, n, c->ports[other].port_num, list);
+    else
+        WARN("NET/railnet: device %s port %u failed (%s) and no other port is up; %d connection(s) affected: %s",
+             c->dev_name, c->ports[p].port_num, why, n, list);
 }
 
 static void reg_port_back(struct comm *c, int p)

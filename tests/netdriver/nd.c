@@ -311,7 +311,7 @@ static void flap_write(int up, double t0, int running)
     }
     fprintf(stderr, "netdriver: ports %s%s%s %s at %.0f ms%s\n", nd_flap.port[0], nd_flap.nports > 1 ? " and " : "",
             nd_flap.nports > 1 ? nd_flap.port[1] : "", up ? "up" : "down", (nd_now() - t0) * 1e3,
-            running ? " (ranks running)" : " (ranks done)");
+            running ? " (ranks running)" : " (ranks not running)");
 }
 
 /* The next delay of the schedule, in seconds. */
@@ -345,7 +345,7 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
     uint64_t flap_rng = nd_flap.random_seed;
     if (nd_flap.ctl_file) {
         setenv("SOFTNIC_CTL_FILE", nd_flap.ctl_file, 1);
-        flap_write(!nd_flap.at_start, t0, 0);
+        flap_write(1, t0, 0);
     }
     fflush(NULL);
     for (int i = 0; i < nranks; i++) {
@@ -407,6 +407,10 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
     double flap_at = 0;
     int flap_down = nd_flap.at_start, flap_left = nd_flap.cycles;
     if (exchanged && nd_flap.ctl_file && kill_rank < 0) {
+        /* every rank has its devices and listeners: down now falls into the
+         * connect/accept handshakes */
+        if (nd_flap.at_start)
+            flap_write(0, t0, 1);
         for (int i = 0; i < nranks; i++) {
             char c;
             if (full_io(fds[i], &c, 1, 0, deadline))

@@ -50,7 +50,8 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
 
 /* Port faults while ranks run (softnic's SOFTNIC_CTL_FILE, which the
  * parent exports to the ranks): the listed ports go down down_ms after the
- * connections are up (or at start with at_start), come back up_ms later
+ * connections are up (with at_start: once every rank has listened, so
+ * during the handshakes), come back up_ms later
  * (0: stay down), `cycles` times; with random_seed != 0 each delay is drawn
  * in [1, ms] from that seed instead. Each change is printed on stderr with
  * its time and whether ranks were still running. */
