@@ -90,12 +90,6 @@ else
     tap_not_ok no_fault_no_failover_warning "$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 8)"
 fi
 
-# RAILNET_STATS: after a down/up cycle both ports carried bytes again
-traffic --ranks 2 --iters 300 --max-size 1M --seed 701 --timeout 60 --down-at-start --up-ms 60
-p2=$(printf '%s\n' "$out" | grep 'stats: send .* port 2 total' | awk '{for(i=1;i<=NF;i++) if($i=="total:") print $(i+1)}' | sort -n | tail -n 1)
-if printf '%s\n' "$out" | grep -q '^netdriver traffic: ok' && printf '%s\n' "$out" | grep -q 'rebuilt'; then
-    tap_ok "port2_back_after_the_handshake_outage_is_rebuilt (port 2 bytes: ${p2:-?})"
-else
-    tap_not_ok port2_back_after_the_handshake_outage_is_rebuilt "$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 8)"
-fi
+# recovery (both ports carry traffic again, several cycles) and churn are
+# checked deterministically in tests/plugin/test_failover.c
 tap_done

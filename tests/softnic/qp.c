@@ -89,6 +89,7 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     if (ia->srq)
         atomic_fetch_add(&((struct sn_srq *)ia->srq)->users, 1);
     wire_qp_register(qp);
+    atomic_fetch_add(&sn_live_qps, 1);
     return &qp->ibqp;
 }
 
@@ -166,6 +167,7 @@ int qp_destroy(struct ibv_qp *ibqp)
     free(qp->sq_inline);
     free(qp->rq);
     free(qp);
+    atomic_fetch_sub(&sn_live_qps, 1);
     return 0;
 }
 

@@ -168,6 +168,8 @@ int device_query_device_ex(struct ibv_context *c,
 void sysfs_write_tree(struct softnic *s);
 void fault_tx_bytes(struct sn_device *d, struct sn_port *p, uint64_t bytes);
 void fault_poll(void);
+/* Live QPs, CQs and MRs of the process (softnic_ctl_objects). */
+extern _Atomic int64_t sn_live_qps, sn_live_cqs, sn_live_mrs;
 
 /* ------------------------------------------------------------------- pd */
 struct sn_pd {
