@@ -705,6 +705,9 @@ static int expect_len(int type, size_t len, int kind)
 static void handle(struct fo_comm *f, int type, const uint8_t *m, size_t len)
 {
     struct comm *c = f->c;
+    TRACE(NCCL_NET, "NET/railnet: %s comm #%d: failover message %d (%zu bytes, %08x %08x), dead 0x%x, rb %d id %u mask 0x%x",
+          kind_name(c), f->id, type, len, len >= 4 ? get32(m) : 0, len >= 8 ? get32(m + 4) : 0, f->dead, f->rb_stage,
+          f->rb_id, f->rb_mask);
     uint32_t all = c->nqps >= 32 ? ~0u : (1u << c->nqps) - 1u;
     switch (type) {
     case FO_DOWN:
