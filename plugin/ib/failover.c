@@ -263,6 +263,20 @@ static void qp_to_err(struct qp_conn *q)
     (void)RN_IBV(modify_qp)(q->qp, &a, IBV_QP_STATE);
 }
 
+/* RAILNET_STATS: bytes written per port so far, logged at each failure and
+ * recovery of a send comm (the close-time totals cannot show the order). */
+static void stats_moment(const struct fo_comm *f, const char *when)
+{
+    const struct comm *c = f->c;
+    if (!c->stats.enabled || c->kind != COMM_SEND)
+        return;
+    unsigned long long b[HS_MAX_PORTS] = { 0 };
+    for (int i = 0; i < c->nqps; i++)
+        b[c->qps[i].port->port_idx] += c->stats.qp[i].bytes;
+    INFO(NCCL_NET, "NET/railnet stats: send %s comm #%d %s: port %u %llu bytes, port %u %llu bytes", c->dev_name,
+         f->id, when, c->ports[0].port_num, b[0], c->ports[1].port_num, b[1]);
+}
+
 /* Takes the QPs of mask out of use. tell: let the peer know. */
 static void kill_qps(struct fo_comm *f, uint32_t mask, const char *why, int tell)
 {
@@ -294,6 +308,7 @@ static void kill_qps(struct fo_comm *f, uint32_t mask, const char *why, int tell
     for (int p = 0; p < c->nports; p++)
         if (ports & (1u << p))
             reg_report_down(f, p, why);
+    stats_moment(f, "at a port failure");
     if (!c->qp_live) {
         if (!c->error)
             WARN("NET/railnet: device %s: %s comm #%d with %s: no port left (%s); failing it with %d request(s) "
@@ -669,6 +684,7 @@ void failover_probe_done(struct comm *c, int qpi, int ok)
     INFO(NCCL_NET, "NET/railnet: device %s: send comm #%d with %s: %d QP(s) rebuilt and probed; traffic over "
                    "all %d ports again",
          c->dev_name, f->id, f->peer, __builtin_popcount(mask), c->nports);
+    stats_moment(f, "at a port recovery");
 }
 
 static void probe_ok(struct fo_comm *f, uint32_t id, uint32_t mask)
