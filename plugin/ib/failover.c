@@ -37,7 +37,10 @@ enum fo_type {
     FO_REBUILD_REP = 6, /* recv -> send: u32 id, u32 QP mask, u64 probe addr, u32 rkey, u32 0, infos */
     FO_REBUILD_NAK = 7, /* recv -> send: u32 id, u32 0: not now (its port is still down) */
     FO_PROBE_OK = 8,    /* send -> recv: u32 id, u32 QP mask: the new QPs carried a probe */
+    FO_PUB = 9,         /* recv -> send: u64 addr, u32 rkey, u32 0: its published chunk state */
 };
+
+#define FO_PUB_BYTES (COMM_SLOTS * COMM_MAX_RECVS * 4)
 
 enum rb_stage { RB_NONE = 0, RB_WAIT_REP, RB_PROBING, RB_WAIT_OK };
 
@@ -63,6 +66,12 @@ struct fo_comm {
     struct ibv_mr *probe_mr;
     uint64_t probe_raddr;
     uint32_t probe_rkey;
+    /* chunk state: recv publishes it (c->fo_pub), send reads it */
+    uint32_t *pub;          /* recv: published words; send: the copy read */
+    struct ibv_mr *pub_mr;
+    uint64_t pub_raddr;
+    uint32_t pub_rkey;
+    int replays;            /* send: chunks written again, in flight */
     /* control channel */
     uint8_t tx[FO_TX_MAX];
     size_t tx_len;
@@ -324,11 +333,11 @@ static void kill_qps(struct fo_comm *f, uint32_t mask, const char *why, int tell
         for (unsigned s = 0; s < COMM_SLOTS; s++)
             if (rc->slot_req[s])
                 f->cts_redo |= 1u << s;
-        if (tell) {
-            uint8_t m[4];
-            put32(m, f->dead);
-            fo_send(f, FO_DOWN, m, sizeof(m));
-        }
+    }
+    if (tell) {
+        uint8_t m[4];
+        put32(m, f->dead);
+        fo_send(f, FO_DOWN, m, sizeof(m));
     }
 }
 
@@ -371,19 +380,38 @@ void failover_port_event(struct comm *c, int p, int up)
     }
 }
 
-/* send side: ask which chunks landed, once every newly dead QP is in ERR */
+/* send side: find out which chunks landed, once every newly dead QP is in
+ * ERR: an RDMA READ of the receiver's published chunk state over a live QP
+ * (needs nothing from the receiver's thread), or, before its address came,
+ * a question over the socket */
 static void sync_start(struct fo_comm *f)
 {
+    struct comm *c = f->c;
     f->epoch++;
-    for (int i = 0; i < f->c->nqps; i++)
+    for (int i = 0; i < c->nqps; i++)
         if ((f->dead & (1u << i)) && !f->cover[i])
             f->cover[i] = f->epoch;
+    f->sync_wait = f->epoch;
+    f->need_sync = 0;
+    int q = f->pub_rkey ? failover_pick_qp(c->qp_live, c->nqps, (int)(f->rr++ % (unsigned)c->nqps)) : -1;
+    if (q >= 0) {
+        struct ibv_sge sge = { .addr = (uint64_t)(uintptr_t)f->pub, .length = FO_PUB_BYTES, .lkey = f->pub_mr->lkey };
+        struct ibv_send_wr wr, *bad;
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id = WR_ID_GEN(WR_SYNC, c->qp_gen[q], q, 0, f->epoch & 0xffff);
+        wr.opcode = IBV_WR_RDMA_READ;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.wr.rdma.remote_addr = f->pub_raddr;
+        wr.wr.rdma.rkey = f->pub_rkey;
+        if (ibv_post_send(c->qps[q].qp, &wr, &bad) == 0)
+            return;
+    }
     uint8_t m[8];
     put32(m, f->epoch);
     put32(m + 4, f->dead);
     fo_send(f, FO_SYNC_REQ, m, sizeof(m));
-    f->sync_wait = f->epoch;
-    f->need_sync = 0;
 }
 
 /* recv side: the answer, after the dead QPs are in ERR and the CQ drained */
@@ -408,44 +436,83 @@ static void sync_answer(struct fo_comm *f, uint32_t epoch)
     fo_send(f, FO_SYNC_REP, m, sizeof(m));
 }
 
-/* send side: settle every chunk of a QP this sync covers */
-static void sync_apply(struct fo_comm *f, const uint8_t *m)
+void failover_replay_landed(struct comm *c, struct request *r, unsigned k)
+{
+    struct fo_comm *f = c->fo;
+    r->replayed &= (uint16_t)~(1u << k);
+    if (f && f->replays > 0 && --f->replays == 0)
+        c->fo_fence = 0;
+}
+
+/* send side: settle every chunk of a QP this sync covers. rep: the socket
+ * answer (per slot: u64 seq + 1 of the live receive, u16 chunks per buffer),
+ * or NULL: f->pub holds the words read ((seq + 1) << 16 | chunks). */
+static void sync_apply(struct fo_comm *f, uint32_t epoch, const uint8_t *rep)
 {
     struct comm *c = f->c;
     struct send_comm *sc = (struct send_comm *)c;
-    uint32_t epoch = get32(m);
     int replayed = 0, landed = 0;
     for (size_t ri = 0; ri < sizeof(c->reqs) / sizeof(c->reqs[0]) && !c->error; ri++) {
         struct request *r = &c->reqs[ri];
         if (r->type != REQ_SEND || r->done || !r->unacked)
             continue;
-        const uint8_t *e = m + 8 + (size_t)r->slot * FO_REP_SLOT;
-        int live_here = get64(e) == r->seq + 1;
-        uint16_t got = live_here ? (uint16_t)(e[8 + 2 * r->sub] | e[9 + 2 * r->sub] << 8) : 0xffff;
+        uint16_t got;
+        if (rep) {
+            const uint8_t *e = rep + 8 + (size_t)r->slot * FO_REP_SLOT;
+            got = get64(e) == r->seq + 1 ? (uint16_t)(e[8 + 2 * r->sub] | e[9 + 2 * r->sub] << 8) : 0xffff;
+        } else {
+            uint32_t w = __atomic_load_n(&f->pub[r->slot * COMM_MAX_RECVS + r->sub], __ATOMIC_ACQUIRE);
+            /* another receive in the slot since: this one completed */
+            got = (w >> 16) == ((r->seq + 1) & 0xffff) ? (uint16_t)w : 0xffff;
+        }
         for (unsigned k = 0; k < r->nq; k++) {
             unsigned q = r->chunk_qp[k];
             if (!(r->unacked & (1u << k)) || !(f->dead & (1u << q)) || !f->cover[q] || f->cover[q] > epoch)
                 continue;
             if (got & (1u << k)) {
                 r->unacked &= (uint16_t)~(1u << k);
+                if (r->replayed & (1u << k))
+                    failover_replay_landed(c, r, k);
                 landed++;
                 continue;
             }
             int to = failover_pick_qp(c->qp_live, c->nqps, (int)(f->rr++ % (unsigned)c->nqps));
             if (to < 0 || p2p_post_chunk(sc, r, k, to) != ncclSuccess)
                 return; /* the comm failed (no port left) */
+            if (!(r->replayed & (1u << k))) {
+                r->replayed |= (uint16_t)(1u << k);
+                f->replays++;
+            }
+            c->fo_fence = 1;
             replayed++;
         }
         if (!r->unacked)
             r->done = 1;
     }
-    INFO(NCCL_NET, "NET/railnet: device %s: send comm #%d with %s: failover sync %u: %d chunk(s) written again, %d "
-                   "had landed",
-         c->dev_name, f->id, f->peer, epoch, replayed, landed);
+    INFO(NCCL_NET, "NET/railnet: device %s: send comm #%d with %s: failover sync %u (%s): %d chunk(s) written "
+                   "again, %d had landed",
+         c->dev_name, f->id, f->peer, epoch, rep ? "asked" : "read", replayed, landed);
     f->sync_wait = 0;
     for (int i = 0; i < c->nqps; i++)
         if ((f->dead & (1u << i)) && !f->cover[i])
             f->need_sync = 1;
+}
+
+void failover_sync_read_done(struct comm *c, int epoch16, int ok)
+{
+    struct fo_comm *f = c->fo;
+    if (!f || !f->sync_wait || (uint32_t)epoch16 != (f->sync_wait & 0xffff))
+        return;
+    if (!ok) { /* the QP it went on failed too: ask again over another */
+        f->epoch--; /* the covers it set are still unsettled */
+        for (int i = 0; i < c->nqps; i++)
+            if (f->cover[i] == f->sync_wait)
+                f->cover[i] = 0;
+        f->sync_wait = 0;
+        f->need_sync = 1;
+        return;
+    }
+    sync_apply(f, f->sync_wait, NULL);
 }
 
 static void cts_redo(struct fo_comm *f)
@@ -714,6 +781,7 @@ static int expect_len(int type, size_t len, int kind)
     case FO_REBUILD_REP: return send && len >= 24 && (len - 24) % FO_QP_INFO == 0;
     case FO_REBUILD_NAK: return send && len == 8;
     case FO_PROBE_OK: return !send && len == 8;
+    case FO_PUB: return send && len == 16;
     default: return 0;
     }
 }
@@ -736,7 +804,13 @@ static void handle(struct fo_comm *f, int type, const uint8_t *m, size_t len)
         break;
     case FO_SYNC_REP:
         if (get32(m) == f->sync_wait && f->sync_wait)
-            sync_apply(f, m);
+            sync_apply(f, f->sync_wait, m);
+        break;
+    case FO_PUB:
+        if (!f->pub_rkey && get32(m + 8)) {
+            f->pub_raddr = get64(m);
+            f->pub_rkey = get32(m + 8);
+        }
         break;
     case FO_UP:
         if (get32(m) & f->dead)
@@ -819,7 +893,8 @@ void failover_progress(struct comm *c)
     if (!f || c->error || c->fd < 0)
         return;
     uint64_t now = comm_now_ns();
-    int busy = f->dead || f->tx_len || f->sync_wait || f->need_sync || f->rb_stage || f->cts_redo;
+    int busy = f->dead || f->tx_len || f->sync_wait || f->need_sync || f->rb_stage || f->cts_redo ||
+               (c->kind == COMM_SEND && !f->pub_rkey);
     if (busy || now - f->last_rx_ns >= FO_POLL_NS) {
         f->last_rx_ns = now;
         fo_read(f);
@@ -844,6 +919,8 @@ ncclResult_t failover_attach(struct comm *c)
     c->qp_live = c->nqps >= 32 ? ~0u : (1u << c->nqps) - 1u;
     c->qp_dead = 0;
     c->fo = NULL;
+    c->fo_pub = NULL;
+    c->fo_fence = 0;
     if (!rn_config()->failover || c->nports < 2)
         return ncclSuccess;
     struct fo_comm *f = calloc(1, sizeof(*f));
@@ -877,8 +954,29 @@ ncclResult_t failover_attach(struct comm *c)
         }
         snprintf(f->peer, sizeof(f->peer), "%s:%u", host, port);
     }
+    f->pub = calloc(1, FO_PUB_BYTES);
+    int pacc = IBV_ACCESS_LOCAL_WRITE | (c->kind == COMM_RECV ? IBV_ACCESS_REMOTE_READ : 0);
+    f->pub_mr = f->pub ? RN_IBV(reg_mr)(c->ports[0].pd, f->pub, FO_PUB_BYTES, pacc) : NULL;
+    if (!f->pub_mr) {
+        WARN("NET/railnet: device %s: registering the failover state area failed: %s", c->dev_name,
+             strerror(errno));
+        RN_IBV(dereg_mr)(f->probe_mr);
+        free(f->probe);
+        free(f->pub);
+        free(f);
+        return ncclSystemError;
+    }
     c->fo = f;
     reg_add(f);
+    if (c->kind == COMM_RECV) {
+        c->fo_pub = f->pub;
+        uint8_t m[16];
+        put64(m, (uint64_t)(uintptr_t)f->pub);
+        put32(m + 8, f->pub_mr->rkey);
+        put32(m + 12, 0);
+        fo_send(f, FO_PUB, m, sizeof(m));
+        fo_flush_tx(f);
+    }
     /* a port that went down before or during the handshake */
     for (int p = 0; p < c->nports; p++) {
         struct ibv_port_attr pa;
@@ -899,7 +997,12 @@ void failover_detach(struct comm *c)
     reg_del(f);
     if (f->probe_mr)
         RN_IBV(dereg_mr)(f->probe_mr);
+    if (f->pub_mr)
+        RN_IBV(dereg_mr)(f->pub_mr);
     free(f->probe);
+    free(f->pub);
     free(f);
     c->fo = NULL;
+    c->fo_pub = NULL;
+    c->fo_fence = 0;
 }

@@ -8,14 +8,24 @@
  *  - every QP of the port stops taking work and is moved to ERR at once (its
  *    outstanding work flushes instead of waiting out the retry budget);
  *  - the receiver writes every live CTS slot again over a surviving QP;
- *  - the sender asks the receiver, over the connection's TCP socket, which
- *    chunks it has counted (SYNC_REQ / SYNC_REP: per CTS slot, the live
- *    receive's sequence and a chunk bitmap per buffer). Chunks that were on a
- *    dead QP and did not land are written again on a surviving QP, with the
- *    same immediate; the others are done. The receiver counts a chunk once
- *    (bit k of its buffer), so a message completes exactly once. Because the
- *    dead QPs are in ERR before the question leaves, nothing they carried can
- *    land after the answer.
+ *  - the sender finds out which of its chunks landed: the receiver
+ *    publishes, per CTS slot and buffer, the receive's sequence and a bitmap
+ *    of the chunks it counted (c->fo_pub, updated as it counts), and the
+ *    sender reads it with an RDMA READ over a surviving QP, so it needs
+ *    nothing from the receiver's thread (a receiver with nothing left to
+ *    test would never answer a question). Before that area's address came
+ *    (FO_PUB, sent at connection time) it asks over the TCP socket instead
+ *    (SYNC_REQ / SYNC_REP). Chunks that were on a dead QP and are not
+ *    counted are written again on a surviving QP with the same immediate;
+ *    the others are done. Because the dead QPs are in ERR before the read,
+ *    nothing they carried lands afterwards. A chunk written again may still
+ *    have landed (counted after the read): the receiver counts a chunk once
+ *    (bit k of its buffer) and ignores one for a completed receive (an
+ *    empty slot, or the slot's next use: the immediate carries the parity
+ *    of the receive's use of the slot), and until every chunk written again
+ *    is acknowledged no new message is posted (isend returns no request), so
+ *    none can land in a buffer before a stale copy does. A message thus
+ *    completes exactly once, with its bytes;
  *  - one WARN per device and port names the port and the comms of the
  *    process that go on over the other port (every comm of the device is told).
  * Only a comm with no live QP left fails (test returns the error).
@@ -28,6 +38,12 @@
  * probe completed the sender uses them again and tells the receiver
  * (PROBE_OK), which then uses them for CTS writes too. One INFO per comm.
  * A probe that fails leaves the port dead until the next PORT_ACTIVE.
+ *
+ * Limits: the GDR flush's loopback QP lives on port 1 (a flush fails if
+ * port 1 is the one that failed); a receiver that deregisters a buffer
+ * right after its receive completed can refuse a stale copy of a chunk
+ * (IBV_WC_REM_ACCESS_ERR fails the sender's comm), which needs a port to
+ * fail in that window.
  *
  * Control messages travel on the TCP socket of the connection (non-blocking;
  * looked at on every progress while something is pending, else about every
@@ -60,6 +76,11 @@ void failover_port_event(struct comm *c, int p, int up);
 void failover_progress(struct comm *c);
 /* A probe write completed (WR_PROBE), ok or not. */
 void failover_probe_done(struct comm *c, int qpi, int ok);
+/* The RDMA READ of the receiver's chunk state completed (WR_SYNC). */
+void failover_sync_read_done(struct comm *c, int epoch16, int ok);
+/* A chunk written again landed (its completion, or a later sync). */
+struct request;
+void failover_replay_landed(struct comm *c, struct request *r, unsigned k);
 
 /* The first live QP at or after hint (round robin); -1 when none. */
 static inline int failover_pick_qp(uint32_t live, int nqps, int hint)

@@ -44,17 +44,28 @@ static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
     struct comm *c = &rc->c;
     unsigned slot = IMM_SLOT(imm), sub = IMM_SUB(imm), nq = IMM_NQ(imm), k = IMM_CHUNK(imm);
     struct request *r = rc->slot_req[slot];
+    /* after a failover the sender writes again the chunks it could not
+     * prove landed; one that had landed after all arrives once more, for a
+     * receive that is complete: its slot is empty or holds the next use
+     * (other parity). It was counted; nothing else to do. */
+    if (c->fo && (!r || IMM_PARITY(imm) != IMM_SEQ_PARITY(r->seq)))
+        return;
     if (!r || sub >= (unsigned)r->n)
         return recv_fail_protocol(rc, qpi, imm, "no posted receive for this slot/sub");
     if (nq > (unsigned)c->nqps || k >= nq)
         return recv_fail_protocol(rc, qpi, imm, "more chunks than QPs");
     uint16_t all = (uint16_t)((1u << nq) - 1u);
+    if (IMM_PARITY(imm) != IMM_SEQ_PARITY(r->seq))
+        return recv_fail_protocol(rc, qpi, imm, "a chunk for another use of the slot");
     if (r->seen[sub] & ~all)
         return recv_fail_protocol(rc, qpi, imm, "chunk count changed within a message");
     stats_rx(&c->stats, qpi);
     if (r->seen[sub] & (1u << k))
         return; /* written again after a failover: counted once */
     r->seen[sub] |= (uint16_t)(1u << k);
+    if (c->fo_pub) /* what the sender reads after a failure */
+        __atomic_store_n(&c->fo_pub[slot * COMM_MAX_RECVS + sub],
+                         (uint32_t)((r->seq + 1) & 0xffff) << 16 | r->seen[sub], __ATOMIC_RELEASE);
     if (r->seen[sub] != all)
         return;
     uint64_t size;
@@ -85,6 +96,8 @@ static void send_on_chunk(struct comm *c, int qpi, int ri, unsigned k)
     if (r->type != REQ_SEND || k >= COMM_MAX_QPS || !(r->unacked & (1u << k)) || r->chunk_qp[k] != qpi)
         return; /* a chunk written again elsewhere, or settled by a failover sync */
     r->unacked &= (uint16_t)~(1u << k);
+    if (r->replayed & (1u << k))
+        failover_replay_landed(c, r, k);
     if (!r->unacked)
         r->done = 1;
 }
@@ -113,6 +126,8 @@ void p2p_poll(struct comm *c)
             if (w->status != IBV_WC_SUCCESS) {
                 if (kind == WR_PROBE && !stale)
                     failover_probe_done(c, qpi, 0);
+                if (kind == WR_SYNC && !stale)
+                    failover_sync_read_done(c, ri, 0);
                 if (stale || failover_wc_error(c, qpi, w))
                     continue;
                 errors_report_wc(c, qpi, w);
@@ -131,6 +146,10 @@ void p2p_poll(struct comm *c)
             case WR_PROBE:
                 if (!stale)
                     failover_probe_done(c, qpi, 1);
+                break;
+            case WR_SYNC:
+                if (!stale)
+                    failover_sync_read_done(c, ri, 1);
                 break;
             case WR_CTS:
             case WR_SIZE:
@@ -188,7 +207,7 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
     wr_data.wr_id = WR_ID_GEN(WR_SEND, c->qp_gen[qpi], qpi, k, r->index);
     wr_data.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr_data.send_flags = IBV_SEND_SIGNALED;
-    wr_data.imm_data = htonl(IMM_MAKE(slot, sub, r->nq, k, has_size, size));
+    wr_data.imm_data = htonl(IMM_MAKE(slot, sub, r->nq, k, IMM_SEQ_PARITY(r->seq), has_size, size));
     wr_data.wr.rdma.remote_addr = r->raddr + off;
     wr_data.wr.rdma.rkey = r->rkey[p];
     if (len) {
@@ -265,6 +284,7 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
     r->sub = (uint8_t)sub;
     r->slot = (int)slot;
     r->unacked = (uint16_t)((1u << nq) - 1u);
+    r->replayed = 0;
     for (unsigned k = 0; k < nq; k++) {
         ncclResult_t res = p2p_post_chunk(sc, r, k, live[(first + k) % (unsigned)nlive]);
         if (res != ncclSuccess) {
@@ -285,6 +305,12 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
     if (size < 0 || (size > 0 && !mhandle)) {
         WARN("NET/railnet: isend of %d bytes with %s memory handle", size, mhandle ? "a" : "no");
         return ncclInvalidArgument;
+    }
+    if (c->fo_fence) {
+        /* chunks written again after a failover are in flight: a new
+         * message could land before them in a buffer they target */
+        if (p2p_progress(c) != ncclSuccess || c->fo_fence)
+            return c->error;
     }
     unsigned slot = (unsigned)(sc->head % COMM_SLOTS);
     struct cts_entry *row = &sc->ring[slot * COMM_MAX_RECVS];
@@ -398,6 +424,10 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
     r->slot = (int)slot;
     r->seq = rc->next_seq;
     rc->slot_req[slot] = r;
+    if (c->fo_pub)
+        for (int i = 0; i < COMM_MAX_RECVS; i++)
+            __atomic_store_n(&c->fo_pub[slot * COMM_MAX_RECVS + i], (uint32_t)((r->seq + 1) & 0xffff) << 16,
+                             __ATOMIC_RELEASE);
     if (p2p_post_cts(rc, slot, qpi) != ncclSuccess) {
         rc->slot_req[slot] = NULL;
         comm_req_put(r);
