@@ -67,8 +67,8 @@ TAP_CASE(test_mlx5dv_qp_exposes_rings_the_protocol_needs)
     EXPECT_TRUE(in.cq_entries >= 16);
     EXPECT_EQ_INT(in.send_qpn, q->qpn);
     EXPECT_TRUE(q->sq && q->dbrec && q->db && q->cq && q->cq_dbrec);
-    /* softnic has no RDMA atomics: signals must use SET. */
-    EXPECT_TRUE(q->flags & GDAKI_QP_FLAG_NO_ATOMICS);
+    /* softnic has RDMA atomics (IBV_ATOMIC_HCA): GDAKI_SIGNAL_ADD is allowed. */
+    EXPECT_TRUE(!(q->flags & GDAKI_QP_FLAG_NO_ATOMICS));
     EXPECT_EQ_INT(IBV_QPS_RTS, gdaki_pair_send_qp_state(p));
     EXPECT_TRUE(gdaki_pair_qp_device(p) == NULL);
     gdaki_pair_close(p);
@@ -357,9 +357,10 @@ static void mangle_atomic(uint8_t *w, struct gdaki_op *op)
 {
     (void)op;
     if (w) {
-        /* An ATOMIC_FA on a device without atomics (softnic): 4 ds. */
+        /* An ATOMIC_FA of 3 ds (ctrl, raddr, atomic segment): no data
+         * segment for the old value. */
         w[3] = MLX5_OPCODE_ATOMIC_FA;
-        w[7] = 4;
+        w[7] = 3;
     }
 }
 
@@ -393,9 +394,9 @@ TAP_CASE(test_length_past_the_mr_gives_local_protection_error_cqe)
     expect_error_cqe(mangle_length_past_mr, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
 }
 
-TAP_CASE(test_atomic_without_device_atomics_gives_error_cqe)
+TAP_CASE(test_atomic_without_result_segment_gives_local_length_error_cqe)
 {
-    expect_error_cqe(mangle_atomic, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+    expect_error_cqe(mangle_atomic, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
 }
 
 /* ---- the CPU-proxy path the benchmark compares against ---- */
