@@ -9,7 +9,8 @@
  * execution time, as a NIC does: a bad lkey completes the WQE with
  * IBV_WC_LOC_PROT_ERR.  With added latency a request carries the time
  * before which the responder may not place it (one way: ACKs are not
- * delayed). */
+ * delayed).  RDMA READs and atomics (whose operands follow the header) are
+ * held back while max_rd_atomic of them await their response. */
 #include "softnic.h"
 
 #include <errno.h>
