@@ -624,4 +624,60 @@ TAP_CASE(test_initiator_depth_one_still_runs_a_long_atomic_queue)
     st_dev_close(&d);
 }
 
+/* The initiator depth holds: with one second of added latency on the
+ * port, a QP of max_rd_atomic 4 has exactly 4 of its 6 atomics on the wire
+ * until the first response is back (a response cannot come before the
+ * latency has passed, however slow the host; a host so slow that the check
+ * itself comes late skips rather than guesses). */
+TAP_CASE(test_no_more_atomics_on_the_wire_than_max_rd_atomic)
+{
+    const struct st_ctl *ctl = st_ctl();
+    if (!ctl->port_set_latency || !ctl->qp_counters)
+        TAP_SKIP("softnic_ctl.h API not found");
+    struct st_dev d;
+    struct st_qp a, b;
+    st_dev_open(&d);
+    /* max_rd_atomic 4 (sntest.c); a transport timeout (18: 1 s a try, up
+     * to SOFTNIC_RETRY_CAP_MS in all) longer than the latency */
+    struct st_qp_opts o = atomic_opts;
+    o.timeout = 18;
+    st_qp_pair(&d, &a, &b, &o);
+    uint64_t *target = zbuf(4096), *res = zbuf(4096);
+    struct ibv_mr *tmr = ibv_reg_mr(d.pd, target, 4096, MR_ALL);
+    struct ibv_mr *rmr = ibv_reg_mr(d.pd, res, 4096, IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_TRUE(tmr && rmr);
+    EXPECT_EQ_INT(0, ctl->port_set_latency(d.ctx, 1, 1000000));
+    uint64_t t0 = st_now_ms();
+    for (int i = 0; i < 6; i++)
+        fetch_add(a.qp, (uint64_t)i, &res[i], rmr->lkey, (uintptr_t)target, tmr->rkey, 1);
+    struct softnic_ctl_counters c;
+    do {
+        EXPECT_EQ_INT(0, ctl->qp_counters(a.qp, &c));
+        usleep(1000);
+    } while (c.tx_packets < 4 && st_now_ms() - t0 < 400);
+    usleep(100000);   /* room for a wrong fifth to leave */
+    EXPECT_EQ_INT(0, ctl->qp_counters(a.qp, &c));
+    uint64_t seen = c.tx_packets, late = st_now_ms() - t0;
+    if (late >= 800) {
+        ctl->port_set_latency(d.ctx, 1, 0);
+        TAP_SKIP("host too slow to look inside the latency window");
+    }
+    EXPECT_EQ_U64(4, seen);
+    for (int i = 0; i < 6; i++) {
+        struct ibv_wc wc;
+        st_wait_wc(a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, (uint64_t)i);
+        EXPECT_EQ_U64((uint64_t)i, res[i]);
+    }
+    EXPECT_EQ_U64(6, target[0]);
+    EXPECT_EQ_INT(0, ctl->qp_counters(a.qp, &c));
+    EXPECT_EQ_U64(6, c.tx_packets);
+    EXPECT_EQ_INT(0, ctl->port_set_latency(d.ctx, 1, 0));
+    ibv_dereg_mr(tmr);
+    ibv_dereg_mr(rmr);
+    st_qp_destroy(&a);
+    st_qp_destroy(&b);
+    st_dev_close(&d);
+}
+
 int main(int argc, char **argv) { return sntest_main(argc, argv); }
