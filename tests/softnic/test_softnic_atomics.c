@@ -2,7 +2,8 @@
  * (IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_CMP_AND_SWP): the device
  * attributes, the old value in the local SGE, exact sums and exact CAS
  * outcomes from many QPs and several processes on one word, WRITE-then-
- * atomic ordering on a QP, and the statuses of remote and local errors. */
+ * atomic ordering on a QP, the statuses of remote and local errors, and
+ * the initiator depth (max_rd_atomic) on the wire. */
 #include "sntest.h"
 
 #include <errno.h>
