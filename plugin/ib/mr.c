@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "config.h"
 #include "cudawrap.h"
 #include "devices.h"
@@ -89,18 +88,18 @@ static struct ibv_mr *reg_dmabuf_range(struct ibv_pd *pd, uintptr_t base, size_t
     return mr;
 }
 
-static const struct rn_device *device_of(void *comm)
+static const struct rn_device *device_of(int dev)
 {
-    const struct rn_device *d = devices_get(comm_device(comm));
+    const struct rn_device *d = devices_get(dev);
     if (!d)
-        WARN("NET/railnet: regMr: comm %p belongs to no device", comm);
+        WARN("NET/railnet: regMr: the comm belongs to no device (%d)", dev);
     return d;
 }
 
-ncclResult_t mr_register(void *comm, void *data, size_t size, int type, void **mhandle)
+ncclResult_t mr_register(int dev, void *data, size_t size, int type, void **mhandle)
 {
     *mhandle = NULL;
-    const struct rn_device *d = device_of(comm);
+    const struct rn_device *d = device_of(dev);
     if (!d)
         return ncclInvalidArgument;
     if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
@@ -166,15 +165,15 @@ ncclResult_t mr_register(void *comm, void *data, size_t size, int type, void **m
     return ncclSuccess;
 }
 
-ncclResult_t mr_register_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+ncclResult_t mr_register_dmabuf(int dev, void *data, size_t size, int type, uint64_t offset, int fd,
                                 void **mhandle)
 {
     *mhandle = NULL;
-    const struct rn_device *d = device_of(comm);
+    const struct rn_device *d = device_of(dev);
     if (!d)
         return ncclInvalidArgument;
     if (type == NCCL_PTR_HOST || fd < 0)
-        return mr_register(comm, data, size, type, mhandle);
+        return mr_register(dev, data, size, type, mhandle);
     const struct ibvwrap *v = ibvwrap_global();
     if (!v->reg_dmabuf_mr || !(d->ptr_support & NCCL_PTR_DMABUF)) {
         WARN("NET/railnet: regMrDmaBuf on %s: dmabuf registration is not supported here (%s)", d->name,
