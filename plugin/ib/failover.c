@@ -209,7 +209,7 @@ static void fo_flush_tx(struct fo_comm *f)
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return;
             if (!c->peer_gone_ns)
-                c->peer_gone_ns = comm_now_ns(); /* comm_check_peer fails the comm */
+                c->peer_gone_ns = comm_now_ns(); /* errors_check_peer fails the comm */
             f->tx_len = 0;
             return;
         }
@@ -636,7 +636,7 @@ static void rebuild_answer(struct fo_comm *f, uint32_t id, uint32_t mask, const 
         if (!(mask & (1u << i)))
             continue;
         c->qp_dead &= ~(1u << i); /* receives count from now on */
-        int e = p2p_post_recvs(c, i, COMM_RECV_DEPTH);
+        int e = comm_post_recvs(c, i, COMM_RECV_DEPTH);
         if (e) {
             WARN("NET/railnet: device %s QP 0x%x: posting %d receives on a rebuilt QP failed: %s", c->dev_name,
                  c->qps[i].qp->qp_num, COMM_RECV_DEPTH, strerror(e));
@@ -892,6 +892,18 @@ void failover_progress(struct comm *c)
     struct fo_comm *f = c->fo;
     if (!f || c->error || c->fd < 0)
         return;
+    for (int p = 0; p < c->nports && (c->fo_ev_down | c->fo_ev_up); p++) {
+        if (c->fo_ev_down & (1u << p)) {
+            c->fo_ev_down &= ~(1u << p);
+            failover_port_event(c, p, 0);
+        }
+        if (c->fo_ev_up & (1u << p)) {
+            c->fo_ev_up &= ~(1u << p);
+            failover_port_event(c, p, 1);
+        }
+    }
+    if (c->error)
+        return;
     uint64_t now = comm_now_ns();
     int busy = f->dead || f->tx_len || f->sync_wait || f->need_sync || f->rb_stage || f->cts_redo ||
                (c->kind == COMM_SEND && !f->pub_rkey);
@@ -916,6 +928,8 @@ void failover_progress(struct comm *c)
 
 ncclResult_t failover_attach(struct comm *c)
 {
+    c->fo_ready = 1;
+    c->fo_release = failover_detach;
     c->qp_live = c->nqps >= 32 ? ~0u : (1u << c->nqps) - 1u;
     c->qp_dead = 0;
     c->fo = NULL;

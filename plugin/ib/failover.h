@@ -59,9 +59,10 @@
 struct comm;
 struct fo_comm;
 
-/* At the end of connect/accept: every QP live; with RAILNET_FAILOVER=1 and
- * a device of more than one port, the failover state and the comm's entry in
- * the device's registry. */
+/* At a comm's first isend/irecv (the data path layer attaches itself; the
+ * comm layer below only calls c->fo_release at close): every QP live; with
+ * RAILNET_FAILOVER=1 and a device of more than one port, the failover state
+ * and the comm's entry in the device's registry. */
 ncclResult_t failover_attach(struct comm *c);
 /* At close: leaves the registry, frees the state. */
 void failover_detach(struct comm *c);

@@ -15,20 +15,6 @@
 #define P2P_CHUNK_ALIGN 4096u
 #define P2P_POLL_BATCH 32
 
-int p2p_post_recvs(struct comm *c, int qpi, int count)
-{
-    /* Writes with immediate consume a receive WQE; they carry no payload here. */
-    struct ibv_recv_wr wr, *bad;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = WR_ID_GEN(WR_RECV, c->qp_gen[qpi], qpi, 0, 0);
-    for (int i = 0; i < count; i++) {
-        int rc = ibv_post_recv(c->qps[qpi].qp, &wr, &bad);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
 static void recv_fail_protocol(struct recv_comm *rc, int qpi, uint32_t imm, const char *why)
 {
     struct comm *c = &rc->c;
@@ -159,7 +145,7 @@ void p2p_poll(struct comm *c)
                     recv_on_imm((struct recv_comm *)c, qpi, ntohl(w->imm_data));
                     if (stale || (c->qp_dead & (1u << qpi)))
                         break; /* a QP out of use gets no more receives */
-                    if (p2p_post_recvs(c, qpi, 1)) {
+                    if (comm_post_recvs(c, qpi, 1)) {
                         if (!c->error)
                             WARN("NET/railnet: device %s QP 0x%x: cannot repost a receive", c->dev_name,
                                  c->qps[qpi].qp->qp_num);
@@ -306,6 +292,10 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
         WARN("NET/railnet: isend of %d bytes with %s memory handle", size, mhandle ? "a" : "no");
         return ncclInvalidArgument;
     }
+    if (!c->fo_ready && failover_attach(c) != ncclSuccess) {
+        comm_fail(c, ncclSystemError);
+        return c->error;
+    }
     if (c->fo_fence) {
         /* chunks written again after a failover are in flight: a new
          * message could land before them in a buffer they target */
@@ -318,7 +308,7 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
     if (__atomic_load_n(&row[0].seq, __ATOMIC_ACQUIRE) != want) {
         /* the receiver has not posted yet: make sure it is still there */
         (void)p2p_progress(c);
-        return comm_check_peer(c, 1);
+        return errors_check_peer(c, 1);
     }
     unsigned nreqs = row[0].nreqs;
     if (nreqs < 1 || nreqs > COMM_MAX_RECVS) {
@@ -385,6 +375,10 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         WARN("NET/railnet: irecv of %d buffers, 1..%d supported", n, COMM_MAX_RECVS);
         return ncclInvalidArgument;
     }
+    if (!c->fo_ready && failover_attach(c) != ncclSuccess) {
+        comm_fail(c, ncclSystemError);
+        return c->error;
+    }
     unsigned slot = (unsigned)(rc->next_seq % COMM_SLOTS);
     int qpi = failover_pick_qp(c->qp_live, c->nqps, (int)(slot % (unsigned)c->nqps));
     if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr) {
@@ -392,7 +386,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
             return c->error;
         qpi = failover_pick_qp(c->qp_live, c->nqps, (int)(slot % (unsigned)c->nqps));
         if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
-            return comm_check_peer(c, 1);
+            return errors_check_peer(c, 1);
     }
     struct request *r = comm_req_get(c, REQ_RECV);
     if (!r)
@@ -477,7 +471,7 @@ ncclResult_t p2p_test(void *request, int *done, int *sizes)
         if (res != ncclSuccess)
             return res;
         if (!r->done)
-            return comm_check_peer(c, 1);
+            return errors_check_peer(c, 1);
     }
     if (sizes) {
         if (r->type == REQ_RECV)
@@ -489,4 +483,11 @@ ncclResult_t p2p_test(void *request, int *done, int *sizes)
     *done = 1;
     comm_req_put(r);
     return ncclSuccess;
+}
+
+ncclResult_t p2p_close_recv(void *recv_comm)
+{
+    if (recv_comm)
+        flush_destroy(recv_comm);
+    return comm_close_recv(recv_comm);
 }

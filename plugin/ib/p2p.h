@@ -13,7 +13,8 @@
  *   send once every chunk's write completed or a failover sync found it landed
  *   (failover.h). Errors (failed completion, async event, lost peer)
  *   are sticky per comm, reported once with a WARN.
- * Nothing here allocates memory. */
+ * Nothing here allocates memory.
+ * Layer: data path (over comm.h, errors.h, mr.h, flush.h). */
 #ifndef RAILNET_IB_P2P_H
 #define RAILNET_IB_P2P_H
 
@@ -34,7 +35,7 @@ void p2p_poll(struct comm *c);
 ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k, int qpi);
 /* Writes the CTS slot of the live receive in `slot` on QP qpi. */
 ncclResult_t p2p_post_cts(struct recv_comm *rc, unsigned slot, int qpi);
-/* Posts the initial receive WQEs of a recv comm's QPs. */
-int p2p_post_recvs(struct comm *c, int qpi, int count);
+/* closeRecv: the data path's state of the comm (flush QP), then the comm. */
+ncclResult_t p2p_close_recv(void *recv_comm);
 
 #endif

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 static struct {
@@ -251,6 +252,8 @@ static enum ibv_wr_opcode wr_opcode(uint8_t op)
     case MLX5_OPCODE_RDMA_WRITE_IMM: return IBV_WR_RDMA_WRITE_WITH_IMM;
     case MLX5_OPCODE_SEND_IMM: return IBV_WR_SEND_WITH_IMM;
     case MLX5_OPCODE_RDMA_READ: return IBV_WR_RDMA_READ;
+    case MLX5_OPCODE_ATOMIC_FA: return IBV_WR_ATOMIC_FETCH_AND_ADD;
+    case MLX5_OPCODE_ATOMIC_CS: return IBV_WR_ATOMIC_CMP_AND_SWP;
     default: return IBV_WR_SEND;
     }
 }
@@ -270,8 +273,16 @@ static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
     if (op->fm_ce_se & MLX5_WQE_CTRL_FENCE)
         wr.send_flags |= IBV_SEND_FENCE;
     wr.imm_data = op->imm;
-    wr.wr.rdma.remote_addr = op->raddr;
-    wr.wr.rdma.rkey = op->rkey;
+    if (op->opcode == MLX5_OPCODE_ATOMIC_FA || op->opcode == MLX5_OPCODE_ATOMIC_CS) {
+        wr.wr.atomic.remote_addr = op->raddr;
+        wr.wr.atomic.rkey = op->rkey;
+        /* verbs names the CS operands the other way round */
+        wr.wr.atomic.compare_add = op->opcode == MLX5_OPCODE_ATOMIC_CS ? op->compare : op->swap_add;
+        wr.wr.atomic.swap = op->opcode == MLX5_OPCODE_ATOMIC_CS ? op->swap_add : 0;
+    } else {
+        wr.wr.rdma.remote_addr = op->raddr;
+        wr.wr.rdma.rkey = op->rkey;
+    }
     wr.sg_list = sg;
     if (op->inl_len) {
         if (op->inl_len > qp->max_inline)
@@ -438,12 +449,33 @@ static void grave_sweep_locked(void)
         nic.grave[nic.ngrave++] = todo[i];
 }
 
+/* How long the NIC thread polls without sleeping.  While a QP has WQEs on
+ * the engine, a completion is coming and a poster (often a GPU thread in
+ * quiet) waits for its CQE: poll for up to NIC_SPIN_BUSY_NS since the last
+ * progress.  Once every queue is drained, poll NIC_SPIN_IDLE_NS more for
+ * the next doorbell (a put + quiet loop rings again right after its CQE),
+ * then back off.  A ConnectX sees a doorbell within a microsecond; a thread
+ * that has gone to sleep sees it a timer period later. */
+#define NIC_SPIN_BUSY_NS (20ull * 1000 * 1000)
+#define NIC_SPIN_IDLE_NS (200ull * 1000)
+
+static uint64_t nic_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void *nic_main(void *arg)
 {
     (void)arg;
-    unsigned idle = 0;
+    /* The back-off sleeps below are a few microseconds: without this the
+     * kernel's default 50 us timer slack stretches each of them. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    uint64_t last_work = nic_now_ns();
     for (;;) {
         int work = 0;
+        bool busy = false;
         pthread_mutex_lock(&nic.lock);
         if (nic.stop) {
             pthread_mutex_unlock(&nic.lock);
@@ -453,17 +485,20 @@ static void *nic_main(void *arg)
             work += qp_retire(qp);
             work += qp_consume(qp);
             work += qp_retire(qp);
+            busy |= qp->pend_count != 0;
         }
         if (nic.ngrave)
             grave_sweep_locked();
         pthread_mutex_unlock(&nic.lock);
-        if (work) {
-            idle = 0;
-        } else if (++idle < 200) {
+        uint64_t now = nic_now_ns();
+        if (work)
+            last_work = now;
+        uint64_t quiet = now - last_work;
+        if (work || quiet < (busy ? NIC_SPIN_BUSY_NS : NIC_SPIN_IDLE_NS)) {
             sched_yield();
         } else {
             /* Idle: back off to at most 100 us between doorbell checks. */
-            unsigned us = idle < 400 ? 5 : idle < 1000 ? 20 : 100;
+            unsigned us = quiet < 2000000 ? 5 : quiet < 20000000 ? 20 : 100;
             struct timespec ts = { 0, (long)us * 1000 };
             nanosleep(&ts, NULL);
         }
