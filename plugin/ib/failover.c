@@ -132,7 +132,7 @@ static const char *kind_name(const struct comm *c) { return c->kind == COMM_SEND
 
 /* One WARN per device port and failure: the port, why, and every comm of
  * the device in this process (all stripe over both ports). */
-static void reg_report_down(struct fo_comm *f, int p, const char *why)
+static void reg_report_down(struct fo_comm *f, int p, const char *why, uint32_t qpn)
 {
     struct comm *c = f->c;
     int dev = c->dev;
@@ -161,12 +161,17 @@ static void reg_report_down(struct fo_comm *f, int p, const char *why)
     for (int q = 0; q < c->nports; q++)
         if (q != p && !(f->port_down & (1u << q)))
             other = q;
+    /* a failed completion names its QP the way every QP error does */
+    char at[48] = "";
+    if (qpn)
+        snprintf(at, sizeof(at), " QP 0x%x", qpn);
     if (other >= 0)
-        WARN("NET/railnet: device %s port %u failed (%s); %d connection(s) go on over port %u: %s", c->dev_name,
-             c->ports[p].port_num, why, n, c->ports[other].port_num, list);
+        WARN("NET/railnet: device %s port %u%s: %s: port %u failed; %d connection(s) go on over port %u: %s",
+             c->dev_name, c->ports[p].port_num, at, why, c->ports[p].port_num, n, c->ports[other].port_num, list);
     else
-        WARN("NET/railnet: device %s port %u failed (%s) and no other port is up; %d connection(s) affected: %s",
-             c->dev_name, c->ports[p].port_num, why, n, list);
+        WARN("NET/railnet: device %s port %u%s: %s: port %u failed and no other port is up; %d connection(s) "
+             "affected: %s",
+             c->dev_name, c->ports[p].port_num, at, why, c->ports[p].port_num, n, list);
 }
 
 static void reg_port_back(struct comm *c, int p)
@@ -286,8 +291,9 @@ static void stats_moment(const struct fo_comm *f, const char *when)
          f->id, when, c->ports[0].port_num, b[0], c->ports[1].port_num, b[1]);
 }
 
-/* Takes the QPs of mask out of use. tell: let the peer know. */
-static void kill_qps(struct fo_comm *f, uint32_t mask, const char *why, int tell)
+/* Takes the QPs of mask out of use. tell: let the peer know. qpn: the QP
+ * whose completion failed (0: a port event or the peer). */
+static void kill_qps(struct fo_comm *f, uint32_t mask, const char *why, int tell, uint32_t qpn)
 {
     struct comm *c = f->c;
     mask &= (c->nqps >= 32 ? ~0u : (1u << c->nqps) - 1u);
@@ -316,7 +322,7 @@ static void kill_qps(struct fo_comm *f, uint32_t mask, const char *why, int tell
     }
     for (int p = 0; p < c->nports; p++)
         if (ports & (1u << p))
-            reg_report_down(f, p, why);
+            reg_report_down(f, p, why, qpn);
     stats_moment(f, "at a port failure");
     if (!c->qp_live) {
         if (!c->error)
@@ -351,9 +357,7 @@ int failover_wc_error(struct comm *c, int qpi, const struct ibv_wc *w)
         return 0;
     if (f->dead & (1u << qpi))
         return 1; /* the flushes of a QP already out of use */
-    char why[96];
-    snprintf(why, sizeof(why), "%s on QP 0x%x", errors_wc_status_name(w->status), w->qp_num);
-    kill_qps(f, port_qps(c, c->qps[qpi].port->port_idx), why, 1);
+    kill_qps(f, port_qps(c, c->qps[qpi].port->port_idx), errors_wc_status_name(w->status), 1, w->qp_num);
     return 1;
 }
 
@@ -364,7 +368,7 @@ void failover_port_event(struct comm *c, int p, int up)
         return;
     if (!up) {
         f->port_down |= 1u << p;
-        kill_qps(f, port_qps(c, p), "IBV_EVENT_PORT_ERR", 1);
+        kill_qps(f, port_qps(c, p), "IBV_EVENT_PORT_ERR", 1, 0);
         return;
     }
     f->port_down &= ~(1u << p);
@@ -795,10 +799,10 @@ static void handle(struct fo_comm *f, int type, const uint8_t *m, size_t len)
     uint32_t all = c->nqps >= 32 ? ~0u : (1u << c->nqps) - 1u;
     switch (type) {
     case FO_DOWN:
-        kill_qps(f, get32(m) & all, "the peer lost the path", 0);
+        kill_qps(f, get32(m) & all, "the peer lost the path", 0, 0);
         break;
     case FO_SYNC_REQ:
-        kill_qps(f, get32(m + 4) & all, "the peer lost the path", 0);
+        kill_qps(f, get32(m + 4) & all, "the peer lost the path", 0, 0);
         if (!c->error)
             sync_answer(f, get32(m));
         break;
@@ -997,7 +1001,7 @@ ncclResult_t failover_attach(struct comm *c)
         if (ibvwrap_query_port(ibvwrap_global(), c->ports[p].ctx, c->ports[p].port_num, &pa) == 0 &&
             pa.state != IBV_PORT_ACTIVE) {
             f->port_down |= 1u << p;
-            kill_qps(f, port_qps(c, p), "port not active at connection time", 1);
+            kill_qps(f, port_qps(c, p), "port not active at connection time", 1, 0);
         }
     }
     return ncclSuccess;
