@@ -476,7 +476,12 @@ TAP_CASE(test_churn_connect_transfer_close_leaks_nothing)
     EXPECT_EQ_U64((uint64_t)o0.qps, (uint64_t)o1.qps);
     EXPECT_EQ_U64((uint64_t)o0.cqs, (uint64_t)o1.cqs);
     EXPECT_EQ_U64((uint64_t)o0.mrs, (uint64_t)o1.mrs);
-    EXPECT_TRUE(rss1 <= rss0 + RSS_TOLERANCE_KB);
+    /* under ASan its quarantine keeps freed memory: sanitizers.sh sets
+     * TEST_FAILOVER_NO_RSS and checks everything else */
+    if (getenv("TEST_FAILOVER_NO_RSS"))
+        printf("# RSS not checked (TEST_FAILOVER_NO_RSS)\n");
+    else
+        EXPECT_TRUE(rss1 <= rss0 + RSS_TOLERANCE_KB);
 }
 
 int main(int argc, char **argv) { return tap_run(argc, argv); }

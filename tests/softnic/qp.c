@@ -157,6 +157,7 @@ int qp_destroy(struct ibv_qp *ibqp)
     pd_use(ibqp->pd, -1);
     if (ibqp->srq)
         atomic_fetch_sub(&((struct sn_srq *)ibqp->srq)->users, 1);
+    async_forget_qp(ibqp);      /* after the engine stopped: no new event for it */
     pthread_mutex_destroy(&qp->lock);
     pthread_cond_destroy(&qp->cond);
     pthread_cond_destroy(&qp->req_cond);
