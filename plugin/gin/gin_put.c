@@ -1,0 +1,339 @@
+/* plugin/gin/gin_put.c: iput, iputSignal, test and ginProgress (gin.h).
+ *
+ * A request joins its peer's FIFO and is posted from there, in order:
+ *  - its WRITE goes on the peer's next QP (round robin over the ports),
+ *    when that send queue has room for the write and its atomic;
+ *  - a put with signal notes, at that moment, how far each other QP of the
+ *    peer had posted (need[]); its FETCH_AND_ADD follows on the write's own
+ *    QP (which orders it after the write) once every other QP has retired
+ *    up to there, so the signal also implies the earlier puts' data;
+ *  - a request behind a waiting one waits too (the FIFO is the order NCCL
+ *    gave), so a fence only ever waits on requests fully posted before it.
+ * Signaling: the last work request of each request is signaled (NCCL tests
+ * every descriptor on its own, so each put needs its own completion); the
+ * write of a put with signal is not (its atomic's completion covers it).
+ * The CQ is polled in batches; a success completion retires its QP up to
+ * that work request. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gin.h"
+#include "log.h"
+
+#define POLL_BATCH 64
+
+static struct gin_req *req_get(struct gin_coll *c, uint32_t peer)
+{
+    struct gin_peer *pe = &c->peers[peer];
+    if (pe->nfree == 0)
+        return NULL;
+    uint32_t i = pe->free_list[--pe->nfree];
+    struct gin_req *r = &c->reqs[(size_t)peer * GIN_PEER_REQS + i];
+    memset(r, 0, sizeof(*r));
+    r->peer = peer;
+    r->index = peer * GIN_PEER_REQS + i;
+    r->state = GR_QUEUED;
+    c->pending++;
+    return r;
+}
+
+static void req_put(struct gin_coll *c, struct gin_req *r)
+{
+    struct gin_peer *pe = &c->peers[r->peer];
+    if (r->state != GR_DONE)
+        c->pending--;
+    r->state = GR_FREE;
+    pe->free_list[pe->nfree++] = r->index % GIN_PEER_REQS;
+}
+
+int gin_outstanding(const struct gin_coll *c)
+{
+    return c->pending;
+}
+
+static int post(struct gin_coll *c, struct gin_req *r, struct gin_qp *q, struct ibv_send_wr *wr)
+{
+    struct ibv_send_wr *bad;
+    int rc = ibv_post_send(q->conn.qp, wr, &bad);
+    if (rc) {
+        WARN("NET/railnet/GIN: device %s, rank %d: ibv_post_send towards rank %u (QP 0x%x) failed: %s", c->dev_name,
+             c->rank, r->peer, q->conn.qp->qp_num, strerror(rc));
+        gin_fail(c, ncclSystemError);
+        return -1;
+    }
+    q->posted++;
+    return 0;
+}
+
+static int post_write(struct gin_coll *c, struct gin_req *r, struct gin_qp *q, int signaled)
+{
+    struct ibv_sge sge = { .addr = r->laddr, .length = r->len, .lkey = r->lkey };
+    struct ibv_send_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = r->index;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (r->len <= q->conn.max_inline ? IBV_SEND_INLINE : 0);
+    wr.wr.rdma.remote_addr = r->raddr;
+    wr.wr.rdma.rkey = r->rkey;
+    return post(c, r, q, &wr);
+}
+
+static int post_atomic(struct gin_coll *c, struct gin_req *r, struct gin_qp *q)
+{
+    struct ibv_sge sge = {
+        .addr = (uint64_t)(uintptr_t)&c->scratch[r->peer % 512],
+        .length = 8,
+        .lkey = c->scratch_lkey,
+    };
+    struct ibv_send_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = r->index;
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = r->sig_raddr;
+    wr.wr.atomic.rkey = r->sig_rkey;
+    wr.wr.atomic.compare_add = r->sig_add;
+    return post(c, r, q, &wr);
+}
+
+static int fence_clear(const struct gin_peer *pe, const struct gin_req *r)
+{
+    for (int o = 0; o < pe->nqps; o++)
+        if (o != r->qp && pe->qps[o].retired < r->need[o])
+            return 0;
+    return 1;
+}
+
+/* Posts what the head of the peer's FIFO allows, in order. */
+static void peer_advance(struct gin_coll *c, uint32_t peer)
+{
+    struct gin_peer *pe = &c->peers[peer];
+    while (pe->head != pe->tail && !c->error) {
+        struct gin_req *r = &c->reqs[(size_t)peer * GIN_PEER_REQS + pe->fifo[pe->head % GIN_PEER_REQS]];
+        if (r->state == GR_QUEUED) {
+            /* a signal alone goes behind the latest write; a write takes the next QP */
+            int qi = r->has_write ? (int)(pe->next_qp % (unsigned)pe->nqps) : (int)pe->last_qp;
+            struct gin_qp *q = &pe->qps[qi];
+            int need = r->has_write + r->has_signal;
+            if (q->posted - q->retired + (uint64_t)need > GIN_SQ_DEPTH)
+                return; /* full: completions will make room */
+            r->qp = (uint8_t)qi;
+            if (r->has_write) {
+                if (post_write(c, r, q, !r->has_signal))
+                    return;
+                pe->next_qp++;
+                pe->last_qp = (unsigned)qi;
+            }
+            if (!r->has_signal) {
+                r->wr_seq = q->posted;
+                r->state = GR_POSTED;
+                pe->head++;
+                continue;
+            }
+            for (int o = 0; o < pe->nqps; o++)
+                r->need[o] = pe->qps[o].posted;
+            r->state = GR_WRITTEN;
+        }
+        /* GR_WRITTEN: the signal waits for the other QPs' earlier writes */
+        if (!fence_clear(pe, r))
+            return;
+        struct gin_qp *q = &pe->qps[r->qp];
+        if (post_atomic(c, r, q))
+            return;
+        r->wr_seq = q->posted;
+        r->state = GR_POSTED;
+        pe->head++;
+    }
+}
+
+static void poll_cq(struct gin_coll *c)
+{
+    struct ibv_wc wc[POLL_BATCH];
+    size_t nreqs = (size_t)c->nranks * GIN_PEER_REQS;
+    for (;;) {
+        int n = ibv_poll_cq(c->cq, POLL_BATCH, wc);
+        if (n < 0) {
+            WARN("NET/railnet/GIN: device %s: ibv_poll_cq failed (%d)", c->dev_name, n);
+            gin_fail(c, ncclSystemError);
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            if (wc[i].wr_id >= nreqs) {
+                WARN("NET/railnet/GIN: device %s: completion with unknown wr_id 0x%llx", c->dev_name,
+                     (unsigned long long)wc[i].wr_id);
+                gin_fail(c, ncclInternalError);
+                continue;
+            }
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                gin_report_wc(c, &wc[i]);
+                continue;
+            }
+            struct gin_req *r = &c->reqs[wc[i].wr_id];
+            if (r->state != GR_POSTED)
+                continue; /* cannot happen: only a request's last work request is signaled */
+            struct gin_qp *q = &c->peers[r->peer].qps[r->qp];
+            if (r->wr_seq > q->retired)
+                q->retired = r->wr_seq;
+            r->state = GR_DONE;
+            c->pending--;
+        }
+        if (n < POLL_BATCH)
+            return;
+    }
+}
+
+ncclResult_t gin_progress(void *coll_comm)
+{
+    struct gin_coll *c = gin_coll_of(coll_comm, "ginProgress");
+    if (!c)
+        return ncclInvalidArgument;
+    poll_cq(c);
+    for (int p = 0; p < c->nranks; p++)
+        if (c->peers[p].head != c->peers[p].tail)
+            peer_advance(c, (uint32_t)p);
+    if (c->pending)
+        gin_check_peers(c);
+    return c->error;
+}
+
+/* Checks shared by iput and iputSignal; fills the write part of r's
+ * parameters into *w (NULL windows allowed for size 0). */
+static ncclResult_t check_put(struct gin_coll *c, const char *what, uint64_t src_off, void *src_mh, size_t size,
+                              uint64_t dst_off, void *dst_mh, uint32_t rank, struct gin_req *w)
+{
+    if (rank >= (uint32_t)c->nranks) {
+        WARN("NET/railnet/GIN: %s: rank %u out of range (%d ranks)", what, rank, c->nranks);
+        return ncclInvalidArgument;
+    }
+    if (size == 0)
+        return ncclSuccess;
+    if (size >= GIN_MAX_PUT) {
+        WARN("NET/railnet/GIN: %s: %zu bytes in one put; at most %zu", what, size, GIN_MAX_PUT - 1);
+        return ncclInvalidArgument;
+    }
+    struct gin_mr *src = gin_mr_of(c, src_mh, what);
+    struct gin_mr *dst = gin_mr_of(c, dst_mh, what);
+    if (!src || !dst)
+        return ncclInvalidArgument;
+    if (src_off > src->size || size > src->size - src_off || dst_off > dst->len[rank] ||
+        size > dst->len[rank] - dst_off) {
+        WARN("NET/railnet/GIN: %s: %zu bytes from offset %llu of a %llu-byte window to offset %llu of rank %u's "
+             "%llu-byte window: out of bounds",
+             what, size, (unsigned long long)src_off, (unsigned long long)src->size, (unsigned long long)dst_off,
+             rank, (unsigned long long)dst->len[rank]);
+        return ncclInvalidArgument;
+    }
+    w->has_write = 1;
+    w->laddr = src->base + src_off;
+    w->lkey = src->lkey;
+    w->len = (uint32_t)size;
+    w->raddr = dst->addr[rank] + dst_off;
+    w->rkey = dst->rkey[rank];
+    return ncclSuccess;
+}
+
+static ncclResult_t submit(struct gin_coll *c, const struct gin_req *tmpl, uint32_t rank, void **request)
+{
+    struct gin_req *r = req_get(c, rank);
+    if (!r) {
+        /* more than GIN_PEER_REQS outstanding to one peer (twice NCCL's own
+         * bound): not now; the caller tests its requests and retries */
+        TRACE(NCCL_NET, "NET/railnet/GIN: rank %d: %d requests outstanding to rank %u; try again", c->rank,
+              GIN_PEER_REQS, rank);
+        return ncclSuccess;
+    }
+    uint32_t index = r->index;
+    *r = *tmpl;
+    r->peer = rank;
+    r->index = index;
+    r->state = GR_QUEUED;
+    if (!r->has_write && !r->has_signal) {
+        r->state = GR_DONE; /* an empty put has nothing to deliver */
+        c->pending--;
+    } else {
+        struct gin_peer *pe = &c->peers[rank];
+        pe->fifo[pe->tail++ % GIN_PEER_REQS] = index % GIN_PEER_REQS;
+        peer_advance(c, rank);
+    }
+    *request = r;
+    return c->error;
+}
+
+ncclResult_t gin_iput(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off, void *dst_mh,
+                      uint32_t rank, void **request)
+{
+    if (request)
+        *request = NULL;
+    struct gin_coll *c = gin_coll_of(coll_comm, "iput");
+    if (!c || !request)
+        return ncclInvalidArgument;
+    if (c->error)
+        return c->error;
+    struct gin_req t;
+    memset(&t, 0, sizeof(t));
+    CHECK(check_put(c, "iput", src_off, src_mh, size, dst_off, dst_mh, rank, &t));
+    return submit(c, &t, rank, request);
+}
+
+ncclResult_t gin_iput_signal(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off,
+                             void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh, uint64_t sig_value,
+                             uint32_t sig_op, void **request)
+{
+    if (request)
+        *request = NULL;
+    struct gin_coll *c = gin_coll_of(coll_comm, "iputSignal");
+    if (!c || !request)
+        return ncclInvalidArgument;
+    if (c->error)
+        return c->error;
+    if (sig_op != NCCL_NET_SIGNAL_OP_INC && sig_op != NCCL_NET_SIGNAL_OP_ADD) {
+        WARN("NET/railnet/GIN: iputSignal: signal op %u is neither INC (%d) nor ADD (%d)", sig_op,
+             NCCL_NET_SIGNAL_OP_INC, NCCL_NET_SIGNAL_OP_ADD);
+        return ncclInvalidArgument;
+    }
+    struct gin_req t;
+    memset(&t, 0, sizeof(t));
+    CHECK(check_put(c, "iputSignal", src_off, src_mh, size, dst_off, dst_mh, rank, &t));
+    struct gin_mr *sig = gin_mr_of(c, sig_mh, "iputSignal (signal window)");
+    if (!sig)
+        return ncclInvalidArgument;
+    if (sig_off % 8 || sig_off > sig->len[rank] || sig->len[rank] - sig_off < 8 ||
+        (sig->addr[rank] + sig_off) % 8) {
+        WARN("NET/railnet/GIN: iputSignal: signal at offset %llu of rank %u's %llu-byte window is not an aligned "
+             "64-bit word inside it",
+             (unsigned long long)sig_off, rank, (unsigned long long)sig->len[rank]);
+        return ncclInvalidArgument;
+    }
+    t.has_signal = 1;
+    t.sig_raddr = sig->addr[rank] + sig_off;
+    t.sig_rkey = sig->rkey[rank];
+    t.sig_add = sig_op == NCCL_NET_SIGNAL_OP_INC ? 1 : sig_value;
+    return submit(c, &t, rank, request);
+}
+
+ncclResult_t gin_test(void *coll_comm, void *request, int *done)
+{
+    if (done)
+        *done = 0;
+    struct gin_coll *c = gin_coll_of(coll_comm, "test");
+    if (!c || !done)
+        return ncclInvalidArgument;
+    struct gin_req *r = request;
+    size_t nreqs = (size_t)c->nranks * GIN_PEER_REQS;
+    if (!r || r < c->reqs || r >= c->reqs + nreqs || r->state == GR_FREE) {
+        WARN("NET/railnet/GIN: test: %p is not a live request of this collComm", request);
+        return ncclInvalidArgument;
+    }
+    if (r->state != GR_DONE)
+        (void)gin_progress(c);
+    if (r->state == GR_DONE) {
+        *done = 1;
+        req_put(c, r);
+        return ncclSuccess;
+    }
+    return c->error;
+}

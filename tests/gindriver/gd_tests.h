@@ -1,0 +1,31 @@
+/* tests/gindriver/gd_tests.h: the driver's subcommands.
+ *   mesh   - full mesh of iput with random sizes and offsets, every byte of
+ *            every window checked (the written ranges and the guard around
+ *            them), then an iput naming a deregistered window is refused;
+ *   signal - iputSignal (INC, ADD) streaming in while receivers check that
+ *            every put a signal counts has landed; then signal-only adds from
+ *            every rank into one word of every rank, summed exactly;
+ *   rogue  - bad handles (not the caller's, wrong magic/version, stale nonce,
+ *            wrong rank count) refused, and the job still connects;
+ *   kill   - the last rank is SIGKILLed; the others' test/iput report
+ *            ncclRemoteError and queryLastError agrees, with no hang. */
+#ifndef RAILNET_GINDRIVER_GD_TESTS_H
+#define RAILNET_GINDRIVER_GD_TESTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gd_opts {
+    int ranks;
+    int rounds;
+    int puts;      /* per peer per round */
+    int adds;      /* signal-only adds per peer */
+    size_t slot;   /* bytes each rank owns in every window */
+    uint64_t seed;
+    int go_pipe[2];
+};
+
+/* Returns the number of failed ranks (0: pass), -1 for an unknown name. */
+int gd_test_run(const char *plugin, const char *name, struct gd_opts *o);
+
+#endif
