@@ -76,7 +76,7 @@ _Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
 
 /* flags */
 #define GDAKI_QP_FLAG_GPU_QUEUE 0x1u  /* ring, dbrec and CQ live in GPU memory */
-#define GDAKI_QP_FLAG_NO_ATOMICS 0x2u /* the device has no RDMA atomics (softnic):
+#define GDAKI_QP_FLAG_NO_ATOMICS 0x2u /* the device has no RDMA atomics (atomic_cap NONE):
                                        * put_signal ADD is refused, SET works */
 
 /* How put_signal updates the remote 8-byte signal word after the data. */

@@ -21,7 +21,7 @@
  *   at (sig_raddr, sig_rkey), on the same QP, so a receiver that sees the
  *   signal sees the data.  SET writes value (works everywhere); ADD adds it
  *   atomically (needs device atomics: refused with GDAKI_SLOT_ERROR when the
- *   QP's flags say GDAKI_QP_FLAG_NO_ATOMICS, e.g. on softnic).  In the warp
+ *   QP's flags say GDAKI_QP_FLAG_NO_ATOMICS: atomic_cap NONE).  In the warp
  *   and block scopes there is one signal, after all the group's writes,
  *   with the leader's (lane 0 / thread 0) signal arguments.
  * - wait_signal on the receiving side spins until the word reaches value

@@ -13,4 +13,10 @@
  * nothing lands past a message) and the queue's counters.  p stays open. */
 void cpu_posters_run(struct gdaki_pair *p, int nthreads, int count);
 
+/* The same with a GDAKI_SIGNAL_ADD after each message (gdaki_q_post_signal:
+ * WRITE, then ATOMIC_FA on one 8-byte signal word shared by all threads;
+ * thread t adds t + 1): checks every byte and that the word holds exactly
+ * the sum of all adds (needs a device with RDMA atomics). */
+void cpu_posters_signal_add_run(struct gdaki_pair *p, int nthreads, int count);
+
 #endif

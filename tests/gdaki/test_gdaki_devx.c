@@ -102,6 +102,16 @@ TAP_CASE(test_devx_four_posters_share_one_ring_byte_exact)
     run_posters(4, 150);
 }
 
+/* The DEVX QP is created with RAE (remote atomic enable) when the device
+ * has atomics: GDAKI_SIGNAL_ADD works through it. */
+TAP_CASE(test_devx_four_posters_signal_add_sum_exactly)
+{
+    struct gdaki_pair *p = open_devx_pair(32);
+    EXPECT_TRUE(!(gdaki_pair_qp_host(p)->flags & GDAKI_QP_FLAG_NO_ATOMICS));
+    cpu_posters_signal_add_run(p, 4, 60);
+    gdaki_pair_close(p);
+}
+
 TAP_CASE(test_devx_posts_beyond_16bit_wqe_counter)
 {
     struct gdaki_pair *p = open_devx_pair(64);

@@ -3,8 +3,10 @@
  * WQEs into the ring of a QP made by mlx5dv_create_qp exactly as the
  * kernel does (the same gdaki_queue.h / gdaki_wqe.h, compiled for the
  * host), and softnic's real libibverbs.so.1 + libmlx5.so.1 (from
- * $top_builddir/tests/softnic) execute them through its verbs engine. */
+ * $top_builddir/tests/softnic) execute them through its verbs engine,
+ * RDMA atomics (GDAKI_SIGNAL_ADD, ATOMIC_FA/CS WQEs) included. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,8 +69,8 @@ TAP_CASE(test_mlx5dv_qp_exposes_rings_the_protocol_needs)
     EXPECT_TRUE(in.cq_entries >= 16);
     EXPECT_EQ_INT(in.send_qpn, q->qpn);
     EXPECT_TRUE(q->sq && q->dbrec && q->db && q->cq && q->cq_dbrec);
-    /* softnic has no RDMA atomics: signals must use SET. */
-    EXPECT_TRUE(q->flags & GDAKI_QP_FLAG_NO_ATOMICS);
+    /* softnic has RDMA atomics (IBV_ATOMIC_HCA): GDAKI_SIGNAL_ADD is allowed. */
+    EXPECT_TRUE(!(q->flags & GDAKI_QP_FLAG_NO_ATOMICS));
     EXPECT_EQ_INT(IBV_QPS_RTS, gdaki_pair_send_qp_state(p));
     EXPECT_TRUE(gdaki_pair_qp_device(p) == NULL);
     gdaki_pair_close(p);
@@ -137,6 +139,22 @@ TAP_CASE(test_four_posters_share_one_ring_byte_exact)
     run_posters(4, 150);
 }
 
+/* GDAKI_SIGNAL_ADD: each message followed by an ATOMIC_FA on one signal
+ * word shared by all posters (softnic has RDMA atomics). */
+TAP_CASE(test_one_poster_signal_add_across_ring_wraps)
+{
+    struct gdaki_pair *p = open_pair(16);
+    cpu_posters_signal_add_run(p, 1, 100);   /* 200 slots: 12 passes */
+    gdaki_pair_close(p);
+}
+
+TAP_CASE(test_four_posters_signal_add_on_one_word_sum_exactly)
+{
+    struct gdaki_pair *p = open_pair(32);
+    cpu_posters_signal_add_run(p, 4, 100);
+    gdaki_pair_close(p);
+}
+
 TAP_CASE(test_posts_beyond_16bit_wqe_counter)
 {
     struct gdaki_pair *p = open_pair(64);
@@ -196,6 +214,7 @@ TAP_CASE(test_quiet_returns_only_after_the_data_is_there)
 struct sig_ctx {
     struct gdaki_qp_dev *q;
     struct gdaki_mr src, dst, sig;
+    bool add;        /* GDAKI_SIGNAL_ADD (ATOMIC_FA of 1), else SET (m + 1) */
     int rc;
 };
 
@@ -206,7 +225,9 @@ static void *sig_sender(void *arg)
         struct gdaki_op op = { .laddr = c->src.addr + m * SIG_LEN, .lkey = c->src.lkey,
                                .len = SIG_LEN, .raddr = c->dst.addr + m * SIG_LEN,
                                .rkey = c->dst.rkey };
-        if (gdaki_q_post_signal_set(c->q, &op, c->sig.addr, c->sig.rkey, m + 1) == GDAKI_SLOT_ERROR) {
+        uint64_t t = c->add ? gdaki_q_post_signal(c->q, &op, c->sig.addr, c->sig.rkey, 1)
+                            : gdaki_q_post_signal_set(c->q, &op, c->sig.addr, c->sig.rkey, m + 1);
+        if (t == GDAKI_SLOT_ERROR) {
             c->rc = -1;
             return NULL;
         }
@@ -215,12 +236,13 @@ static void *sig_sender(void *arg)
     return NULL;
 }
 
-TAP_CASE(test_signal_set_arrives_after_its_data)
+static void signal_arrives_after_its_data(bool add)
 {
     struct gdaki_pair *p = open_pair(32);
-    struct sig_ctx c = { .q = gdaki_pair_qp_host(p) };
+    struct sig_ctx c = { .q = gdaki_pair_qp_host(p), .add = add };
     uint8_t *src = malloc((size_t)SIG_MSGS * SIG_LEN), *dst = calloc(SIG_MSGS, SIG_LEN);
     static uint64_t signal;
+    signal = 0;
     fill(src, (size_t)SIG_MSGS * SIG_LEN, 5);
     reg(p, src, (size_t)SIG_MSGS * SIG_LEN, &c.src);
     reg(p, dst, (size_t)SIG_MSGS * SIG_LEN, &c.dst);
@@ -243,6 +265,60 @@ TAP_CASE(test_signal_set_arrives_after_its_data)
     gdaki_pair_close(p);
     free(src);
     free(dst);
+}
+
+TAP_CASE(test_signal_set_arrives_after_its_data)
+{
+    signal_arrives_after_its_data(false);
+}
+
+TAP_CASE(test_signal_add_arrives_after_its_data)
+{
+    signal_arrives_after_its_data(true);
+}
+
+/* ATOMIC_FA (gdaki_wqe_atomic_fa) and a hand-built ATOMIC_CS through the
+ * mlx5 ring: the old value lands in the local buffer, the word changes as
+ * the opcode says, and each asks for a CQE of its own. */
+TAP_CASE(test_atomic_fa_and_cs_wqes_return_the_old_value)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    static uint64_t word[4], res[4];
+    word[1] = 40;
+    memset(res, 0xee, sizeof(res));
+    struct gdaki_mr mw, mr;
+    reg(p, word, sizeof(word), &mw);
+    reg(p, res, sizeof(res), &mr);
+    struct gdaki_op fa = { .laddr = mr.addr, .lkey = mr.lkey, .len = 8, .raddr = mw.addr + 8,
+                           .rkey = mw.rkey, .add = 2 };
+    EXPECT_TRUE(gdaki_q_post1(q, GDAKI_KIND_ATOMIC_FA, &fa) != GDAKI_SLOT_ERROR);
+    EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    EXPECT_EQ_U64(40, res[0]);
+    EXPECT_EQ_U64(42, word[1]);
+    /* CS: swap 42 -> 7 (matches), then 42 -> 9 (does not) */
+    static const uint64_t cmp[2] = { 42, 42 }, swp[2] = { 7, 9 };
+    for (int i = 0; i < 2; i++) {
+        uint64_t slot = gdaki_q_reserve(q, 1);
+        EXPECT_TRUE(slot != GDAKI_SLOT_ERROR);
+        uint8_t *w = gdaki_q_slot_ptr(q, slot);
+        gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)w, (uint16_t)slot, MLX5_OPCODE_ATOMIC_CS, 0,
+                       q->qpn, 4, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+        gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(w + 16), mw.addr + 8, mw.rkey);
+        gdaki_set_atomic((struct mlx5_wqe_atomic_seg *)(w + 32), swp[i], cmp[i]);
+        gdaki_set_data((struct mlx5_wqe_data_seg *)(w + 48), 8, mr.lkey, mr.addr + 8 + 8 * (uint64_t)i);
+        EXPECT_EQ_INT(0, gdaki_q_ring(q, slot, 1, gdaki_q_db_value(w)));
+        EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    }
+    EXPECT_EQ_U64(42, res[1]);
+    EXPECT_EQ_U64(7, res[2]);
+    EXPECT_EQ_U64(7, word[1]);
+    EXPECT_EQ_U64(0, word[0]);
+    EXPECT_EQ_U64(0, word[2]);
+    EXPECT_EQ_U64(0xeeeeeeeeeeeeeeeeull, res[3]);
+    EXPECT_EQ_U64(3, q->done);
+    EXPECT_EQ_INT(0, q->err);
+    gdaki_pair_close(p);
 }
 
 TAP_CASE(test_write_imm_delivers_its_immediate_after_the_data)
@@ -357,10 +433,47 @@ static void mangle_atomic(uint8_t *w, struct gdaki_op *op)
 {
     (void)op;
     if (w) {
-        /* An ATOMIC_FA on a device without atomics (softnic): 4 ds. */
+        /* An ATOMIC_FA of 3 ds (ctrl, raddr, atomic segment): no data
+         * segment for the old value. */
         w[3] = MLX5_OPCODE_ATOMIC_FA;
-        w[7] = 4;
+        w[7] = 3;
     }
+}
+
+/* Turns the WRITE into an ATOMIC_FA of 1 on its target word (ctrl, raddr,
+ * atomic segment, the WRITE's data segment moved to 48 with 8 bytes). */
+static void to_atomic(uint8_t *w)
+{
+    w[3] = MLX5_OPCODE_ATOMIC_FA;
+    w[7] = 4;
+    memcpy(w + 48, w + 32, 16);
+    gdaki_set_atomic((struct mlx5_wqe_atomic_seg *)(w + 32), 1, 0);
+}
+
+static void mangle_atomic_misaligned(uint8_t *w, struct gdaki_op *op)
+{
+    if (!w)
+        op->raddr += 4;
+    else
+        to_atomic(w);
+}
+
+static void mangle_atomic_past_mr(uint8_t *w, struct gdaki_op *op)
+{
+    if (!w)
+        op->raddr += 64;   /* the target MR is 64 bytes */
+    else
+        to_atomic(w);
+}
+
+TAP_CASE(test_misaligned_atomic_gives_remote_invalid_request_cqe)
+{
+    expect_error_cqe(mangle_atomic_misaligned, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
+}
+
+TAP_CASE(test_atomic_past_the_mr_gives_remote_access_error_cqe)
+{
+    expect_error_cqe(mangle_atomic_past_mr, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 }
 
 TAP_CASE(test_unknown_opcode_gives_local_qp_op_error_cqe)
@@ -393,9 +506,9 @@ TAP_CASE(test_length_past_the_mr_gives_local_protection_error_cqe)
     expect_error_cqe(mangle_length_past_mr, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
 }
 
-TAP_CASE(test_atomic_without_device_atomics_gives_error_cqe)
+TAP_CASE(test_atomic_without_result_segment_gives_local_length_error_cqe)
 {
-    expect_error_cqe(mangle_atomic, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+    expect_error_cqe(mangle_atomic, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
 }
 
 /* ---- the CPU-proxy path the benchmark compares against ---- */

@@ -4,6 +4,8 @@
  *   ACK(seq)        every WQE up to seq succeeded (coalesced ACKs);
  *   READ(seq, len)  earlier WQEs succeeded, the READ's data follows and is
  *                   placed into its local SGEs (lkeys checked again now);
+ *   ATOMIC(seq, 8)  the same for an atomic: its original value, placed
+ *                   into its one SGE;
  *   NAK(seq, st)    earlier WQEs succeeded, WQE seq fails with st, QP->ERR;
  *   RNR_WAIT        the responder waits for a receive WQE (keeps us alive).
  * It also owns the transport timeout: while WQEs are on the wire and
@@ -79,7 +81,10 @@ static int handle_read(struct sn_qp *qp, struct sn_rbuf *rb, const struct sn_wir
     bool ok = qp->sq_head < qp->sq_sent;
     if (ok) {
         w = qp->sq[qp->sq_head % qp->sq_size];
-        ok = w.seq == r->seq && w.opcode == IBV_WR_RDMA_READ && w.len == r->len;
+        /* a READ response answers a READ, an ATOMIC one an atomic (8 bytes) */
+        bool want_atomic = r->type == SN_RESP_ATOMIC;
+        ok = w.seq == r->seq && w.len == r->len &&
+             (want_atomic ? sn_wr_is_atomic(w.opcode) : w.opcode == IBV_WR_RDMA_READ);
     }
     struct sn_port *port = qp->port;
     if (!ok) {
@@ -146,6 +151,7 @@ static int handle_resp(struct sn_qp *qp, struct sn_rbuf *rb, const struct sn_wir
         pthread_mutex_unlock(&qp->lock);
         return 0;
     case SN_RESP_READ:
+    case SN_RESP_ATOMIC:
         return handle_read(qp, rb, r);
     case SN_RESP_NAK:
         pthread_mutex_lock(&qp->lock);

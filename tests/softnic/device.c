@@ -142,10 +142,10 @@ int device_query_device(struct ibv_context *c, struct ibv_device_attr *a)
     a->max_cqe = SN_MAX_CQE;
     a->max_mr = 65536;
     a->max_pd = 65536;
-    a->max_qp_rd_atom = 16;
-    a->max_res_rd_atom = 16 * a->max_qp;
-    a->max_qp_init_rd_atom = 16;
-    a->atomic_cap = IBV_ATOMIC_NONE;
+    a->max_qp_rd_atom = SN_MAX_RD_ATOMIC;
+    a->max_res_rd_atom = SN_MAX_RD_ATOMIC * a->max_qp;
+    a->max_qp_init_rd_atom = SN_MAX_RD_ATOMIC;
+    a->atomic_cap = IBV_ATOMIC_HCA;   /* atomic.c: one atomic unit for all QPs */
     a->max_srq = 65536;
     a->max_srq_wr = SN_MAX_QP_WR;
     a->max_srq_sge = SN_MAX_SGE;

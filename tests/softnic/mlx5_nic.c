@@ -251,6 +251,8 @@ static enum ibv_wr_opcode wr_opcode(uint8_t op)
     case MLX5_OPCODE_RDMA_WRITE_IMM: return IBV_WR_RDMA_WRITE_WITH_IMM;
     case MLX5_OPCODE_SEND_IMM: return IBV_WR_SEND_WITH_IMM;
     case MLX5_OPCODE_RDMA_READ: return IBV_WR_RDMA_READ;
+    case MLX5_OPCODE_ATOMIC_FA: return IBV_WR_ATOMIC_FETCH_AND_ADD;
+    case MLX5_OPCODE_ATOMIC_CS: return IBV_WR_ATOMIC_CMP_AND_SWP;
     default: return IBV_WR_SEND;
     }
 }
@@ -270,8 +272,16 @@ static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
     if (op->fm_ce_se & MLX5_WQE_CTRL_FENCE)
         wr.send_flags |= IBV_SEND_FENCE;
     wr.imm_data = op->imm;
-    wr.wr.rdma.remote_addr = op->raddr;
-    wr.wr.rdma.rkey = op->rkey;
+    if (op->opcode == MLX5_OPCODE_ATOMIC_FA || op->opcode == MLX5_OPCODE_ATOMIC_CS) {
+        wr.wr.atomic.remote_addr = op->raddr;
+        wr.wr.atomic.rkey = op->rkey;
+        /* verbs names the CS operands the other way round */
+        wr.wr.atomic.compare_add = op->opcode == MLX5_OPCODE_ATOMIC_CS ? op->compare : op->swap_add;
+        wr.wr.atomic.swap = op->opcode == MLX5_OPCODE_ATOMIC_CS ? op->swap_add : 0;
+    } else {
+        wr.wr.rdma.remote_addr = op->raddr;
+        wr.wr.rdma.rkey = op->rkey;
+    }
     wr.sg_list = sg;
     if (op->inl_len) {
         if (op->inl_len > qp->max_inline)

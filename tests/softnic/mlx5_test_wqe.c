@@ -96,6 +96,86 @@ TAP_CASE(test_decode_follows_wqe_across_ring_end)
     EXPECT_EQ_INT(60, op.len);
 }
 
+/* ATOMIC_FA (0x12): ctrl, raddr, atomic seg {swap_add, compare}, one
+ * 8-byte data segment for the old value: 4 units, 64 bytes, one BB. */
+TAP_CASE(test_decode_atomic_fetch_add_byte_image)
+{
+    memset(ring, 0, sizeof(ring));
+    uint8_t *w = ring + 3 * 64;
+    ctrl_bytes(w, 3, 0x12, 4, 0x08, 0);
+    put64(w + 16, 0x00007f0012345678ull);   /* raddr */
+    put32(w + 24, 0x00beef01u);             /* rkey */
+    put64(w + 32, 0x0000000100000002ull);   /* swap_add: the addend */
+    put64(w + 40, 0xffffffffffffffffull);   /* compare: ignored by FA */
+    put32(w + 48, 8);                       /* byte_count */
+    put32(w + 52, 0x00c0ffeeu);             /* lkey */
+    put64(w + 56, 0x7f0000002000ull);       /* addr of the result */
+    static struct mlx5_sn_op op;
+    EXPECT_EQ_INT(0, mlx5_wqe_decode(ring, 8, 3, QPN, 1, &op));
+    EXPECT_EQ_INT(MLX5_OPCODE_ATOMIC_FA, op.opcode);
+    EXPECT_EQ_INT(1, op.nbb);
+    EXPECT_TRUE(op.signaled);
+    EXPECT_EQ_U64(0x00007f0012345678ull, op.raddr);
+    EXPECT_EQ_U64(0x00beef01u, op.rkey);
+    EXPECT_EQ_U64(0x0000000100000002ull, op.swap_add);
+    EXPECT_EQ_INT(1, op.num_sge);
+    EXPECT_EQ_U64(0x7f0000002000ull, op.sge[0].addr);
+    EXPECT_EQ_U64(0x00c0ffeeu, op.sge[0].lkey);
+    EXPECT_EQ_INT(8, op.sge[0].len);
+    EXPECT_EQ_INT(8, op.len);
+}
+
+/* ATOMIC_CS (0x11), placed at the last BB so nothing wraps: swap in
+ * swap_add, the compared value in compare. */
+TAP_CASE(test_decode_atomic_cmp_swap_byte_image)
+{
+    memset(ring, 0, sizeof(ring));
+    uint8_t *w = ring + 7 * 64;
+    ctrl_bytes(w, 15, 0x11, 4, 0x00, 0);
+    put64(w + 16, 0x1000);
+    put32(w + 24, 7);
+    put64(w + 32, 0xaaaaaaaabbbbbbbbull);   /* swap */
+    put64(w + 40, 0x0123456789abcdefull);   /* compare */
+    put32(w + 48, 8);
+    put32(w + 52, 9);
+    put64(w + 56, 0x3000);
+    static struct mlx5_sn_op op;
+    EXPECT_EQ_INT(0, mlx5_wqe_decode(ring, 8, 15, QPN, 1, &op));
+    EXPECT_EQ_INT(MLX5_OPCODE_ATOMIC_CS, op.opcode);
+    EXPECT_TRUE(!op.signaled);
+    EXPECT_EQ_U64(0x1000, op.raddr);
+    EXPECT_EQ_U64(0xaaaaaaaabbbbbbbbull, op.swap_add);
+    EXPECT_EQ_U64(0x0123456789abcdefull, op.compare);
+    EXPECT_EQ_U64(0x3000, op.sge[0].addr);
+    EXPECT_EQ_INT(8, op.len);
+}
+
+TAP_CASE(test_decode_rejects_atomics_without_one_8_byte_result)
+{
+    static struct mlx5_sn_op op;
+    memset(ring, 0, sizeof(ring));
+    /* no atomic segment: ds 2 (ctrl + raddr) */
+    ctrl_bytes(ring, 0, 0x12, 2, 0x08, 0);
+    EXPECT_EQ_INT(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, mlx5_wqe_decode(ring, 8, 0, QPN, 1, &op));
+    /* no data segment: ds 3 */
+    ctrl_bytes(ring, 0, 0x12, 3, 0x08, 0);
+    EXPECT_EQ_INT(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, mlx5_wqe_decode(ring, 8, 0, QPN, 1, &op));
+    /* a 16-byte result */
+    ctrl_bytes(ring, 0, 0x11, 4, 0x08, 0);
+    put32(ring + 48, 16);
+    put32(ring + 52, 1);
+    EXPECT_EQ_INT(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, mlx5_wqe_decode(ring, 8, 0, QPN, 1, &op));
+    /* two 8-byte results */
+    ctrl_bytes(ring, 0, 0x12, 5, 0x08, 0);
+    put32(ring + 48, 8);
+    put32(ring + 64, 8);
+    EXPECT_EQ_INT(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, mlx5_wqe_decode(ring, 8, 0, QPN, 2, &op));
+    /* an inline result */
+    ctrl_bytes(ring, 0, 0x12, 5, 0x08, 0);
+    put32(ring + 48, 8u | 0x80000000u);
+    EXPECT_EQ_INT(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, mlx5_wqe_decode(ring, 8, 0, QPN, 2, &op));
+}
+
 TAP_CASE(test_decode_rejects_unknown_opcode)
 {
     memset(ring, 0, sizeof(ring));

@@ -26,10 +26,15 @@ static bool opcode_is_rdma(uint8_t op)
            op == MLX5_OPCODE_RDMA_READ;
 }
 
+static bool opcode_is_atomic(uint8_t op)
+{
+    return op == MLX5_OPCODE_ATOMIC_FA || op == MLX5_OPCODE_ATOMIC_CS;
+}
+
 static bool opcode_supported(uint8_t op)
 {
     return op == MLX5_OPCODE_NOP || op == MLX5_OPCODE_SEND ||
-           op == MLX5_OPCODE_SEND_IMM || opcode_is_rdma(op);
+           op == MLX5_OPCODE_SEND_IMM || opcode_is_rdma(op) || opcode_is_atomic(op);
 }
 
 int mlx5_wqe_decode(const void *sq, uint32_t wqe_cnt, uint16_t idx,
@@ -72,7 +77,7 @@ int mlx5_wqe_decode(const void *sq, uint32_t wqe_cnt, uint16_t idx,
     ring_copy(wqe, ring, ring_bytes, base, bytes);
     size_t off = sizeof(struct mlx5_wqe_ctrl_seg);
 
-    if (opcode_is_rdma(op->opcode)) {
+    if (opcode_is_rdma(op->opcode) || opcode_is_atomic(op->opcode)) {
         struct mlx5_wqe_raddr_seg r;
         if (off + sizeof(r) > bytes)
             return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
@@ -80,6 +85,15 @@ int mlx5_wqe_decode(const void *sq, uint32_t wqe_cnt, uint16_t idx,
         op->raddr = be64toh(r.raddr);
         op->rkey = be32toh(r.rkey);
         off += sizeof(r);
+    }
+    if (opcode_is_atomic(op->opcode)) {
+        struct mlx5_wqe_atomic_seg a;
+        if (off + sizeof(a) > bytes)
+            return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+        memcpy(&a, wqe + off, sizeof(a));
+        op->swap_add = be64toh(a.swap_add);
+        op->compare = be64toh(a.compare);
+        off += sizeof(a);
     }
 
     /* Data: one inline segment, or a list of pointer segments. */
@@ -89,7 +103,8 @@ int mlx5_wqe_decode(const void *sq, uint32_t wqe_cnt, uint16_t idx,
         bc = be32toh(bc);
         if (bc & MLX5_INLINE_SEG) {
             uint32_t n = bc & ~(uint32_t)MLX5_INLINE_SEG;
-            if (op->num_sge || op->inl_len || op->opcode == MLX5_OPCODE_RDMA_READ)
+            if (op->num_sge || op->inl_len || op->opcode == MLX5_OPCODE_RDMA_READ ||
+                opcode_is_atomic(op->opcode))
                 return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
             if (off + 4 + n > bytes)
                 return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
@@ -118,6 +133,10 @@ int mlx5_wqe_decode(const void *sq, uint32_t wqe_cnt, uint16_t idx,
         op->len += len;
     }
     if (op->len > ((uint64_t)1 << 31))
+        return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+    /* an atomic's result goes to one 8-byte data segment (libmlx5 always
+     * writes 8 there) */
+    if (opcode_is_atomic(op->opcode) && (op->num_sge != 1 || op->len != 8))
         return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
     return 0;
 }

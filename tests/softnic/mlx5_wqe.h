@@ -8,7 +8,9 @@
  * (16 bits, in BBs) and the opcode, and whose qpn_ds holds the QPN and the
  * WQE size in 16-byte units (ds).  RDMA opcodes follow with a
  * mlx5_wqe_raddr_seg, then data segments (mlx5_wqe_data_seg) or inline
- * segments (byte_count | MLX5_INLINE_SEG, data, padded to 16 bytes).  A
+ * segments (byte_count | MLX5_INLINE_SEG, data, padded to 16 bytes).
+ * ATOMIC_FA / ATOMIC_CS carry a mlx5_wqe_raddr_seg, a mlx5_wqe_atomic_seg
+ * (swap_add, compare) and one 8-byte data segment for the old value.  A
  * WQE that runs past the end of the ring continues at its start. */
 #ifndef SOFTNIC_MLX5_WQE_H
 #define SOFTNIC_MLX5_WQE_H
@@ -33,7 +35,8 @@ struct mlx5_sn_op {
     uint32_t imm;               /* as in the WQE (network order) */
     uint64_t raddr;
     uint32_t rkey;
-    uint64_t len;               /* total payload bytes */
+    uint64_t swap_add, compare; /* ATOMIC_FA: add; ATOMIC_CS: swap, compare */
+    uint64_t len;               /* total payload bytes (atomics: 8) */
     int num_sge;
     struct { uint64_t addr; uint32_t lkey; uint32_t len; } sge[MLX5_SN_MAX_SGE];
     uint32_t inl_len;           /* inline bytes (then num_sge is 0) */

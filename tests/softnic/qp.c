@@ -240,9 +240,9 @@ static int qp_check_values(struct sn_qp *qp, const struct ibv_qp_attr *a, int ma
         return EINVAL;
     if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num >= (1u << 24))
         return EINVAL;
-    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > 16)
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > SN_MAX_RD_ATOMIC)
         return EINVAL;
-    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > 16)
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > SN_MAX_RD_ATOMIC)
         return EINVAL;
     if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
         return EINVAL;
@@ -386,6 +386,8 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
     case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
     default: return IBV_WC_SEND;
     }
 }
@@ -401,7 +403,7 @@ static void qp_send_wc(struct sn_qp *qp, const struct sn_swqe *w, enum ibv_wc_st
     wc.wr_id = w->wr_id;
     wc.status = st;
     wc.opcode = wc_opcode_of(w->opcode);
-    wc.byte_len = w->opcode == IBV_WR_RDMA_READ ? w->len : 0;
+    wc.byte_len = sn_wr_is_read_like(w->opcode) ? w->len : 0;
     wc.qp_num = qp->ibqp.qp_num;
     wc.vendor_err = vendor_err;
     if (st != IBV_WC_SUCCESS)
@@ -415,6 +417,9 @@ void qp_complete_send_locked(struct sn_qp *qp, enum ibv_wc_status st)
     qp_send_wc(qp, w, st, 0);
     qp->sq_head++;
     pthread_cond_broadcast(&qp->cond);
+    /* a READ/atomic waiting for the initiator depth may go now */
+    if (qp->sq_sent != qp->sq_tail && sn_wr_is_read_like(w->opcode))
+        pthread_cond_signal(&qp->req_cond);
 }
 
 static void qp_recv_flush_wc(struct sn_qp *qp, uint64_t wr_id)
@@ -468,14 +473,26 @@ static int qp_check_send_wr(struct sn_qp *qp, const struct ibv_send_wr *wr, uint
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
         break;
     default:
         return EINVAL;
     }
     if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
         return EINVAL;
-    if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode == IBV_WR_RDMA_READ)
+    if ((wr->send_flags & IBV_SEND_INLINE) && sn_wr_is_read_like(wr->opcode))
         return EINVAL;
+    if (sn_wr_is_atomic(wr->opcode)) {
+        /* The old value goes to one SGE.  mlx5 writes its data segment
+         * with a byte count of 8 whatever the SGE says, so a longer SGE
+         * gets 8 bytes; a shorter one (or none, or several) is refused
+         * here, where a ConnectX would write 8 bytes past it. */
+        if (wr->num_sge != 1 || wr->sg_list[0].length < SN_ATOMIC_SIZE)
+            return EINVAL;
+        *len = SN_ATOMIC_SIZE;
+        return 0;
+    }
     uint64_t total = 0;
     for (int i = 0; i < wr->num_sge; i++)
         total += wr->sg_list[i].length;
@@ -508,8 +525,16 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
         w->opcode = wr->opcode;
         w->send_flags = wr->send_flags;
         w->imm = wr->imm_data;
-        w->raddr = wr->wr.rdma.remote_addr;
-        w->rkey = wr->wr.rdma.rkey;
+        if (sn_wr_is_atomic(wr->opcode)) {
+            /* wr.atomic keeps its rkey after the operands, unlike wr.rdma */
+            w->raddr = wr->wr.atomic.remote_addr;
+            w->rkey = wr->wr.atomic.rkey;
+            w->compare_add = wr->wr.atomic.compare_add;
+            w->swap = wr->wr.atomic.swap;
+        } else {
+            w->raddr = wr->wr.rdma.remote_addr;
+            w->rkey = wr->wr.rdma.rkey;
+        }
         w->len = len;
         w->inl = NULL;
         if (wr->send_flags & IBV_SEND_INLINE) {

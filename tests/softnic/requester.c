@@ -9,7 +9,8 @@
  * execution time, as a NIC does: a bad lkey completes the WQE with
  * IBV_WC_LOC_PROT_ERR.  With added latency a request carries the time
  * before which the responder may not place it (one way: ACKs are not
- * delayed). */
+ * delayed).  RDMA READs and atomics (whose operands follow the header) are
+ * held back while max_rd_atomic of them await their response. */
 #include "softnic.h"
 
 #include <errno.h>
@@ -57,6 +58,8 @@ static uint8_t wire_op_of(enum ibv_wr_opcode op)
     case IBV_WR_SEND_WITH_IMM: return SN_OP_SEND_IMM;
     case IBV_WR_RDMA_WRITE: return SN_OP_WRITE;
     case IBV_WR_RDMA_WRITE_WITH_IMM: return SN_OP_WRITE_IMM;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return SN_OP_ATOMIC_FA;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return SN_OP_ATOMIC_CS;
     default: return SN_OP_READ;
     }
 }
@@ -65,6 +68,7 @@ struct sn_tx_batch {
     int n;
     struct sn_swqe w[BATCH_WQES];
     struct sn_wire_req hdr[BATCH_WQES];
+    struct sn_wire_atomic atom[BATCH_WQES];
     struct iovec iov[BATCH_IOV + SN_MAX_SGE + 1];
     int niov;
     struct sn_mr *refs[BATCH_IOV];
@@ -90,7 +94,8 @@ static void batch_release(struct sn_tx_batch *b)
 static bool is_header(const struct sn_tx_batch *b, const struct iovec *v)
 {
     const char *p = v->iov_base;
-    return p >= (const char *)b->hdr && p < (const char *)(b->hdr + BATCH_WQES);
+    return (p >= (const char *)b->hdr && p < (const char *)(b->hdr + BATCH_WQES)) ||
+           (p >= (const char *)b->atom && p < (const char *)(b->atom + BATCH_WQES));
 }
 
 static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn_tx_batch *b)
@@ -155,7 +160,13 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
     h->deliver_ns = latency_us ? sn_now_ns() + (uint64_t)latency_us * 1000ull : 0;
     int first_ref = b->nrefs, first_bounce = b->nbounces, first_iov = b->niov;
     b->iov[b->niov++] = (struct iovec){ h, sizeof(*h) };
-    bool read = w->opcode == IBV_WR_RDMA_READ;
+    if (sn_wr_is_atomic(w->opcode)) {
+        /* the operands travel with the header; the SGE receives the old value */
+        b->atom[i].swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add;
+        b->atom[i].compare = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->compare_add : 0;
+        b->iov[b->niov++] = (struct iovec){ &b->atom[i], sizeof(b->atom[i]) };
+    }
+    bool read = sn_wr_is_read_like(w->opcode);
     if (w->inl) {
         if (w->len)
             b->iov[b->niov++] = (struct iovec){ w->inl, w->len };
@@ -221,6 +232,21 @@ int requester_start(struct sn_qp *qp)
     return err;
 }
 
+/* True when the WQE at sq_sent is an RDMA READ or atomic and the QP
+ * already has max_rd_atomic of them unanswered on the wire: it waits for a
+ * response, as a NIC's initiator depth makes it wait.  0 counts as 1, as
+ * on a ConnectX (mlx5 programs log2 of the depth: 0 and 1 both give 1).
+ * qp->lock held. */
+static bool rd_gated_locked(struct sn_qp *qp)
+{
+    if (qp->sq_sent == qp->sq_tail || !sn_wr_is_read_like(qp->sq[qp->sq_sent % qp->sq_size].opcode))
+        return false;
+    uint32_t limit = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1, n = 0;
+    for (uint64_t i = qp->sq_head; i < qp->sq_sent && n < limit; i++)
+        n += sn_wr_is_read_like(qp->sq[i % qp->sq_size].opcode);
+    return n >= limit;
+}
+
 /* Takes up to a batch of WQEs from sq_sent and puts them on the wire.
  * Called with qp->lock held and qp->tx_busy set by the caller (the
  * requester thread or a posting thread); returns with the lock held. */
@@ -230,12 +256,13 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
     uint64_t first = qp->sq_sent;
     uint64_t bytes = 0;
     b->n = 0;
-    while (qp->sq_sent < qp->sq_tail && b->n < BATCH_WQES && bytes < BATCH_BYTES) {
+    while (qp->sq_sent < qp->sq_tail && b->n < BATCH_WQES && bytes < BATCH_BYTES &&
+           !rd_gated_locked(qp)) {
         struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
         w->seq = qp->next_seq++;
         b->w[b->n++] = *w;
         qp->sq_sent++;
-        if (w->opcode != IBV_WR_RDMA_READ)
+        if (!sn_wr_is_read_like(w->opcode))
             bytes += w->len;
     }
     int fd = qp->out_fd;
@@ -284,7 +311,7 @@ bool requester_try_direct_locked(struct sn_qp *qp)
     uint32_t bytes = 0;
     for (uint64_t i = qp->sq_sent; i < qp->sq_tail; i++) {
         const struct sn_swqe *w = &qp->sq[i % qp->sq_size];
-        if ((w->len && !w->inl) || w->opcode == IBV_WR_RDMA_READ)
+        if ((w->len && !w->inl) || sn_wr_is_read_like(w->opcode))
             return false;
         bytes += w->len;
     }
@@ -306,7 +333,7 @@ void *requester_main(void *arg)
         enum ibv_qp_state st = qp->attr.qp_state;
         struct sn_port *port = qp->port;
         if (st != IBV_QPS_RTS || qp->sq_sent == qp->sq_tail || qp->conn_dead || !port || qp->tx_busy ||
-            !qp->tx_batch) {
+            !qp->tx_batch || rd_gated_locked(qp)) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 100000000;

@@ -9,6 +9,7 @@
  *   WRITE/READ: rkey valid, same PD, MR and QP access, bounds
  *          -> NAK IBV_WC_REM_ACCESS_ERR (this QP goes to ERR too, with
  *          IBV_EVENT_QP_ACCESS_ERR);
+ *   atomics: the same, and alignment (do_atomic says which status);
  *   SEND/WRITE_IMM: a receive WQE (waits, sending RNR_WAIT, for the RNR
  *          budget -> NAK IBV_WC_RNR_RETRY_EXC_ERR), receive SGEs valid
  *          (-> local IBV_WC_LOC_PROT_ERR, NAK IBV_WC_REM_OP_ERR) and large
@@ -326,6 +327,53 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
     return err;
 }
 
+/* An atomic: checks as a ConnectX makes them, executes (atomic.c), and
+ * answers with the original value.  Statuses at the requester:
+ *   QP or MR without REMOTE_ATOMIC, bad rkey, word outside the MR
+ *     -> IBV_WC_REM_ACCESS_ERR (mlx5 syndrome 0x13, as for READ/WRITE);
+ *   target not 8-byte aligned -> IBV_WC_REM_INV_REQ_ERR: the IBA makes a
+ *     misaligned atomic a class C error, NAK "invalid request", which is
+ *     what ConnectX and rxe send;
+ *   CUDA failing on a GPU target -> IBV_WC_REM_OP_ERR.
+ * Requests on a connection run in order, so an atomic sees the data of
+ * every WRITE posted before it on the same QP. */
+static int do_atomic(struct sn_rconn *rc, const struct sn_wire_req *h)
+{
+    int err = rbuf_need(&rc->rb, sizeof(struct sn_wire_atomic));
+    if (err)
+        return err;
+    struct sn_wire_atomic a;
+    memcpy(&a, rbuf_take(&rc->rb, sizeof(a)), sizeof(a));
+    struct sn_mr *mr = NULL;
+    if (h->raddr % SN_ATOMIC_SIZE) {
+        fail_request(rc, h->seq, IBV_WC_REM_INV_REQ_ERR, true, IBV_EVENT_QP_REQ_ERR);
+        return ECONNABORTED;
+    }
+    if (check_remote(rc, h, IBV_ACCESS_REMOTE_ATOMIC, &mr)) {
+        fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+        return ECONNABORTED;
+    }
+    uint64_t old = 0;
+    err = atomic_execute(mr, h->raddr, h->op == SN_OP_ATOMIC_CS, a.swap_add, a.compare, &old);
+    mr_put(mr);
+    if (err) {
+        fail_request(rc, h->seq, IBV_WC_REM_OP_ERR, true, IBV_EVENT_QP_REQ_ERR);
+        return ECONNABORTED;
+    }
+    struct sn_wire_resp r = { .type = SN_RESP_ATOMIC, .seq = h->seq, .len = SN_ATOMIC_SIZE };
+    struct iovec iov[2] = { { &r, sizeof(r) }, { &old, sizeof(old) } };
+    rc->ack_pending = false;   /* the response acknowledges everything before */
+    err = wire_writev_all(rc->fd, iov, 2);
+    if (!err) {
+        atomic_fetch_add(&rc->port->cnt.tx_bytes, SN_ATOMIC_SIZE);
+        atomic_fetch_add(&rc->port->cnt.rx_packets, 1);
+        atomic_fetch_add(&rc->qp->cnt.rx_packets, 1);
+    } else if (!rc->err) {
+        rc->err = err;
+    }
+    return err;
+}
+
 static int do_request(struct sn_rconn *rc)
 {
     int err = rbuf_need(&rc->rb, sizeof(struct sn_wire_req));
@@ -333,7 +381,9 @@ static int do_request(struct sn_rconn *rc)
         return err;
     struct sn_wire_req h;
     memcpy(&h, rbuf_take(&rc->rb, sizeof(h)), sizeof(h));
-    if (h.op < SN_OP_SEND || h.op > SN_OP_READ || h.len > SN_MAX_MSG || h.seq != rc->expect_seq)
+    bool atomic = h.op == SN_OP_ATOMIC_FA || h.op == SN_OP_ATOMIC_CS;
+    if (h.op < SN_OP_SEND || h.op > SN_OP_ATOMIC_CS || h.len > SN_MAX_MSG ||
+        h.seq != rc->expect_seq || (atomic && h.len != SN_ATOMIC_SIZE))
         return EPROTO;
     rc->expect_seq++;
     /* a link that is down passes nothing: the requester times out */
@@ -360,13 +410,17 @@ static int do_request(struct sn_rconn *rc)
     case SN_OP_WRITE_IMM:
         err = do_write(rc, &h);
         break;
+    case SN_OP_ATOMIC_FA:
+    case SN_OP_ATOMIC_CS:
+        err = do_atomic(rc, &h);
+        break;
     default:
         err = do_read(rc, &h);
         break;
     }
     if (err)
         return err;
-    if (h.op != SN_OP_READ) {
+    if (h.op != SN_OP_READ && !atomic) {
         struct sn_qp *qp = rc->qp;
         int mtu = qp->attr.path_mtu;
         uint64_t mtu_bytes = 128u << mtu;

@@ -208,6 +208,28 @@ bool gpu_is_device_ptr(const void *ptr);
 int gpu_copy_to_device(void *dst, const void *src, size_t len);
 int gpu_copy_from_device(void *dst, const void *src, size_t len);
 
+/* ------------------------------------------------------------- atomic.c */
+/* Executes an 8-byte RDMA atomic on [addr, addr+8) of mr (checked by the
+ * caller: aligned, in bounds, REMOTE_ATOMIC): fetch-and-add of swap_add, or
+ * (cas) compare-and-swap of swap_add where the word equals compare.  *old
+ * gets the word's value before.  Atomic against every other atomic this
+ * process executes: a host word with a CPU atomic (so also against CPU
+ * atomics of other processes mapping it), a GPU word under one process-wide
+ * lock around the CUDA read-modify-write.  0, or an errno (CUDA copy). */
+int atomic_execute(struct sn_mr *mr, uint64_t addr, bool cas, uint64_t swap_add,
+                   uint64_t compare, uint64_t *old);
+static inline bool sn_wr_is_atomic(enum ibv_wr_opcode op)
+{
+    return op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP;
+}
+/* RDMA READ and atomics: answered with data, bounded by max_rd_atomic. */
+static inline bool sn_wr_is_read_like(enum ibv_wr_opcode op)
+{
+    return op == IBV_WR_RDMA_READ || sn_wr_is_atomic(op);
+}
+#define SN_ATOMIC_SIZE 8
+#define SN_MAX_RD_ATOMIC 16
+
 /* ------------------------------------------------------------------- cq */
 /* Completion sink for the mlx5 companion (softnic_priv.h). */
 typedef void (*sn_cq_hook)(void *arg, const struct ibv_wc *wc);
@@ -255,7 +277,8 @@ struct sn_swqe {
     uint32_t imm;                  /* network order, as in the WR */
     uint64_t raddr;
     uint32_t rkey;
-    uint32_t len;                  /* total payload */
+    uint64_t compare_add, swap;    /* atomics: the WR's operands */
+    uint32_t len;                  /* total payload (atomics: 8) */
     uint32_t seq;                  /* wire sequence, set when sent */
     int num_sge;
     struct ibv_sge sge[SN_MAX_SGE];
@@ -332,6 +355,8 @@ enum sn_wire_op {
     SN_OP_WRITE,
     SN_OP_WRITE_IMM,
     SN_OP_READ,
+    SN_OP_ATOMIC_FA,       /* followed by struct sn_wire_atomic; len 8 */
+    SN_OP_ATOMIC_CS,
 };
 
 enum sn_resp_type {
@@ -339,6 +364,13 @@ enum sn_resp_type {
     SN_RESP_READ,          /* followed by len bytes of data */
     SN_RESP_NAK,           /* syndrome: an ibv_wc_status for the WQE */
     SN_RESP_RNR_WAIT,      /* receiver waits for a receive WQE */
+    SN_RESP_ATOMIC,        /* followed by the 8-byte original value */
+};
+
+/* Operands of an atomic request (after its struct sn_wire_req). */
+struct sn_wire_atomic {
+    uint64_t swap_add;      /* FA: the addend; CS: the new value */
+    uint64_t compare;       /* CS only */
 };
 
 /* Hello sent once by the requester on a new connection. */

@@ -2,17 +2,18 @@
 # tests/softnic/test_softnic_clients.sh: unchanged Debian binaries on softnic:
 # rdma-core's ibv_devices, ibv_devinfo -v and ibv_rc_pingpong, perftest's
 # ib_{write,read,send}_bw and ib_{write,read,send}_lat (defaults, -a, -q 4,
-# RoCE v2 GID index 0), server and client as two processes.  Each pair runs
+# RoCE v2 GID index 0), ib_atomic_{bw,lat} (FETCH_AND_ADD and CMP_AND_SWAP),
+# server and client as two processes.  Each pair runs
 # under a timeout; a case checks exit codes, iteration counts and that a
 # bandwidth or latency was measured.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/softnic/sn_env.sh"
 
 for b in ibv_devinfo ibv_rc_pingpong ib_write_bw ib_read_bw ib_send_bw ib_write_lat \
-         ib_read_lat ib_send_lat; do
+         ib_read_lat ib_send_lat ib_atomic_bw ib_atomic_lat; do
     command -v "$b" >/dev/null || tap_skip_all "$b not installed (apt-get install ibverbs-utils perftest)"
 done
-tap_plan 21
+tap_plan 25
 
 # --- the library itself -------------------------------------------------
 real=$(ls /usr/lib/*/libibverbs.so.1 2>/dev/null | head -n 1)
@@ -85,6 +86,8 @@ bw ib_read_bw_all_sizes 23 50 ib_read_bw -a -n 50
 bw ib_read_bw_4_qps 1 400 ib_read_bw -q 4 -n 100 -s 262144
 bw ib_send_bw_default 1 1000 ib_send_bw
 bw ib_send_bw_all_sizes_events 23 50 ib_send_bw -a -n 50 -e
+bw ib_atomic_bw_fetch_add 1 1000 ib_atomic_bw
+bw ib_atomic_bw_cmp_swap_4_qps 1 400 ib_atomic_bw -A CMP_AND_SWAP -q 4 -n 100
 
 lat() {   # name, iterations, binary and options
     local name=$1 iters=$2
@@ -100,5 +103,7 @@ lat ib_write_lat_64k 100 ib_write_lat -s 65536
 lat ib_write_lat_all_sizes 5 ib_write_lat -a
 lat ib_read_lat_default 300 ib_read_lat
 lat ib_send_lat_default 300 ib_send_lat
+lat ib_atomic_lat_fetch_add 300 ib_atomic_lat
+lat ib_atomic_lat_cmp_swap 300 ib_atomic_lat -A CMP_AND_SWAP
 
 tap_done

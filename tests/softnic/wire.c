@@ -10,9 +10,11 @@
  *
  * Frames (host byte order, little-endian, both ends are this library):
  * requester -> responder: struct sn_wire_hello once, then per request
- * struct sn_wire_req followed by `len` payload bytes for SEND/WRITE;
+ * struct sn_wire_req followed by `len` payload bytes for SEND/WRITE, by a
+ * struct sn_wire_atomic for an atomic (len 8);
  * responder -> requester: struct sn_wire_resp, READ responses followed by
- * `len` bytes.  Every field is validated by the receiver. */
+ * `len` bytes, ATOMIC responses by the 8-byte original value.  Every field
+ * is validated by the receiver. */
 #include "softnic.h"
 
 #include <arpa/inet.h>
