@@ -224,8 +224,8 @@ static int t_signal(struct gd_rank *r, void *arg)
                     (uint64_t)me * slot + (uint64_t)i * chunk + p.doff, mwin, d, (uint64_t)me * 8, msig, 1, op,
                     &reqs[issued]);
             if (e != ncclSuccess) {
-                printf("rank %d: iputSignal to rank %d failed (%d): RDMA fetch-and-add not executed by the NIC "
-                       "(softnic without atomics?)\n",
+                printf("rank %d: iputSignal to rank %d failed (%d); see the WARN above (a NIC without RDMA "
+                       "atomics fails here)\n",
                        me, d, e);
                 return 1;
             }
@@ -237,8 +237,8 @@ static int t_signal(struct gd_rank *r, void *arg)
                 continue;
             int done = 0;
             if ((e = r->gin->test(r->coll, reqs[q], &done)) != ncclSuccess) {
-                printf("rank %d: iputSignal %d failed (%d): RDMA fetch-and-add not executed by the NIC "
-                       "(softnic without atomics?)\n",
+                printf("rank %d: iputSignal %d failed (%d); see the WARN above (a NIC without RDMA atomics "
+                       "fails here)\n",
                        me, q, e);
                 return 1;
             }
