@@ -17,12 +17,15 @@
  * queue full, signal fence) waits there and is posted by test/ginProgress;
  * iput never refuses a request below GIN_PEER_REQS outstanding per peer.
  *
- * Threading: a collComm is driven by one thread at a time (NCCL's GIN
- * progress thread); different collComms are independent. */
+ * Threading: puts, test and ginProgress of a collComm come from one thread
+ * at a time (NCCL's GIN progress thread); registrations may come from
+ * another (NCCL's user thread), so the window list has a lock; different
+ * collComms are independent. */
 #ifndef RAILNET_GIN_H
 #define RAILNET_GIN_H
 
 #include <infiniband/verbs.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "handshake.h"
@@ -96,6 +99,8 @@ struct gin_coll {
     int pending;                  /* requests not completed yet */
     uint32_t win_seq;             /* registrations so far: peers must agree */
     struct gin_mr *wins;          /* live windows: a handle is checked against them, never dereferenced first */
+    pthread_mutex_t wins_mu;      /* NCCL registers windows from its own thread while the GIN progress
+                                   * thread puts: the list is shared */
     ncclResult_t error;           /* sticky; first failure wins */
     uint64_t last_check_ns;
     uint64_t fatal_seen;

@@ -126,6 +126,7 @@ static void coll_free(struct gin_coll *c)
     free(c->scratch);
     free(c->peers);
     free(c->reqs);
+    pthread_mutex_destroy(&c->wins_mu);
     c->magic = 0;
     free(c);
 }
@@ -135,6 +136,7 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     struct gin_coll *c = calloc(1, sizeof(*c));
     if (!c)
         return ncclSystemError;
+    pthread_mutex_init(&c->wins_mu, NULL);
     c->dev = dev;
     c->rank = rank;
     c->nranks = nranks;

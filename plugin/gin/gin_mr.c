@@ -27,6 +27,7 @@ static uint64_t deadline_ns(void)
 
 struct gin_mr *gin_mr_of(struct gin_coll *c, void *mhandle, const char *what)
 {
+    pthread_mutex_lock(&c->wins_mu);
     struct gin_mr *m = c->wins;
     if (m && m != mhandle) {
         /* the same windows come back again and again: keep the last one first */
@@ -40,6 +41,7 @@ struct gin_mr *gin_mr_of(struct gin_coll *c, void *mhandle, const char *what)
             c->wins = m;
         }
     }
+    pthread_mutex_unlock(&c->wins_mu);
     if (!m || m->magic != GIN_MR_MAGIC || m->coll != c) {
         WARN("NET/railnet/GIN: %s: %p is not a live window of this collComm (deregistered, or of another "
              "collComm?)",
@@ -59,11 +61,13 @@ static void mr_free(struct gin_mr *m)
     free(m->len);
     free(m->rkey);
     if (m->coll) {
+        pthread_mutex_lock(&m->coll->wins_mu);
         struct gin_mr **pp = &m->coll->wins;
         while (*pp && *pp != m)
             pp = &(*pp)->next;
         if (*pp)
             *pp = m->next;
+        pthread_mutex_unlock(&m->coll->wins_mu);
     }
     m->magic = 0;
     free(m);
@@ -171,8 +175,10 @@ ncclResult_t gin_reg_mr_sym(void *coll_comm, void *data, size_t size, int type, 
     }
     TRACE(NCCL_NET | NCCL_REG, "NET/railnet/GIN: rank %d: window %u at %p, %zu bytes, %s", c->rank, c->win_seq - 1,
           data, size, (flags & NCCL_NET_MR_FLAG_FORCE_SO) ? "strict order" : "relaxed order allowed");
+    pthread_mutex_lock(&c->wins_mu);
     m->next = c->wins;
     c->wins = m;
+    pthread_mutex_unlock(&c->wins_mu);
     *mhandle = m;
     if (gin_handle)
         *gin_handle = m;

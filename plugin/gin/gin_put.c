@@ -1,8 +1,9 @@
 /* plugin/gin/gin_put.c: iput, iputSignal, test and ginProgress (gin.h).
  *
  * A request joins its peer's FIFO and is posted from there, in order:
- *  - its WRITE goes on the peer's next QP (round robin over the ports),
- *    when that send queue has room for the write and its atomic;
+ *  - a plain put's WRITE goes on the peer's next QP (round robin over the
+ *    ports), when that send queue has room; a put with signal goes where its
+ *    fence is free if it can (signal_qp);
  *  - a put with signal notes, at that moment, how far each other QP of the
  *    peer had posted (need[]); its FETCH_AND_ADD follows on the write's own
  *    QP (which orders it after the write) once every other QP has retired
@@ -108,6 +109,19 @@ static int fence_clear(const struct gin_peer *pe, const struct gin_req *r)
     return 1;
 }
 
+/* The QP of a put with signal: where its fence costs nothing if it can. A
+ * QP's earlier writes are ordered before the atomic by the QP itself; only
+ * the other QPs' unretired writes make the signal wait. So: the one busy QP
+ * when only one is busy, the latest write's QP when none or several are. */
+static int signal_qp(const struct gin_peer *pe)
+{
+    int busy = -1, nbusy = 0;
+    for (int o = 0; o < pe->nqps; o++)
+        if (pe->qps[o].posted > pe->qps[o].retired)
+            busy = o, nbusy++;
+    return nbusy == 1 ? busy : (int)pe->last_qp;
+}
+
 /* Posts what the head of the peer's FIFO allows, in order. */
 static void peer_advance(struct gin_coll *c, uint32_t peer)
 {
@@ -115,8 +129,7 @@ static void peer_advance(struct gin_coll *c, uint32_t peer)
     while (pe->head != pe->tail && !c->error) {
         struct gin_req *r = &c->reqs[(size_t)peer * GIN_PEER_REQS + pe->fifo[pe->head % GIN_PEER_REQS]];
         if (r->state == GR_QUEUED) {
-            /* a signal alone goes behind the latest write; a write takes the next QP */
-            int qi = r->has_write ? (int)(pe->next_qp % (unsigned)pe->nqps) : (int)pe->last_qp;
+            int qi = r->has_signal ? signal_qp(pe) : (int)(pe->next_qp % (unsigned)pe->nqps);
             struct gin_qp *q = &pe->qps[qi];
             int need = r->has_write + r->has_signal;
             if (q->posted - q->retired + (uint64_t)need > GIN_SQ_DEPTH)
@@ -125,7 +138,8 @@ static void peer_advance(struct gin_coll *c, uint32_t peer)
             if (r->has_write) {
                 if (post_write(c, r, q, !r->has_signal))
                     return;
-                pe->next_qp++;
+                if (!r->has_signal)
+                    pe->next_qp++;
                 pe->last_qp = (unsigned)qi;
             }
             if (!r->has_signal) {

@@ -210,8 +210,9 @@ static int t_signal(struct gd_rank *r, void *arg)
         }
     if (gd_barrier(r))
         return 1;
-    /* phase A: puts with INC/ADD(1) on word[sender]; the receiver checks the
-     * data of every put its signal counts, while the puts stream in */
+    /* phase A: puts, some with INC/ADD on word[sender] counting the puts
+     * sent so far (plain puts before a signal included); the receiver checks
+     * the data of every put the word counts, while the puts stream in */
     int bad = 0, issued = 0, nreq = n * k;
     int checked[GD_MAX_RANKS] = { 0 };
     double deadline = gd_now() + DEADLINE_S;
@@ -219,10 +220,14 @@ static int t_signal(struct gd_rank *r, void *arg)
         if (issued < nreq) {
             int i = issued / n, d = issued % n;
             struct plan p = plan_of(put_id(r->seed, 0, me, d, i), chunk);
-            uint32_t op = i % 2 ? NCCL_NET_SIGNAL_OP_ADD : NCCL_NET_SIGNAL_OP_INC;
+            /* in cycles of 5: put+INC, three plain puts, put+ADD(4) covering
+             * them and itself; the last put signals whatever it covers */
+            int plain = i % 5 >= 1 && i % 5 <= 3 && i != k - 1;
+            uint64_t covers = i % 5 == 0 ? 1 : (uint64_t)(i % 5);
+            uint32_t op = covers == 1 ? NCCL_NET_SIGNAL_OP_INC : NCCL_NET_SIGNAL_OP_ADD;
             e = put(r, (uint64_t)d * slot + (uint64_t)i * chunk + p.soff, msrc, p.size,
-                    (uint64_t)me * slot + (uint64_t)i * chunk + p.doff, mwin, d, (uint64_t)me * 8, msig, 1, op,
-                    &reqs[issued]);
+                    (uint64_t)me * slot + (uint64_t)i * chunk + p.doff, mwin, d, (uint64_t)me * 8,
+                    plain ? NULL : msig, covers, op, &reqs[issued]);
             if (e != ncclSuccess) {
                 printf("rank %d: iputSignal to rank %d failed (%d); see the WARN above (a NIC without RDMA "
                        "atomics fails here)\n",
@@ -279,7 +284,9 @@ static int t_signal(struct gd_rank *r, void *arg)
             return 1;
         }
     }
-    printf("rank %d: %d puts with signal from each of %d ranks: no signal before its data\n", me, k, n);
+    printf("rank %d: %d puts (with INC/ADD signals) from each of %d ranks: no signal before its data or an "
+           "earlier put's\n",
+           me, k, n);
     if (gd_barrier(r))
         return 1;
     /* phase B: signal-only adds (and INCs) from every rank into one word of

@@ -2,8 +2,9 @@
  *   mesh   - full mesh of iput with random sizes and offsets, every byte of
  *            every window checked (the written ranges and the guard around
  *            them), then an iput naming a deregistered window is refused;
- *   signal - iputSignal (INC, ADD) streaming in while receivers check that
- *            every put a signal counts has landed; then signal-only adds from
+ *   signal - puts and iputSignal (INC, ADD) streaming in while receivers check
+ *            that every put a signal counts (its own and earlier plain puts)
+ *            has landed; then signal-only adds from
  *            every rank into one word of every rank, summed exactly;
  *   rogue  - bad handles (not the caller's, wrong magic/version, stale nonce,
  *            wrong rank count) refused, and the job still connects;

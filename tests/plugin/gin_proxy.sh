@@ -43,7 +43,7 @@ tap_check iput_deep_queue_3_ranks "$gd" --plugin "$plugin" --ranks 3 --puts 700 
 
 # iputSignal: needs RDMA fetch-and-add in softnic; without it the driver
 # says so and the case fails (it is not skipped: GIN needs atomics)
-tap_check iput_signal_order_and_exact_sums_4_ranks "$gd" --plugin "$plugin" --ranks 4 signal
+tap_check iput_signal_order_and_exact_sums_4_ranks "$gd" --plugin "$plugin" --ranks 4 --puts 200 --slot 1048576 signal
 
 "$gd" --plugin "$plugin" rogue >"$out" 2>&1
 if grep -q '^rogue: PASS' "$out" && grep -q 'is not this listener.s: wrong rank or rank count' "$out" &&
