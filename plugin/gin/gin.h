@@ -15,7 +15,8 @@
  * data to the peer (NCCL's rule). Puts alternate over the peer's QPs (both
  * ports). Each peer has a FIFO of requests: what cannot be posted now (send
  * queue full, signal fence) waits there and is posted by test/ginProgress;
- * iput never refuses a request below GIN_PEER_REQS outstanding per peer.
+ * iput never refuses a request below GIN_PEER_REQS (NCCL's own bound)
+ * outstanding per peer; beyond, it returns a NULL request (try again).
  *
  * Threading: puts, test and ginProgress of a collComm come from one thread
  * at a time (NCCL's GIN progress thread); registrations may come from
@@ -34,10 +35,11 @@
 
 #define GIN_MAX_RANKS 4096
 /* NCCL 2.28.9 keeps at most 32 * maxRecvs (= 256) descriptors outstanding
- * per target rank; twice that leaves room for other callers. */
+ * per target rank (its queue size, a power of two, capped there); that many
+ * requests per peer, allocated once per collComm. */
 #define GIN_MAX_RECVS 8
 #define GIN_NCCL_QUEUE (NCCL_NET_MAX_REQUESTS * GIN_MAX_RECVS)
-#define GIN_PEER_REQS (2 * GIN_NCCL_QUEUE)
+#define GIN_PEER_REQS GIN_NCCL_QUEUE
 /* Send queue of one QP: every request of its peer, write and atomic. */
 #define GIN_SQ_DEPTH (2 * GIN_NCCL_QUEUE + 8)
 #define GIN_MAX_PUT ((size_t)1 << 31)   /* bytes one work request can carry */

@@ -162,8 +162,9 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     }
     static int warned_atomics;
     struct ibv_device_attr da;
-    if (RN_IBV(query_device)(c->ports[0].ctx, &da) == 0 && da.atomic_cap == IBV_ATOMIC_NONE &&
-        !__atomic_exchange_n(&warned_atomics, 1, __ATOMIC_RELAXED))
+    memset(&da, 0, sizeof(da));
+    int have_attr = RN_IBV(query_device)(c->ports[0].ctx, &da) == 0;
+    if (have_attr && da.atomic_cap == IBV_ATOMIC_NONE && !__atomic_exchange_n(&warned_atomics, 1, __ATOMIC_RELAXED))
         WARN("NET/railnet/GIN: device %s reports no RDMA atomics (atomic_cap NONE): puts work, but signals "
              "(iputSignal, 64-bit fetch-and-add) will fail",
              c->dev_name);
@@ -176,7 +177,8 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     c->qpp.max_recv_wr = 1;
     /* at most one signaled work request per request, plus error completions
      * of unsignaled ones (flushed writes of put+signal) */
-    int cqe = nranks * (2 * GIN_PEER_REQS + 16);
+    long long want = (long long)nranks * (2 * GIN_PEER_REQS + 16);
+    int cqe = have_attr && da.max_cqe > 0 && want > da.max_cqe ? da.max_cqe : (int)want;
     c->cq = RN_IBV(create_cq)(c->ports[0].ctx, cqe, NULL, NULL, 0);
     if (!c->cq) {
         WARN("NET/railnet/GIN: device %s: ibv_create_cq(%d entries) failed: %s", c->dev_name, cqe, strerror(errno));

@@ -11,7 +11,6 @@
 #include "gd_tests.h"
 
 #define DEADLINE_S 120.0
-#define GD_QUEUE 256 /* NCCL 2.28.9's proxy queue per rank: 32 * maxRecvs (8) */
 
 static void *alloc_host(size_t len)
 {
@@ -90,7 +89,7 @@ static int t_mesh(struct gd_rank *r, void *arg)
     void *msrc, *mwin, **reqs = calloc((size_t)n * (size_t)k, sizeof(void *));
     if (!src || !win || !reqs || reg(r, src, (size_t)n * slot, 0, &msrc) || reg(r, win, (size_t)n * slot, 0, &mwin))
         return 1;
-    int bad = 0;
+    int bad = 0, retries = 0;
     for (int round = 0; round < o->rounds && !bad; round++) {
         memset(win, 0xee, (size_t)n * slot);
         for (int d = 0; d < n; d++)
@@ -104,24 +103,37 @@ static int t_mesh(struct gd_rank *r, void *arg)
         if (gd_barrier(r))
             return 1;
         /* peers interleaved, as NCCL's proxy walks its per-rank queues, at
-         * most NCCL's queue depth (32 * maxRecvs) outstanding per peer */
+         * most o->queue outstanding per peer (NCCL: 32 * maxRecvs); when the
+         * plugin returns no request, the oldest one is completed first */
         double deadline = gd_now() + DEADLINE_S;
+        int oldest[GD_MAX_RANKS] = { 0 };
         for (int i = 0; i < k && !bad; i++)
             for (int d = 0; d < n && !bad; d++) {
-                if (i >= GD_QUEUE && (e = gd_wait(r, reqs[d * k + i - GD_QUEUE], deadline)) != ncclSuccess) {
-                    printf("rank %d: put %d to rank %d did not complete (%d)\n", me, i - GD_QUEUE, d, e);
-                    bad = 1;
-                    break;
-                }
-                if (i >= GD_QUEUE)
-                    reqs[d * k + i - GD_QUEUE] = NULL;
                 struct plan p = plan_of(put_id(r->seed, round, me, d, i), chunk);
-                e = put(r, (uint64_t)d * slot + (uint64_t)i * chunk + p.soff, msrc, p.size,
-                        (uint64_t)me * slot + (uint64_t)i * chunk + p.doff, mwin, d, 0, NULL, 0, 0,
-                        &reqs[d * k + i]);
-                if (e != ncclSuccess) {
-                    printf("rank %d: iput to rank %d failed (%d)\n", me, d, e);
-                    bad = 1;
+                void **slotp = &reqs[d * k + i];
+                for (int tries = 0; !bad; tries++) {
+                    if (tries || i - oldest[d] >= o->queue) {
+                        void **old = &reqs[d * k + oldest[d]];
+                        if (oldest[d] >= i || (e = gd_wait(r, *old, deadline)) != ncclSuccess) {
+                            printf("rank %d: %s (%d)\n", me,
+                                   oldest[d] >= i ? "iput gave no request with nothing outstanding"
+                                                  : "an earlier put did not complete",
+                                   e);
+                            bad = 1;
+                            break;
+                        }
+                        *old = NULL;
+                        oldest[d]++;
+                    }
+                    e = r->gin->iput(r->coll, (uint64_t)d * slot + (uint64_t)i * chunk + p.soff, msrc, p.size,
+                                     (uint64_t)me * slot + (uint64_t)i * chunk + p.doff, mwin, (uint32_t)d, slotp);
+                    if (e != ncclSuccess) {
+                        printf("rank %d: iput to rank %d failed (%d)\n", me, d, e);
+                        bad = 1;
+                    }
+                    if (*slotp)
+                        break;
+                    retries++;
                 }
             }
         for (int q = 0; q < n * k && !bad; q++) {
@@ -156,7 +168,9 @@ static int t_mesh(struct gd_rank *r, void *arg)
         free(expect);
     }
     if (!bad)
-        printf("rank %d: %d rounds x %d puts to each of %d ranks byte-checked\n", me, o->rounds, k, n);
+        printf("rank %d: %d rounds x %d puts to each of %d ranks byte-checked (up to %d in flight per peer; "
+               "plugin said try again %d times)\n",
+               me, o->rounds, k, n, o->queue, retries);
     /* a deregistered window is refused by name */
     if (r->gin->deregMrSym(r->coll, mwin) != ncclSuccess) {
         printf("rank %d: deregMrSym failed\n", me);

@@ -21,6 +21,7 @@ struct gd_opts {
     int rounds;
     int puts;      /* per peer per round */
     int adds;      /* signal-only adds per peer */
+    int queue;     /* mesh: puts in flight per peer (NCCL 2.28.9: 32 * maxRecvs = 256) */
     size_t slot;   /* bytes each rank owns in every window */
     uint64_t seed;
     int go_pipe[2];

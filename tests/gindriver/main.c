@@ -18,6 +18,7 @@ static const char help[] =
     "  probe   init, devices and properties as NCCL reads them\n"
     "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"
     "         --adds N signal-only adds per peer (64)  --slot BYTES (65536)  --seed N\n"
+    "         --queue N mesh puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
     "exit status: 0 pass, 1 a check failed, 2 usage or load error.\n";
 
 static int probe(const char *plugin)
@@ -55,7 +56,7 @@ static int probe(const char *plugin)
 int main(int argc, char **argv)
 {
     const char *plugin = NULL, *cmd = NULL;
-    struct gd_opts o = { .ranks = 4, .rounds = 3, .puts = 32, .adds = 64, .slot = 65536, .seed = 12345 };
+    struct gd_opts o = { .ranks = 4, .rounds = 3, .puts = 32, .adds = 64, .queue = 256, .slot = 65536, .seed = 12345 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -69,6 +70,8 @@ int main(int argc, char **argv)
             o.rounds = atoi(v), i++;
         else if (!strcmp(a, "--puts") && v)
             o.puts = atoi(v), i++;
+        else if (!strcmp(a, "--queue") && v)
+            o.queue = atoi(v), i++;
         else if (!strcmp(a, "--adds") && v)
             o.adds = atoi(v), i++;
         else if (!strcmp(a, "--slot") && v)
@@ -83,6 +86,7 @@ int main(int argc, char **argv)
         }
     }
     if (!plugin || !cmd || o.ranks < 2 || o.ranks > GD_MAX_RANKS || o.puts < 1 || o.rounds < 1 || o.adds < 1 ||
+        o.queue < 1 ||
         o.slot < (size_t)o.puts * 64 || o.slot > (64u << 20)) {
         fprintf(stderr, "%s", help);
         return 2;

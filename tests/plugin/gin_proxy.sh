@@ -11,7 +11,7 @@ gd=$top_builddir/tests/gindriver/gindriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 11
+tap_plan 12
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -38,8 +38,16 @@ grep -q 'RAILNET_GIN=bogus is not valid (accepted: auto, proxy, gdaki or off)' "
 for n in 2 5 8; do
     tap_check "iput_full_mesh_${n}_ranks_byte_checked" "$gd" --plugin "$plugin" --ranks $n --seed $((n * 77)) mesh
 done
-# 700 puts per peer per round: NCCL's queue depth (256 per rank) in flight
-tap_check iput_deep_queue_3_ranks "$gd" --plugin "$plugin" --ranks 3 --puts 700 --slot 262144 --rounds 2 mesh
+# 700 puts per peer per round with NCCL's queue depth (256 per rank) in
+# flight: never refused; with 700 in flight the plugin says "try again" (a
+# NULL request) past 256 and the puts still all land
+"$gd" --plugin "$plugin" --ranks 3 --puts 700 --slot 262144 --rounds 2 mesh >"$out" 2>&1
+grep -q '^mesh: PASS' "$out" && [ "$(grep -c 'up to 256 in flight per peer; plugin said try again 0 times' "$out")" = 3 ] &&
+    tap_ok iput_nccls_queue_depth_never_refused || tap_not_ok iput_nccls_queue_depth_never_refused "$(grep -v 'NCCL INFO' "$out")"
+"$gd" --plugin "$plugin" --ranks 3 --puts 700 --queue 700 --slot 262144 --rounds 2 mesh >"$out" 2>&1
+grep -q '^mesh: PASS' "$out" && grep -q 'up to 700 in flight per peer; plugin said try again [1-9]' "$out" &&
+    tap_ok iput_beyond_the_queue_returns_no_request_then_lands ||
+    tap_not_ok iput_beyond_the_queue_returns_no_request_then_lands "$(grep -v 'NCCL INFO' "$out")"
 
 # iputSignal: needs RDMA fetch-and-add in softnic; without it the driver
 # says so and the case fails (it is not skipped: GIN needs atomics)
