@@ -11,6 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Under libFuzzer the CRC is not enforced, so that mutations reach the field
+ * checks behind it (as in plugin/ib/handshake.c). */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define GW_FUZZING 1
+#else
+#define GW_FUZZING 0
+#endif
+
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
@@ -98,7 +106,7 @@ static int msg_check(const uint8_t *buf, size_t len, uint16_t want, char *err)
     memcpy(tmp, buf, len);
     put32(tmp + 12, 0);
     uint32_t crc = hs_crc32(tmp, len);
-    if (crc != get32(buf + 12))
+    if (crc != get32(buf + 12) && !GW_FUZZING)
         return fail(err, "GIN message checksum 0x%08x, computed 0x%08x (corrupted bytes)", get32(buf + 12), crc);
     return 0;
 }

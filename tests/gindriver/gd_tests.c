@@ -1,6 +1,7 @@
 /* tests/gindriver/gd_tests.c: what each subcommand's ranks do (gd_tests.h).
  * Every rank prints one line per finding; a rank exits non-zero when one of
  * its checks failed. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,32 @@ static struct plan plan_of(uint64_t id, size_t chunk)
     return p;
 }
 
+/* NCCL registers windows from the user's thread while its GIN progress
+ * thread puts: round 0 of the mesh does the same, registering and
+ * deregistering windows (collective, same order on every rank) on a second
+ * thread while the puts run. */
+struct reg_job {
+    struct gd_rank *r;
+    int n, failed;
+};
+
+static void *reg_thread(void *arg)
+{
+    struct reg_job *j = arg;
+    size_t len = 1 << 16;
+    uint8_t *buf = alloc_host(len);
+    for (int i = 0; i < j->n && buf; i++) {
+        void *mh = NULL;
+        if (reg(j->r, buf, len - (size_t)i * 64, i % 2 ? NCCL_NET_MR_FLAG_FORCE_SO : 0, &mh) ||
+            j->r->gin->deregMrSym(j->r->coll, mh) != ncclSuccess) {
+            j->failed = 1;
+            break;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
 static int t_mesh(struct gd_rank *r, void *arg)
 {
     const struct gd_opts *o = arg;
@@ -102,6 +129,9 @@ static int t_mesh(struct gd_rank *r, void *arg)
             }
         if (gd_barrier(r))
             return 1;
+        struct reg_job job = { .r = r, .n = 16 };
+        pthread_t th;
+        int threaded = round == 0 && pthread_create(&th, NULL, reg_thread, &job) == 0;
         /* peers interleaved, as NCCL's proxy walks its per-rank queues, at
          * most o->queue outstanding per peer (NCCL: 32 * maxRecvs); when the
          * plugin returns no request, the oldest one is completed first */
@@ -139,6 +169,13 @@ static int t_mesh(struct gd_rank *r, void *arg)
         for (int q = 0; q < n * k && !bad; q++) {
             if (reqs[q] && (e = gd_wait(r, reqs[q], deadline)) != ncclSuccess) {
                 printf("rank %d: put %d did not complete (%d)\n", me, q, e);
+                bad = 1;
+            }
+        }
+        if (threaded) {
+            pthread_join(th, NULL);
+            if (job.failed) {
+                printf("rank %d: window registration on a second thread during the puts failed\n", me);
                 bad = 1;
             }
         }

@@ -1,7 +1,9 @@
 /* tests/gindriver/gd_tests.h: the driver's subcommands.
  *   mesh   - full mesh of iput with random sizes and offsets, every byte of
  *            every window checked (the written ranges and the guard around
- *            them), then an iput naming a deregistered window is refused;
+ *            them), with windows registered and deregistered on a second
+ *            thread meanwhile (as NCCL's user thread does), then an iput
+ *            naming a deregistered window is refused;
  *   signal - puts and iputSignal (INC, ADD) streaming in while receivers check
  *            that every put a signal counts (its own and earlier plain puts)
  *            has landed; then signal-only adds from
