@@ -13,7 +13,7 @@
  * in a scratch word), posted only once every write posted earlier to that
  * peer on its other QPs has completed, so that a signal implies all earlier
  * data to the peer (NCCL's rule). Puts alternate over the peer's QPs (both
- * ports). Each peer has a FIFO of requests: what cannot be posted now (send
+ * ports); a put of RAILNET_SPLIT_MIN bytes or more is split over all of them. Each peer has a FIFO of requests: what cannot be posted now (send
  * queue full, signal fence) waits there and is posted by test/ginProgress;
  * iput never refuses a request below GIN_PEER_REQS (NCCL's own bound)
  * outstanding per peer; beyond, it returns a NULL request (try again).
@@ -50,13 +50,22 @@
 
 enum gin_req_state { GR_FREE = 0, GR_QUEUED, GR_WRITTEN, GR_POSTED, GR_DONE };
 
+/* wr_id of every work request: the sequence number it has on its QP (for
+ * retiring the QP up to it), the QP index within the peer, the request. */
+#define GIN_WR_ID(seq, qi, idx) ((uint64_t)(seq) << 21 | (uint64_t)(qi) << 20 | (uint64_t)(idx))
+#define GIN_WR_SEQ(id) ((id) >> 21)
+#define GIN_WR_QP(id) ((int)(((id) >> 20) & 1u))
+#define GIN_WR_IDX(id) ((uint32_t)((id) & 0xfffffu))
+_Static_assert((uint64_t)GIN_MAX_RANKS * GIN_PEER_REQS <= (1u << 20) && HS_MAX_PORTS <= 2,
+               "request index and QP index fit their wr_id fields");
+
 struct gin_req {
     uint8_t state;
     uint8_t has_write, has_signal;
-    uint8_t qp;                  /* QP index within the peer */
+    uint8_t qp;                  /* QP of the (last) write and of the atomic */
+    uint8_t owed;                /* signaled work requests not completed yet */
     uint32_t peer;
-    uint32_t index;              /* in coll->reqs; the wr_id of its work requests */
-    uint64_t wr_seq;             /* seq of its last (signaled) work request on qp */
+    uint32_t index;              /* in coll->reqs */
     uint64_t need[HS_MAX_PORTS]; /* signal fence: seq each other QP must retire first */
     uint64_t laddr, raddr;
     uint32_t len, lkey, rkey;
@@ -104,6 +113,7 @@ struct gin_coll {
     pthread_mutex_t wins_mu;      /* NCCL registers windows from its own thread while the GIN progress
                                    * thread puts: the list is shared */
     ncclResult_t error;           /* sticky; first failure wins */
+    uint64_t split_min;           /* RAILNET_SPLIT_MIN: a put this large is split over the peer's QPs */
     uint64_t last_check_ns;
     uint64_t fatal_seen;
 };

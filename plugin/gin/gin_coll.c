@@ -173,6 +173,7 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     c->qpp.retry_cnt = cfg->ib_retry_cnt;
     c->qpp.tc = cfg->ib_tc;
     c->qpp.sl = cfg->ib_sl;
+    c->split_min = (uint64_t)cfg->split_min;
     c->qpp.max_send_wr = GIN_SQ_DEPTH;
     c->qpp.max_recv_wr = 1;
     /* at most one signaled work request per request, plus error completions

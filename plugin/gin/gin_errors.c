@@ -42,7 +42,7 @@ void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc)
 {
     if (c->error)
         return; /* the first failure was reported; the rest are its flushes */
-    const struct gin_req *r = &c->reqs[wc->wr_id];
+    const struct gin_req *r = &c->reqs[GIN_WR_IDX(wc->wr_id)];
     WARN("NET/railnet/GIN: device %s, rank %d: %s towards rank %u failed on QP 0x%x: %s (%d, vendor error 0x%x)",
          c->dev_name, c->rank, wc->opcode == IBV_WC_FETCH_ADD ? "signal (fetch-and-add)" : "put (RDMA write)", r->peer,
          wc->qp_num, errors_wc_status_name(wc->status), (int)wc->status, wc->vendor_err);

@@ -10,11 +10,14 @@
  *    up to there, so the signal also implies the earlier puts' data;
  *  - a request behind a waiting one waits too (the FIFO is the order NCCL
  *    gave), so a fence only ever waits on requests fully posted before it.
- * Signaling: the last work request of each request is signaled (NCCL tests
- * every descriptor on its own, so each put needs its own completion); the
- * write of a put with signal is not (its atomic's completion covers it).
- * The CQ is polled in batches; a success completion retires its QP up to
- * that work request. */
+ * A put of RAILNET_SPLIT_MIN bytes or more is cut in one page-aligned part
+ * per QP (both ports), all posted at once.
+ * Signaling: the last work request of each request on each QP is signaled
+ * (NCCL tests every descriptor on its own, so each put needs its own
+ * completion); the write of a put with signal on the atomic's QP is not (the
+ * atomic's completion covers it). The CQ is polled in batches; a success
+ * completion retires its QP up to that work request (its wr_id carries the
+ * sequence number). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,8 +55,12 @@ int gin_outstanding(const struct gin_coll *c)
     return c->pending;
 }
 
-static int post(struct gin_coll *c, struct gin_req *r, struct gin_qp *q, struct ibv_send_wr *wr)
+/* Posts wr on QP qi of r's peer, its wr_id naming the sequence number it
+ * gets there. */
+static int post(struct gin_coll *c, struct gin_req *r, int qi, struct ibv_send_wr *wr)
 {
+    struct gin_qp *q = &c->peers[r->peer].qps[qi];
+    wr->wr_id = GIN_WR_ID(q->posted + 1, qi, r->index);
     struct ibv_send_wr *bad;
     int rc = ibv_post_send(q->conn.qp, wr, &bad);
     if (rc) {
@@ -63,25 +70,28 @@ static int post(struct gin_coll *c, struct gin_req *r, struct gin_qp *q, struct 
         return -1;
     }
     q->posted++;
+    if (wr->send_flags & IBV_SEND_SIGNALED)
+        r->owed++;
     return 0;
 }
 
-static int post_write(struct gin_coll *c, struct gin_req *r, struct gin_qp *q, int signaled)
+/* Bytes [off, off + len) of r's put. */
+static int post_write(struct gin_coll *c, struct gin_req *r, int qi, uint64_t off, uint32_t len, int signaled)
 {
-    struct ibv_sge sge = { .addr = r->laddr, .length = r->len, .lkey = r->lkey };
+    struct gin_qp *q = &c->peers[r->peer].qps[qi];
+    struct ibv_sge sge = { .addr = r->laddr + off, .length = len, .lkey = r->lkey };
     struct ibv_send_wr wr;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = r->index;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (r->len <= q->conn.max_inline ? IBV_SEND_INLINE : 0);
-    wr.wr.rdma.remote_addr = r->raddr;
+    wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (len <= q->conn.max_inline ? IBV_SEND_INLINE : 0);
+    wr.wr.rdma.remote_addr = r->raddr + off;
     wr.wr.rdma.rkey = r->rkey;
-    return post(c, r, q, &wr);
+    return post(c, r, qi, &wr);
 }
 
-static int post_atomic(struct gin_coll *c, struct gin_req *r, struct gin_qp *q)
+static int post_atomic(struct gin_coll *c, struct gin_req *r, int qi)
 {
     struct ibv_sge sge = {
         .addr = (uint64_t)(uintptr_t)&c->scratch[r->peer % 512],
@@ -90,7 +100,6 @@ static int post_atomic(struct gin_coll *c, struct gin_req *r, struct gin_qp *q)
     };
     struct ibv_send_wr wr;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = r->index;
     wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -98,7 +107,7 @@ static int post_atomic(struct gin_coll *c, struct gin_req *r, struct gin_qp *q)
     wr.wr.atomic.remote_addr = r->sig_raddr;
     wr.wr.atomic.rkey = r->sig_rkey;
     wr.wr.atomic.compare_add = r->sig_add;
-    return post(c, r, q, &wr);
+    return post(c, r, qi, &wr);
 }
 
 static int fence_clear(const struct gin_peer *pe, const struct gin_req *r)
@@ -122,6 +131,50 @@ static int signal_qp(const struct gin_peer *pe)
     return nbusy == 1 ? busy : (int)pe->last_qp;
 }
 
+static int room(const struct gin_qp *q, int n)
+{
+    return q->posted - q->retired + (uint64_t)n <= GIN_SQ_DEPTH;
+}
+
+/* Posts r's write(s); 1 when posted, 0 when a send queue is full (nothing
+ * posted), -1 on error. A large put is cut in one part per QP, each
+ * signaled except the part on the atomic's own QP (the atomic covers it):
+ * the fence needs the other parts to retire their QPs. */
+static int post_writes(struct gin_coll *c, struct gin_peer *pe, struct gin_req *r)
+{
+    int split = pe->nqps > 1 && r->len >= c->split_min;
+    if (!split) {
+        int qi = r->has_signal ? signal_qp(pe) : (int)(pe->next_qp % (unsigned)pe->nqps);
+        if (!room(&pe->qps[qi], r->has_write + r->has_signal))
+            return 0;
+        r->qp = (uint8_t)qi;
+        if (r->has_write) {
+            if (post_write(c, r, qi, 0, r->len, !r->has_signal))
+                return -1;
+            if (!r->has_signal)
+                pe->next_qp++;
+            pe->last_qp = (unsigned)qi;
+        }
+        return 1;
+    }
+    int aq = r->has_signal ? signal_qp(pe) : -1;
+    for (int o = 0; o < pe->nqps; o++)
+        if (!room(&pe->qps[o], 1 + (o == aq)))
+            return 0;
+    uint32_t part = (r->len / (uint32_t)pe->nqps + 4095) & ~4095u; /* page-aligned parts */
+    for (int o = 0; o < pe->nqps; o++) {
+        uint64_t off = (uint64_t)o * part;
+        if (off >= r->len)
+            break;
+        uint32_t len = off + part > r->len ? r->len - (uint32_t)off : part;
+        if (post_write(c, r, o, off, len, o != aq))
+            return -1;
+    }
+    r->qp = (uint8_t)(aq >= 0 ? aq : 0);
+    pe->last_qp = r->qp;
+    return 1;
+}
+
 /* Posts what the head of the peer's FIFO allows, in order. */
 static void peer_advance(struct gin_coll *c, uint32_t peer)
 {
@@ -129,21 +182,10 @@ static void peer_advance(struct gin_coll *c, uint32_t peer)
     while (pe->head != pe->tail && !c->error) {
         struct gin_req *r = &c->reqs[(size_t)peer * GIN_PEER_REQS + pe->fifo[pe->head % GIN_PEER_REQS]];
         if (r->state == GR_QUEUED) {
-            int qi = r->has_signal ? signal_qp(pe) : (int)(pe->next_qp % (unsigned)pe->nqps);
-            struct gin_qp *q = &pe->qps[qi];
-            int need = r->has_write + r->has_signal;
-            if (q->posted - q->retired + (uint64_t)need > GIN_SQ_DEPTH)
-                return; /* full: completions will make room */
-            r->qp = (uint8_t)qi;
-            if (r->has_write) {
-                if (post_write(c, r, q, !r->has_signal))
-                    return;
-                if (!r->has_signal)
-                    pe->next_qp++;
-                pe->last_qp = (unsigned)qi;
-            }
+            int p = post_writes(c, pe, r);
+            if (p <= 0)
+                return; /* full: completions will make room; or failed */
             if (!r->has_signal) {
-                r->wr_seq = q->posted;
                 r->state = GR_POSTED;
                 pe->head++;
                 continue;
@@ -155,10 +197,8 @@ static void peer_advance(struct gin_coll *c, uint32_t peer)
         /* GR_WRITTEN: the signal waits for the other QPs' earlier writes */
         if (!fence_clear(pe, r))
             return;
-        struct gin_qp *q = &pe->qps[r->qp];
-        if (post_atomic(c, r, q))
+        if (post_atomic(c, r, r->qp))
             return;
-        r->wr_seq = q->posted;
         r->state = GR_POSTED;
         pe->head++;
     }
@@ -176,7 +216,9 @@ static void poll_cq(struct gin_coll *c)
             return;
         }
         for (int i = 0; i < n; i++) {
-            if (wc[i].wr_id >= nreqs) {
+            uint32_t idx = GIN_WR_IDX(wc[i].wr_id);
+            int qi = GIN_WR_QP(wc[i].wr_id);
+            if (idx >= nreqs || qi >= c->peers[idx / GIN_PEER_REQS].nqps) {
                 WARN("NET/railnet/GIN: device %s: completion with unknown wr_id 0x%llx", c->dev_name,
                      (unsigned long long)wc[i].wr_id);
                 gin_fail(c, ncclInternalError);
@@ -186,14 +228,15 @@ static void poll_cq(struct gin_coll *c)
                 gin_report_wc(c, &wc[i]);
                 continue;
             }
-            struct gin_req *r = &c->reqs[wc[i].wr_id];
-            if (r->state != GR_POSTED)
-                continue; /* cannot happen: only a request's last work request is signaled */
-            struct gin_qp *q = &c->peers[r->peer].qps[r->qp];
-            if (r->wr_seq > q->retired)
-                q->retired = r->wr_seq;
-            r->state = GR_DONE;
-            c->pending--;
+            struct gin_req *r = &c->reqs[idx];
+            struct gin_qp *q = &c->peers[r->peer].qps[qi];
+            uint64_t seq = GIN_WR_SEQ(wc[i].wr_id);
+            if (seq > q->retired)
+                q->retired = seq; /* a QP completes in order: all before it are done too */
+            if (r->owed && --r->owed == 0 && r->state == GR_POSTED) {
+                r->state = GR_DONE;
+                c->pending--;
+            }
         }
         if (n < POLL_BATCH)
             return;

@@ -11,7 +11,7 @@ gd=$top_builddir/tests/gindriver/gindriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 12
+tap_plan 14
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -38,6 +38,9 @@ grep -q 'RAILNET_GIN=bogus is not valid (accepted: auto, proxy, gdaki or off)' "
 for n in 2 5 8; do
     tap_check "iput_full_mesh_${n}_ranks_byte_checked" "$gd" --plugin "$plugin" --ranks $n --seed $((n * 77)) mesh
 done
+# puts up to 1 MiB: those of RAILNET_SPLIT_MIN (128 KiB) or more are cut
+# over both ports' QPs
+tap_check iput_split_over_both_ports_4_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 4 --slot 4194304 --puts 8 mesh
 # 700 puts per peer per round with NCCL's queue depth (256 per rank) in
 # flight: never refused; with 700 in flight the plugin says "try again" (a
 # NULL request) past 256 and the puts still all land
@@ -52,6 +55,7 @@ grep -q '^mesh: PASS' "$out" && grep -q 'up to 700 in flight per peer; plugin sa
 # iputSignal: needs RDMA fetch-and-add in softnic; without it the driver
 # says so and the case fails (it is not skipped: GIN needs atomics)
 tap_check iput_signal_order_and_exact_sums_4_ranks "$gd" --plugin "$plugin" --ranks 4 --puts 200 --slot 1048576 signal
+tap_check iput_signal_after_split_puts_3_ranks "$gd" --plugin "$plugin" --ranks 3 --puts 20 --slot 4194304 signal
 
 "$gd" --plugin "$plugin" rogue >"$out" 2>&1
 if grep -q '^rogue: PASS' "$out" && grep -q 'is not this listener.s: wrong rank or rank count' "$out" &&

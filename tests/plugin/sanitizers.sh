@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 9
+tap_plan 10
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -33,7 +33,8 @@ san asan_rogue_handshakes_and_forged_handles "$asan/tests/plugin/test_conn_fault
 # the GIN table (plugin/gin) as NCCL's GIN proxy drives it
 gd="$asan/tests/gindriver/gindriver --plugin $asan/.libs/libnccl-net-railnet.so"
 san asan_gin_put_mesh_and_deregistered_window $gd --ranks 3 --rounds 2 mesh
-san asan_gin_put_signal_order_and_sums $gd --ranks 3 --puts 16 --adds 16 signal
+san asan_gin_split_puts $gd --ranks 3 --rounds 2 --slot 1048576 --puts 4 mesh
+san asan_gin_put_signal_order_and_sums $gd --ranks 3 --puts 16 --adds 16 --slot 4194304 signal
 san asan_gin_rogue_handles $gd rogue
 san asan_gin_peer_killed $gd --ranks 3 kill
 
