@@ -3,15 +3,14 @@
  * A request joins its peer's FIFO and is posted from there, in order:
  *  - a plain put's WRITE goes on the peer's next QP (round robin over the
  *    ports), when that send queue has room; a put with signal goes where its
- *    fence is free if it can (signal_qp);
+ *    fence is free if it can (signal_qp); a put of RAILNET_SPLIT_MIN bytes
+ *    or more is cut in one page-aligned part per QP, posted at once;
  *  - a put with signal notes, at that moment, how far each other QP of the
  *    peer had posted (need[]); its FETCH_AND_ADD follows on the write's own
  *    QP (which orders it after the write) once every other QP has retired
  *    up to there, so the signal also implies the earlier puts' data;
  *  - a request behind a waiting one waits too (the FIFO is the order NCCL
  *    gave), so a fence only ever waits on requests fully posted before it.
- * A put of RAILNET_SPLIT_MIN bytes or more is cut in one page-aligned part
- * per QP (both ports), all posted at once.
  * Signaling: the last work request of each request on each QP is signaled
  * (NCCL tests every descriptor on its own, so each put needs its own
  * completion); the write of a put with signal on the atomic's QP is not (the
@@ -297,8 +296,8 @@ static ncclResult_t submit(struct gin_coll *c, const struct gin_req *tmpl, uint3
 {
     struct gin_req *r = req_get(c, rank);
     if (!r) {
-        /* more than GIN_PEER_REQS outstanding to one peer (twice NCCL's own
-         * bound): not now; the caller tests its requests and retries */
+        /* more than GIN_PEER_REQS (NCCL's own bound) outstanding to one
+         * peer: not now; the caller tests its requests and retries */
         TRACE(NCCL_NET, "NET/railnet/GIN: rank %d: %d requests outstanding to rank %u; try again", c->rank,
               GIN_PEER_REQS, rank);
         return ncclSuccess;
