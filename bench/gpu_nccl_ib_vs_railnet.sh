@@ -34,14 +34,10 @@ rate=${RAILNET_BENCH_RATE:-3125M}
 [ "$rate" = 0 ] || export SOFTNIC_RATE="$rate"
 mps=off
 if [ "$(gpu_count)" -lt 2 ]; then
-    if [ "$gdr" = LOC ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-        CUDA_MPS_PIPE_DIRECTORY=$JOBDIR/mps-pipe CUDA_MPS_LOG_DIRECTORY=$JOBDIR/mps-log
-        export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-        if nvidia-cuda-mps-control -d; then
-            mps=on
-            trap 'echo quit | nvidia-cuda-mps-control' EXIT
-        fi
+    . "$top_srcdir/tests/gpu/lib-mps.sh"
+    if [ "$gdr" = LOC ] && mps_start "$JOBDIR"; then
+        mps=on
+        trap mps_stop EXIT
     fi
     [ $mps = on ] || echo "# note: two ranks share one GPU without MPS: time slicing puts a floor under every all_reduce"
 fi

@@ -14,6 +14,7 @@
 #include "ib/config.h"
 #include "ib/devices.h"
 #include "ib/log.h"
+#include "ib/mr.h"
 #include "nccl_gin_v11.h"
 
 #define RN_EXPORT __attribute__((visibility("default")))
@@ -37,7 +38,7 @@ static ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t log
         INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: RAILNET_GIN=off: railnet offers NCCL no GIN");
         return ncclInvalidUsage;
     }
-    CHECK(devices_init());
+    CHECK(devices_init(mr_probe_gpu));
     if (!__atomic_exchange_n(&logged_type, 1, __ATOMIC_RELAXED)) {
         if (mode == RN_GIN_GDAKI)
             WARN("NET/railnet/GIN: RAILNET_GIN=gdaki: the GDAKI type is not available in this railnet; offering "

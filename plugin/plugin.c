@@ -4,6 +4,7 @@
  * the GIN table (gin_plugin.c) are the library's only exported symbols
  * (built with -fvisibility=hidden). */
 #include "ib/comm.h"
+#include "ib/comm_setup.h"
 #include "ib/config.h"
 #include "ib/devices.h"
 #include "ib/flush.h"
@@ -18,7 +19,7 @@ static ncclResult_t rn_init(ncclDebugLogger_t logger)
 {
     log_set(logger);
     config_load();
-    return devices_init();
+    return devices_init(mr_probe_gpu);
 }
 
 static ncclResult_t rn_devices(int *ndev)
@@ -58,7 +59,7 @@ static ncclResult_t rn_reg_mr(void *comm, void *data, size_t size, int type, voi
 {
     if (!comm || !mhandle)
         return ncclInvalidArgument;
-    return mr_register(comm, data, size, type, mhandle);
+    return mr_register(comm_device(comm), data, size, type, mhandle);
 }
 
 static ncclResult_t rn_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
@@ -66,7 +67,7 @@ static ncclResult_t rn_reg_mr_dmabuf(void *comm, void *data, size_t size, int ty
 {
     if (!comm || !mhandle)
         return ncclInvalidArgument;
-    return mr_register_dmabuf(comm, data, size, type, offset, fd, mhandle);
+    return mr_register_dmabuf(comm_device(comm), data, size, type, offset, fd, mhandle);
 }
 
 RN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
@@ -85,7 +86,7 @@ RN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
     .iflush = flush_iflush,
     .test = p2p_test,
     .closeSend = comm_close_send,
-    .closeRecv = comm_close_recv,
+    .closeRecv = p2p_close_recv,
     .closeListen = comm_close_listen,
     .getDeviceMr = NULL,
     .irecvConsumed = NULL,

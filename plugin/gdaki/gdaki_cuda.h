@@ -1,5 +1,6 @@
 /* gdaki_cuda.h: the few CUDA driver calls the host side of the GPU-initiated
- * path needs, loaded with dlopen("libcuda.so.1") so that everything builds
+ * path needs, through the project's one CUDA driver table (plugin/ib/cudawrap.h,
+ * libcuda.so.1 loaded with dlopen) so that everything builds
  * and runs (and reports "no CUDA") on hosts without a GPU or a driver.
  *
  * Contract: gdaki_cuda_open() loads the driver once per process, cuInit()s

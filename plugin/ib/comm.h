@@ -1,20 +1,20 @@
-/* plugin/ib/comm.h: listen/connect/accept and the comm objects of a
- * connection (DESIGN.md §2).
+/* plugin/ib/comm.h: the comm objects of a connection (DESIGN.md §2).
+ *
+ * Layer: comms. Built on the low layer (devices, qp, stats, handshake's
+ * constants); setup.c builds comms during the handshake, the data path
+ * (p2p, flush) and errors.c drive them. Nothing here calls upward.
  *
  * Contract:
- *  - comm_listen fills the 128-byte handle and never blocks.
- *  - comm_connect / comm_accept never block: they advance a state machine and
- *    return ncclSuccess with *comm == NULL until the connection is ready, or
- *    an error (with one WARN saying why) when the handshake fails: corrupted
- *    bytes, another protocol version, a handle of another device, a peer that
- *    went away, or a handshake that did not finish within
- *    RAILNET_HANDSHAKE_TIMEOUT (a silent peer must not hold a listener or a
- *    connect forever). A failed connect/accept frees what it had built.
- *  - A send comm owns the CTS ring the receiver writes into; a recv comm owns
- *    the sizes area the sender writes into (for messages whose size does not
- *    fit in the immediate). Both own nqps QPs and one CQ, and keep the TCP
- *    socket open: its EOF tells that the peer process is gone.
- *  - comm_close_* free everything, also after errors; NULL is accepted.
+ *  - comm_send_create / comm_recv_create make a comm whose QPs are in INIT:
+ *    a send comm owns the CTS ring the receiver writes into, a recv comm the
+ *    sizes area the sender writes into (for messages whose size does not fit
+ *    in the immediate). Both own nqps QPs (QP i on port i % nports) and one
+ *    CQ. On failure they WARN why, free what they built and set *out NULL.
+ *  - Once connected a comm keeps the TCP socket of its handshake (fd): its
+ *    EOF tells that the peer process is gone.
+ *  - comm_close_* free everything, also after errors; NULL is accepted. A
+ *    recv comm's flush state (flush.c) is freed by the data path first
+ *    (p2p_close_recv).
  * A comm is used by one thread at a time (NCCL's rule); different comms may
  * be used concurrently. */
 #ifndef RAILNET_IB_COMM_H
@@ -25,7 +25,6 @@
 
 #include "handshake.h"
 #include "nccl_net_v8.h"
-#include "oob.h"
 #include "qp.h"
 #include "stats.h"
 
@@ -154,12 +153,21 @@ enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4 };
 #define WR_QPI(id) ((int)(((id) >> 32) & 0xffffu))
 #define WR_REQ(id) ((int)((id)&0xffffffffu))
 
-ncclResult_t comm_listen(int dev, void *handle, void **listen_comm);
-ncclResult_t comm_connect(int dev, void *handle, void **send_comm);
-ncclResult_t comm_accept(void *listen_comm, void **recv_comm);
+/* Building a comm (setup.c). */
+ncclResult_t comm_send_create(int dev, struct send_comm **out);
+ncclResult_t comm_recv_create(int dev, int nqps, struct recv_comm **out);
+void comm_send_free(struct send_comm *sc);
+void comm_recv_free(struct recv_comm *rc);
+/* The local half of the handshake's QP entries: out[0..c->nqps). */
+void comm_describe_qps(const struct comm *c, struct hs_qp_info *out);
+/* Moves QP i to RTS towards remote[i]; one WARN naming the port on failure. */
+ncclResult_t comm_connect_qps(struct comm *c, const struct hs_qp_info *remote, int nqps);
+/* Posts count receive WQEs on QP qpi (each write with immediate consumes
+ * one). Returns 0 or the errno value of ibv_post_recv. */
+int comm_post_recvs(struct comm *c, int qpi, int count);
+
 ncclResult_t comm_close_send(void *send_comm);
 ncclResult_t comm_close_recv(void *recv_comm);
-ncclResult_t comm_close_listen(void *listen_comm);
 /* The device index a send/recv comm was made on (for registrations). */
 int comm_device(const void *comm);
 
@@ -169,10 +177,6 @@ void comm_req_put(struct request *r);
 
 /* Marks the comm failed (first error wins, one WARN by the caller). */
 void comm_fail(struct comm *c, ncclResult_t err);
-/* Called when a request cannot progress: notices a peer that closed its
- * socket and, after a grace period for completions still in flight, fails
- * the comm with ncclRemoteError. Cheap: looks at the socket every 50 ms. */
-ncclResult_t comm_check_peer(struct comm *c, int have_pending);
 
 uint64_t comm_now_ns(void);
 

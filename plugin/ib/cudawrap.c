@@ -1,219 +1,131 @@
-/* plugin/ib/cudawrap.c: libcuda through dlopen (cudawrap.h). */
+/* plugin/ib/cudawrap.c: the CUDA driver table, loaded once (cudawrap.h). */
 #include "cudawrap.h"
 
-#include <stdio.h>
-
-#ifdef HAVE_CUDA
-#include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 
-struct cu {
-    CUresult (*init)(unsigned int);
-    CUresult (*ctx_get_current)(CUcontext *);
-    CUresult (*ctx_get_device)(CUdevice *);
-    CUresult (*ctx_push)(CUcontext);
-    CUresult (*ctx_pop)(CUcontext *);
-    CUresult (*primary_retain)(CUcontext *, CUdevice);
-    CUresult (*primary_release)(CUdevice);
-    CUresult (*device_get)(CUdevice *, int);
-    CUresult (*device_attr)(int *, CUdevice_attribute, CUdevice);
-    CUresult (*mem_alloc)(CUdeviceptr *, size_t);
-    CUresult (*mem_free)(CUdeviceptr);
-    CUresult (*pointer_attr)(void *, CUpointer_attribute, CUdeviceptr);
-    CUresult (*address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
-    CUresult (*handle_for_range)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
+/* cuGetProcAddress_v2 (CUDA 12.0): symbol, pfn, cudaVersion, flags, status. */
+typedef cudawrap_result (*proc_address_fn)(const char *, void **, int, uint64_t, int *);
+#define CU_GET_PROC_ADDRESS_LEGACY_STREAM 1 /* cuda.h: CUdriverProcAddress_flags */
+
+static struct cudawrap cw;
+static const struct cudawrap *cw_table; /* set once loaded and cuInit'ed */
+static char cw_why[256];
+static pthread_once_t cw_once = PTHREAD_ONCE_INIT;
+
+/* Every entry point: its field, its base name (what cuGetProcAddress takes),
+ * the suffix of the versioned export that is its CUDA 12.0 ABI (what dlsym
+ * takes), and whether a driver without it is usable. */
+#define E(field, base, suffix, required) { (void **)&cw.field, base, base suffix, required }
+static const struct entry {
+    void **slot;
+    const char *base;
+    const char *exported;
+    int required;
+} entries[] = {
+    E(init, "cuInit", "", 1),
+    E(driver_get_version, "cuDriverGetVersion", "", 1),
+    E(get_error_string, "cuGetErrorString", "", 1),
+    E(device_get, "cuDeviceGet", "", 1),
+    E(device_get_count, "cuDeviceGetCount", "", 1),
+    E(device_get_attribute, "cuDeviceGetAttribute", "", 1),
+    E(device_get_pci_bus_id, "cuDeviceGetPCIBusId", "", 1),
+    E(primary_ctx_retain, "cuDevicePrimaryCtxRetain", "", 1),
+    E(primary_ctx_release, "cuDevicePrimaryCtxRelease", "_v2", 1),
+    E(ctx_get_current, "cuCtxGetCurrent", "", 1),
+    E(ctx_set_current, "cuCtxSetCurrent", "", 1),
+    E(ctx_get_device, "cuCtxGetDevice", "", 1),
+    E(ctx_push_current, "cuCtxPushCurrent", "_v2", 1),
+    E(ctx_pop_current, "cuCtxPopCurrent", "_v2", 1),
+    E(mem_alloc, "cuMemAlloc", "_v2", 1),
+    E(mem_free, "cuMemFree", "_v2", 1),
+    E(mem_get_address_range, "cuMemGetAddressRange", "_v2", 1),
+    E(mem_host_register, "cuMemHostRegister", "_v2", 1),
+    E(mem_host_unregister, "cuMemHostUnregister", "", 1),
+    E(mem_host_get_device_pointer, "cuMemHostGetDevicePointer", "_v2", 1),
+    E(memset_d8, "cuMemsetD8", "_v2", 1),
+    E(memcpy_htod, "cuMemcpyHtoD", "_v2", 1),
+    E(memcpy_dtoh, "cuMemcpyDtoH", "_v2", 1),
+    E(memcpy_htod_async, "cuMemcpyHtoDAsync", "_v2", 1),
+    E(memcpy_dtoh_async, "cuMemcpyDtoHAsync", "_v2", 1),
+    E(pointer_get_attribute, "cuPointerGetAttribute", "", 1),
+    E(pointer_set_attribute, "cuPointerSetAttribute", "", 1),
+    E(stream_create, "cuStreamCreate", "", 1),
+    E(stream_synchronize, "cuStreamSynchronize", "", 1),
+    E(mem_get_handle_for_address_range, "cuMemGetHandleForAddressRange", "", 0),
+    E(mem_get_allocation_granularity, "cuMemGetAllocationGranularity", "", 0),
+    E(mem_create, "cuMemCreate", "", 0),
+    E(mem_release, "cuMemRelease", "", 0),
+    E(mem_address_reserve, "cuMemAddressReserve", "", 0),
+    E(mem_address_free, "cuMemAddressFree", "", 0),
+    E(mem_map, "cuMemMap", "", 0),
+    E(mem_unmap, "cuMemUnmap", "", 0),
+    E(mem_set_access, "cuMemSetAccess", "", 0),
 };
+#undef E
 
-static struct cu cu;
-static int cu_state; /* 0 untried, 1 loaded, -1 failed */
-static char cu_err[256];
-static pthread_mutex_t cu_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void load(void)
+static void cw_load(void)
 {
+    /* The handle stays open for the life of the process: the table points into it. */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(cu_err, sizeof(cu_err), "cannot load libcuda.so.1: %s", dlerror());
-        cu_state = -1;
+        snprintf(cw_why, sizeof(cw_why), "no CUDA driver (libcuda.so.1: %s)", dlerror());
         return;
     }
-    struct {
-        void **dst;
-        const char *name;
-        int optional;
-    } syms[] = {
-        { (void **)&cu.init, "cuInit", 0 },
-        { (void **)&cu.ctx_get_current, "cuCtxGetCurrent", 0 },
-        { (void **)&cu.ctx_get_device, "cuCtxGetDevice", 0 },
-        { (void **)&cu.ctx_push, "cuCtxPushCurrent_v2", 0 },
-        { (void **)&cu.ctx_pop, "cuCtxPopCurrent_v2", 0 },
-        { (void **)&cu.primary_retain, "cuDevicePrimaryCtxRetain", 0 },
-        { (void **)&cu.primary_release, "cuDevicePrimaryCtxRelease_v2", 0 },
-        { (void **)&cu.device_get, "cuDeviceGet", 0 },
-        { (void **)&cu.device_attr, "cuDeviceGetAttribute", 0 },
-        { (void **)&cu.mem_alloc, "cuMemAlloc_v2", 0 },
-        { (void **)&cu.mem_free, "cuMemFree_v2", 0 },
-        { (void **)&cu.pointer_attr, "cuPointerGetAttribute", 0 },
-        { (void **)&cu.address_range, "cuMemGetAddressRange_v2", 0 },
-        { (void **)&cu.handle_for_range, "cuMemGetHandleForAddressRange", 1 },
-    };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].dst = dlsym(h, syms[i].name);
-        if (!*syms[i].dst && !syms[i].optional) {
-            snprintf(cu_err, sizeof(cu_err), "libcuda.so.1 lacks %s", syms[i].name);
-            cu_state = -1;
+    proc_address_fn proc = NULL;
+    *(void **)&proc = dlsym(h, "cuGetProcAddress_v2");
+    for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+        const struct entry *e = &entries[i];
+        void *fn = NULL;
+        int status = 0;
+        if (proc &&
+            (proc(e->base, &fn, CUDAWRAP_ABI_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status) != 0 || status))
+            fn = NULL;
+        if (fn)
+            cw.via_proc_address = 1;
+        else
+            fn = dlsym(h, e->exported);
+        if (!fn && e->required) {
+            snprintf(cw_why, sizeof(cw_why), "libcuda.so.1 lacks %s", e->exported);
+            dlclose(h);
             return;
         }
+        *e->slot = fn;
     }
-    CUresult r = cu.init(0);
-    if (r != CUDA_SUCCESS) {
-        snprintf(cu_err, sizeof(cu_err), "cuInit failed with CUresult %d (no GPU or driver problem)", (int)r);
-        cu_state = -1;
+    cudawrap_result r = cw.init(0);
+    if (r != 0) {
+        const char *s = NULL;
+        if (cw.get_error_string(r, &s) != 0 || !s)
+            s = "unknown CUDA error";
+        snprintf(cw_why, sizeof(cw_why), "cuInit failed: %s (CUresult %d; no usable GPU?)", s, (int)r);
         return;
     }
-    cu_state = 1;
+    if (cw.driver_get_version(&cw.driver_version) != 0)
+        cw.driver_version = 0;
+    __atomic_store_n(&cw_table, &cw, __ATOMIC_RELEASE);
 }
 
-int cudawrap_load(char *err, size_t errlen)
+const struct cudawrap *cudawrap_get(char *err, size_t errlen)
 {
-    pthread_mutex_lock(&cu_mu);
-    if (cu_state == 0)
-        load();
-    int s = cu_state;
-    pthread_mutex_unlock(&cu_mu);
-    if (s < 0 && err)
-        snprintf(err, errlen, "%s", cu_err);
-    return s > 0 ? 0 : -1;
+    pthread_once(&cw_once, cw_load);
+    const struct cudawrap *t = cudawrap_peek();
+    if (!t && err && errlen)
+        snprintf(err, errlen, "%s", cw_why);
+    return t;
 }
 
-static int ready(void)
+const struct cudawrap *cudawrap_peek(void)
 {
-    return __atomic_load_n(&cu_state, __ATOMIC_ACQUIRE) > 0;
+    return __atomic_load_n(&cw_table, __ATOMIC_ACQUIRE);
 }
 
-int cudawrap_is_device_ptr(const void *ptr)
+const char *cudawrap_error_string(cudawrap_result r)
 {
-    if (!ready())
-        return 0;
-    unsigned int type = 0;
-    if (cu.pointer_attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
-        return 0;
-    return type == CU_MEMORYTYPE_DEVICE;
+    const struct cudawrap *t = cudawrap_peek();
+    const char *s = NULL;
+    if (t && t->get_error_string(r, &s) == 0 && s)
+        return s;
+    return "unknown CUDA error";
 }
-
-int cudawrap_range(const void *ptr, uintptr_t *base, size_t *size)
-{
-    CUdeviceptr b = 0;
-    size_t s = 0;
-    if (!ready() || cu.address_range(&b, &s, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
-        return -1;
-    *base = (uintptr_t)b;
-    *size = s;
-    return 0;
-}
-
-int cudawrap_dmabuf_fd(uintptr_t base, size_t size, int *fd)
-{
-    if (!ready() || !cu.handle_for_range)
-        return -1;
-    int f = -1;
-    if (cu.handle_for_range(&f, (CUdeviceptr)base, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) != CUDA_SUCCESS)
-        return -1;
-    *fd = f;
-    return 0;
-}
-
-int cudawrap_dmabuf_supported(void)
-{
-    CUdevice d;
-    int v = 0;
-    if (!ready() || !cu.handle_for_range || cu.ctx_get_device(&d) != CUDA_SUCCESS)
-        return 0;
-    if (cu.device_attr(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, d) != CUDA_SUCCESS)
-        return 0;
-    return v != 0;
-}
-
-int cudawrap_probe_alloc(struct cudawrap_probe *p, size_t size, char *err, size_t errlen)
-{
-    p->ptr = 0;
-    p->size = size;
-    p->pushed = 0;
-    p->dev = -1;
-    if (cudawrap_load(err, errlen))
-        return -1;
-    CUcontext cur = NULL;
-    if (cu.ctx_get_current(&cur) != CUDA_SUCCESS || !cur) {
-        /* no context on this thread (a host program): borrow GPU 0's primary one */
-        CUdevice d;
-        CUcontext pc;
-        if (cu.device_get(&d, 0) != CUDA_SUCCESS || cu.primary_retain(&pc, d) != CUDA_SUCCESS ||
-            cu.ctx_push(pc) != CUDA_SUCCESS) {
-            snprintf(err, errlen, "no CUDA context and GPU 0's primary context is not usable");
-            return -1;
-        }
-        p->pushed = 1;
-        p->dev = (int)d;
-    }
-    CUdeviceptr dp;
-    CUresult r = cu.mem_alloc(&dp, size);
-    if (r != CUDA_SUCCESS) {
-        snprintf(err, errlen, "cuMemAlloc(%zu) failed with CUresult %d", size, (int)r);
-        cudawrap_probe_free(p);
-        return -1;
-    }
-    p->ptr = (uintptr_t)dp;
-    return 0;
-}
-
-void cudawrap_probe_free(struct cudawrap_probe *p)
-{
-    if (p->ptr)
-        cu.mem_free((CUdeviceptr)p->ptr);
-    p->ptr = 0;
-    if (p->pushed) {
-        CUcontext c;
-        cu.ctx_pop(&c);
-        cu.primary_release((CUdevice)p->dev);
-        p->pushed = 0;
-    }
-}
-
-#else /* built without CUDA headers: every GPU request fails with the reason */
-
-int cudawrap_load(char *err, size_t errlen)
-{
-    if (err)
-        snprintf(err, errlen, "railnet was built without CUDA (configure --with-cuda)");
-    return -1;
-}
-int cudawrap_is_device_ptr(const void *ptr)
-{
-    (void)ptr;
-    return 0;
-}
-int cudawrap_range(const void *ptr, uintptr_t *base, size_t *size)
-{
-    (void)ptr, (void)base, (void)size;
-    return -1;
-}
-int cudawrap_dmabuf_fd(uintptr_t base, size_t size, int *fd)
-{
-    (void)base, (void)size, (void)fd;
-    return -1;
-}
-int cudawrap_dmabuf_supported(void)
-{
-    return 0;
-}
-int cudawrap_probe_alloc(struct cudawrap_probe *p, size_t size, char *err, size_t errlen)
-{
-    p->ptr = 0, p->size = size, p->pushed = 0;
-    return cudawrap_load(err, errlen);
-}
-void cudawrap_probe_free(struct cudawrap_probe *p)
-{
-    (void)p;
-}
-#endif

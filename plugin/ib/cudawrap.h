@@ -1,38 +1,100 @@
-/* plugin/ib/cudawrap.h: the few CUDA driver calls the plugin's memory
- * registration needs, from libcuda.so.1 loaded with dlopen (never linked),
- * so the plugin loads on hosts without a GPU or without CUDA at build time.
+/* plugin/ib/cudawrap.h: the project's one seam to the CUDA driver
+ * (libcuda.so.1), shared by the plugin, plugin/gdaki, the tools and softnic
+ * (each compiles this source into its own library or program; the plugin
+ * keeps it hidden).
  *
- * cudawrap_load() is idempotent and thread-safe; it fails (returning -1 with
- * the reason in err) when the plugin was built without CUDA headers, there
- * is no driver, or cuInit fails. Other calls return 0 or -1 (after a failed
- * load, always -1). Addresses are CUdeviceptr values carried as uintptr_t. */
+ * libcuda is loaded with dlopen, never linked, so everything loads on hosts
+ * without a GPU or a driver. The table is filled once per process (per
+ * library that carries this file): through cuGetProcAddress_v2 where the
+ * driver has it (CUDA >= 12.0), asking for each entry point's ABI as of
+ * CUDA 12.0 (CUDAWRAP_ABI_VERSION) with the legacy default stream, which
+ * is the _v2 variants named below; else, and for any entry it does not
+ * return, by dlsym of those versioned names. Then cuInit(0).
+ *
+ * No CUDA header is needed: the types below are the driver ABI's (facts of
+ * cuda.h: CUresult is an int-sized enum, 0 = CUDA_SUCCESS; CUdeviceptr is
+ * unsigned long long on 64-bit hosts; CUdevice an int; contexts and streams
+ * pointers to the same opaque structs cuda.h names), so a caller that
+ * includes cuda.h passes its own types unchanged.
+ *
+ * Contract: cudawrap_get() is thread-safe and loads at most once; it
+ * returns the table, or NULL with the one answer to "why is CUDA not usable
+ * here" in err (no driver, a driver lacking a required entry point, or
+ * cuInit failing: no GPU). Entries marked optional may be NULL. */
 #ifndef RAILNET_IB_CUDAWRAP_H
 #define RAILNET_IB_CUDAWRAP_H
 
 #include <stddef.h>
-#include <stdint.h>
 
-int cudawrap_load(char *err, size_t errlen);
-/* 1 when ptr is device memory of a CUDA allocation (cudaMalloc, cuMemCreate+cuMemMap). */
-int cudawrap_is_device_ptr(const void *ptr);
-/* The allocation (or mapping) holding ptr. */
-int cudawrap_range(const void *ptr, uintptr_t *base, size_t *size);
-/* A dmabuf fd exporting [base, base+size) (cuMemGetHandleForAddressRange);
- * the caller closes it. */
-int cudawrap_dmabuf_fd(uintptr_t base, size_t size, int *fd);
-/* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED of the current context's device. */
-int cudawrap_dmabuf_supported(void);
+#define CUDAWRAP_ABI_VERSION 12000
 
-/* A short-lived device buffer for init's test registration, made in the
- * current context or, without one, device 0's primary context (released by
- * cudawrap_probe_free). */
-struct cudawrap_probe {
-    uintptr_t ptr;
-    size_t size;
-    int pushed;
-    int dev;
+typedef int cudawrap_result;                  /* CUresult */
+typedef unsigned long long cudawrap_devptr;   /* CUdeviceptr */
+typedef int cudawrap_device;                  /* CUdevice */
+typedef struct CUctx_st *cudawrap_ctx;        /* CUcontext */
+typedef struct CUstream_st *cudawrap_stream;  /* CUstream */
+struct CUmemAllocationProp_st;                /* CUmemAllocationProp */
+struct CUmemAccessDesc_st;                    /* CUmemAccessDesc */
+
+struct cudawrap {
+    int driver_version;      /* cuDriverGetVersion: 1000 * major + 10 * minor */
+    int via_proc_address;    /* 1: entries came from cuGetProcAddress_v2 */
+    cudawrap_result (*init)(unsigned int flags);
+    cudawrap_result (*driver_get_version)(int *v);
+    cudawrap_result (*get_error_string)(cudawrap_result r, const char **s);
+    /* devices and contexts */
+    cudawrap_result (*device_get)(cudawrap_device *d, int ordinal);
+    cudawrap_result (*device_get_count)(int *n);
+    cudawrap_result (*device_get_attribute)(int *v, int attr, cudawrap_device d);
+    cudawrap_result (*device_get_pci_bus_id)(char *buf, int len, cudawrap_device d);
+    cudawrap_result (*primary_ctx_retain)(cudawrap_ctx *c, cudawrap_device d);
+    cudawrap_result (*primary_ctx_release)(cudawrap_device d);
+    cudawrap_result (*ctx_get_current)(cudawrap_ctx *c);
+    cudawrap_result (*ctx_set_current)(cudawrap_ctx c);
+    cudawrap_result (*ctx_get_device)(cudawrap_device *d);
+    cudawrap_result (*ctx_push_current)(cudawrap_ctx c);
+    cudawrap_result (*ctx_pop_current)(cudawrap_ctx *c);
+    /* memory */
+    cudawrap_result (*mem_alloc)(cudawrap_devptr *p, size_t len);
+    cudawrap_result (*mem_free)(cudawrap_devptr p);
+    cudawrap_result (*mem_get_address_range)(cudawrap_devptr *base, size_t *len, cudawrap_devptr p);
+    cudawrap_result (*mem_host_register)(void *p, size_t len, unsigned int flags);
+    cudawrap_result (*mem_host_unregister)(void *p);
+    cudawrap_result (*mem_host_get_device_pointer)(cudawrap_devptr *d, void *p, unsigned int flags);
+    cudawrap_result (*memset_d8)(cudawrap_devptr p, unsigned char v, size_t len);
+    cudawrap_result (*memcpy_htod)(cudawrap_devptr dst, const void *src, size_t len);
+    cudawrap_result (*memcpy_dtoh)(void *dst, cudawrap_devptr src, size_t len);
+    cudawrap_result (*memcpy_htod_async)(cudawrap_devptr dst, const void *src, size_t len, cudawrap_stream s);
+    cudawrap_result (*memcpy_dtoh_async)(void *dst, cudawrap_devptr src, size_t len, cudawrap_stream s);
+    cudawrap_result (*pointer_get_attribute)(void *v, int attr, cudawrap_devptr p);
+    cudawrap_result (*pointer_set_attribute)(const void *v, int attr, cudawrap_devptr p);
+    cudawrap_result (*stream_create)(cudawrap_stream *s, unsigned int flags);
+    cudawrap_result (*stream_synchronize)(cudawrap_stream s);
+    /* optional: CUDA 11.7 */
+    cudawrap_result (*mem_get_handle_for_address_range)(void *handle, cudawrap_devptr p, size_t len, int type,
+                                                        unsigned long long flags);
+    /* optional: the VMM API (CUDA 10.2) */
+    cudawrap_result (*mem_get_allocation_granularity)(size_t *g, const struct CUmemAllocationProp_st *prop,
+                                                      int option);
+    cudawrap_result (*mem_create)(unsigned long long *h, size_t len, const struct CUmemAllocationProp_st *prop,
+                                  unsigned long long flags);
+    cudawrap_result (*mem_release)(unsigned long long h);
+    cudawrap_result (*mem_address_reserve)(cudawrap_devptr *p, size_t len, size_t align, cudawrap_devptr addr,
+                                           unsigned long long flags);
+    cudawrap_result (*mem_address_free)(cudawrap_devptr p, size_t len);
+    cudawrap_result (*mem_map)(cudawrap_devptr p, size_t len, size_t offset, unsigned long long h,
+                               unsigned long long flags);
+    cudawrap_result (*mem_unmap)(cudawrap_devptr p, size_t len);
+    cudawrap_result (*mem_set_access)(cudawrap_devptr p, size_t len, const struct CUmemAccessDesc_st *desc,
+                                      size_t count);
 };
-int cudawrap_probe_alloc(struct cudawrap_probe *p, size_t size, char *err, size_t errlen);
-void cudawrap_probe_free(struct cudawrap_probe *p);
+
+/* Loads the table on the first call; NULL with the reason in err (may be
+ * NULL) when CUDA is not usable here. */
+const struct cudawrap *cudawrap_get(char *err, size_t errlen);
+/* The table when an earlier cudawrap_get loaded it, else NULL; never loads. */
+const struct cudawrap *cudawrap_peek(void);
+/* cuGetErrorString of r, or "unknown CUDA error". */
+const char *cudawrap_error_string(cudawrap_result r);
 
 #endif

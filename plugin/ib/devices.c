@@ -12,7 +12,6 @@
 #include "config.h"
 #include "ibvwrap.h"
 #include "log.h"
-#include "mr.h"
 
 static struct rn_device devs[DEVICES_MAX];
 static int ndevs;
@@ -196,6 +195,8 @@ static char *pci_path_of(struct ibv_device *d)
     return realpath(path, NULL);
 }
 
+static devices_gpu_probe_fn probe_gpu; /* set once by devices_init */
+
 static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv_pd *pd,
                        const struct ibv_device_attr *da, struct found_port *p, int np, int merged, int split)
 {
@@ -224,7 +225,7 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
         r->speed_mbps += p[i].speed;
     }
     oob_address(r);
-    r->ptr_support = NCCL_PTR_HOST | mr_probe_gpu(ndevs, r);
+    r->ptr_support = NCCL_PTR_HOST | (probe_gpu ? probe_gpu(ndevs, r) : 0);
     ndevs++;
     char ports[32] = "";
     for (int i = 0; i < np; i++) {
@@ -319,7 +320,7 @@ static void scan_device(struct ibv_device *d)
         add_device(d, ctx, pd, &da, &found[i], 1, 0, nf > 1);
 }
 
-ncclResult_t devices_init(void)
+ncclResult_t devices_init(devices_gpu_probe_fn probe)
 {
     pthread_mutex_lock(&devs_mu);
     if (inited) {
@@ -327,6 +328,7 @@ ncclResult_t devices_init(void)
         return ncclSuccess;
     }
     inited = 1;
+    probe_gpu = probe;
     const char *lib = rn_config()->ibverbs_lib;
     char err[512];
     if (ibvwrap_global_load(*lib ? lib : NULL, err, sizeof(err))) {

@@ -8,7 +8,10 @@
  * the same link layer), one per NIC whose ports a connection stripes over.
  * Everything it logs goes through NCCL's logger; no verbs library or no
  * device is not an error: the count is 0 and one INFO line says why.
- * After init the table is read-only, so lookups need no lock. */
+ * After init the table is read-only, so lookups need no lock.
+ *
+ * Layer: low (knows nothing of comms or registration; the GPU probe of
+ * each device is passed in by the caller: mr_probe_gpu). */
 #ifndef RAILNET_IB_DEVICES_H
 #define RAILNET_IB_DEVICES_H
 
@@ -35,12 +38,15 @@ struct rn_device {
     struct oob_addr oob;     /* where listen binds */
 };
 
-ncclResult_t devices_init(void);
+/* NCCL_PTR_CUDA | NCCL_PTR_DMABUF as far as GPU memory registers on r
+ * (device index dev); NULL probe: host memory only. */
+typedef int (*devices_gpu_probe_fn)(int dev, const struct rn_device *r);
+ncclResult_t devices_init(devices_gpu_probe_fn probe);
 int devices_count(void);
 const struct rn_device *devices_get(int dev);
 ncclResult_t devices_properties(int dev, ncclNetProperties_v8_t *props);
 
-/* What comm.c needs. */
+/* What comms need. */
 int devices_nports(int dev);
 ncclResult_t devices_qp_ports(int dev, struct qp_port *ports, int *nports, char *name, size_t namelen);
 ncclResult_t devices_handle_info(int dev, uint64_t *guid, uint8_t *link_layer, uint8_t *nports,

@@ -8,11 +8,14 @@
 #include "comm.h"
 #include "ibvwrap.h"
 #include "log.h"
+#include "oob.h"
 
 #define ERR_MAX_CTX 32
 #define ERR_MAX_PORTS 8
 #define ERR_FATAL_RING 64
 #define ERR_ASYNC_PERIOD_NS 20000000ull
+#define PEER_CHECK_PERIOD_NS 50000000ull
+#define PEER_GONE_GRACE_NS 2000000000ull
 
 struct async_state {
     struct ibv_context *ctx;
@@ -225,4 +228,26 @@ void errors_snapshot(struct comm *c)
         c->port_err_seen[p] = c->ports[p].port_num <= ERR_MAX_PORTS ? s->port_err[c->ports[p].port_num] : 0;
     c->fatal_seen = s->nfatal;
     pthread_mutex_unlock(&s->mu);
+}
+
+ncclResult_t errors_check_peer(struct comm *c, int have_pending)
+{
+    if (c->error || !have_pending || c->fd < 0)
+        return c->error;
+    uint64_t now = comm_now_ns();
+    if (now - c->last_peer_check_ns >= PEER_CHECK_PERIOD_NS) {
+        c->last_peer_check_ns = now;
+        if (!c->peer_gone_ns && !oob_peer_alive(c->fd))
+            c->peer_gone_ns = now;
+        errors_check_async(c);
+    }
+    /* completions may trail the peer's exit by a little: wait before failing */
+    if (!c->error && c->peer_gone_ns && now - c->peer_gone_ns > PEER_GONE_GRACE_NS) {
+        WARN("NET/railnet: device %s port %u QP 0x%x: the peer closed its connection (process exited or "
+             "aborted) with %d request(s) pending on this %s comm",
+             c->dev_name, c->qps[0].port->port_num, c->qps[0].qp ? c->qps[0].qp->qp_num : 0, c->inflight,
+             c->kind == COMM_SEND ? "send" : "receive");
+        comm_fail(c, ncclRemoteError);
+    }
+    return c->error;
 }

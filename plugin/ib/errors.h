@@ -5,11 +5,15 @@
  * completions flushed after it are not. Async events of a device (port down,
  * QP fatal, CQ error) are drained without blocking by whichever thread
  * progresses a comm of that device, under a per-device lock, and recorded so
- * that every comm on the affected port or QP fails. */
+ * that every comm on the affected port or QP fails.
+ *
+ * Layer: comms (above comm.h: it fails comms; comm.c never calls it). */
 #ifndef RAILNET_IB_ERRORS_H
 #define RAILNET_IB_ERRORS_H
 
 #include <infiniband/verbs.h>
+
+#include "nccl_net_v8.h"
 
 struct comm;
 
@@ -28,5 +32,9 @@ void errors_snapshot(struct comm *c);
 /* Drains pending async events (at most every 20 ms per comm) and fails c if
  * one of its ports went down or one of its QPs became fatal. */
 void errors_check_async(struct comm *c);
+/* Called when a request cannot progress: notices a peer that closed its
+ * socket and, after a grace period for completions still in flight, fails
+ * the comm with ncclRemoteError. Cheap: looks at the socket every 50 ms. */
+ncclResult_t errors_check_peer(struct comm *c, int have_pending);
 
 #endif

@@ -9,7 +9,8 @@
  * default) = 1 (no platform here is known to order these writes; NCCL's
  * built-in transport flushes too), 2 = also host buffers (tests only: it
  * exercises the loopback QP where there is no GPU). The loopback QP is made
- * on the first flush that needs it and freed with the comm. */
+ * on the first flush that needs it and freed at close (p2p_close_recv).
+ * Layer: data path (over comm.h, mr.h). */
 #ifndef RAILNET_IB_FLUSH_H
 #define RAILNET_IB_FLUSH_H
 

@@ -253,6 +253,77 @@ static int qp_encodable(const struct hs_qp_info *q, uint8_t nports)
            q->mtu >= 1 && q->mtu <= 5 && q->is_global <= 1;
 }
 
+/* ---- HELLO and REPLY share a shape: header, a fixed body of `fixed`
+ * bytes, then nqps QP entries. These helpers are that shape, written once;
+ * each message below only places and checks its own fixed fields. */
+static size_t qmsg_len(size_t fixed, unsigned nqps)
+{
+    return HS_HEADER_SIZE + fixed + (size_t)nqps * HS_QP_INFO_SIZE;
+}
+
+/* Starts an encoding: checks the room and every QP entry, zeroes the bytes,
+ * writes the header. Returns the fixed body to fill, NULL when the message
+ * cannot be encoded. */
+static uint8_t *msg_open(uint8_t *out, size_t cap, uint16_t version, uint16_t type, size_t fixed,
+                         const struct hs_qp_info *qp, uint8_t nqps, uint8_t nports, size_t *len)
+{
+    *len = qmsg_len(fixed, nqps);
+    if (cap < *len)
+        return NULL;
+    for (int i = 0; i < nqps; i++)
+        if (!qp_encodable(&qp[i], nports))
+            return NULL;
+    memset(out, 0, *len);
+    header_put(out, version, type, (uint32_t)*len);
+    return out + HS_HEADER_SIZE;
+}
+
+/* Ends an encoding: the QP entries after the fixed body, then the CRC. */
+static size_t msg_seal(uint8_t *out, size_t len, size_t fixed, const struct hs_qp_info *qp, uint8_t nqps)
+{
+    for (int i = 0; i < nqps; i++)
+        qp_put(out + HS_HEADER_SIZE + fixed + i * HS_QP_INFO_SIZE, &qp[i]);
+    header_seal(out, (uint32_t)len);
+    return len;
+}
+
+/* The body of a whole message of `type` with at least `fixed` body bytes;
+ * NULL with *s set when the bytes are not that. */
+static const uint8_t *msg_body(const uint8_t *buf, size_t len, uint16_t type, size_t fixed, const char *name,
+                               enum hs_status *s, char *err)
+{
+    if ((*s = msg_check(buf, len, type, err)))
+        return NULL;
+    if (len < HS_HEADER_SIZE + fixed) {
+        *s = fail(err, HS_ELENGTH, "%s has %zu bytes, at least %zu needed", name, len, HS_HEADER_SIZE + fixed);
+        return NULL;
+    }
+    return buf + HS_HEADER_SIZE;
+}
+
+/* The counts of a message with QP entries are in range and its length
+ * holds exactly that many entries. */
+static enum hs_status msg_counts(const char *name, size_t len, size_t fixed, uint8_t nqps, uint8_t nports,
+                                 char *err)
+{
+    if (nqps < 1 || nqps > HS_MAX_QPS)
+        return fail(err, HS_EFIELD, "%s QP count %u outside 1..%d", name, nqps, HS_MAX_QPS);
+    if (nports < 1 || nports > HS_MAX_PORTS)
+        return fail(err, HS_EFIELD, "%s port count %u outside 1..%d", name, nports, HS_MAX_PORTS);
+    if (len != qmsg_len(fixed, nqps))
+        return fail(err, HS_ELENGTH, "%s of %zu bytes does not hold %u QPs", name, len, nqps);
+    return HS_OK;
+}
+
+static enum hs_status msg_qps(const uint8_t *body, size_t fixed, uint8_t nqps, uint8_t nports,
+                              struct hs_qp_info *qp, char *err)
+{
+    enum hs_status s = HS_OK;
+    for (int i = 0; i < nqps && !s; i++)
+        s = qp_get(body + fixed + i * HS_QP_INFO_SIZE, i, nports, &qp[i], err);
+    return s;
+}
+
 /* ---- HELLO body (after the header): 0 target_guid, 8 nonce, 16 src_guid,
  * 24 link layer, 25 nqps, 26 nports, 27 reserved, 28 cts_slots,
  * 30 cts_entry_size, 32 max_recvs, 34 reserved16, 36 cts_addr, 44 rkey[0],
@@ -261,15 +332,10 @@ size_t hs_hello_encode(const struct hs_hello *m, uint16_t version, uint8_t *out,
 {
     if (m->nqps < 1 || m->nqps > HS_MAX_QPS || m->nports < 1 || m->nports > HS_MAX_PORTS)
         return 0;
-    size_t len = HS_HEADER_SIZE + HS_HELLO_FIXED + (size_t)m->nqps * HS_QP_INFO_SIZE;
-    if (cap < len)
+    size_t len;
+    uint8_t *b = msg_open(out, cap, version, HS_HELLO, HS_HELLO_FIXED, m->qp, m->nqps, m->nports, &len);
+    if (!b)
         return 0;
-    for (int i = 0; i < m->nqps; i++)
-        if (!qp_encodable(&m->qp[i], m->nports))
-            return 0;
-    memset(out, 0, len);
-    header_put(out, version, HS_HELLO, (uint32_t)len);
-    uint8_t *b = out + HS_HEADER_SIZE;
     put64(b + 0, m->target_guid);
     put64(b + 8, m->nonce);
     put64(b + 16, m->src_guid);
@@ -282,22 +348,16 @@ size_t hs_hello_encode(const struct hs_hello *m, uint16_t version, uint8_t *out,
     put64(b + 36, m->cts_addr);
     put32(b + 44, m->cts_rkey[0]);
     put32(b + 48, m->cts_rkey[1]);
-    for (int i = 0; i < m->nqps; i++)
-        qp_put(b + HS_HELLO_FIXED + i * HS_QP_INFO_SIZE, &m->qp[i]);
-    header_seal(out, (uint32_t)len);
-    return len;
+    return msg_seal(out, len, HS_HELLO_FIXED, m->qp, m->nqps);
 }
 
 enum hs_status hs_hello_parse(const uint8_t *buf, size_t len, struct hs_hello *out,
                               char err[HS_ERR_LEN])
 {
-    enum hs_status s = msg_check(buf, len, HS_HELLO, err);
-    if (s)
+    enum hs_status s;
+    const uint8_t *b = msg_body(buf, len, HS_HELLO, HS_HELLO_FIXED, "HELLO", &s, err);
+    if (!b)
         return s;
-    if (len < HS_HEADER_SIZE + HS_HELLO_FIXED)
-        return fail(err, HS_ELENGTH, "HELLO has %zu bytes, at least %d needed", len,
-                    HS_HEADER_SIZE + HS_HELLO_FIXED);
-    const uint8_t *b = buf + HS_HEADER_SIZE;
     struct hs_hello m;
     memset(&m, 0, sizeof(m));
     m.target_guid = get64(b + 0);
@@ -312,12 +372,8 @@ enum hs_status hs_hello_parse(const uint8_t *buf, size_t len, struct hs_hello *o
     m.cts_addr = get64(b + 36);
     m.cts_rkey[0] = get32(b + 44);
     m.cts_rkey[1] = get32(b + 48);
-    if (m.nqps < 1 || m.nqps > HS_MAX_QPS)
-        return fail(err, HS_EFIELD, "HELLO QP count %u outside 1..%d", m.nqps, HS_MAX_QPS);
-    if (m.nports < 1 || m.nports > HS_MAX_PORTS)
-        return fail(err, HS_EFIELD, "HELLO port count %u outside 1..%d", m.nports, HS_MAX_PORTS);
-    if (len != (size_t)HS_HEADER_SIZE + HS_HELLO_FIXED + (size_t)m.nqps * HS_QP_INFO_SIZE)
-        return fail(err, HS_ELENGTH, "HELLO of %zu bytes does not hold %u QPs", len, m.nqps);
+    if ((s = msg_counts("HELLO", len, HS_HELLO_FIXED, m.nqps, m.nports, err)))
+        return s;
     if (m.link_layer != 1 && m.link_layer != 2)
         return fail(err, HS_EFIELD, "HELLO link layer %u, expected 1 or 2", m.link_layer);
     if (m.cts_slots != HS_CTS_SLOTS || m.cts_entry_size != HS_CTS_ENTRY_SIZE || m.max_recvs != HS_MAX_RECVS)
@@ -327,9 +383,8 @@ enum hs_status hs_hello_parse(const uint8_t *buf, size_t len, struct hs_hello *o
         return fail(err, HS_EFIELD, "HELLO CTS ring address is 0");
     if (b[27] || get16(b + 34))
         return fail(err, HS_EFIELD, "HELLO reserved bytes are not zero");
-    for (int i = 0; i < m.nqps; i++)
-        if ((s = qp_get(b + HS_HELLO_FIXED + i * HS_QP_INFO_SIZE, i, m.nports, &m.qp[i], err)))
-            return s;
+    if ((s = msg_qps(b, HS_HELLO_FIXED, m.nqps, m.nports, m.qp, err)))
+        return s;
     *out = m;
     return HS_OK;
 }
@@ -344,15 +399,10 @@ size_t hs_reply_encode(const struct hs_reply *m, uint16_t version, uint8_t *out,
         return 0;
     if (m->status != 0 && m->nqps != 0)
         return 0;
-    size_t len = HS_HEADER_SIZE + HS_REPLY_FIXED + (size_t)m->nqps * HS_QP_INFO_SIZE;
-    if (cap < len)
+    size_t len;
+    uint8_t *b = msg_open(out, cap, version, HS_REPLY, HS_REPLY_FIXED, m->qp, m->nqps, m->nports, &len);
+    if (!b)
         return 0;
-    for (int i = 0; i < m->nqps; i++)
-        if (!qp_encodable(&m->qp[i], m->nports))
-            return 0;
-    memset(out, 0, len);
-    header_put(out, version, HS_REPLY, (uint32_t)len);
-    uint8_t *b = out + HS_HEADER_SIZE;
     put32(b + 0, m->status);
     b[4] = m->nqps;
     b[5] = m->nports;
@@ -360,22 +410,16 @@ size_t hs_reply_encode(const struct hs_reply *m, uint16_t version, uint8_t *out,
     put64(b + 16, m->sizes_addr);
     put32(b + 24, m->sizes_rkey[0]);
     put32(b + 28, m->sizes_rkey[1]);
-    for (int i = 0; i < m->nqps; i++)
-        qp_put(b + HS_REPLY_FIXED + i * HS_QP_INFO_SIZE, &m->qp[i]);
-    header_seal(out, (uint32_t)len);
-    return len;
+    return msg_seal(out, len, HS_REPLY_FIXED, m->qp, m->nqps);
 }
 
 enum hs_status hs_reply_parse(const uint8_t *buf, size_t len, struct hs_reply *out,
                               char err[HS_ERR_LEN])
 {
-    enum hs_status s = msg_check(buf, len, HS_REPLY, err);
-    if (s)
+    enum hs_status s;
+    const uint8_t *b = msg_body(buf, len, HS_REPLY, HS_REPLY_FIXED, "REPLY", &s, err);
+    if (!b)
         return s;
-    if (len < HS_HEADER_SIZE + HS_REPLY_FIXED)
-        return fail(err, HS_ELENGTH, "REPLY has %zu bytes, at least %d needed", len,
-                    HS_HEADER_SIZE + HS_REPLY_FIXED);
-    const uint8_t *b = buf + HS_HEADER_SIZE;
     struct hs_reply m;
     memset(&m, 0, sizeof(m));
     m.status = get32(b + 0);
@@ -392,22 +436,17 @@ enum hs_status hs_reply_parse(const uint8_t *buf, size_t len, struct hs_reply *o
     if (m.nports > HS_MAX_PORTS)
         return fail(err, HS_EFIELD, "REPLY port count %u above %d", m.nports, HS_MAX_PORTS);
     if (m.status != 0) {
-        if (m.nqps != 0 || len != HS_HEADER_SIZE + HS_REPLY_FIXED)
+        if (m.nqps != 0 || len != qmsg_len(HS_REPLY_FIXED, 0))
             return fail(err, HS_ELENGTH, "REPLY rejection carries %u QPs", m.nqps);
         *out = m;
         return HS_OK;
     }
-    if (m.nqps < 1 || m.nqps > HS_MAX_QPS)
-        return fail(err, HS_EFIELD, "REPLY QP count %u outside 1..%d", m.nqps, HS_MAX_QPS);
-    if (m.nports < 1 || m.nports > HS_MAX_PORTS)
-        return fail(err, HS_EFIELD, "REPLY port count %u outside 1..%d", m.nports, HS_MAX_PORTS);
-    if (len != (size_t)HS_HEADER_SIZE + HS_REPLY_FIXED + (size_t)m.nqps * HS_QP_INFO_SIZE)
-        return fail(err, HS_ELENGTH, "REPLY of %zu bytes does not hold %u QPs", len, m.nqps);
+    if ((s = msg_counts("REPLY", len, HS_REPLY_FIXED, m.nqps, m.nports, err)))
+        return s;
     if (m.sizes_addr == 0)
         return fail(err, HS_EFIELD, "REPLY sizes area address is 0");
-    for (int i = 0; i < m.nqps; i++)
-        if ((s = qp_get(b + HS_REPLY_FIXED + i * HS_QP_INFO_SIZE, i, m.nports, &m.qp[i], err)))
-            return s;
+    if ((s = msg_qps(b, HS_REPLY_FIXED, m.nqps, m.nports, m.qp, err)))
+        return s;
     *out = m;
     return HS_OK;
 }
@@ -415,12 +454,10 @@ enum hs_status hs_reply_parse(const uint8_t *buf, size_t len, struct hs_reply *o
 /* ---- READY body: 0 status (must be 0). */
 size_t hs_ready_encode(uint16_t version, uint8_t *out, size_t cap)
 {
-    if (cap < HS_READY_SIZE)
+    size_t len;
+    if (!msg_open(out, cap, version, HS_READY, HS_READY_SIZE - HS_HEADER_SIZE, NULL, 0, 0, &len))
         return 0;
-    memset(out, 0, HS_READY_SIZE);
-    header_put(out, version, HS_READY, HS_READY_SIZE);
-    header_seal(out, HS_READY_SIZE);
-    return HS_READY_SIZE;
+    return msg_seal(out, len, HS_READY_SIZE - HS_HEADER_SIZE, NULL, 0);
 }
 
 enum hs_status hs_ready_parse(const uint8_t *buf, size_t len, char err[HS_ERR_LEN])

@@ -8,9 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "config.h"
-#include "cudawrap.h"
+#include "gpumem.h"
 #include "devices.h"
 #include "ibvwrap.h"
 #include "log.h"
@@ -84,7 +83,7 @@ static struct mr_handle *cache_add(struct ibv_pd *pd, uintptr_t s, uintptr_t e, 
 static struct ibv_mr *reg_dmabuf_range(struct ibv_pd *pd, uintptr_t base, size_t size, int access)
 {
     int fd;
-    if (cudawrap_dmabuf_fd(base, size, &fd))
+    if (gpumem_dmabuf_fd(base, size, &fd))
         return NULL;
     struct ibv_mr *mr = ibvwrap_global()->reg_dmabuf_mr(pd, 0, size, base, fd, access);
     int e = errno;
@@ -97,19 +96,19 @@ static const struct rn_device *device_of(int dev)
 {
     const struct rn_device *d = devices_get(dev);
     if (!d)
-        WARN("NET/railnet: regMr: device %d does not exist", dev);
+        WARN("NET/railnet: regMr: the comm belongs to no device (%d)", dev);
     return d;
 }
 
-ncclResult_t mr_register(void *comm, void *data, size_t size, int type, void **mhandle)
+ncclResult_t mr_register(int dev, void *data, size_t size, int type, void **mhandle)
 {
-    return mr_register_dev(comm_device(comm), data, size, type, 0, mhandle);
+    return mr_register_dev(dev, data, size, type, 0, mhandle);
 }
 
-ncclResult_t mr_register_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+ncclResult_t mr_register_dmabuf(int dev, void *data, size_t size, int type, uint64_t offset, int fd,
                                 void **mhandle)
 {
-    return mr_register_dmabuf_dev(comm_device(comm), data, size, type, offset, fd, 0, mhandle);
+    return mr_register_dmabuf_dev(dev, data, size, type, offset, fd, 0, mhandle);
 }
 
 ncclResult_t mr_register_dev(int dev, void *data, size_t size, int type, int flags, void **mhandle)
@@ -140,7 +139,7 @@ ncclResult_t mr_register_dev(int dev, void *data, size_t size, int type, int fla
         /* the whole allocation: later buffers inside it hit the cache */
         uintptr_t base;
         size_t len;
-        if (cudawrap_range(data, &base, &len) == 0)
+        if (gpumem_range(data, &base, &len) == 0)
             s = base, e = base + len;
     }
 
@@ -283,8 +282,8 @@ int mr_cache_entries(void)
 int mr_probe_gpu(int dev, const struct rn_device *r)
 {
     char err[256];
-    struct cudawrap_probe p;
-    if (cudawrap_probe_alloc(&p, 2u << 20, err, sizeof(err))) {
+    struct gpumem_probe p;
+    if (gpumem_probe_alloc(&p, 2u << 20, err, sizeof(err))) {
         INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d (%s): host memory only: %s", dev, r->name, err);
         return 0;
     }
@@ -297,7 +296,7 @@ int mr_probe_gpu(int dev, const struct rn_device *r)
         struct ibv_mr *mr = NULL;
         if (!v->reg_dmabuf_mr)
             dmabuf_why = "rdma-core < 34 has no ibv_reg_dmabuf_mr";
-        else if (!cudawrap_dmabuf_supported())
+        else if (!gpumem_dmabuf_supported())
             dmabuf_why = "the GPU or driver does not support dmabuf";
         else if (!(mr = reg_dmabuf_range(pd, p.ptr, p.size, access)))
             dmabuf_why = strerror(errno);
@@ -318,7 +317,7 @@ int mr_probe_gpu(int dev, const struct rn_device *r)
             peer_why = strerror(errno);
         }
     }
-    cudawrap_probe_free(&p);
+    gpumem_probe_free(&p);
     char dm[160], pm[160];
     snprintf(dm, sizeof(dm), bits & NCCL_PTR_DMABUF ? "yes" : "no (%s)", dmabuf_why);
     snprintf(pm, sizeof(pm), peer_ok ? "yes" : "no (%s)", peer_why);

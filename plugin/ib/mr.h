@@ -12,7 +12,9 @@
  * - A registration cache (regIsGlobal = 1): one verbs MR per (protection
  *   domain, range, path), shared by every comm of the device and counted;
  *   deregMr drops a reference and the last one deregisters. Thread-safe.
- * The mhandle given to NCCL is a struct mr_handle *. */
+ * The mhandle given to NCCL is a struct mr_handle *. Registrations name
+ * the device by index (the caller maps a comm to it: comm_device).
+ * Layer: low (over devices; knows nothing of comms). */
 #ifndef RAILNET_IB_MR_H
 #define RAILNET_IB_MR_H
 
@@ -24,9 +26,10 @@
 struct rn_device;
 struct mr_handle;
 
-ncclResult_t mr_register(void *comm, void *data, size_t size, int type, void **mhandle);
-ncclResult_t mr_register_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+ncclResult_t mr_register(int dev, void *data, size_t size, int type, void **mhandle);
+ncclResult_t mr_register_dmabuf(int dev, void *data, size_t size, int type, uint64_t offset, int fd,
                                 void **mhandle);
+/* comm is unused (the ABI's slot): the cache is per device. */
 ncclResult_t mr_deregister(void *comm, void *mhandle);
 
 /* The same on a device named by index, for faces without a p2p comm (GIN).

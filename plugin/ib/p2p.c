@@ -14,20 +14,6 @@
 #define P2P_CHUNK_ALIGN 4096u
 #define P2P_POLL_BATCH 32
 
-int p2p_post_recvs(struct comm *c, int qpi, int count)
-{
-    /* Writes with immediate consume a receive WQE; they carry no payload here. */
-    struct ibv_recv_wr wr, *bad;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = WR_ID(WR_RECV, qpi, 0);
-    for (int i = 0; i < count; i++) {
-        int rc = ibv_post_recv(c->qps[qpi].qp, &wr, &bad);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
 static void recv_fail_protocol(struct recv_comm *rc, int qpi, uint32_t imm, const char *why)
 {
     struct comm *c = &rc->c;
@@ -104,7 +90,7 @@ ncclResult_t p2p_progress(struct comm *c)
             case WR_RECV:
                 if (c->kind == COMM_RECV && w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
                     recv_on_imm((struct recv_comm *)c, qpi, ntohl(w->imm_data));
-                    if (p2p_post_recvs(c, qpi, 1)) {
+                    if (comm_post_recvs(c, qpi, 1)) {
                         if (!c->error)
                             WARN("NET/railnet: device %s QP 0x%x: cannot repost a receive", c->dev_name,
                                  c->qps[qpi].qp->qp_num);
@@ -220,7 +206,7 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
     if (__atomic_load_n(&row[0].seq, __ATOMIC_ACQUIRE) != want) {
         /* the receiver has not posted yet: make sure it is still there */
         (void)p2p_progress(c);
-        return comm_check_peer(c, 1);
+        return errors_check_peer(c, 1);
     }
     unsigned nreqs = row[0].nreqs;
     if (nreqs < 1 || nreqs > COMM_MAX_RECVS) {
@@ -294,7 +280,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         if (p2p_progress(c) != ncclSuccess)
             return c->error;
         if (rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
-            return comm_check_peer(c, 1);
+            return errors_check_peer(c, 1);
     }
     struct request *r = comm_req_get(c, REQ_RECV);
     if (!r)
@@ -363,7 +349,7 @@ ncclResult_t p2p_test(void *request, int *done, int *sizes)
         if (res != ncclSuccess)
             return res;
         if (!r->done)
-            return comm_check_peer(c, 1);
+            return errors_check_peer(c, 1);
     }
     if (sizes) {
         if (r->type == REQ_RECV)
@@ -375,4 +361,11 @@ ncclResult_t p2p_test(void *request, int *done, int *sizes)
     *done = 1;
     comm_req_put(r);
     return ncclSuccess;
+}
+
+ncclResult_t p2p_close_recv(void *recv_comm)
+{
+    if (recv_comm)
+        flush_destroy(recv_comm);
+    return comm_close_recv(recv_comm);
 }

@@ -12,7 +12,8 @@
  *   carried part of each of its messages delivered its immediate; a send once
  *   its writes completed. Errors (failed completion, async event, lost peer)
  *   are sticky per comm, reported once with a WARN.
- * Nothing here allocates memory. */
+ * Nothing here allocates memory.
+ * Layer: data path (over comm.h, errors.h, mr.h, flush.h). */
 #ifndef RAILNET_IB_P2P_H
 #define RAILNET_IB_P2P_H
 
@@ -25,7 +26,7 @@ ncclResult_t p2p_test(void *request, int *done, int *sizes);
 
 /* Drains the comm's CQ (used by test and by close). */
 ncclResult_t p2p_progress(struct comm *c);
-/* Posts the initial receive WQEs of a recv comm's QPs. */
-int p2p_post_recvs(struct comm *c, int qpi, int count);
+/* closeRecv: the data path's state of the comm (flush QP), then the comm. */
+ncclResult_t p2p_close_recv(void *recv_comm);
 
 #endif

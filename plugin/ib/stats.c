@@ -4,38 +4,37 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "comm.h"
 #include "log.h"
 
-void stats_print(const struct comm *c)
+void stats_print(const struct stats *s, int send, const char *dev_name, const struct qp_conn *qps, int nqps,
+                 const struct qp_port *ports, int nports)
 {
-    const struct stats *s = &c->stats;
     if (!s->enabled)
         return;
-    const char *dir = c->kind == COMM_SEND ? "send" : "recv";
+    const char *dir = send ? "send" : "recv";
     uint64_t port_bytes[HS_MAX_PORTS] = { 0 }, port_msgs[HS_MAX_PORTS] = { 0 };
-    for (int i = 0; i < c->nqps; i++) {
-        const struct qp_conn *q = &c->qps[i];
+    for (int i = 0; i < nqps; i++) {
+        const struct qp_conn *q = &qps[i];
         int p = q->port ? q->port->port_idx : 0;
         port_bytes[p] += s->qp[i].bytes;
         port_msgs[p] += s->qp[i].msgs;
-        if (c->kind == COMM_SEND)
+        if (send)
             INFO(NCCL_NET, "NET/railnet stats: %s %s port %u QP 0x%x: %" PRIu64 " bytes in %" PRIu64 " writes",
-                 dir, c->dev_name, q->port ? q->port->port_num : 0, q->qp ? q->qp->qp_num : 0, s->qp[i].bytes,
+                 dir, dev_name, q->port ? q->port->port_num : 0, q->qp ? q->qp->qp_num : 0, s->qp[i].bytes,
                  s->qp[i].msgs);
         else
-            INFO(NCCL_NET, "NET/railnet stats: %s %s port %u QP 0x%x: %" PRIu64 " immediates", dir, c->dev_name,
+            INFO(NCCL_NET, "NET/railnet stats: %s %s port %u QP 0x%x: %" PRIu64 " immediates", dir, dev_name,
                  q->port ? q->port->port_num : 0, q->qp ? q->qp->qp_num : 0, s->qp[i].msgs);
     }
-    for (int p = 0; p < c->nports; p++) {
-        if (c->kind == COMM_SEND)
+    for (int p = 0; p < nports; p++) {
+        if (send)
             INFO(NCCL_NET, "NET/railnet stats: %s %s port %u total: %" PRIu64 " bytes in %" PRIu64 " writes", dir,
-                 c->dev_name, c->ports[p].port_num, port_bytes[p], port_msgs[p]);
+                 dev_name, ports[p].port_num, port_bytes[p], port_msgs[p]);
         else
-            INFO(NCCL_NET, "NET/railnet stats: %s %s port %u total: %" PRIu64 " immediates", dir, c->dev_name,
-                 c->ports[p].port_num, port_msgs[p]);
+            INFO(NCCL_NET, "NET/railnet stats: %s %s port %u total: %" PRIu64 " immediates", dir, dev_name,
+                 ports[p].port_num, port_msgs[p]);
     }
-    if (c->kind == COMM_RECV)
-        INFO(NCCL_NET, "NET/railnet stats: recv %s total: %" PRIu64 " bytes in %" PRIu64 " messages", c->dev_name,
+    if (!send)
+        INFO(NCCL_NET, "NET/railnet stats: recv %s total: %" PRIu64 " bytes in %" PRIu64 " messages", dev_name,
              s->rx_bytes, s->rx_msgs);
 }

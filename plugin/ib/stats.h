@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "handshake.h"
+#include "qp.h"
 
 struct stats_qp {
     uint64_t bytes;
@@ -43,8 +44,9 @@ static inline void stats_rx_bytes(struct stats *s, int qpi, uint64_t bytes)
     }
 }
 
-struct comm;
-/* Logs the counters of c (INFO, NCCL_NET) when enabled. */
-void stats_print(const struct comm *c);
+/* Logs the counters of one connection (INFO, NCCL_NET) when enabled: per
+ * QP (with the port and QP number of qps[i]) and per port. */
+void stats_print(const struct stats *s, int send, const char *dev_name, const struct qp_conn *qps, int nqps,
+                 const struct qp_port *ports, int nports);
 
 #endif

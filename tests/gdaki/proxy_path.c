@@ -2,7 +2,8 @@
  * (contract in proxy_path.h). */
 #include "proxy_path.h"
 
-#include <dlfcn.h>
+#include "../../tools/common/plugin_tables.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 
 struct proxy_path {
     struct proxy_path_opts o;
+    struct plugin_tables lib;   /* stays loaded: the plugin's threads may outlive close */
     const ncclNet_v8_t *net;
     void *scomm, *rcomm;
     void *smh, *rmh;
@@ -70,14 +72,10 @@ int proxy_path_open(const struct proxy_path_opts *o, struct proxy_path **out, ch
     p->o = *o;
     proxy_verbose = o->verbose;
     void *listen = NULL;
-    void *h = dlopen(o->plugin, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(err, errlen, "cannot load the plugin: %s", dlerror());
-        goto fail;
-    }
-    p->net = dlsym(h, "ncclNetPlugin_v8");
+    char lerr[PATH_MAX + 256];
+    p->net = plugin_tables_load(&p->lib, o->plugin, &plugin_table_net_v8, PLUGIN_TABLES_NAME, lerr, sizeof(lerr));
     if (!p->net) {
-        snprintf(err, errlen, "%s exports no ncclNetPlugin_v8", o->plugin);
+        snprintf(err, errlen, "cannot use the plugin: %s", lerr);
         goto fail;
     }
     if (p->net->init(proxy_logger) != ncclSuccess) {

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_setup.h"
 #include "plugin/ib/config.h"
 #include "devices.h"
+#include "mr.h"
 #include "gdaki_queue.h"
 #include "railnet_gdaki.h"
 #include "tap.h"
@@ -28,7 +30,7 @@ static void connect_comms(struct ends *e)
         TAP_SKIP("softnic's libibverbs.so.1 is not built (run from make check)");
     setenv("RAILNET_IBVERBS_LIB", verbs, 1);
     config_load();
-    EXPECT_EQ_INT(ncclSuccess, devices_init());
+    EXPECT_EQ_INT(ncclSuccess, devices_init(mr_probe_gpu));
     EXPECT_TRUE(devices_count() >= 1);
     uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
     memset(e, 0, sizeof(*e));

@@ -11,13 +11,13 @@
  *
  * PATH defaults to libnccl-net-railnet.so found through the loader's path.
  * The plugin's log lines go to stderr with NCCL-like prefixes. */
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../tools/common/plugin_tables.h"
 #include "nd.h"
 #include "traffic.h"
 
@@ -42,14 +42,12 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 
 const ncclNet_v8_t *nd_plugin_open(void)
 {
-    void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "netdriver: cannot load %s: %s\n", plugin_path, dlerror());
-        return NULL;
-    }
-    const ncclNet_v8_t *net = dlsym(h, "ncclNetPlugin_v8");
+    static struct plugin_tables lib; /* stays loaded for the life of the process */
+    char err[PATH_MAX + 256];
+    const ncclNet_v8_t *net =
+        plugin_tables_load(&lib, plugin_path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err));
     if (!net) {
-        fprintf(stderr, "netdriver: %s exports no ncclNetPlugin_v8\n", plugin_path);
+        fprintf(stderr, "netdriver: cannot use the plugin: %s\n", err);
         return NULL;
     }
     ncclResult_t r = net->init(logger);
@@ -60,30 +58,12 @@ const ncclNet_v8_t *nd_plugin_open(void)
     return net;
 }
 
-/* Every pointer NCCL calls without checking must be set. */
-static int table_complete(const ncclNet_v8_t *n)
-{
-    const void *must[] = { n->name, n->init, n->devices, n->getProperties, n->listen, n->connect, n->accept,
-                           n->regMr, n->regMrDmaBuf, n->deregMr, n->isend, n->irecv, n->iflush, n->test,
-                           n->closeSend, n->closeRecv, n->closeListen };
-    int ok = 1;
-    for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++) {
-        if (!must[i]) {
-            printf("missing: table entry %zu\n", i);
-            ok = 0;
-        }
-    }
-    return ok;
-}
-
 static int cmd_probe(void)
 {
     const ncclNet_v8_t *net = nd_plugin_open();
     if (!net)
         return 1;
-    printf("plugin: %s\n", net->name);
-    if (!table_complete(net))
-        return 1;
+    printf("plugin: %s\n", net->name); /* every entry NCCL calls is set: plugin_tables checked */
     int n = -1;
     if (net->devices(&n) != ncclSuccess)
         return 1;

@@ -8,9 +8,9 @@
 #include "nccl_net_v8.h"
 #include "plugin/ib/handshake.h"
 #include "plugin/ib/oob.h"
+#include "tools/common/plugin_tables.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,10 +48,11 @@ static int load(void)
     snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
     snprintf(verbs, sizeof(verbs), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
     setenv("RAILNET_IBVERBS_LIB", verbs, 1);
-    void *h = dlopen(path, RTLD_NOW);
-    if (!h)
-        return -1;
-    net = dlsym(h, "ncclNetPlugin_v8");
+    static struct plugin_tables lib;
+    char err[PATH_MAX + 256];
+    net = plugin_tables_load(&lib, path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err));
+    if (!net)
+        fprintf(stderr, "# %s\n", err);
     int n = 0;
     if (!net || net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
         return -1;

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 static struct {
@@ -448,12 +449,33 @@ static void grave_sweep_locked(void)
         nic.grave[nic.ngrave++] = todo[i];
 }
 
+/* How long the NIC thread polls without sleeping.  While a QP has WQEs on
+ * the engine, a completion is coming and a poster (often a GPU thread in
+ * quiet) waits for its CQE: poll for up to NIC_SPIN_BUSY_NS since the last
+ * progress.  Once every queue is drained, poll NIC_SPIN_IDLE_NS more for
+ * the next doorbell (a put + quiet loop rings again right after its CQE),
+ * then back off.  A ConnectX sees a doorbell within a microsecond; a thread
+ * that has gone to sleep sees it a timer period later. */
+#define NIC_SPIN_BUSY_NS (20ull * 1000 * 1000)
+#define NIC_SPIN_IDLE_NS (200ull * 1000)
+
+static uint64_t nic_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void *nic_main(void *arg)
 {
     (void)arg;
-    unsigned idle = 0;
+    /* The back-off sleeps below are a few microseconds: without this the
+     * kernel's default 50 us timer slack stretches each of them. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    uint64_t last_work = nic_now_ns();
     for (;;) {
         int work = 0;
+        bool busy = false;
         pthread_mutex_lock(&nic.lock);
         if (nic.stop) {
             pthread_mutex_unlock(&nic.lock);
@@ -463,17 +485,20 @@ static void *nic_main(void *arg)
             work += qp_retire(qp);
             work += qp_consume(qp);
             work += qp_retire(qp);
+            busy |= qp->pend_count != 0;
         }
         if (nic.ngrave)
             grave_sweep_locked();
         pthread_mutex_unlock(&nic.lock);
-        if (work) {
-            idle = 0;
-        } else if (++idle < 200) {
+        uint64_t now = nic_now_ns();
+        if (work)
+            last_work = now;
+        uint64_t quiet = now - last_work;
+        if (work || quiet < (busy ? NIC_SPIN_BUSY_NS : NIC_SPIN_IDLE_NS)) {
             sched_yield();
         } else {
             /* Idle: back off to at most 100 us between doorbell checks. */
-            unsigned us = idle < 400 ? 5 : idle < 1000 ? 20 : 100;
+            unsigned us = quiet < 2000000 ? 5 : quiet < 20000000 ? 20 : 100;
             struct timespec ts = { 0, (long)us * 1000 };
             nanosleep(&ts, NULL);
         }

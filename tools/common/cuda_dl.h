@@ -1,6 +1,6 @@
 /* tools/common/cuda_dl.h: CUDA device memory for the tools, through the CUDA
- * driver API loaded with dlopen (libcuda.so.1), so the tools build and run on
- * hosts without a GPU.
+ * driver table of plugin/ib/cudawrap.h (libcuda.so.1 loaded with dlopen, once
+ * per process), so the tools build and run on hosts without a GPU.
  *
  * Contract: cuda_dl_open() loads the driver and calls cuInit; it returns NULL
  * with the reason in err when there is no driver, no GPU, or the tools were

@@ -210,27 +210,10 @@ static int exchange(struct gi_ctx *c, char *err, size_t errlen)
         m->sig_addr = c->sig_mr.addr;
         m->sig_rkey = c->sig_mr.rkey;
     }
-    uint8_t *buf = c->msg;
-    int len = wb_enc_gi_setup(m, buf, TCP_MAX_MSG);
-    uint32_t n;
-    if (len < 0) {
-        str_fmt(err, errlen, "internal: SETUP does not fit");
+    struct setup_link l = session_setup_link(c->s);
+    if (setup_exchange(&l, &wb_gi_setup_codec, m, &c->peer, c->msg, TCP_MAX_MSG, err, errlen))
         return -1;
-    }
-    if (!c->s->is_server && session_send(c->s, WB_MSG_SETUP, buf, (uint32_t)len, err, errlen))
-        return -1;
-    if (session_expect(c->s, WB_MSG_SETUP, buf, TCP_MAX_MSG, &n, err, errlen))
-        return -1;
-    if (wb_dec_gi_setup(buf, n, &c->peer)) {
-        str_fmt(err, errlen, "protocol error: malformed SETUP from the peer");
-        session_fail(c->s, err);
-        return -1;
-    }
-    if (c->s->is_server) {
-        len = wb_enc_gi_setup(m, c->msg, TCP_MAX_MSG);
-        if (session_send(c->s, WB_MSG_SETUP, c->msg, (uint32_t)len, err, errlen))
-            return -1;
-    } else if (!c->peer.rkey || !c->peer.sig_rkey) {
+    if (!c->s->is_server && (!c->peer.rkey || !c->peer.sig_rkey)) {
         str_fmt(err, errlen, "protocol error: the server sent no destination buffer");
         session_fail(c->s, err);
         return -1;

@@ -26,7 +26,7 @@ struct pcomm {
 struct plugin_ctx {
     struct session *s;
     struct plugin_lib lib;
-    ncclNet_v8_t *net;
+    const ncclNet_v8_t *net;
     int dev;
     ncclNetProperties_v8_t props;
     void *listen;

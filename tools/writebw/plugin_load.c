@@ -2,7 +2,6 @@
  * plugin_load.h). */
 #include "config.h"
 
-#include <dlfcn.h>
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../common/plugin_tables.h"
 #include "../common/strfmt.h"
 #include "plugin_load.h"
 
@@ -18,21 +18,13 @@
 
 static int try_one(struct plugin_lib *p, const char *path, char *log, size_t loglen, size_t *off)
 {
-    dlerror();
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        *off += str_fmt(log + *off, loglen - *off, "\n  %s: %s", path, e ? e : "cannot load");
-        return -1;
-    }
-    ncclNet_v8_t *net = dlsym(h, "ncclNetPlugin_v8");
+    char err[PATH_MAX + 256];
+    const ncclNet_v8_t *net =
+        plugin_tables_load(&p->lib, path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err));
     if (!net) {
-        *off += str_fmt(log + *off, loglen - *off, "\n  %s: loads but exports no ncclNetPlugin_v8",
-                        path);
-        dlclose(h);
+        *off += str_fmt(log + *off, loglen - *off, "\n  %s", err);
         return -1;
     }
-    p->handle = h;
     p->net = net;
     str_fmt(p->path, sizeof(p->path), "%s", path);
     return 0;
@@ -88,8 +80,7 @@ int plugin_load(struct plugin_lib *p, const char *explicit_path, char *err, size
 
 void plugin_unload(struct plugin_lib *p)
 {
-    if (p->handle)
-        dlclose(p->handle);
+    plugin_tables_close(&p->lib);
     memset(p, 0, sizeof(*p));
 }
 

@@ -6,7 +6,8 @@
  * else libnccl-net-<name>.so); libnccl-net-railnet.so next to this program,
  * in ../lib and in the build tree (../.libs, ../plugin/.libs); finally
  * libnccl-net-railnet.so through the loader's search path. The first file
- * that loads and exports ncclNetPlugin_v8 wins. On failure err lists every
+ * that loads and passes plugin_tables' checks (ncclNetPlugin_v8 exported,
+ * named "railnet", complete) wins. On failure err lists every
  * attempt with its dlerror(), and the fix. plugin_logger is the
  * ncclDebugLogger_t handed to init(): warnings always reach stderr, INFO
  * and TRACE only with NCCL_DEBUG=INFO or TRACE. */
@@ -16,12 +17,13 @@
 #include <limits.h>
 #include <stddef.h>
 
+#include "../common/plugin_tables.h"
 #include "nccl_net_v8.h"
 
 struct plugin_lib {
-    void *handle;
+    struct plugin_tables lib;   /* the loader and its checks (plugin_tables.h) */
     char path[PATH_MAX];
-    ncclNet_v8_t *net;
+    const ncclNet_v8_t *net;
 };
 
 int plugin_load(struct plugin_lib *p, const char *explicit_path, char *err, size_t errlen);

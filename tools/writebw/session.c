@@ -249,3 +249,24 @@ int session_done(struct session *s, char *err, size_t errlen)
         return session_send(s, WB_MSG_DONE, NULL, 0, err, errlen);
     return session_expect(s, WB_MSG_DONE, b, sizeof(b), &n, err, errlen);
 }
+
+static int link_send(void *ctx, uint32_t type, const void *buf, uint32_t len, char *err, size_t errlen)
+{
+    return session_send(ctx, type, buf, len, err, errlen);
+}
+
+static int link_expect(void *ctx, uint32_t type, void *buf, uint32_t cap, uint32_t *len, char *err, size_t errlen)
+{
+    return session_expect(ctx, type, buf, cap, len, err, errlen);
+}
+
+static void link_fail(void *ctx, const char *why)
+{
+    session_fail(ctx, why);
+}
+
+struct setup_link session_setup_link(struct session *s)
+{
+    struct setup_link l = { s, s->is_server, WB_MSG_SETUP, link_send, link_expect, link_fail };
+    return l;
+}

@@ -68,6 +68,9 @@ typedef int (*session_run_fn)(void *ctx, size_t size, struct wb_result *res, cha
  * (summed over directions in --bidir) goes to out_row(). */
 int session_sizes(struct session *s, session_run_fn run, void *ctx, char *err, size_t errlen);
 
+/* This session as the channel of the SETUP exchange (setup_xchg.h). */
+struct setup_link session_setup_link(struct session *s);
+
 /* Client sends DONE; server waits for it. */
 int session_done(struct session *s, char *err, size_t errlen);
 

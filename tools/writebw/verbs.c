@@ -160,26 +160,9 @@ static int exchange(struct verbs_ctx *c, char *err, size_t errlen)
         rc_qp_info(&c->dev, &c->qp[k], &mine->qp[k]);
     mine->addr = (uint64_t)(uintptr_t)c->buf.ptr;
     mine->rkey = c->buf.mr->rkey;
-    int len = wb_enc_setup(mine, buf, TCP_MAX_MSG);
-    uint32_t n;
-    if (len < 0) {
-        str_fmt(err, errlen, "internal: SETUP does not fit");
+    struct setup_link l = session_setup_link(c->s);
+    if (setup_exchange(&l, &wb_setup_codec, mine, &c->peer, buf, TCP_MAX_MSG, err, errlen))
         return -1;
-    }
-    if (!c->s->is_server && session_send(c->s, WB_MSG_SETUP, buf, (uint32_t)len, err, errlen))
-        return -1;
-    if (session_expect(c->s, WB_MSG_SETUP, buf, TCP_MAX_MSG, &n, err, errlen))
-        return -1;
-    if (wb_dec_setup(buf, n, &c->peer)) {
-        str_fmt(err, errlen, "protocol error: malformed SETUP from the peer");
-        session_fail(c->s, err);
-        return -1;
-    }
-    if (c->s->is_server) {
-        len = wb_enc_setup(mine, buf, TCP_MAX_MSG);
-        if (session_send(c->s, WB_MSG_SETUP, buf, (uint32_t)len, err, errlen))
-            return -1;
-    }
     if ((int)c->peer.nqp != c->nqp) {
         str_fmt(err, errlen, "peer has %u QPs, this side %d", c->peer.nqp, c->nqp);
         session_fail(c->s, err);

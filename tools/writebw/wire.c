@@ -324,3 +324,11 @@ int wb_hello_compare(const struct wb_hello *mine, const struct wb_hello *peer, c
 #undef MODE
     return 0;
 }
+
+/* The SETUP messages as setup_exchange() takes them (tools/common/setup_xchg.h). */
+static int enc_setup(const void *m, uint8_t *buf, size_t cap) { return wb_enc_setup(m, buf, cap); }
+static int dec_setup(const uint8_t *buf, size_t len, void *m) { return wb_dec_setup(buf, len, m); }
+static int enc_gi_setup(const void *m, uint8_t *buf, size_t cap) { return wb_enc_gi_setup(m, buf, cap); }
+static int dec_gi_setup(const uint8_t *buf, size_t len, void *m) { return wb_dec_gi_setup(buf, len, m); }
+const struct setup_codec wb_setup_codec = { enc_setup, dec_setup };
+const struct setup_codec wb_gi_setup_codec = { enc_gi_setup, dec_gi_setup };

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "../common/rc.h"
+#include "../common/setup_xchg.h"
 #include "opts.h"
 
 #define WB_MAGIC 0x42574e52u /* "RNWB" */
@@ -96,6 +97,9 @@ int wb_enc_side(const struct wb_side *s, uint8_t *buf, size_t cap);
 int wb_dec_side(const uint8_t *buf, size_t len, struct wb_side *s);
 int wb_enc_gi_setup(const struct wb_gi_setup *s, uint8_t *buf, size_t cap);
 int wb_dec_gi_setup(const uint8_t *buf, size_t len, struct wb_gi_setup *s);
+/* Both SETUPs for setup_exchange() (tools/common/setup_xchg.h). */
+extern const struct setup_codec wb_setup_codec;
+extern const struct setup_codec wb_gi_setup_codec;
 int wb_enc_result(const struct wb_result *r, uint8_t *buf, size_t cap);
 int wb_dec_result(const uint8_t *buf, size_t len, struct wb_result *r);
 int wb_enc_u64(uint64_t v, uint8_t *buf, size_t cap);

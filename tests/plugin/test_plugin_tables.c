@@ -1,0 +1,71 @@
+/* tests/plugin/test_plugin_tables.c: the one loader of railnet's ABI tables
+ * (tools/common/plugin_tables.h) against the built plugin and against
+ * libraries that are not it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl_net_v8.h"
+#include "tests/tap.h"
+#include "tools/common/plugin_tables.h"
+
+static const char *plugin_path(void)
+{
+    static char path[4096];
+    const char *top = getenv("top_builddir");
+    snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
+    return path;
+}
+
+TAP_CASE(test_tables_load_railnet_net_v8_checked)
+{
+    struct plugin_tables t;
+    char err[4352] = "";
+    const ncclNet_v8_t *net = plugin_tables_load(&t, plugin_path(), &plugin_table_net_v8, PLUGIN_TABLES_NAME, err,
+                                                 sizeof(err));
+    if (!net)
+        tap_diag("%s", err);
+    EXPECT_TRUE(net != NULL);
+    EXPECT_STREQ("railnet", net->name);
+    EXPECT_TRUE(net->isend && net->closeListen);
+    EXPECT_STREQ(plugin_path(), t.path);
+    plugin_tables_close(&t);
+    EXPECT_TRUE(t.handle == NULL);
+}
+
+TAP_CASE(test_tables_refuse_another_name_and_say_both)
+{
+    struct plugin_tables t;
+    char err[4352] = "";
+    EXPECT_TRUE(plugin_tables_load(&t, plugin_path(), &plugin_table_net_v8, "other", err, sizeof(err)) == NULL);
+    EXPECT_TRUE(strstr(err, "is named \"railnet\", not \"other\"") != NULL);
+    EXPECT_TRUE(t.handle == NULL); /* closed again */
+}
+
+TAP_CASE(test_tables_library_without_the_symbol_is_refused)
+{
+    struct plugin_tables t;
+    char err[4352] = "";
+    EXPECT_TRUE(plugin_tables_load(&t, "libm.so.6", &plugin_table_net_v8, NULL, err, sizeof(err)) == NULL);
+    EXPECT_STREQ("libm.so.6: loads but exports no ncclNetPlugin_v8", err);
+}
+
+TAP_CASE(test_tables_missing_file_gives_path_and_loader_error)
+{
+    struct plugin_tables t;
+    char err[4352] = "";
+    EXPECT_EQ_INT(-1, plugin_tables_open(&t, "/nonexistent/libnccl-net-railnet.so", err, sizeof(err)));
+    EXPECT_TRUE(!strncmp(err, "/nonexistent/libnccl-net-railnet.so: ", 37));
+}
+
+TAP_CASE(test_tables_kinds_are_found_by_symbol)
+{
+    EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v8") == &plugin_table_net_v8);
+    EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v99") == NULL);
+    EXPECT_EQ_INT(8, plugin_table_net_v8.version);
+}
+
+int main(int argc, char **argv)
+{
+    return tap_run(argc, argv);
+}

@@ -1,0 +1,120 @@
+/* tools/common/plugin_tables.c: loading and checking railnet's ABI tables
+ * (plugin_tables.h). */
+#include "plugin_tables.h"
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nccl_net_v8.h"
+
+/* Every pointer NCCL calls without checking. */
+#define NET(f) offsetof(ncclNet_v8_t, f)
+static const size_t net_v8_required[] = {
+    NET(init), NET(devices), NET(getProperties), NET(listen), NET(connect), NET(accept), NET(regMr),
+    NET(regMrDmaBuf), NET(deregMr), NET(isend), NET(irecv), NET(iflush), NET(test), NET(closeSend),
+    NET(closeRecv), NET(closeListen),
+};
+#undef NET
+static const char *const net_v8_required_names[] = {
+    "init", "devices", "getProperties", "listen", "connect", "accept", "regMr", "regMrDmaBuf", "deregMr",
+    "isend", "irecv", "iflush", "test", "closeSend", "closeRecv", "closeListen",
+};
+_Static_assert(sizeof(net_v8_required) / sizeof(net_v8_required[0]) ==
+                   sizeof(net_v8_required_names) / sizeof(net_v8_required_names[0]),
+               "one name per required entry");
+
+const struct plugin_table_kind plugin_table_net_v8 = {
+    .symbol = "ncclNetPlugin_v8",
+    .family = "ncclNetPlugin_v",
+    .version = 8,
+    .name_offset = offsetof(ncclNet_v8_t, name),
+    .required = net_v8_required,
+    .required_names = net_v8_required_names,
+    .nrequired = sizeof(net_v8_required) / sizeof(net_v8_required[0]),
+};
+
+static const struct plugin_table_kind *const kinds[] = { &plugin_table_net_v8 };
+
+const struct plugin_table_kind *plugin_table_kind(const char *symbol)
+{
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (symbol && !strcmp(kinds[i]->symbol, symbol))
+            return kinds[i];
+    return NULL;
+}
+
+int plugin_tables_open(struct plugin_tables *t, const char *path, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof(*t));
+    dlerror();
+    t->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!t->handle) {
+        const char *e = dlerror();
+        snprintf(err, errlen, "%s: %s", path, e ? e : "cannot load");
+        return -1;
+    }
+    snprintf(t->path, sizeof(t->path), "%s", path);
+    return 0;
+}
+
+/* The other versions of k's table the library exports, for the error. */
+static void other_versions(const struct plugin_tables *t, const struct plugin_table_kind *k, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int v = 1; v <= 32 && off + 1 < len; v++) {
+        char sym[64];
+        snprintf(sym, sizeof(sym), "%s%d", k->family, v);
+        if (v != k->version && dlsym(t->handle, sym)) {
+            int n = snprintf(buf + off, len - off, "%s%s", off ? ", " : "; it exports ", sym);
+            off += n > 0 ? (size_t)n : 0;
+        }
+    }
+}
+
+const void *plugin_tables_get(const struct plugin_tables *t, const struct plugin_table_kind *k,
+                              const char *want_name, char *err, size_t errlen)
+{
+    const char *table = dlsym(t->handle, k->symbol);
+    if (!table) {
+        char others[256];
+        other_versions(t, k, others, sizeof(others));
+        snprintf(err, errlen, "%s: loads but exports no %s%s", t->path, k->symbol, others);
+        return NULL;
+    }
+    const char *name = *(const char *const *)(table + k->name_offset);
+    if (want_name && (!name || strcmp(name, want_name))) {
+        snprintf(err, errlen, "%s: its %s is named \"%s\", not \"%s\"", t->path, k->symbol, name ? name : "(null)",
+                 want_name);
+        return NULL;
+    }
+    for (size_t i = 0; i < k->nrequired; i++) {
+        void *const *fn = (void *const *)(table + k->required[i]);
+        if (!*fn) {
+            snprintf(err, errlen, "%s: its %s lacks %s (NCCL calls it unchecked)", t->path, k->symbol,
+                     k->required_names[i]);
+            return NULL;
+        }
+    }
+    return table;
+}
+
+const void *plugin_tables_load(struct plugin_tables *t, const char *path, const struct plugin_table_kind *k,
+                               const char *want_name, char *err, size_t errlen)
+{
+    if (plugin_tables_open(t, path, err, errlen))
+        return NULL;
+    const void *table = plugin_tables_get(t, k, want_name, err, errlen);
+    if (!table)
+        plugin_tables_close(t);
+    return table;
+}
+
+void plugin_tables_close(struct plugin_tables *t)
+{
+    if (t->handle)
+        dlclose(t->handle);
+    memset(t, 0, sizeof(*t));
+}

@@ -1,0 +1,55 @@
+/* tools/common/plugin_tables.h: the one loader of railnet's exported ABI
+ * tables, for every program that drives them as NCCL would (tests/netdriver,
+ * railnet-write-bw --mode=plugin, the gdaki benchmark, test_conn_faults, and
+ * the GIN driver to come).
+ *
+ * A table kind names what a caller wants: the exported symbol, whose name
+ * carries the ABI version (ncclNetPlugin_v8), where the table keeps its
+ * `const char *name`, and which entries NCCL calls without checking. A new
+ * table (ncclGinPlugin_v11) is one more kind in plugin_tables.c, found by
+ * its symbol with plugin_table_kind().
+ *
+ * Checks, all here: the library loads (dlopen RTLD_NOW | RTLD_LOCAL); it
+ * exports the symbol (if not, err lists the versions of that table it does
+ * export); the table's name is the expected one; every required entry is
+ * set. Functions return 0 / a table, or -1 / NULL with one line in err
+ * that starts with the library's path. Nothing here logs or calls init. */
+#ifndef RAILNET_TOOLS_PLUGIN_TABLES_H
+#define RAILNET_TOOLS_PLUGIN_TABLES_H
+
+#include <limits.h>
+#include <stddef.h>
+
+/* The name railnet's tables carry. */
+#define PLUGIN_TABLES_NAME "railnet"
+
+struct plugin_table_kind {
+    const char *symbol;       /* exported name, version included: "ncclNetPlugin_v8" */
+    const char *family;       /* the name without the version number: "ncclNetPlugin_v" */
+    int version;
+    size_t name_offset;       /* of the table's `const char *name` */
+    const size_t *required;   /* offsets of function pointers that must be set */
+    const char *const *required_names;
+    size_t nrequired;
+};
+
+/* ncclNetPlugin_v8 (include/nccl_net_v8.h). */
+extern const struct plugin_table_kind plugin_table_net_v8;
+/* The kind exported as symbol, NULL when this loader does not know it. */
+const struct plugin_table_kind *plugin_table_kind(const char *symbol);
+
+struct plugin_tables {
+    void *handle;
+    char path[PATH_MAX];
+};
+
+int plugin_tables_open(struct plugin_tables *t, const char *path, char *err, size_t errlen);
+/* The checked table of kind k; want_name NULL skips the name check. */
+const void *plugin_tables_get(const struct plugin_tables *t, const struct plugin_table_kind *k,
+                              const char *want_name, char *err, size_t errlen);
+/* open + get; on failure the library is closed again. */
+const void *plugin_tables_load(struct plugin_tables *t, const char *path, const struct plugin_table_kind *k,
+                               const char *want_name, char *err, size_t errlen);
+void plugin_tables_close(struct plugin_tables *t);
+
+#endif
