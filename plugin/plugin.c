@@ -1,7 +1,8 @@
 /* plugin/plugin.c: the NCCL face of railnet. It maps the net v8 ABI onto the
  * ib core (plugin/ib/) and holds no logic of its own; a later ABI version is
- * another small table here, never a second copy of the core. This table is
- * the library's only exported symbol (built with -fvisibility=hidden). */
+ * another small table here, never a second copy of the core. This table and
+ * the GIN table (gin_plugin.c) are the library's only exported symbols
+ * (built with -fvisibility=hidden). */
 #include "ib/comm.h"
 #include "ib/comm_setup.h"
 #include "ib/config.h"

@@ -75,7 +75,7 @@ int config_parse_size(const char *s, long long lo, long long hi, long long *out)
     return 0;
 }
 
-enum kind { K_INT, K_AUTO, K_SIZE, K_STR, K_QMEM };
+enum kind { K_INT, K_AUTO, K_SIZE, K_STR, K_QMEM, K_GIN };
 
 struct var {
     const char *name;
@@ -108,6 +108,7 @@ static const struct var vars[] = {
     INTV("RAILNET_GDAKI_QUEUE_MEM", K_QMEM, 0, 2, gdaki_queue_mem, "host, gpu or host-devx"),
     INTV("RAILNET_HANDSHAKE_TIMEOUT", K_INT, 1, 3600, handshake_timeout, "1..3600 seconds"),
     INTV("RAILNET_FAILOVER", K_INT, 0, 1, failover, "0 or 1"),
+    INTV("RAILNET_GIN", K_GIN, 0, 3, gin, "auto, proxy, gdaki or off"),
 };
 
 static void store(const struct var *v, long long x)
@@ -144,6 +145,18 @@ static void load(void)
                 x = 1;
             else if (!strcasecmp(s, "host-devx"))
                 x = 2;
+            else
+                bad = 1;
+            break;
+        case K_GIN:
+            if (!strcasecmp(s, "auto"))
+                x = RN_GIN_AUTO;
+            else if (!strcasecmp(s, "proxy"))
+                x = RN_GIN_PROXY;
+            else if (!strcasecmp(s, "gdaki"))
+                x = RN_GIN_GDAKI;
+            else if (!strcasecmp(s, "off"))
+                x = RN_GIN_OFF;
             else
                 bad = 1;
             break;

@@ -31,7 +31,11 @@ struct rn_config {
     int gdaki_queue_mem;    /* RAILNET_GDAKI_QUEUE_MEM: 0 host, 1 gpu, 2 host-devx */
     int handshake_timeout;  /* RAILNET_HANDSHAKE_TIMEOUT: seconds a connect/accept handshake may take, 1..3600 */
     int failover;           /* RAILNET_FAILOVER: 1 (default) a merged device's comm survives a port going down, 0 fails */
+    int gin;                /* RAILNET_GIN: enum rn_gin_mode, default auto */
 };
+
+/* RAILNET_GIN: which GIN type ncclGinPlugin_v11 offers NCCL. */
+enum rn_gin_mode { RN_GIN_AUTO = 0, RN_GIN_PROXY = 1, RN_GIN_GDAKI = 2, RN_GIN_OFF = 3 };
 
 void config_load(void);
 const struct rn_config *rn_config(void);

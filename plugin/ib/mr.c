@@ -23,6 +23,7 @@ struct mr_handle {
     struct ibv_pd *pd;
     uintptr_t start, end;   /* registered range */
     enum mr_path path;
+    int strict;             /* registered without relaxed ordering (MR_FLAG_STRICT) */
     int refs;
     struct ibv_mr *mr;
     struct mr_handle *next;
@@ -33,10 +34,13 @@ static struct mr_handle *cache;
 static int cache_n;
 static int warned_no_ro;
 
-static int access_flags(void)
+/* Remote atomics are allowed on every registration: GIN signals are 64-bit
+ * fetch-and-adds into NCCL's windows, and the cache shares one MR between
+ * the p2p and GIN faces of a device. */
+static int access_flags(int strict)
 {
-    int a = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    int ro = rn_config()->relaxed_ordering;
+    int a = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    int ro = strict ? 0 : rn_config()->relaxed_ordering;
     if (ro != 0 && ibvwrap_global()->reg_mr_iova2)
         a |= IBV_ACCESS_RELAXED_ORDERING;
     else if (ro == 1 && !__atomic_exchange_n(&warned_no_ro, 1, __ATOMIC_RELAXED))
@@ -48,10 +52,10 @@ static int access_flags(void)
 
 /* cache_mu held: a registration by path covering [s, e), with one more
  * reference taken, or NULL. */
-static struct mr_handle *cache_ref(struct ibv_pd *pd, uintptr_t s, uintptr_t e, enum mr_path path)
+static struct mr_handle *cache_ref(struct ibv_pd *pd, uintptr_t s, uintptr_t e, enum mr_path path, int strict)
 {
     for (struct mr_handle *h = cache; h; h = h->next) {
-        if (h->pd == pd && h->path == path && h->start <= s && e <= h->end) {
+        if (h->pd == pd && h->path == path && h->strict == strict && h->start <= s && e <= h->end) {
             h->refs++;
             return h;
         }
@@ -62,14 +66,14 @@ static struct mr_handle *cache_ref(struct ibv_pd *pd, uintptr_t s, uintptr_t e, 
 /* cache_mu held: records mr (one reference). It owns mr: when the entry
  * cannot be allocated, mr is deregistered and NULL returned. */
 static struct mr_handle *cache_add(struct ibv_pd *pd, uintptr_t s, uintptr_t e, enum mr_path path,
-                                   struct ibv_mr *mr)
+                                   int strict, struct ibv_mr *mr)
 {
     struct mr_handle *h = calloc(1, sizeof(*h));
     if (!h) {
         ibvwrap_global()->dereg_mr(mr);
         return NULL;
     }
-    h->pd = pd, h->start = s, h->end = e, h->path = path, h->mr = mr, h->refs = 1;
+    h->pd = pd, h->start = s, h->end = e, h->path = path, h->strict = strict, h->mr = mr, h->refs = 1;
     h->next = cache;
     cache = h;
     cache_n++;
@@ -98,10 +102,22 @@ static const struct rn_device *device_of(int dev)
 
 ncclResult_t mr_register(int dev, void *data, size_t size, int type, void **mhandle)
 {
+    return mr_register_dev(dev, data, size, type, 0, mhandle);
+}
+
+ncclResult_t mr_register_dmabuf(int dev, void *data, size_t size, int type, uint64_t offset, int fd,
+                                void **mhandle)
+{
+    return mr_register_dmabuf_dev(dev, data, size, type, offset, fd, 0, mhandle);
+}
+
+ncclResult_t mr_register_dev(int dev, void *data, size_t size, int type, int flags, void **mhandle)
+{
     *mhandle = NULL;
     const struct rn_device *d = device_of(dev);
     if (!d)
         return ncclInvalidArgument;
+    int strict = (flags & MR_FLAG_STRICT) != 0;
     if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
         WARN("NET/railnet: regMr on %s: pointer type %d is neither HOST nor CUDA", d->name, type);
         return ncclInvalidArgument;
@@ -116,7 +132,7 @@ ncclResult_t mr_register(int dev, void *data, size_t size, int type, void **mhan
     uintptr_t e = ((uintptr_t)data + size + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
     if (size == 0)
         e = s + PAGE;
-    int access = access_flags();
+    int access = access_flags(strict);
     int want_dmabuf = type == NCCL_PTR_CUDA && rn_config()->dmabuf != 0 && (d->ptr_support & NCCL_PTR_DMABUF);
     enum mr_path path = type == NCCL_PTR_HOST ? PATH_HOST : want_dmabuf ? PATH_DMABUF : PATH_PEERMEM;
     if (path == PATH_DMABUF) {
@@ -128,7 +144,7 @@ ncclResult_t mr_register(int dev, void *data, size_t size, int type, void **mhan
     }
 
     pthread_mutex_lock(&cache_mu);
-    struct mr_handle *h = cache_ref(pd, (uintptr_t)data, (uintptr_t)data + size, path);
+    struct mr_handle *h = cache_ref(pd, (uintptr_t)data, (uintptr_t)data + size, path, strict);
     if (h) {
         pthread_mutex_unlock(&cache_mu);
         *mhandle = h;
@@ -155,7 +171,7 @@ ncclResult_t mr_register(int dev, void *data, size_t size, int type, void **mhan
              path == PATH_PEERMEM ? " (is nvidia_peermem loaded?)" : "");
         return ncclSystemError;
     }
-    h = cache_add(pd, s, e, path, mr);
+    h = cache_add(pd, s, e, path, strict, mr);
     pthread_mutex_unlock(&cache_mu);
     if (!h)
         return ncclSystemError;
@@ -165,15 +181,16 @@ ncclResult_t mr_register(int dev, void *data, size_t size, int type, void **mhan
     return ncclSuccess;
 }
 
-ncclResult_t mr_register_dmabuf(int dev, void *data, size_t size, int type, uint64_t offset, int fd,
-                                void **mhandle)
+ncclResult_t mr_register_dmabuf_dev(int dev, void *data, size_t size, int type, uint64_t offset, int fd, int flags,
+                                    void **mhandle)
 {
     *mhandle = NULL;
     const struct rn_device *d = device_of(dev);
     if (!d)
         return ncclInvalidArgument;
     if (type == NCCL_PTR_HOST || fd < 0)
-        return mr_register(dev, data, size, type, mhandle);
+        return mr_register_dev(dev, data, size, type, flags, mhandle);
+    int strict = (flags & MR_FLAG_STRICT) != 0;
     const struct ibvwrap *v = ibvwrap_global();
     if (!v->reg_dmabuf_mr || !(d->ptr_support & NCCL_PTR_DMABUF)) {
         WARN("NET/railnet: regMrDmaBuf on %s: dmabuf registration is not supported here (%s)", d->name,
@@ -183,13 +200,13 @@ ncclResult_t mr_register_dmabuf(int dev, void *data, size_t size, int type, uint
     struct ibv_pd *pd = d->ports[0].pd;
     pthread_mutex_lock(&cache_mu);
     /* an fd is NCCL's: the cache matches the address range, never the fd */
-    struct mr_handle *h = cache_ref(pd, (uintptr_t)data, (uintptr_t)data + size, PATH_NCCL_DMABUF);
+    struct mr_handle *h = cache_ref(pd, (uintptr_t)data, (uintptr_t)data + size, PATH_NCCL_DMABUF, strict);
     if (h) {
         pthread_mutex_unlock(&cache_mu);
         *mhandle = h;
         return ncclSuccess;
     }
-    struct ibv_mr *mr = v->reg_dmabuf_mr(pd, offset, size, (uint64_t)(uintptr_t)data, fd, access_flags());
+    struct ibv_mr *mr = v->reg_dmabuf_mr(pd, offset, size, (uint64_t)(uintptr_t)data, fd, access_flags(strict));
     if (!mr) {
         int err = errno;
         pthread_mutex_unlock(&cache_mu);
@@ -197,7 +214,7 @@ ncclResult_t mr_register_dmabuf(int dev, void *data, size_t size, int type, uint
              fd, (unsigned long long)offset, size, strerror(err));
         return ncclSystemError;
     }
-    h = cache_add(pd, (uintptr_t)data, (uintptr_t)data + size, PATH_NCCL_DMABUF, mr);
+    h = cache_add(pd, (uintptr_t)data, (uintptr_t)data + size, PATH_NCCL_DMABUF, strict, mr);
     pthread_mutex_unlock(&cache_mu);
     if (!h)
         return ncclSystemError;
@@ -272,7 +289,7 @@ int mr_probe_gpu(int dev, const struct rn_device *r)
     }
     const struct ibvwrap *v = ibvwrap_global();
     struct ibv_pd *pd = r->ports[0].pd;
-    int access = access_flags();
+    int access = access_flags(0);
     int bits = 0;
     const char *dmabuf_why = "disabled by RAILNET_DMABUF=0";
     if (rn_config()->dmabuf != 0) {

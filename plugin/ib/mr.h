@@ -32,6 +32,16 @@ ncclResult_t mr_register_dmabuf(int dev, void *data, size_t size, int type, uint
 /* comm is unused (the ABI's slot): the cache is per device. */
 ncclResult_t mr_deregister(void *comm, void *mhandle);
 
+/* The same on a device named by index, for faces without a p2p comm (GIN).
+ * MR_FLAG_STRICT: no relaxed ordering (NCCL_NET_MR_FLAG_FORCE_SO: a signal
+ * window, whose atomics must not pass the data written before them); such
+ * registrations are cached apart from relaxed ones. Every registration
+ * allows remote atomics. */
+#define MR_FLAG_STRICT 0x1
+ncclResult_t mr_register_dev(int dev, void *data, size_t size, int type, int flags, void **mhandle);
+ncclResult_t mr_register_dmabuf_dev(int dev, void *data, size_t size, int type, uint64_t offset, int fd, int flags,
+                                    void **mhandle);
+
 uint32_t mr_lkey(const void *mhandle, int port_idx);
 uint32_t mr_rkey(const void *mhandle, int port_idx);
 int mr_is_cuda(const void *mhandle);

@@ -56,7 +56,9 @@ int qp_create(struct qp_conn *q, const struct qp_port *port, struct ibv_cq *cq,
     a.pkey_index = 0;
     a.port_num = port->port_num;
     /* REMOTE_READ: the flush QP reads back through its own QP */
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+    /* remote atomics: GIN signals are fetch-and-adds on these QPs */
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                        IBV_ACCESS_LOCAL_WRITE;
     int rc = RN_IBV(modify_qp)(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc) {
         snprintf(err, errlen, "ibv_modify_qp(QP 0x%x -> INIT, port %u): %s", q->qp->qp_num, port->port_num,

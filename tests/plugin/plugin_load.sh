@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/plugin/plugin_load.sh: the plugin as NCCL loads it. One exported
-# symbol; init succeeds and reports 0 devices without an RDMA library or
+# tests/plugin/plugin_load.sh: the plugin as NCCL loads it. Two exported
+# symbols (ncclNetPlugin_v8, ncclGinPlugin_v11); init succeeds and reports 0 devices without an RDMA library or
 # device; on softnic the properties are what DESIGN.md promises; RAILNET_*
 # values steer discovery and bad ones are named in a WARN.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
@@ -12,7 +12,7 @@ tap_plan 12
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 syms=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^_' | sort | tr '\n' ' ')
-[ "$syms" = "ncclNetPlugin_v8 " ] && tap_ok exports_only_ncclNetPlugin_v8 || tap_not_ok exports_only_ncclNetPlugin_v8 "exported: $syms"
+[ "$syms" = "ncclGinPlugin_v11 ncclNetPlugin_v8 " ] && tap_ok exports_only_the_net_and_gin_tables || tap_not_ok exports_only_the_net_and_gin_tables "exported: $syms"
 
 RAILNET_IBVERBS_LIB=/nonexistent/libibverbs.so.1 "$nd" --plugin "$plugin" probe >"$out" 2>&1
 if [ $? -eq 0 ] && grep -q '^devices: 0' "$out" && grep -q 'INFO NET/railnet: no RDMA devices: cannot load /nonexistent' "$out"; then

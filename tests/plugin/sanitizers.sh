@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 7
+tap_plan 12
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/softnic/libibverbs.so.1"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/softnic/libibverbs.so.1 tests/gindriver/gindriver"
 if make -C "$asan" -j2 $targets >>"$log" 2>&1; then
     tap_ok asan_build_of_plugin_softnic_driver
 else
@@ -35,6 +35,13 @@ san asan_rogue_handshakes_and_forged_handles "$asan/tests/plugin/test_conn_fault
 san asan_port2_flapping_under_traffic $nd traffic --ranks 3 --iters 40 --max-size 1M --seed 5 --timeout 120 \
     --ctl-file "$asan/failover.ctl" --down-ms 60 --up-ms 80 --cycles 4
 san asan_failover_recovery_and_churn env RAILNET_CHURN_CYCLES=200 TEST_FAILOVER_NO_RSS=1 "$asan/tests/plugin/test_failover"
+# the GIN table (plugin/gin) as NCCL's GIN proxy drives it
+gd="$asan/tests/gindriver/gindriver --plugin $asan/.libs/libnccl-net-railnet.so"
+san asan_gin_put_mesh_and_deregistered_window $gd --ranks 3 --rounds 2 mesh
+san asan_gin_split_puts $gd --ranks 3 --rounds 2 --slot 1048576 --puts 4 mesh
+san asan_gin_put_signal_order_and_sums $gd --ranks 3 --puts 16 --adds 16 --slot 4194304 signal
+san asan_gin_rogue_handles $gd rogue
+san asan_gin_peer_killed $gd --ranks 3 kill
 
 if grep -q '^RAILNET_SAN_FLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
     tap_skip valgrind_memcheck_traffic_clean "this build is itself instrumented with ASan, which valgrind cannot run (a plain build runs this case)"

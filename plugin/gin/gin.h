@@ -1,0 +1,182 @@
+/* plugin/gin/gin.h: the core behind ncclGinPlugin_v11, proxy type
+ * (include/nccl_gin_v11.h states NCCL's side of the contract).
+ *
+ * One collComm (struct gin_coll) reaches every rank of the job: per peer, one
+ * RC QP per port of the (merged) device, all on one CQ, and the TCP socket
+ * the handshake ran on, kept open (its EOF says the peer process is gone;
+ * registrations exchange their keys over it). Built on plugin/ib: devices,
+ * QPs (qp.h), registrations (mr.h), the listen handle and CRC
+ * (handshake.h), sockets (oob.h), completion statuses (errors.h), config.
+ *
+ * Data path (gin_put.c): a put is an RDMA WRITE; a put with signal is the
+ * WRITE then a 64-bit RDMA FETCH_AND_ADD on the same QP (the old value lands
+ * in a scratch word), posted only once every write posted earlier to that
+ * peer on its other QPs has completed, so that a signal implies all earlier
+ * data to the peer (NCCL's rule). Puts alternate over the peer's QPs (both
+ * ports); a put of RAILNET_SPLIT_MIN bytes or more is split over all of them. Each peer has a FIFO of requests: what cannot be posted now (send
+ * queue full, signal fence) waits there and is posted by test/ginProgress;
+ * iput never refuses a request below GIN_PEER_REQS (NCCL's own bound)
+ * outstanding per peer; beyond, it returns a NULL request (try again).
+ *
+ * Threading: puts, test and ginProgress of a collComm come from one thread
+ * at a time (NCCL's GIN progress thread); registrations may come from
+ * another (NCCL's user thread), so the window list has a lock; different
+ * collComms are independent. */
+#ifndef RAILNET_GIN_H
+#define RAILNET_GIN_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "handshake.h"
+#include "nccl_gin_v11.h"
+#include "qp.h"
+
+#define GIN_MAX_RANKS 4096
+/* NCCL 2.28.9 keeps at most 32 * maxRecvs (= 256) descriptors outstanding
+ * per target rank (its queue size, a power of two, capped there); that many
+ * requests per peer, allocated once per collComm. */
+#define GIN_MAX_RECVS 8
+#define GIN_NCCL_QUEUE (NCCL_NET_MAX_REQUESTS * GIN_MAX_RECVS)
+#define GIN_PEER_REQS GIN_NCCL_QUEUE
+/* Send queue of one QP: every request of its peer, write and atomic. */
+#define GIN_SQ_DEPTH (2 * GIN_NCCL_QUEUE + 8)
+#define GIN_MAX_PUT ((size_t)1 << 31)   /* bytes one work request can carry */
+
+#define GIN_LISTEN_MAGIC 0x4c4e4947u    /* live-object tags: a stale or foreign pointer is refused */
+#define GIN_COLL_MAGIC 0x434e4947u
+#define GIN_MR_MAGIC 0x4d4e4947u
+
+enum gin_req_state { GR_FREE = 0, GR_QUEUED, GR_WRITTEN, GR_POSTED, GR_DONE };
+
+/* wr_id of every work request: the sequence number it has on its QP (for
+ * retiring the QP up to it), the QP index within the peer, the request. */
+#define GIN_WR_ID(seq, qi, idx) ((uint64_t)(seq) << 21 | (uint64_t)(qi) << 20 | (uint64_t)(idx))
+#define GIN_WR_SEQ(id) ((id) >> 21)
+#define GIN_WR_QP(id) ((int)(((id) >> 20) & 1u))
+#define GIN_WR_IDX(id) ((uint32_t)((id) & 0xfffffu))
+_Static_assert((uint64_t)GIN_MAX_RANKS * GIN_PEER_REQS <= (1u << 20) && HS_MAX_PORTS <= 2,
+               "request index and QP index fit their wr_id fields");
+
+struct gin_req {
+    uint8_t state;
+    uint8_t has_write, has_signal;
+    uint8_t qp;                  /* QP of the (last) write and of the atomic */
+    uint8_t owed;                /* signaled work requests not completed yet */
+    uint32_t peer;
+    uint32_t index;              /* in coll->reqs */
+    uint64_t need[HS_MAX_PORTS]; /* signal fence: seq each other QP must retire first */
+    uint64_t laddr, raddr;
+    uint32_t len, lkey, rkey;
+    uint64_t sig_raddr, sig_add;
+    uint32_t sig_rkey;
+};
+
+struct gin_qp {
+    struct qp_conn conn;
+    uint64_t posted;   /* work requests posted (seq of the last one) */
+    uint64_t retired;  /* seq up to which they completed */
+};
+
+struct gin_peer {
+    int fd;                       /* TCP socket of the handshake; -1 for self */
+    uint64_t nonce;               /* nonce of its listen handle */
+    int nqps;
+    struct gin_qp qps[HS_MAX_PORTS];
+    unsigned next_qp;             /* round robin of puts */
+    unsigned last_qp;             /* QP of the latest write: a lone signal goes behind it */
+    uint32_t fifo[GIN_PEER_REQS]; /* requests not fully posted, in order */
+    uint32_t head, tail;
+    uint32_t nfree;
+    uint32_t free_list[GIN_PEER_REQS];
+    uint64_t gone_ns;             /* when its socket was seen closed; 0 while open */
+};
+
+struct gin_coll {
+    uint32_t magic;
+    int dev;
+    char dev_name[64];
+    int rank, nranks;
+    int nports;
+    struct qp_port ports[HS_MAX_PORTS];
+    struct qp_params qpp;
+    struct ibv_cq *cq;
+    struct gin_peer *peers;       /* [nranks] */
+    struct gin_req *reqs;         /* [nranks * GIN_PEER_REQS] */
+    uint64_t *scratch;            /* old values fetched by signal atomics */
+    void *scratch_mh;
+    uint32_t scratch_lkey;
+    int pending;                  /* requests not completed yet */
+    uint32_t win_seq;             /* registrations so far: peers must agree */
+    struct gin_mr *wins;          /* live windows: a handle is checked against them, never dereferenced first */
+    pthread_mutex_t wins_mu;      /* NCCL registers windows from its own thread while the GIN progress
+                                   * thread puts: the list is shared */
+    ncclResult_t error;           /* sticky; first failure wins */
+    uint64_t split_min;           /* RAILNET_SPLIT_MIN: a put this large is split over the peer's QPs */
+    uint64_t last_check_ns;
+    uint64_t fatal_seen;
+};
+
+struct gin_listen {
+    uint32_t magic;
+    int dev;
+    int fd;
+    uint64_t nonce;
+    uint8_t handle[HS_HANDLE_SIZE];
+};
+
+/* A symmetric window: mhandle and ginHandle are the same pointer. */
+struct gin_mr {
+    uint32_t magic;
+    struct gin_coll *coll;
+    void *mh;                     /* plugin/ib registration */
+    uint32_t lkey;
+    uint64_t base, size;
+    uint64_t *addr;               /* [nranks] */
+    uint64_t *len;                /* [nranks] */
+    uint32_t *rkey;               /* [nranks] */
+    struct gin_mr *next;          /* the collComm's live windows */
+};
+
+/* gin_coll.c */
+ncclResult_t gin_listen(int dev, void *handle, void **listen_comm);
+ncclResult_t gin_close_listen(void *listen_comm);
+ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
+ncclResult_t gin_close_coll(void *coll_comm);
+struct gin_coll *gin_coll_of(void *coll_comm, const char *what);
+
+/* gin_mr.c */
+ncclResult_t gin_reg_mr_sym(void *coll_comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                            uint64_t flags, void **mhandle, void **gin_handle);
+ncclResult_t gin_dereg_mr_sym(void *coll_comm, void *mhandle);
+struct gin_mr *gin_mr_of(struct gin_coll *c, void *mhandle, const char *what);
+/* closeColl: windows NCCL did not deregister go with the collComm. */
+void gin_mr_free_all(struct gin_coll *c);
+
+/* gin_put.c */
+ncclResult_t gin_iput(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off, void *dst_mh,
+                      uint32_t rank, void **request);
+ncclResult_t gin_iput_signal(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off,
+                             void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh, uint64_t sig_value,
+                             uint32_t sig_op, void **request);
+ncclResult_t gin_test(void *coll_comm, void *request, int *done);
+ncclResult_t gin_progress(void *coll_comm);
+/* Requests still owed a completion (close logs them). */
+int gin_outstanding(const struct gin_coll *c);
+
+/* gin_errors.c */
+void gin_fail(struct gin_coll *c, ncclResult_t err);
+/* A failed completion: one WARN naming device, peer rank, QP and status. */
+void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc);
+/* Every 50 ms while requests are pending: peers whose socket closed fail the
+ * comm after a grace period for completions in flight; async events
+ * (port down, fatal QP) fail it at once. */
+void gin_check_peers(struct gin_coll *c);
+/* createContext/destroyContext/queryLastError: see gin_errors.c. */
+ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
+                                ncclNetDeviceHandle_v11_t **dev_handle);
+ncclResult_t gin_destroy_context(void *gin_ctx);
+ncclResult_t gin_query_last_error(void *gin_ctx, bool *has_error);
+
+#endif

@@ -1,0 +1,135 @@
+/* plugin/gin/gin_errors.c: how a GIN collComm fails, and how that is seen.
+ *
+ * The first failure is sticky (gin_fail) and logged once: a failed
+ * completion (its status mapped by plugin/ib's errors.c: retry exceeded and
+ * remote errors are ncclRemoteError), a peer whose socket closed while
+ * requests to it are pending (after a grace period for completions still in
+ * flight, well inside RAILNET_IB_TIMEOUT's retry budget), a post that
+ * failed. From then on iput/iputSignal/test/ginProgress return it.
+ *
+ * NCCL 2.28.9's proxy type makes its own device context and never calls
+ * createContext or queryLastError; it sees errors through iput's and
+ * iputSignal's results. createContext here gives a host-only context for
+ * the proxy type (no device structure: devHandle->handle is NULL) whose
+ * one use is queryLastError, for callers that drive the table themselves. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "gin.h"
+#include "log.h"
+#include "oob.h"
+
+#define PEER_CHECK_PERIOD_NS 50000000ull
+#define PEER_GONE_GRACE_NS 2000000000ull
+#define GIN_CTX_MAGIC 0x58434947u
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void gin_fail(struct gin_coll *c, ncclResult_t err)
+{
+    if (!c->error)
+        __atomic_store_n(&c->error, err, __ATOMIC_RELEASE);
+}
+
+void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc)
+{
+    if (c->error)
+        return; /* the first failure was reported; the rest are its flushes */
+    const struct gin_req *r = &c->reqs[GIN_WR_IDX(wc->wr_id)];
+    WARN("NET/railnet/GIN: device %s, rank %d: %s towards rank %u failed on QP 0x%x: %s (%d, vendor error 0x%x)",
+         c->dev_name, c->rank, wc->opcode == IBV_WC_FETCH_ADD ? "signal (fetch-and-add)" : "put (RDMA write)", r->peer,
+         wc->qp_num, errors_wc_status_name(wc->status), (int)wc->status, wc->vendor_err);
+    gin_fail(c, (ncclResult_t)errors_wc_result(wc->status));
+}
+
+static int peer_pending(const struct gin_coll *c, int p)
+{
+    const struct gin_req *r = &c->reqs[(size_t)p * GIN_PEER_REQS];
+    for (int i = 0; i < GIN_PEER_REQS; i++)
+        if (r[i].state >= GR_QUEUED && r[i].state <= GR_POSTED)
+            return 1;
+    return 0;
+}
+
+void gin_check_peers(struct gin_coll *c)
+{
+    uint64_t now = now_ns();
+    if (c->error || now - c->last_check_ns < PEER_CHECK_PERIOD_NS)
+        return;
+    c->last_check_ns = now;
+    for (int p = 0; p < c->nranks; p++) {
+        struct gin_peer *pe = &c->peers[p];
+        if (pe->fd < 0)
+            continue;
+        if (!pe->gone_ns && !oob_peer_alive(pe->fd))
+            pe->gone_ns = now;
+        if (pe->gone_ns && now - pe->gone_ns > PEER_GONE_GRACE_NS && peer_pending(c, p)) {
+            WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted) "
+                 "with puts to it pending",
+                 c->dev_name, c->rank, p);
+            gin_fail(c, ncclRemoteError);
+            return;
+        }
+    }
+}
+
+struct gin_ctx {
+    uint32_t magic;
+    struct gin_coll *coll;
+    ncclNetDeviceHandle_v11_t dev;
+};
+
+ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
+                                ncclNetDeviceHandle_v11_t **dev_handle)
+{
+    (void)nsignals, (void)ncounters;
+    if (gin_ctx)
+        *gin_ctx = NULL;
+    struct gin_coll *c = gin_coll_of(coll_comm, "createContext");
+    if (!c || !gin_ctx || !dev_handle)
+        return ncclInvalidArgument;
+    struct gin_ctx *x = calloc(1, sizeof(*x));
+    if (!x)
+        return ncclSystemError;
+    x->magic = GIN_CTX_MAGIC;
+    x->coll = c;
+    x->dev.netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
+    x->dev.needsProxyProgress = 1;
+    INFO(NCCL_NET, "NET/railnet/GIN: createContext on the proxy type: host-only context (NCCL's proxy builds the "
+                   "device side itself)");
+    *gin_ctx = x;
+    *dev_handle = &x->dev;
+    return ncclSuccess;
+}
+
+ncclResult_t gin_destroy_context(void *gin_ctx)
+{
+    struct gin_ctx *x = gin_ctx;
+    if (!x)
+        return ncclSuccess;
+    if (x->magic != GIN_CTX_MAGIC) {
+        WARN("NET/railnet/GIN: destroyContext: %p is not a live GIN context", gin_ctx);
+        return ncclInvalidArgument;
+    }
+    x->magic = 0;
+    free(x);
+    return ncclSuccess;
+}
+
+ncclResult_t gin_query_last_error(void *gin_ctx, bool *has_error)
+{
+    struct gin_ctx *x = gin_ctx;
+    if (!x || x->magic != GIN_CTX_MAGIC || !has_error) {
+        WARN("NET/railnet/GIN: queryLastError: %p is not a live GIN context", gin_ctx);
+        return ncclInvalidArgument;
+    }
+    *has_error = __atomic_load_n(&x->coll->error, __ATOMIC_ACQUIRE) != ncclSuccess;
+    return ncclSuccess;
+}

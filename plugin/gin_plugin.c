@@ -1,0 +1,160 @@
+/* plugin/gin_plugin.c: the GIN face of railnet, `ncclGinPlugin_v11`
+ * (include/nccl_gin_v11.h), exported beside ncclNetPlugin_v8. It maps the
+ * table onto the GIN core (plugin/gin/) and the shared device layer
+ * (plugin/ib/) and decides, from RAILNET_GIN, which GIN type NCCL gets:
+ *   auto  - the best type this build and device support: today the proxy
+ *           type (the GDAKI type is not built yet), said once in the log;
+ *   proxy - the proxy type;
+ *   gdaki - not available yet: one WARN, then the proxy type;
+ *   off   - init fails, so NCCL has no GIN from railnet. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gin/gin.h"
+#include "ib/config.h"
+#include "ib/devices.h"
+#include "ib/log.h"
+#include "ib/mr.h"
+#include "nccl_gin_v11.h"
+
+#define RN_EXPORT __attribute__((visibility("default")))
+#define GIN_INSTANCE_MAGIC 0x49474e52u
+
+struct gin_instance {
+    uint32_t magic;
+    uint64_t comm_id;
+};
+
+static int logged_type;
+
+static ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
+{
+    if (ctx)
+        *ctx = NULL;
+    log_set(logger);
+    config_load();
+    int mode = rn_config()->gin;
+    if (mode == RN_GIN_OFF) {
+        INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: RAILNET_GIN=off: railnet offers NCCL no GIN");
+        return ncclInvalidUsage;
+    }
+    CHECK(devices_init(mr_probe_gpu));
+    if (!__atomic_exchange_n(&logged_type, 1, __ATOMIC_RELAXED)) {
+        if (mode == RN_GIN_GDAKI)
+            WARN("NET/railnet/GIN: RAILNET_GIN=gdaki: the GDAKI type is not available in this railnet; offering "
+                 "the proxy type instead");
+        else
+            INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: offering the proxy type (%s)",
+                 mode == RN_GIN_PROXY ? "RAILNET_GIN=proxy" : "RAILNET_GIN=auto: the GDAKI type is not built yet");
+    }
+    struct gin_instance *g = calloc(1, sizeof(*g));
+    if (!g)
+        return ncclSystemError;
+    g->magic = GIN_INSTANCE_MAGIC;
+    g->comm_id = comm_id;
+    if (ctx)
+        *ctx = g;
+    else
+        free(g);
+    return ncclSuccess;
+}
+
+static ncclResult_t gin_finalize(void *ctx)
+{
+    struct gin_instance *g = ctx;
+    if (!g)
+        return ncclSuccess;
+    if (g->magic != GIN_INSTANCE_MAGIC) {
+        WARN("NET/railnet/GIN: finalize: %p is not a context of this plugin's init", ctx);
+        return ncclInvalidArgument;
+    }
+    g->magic = 0;
+    free(g);
+    return ncclSuccess;
+}
+
+static ncclResult_t gin_devices(int *ndev)
+{
+    if (!ndev)
+        return ncclInvalidArgument;
+    *ndev = devices_count();
+    return ncclSuccess;
+}
+
+static ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props)
+{
+    if (!props)
+        return ncclInvalidArgument;
+    ncclNetProperties_v8_t p8;
+    CHECK(devices_properties(dev, &p8));
+    memset(props, 0, sizeof(*props));
+    props->name = p8.name;
+    props->pciPath = p8.pciPath;
+    props->guid = p8.guid;
+    props->ptrSupport = p8.ptrSupport;
+    props->regIsGlobal = p8.regIsGlobal;
+    props->speed = p8.speed;
+    props->port = p8.port;
+    props->latency = p8.latency;
+    props->maxComms = p8.maxComms;
+    props->maxRecvs = GIN_MAX_RECVS; /* NCCL sizes its proxy queue per rank as 32 * maxRecvs */
+    props->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
+    props->netDeviceVersion = 0;
+    props->vProps.ndevs = 1;
+    props->vProps.devs[0] = dev;
+    props->maxP2pBytes = GIN_MAX_PUT - 1;
+    props->maxCollBytes = GIN_MAX_PUT - 1;
+    props->maxMultiRequestSize = 1;
+    return ncclSuccess;
+}
+
+static ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm)
+{
+    (void)ctx;
+    if (!handle || !listen_comm)
+        return ncclInvalidArgument;
+    return gin_listen(dev, handle, listen_comm);
+}
+
+static ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm,
+                                     void **coll_comm)
+{
+    (void)ctx; /* NCCL passes another init's context here than to listen */
+    if (!coll_comm)
+        return ncclInvalidArgument;
+    return gin_connect(handles, nranks, rank, listen_comm, coll_comm);
+}
+
+static ncclResult_t gin_reg_mr_sym_face(void *coll_comm, void *data, size_t size, int type, uint64_t flags,
+                                        void **mhandle, void **gin_handle)
+{
+    return gin_reg_mr_sym(coll_comm, data, size, type, 0, -1, flags, mhandle, gin_handle);
+}
+
+static ncclResult_t gin_reg_mr_sym_dmabuf_face(void *coll_comm, void *data, size_t size, int type, uint64_t offset,
+                                               int fd, uint64_t flags, void **mhandle, void **gin_handle)
+{
+    return gin_reg_mr_sym(coll_comm, data, size, type, offset, fd, flags, mhandle, gin_handle);
+}
+
+RN_EXPORT const ncclGin_v11_t ncclGinPlugin_v11 = {
+    .name = "railnet",
+    .init = gin_init,
+    .devices = gin_devices,
+    .getProperties = gin_get_properties,
+    .listen = gin_listen_face,
+    .connect = gin_connect_face,
+    .createContext = gin_create_context,
+    .regMrSym = gin_reg_mr_sym_face,
+    .regMrSymDmaBuf = gin_reg_mr_sym_dmabuf_face,
+    .deregMrSym = gin_dereg_mr_sym,
+    .destroyContext = gin_destroy_context,
+    .closeColl = gin_close_coll,
+    .closeListen = gin_close_listen,
+    .iput = gin_iput,
+    .iputSignal = gin_iput_signal,
+    .test = gin_test,
+    .ginProgress = gin_progress,
+    .queryLastError = gin_query_last_error,
+    .finalize = gin_finalize,
+};

@@ -1,0 +1,65 @@
+/* tests/gindriver/gd.h: a driver of railnet's ncclGinPlugin_v11 shaped like
+ * NCCL 2.28.9's GIN proxy: it dlopens the plugin, calls init/listen, passes
+ * every rank's handle to connect (NCCL all-gathers them), registers windows
+ * in the same order on every rank, issues iput/iputSignal and polls test and
+ * ginProgress, as NCCL's progress thread does.
+ *
+ * Ranks are processes forked by the parent; each has a socketpair to it.
+ * The parent relays handles (all-gather) and runs barriers; it can SIGKILL
+ * one rank once that rank said it is ready (fault test). */
+#ifndef RAILNET_GINDRIVER_GD_H
+#define RAILNET_GINDRIVER_GD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl_gin_v11.h"
+
+#define GD_MAX_RANKS 8
+#define GD_HANDLE 128
+
+struct gd_rank {
+    int rank, nranks;
+    int fd;                       /* socketpair end to the parent */
+    const ncclGin_v11_t *gin;
+    void *ctx, *listen, *coll;
+    uint8_t handles[GD_MAX_RANKS][GD_HANDLE];
+    uint64_t seed;
+};
+
+typedef int (*gd_rank_fn)(struct gd_rank *r, void *arg);
+
+/* Forks nranks ranks; each loads the plugin, inits, listens, exchanges
+ * handles through the parent and runs fn (which calls connect itself, so
+ * that tests can pass other arguments). kill_rank >= 0: that rank is
+ * SIGKILLed once it calls gd_ready. Returns the number of ranks (other than
+ * the killed one) that exited non-zero or did not finish within timeout_s. */
+int gd_run(const char *plugin, int nranks, double timeout_s, int kill_rank, uint64_t seed, gd_rank_fn fn, void *arg);
+
+/* All ranks wait for each other (through the parent). 0 ok. */
+int gd_barrier(struct gd_rank *r);
+/* Tells the parent this rank is ready to be killed (then a barrier-free
+ * wait is the rank's own business). */
+void gd_ready(struct gd_rank *r);
+/* connect with every rank's handle as given by the exchange. */
+ncclResult_t gd_connect(struct gd_rank *r);
+
+double gd_now(void);
+uint64_t gd_rand(uint64_t *state);
+/* Content byte j of the put identified by id. */
+static inline uint8_t gd_byte(uint64_t id, uint64_t j)
+{
+    uint64_t x = id * 0x9e3779b97f4a7c15ull + j * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    return (uint8_t)(x ^ (x >> 17) ^ (x >> 40));
+}
+
+/* Waits for a request: test() until done, ginProgress() between tries.
+ * Returns the first error or ncclSuccess; gives up (ncclInternalError) at
+ * deadline. */
+ncclResult_t gd_wait(struct gd_rank *r, void *req, double deadline);
+
+/* The log lines the plugin writes go to stderr with a level prefix. */
+void gd_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...);
+
+#endif

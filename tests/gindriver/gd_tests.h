@@ -1,0 +1,35 @@
+/* tests/gindriver/gd_tests.h: the driver's subcommands.
+ *   mesh   - full mesh of iput with random sizes and offsets, every byte of
+ *            every window checked (the written ranges and the guard around
+ *            them), with windows registered and deregistered on a second
+ *            thread meanwhile (as NCCL's user thread does), then an iput
+ *            naming a deregistered window is refused;
+ *   signal - puts and iputSignal (INC, ADD) streaming in while receivers check
+ *            that every put a signal counts (its own and earlier plain puts)
+ *            has landed; then signal-only adds from
+ *            every rank into one word of every rank, summed exactly;
+ *   rogue  - bad handles (not the caller's, wrong magic/version, stale nonce,
+ *            wrong rank count) refused, and the job still connects;
+ *   kill   - the last rank is SIGKILLed; the others' test/iput report
+ *            ncclRemoteError and queryLastError agrees, with no hang. */
+#ifndef RAILNET_GINDRIVER_GD_TESTS_H
+#define RAILNET_GINDRIVER_GD_TESTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gd_opts {
+    int ranks;
+    int rounds;
+    int puts;      /* per peer per round */
+    int adds;      /* signal-only adds per peer */
+    int queue;     /* mesh: puts in flight per peer (NCCL 2.28.9: 32 * maxRecvs = 256) */
+    size_t slot;   /* bytes each rank owns in every window */
+    uint64_t seed;
+    int go_pipe[2];
+};
+
+/* Returns the number of failed ranks (0: pass), -1 for an unknown name. */
+int gd_test_run(const char *plugin, const char *name, struct gd_opts *o);
+
+#endif

@@ -1,0 +1,104 @@
+/* tests/gindriver/main.c: gindriver, the GIN driver of CI (gd.h). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gd.h"
+#include "gd_tests.h"
+
+static const char help[] =
+    "usage: gindriver --plugin PATH [options] mesh|signal|rogue|kill|probe\n"
+    "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does,\n"
+    "with ranks as processes of this host (softnic: LD_LIBRARY_PATH=.../tests/softnic).\n"
+    "  mesh    iput full mesh, random sizes/offsets, byte-checked; deregistration\n"
+    "  signal  iputSignal ordering (no signal before its data) and exact INC/ADD sums\n"
+    "  rogue   bad handles refused with a WARN; the job still connects\n"
+    "  kill    a rank SIGKILLed: the others get ncclRemoteError, no hang\n"
+    "  probe   init, devices and properties as NCCL reads them\n"
+    "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"
+    "         --adds N signal-only adds per peer (64)  --slot BYTES (65536)  --seed N\n"
+    "         --queue N mesh puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
+    "exit status: 0 pass, 1 a check failed, 2 usage or load error.\n";
+
+static int probe(const char *plugin)
+{
+    struct gd_rank r;
+    memset(&r, 0, sizeof(r));
+    void *h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
+    const ncclGin_v11_t *gin = h ? dlsym(h, "ncclGinPlugin_v11") : NULL;
+    if (!gin) {
+        fprintf(stderr, "gindriver: no ncclGinPlugin_v11 in %s\n", plugin);
+        return 2;
+    }
+    void *ctx = NULL;
+    ncclResult_t e = gin->init(&ctx, 1, gd_logger);
+    printf("name: %s\ninit: %d\n", gin->name, e);
+    if (e != ncclSuccess)
+        return 0;
+    int n = 0;
+    gin->devices(&n);
+    printf("devices: %d\n", n);
+    for (int d = 0; d < n; d++) {
+        ncclNetProperties_v11_t p;
+        if (gin->getProperties(d, &p) != ncclSuccess)
+            return 1;
+        printf("device %d: name=%s ptrSupport=0x%x maxRecvs=%d netDeviceType=%d netDeviceVersion=%d "
+               "vProps.ndevs=%d\n",
+               d, p.name, p.ptrSupport, p.maxRecvs, p.netDeviceType, p.netDeviceVersion, p.vProps.ndevs);
+    }
+    printf("createContext: %s, ginProgress: %s, queryLastError: %s\n", gin->createContext ? "set" : "NULL",
+           gin->ginProgress ? "set" : "NULL", gin->queryLastError ? "set" : "NULL");
+    gin->finalize(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *plugin = NULL, *cmd = NULL;
+    struct gd_opts o = { .ranks = 4, .rounds = 3, .puts = 32, .adds = 64, .queue = 256, .slot = 65536, .seed = 12345 };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(help, stdout);
+            return 0;
+        } else if (!strcmp(a, "--plugin") && v)
+            plugin = v, i++;
+        else if (!strcmp(a, "--ranks") && v)
+            o.ranks = atoi(v), i++;
+        else if (!strcmp(a, "--rounds") && v)
+            o.rounds = atoi(v), i++;
+        else if (!strcmp(a, "--puts") && v)
+            o.puts = atoi(v), i++;
+        else if (!strcmp(a, "--queue") && v)
+            o.queue = atoi(v), i++;
+        else if (!strcmp(a, "--adds") && v)
+            o.adds = atoi(v), i++;
+        else if (!strcmp(a, "--slot") && v)
+            o.slot = (size_t)strtoull(v, NULL, 0), i++;
+        else if (!strcmp(a, "--seed") && v)
+            o.seed = strtoull(v, NULL, 0), i++;
+        else if (a[0] != '-' && !cmd)
+            cmd = a;
+        else {
+            fprintf(stderr, "gindriver: unknown argument %s\n%s", a, help);
+            return 2;
+        }
+    }
+    if (!plugin || !cmd || o.ranks < 2 || o.ranks > GD_MAX_RANKS || o.puts < 1 || o.rounds < 1 || o.adds < 1 ||
+        o.queue < 1 ||
+        o.slot < (size_t)o.puts * 64 || o.slot > (64u << 20)) {
+        fprintf(stderr, "%s", help);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strcmp(cmd, "probe"))
+        return probe(plugin);
+    int bad = gd_test_run(plugin, cmd, &o);
+    if (bad < 0) {
+        fprintf(stderr, "gindriver: unknown subcommand %s\n%s", cmd, help);
+        return 2;
+    }
+    printf("%s: %s\n", cmd, bad ? "FAIL" : "PASS");
+    return bad ? 1 : 0;
+}
