@@ -180,7 +180,8 @@ struct recv_comm {
 
 /* wr_id of every work request: kind in the top byte, the QP's generation
  * (qp_gen), QP index, chunk index and request index. */
-enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4, WR_SIZE = 5, WR_PROBE = 6, WR_SYNC = 7 };
+enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4, WR_SIZE = 5, WR_PROBE = 6, WR_SYNC = 7,
+               WR_FLUSH_PART = 8 /* a flush READ before the request's last, unsignaled */ };
 #define WR_ID(kind, qpi, req) ((uint64_t)(kind) << 56 | (uint64_t)(qpi) << 32 | (uint64_t)(uint32_t)(req))
 #define WR_ID_GEN(kind, gen, qpi, k, req) \
     ((uint64_t)(kind) << 56 | (uint64_t)(gen) << 40 | (uint64_t)(qpi) << 32 | (uint64_t)(k) << 16 | (uint64_t)(req))

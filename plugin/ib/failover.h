@@ -39,8 +39,9 @@
  * (PROBE_OK), which then uses them for CTS writes too. One INFO per comm.
  * A probe that fails leaves the port dead until the next PORT_ACTIVE.
  *
- * Limits: the GDR flush's loopback QP lives on port 1 (a flush fails if
- * port 1 is the one that failed); a receiver that deregisters a buffer
+ * The GDR flush's loopback QP is made on a live port and, when its port
+ * fails, replaced on another with the flushes in flight posted again
+ * (flush.c). Limit: a receiver that deregisters a buffer
  * right after its receive completed can refuse a stale copy of a chunk
  * (IBV_WC_REM_ACCESS_ERR fails the sender's comm), which needs a port to
  * fail in that window.
