@@ -1,264 +1,25 @@
-/* plugin/ib/failover.c: port failover and recovery of a merged device's
- * connection (failover.h says what and why). */
-#include "failover.h"
+/* plugin/ib/failover.c: port failover of a merged device's connection
+ * (failover.h says what and why): failing a port, settling the chunks it
+ * carried, the dispatch of control messages, attach and detach. */
+#include "failover_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "config.h"
 #include "errors.h"
 #include "ibvwrap.h"
 #include "log.h"
 #include "p2p.h"
 
-/* ---------------------------------------------------------------- messages */
-
-#define FO_MAGIC 0x4f464e52u /* "RNFO" */
-#define FO_HDR 8
-#define FO_QP_INFO 32
-#define FO_REP_SLOT (8 + 2 * COMM_MAX_RECVS)
-#define FO_TX_MAX 8192
-#define FO_RX_MAX 2048
-#define FO_POLL_NS 1000000ull
-
-enum fo_type {
-    FO_DOWN = 1,        /* u32 QP mask: these QPs are dead here, kill yours */
-    FO_SYNC_REQ = 2,    /* send -> recv: u32 epoch, u32 dead QP mask */
-    FO_SYNC_REP = 3,    /* recv -> send: u32 epoch, u32 0, COMM_SLOTS x {u64 seq+1 or 0, u16 chunks[8]} */
-    FO_UP = 4,          /* recv -> send: u32 QP mask whose port is back here */
-    FO_REBUILD_REQ = 5, /* send -> recv: u32 id, u32 QP mask, u64 0, infos of the new QPs */
-    FO_REBUILD_REP = 6, /* recv -> send: u32 id, u32 QP mask, u64 probe addr, u32 rkey, u32 0, infos */
-    FO_REBUILD_NAK = 7, /* recv -> send: u32 id, u32 0: not now (its port is still down) */
-    FO_PROBE_OK = 8,    /* send -> recv: u32 id, u32 QP mask: the new QPs carried a probe */
-    FO_PUB = 9,         /* recv -> send: u64 addr, u32 rkey, u32 0: its published chunk state */
-};
-
-#define FO_PUB_BYTES (COMM_SLOTS * COMM_MAX_RECVS * 4)
-
-enum rb_stage { RB_NONE = 0, RB_WAIT_REP, RB_PROBING, RB_WAIT_OK };
-
-struct fo_comm {
-    struct comm *c;
-    struct fo_comm *next;
-    int id;
-    char peer[64];
-    uint32_t dead;          /* QPs out of use */
-    uint32_t port_down;     /* local ports whose last event said down */
-    /* send side: sync of what landed */
-    uint32_t epoch, sync_wait;
-    int need_sync;
-    uint32_t cover[COMM_MAX_QPS]; /* epoch of the sync that settles dead QP i's chunks */
-    unsigned rr;
-    /* recv side */
-    uint32_t cts_redo;      /* slots whose CTS must be written again */
-    /* recovery */
-    int rb_stage;
-    int rb_want;            /* send: try to rebuild when nothing else is pending */
-    uint32_t rb_id, rb_mask, probe_left;
-    uint64_t *probe;        /* send: probe source; recv: probe target */
-    struct ibv_mr *probe_mr;
-    uint64_t probe_raddr;
-    uint32_t probe_rkey;
-    /* chunk state: recv publishes it (c->fo_pub), send reads it */
-    uint32_t *pub;          /* recv: published words; send: the copy read */
-    struct ibv_mr *pub_mr;
-    uint64_t pub_raddr;
-    uint32_t pub_rkey;
-    int replays;            /* send: chunks written again, in flight */
-    /* control channel */
-    uint8_t tx[FO_TX_MAX];
-    size_t tx_len;
-    uint8_t rx[FO_RX_MAX];
-    size_t rx_len;
-    uint64_t last_rx_ns;
-};
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const uint8_t *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
-
-/* ---------------------------------------------------------------- registry */
-
-/* Comms of the process with failover, so that one WARN per port failure can
- * name all of them. reported[dev]: bit p set while port p's failure has
- * been reported (cleared when the port comes back). */
-#define FO_MAX_DEVS 64
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct fo_comm *reg_head;
-static uint32_t reg_reported[FO_MAX_DEVS];
-static int reg_next_id;
-
-static void reg_add(struct fo_comm *f)
-{
-    pthread_mutex_lock(&reg_mu);
-    f->id = ++reg_next_id;
-    f->next = reg_head;
-    reg_head = f;
-    pthread_mutex_unlock(&reg_mu);
-}
-
-static void reg_del(struct fo_comm *f)
-{
-    pthread_mutex_lock(&reg_mu);
-    for (struct fo_comm **p = &reg_head; *p; p = &(*p)->next) {
-        if (*p == f) {
-            *p = f->next;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&reg_mu);
-}
-
-static const char *kind_name(const struct comm *c) { return c->kind == COMM_SEND ? "send" : "recv"; }
-
-/* One WARN per device port and failure: the port, why, and every comm of
- * the device in this process (all stripe over both ports). */
-static void reg_report_down(struct fo_comm *f, int p, const char *why, uint32_t qpn)
-{
-    struct comm *c = f->c;
-    int dev = c->dev;
-    pthread_mutex_lock(&reg_mu);
-    if (dev >= 0 && dev < FO_MAX_DEVS && (reg_reported[dev] & (1u << p))) {
-        pthread_mutex_unlock(&reg_mu);
-        return;
-    }
-    if (dev >= 0 && dev < FO_MAX_DEVS)
-        reg_reported[dev] |= 1u << p;
-    char list[640];
-    size_t off = 0;
-    int n = 0;
-    for (struct fo_comm *g = reg_head; g; g = g->next) {
-        if (g->c->dev != dev)
-            continue;
-        n++;
-        if (off < sizeof(list) - 64)
-            off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s comm #%d with %s", n > 1 ? ", " : "",
-                                    kind_name(g->c), g->id, g->peer);
-        else if (off < sizeof(list) - 8)
-            off += (size_t)snprintf(list + off, sizeof(list) - off, ", ...");
-    }
-    pthread_mutex_unlock(&reg_mu);
-    int other = -1;
-    for (int q = 0; q < c->nports; q++)
-        if (q != p && !(f->port_down & (1u << q)))
-            other = q;
-    /* a failed completion names its QP the way every QP error does */
-    char at[48] = "";
-    if (qpn)
-        snprintf(at, sizeof(at), " QP 0x%x", qpn);
-    if (other >= 0)
-        WARN("NET/railnet: device %s port %u%s: %s: port %u failed; %d connection(s) go on over port %u: %s",
-             c->dev_name, c->ports[p].port_num, at, why, c->ports[p].port_num, n, c->ports[other].port_num, list);
-    else
-        WARN("NET/railnet: device %s port %u%s: %s: port %u failed and no other port is up; %d connection(s) "
-             "affected: %s",
-             c->dev_name, c->ports[p].port_num, at, why, c->ports[p].port_num, n, list);
-}
-
-static void reg_port_back(struct comm *c, int p)
-{
-    pthread_mutex_lock(&reg_mu);
-    if (c->dev >= 0 && c->dev < FO_MAX_DEVS)
-        reg_reported[c->dev] &= ~(1u << p);
-    pthread_mutex_unlock(&reg_mu);
-}
-
-/* ----------------------------------------------------------- control channel */
-
-static void fo_send(struct fo_comm *f, int type, const uint8_t *payload, size_t len)
-{
-    struct comm *c = f->c;
-    if (c->error || c->fd < 0)
-        return;
-    if (f->tx_len + FO_HDR + len > sizeof(f->tx)) {
-        WARN("NET/railnet: device %s: %s comm #%d: failover messages are not leaving (peer %s not reading)",
-             c->dev_name, kind_name(c), f->id, f->peer);
-        comm_fail(c, ncclRemoteError);
-        return;
-    }
-    uint8_t *h = f->tx + f->tx_len;
-    put32(h, FO_MAGIC);
-    h[4] = (uint8_t)type;
-    h[5] = 0;
-    h[6] = (uint8_t)len;
-    h[7] = (uint8_t)(len >> 8);
-    memcpy(h + FO_HDR, payload, len);
-    f->tx_len += FO_HDR + len;
-}
-
-static void fo_flush_tx(struct fo_comm *f)
-{
-    struct comm *c = f->c;
-    while (f->tx_len && c->fd >= 0) {
-        ssize_t n = send(c->fd, f->tx, f->tx_len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                return;
-            if (!c->peer_gone_ns)
-                c->peer_gone_ns = comm_now_ns(); /* errors_check_peer fails the comm */
-            f->tx_len = 0;
-            return;
-        }
-        memmove(f->tx, f->tx + n, f->tx_len - (size_t)n);
-        f->tx_len -= (size_t)n;
-    }
-}
-
-static void put_qp_info(uint8_t *p, const struct qp_conn *q)
-{
-    struct hs_qp_info i;
-    qp_describe(q, &i);
-    memset(p, 0, FO_QP_INFO);
-    put32(p, i.qpn);
-    put32(p + 4, i.psn);
-    p[8] = (uint8_t)i.lid;
-    p[9] = (uint8_t)(i.lid >> 8);
-    p[10] = i.port_num;
-    p[11] = i.port_idx;
-    p[12] = i.mtu;
-    p[13] = i.gid_index;
-    p[14] = i.is_global;
-    memcpy(p + 16, i.gid, 16);
-}
-
-static int get_qp_info(const uint8_t *p, struct hs_qp_info *i)
-{
-    memset(i, 0, sizeof(*i));
-    i->qpn = get32(p);
-    i->psn = get32(p + 4);
-    i->lid = (uint16_t)(p[8] | p[9] << 8);
-    i->port_num = p[10];
-    i->port_idx = p[11];
-    i->mtu = p[12];
-    i->gid_index = p[13];
-    i->is_global = p[14];
-    memcpy(i->gid, p + 16, 16);
-    return i->qpn <= 0xffffff && i->psn <= 0xffffff && i->port_num >= 1 && i->port_idx < HS_MAX_PORTS &&
-           i->mtu >= 1 && i->mtu <= 5 && i->is_global <= 1 && p[15] == 0;
-}
-
 /* ------------------------------------------------------------------ failover */
 
-static uint32_t port_qps(const struct comm *c, int p)
+uint32_t fo_port_qps(const struct comm *c, int p)
 {
     uint32_t m = 0;
     for (int i = 0; i < c->nqps; i++)
@@ -267,7 +28,7 @@ static uint32_t port_qps(const struct comm *c, int p)
     return m;
 }
 
-static void qp_to_err(struct qp_conn *q)
+void fo_qp_to_err(struct qp_conn *q)
 {
     if (!q->qp)
         return;
@@ -279,7 +40,7 @@ static void qp_to_err(struct qp_conn *q)
 
 /* RAILNET_STATS: bytes written per port so far, logged at each failure and
  * recovery of a send comm (the close-time totals cannot show the order). */
-static void stats_moment(const struct fo_comm *f, const char *when)
+void fo_stats_moment(const struct fo_comm *f, const char *when)
 {
     const struct comm *c = f->c;
     if (!c->stats.enabled || c->kind != COMM_SEND)
@@ -305,7 +66,7 @@ static void kill_qps(struct fo_comm *f, uint32_t mask, const char *why, int tell
         c->qp_dead |= f->rb_mask;
         for (int i = 0; i < c->nqps; i++)
             if (f->rb_mask & (1u << i))
-                qp_to_err(&c->qps[i]);
+                fo_qp_to_err(&c->qps[i]);
     }
     uint32_t newly = mask & ~f->dead;
     if (!newly)
@@ -316,19 +77,19 @@ static void kill_qps(struct fo_comm *f, uint32_t mask, const char *why, int tell
     uint32_t ports = 0;
     for (int i = 0; i < c->nqps; i++) {
         if (newly & (1u << i)) {
-            qp_to_err(&c->qps[i]); /* its outstanding work flushes now */
+            fo_qp_to_err(&c->qps[i]); /* its outstanding work flushes now */
             ports |= 1u << c->qps[i].port->port_idx;
         }
     }
     for (int p = 0; p < c->nports; p++)
         if (ports & (1u << p))
-            reg_report_down(f, p, why, qpn);
-    stats_moment(f, "at a port failure");
+            fo_reg_report_down(f, p, why, qpn);
+    fo_stats_moment(f, "at a port failure");
     if (!c->qp_live) {
         if (!c->error)
             WARN("NET/railnet: device %s: %s comm #%d with %s: no port left (%s); failing it with %d request(s) "
                  "pending",
-                 c->dev_name, kind_name(c), f->id, f->peer, why, c->inflight);
+                 c->dev_name, fo_kind_name(c), f->id, f->peer, why, c->inflight);
         comm_fail(c, ncclRemoteError);
         return;
     }
@@ -357,7 +118,7 @@ int failover_wc_error(struct comm *c, int qpi, const struct ibv_wc *w)
         return 0;
     if (f->dead & (1u << qpi))
         return 1; /* the flushes of a QP already out of use */
-    kill_qps(f, port_qps(c, c->qps[qpi].port->port_idx), errors_wc_status_name(w->status), 1, w->qp_num);
+    kill_qps(f, fo_port_qps(c, c->qps[qpi].port->port_idx), errors_wc_status_name(w->status), 1, w->qp_num);
     return 1;
 }
 
@@ -368,18 +129,18 @@ void failover_port_event(struct comm *c, int p, int up)
         return;
     if (!up) {
         f->port_down |= 1u << p;
-        kill_qps(f, port_qps(c, p), "IBV_EVENT_PORT_ERR", 1, 0);
+        kill_qps(f, fo_port_qps(c, p), "IBV_EVENT_PORT_ERR", 1, 0);
         return;
     }
     f->port_down &= ~(1u << p);
-    reg_port_back(c, p);
-    if (!(f->dead & port_qps(c, p)))
+    fo_reg_port_back(c, p);
+    if (!(f->dead & fo_port_qps(c, p)))
         return;
     if (c->kind == COMM_SEND) {
         f->rb_want = 1;
     } else {
         uint8_t m[4];
-        put32(m, f->dead & port_qps(c, p));
+        put32(m, f->dead & fo_port_qps(c, p));
         fo_send(f, FO_UP, m, sizeof(m));
     }
 }
@@ -539,238 +300,6 @@ static void cts_redo(struct fo_comm *f)
     }
 }
 
-/* ------------------------------------------------------------------ recovery */
-
-/* Replaces QP i by a new one on the same port, in INIT; bumps its
- * generation so that the old one's completions are ignored. */
-static int qp_renew(struct comm *c, int i)
-{
-    const struct qp_port *port = c->qps[i].port;
-    qp_destroy(&c->qps[i]);
-    c->qp_gen[i]++;
-    char err[256];
-    if (qp_create(&c->qps[i], port, c->cq, &c->qpp, err, sizeof(err))) {
-        WARN("NET/railnet: device %s: rebuilding a QP on port %u: %s", c->dev_name, port->port_num, err);
-        c->qps[i].port = port;
-        return -1;
-    }
-    if (c->kind == COMM_RECV)
-        ((struct recv_comm *)c)->cts_unpolled[i] = 0;
-    return 0;
-}
-
-static void rebuild_start(struct fo_comm *f)
-{
-    struct comm *c = f->c;
-    f->rb_want = 0;
-    uint32_t mask = 0;
-    for (int p = 0; p < c->nports; p++)
-        if (!(f->port_down & (1u << p)))
-            mask |= f->dead & port_qps(c, p);
-    if (!mask)
-        return;
-    uint8_t m[16 + COMM_MAX_QPS * FO_QP_INFO];
-    size_t len = 16;
-    for (int i = 0; i < c->nqps; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        if (qp_renew(c, i))
-            return; /* stays dead; tried again on the next PORT_ACTIVE */
-        put_qp_info(m + len, &c->qps[i]);
-        len += FO_QP_INFO;
-    }
-    f->rb_id++;
-    f->rb_mask = mask;
-    put32(m, f->rb_id);
-    put32(m + 4, mask);
-    put64(m + 8, 0);
-    fo_send(f, FO_REBUILD_REQ, m, len);
-    f->rb_stage = RB_WAIT_REP;
-}
-
-static int connect_new(struct comm *c, uint32_t mask, const uint8_t *infos)
-{
-    char err[256];
-    const uint8_t *p = infos;
-    for (int i = 0; i < c->nqps; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        struct hs_qp_info ri;
-        if (!get_qp_info(p, &ri)) {
-            WARN("NET/railnet: device %s: the peer's rebuilt QP %d is described with out-of-range fields",
-                 c->dev_name, i);
-            comm_fail(c, ncclRemoteError);
-            return -1;
-        }
-        p += FO_QP_INFO;
-        if (qp_connect(&c->qps[i], &ri, &c->qpp, err, sizeof(err))) {
-            WARN("NET/railnet: device %s port %u: reconnecting a rebuilt QP: %s", c->dev_name,
-                 c->qps[i].port->port_num, err);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* recv side: the sender's new QPs; ours replace the dead ones */
-static void rebuild_answer(struct fo_comm *f, uint32_t id, uint32_t mask, const uint8_t *infos)
-{
-    struct comm *c = f->c;
-    uint8_t m[16 + COMM_MAX_QPS * FO_QP_INFO];
-    uint32_t ok_ports = 0;
-    for (int p = 0; p < c->nports; p++)
-        if (!(f->port_down & (1u << p)))
-            ok_ports |= port_qps(c, p);
-    if (mask & ~(f->dead & ok_ports)) {
-        put32(m, id);
-        put32(m + 4, 0);
-        fo_send(f, FO_REBUILD_NAK, m, 8);
-        return;
-    }
-    size_t len = 24;
-    for (int i = 0; i < c->nqps; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        if (qp_renew(c, i))
-            goto nak;
-    }
-    if (connect_new(c, mask, infos))
-        goto nak;
-    for (int i = 0; i < c->nqps; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        c->qp_dead &= ~(1u << i); /* receives count from now on */
-        int e = comm_post_recvs(c, i, COMM_RECV_DEPTH);
-        if (e) {
-            WARN("NET/railnet: device %s QP 0x%x: posting %d receives on a rebuilt QP failed: %s", c->dev_name,
-                 c->qps[i].qp->qp_num, COMM_RECV_DEPTH, strerror(e));
-            comm_fail(c, ncclSystemError);
-            return;
-        }
-        put_qp_info(m + len, &c->qps[i]);
-        len += FO_QP_INFO;
-    }
-    put32(m, id);
-    put32(m + 4, mask);
-    put64(m + 8, (uint64_t)(uintptr_t)f->probe);
-    put32(m + 16, f->probe_mr->rkey);
-    put32(m + 20, 0);
-    fo_send(f, FO_REBUILD_REP, m, len);
-    f->rb_stage = RB_WAIT_OK;
-    f->rb_id = id;
-    f->rb_mask = mask;
-    return;
-nak:
-    c->qp_dead |= mask;
-    for (int i = 0; i < c->nqps; i++)
-        if (mask & (1u << i))
-            qp_to_err(&c->qps[i]);
-    put32(m, id);
-    put32(m + 4, 0);
-    fo_send(f, FO_REBUILD_NAK, m, 8);
-}
-
-/* send side: the receiver's new QPs: connect ours and probe each */
-static void rebuild_connect(struct fo_comm *f, const uint8_t *m, size_t len)
-{
-    struct comm *c = f->c;
-    uint32_t mask = get32(m + 4);
-    if (mask != f->rb_mask || len != 24 + (size_t)__builtin_popcount(mask) * FO_QP_INFO) {
-        WARN("NET/railnet: device %s: the peer answered a rebuild of QPs 0x%x with QPs 0x%x (%zu bytes)",
-             c->dev_name, f->rb_mask, mask, len);
-        comm_fail(c, ncclRemoteError);
-        return;
-    }
-    f->probe_raddr = get64(m + 8);
-    f->probe_rkey = get32(m + 16);
-    if (connect_new(c, mask, m + 24)) {
-        f->rb_stage = RB_NONE;
-        for (int i = 0; i < c->nqps; i++)
-            if (mask & (1u << i))
-                qp_to_err(&c->qps[i]);
-        uint8_t d[4];
-        put32(d, f->dead);
-        fo_send(f, FO_DOWN, d, sizeof(d));
-        return;
-    }
-    f->probe_left = mask;
-    f->rb_stage = RB_PROBING;
-    for (int i = 0; i < c->nqps; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        struct qp_conn *q = &c->qps[i];
-        *f->probe = ((uint64_t)f->rb_id << 32) | (uint64_t)i;
-        struct ibv_sge sge = { .addr = (uint64_t)(uintptr_t)f->probe, .length = sizeof(*f->probe),
-                               .lkey = f->probe_mr->lkey };
-        struct ibv_send_wr wr, *bad;
-        memset(&wr, 0, sizeof(wr));
-        wr.wr_id = WR_ID_GEN(WR_PROBE, c->qp_gen[i], i, 0, 0);
-        wr.opcode = IBV_WR_RDMA_WRITE;
-        wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-        if (q->max_inline < sizeof(*f->probe))
-            wr.send_flags = IBV_SEND_SIGNALED;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.wr.rdma.remote_addr = f->probe_raddr;
-        wr.wr.rdma.rkey = f->probe_rkey;
-        if (ibv_post_send(q->qp, &wr, &bad)) {
-            f->probe_left &= ~(1u << i);
-            failover_probe_done(c, i, 0);
-            return;
-        }
-    }
-}
-
-void failover_probe_done(struct comm *c, int qpi, int ok)
-{
-    struct fo_comm *f = c->fo;
-    if (!f || f->rb_stage != RB_PROBING || !(f->rb_mask & (1u << qpi)))
-        return;
-    if (!ok) {
-        /* the port is not usable after all: dead until its next PORT_ACTIVE */
-        f->rb_stage = RB_NONE;
-        for (int i = 0; i < c->nqps; i++)
-            if (f->rb_mask & (1u << i))
-                qp_to_err(&c->qps[i]);
-        uint8_t d[4];
-        put32(d, f->dead);
-        fo_send(f, FO_DOWN, d, sizeof(d));
-        return;
-    }
-    f->probe_left &= ~(1u << qpi);
-    if (f->probe_left)
-        return;
-    uint32_t mask = f->rb_mask;
-    f->dead &= ~mask;
-    c->qp_dead &= ~mask;
-    c->qp_live |= mask;
-    for (int i = 0; i < c->nqps; i++)
-        if (mask & (1u << i))
-            f->cover[i] = 0;
-    f->rb_stage = RB_NONE;
-    uint8_t m[8];
-    put32(m, f->rb_id);
-    put32(m + 4, mask);
-    fo_send(f, FO_PROBE_OK, m, sizeof(m));
-    INFO(NCCL_NET, "NET/railnet: device %s: send comm #%d with %s: %d QP(s) rebuilt and probed; traffic over "
-                   "all %d ports again",
-         c->dev_name, f->id, f->peer, __builtin_popcount(mask), c->nports);
-    stats_moment(f, "at a port recovery");
-}
-
-static void probe_ok(struct fo_comm *f, uint32_t id, uint32_t mask)
-{
-    struct comm *c = f->c;
-    if (f->rb_stage != RB_WAIT_OK || id != f->rb_id || mask != f->rb_mask)
-        return; /* a rebuild that a later failure cancelled */
-    f->dead &= ~mask;
-    c->qp_live |= mask;
-    f->rb_stage = RB_NONE;
-    INFO(NCCL_NET, "NET/railnet: device %s: recv comm #%d with %s: %d QP(s) rebuilt; traffic over all %d ports "
-                   "again",
-         c->dev_name, f->id, f->peer, __builtin_popcount(mask), c->nports);
-}
-
 /* ---------------------------------------------------------------- dispatch */
 
 static int expect_len(int type, size_t len, int kind)
@@ -794,7 +323,7 @@ static void handle(struct fo_comm *f, int type, const uint8_t *m, size_t len)
 {
     struct comm *c = f->c;
     TRACE(NCCL_NET, "NET/railnet: %s comm #%d: failover message %d (%zu bytes, %08x %08x), dead 0x%x, rb %d id %u mask 0x%x",
-          kind_name(c), f->id, type, len, len >= 4 ? get32(m) : 0, len >= 8 ? get32(m + 4) : 0, f->dead, f->rb_stage,
+          fo_kind_name(c), f->id, type, len, len >= 4 ? get32(m) : 0, len >= 8 ? get32(m + 4) : 0, f->dead, f->rb_stage,
           f->rb_id, f->rb_mask);
     uint32_t all = c->nqps >= 32 ? ~0u : (1u << c->nqps) - 1u;
     switch (type) {
@@ -828,23 +357,23 @@ static void handle(struct fo_comm *f, int type, const uint8_t *m, size_t len)
             comm_fail(c, ncclRemoteError);
             return;
         }
-        rebuild_answer(f, get32(m), mask, m + 16);
+        fo_rebuild_answer(f, get32(m), mask, m + 16);
         break;
     }
     case FO_REBUILD_REP:
         if (f->rb_stage == RB_WAIT_REP && get32(m) == f->rb_id)
-            rebuild_connect(f, m, len);
+            fo_rebuild_connect(f, m, len);
         break;
     case FO_REBUILD_NAK:
         if (f->rb_stage == RB_WAIT_REP && get32(m) == f->rb_id) {
             f->rb_stage = RB_NONE; /* its port is still down: its FO_UP brings us back */
             for (int i = 0; i < c->nqps; i++)
                 if (f->rb_mask & (1u << i))
-                    qp_to_err(&c->qps[i]);
+                    fo_qp_to_err(&c->qps[i]);
         }
         break;
     case FO_PROBE_OK:
-        probe_ok(f, get32(m), get32(m + 4));
+        fo_probe_ok(f, get32(m), get32(m + 4));
         break;
     default:
         break;
@@ -875,7 +404,7 @@ static void fo_read(struct fo_comm *f)
             !expect_len(type, len, c->kind)) {
             WARN("NET/railnet: device %s: %s comm #%d: malformed failover message from %s (type %d, %zu bytes); "
                  "closing this connection",
-                 c->dev_name, kind_name(c), f->id, f->peer, type, len);
+                 c->dev_name, fo_kind_name(c), f->id, f->peer, type, len);
             comm_fail(c, ncclRemoteError);
             return;
         }
@@ -921,7 +450,7 @@ void failover_progress(struct comm *c)
         if (f->need_sync && !f->sync_wait)
             sync_start(f);
         if (f->rb_want && f->rb_stage == RB_NONE && !f->sync_wait && !f->need_sync)
-            rebuild_start(f);
+            fo_rebuild_start(f);
     } else if (f->cts_redo) {
         cts_redo(f);
     }
@@ -985,7 +514,7 @@ ncclResult_t failover_attach(struct comm *c)
         return ncclSystemError;
     }
     c->fo = f;
-    reg_add(f);
+    fo_reg_add(f);
     if (c->kind == COMM_RECV) {
         c->fo_pub = f->pub;
         uint8_t m[16];
@@ -1001,7 +530,7 @@ ncclResult_t failover_attach(struct comm *c)
         if (ibvwrap_query_port(ibvwrap_global(), c->ports[p].ctx, c->ports[p].port_num, &pa) == 0 &&
             pa.state != IBV_PORT_ACTIVE) {
             f->port_down |= 1u << p;
-            kill_qps(f, port_qps(c, p), "port not active at connection time", 1, 0);
+            kill_qps(f, fo_port_qps(c, p), "port not active at connection time", 1, 0);
         }
     }
     return ncclSuccess;
@@ -1012,7 +541,7 @@ void failover_detach(struct comm *c)
     struct fo_comm *f = c->fo;
     if (!f)
         return;
-    reg_del(f);
+    fo_reg_del(f);
     if (f->probe_mr)
         RN_IBV(dereg_mr)(f->probe_mr);
     if (f->pub_mr)
@@ -1024,3 +553,4 @@ void failover_detach(struct comm *c)
     c->fo_pub = NULL;
     c->fo_fence = 0;
 }
+
