@@ -24,6 +24,19 @@ AC_DEFUN([RAILNET_CHECK_CUDA], [
     CUDA_CPPFLAGS="-isystem $CUDA_HOME/include"
     CUDA_LDFLAGS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64"
   ])
+  dnl How installed programs (railnet-write-bw --gpu-initiated) link the CUDA
+  dnl runtime: shared (default; found through an rpath to the toolkit) or
+  dnl static (no rpath, no libcudart.so at run time: what distribution
+  dnl packages need, as the toolkit is not a package they can depend on).
+  AC_ARG_WITH([cudart],
+    [AS_HELP_STRING([--with-cudart=shared|static], [link the CUDA runtime into installed programs shared (default, with an rpath to the toolkit) or static (no rpath; used by the Debian packages)])],
+    [], [with_cudart=shared])
+  AS_CASE([$with_cudart],
+    [shared], [CUDART_LIBS=-lcudart],
+    [static], [CUDART_LIBS="-lcudart_static -lrt"
+               AS_IF([test "x$have_cuda" = xyes], [CUDA_LDFLAGS="-L$CUDA_HOME/lib64"])],
+    [AC_MSG_ERROR([--with-cudart=$with_cudart: shared or static])])
+  AC_SUBST([CUDART_LIBS])
   AM_CONDITIONAL([HAVE_CUDA], [test "x$have_cuda" = xyes])
   AM_CONDITIONAL([HAVE_NVCC], [test -n "$NVCC"])
   AC_SUBST([CUDA_HOME])
@@ -31,7 +44,7 @@ AC_DEFUN([RAILNET_CHECK_CUDA], [
   AC_SUBST([CUDA_LDFLAGS])
   AC_SUBST([NVCC])
   AS_IF([test "x$have_cuda" = xyes],
-    [railnet_cuda_summary="yes ($CUDA_HOME, nvcc: ${NVCC:-none})"
+    [railnet_cuda_summary="yes ($CUDA_HOME, nvcc: ${NVCC:-none}, cudart $with_cudart)"
      railnet_cuda_builds=", CUDA memory support, plugin/gdaki device code, GPU tests (run with make check-gpu)"],
     [railnet_cuda_summary="no (CUDA parts left out: no GPU memory registration, no plugin/gdaki device code, no GPU tests)"
      railnet_cuda_builds=""])
