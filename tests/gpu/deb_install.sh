@@ -7,6 +7,8 @@
 # libdir. softnic is the NIC, once through LD_LIBRARY_PATH=its private dir
 # (softnic-run --libdir) and once through softnic-run. Then the packages
 # are purged. Packages installed before are left alone (the test skips).
+# Also the packaged railnet-write-bw with GPU memory (--use_cuda,
+# --gpu-initiated): its CUDA runtime is linked in statically.
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 plugin=/usr/lib/$ma/libnccl-net-railnet.so
 # the packaged softnic, not the build's: lib-nccl.sh puts it first
@@ -30,7 +32,7 @@ for p in $PKGS; do
     fi
 done
 [ -x "$prog" ] || tap_skip_all "$prog not built (configure found no NCCL)"
-tap_plan 7
+tap_plan 9
 
 purge() { dpkg --purge $PKGS >/dev/null 2>&1; }
 trap purge EXIT INT TERM
@@ -80,6 +82,38 @@ NCCL_RANK_WRAP_0=softnic-run NCCL_RANK_WRAP_1=softnic-run
 export NCCL_RANK_WRAP_0 NCCL_RANK_WRAP_1
 run_job deb_softnic_run
 unset NCCL_RANK_WRAP_0 NCCL_RANK_WRAP_1
+
+# The packaged railnet-write-bw (its CUDA runtime linked in statically:
+# nothing of the toolkit needed) with GPU memory, on softnic by softnic-run.
+# wb_gpu NAME ARGS...: server and client with ARGS; 0 when both end well
+# and the client's memory was GPU memory (else the reason on stdout)
+wb_gpu() {
+    n=$1; shift
+    o=$JOBDIR/deb_$n
+    timeout 120 softnic-run railnet-write-bw -p 0 "$@" >"$o.srv.out" 2>"$o.srv.err" &
+    spid=$!
+    port= i=0
+    while [ -z "$port" ] && [ $i -lt 400 ] && kill -0 $spid 2>/dev/null; do
+        port=$(sed -n 's/^railnet-write-bw: waiting for a client on TCP port \([0-9]*\)$/\1/p' "$o.srv.err")
+        [ -n "$port" ] || sleep 0.05
+        i=$((i + 1))
+    done
+    if [ -z "$port" ]; then
+        kill $spid 2>/dev/null; wait $spid
+        echo "server did not start: $(tail -n 5 "$o.srv.err")"; return 1
+    fi
+    timeout 120 softnic-run railnet-write-bw -p "$port" "$@" 127.0.0.1 >"$o.cli.out" 2>"$o.cli.err"
+    c=$?
+    wait $spid; s=$?
+    [ $c -eq 0 ] && [ $s -eq 0 ] && grep -q '^ Memory *: cuda:0' "$o.cli.out" && return 0
+    echo "client $c server $s: $(tail -n 8 "$o.cli.out" "$o.cli.err" "$o.srv.err")"; return 1
+}
+if out=$(wb_gpu use_cuda --use_cuda -n 100 -s 65536); then tap_ok packaged_write_bw_use_cuda_on_softnic
+else tap_not_ok packaged_write_bw_use_cuda_on_softnic "$out"; fi
+if railnet-write-bw --help 2>&1 | grep -q 'not built in this version'; then
+    tap_skip packaged_write_bw_gpu_initiated_on_softnic "the packages were built without nvcc"
+elif out=$(wb_gpu gpu_initiated --gpu-initiated -n 100 -s 65536); then tap_ok packaged_write_bw_gpu_initiated_on_softnic
+else tap_not_ok packaged_write_bw_gpu_initiated_on_softnic "$out"; fi
 
 trap - EXIT INT TERM
 why=
