@@ -15,7 +15,8 @@ plugin=/usr/lib/$ma/libnccl-net-railnet.so
 SOFTNIC_DIR=/usr/lib/$ma/railnet-softnic
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
-PKGS="libnccl-net-railnet railnet-tools railnet-softnic"
+. "$top_srcdir/tests/packaging/lib-deb.sh"
+PKGS=$DEB_PKGS
 prog=$top_builddir/tests/gpu/nccl_collectives
 if [ "$(gpu_count)" -lt 1 ]; then
     tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
@@ -27,10 +28,8 @@ for p in $PKGS; do
     f=$(ls "$top_builddir"/deb/"${p}"_*.deb 2>/dev/null | head -n 1)
     [ -n "$f" ] || tap_skip_all "no $top_builddir/deb/${p}_*.deb (make -C build deb, then scripts/gpu-stage)"
     debs="$debs $f"
-    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -qE ' installed$|config-files$'; then
-        tap_skip_all "$p is already installed on this machine: the test leaves it alone"
-    fi
 done
+if p=$(deb_preinstalled); then tap_skip_all "$p is already installed on this machine: the test leaves it alone"; fi
 [ -x "$prog" ] || tap_skip_all "$prog not built (configure found no NCCL)"
 tap_plan 9
 
@@ -85,35 +84,19 @@ unset NCCL_RANK_WRAP_0 NCCL_RANK_WRAP_1
 
 # The packaged railnet-write-bw (its CUDA runtime linked in statically:
 # nothing of the toolkit needed) with GPU memory, on softnic by softnic-run.
-# wb_gpu NAME ARGS...: server and client with ARGS; 0 when both end well
-# and the client's memory was GPU memory (else the reason on stdout)
+# wb_gpu NAME ARGS...: deb_wb_pair, and the client's memory was GPU memory
 wb_gpu() {
-    n=$1; shift
-    o=$JOBDIR/deb_$n
-    timeout 120 softnic-run railnet-write-bw -p 0 "$@" >"$o.srv.out" 2>"$o.srv.err" &
-    spid=$!
-    port= i=0
-    while [ -z "$port" ] && [ $i -lt 400 ] && kill -0 $spid 2>/dev/null; do
-        port=$(sed -n 's/^railnet-write-bw: waiting for a client on TCP port \([0-9]*\)$/\1/p' "$o.srv.err")
-        [ -n "$port" ] || sleep 0.05
-        i=$((i + 1))
-    done
-    if [ -z "$port" ]; then
-        kill $spid 2>/dev/null; wait $spid
-        echo "server did not start: $(tail -n 5 "$o.srv.err")"; return 1
-    fi
-    timeout 120 softnic-run railnet-write-bw -p "$port" "$@" 127.0.0.1 >"$o.cli.out" 2>"$o.cli.err"
-    c=$?
-    wait $spid; s=$?
-    [ $c -eq 0 ] && [ $s -eq 0 ] && grep -q '^ Memory *: cuda:0' "$o.cli.out" && return 0
-    echo "client $c server $s: $(tail -n 8 "$o.cli.out" "$o.cli.err" "$o.srv.err")"; return 1
+    _n=$1; shift
+    deb_wb_pair "$JOBDIR/deb_$_n" "$@" || return 1
+    grep -q '^ Memory *: cuda:0' "$JOBDIR/deb_$_n.cli.out" && return 0
+    echo "client memory: $(grep '^ Memory' "$JOBDIR/deb_$_n.cli.out")"; return 1
 }
 if out=$(wb_gpu use_cuda --use_cuda -n 100 -s 65536); then tap_ok packaged_write_bw_use_cuda_on_softnic
-else tap_not_ok packaged_write_bw_use_cuda_on_softnic "$out"; fi
+else tap_not_ok packaged_write_bw_use_cuda_on_softnic "$(printf '%s\n' "$out" | sed 's/^/# /')"; fi
 if railnet-write-bw --help 2>&1 | grep -q 'not built in this version'; then
     tap_skip packaged_write_bw_gpu_initiated_on_softnic "the packages were built without nvcc"
 elif out=$(wb_gpu gpu_initiated --gpu-initiated -n 100 -s 65536); then tap_ok packaged_write_bw_gpu_initiated_on_softnic
-else tap_not_ok packaged_write_bw_gpu_initiated_on_softnic "$out"; fi
+else tap_not_ok packaged_write_bw_gpu_initiated_on_softnic "$(printf '%s\n' "$out" | sed 's/^/# /')"; fi
 
 trap - EXIT INT TERM
 why=

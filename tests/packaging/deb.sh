@@ -9,11 +9,12 @@
 # is skipped when any of the packages was installed before (someone's
 # real installation), and runs of this test on one machine take turns.
 . "$top_srcdir/tests/lib.sh"
-PKGS="libnccl-net-railnet railnet-tools railnet-softnic"
+. "$top_srcdir/tests/packaging/lib-deb.sh"
+PKGS=$DEB_PKGS
 [ "$(id -u)" -eq 0 ] || tap_skip_all "installs packages with dpkg -i: needs root"
 command -v dpkg-buildpackage >/dev/null 2>&1 || tap_skip_all "no dpkg-buildpackage (apt-get install dpkg-dev; scripts/bootstrap installs it)"
 command -v dh >/dev/null 2>&1 || tap_skip_all "no debhelper (apt-get install debhelper; scripts/bootstrap installs it)"
-tap_plan 10
+tap_plan 11
 
 # 1. make deb, as the README says, with the defaults a CI box of 2 cores
 # wants; the test's make is not part of make check's job server.
@@ -58,16 +59,12 @@ fi
 
 # 3. install on this machine, check, purge
 skip_install=
-for p in $PKGS; do
-    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -qE ' installed$|config-files$'; then
-        skip_install="$p is already installed on this machine: the test leaves it alone"
-    fi
-done
+if p=$(deb_preinstalled); then skip_install="$p is already installed on this machine: the test leaves it alone"; fi
 [ $built -eq 3 ] || skip_install="no packages built"
 if [ -n "$skip_install" ]; then
     for c in dpkg_i_installs_the_three plugin_in_multiarch_libdir dlopen_by_name_finds_ncclNetPlugin_v8 \
              softnic_run_ibv_devices_lists_softnic0 softnic_libs_private_and_not_leaked \
-             railnet_write_bw_help_and_man_page purge_leaves_nothing; do
+             railnet_write_bw_help_and_man_page write_bw_plugin_mode_on_softnic purge_leaves_nothing; do
         tap_skip "$c" "$skip_install"
     done
     tap_done; exit $?
@@ -144,6 +141,17 @@ else
     done
 fi
 [ -z "$why" ] && tap_ok railnet_write_bw_help_and_man_page || tap_not_ok railnet_write_bw_help_and_man_page "$why"
+
+# the three together: the installed tool drives the installed plugin (found
+# by name) on the installed softnic
+tmpo=$(mktemp -d "${TMPDIR:-/tmp}/railnet-deb.XXXXXX")
+if out=$(deb_wb_pair "$tmpo/plugin" --mode=plugin -n 20 -s 65536) &&
+   grep -q "^ Plugin *: \(.*/$ma/\)\{0,1\}libnccl-net-railnet.so (railnet v8), device 0 softnic0" "$tmpo/plugin.cli.out"; then
+    tap_ok write_bw_plugin_mode_on_softnic
+else
+    tap_not_ok write_bw_plugin_mode_on_softnic "$(printf '%s\n' "$out" "$(head -n 12 "$tmpo/plugin.cli.out" 2>/dev/null)" | sed 's/^/# /')"
+fi
+rm -rf "$tmpo"
 
 trap - EXIT INT TERM
 why=
