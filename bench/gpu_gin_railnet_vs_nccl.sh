@@ -12,9 +12,10 @@
 # Ratios: railnet / NCCL for bandwidth, NCCL / railnet for latency (> 1 means
 # railnet is better in both). Softnic ports are limited to RAILNET_BENCH_RATE
 # bytes/s (default 3125M, as bench/gpu_nccl_ib_vs_railnet.sh; 0 = no limit).
-# With one GPU the two ranks' kernels share it by time slices (no MPS: the
-# GIN windows are GPU memory that softnic reads from its own CUDA context),
-# which puts a floor under the latency of both transports alike.
+# With one GPU the two ranks share it: without MPS their kernels take turns
+# in ~2 ms time slices (tests/gpu/lib-mps.sh says why that matters on
+# softnic), so a private MPS daemon runs for the benchmark where one can be
+# started (RAILNET_BENCH_MPS=0: never); the output says which.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -25,6 +26,11 @@ if [ ! -x "$GIN_PROG" ]; then echo "skipped: tests/gpu/gin_device not built (no 
 rate=${RAILNET_BENCH_RATE:-3125M}
 [ "$rate" = 0 ] || export SOFTNIC_RATE="$rate"
 args="--mode bench --min-bytes $((64 << 10)) --max-bytes $((64 << 20)) --iters ${RAILNET_BENCH_ITERS:-20} --pp-iters ${RAILNET_BENCH_PP_ITERS:-200} --timeout 120"
+mps=off
+if [ "$(gpu_count)" -lt 2 ] && [ "${RAILNET_BENCH_MPS:-1}" != 0 ]; then
+    . "$top_srcdir/tests/gpu/lib-mps.sh"
+    if mps_start "$JOBDIR"; then mps=on; trap mps_stop EXIT; fi
+fi
 rc=0
 # shellcheck disable=SC2086
 gin_job bench_gin_ib torch ib-proxy $args || { rc=1; echo "NCCL IB proxy GIN run failed:"; tail -n 15 "$JOBDIR/bench_gin_ib.rank0.log"; }
@@ -32,7 +38,7 @@ gin_job bench_gin_ib torch ib-proxy $args || { rc=1; echo "NCCL IB proxy GIN run
 gin_job bench_gin_railnet torch railnet $args || { rc=1; echo "railnet GIN run failed:"; tail -n 15 "$JOBDIR/bench_gin_railnet.rank0.log"; }
 ib=$JOBDIR/bench_gin_ib.rank0.log
 rn=$JOBDIR/bench_gin_railnet.rank0.log
-echo "GIN alltoall and put+signal ping-pong, 2 ranks, NCCL 2.28.9, softnic at ${SOFTNIC_RATE:-unlimited} B/s per port, $(gpu_count) GPU(s)"
+echo "GIN alltoall and put+signal ping-pong, 2 ranks, NCCL 2.28.9, softnic at ${SOFTNIC_RATE:-unlimited} B/s per port, $(gpu_count) GPU(s), MPS $mps"
 grep -hE "Assigned GIN plugin|GIN Proxy will not" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /' | sort | uniq -c | sed 's/^ */# x/'
 printf '%12s %14s %14s %8s\n' bytes IB_GIN_GBps railnet_GBps ratio
 awk 'FNR==1{f++} $1=="#bench" && $2=="alltoall" { if (f==1) ib[$3]=$5; else rn[$3]=$5 }

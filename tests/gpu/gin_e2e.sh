@@ -38,7 +38,7 @@ tap_plan $(($# * (NCASES + 2)))
 # NCCL's lines about GIN from a rank's log, for reasons.
 gin_lines() {
     grep -E 'GIN|[Gg]in |GDAKI|gdaki|DOCA|NCCL WARN|gin_env_open|error while loading|undefined symbol|Segmentation|Aborted' "$1" |
-        sed 's/^[^ ]* [^ ]* [^ ]* NCCL /NCCL /' | head -n "${2:-12}" | tr '\n' '|' | cut -c1-1200
+        sed 's/^[^ ]* [^ ]* NCCL /NCCL /' | head -n "${2:-12}" | tr '\n' '|' | cut -c1-1200
 }
 
 # Every case and the two checks as SKIPs with one reason.
