@@ -14,8 +14,9 @@
 # bytes/s (default 3125M, as bench/gpu_nccl_ib_vs_railnet.sh; 0 = no limit).
 # With one GPU the two ranks share it: without MPS their kernels take turns
 # in ~2 ms time slices (tests/gpu/lib-mps.sh says why that matters on
-# softnic), so a private MPS daemon runs for the benchmark where one can be
-# started (RAILNET_BENCH_MPS=0: never); the output says which.
+# softnic). RAILNET_BENCH_MPS=1 runs a private MPS daemon for the benchmark
+# (off by default: on one H100, 2026-11-24, every rank's cudaSetDevice failed
+# under it); the output says which.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -27,7 +28,7 @@ rate=${RAILNET_BENCH_RATE:-3125M}
 [ "$rate" = 0 ] || export SOFTNIC_RATE="$rate"
 args="--mode bench --min-bytes $((64 << 10)) --max-bytes $((64 << 20)) --iters ${RAILNET_BENCH_ITERS:-20} --pp-iters ${RAILNET_BENCH_PP_ITERS:-200} --timeout 120"
 mps=off
-if [ "$(gpu_count)" -lt 2 ] && [ "${RAILNET_BENCH_MPS:-1}" != 0 ]; then
+if [ "$(gpu_count)" -lt 2 ] && [ "${RAILNET_BENCH_MPS:-0}" = 1 ]; then
     . "$top_srcdir/tests/gpu/lib-mps.sh"
     if mps_start "$JOBDIR"; then mps=on; trap mps_stop EXIT; fi
 fi

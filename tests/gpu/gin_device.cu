@@ -42,6 +42,9 @@ struct gin_res {
     unsigned long long ns;                   /* timed section, GPU clock */
     unsigned int bad;                        /* device-side mismatches */
     unsigned int bad_k;                      /* put index of the first one */
+    unsigned int stuck;                      /* a bounded wait gave up: */
+    unsigned int stuck_q, stuck_k;           /*   for source rank q's put k, */
+    unsigned long long stuck_got, stuck_want; /*  the value seen and the one awaited */
 };
 
 struct gin_env {
@@ -63,6 +66,7 @@ struct gin_args {
     ncclGinBarrierHandle_t bar;
     struct gin_res *res;
     size_t bytes, stride, soff, doff;
+    unsigned long long wait_ns; /* bounded waits give up after this */
     int nput, tag, iters, add;
 };
 
@@ -130,6 +134,47 @@ __device__ static void gin_check_dev(const volatile unsigned char *p, size_t byt
 
 #define GIN_ACQREL cuda::memory_order_acq_rel
 
+/* CTA-wide bounded wait for a signal (counter = 0) or counter (counter = 1)
+ * to reach `want`: thread 0 polls; on success the API's own wait (then
+ * immediate) follows, on timeout the value seen goes to res and every
+ * thread gets false, so the kernel ends instead of hanging and the host
+ * can say which signal stopped where. */
+__device__ static bool gin_wait_bounded(const ncclGin &gin, bool counter, uint32_t id,
+                                        unsigned long long want, const struct gin_args &a,
+                                        int q, int k)
+{
+    __shared__ int ok;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long t0 = gin_clock_ns(), got;
+        for (;;) {
+            got = counter ? gin.readCounter(id) : gin.readSignal(id);
+            if (nccl::utility::rollingLessEq<uint64_t>(want, got, counter ? 56 : 64)) {
+                ok = 1;
+                break;
+            }
+            if (gin_clock_ns() - t0 > a.wait_ns) {
+                ok = 0;
+                if (atomicAdd(&a.res->stuck, 1u) == 0) {
+                    a.res->stuck_q = (unsigned)q;
+                    a.res->stuck_k = (unsigned)k;
+                    a.res->stuck_got = got;
+                    a.res->stuck_want = want;
+                }
+                break;
+            }
+        }
+    }
+    __syncthreads();
+    if (!ok)
+        return false;
+    if (counter)
+        gin.waitCounter(ncclCoopCta(), id, want);
+    else
+        gin.waitSignal(ncclCoopCta(), id, want);
+    return true;
+}
+
 __global__ void gin_k_put(struct gin_args a)
 {
     ncclGin gin(a.dc, 0);
@@ -176,7 +221,8 @@ __global__ void gin_k_signal(struct gin_args a)
         unsigned long long want = 0;
         for (int k = 0; k < a.nput; k++) {
             want += a.add ? gin_add_value(k, a.nput) : 1;
-            gin.waitSignal(ncclCoopCta(), sig0 + q, want);
+            if (!gin_wait_bounded(gin, false, sig0 + q, want, a, q, k))
+                return; /* the host reports it; this job's barriers are off step now */
             const volatile unsigned char *d =
                 (const unsigned char *)ncclGetLocalPointer(a.rwin, gin_slot(a.stride, a.nput, q, k));
             gin_check_dev(d, a.bytes, q, me, a.tag, (size_t)k * a.bytes, k, a.res);
@@ -203,7 +249,8 @@ __global__ void gin_k_counter(struct gin_args a)
             gin.put(world, p, a.rwin, gin_slot(a.stride, a.nput, me, k), a.swin,
                     gin_slot(a.stride, a.nput, p, k), a.bytes, ncclGin_None{},
                     ncclGin_CounterInc{(ncclGinCounter_t)CTR_PUT});
-    gin.waitCounter(ncclCoopCta(), CTR_PUT, (uint64_t)a.nput * (n - 1));
+    if (!gin_wait_bounded(gin, true, CTR_PUT, (uint64_t)a.nput * (n - 1), a, me, a.nput - 1))
+        return;
     bar.sync(ncclCoopCta(), GIN_ACQREL, ncclGinFenceLevel::Relaxed);
     if (threadIdx.x == 0)
         a.res->value[0] = gin.readCounter(CTR_PUT);
@@ -371,6 +418,7 @@ static struct gin_args gin_args_of(struct gin_env *env)
     a.bar = env->bar;
     a.res = env->res;
     a.tag = ++env->tag;
+    a.wait_ns = (unsigned long long)env->timeout_s * 1000000000ull / 2;
     return a;
 }
 
@@ -439,6 +487,19 @@ static int gin_check_slots(struct gin_env *env, const struct gin_args *a, char *
         return 1;
     }
     return 0;
+}
+
+/* A bounded wait that gave up: what it saw, and whether the data came. */
+static int gin_stuck(struct gin_env *env, const struct gin_args *a, const struct gin_res *r,
+                     const char *what, char *why, size_t whylen)
+{
+    char data[512];
+    int d = gin_check_slots(env, a, data, sizeof(data));
+    snprintf(why, whylen, "%s of source rank %u stopped at %llu, awaited %llu (put %u of %d) for %d s; "
+             "the puts' data %s%s", what, r->stuck_q, r->stuck_got, r->stuck_want, r->stuck_k + 1,
+             a->nput, env->timeout_s / 2, d == 0 ? "all arrived" : "did not all arrive: ",
+             d == 0 ? "" : data);
+    return 1; /* the kernel ended: the next case can still run */
 }
 
 static int gin_dev_verdict(const struct gin_res *r, char *why, size_t whylen)
@@ -566,6 +627,8 @@ static int gin_case_signal(struct gin_env *env, size_t bytes, int nput, int add,
     struct gin_res r;
     if (gin_run(env, gin_k_signal, 1, &a, &r, add ? "put+SignalAdd" : "put+SignalInc", why, whylen) != 0)
         return -1;
+    if (r.stuck)
+        return gin_stuck(env, &a, &r, add ? "SignalAdd signal" : "SignalInc signal", why, whylen);
     if (gin_dev_verdict(&r, why, whylen))
         return 1;
     unsigned long long want = 0;
@@ -603,6 +666,8 @@ extern "C" int gin_case_counter(struct gin_env *env, size_t bytes, int nput, cha
     struct gin_res r;
     if (gin_run(env, gin_k_counter, 1, &a, &r, "put+CounterInc", why, whylen) != 0)
         return -1;
+    if (r.stuck)
+        return gin_stuck(env, &a, &r, "counter (local completions)", why, whylen);
     unsigned long long want = (unsigned long long)nput * (env->n - 1);
     if (r.value[0] != want) {
         snprintf(why, whylen, "counter ended at %llu, want exactly %llu", r.value[0], want);

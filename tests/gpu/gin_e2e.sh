@@ -104,8 +104,8 @@ run_variant() {
     clean=1 # every rank ended by itself, no signal, no timeout
     [ "$status" -ge 124 ] && clean=0
     if [ "$lib" = system ]; then
-        if grep -qE 'error while loading shared libraries|undefined symbol' "$l0" "$l1"; then
-            skip_variant "$v" "$l0" "the system NCCL cannot load a program built against NCCL 2.28.9's headers: $(grep -hE 'error while loading|undefined symbol' "$l0" | head -n 1)"
+        if grep -qE 'error while loading shared libraries|symbol lookup error' "$l0" "$l1"; then
+            skip_variant "$v" "$l0" "the system NCCL ${ver:-?} cannot run a program built against NCCL 2.28.9's headers: $(grep -hE 'error while loading shared libraries|symbol lookup error' "$l0" "$l1" | head -n 1 | sed 's/.*: undefined/undefined/')"
             return
         fi
         if [ -n "$refused" ] && [ $clean = 1 ] && [ "${ver:-0}" != 22809 ]; then
@@ -115,7 +115,7 @@ run_variant() {
     fi
     if [ "$net" = ib-gdaki ] && [ $clean = 1 ] && ! grep -q "Assigned GIN plugin GIN_IB_GDAKI to comm" "$l0"; then
         if [ -n "$refused" ]; then
-            skip_variant "$v" "$l0" "NCCL refused GDAKI on softnic and the device communicator failed cleanly: ${refused#\# } || $(gin_lines "$l0" 8)"
+            skip_variant "$v" "$l0" "with NCCL_GIN_TYPE=3 NCCL ${ver:-?} took no GIN on softnic (no 'Assigned GIN plugin'; its GDAKI back end found nothing it can drive), and said so cleanly: ${refused#\# } || $(gin_lines "$l0" 8)"
             return
         fi
         if grep -q "Assigned GIN plugin GIN_IB_PROXY to comm" "$l0"; then
