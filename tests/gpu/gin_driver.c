@@ -25,6 +25,7 @@
 
 struct opts {
     int rank, nranks, gpu, timeout_s, iters, pp_iters;
+    unsigned long long cases; /* bit i-1: run case i (check mode) */
     const char *id_file, *mode;
     size_t min_bytes, max_bytes;
 };
@@ -114,11 +115,13 @@ static int run_case(struct gin_env *env, const struct gin_case *c, char *why, si
 }
 
 /* Returns the number of failed cases; *broken when the job cannot go on. */
-static int mode_check(struct gin_env *env, int *broken)
+static int mode_check(const struct opts *o, struct gin_env *env, int *broken)
 {
     char name[96], why[1024];
     int failed = 0;
     for (int i = 0; i < NCASES; i++) {
+        if (!(o->cases >> i & 1))
+            continue;
         case_name(&cases[i], name, sizeof(name));
         if (*broken) {
             printf("not ok %d - %s # not run: an earlier case did not finish\n", i + 1, name);
@@ -167,19 +170,34 @@ static int mode_bench(const struct opts *o, struct gin_env *env, int *broken)
     return 0;
 }
 
+static int parse_cases(const char *arg, unsigned long long *mask)
+{
+    *mask = 0;
+    for (const char *p = arg; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > NCASES || (*end && *end != ','))
+            return -1;
+        *mask |= 1ull << (v - 1);
+        p = *end ? end + 1 : end;
+    }
+    return *mask ? 0 : -1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gin_device --rank R --nranks N --id-file F [--gpu G] [--mode check|bench]\n"
                "          [--timeout S] [--min-bytes B] [--max-bytes B] [--iters N] [--pp-iters N]\n"
+               "          [--cases I,J,...]  (check mode: only these case numbers, 1..%d)\n"
                "One rank of an NCCL job running device-API GIN cases (put, put+signal INC/ADD,\n"
                "counters, flush, GIN barrier, alltoall) on symmetric windows; prints TAP\n"
-               "(check) or '#bench' lines (bench, rank 0). Started by tests/gpu/gin_e2e.sh.\n");
+               "(check) or '#bench' lines (bench, rank 0). Started by tests/gpu/gin_e2e.sh.\n", NCASES);
 }
 
 int main(int argc, char **argv)
 {
     struct opts o = { .rank = -1, .nranks = 0, .gpu = -1, .timeout_s = 120, .iters = 20,
-                      .pp_iters = 1000, .mode = "check", .min_bytes = 64u << 10,
+                      .pp_iters = 1000, .cases = (1ull << NCASES) - 1, .mode = "check", .min_bytes = 64u << 10,
                       .max_bytes = 64u << 20 };
     static const struct option lo[] = {
         { "rank", required_argument, 0, 'r' },      { "nranks", required_argument, 0, 'n' },
@@ -187,6 +205,7 @@ int main(int argc, char **argv)
         { "mode", required_argument, 0, 'm' },      { "timeout", required_argument, 0, 't' },
         { "min-bytes", required_argument, 0, 'b' }, { "max-bytes", required_argument, 0, 'e' },
         { "iters", required_argument, 0, 'i' },     { "pp-iters", required_argument, 0, 'p' },
+        { "cases", required_argument, 0, 'c' },
         { "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 }
     };
     int c;
@@ -202,6 +221,12 @@ int main(int argc, char **argv)
         case 'e': o.max_bytes = strtoull(optarg, NULL, 0); break;
         case 'i': o.iters = atoi(optarg); break;
         case 'p': o.pp_iters = atoi(optarg); break;
+        case 'c':
+            if (parse_cases(optarg, &o.cases) != 0) {
+                fprintf(stderr, "--cases: numbers from 1 to %d, comma-separated\n", NCASES);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -225,7 +250,7 @@ int main(int argc, char **argv)
     int version = 0;
     ncclGetVersion(&version);
     printf("# rank %d: NCCL runtime %d, built against headers %d\n", o.rank, version, NCCL_VERSION_CODE);
-    if (!bench)
+    if (!bench && o.cases == (1ull << NCASES) - 1)
         printf("1..%d\n", NCASES);
     fflush(stdout);
     ncclUniqueId id;
@@ -246,13 +271,15 @@ int main(int argc, char **argv)
         if (!bench)
             for (int i = 0; i < NCASES; i++) {
                 char name[96];
+                if (!(o.cases >> i & 1))
+                    continue;
                 case_name(&cases[i], name, sizeof(name));
                 printf("not ok %d - %s # no device communicator with GIN\n", i + 1, name);
             }
         fflush(stdout);
         _exit(1);
     }
-    failed = bench ? mode_bench(&o, env, &broken) : mode_check(env, &broken);
+    failed = bench ? mode_bench(&o, env, &broken) : mode_check(&o, env, &broken);
     fflush(stdout);
     if (broken) {
         /* a kernel may still spin on the GPU: leave without waiting for it */
