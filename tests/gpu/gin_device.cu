@@ -21,15 +21,20 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Signals (ids from 0, as ginSignalCount promises), counters, barriers. */
+/* Signals, counters, barriers. ginSignalCount's ids start at 0, but NCCL
+ * 2.28.9 also put the world GIN barrier's signals (ncclGinBarrierCreate-
+ * Requirement) at 0: with the test's signals from 0, rank 0's signal 0
+ * ended at 2 after a kernel with two barrier syncs, on NCCL's IB transport
+ * and railnet alike. So the first GIN_NBAR ids are left to the barrier, and
+ * gin_env_open checks that the ids NCCL gave it do not meet the test's. */
 enum {
     GIN_MAX_RANKS = 8,
-    SIG_INC0 = 0,              /* + source rank */
-    SIG_ADD0 = GIN_MAX_RANKS,  /* + source rank */
-    SIG_A2A0 = 2 * GIN_MAX_RANKS, /* + CTA */
     GIN_NBAR = 4,              /* alltoall CTAs at most, one barrier and context each */
+    SIG_INC0 = GIN_NBAR,       /* + source rank */
+    SIG_ADD0 = SIG_INC0 + GIN_MAX_RANKS, /* + source rank */
+    SIG_A2A0 = SIG_ADD0 + GIN_MAX_RANKS, /* + CTA */
     SIG_PP = SIG_A2A0 + GIN_NBAR,
-    GIN_NSIG = SIG_PP + 1,
+    GIN_NSIG = SIG_PP + 1,     /* ids 0..GIN_NSIG-1 requested */
     CTR_PUT = 0,
     GIN_NCTR = 1,
 };
@@ -548,6 +553,12 @@ extern "C" int gin_env_open(ncclComm_t comm, size_t win_bytes, int timeout_s, st
     NC(ncclDevCommCreate(comm, &reqs, &env->dc));
     if (env->dc.ginContextCount < 1)
         FAILF("ncclDevCommCreate gave %d GIN contexts", (int)env->dc.ginContextCount);
+    printf("# GIN: %d context(s), %d signals, %d counters; world barrier signals %u..%u, test signals %d..%d\n",
+           (int)env->dc.ginContextCount, env->dc.ginSignalCount, env->dc.ginCounterCount,
+           env->bar.signal0, env->bar.signal0 + GIN_NBAR - 1, (int)SIG_INC0, (int)GIN_NSIG - 1);
+    if (env->bar.signal0 < (unsigned)GIN_NSIG && env->bar.signal0 + GIN_NBAR > (unsigned)SIG_INC0)
+        FAILF("NCCL put the GIN barrier's signals (%u..%u) among the test's (%d..%d)", env->bar.signal0,
+              env->bar.signal0 + GIN_NBAR - 1, (int)SIG_INC0, (int)GIN_NSIG - 1);
     return 0;
 }
 

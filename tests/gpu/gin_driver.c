@@ -14,7 +14,9 @@
 #include <nccl.h>
 
 #include <errno.h>
+#include <execinfo.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,19 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A crash in NCCL, a plugin or softnic inside this process: say where, in
+ * the rank's log, then die of the same signal. */
+static void on_fatal(int sig)
+{
+    static const char head[] = "# gin_device: fatal signal; backtrace:\n";
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    if (write(2, head, sizeof(head) - 1) < 0) { /* nothing better to do */ }
+    backtrace_symbols_fd(frames, n, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static int read_id(const struct opts *o, ncclUniqueId *id)
@@ -238,6 +253,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bad arguments (see --help)\n");
         return 2;
     }
+    /* line-buffered: NCCL's INFO lines (stdout too) survive a crash */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGSEGV, on_fatal);
+    signal(SIGBUS, on_fatal);
+    signal(SIGABRT, on_fatal);
     int ngpu = 0;
     if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) {
         printf("1..0 # SKIP no CUDA GPU on this machine\n");
