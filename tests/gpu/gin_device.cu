@@ -288,7 +288,10 @@ __global__ void gin_k_flush(struct gin_args a)
     bar.sync(ncclCoopCta(), GIN_ACQREL, ncclGinFenceLevel::Relaxed);
 }
 
-/* Barrier rounds: slot ((r & 1) * n + source) of the receive window. */
+/* Barrier rounds: slot ((r & 1) * n + source) of the receive window gets
+ * round r's value, by an 8-byte put from a slot of the send window used for
+ * that round only (a.add == 0), or by putValue (a.add == 1: the value rides
+ * in the descriptor). */
 __global__ void gin_k_barrier(struct gin_args a)
 {
     ncclGin gin(a.dc, 0);
@@ -300,9 +303,16 @@ __global__ void gin_k_barrier(struct gin_args a)
         (const unsigned long long *)ncclGetLocalPointer(a.rwin, SLOT0);
     for (int r = 1; r <= a.iters; r++) {
         int p = threadIdx.x;
-        if (p < n && p != me)
-            gin.putValue(world, p, a.rwin, SLOT0 + (size_t)((r & 1) * n + me) * 8,
-                         (unsigned long long)(((unsigned long long)r << 8) | (unsigned)me));
+        if (p < n && p != me) {
+            unsigned long long v = ((unsigned long long)r << 8) | (unsigned)me;
+            size_t dst = SLOT0 + (size_t)((r & 1) * n + me) * 8, src = SLOT0 + ((size_t)r * n + p) * 8;
+            if (a.add) {
+                gin.putValue(world, p, a.rwin, dst, v);
+            } else {
+                *(unsigned long long *)ncclGetLocalPointer(a.swin, src) = v;
+                gin.put(world, p, a.rwin, dst, a.swin, src, 8); /* put releases the store */
+            }
+        }
         bar.sync(ncclCoopCta(), GIN_ACQREL, ncclGinFenceLevel::Relaxed);
         if (threadIdx.x == 0) {
             for (int q = 0; q < n; q++) {
@@ -715,14 +725,17 @@ extern "C" int gin_case_flush(struct gin_env *env, size_t bytes, int nput, char 
     return 0;
 }
 
-extern "C" int gin_case_barrier(struct gin_env *env, int rounds, char *why, size_t whylen)
+static int gin_case_rounds(struct gin_env *env, int rounds, int put_value, char *why, size_t whylen)
 {
     struct gin_args a = gin_args_of(env);
     a.iters = rounds;
+    a.add = put_value;
+    if (SLOT0 + ((size_t)rounds + 1) * env->n * 8 > env->win)
+        FAILF("%d rounds need more window", rounds);
     CU(cudaMemset(env->rbuf, 0, SLOT0 + 2 * GIN_MAX_RANKS * 8));
     CU(cudaDeviceSynchronize());
     struct gin_res r;
-    if (gin_run(env, gin_k_barrier, 1, &a, &r, "GIN barrier", why, whylen) != 0)
+    if (gin_run(env, gin_k_barrier, 1, &a, &r, put_value ? "putValue" : "GIN barrier", why, whylen) != 0)
         return -1;
     if (r.bad) {
         snprintf(why, whylen, "%u stale reads after a GIN barrier, first in round %u: got 0x%llx, want 0x%llx",
@@ -730,6 +743,16 @@ extern "C" int gin_case_barrier(struct gin_env *env, int rounds, char *why, size
         return 1;
     }
     return 0;
+}
+
+extern "C" int gin_case_barrier(struct gin_env *env, int rounds, char *why, size_t whylen)
+{
+    return gin_case_rounds(env, rounds, 0, why, whylen);
+}
+
+extern "C" int gin_case_put_value(struct gin_env *env, int rounds, char *why, size_t whylen)
+{
+    return gin_case_rounds(env, rounds, 1, why, whylen);
 }
 
 static int gin_a2a_blocks(size_t chunk) { return chunk >= 4096 ? GIN_NBAR : 1; }

@@ -55,10 +55,12 @@ int gin_case_counter(struct gin_env *env, size_t bytes, int nput, char *why, siz
 /* nput puts, flush, then the kernel overwrites its source: the receiver must
  * see the data as it was before the overwrite (flush = sources consumed). */
 int gin_case_flush(struct gin_env *env, size_t bytes, int nput, char *why, size_t whylen);
-/* rounds x (putValue of the round number to every peer, GIN barrier, read
- * every peer's value): a value from the round before is a barrier that did
- * not wait, or a put that was not settled by it. */
+/* rounds x (an 8-byte put of the round number to every peer, GIN barrier,
+ * read every peer's value): a value from the round before is a barrier that
+ * did not wait, or a put that was not settled by it. */
 int gin_case_barrier(struct gin_env *env, int rounds, char *why, size_t whylen);
+/* The same with putValue (the value travels inline in NCCL's descriptor). */
+int gin_case_put_value(struct gin_env *env, int rounds, char *why, size_t whylen);
 /* alltoall over the symmetric windows: chunk bytes to and from every rank
  * (own chunk copied locally), nblocks CTAs each with its own GIN context,
  * signal and barrier; every received byte checked. */

@@ -86,7 +86,7 @@ static int read_id(const struct opts *o, ncclUniqueId *id)
     }
 }
 
-enum kind { PUT, INC, ADD, COUNTER, FLUSH, BARRIER, A2A };
+enum kind { PUT, INC, ADD, COUNTER, FLUSH, BARRIER, A2A, PUTVALUE };
 struct gin_case {
     enum kind kind;
     size_t bytes;
@@ -98,6 +98,7 @@ static const struct gin_case cases[] = {
     { ADD, 1u << 20, 4 },    { COUNTER, 8192, 8 },      { FLUSH, 256u << 10, 8 },
     { BARRIER, 0, 64 },      { A2A, 16, 0 },            { A2A, 1000, 0 },
     { A2A, 64u << 10, 0 },   { A2A, 1u << 20, 0 },      { A2A, 8u << 20, 0 },
+    { PUTVALUE, 8, 16 },
 };
 #define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
 #define CHECK_WIN_PER_RANK (9u << 20) /* covers the largest case's slots per rank */
@@ -112,6 +113,7 @@ static void case_name(const struct gin_case *c, char *buf, size_t len)
     case FLUSH: snprintf(buf, len, "gin_flush_%dx%zuB", c->n, c->bytes); break;
     case BARRIER: snprintf(buf, len, "gin_barrier_%d_rounds", c->n); break;
     case A2A: snprintf(buf, len, "gin_alltoall_%zuB_per_peer", c->bytes); break;
+    case PUTVALUE: snprintf(buf, len, "gin_put_value_%d_rounds", c->n); break;
     }
 }
 
@@ -125,6 +127,7 @@ static int run_case(struct gin_env *env, const struct gin_case *c, char *why, si
     case FLUSH: return gin_case_flush(env, c->bytes, c->n, why, len);
     case BARRIER: return gin_case_barrier(env, c->n, why, len);
     case A2A: return gin_case_alltoall(env, c->bytes, why, len);
+    case PUTVALUE: return gin_case_put_value(env, c->n, why, len);
     }
     return -1;
 }

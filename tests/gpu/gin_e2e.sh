@@ -1,7 +1,7 @@
 #!/bin/sh
 # GPU end-to-end of GPU-initiated networking (GIN): tests/gpu/gin_device, a
 # device-API program (put; put with SignalInc and SignalAdd; counters; flush;
-# GIN barrier; alltoall at 5 sizes, every byte checked on every rank) as a
+# GIN barrier; alltoall at 5 sizes; putValue; every byte checked on every rank) as a
 # 2-rank job on softnic, in five variants:
 #   nccl2289_ib_proxy   NCCL 2.28.9 (PyTorch's), its own IB transport, proxy GIN
 #   nccl2289_ib_gdaki   the same with NCCL_GIN_TYPE=3 (GDAKI)
@@ -26,10 +26,10 @@
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 . "$top_srcdir/tests/gpu/lib-gin.sh"
-NCASES=15
+NCASES=16
 # case groups (gin_device --cases), in gin_driver.c's numbering: put, SignalInc,
-# SignalAdd, counter, flush, barrier, alltoall
-GROUPS=${GIN_CASE_GROUPS:-1,2,3 4,5 6,7 8 9 10 11,12,13,14,15}
+# SignalAdd, counter, flush, barrier, alltoall, putValue
+GROUPS=${GIN_CASE_GROUPS:-1,2,3 4,5 6,7 8 9 10 11,12,13,14,15 16}
 variants=${GIN_VARIANTS:-nccl2289_ib_proxy nccl2289_ib_gdaki system_ib_proxy system_ib_gdaki railnet_proxy}
 if [ "$(gpu_count)" -lt 1 ]; then
     tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
