@@ -62,6 +62,7 @@ _Static_assert((uint64_t)GIN_MAX_RANKS * GIN_PEER_REQS <= (1u << 20) && HS_MAX_P
 struct gin_req {
     uint8_t state;
     uint8_t has_write, has_signal;
+    uint8_t src_host;            /* source window in host memory: small writes may go inline */
     uint8_t qp;                  /* QP of the (last) write and of the atomic */
     uint8_t owed;                /* signaled work requests not completed yet */
     uint32_t peer;

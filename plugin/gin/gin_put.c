@@ -22,6 +22,7 @@
 
 #include "gin.h"
 #include "log.h"
+#include "mr.h"
 
 #define POLL_BATCH 64
 
@@ -84,7 +85,10 @@ static int post_write(struct gin_coll *c, struct gin_req *r, int qi, uint64_t of
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | (len <= q->conn.max_inline ? IBV_SEND_INLINE : 0);
+    /* inline only from host memory: the CPU copies the bytes at post time
+     * (a CUDA window's address is not readable by the CPU) */
+    wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
+                    (r->src_host && len <= q->conn.max_inline ? IBV_SEND_INLINE : 0);
     wr.wr.rdma.remote_addr = r->raddr + off;
     wr.wr.rdma.rkey = r->rkey;
     return post(c, r, qi, &wr);
@@ -286,6 +290,7 @@ static ncclResult_t check_put(struct gin_coll *c, const char *what, uint64_t src
     w->has_write = 1;
     w->laddr = src->base + src_off;
     w->lkey = src->lkey;
+    w->src_host = !mr_is_cuda(src->mh);
     w->len = (uint32_t)size;
     w->raddr = dst->addr[rank] + dst_off;
     w->rkey = dst->rkey[rank];

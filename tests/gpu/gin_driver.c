@@ -1,0 +1,316 @@
+/* tests/gpu/gin_driver.c: one rank of an NCCL job that runs the device-API
+ * GIN cases of tests/gpu/gin_device.h, started by tests/gpu/gin_e2e.sh and
+ * bench/gpu_gin_railnet_vs_nccl.sh through tests/gpu/lib-nccl.sh (one
+ * process per rank; rank 0 writes the NCCL unique id to --id-file).
+ *
+ * --mode check (default): every case, each rank printing its own TAP stream
+ *   (the script counts a case as passed only when every rank's line is ok).
+ *   After a case that could not finish (error, timeout) the rest are
+ *   reported not run and the process exits 1 without waiting on the GPU.
+ * --mode bench: rank 0 prints "#bench alltoall BYTES US BUSBW_GBPS" for
+ *   --min-bytes..--max-bytes (x2 steps, bytes per rank) and
+ *   "#bench pingpong ITERS US_PER_ROUND_TRIP". */
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <errno.h>
+#include <execinfo.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gin_device.h"
+
+struct opts {
+    int rank, nranks, gpu, timeout_s, iters, pp_iters;
+    unsigned long long cases; /* bit i-1: run case i (check mode) */
+    const char *id_file, *mode;
+    size_t min_bytes, max_bytes;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A crash in NCCL, a plugin or softnic inside this process: say where, in
+ * the rank's log, then die of the same signal. */
+static void on_fatal(int sig)
+{
+    static const char head[] = "# gin_device: fatal signal; backtrace:\n";
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    if (write(2, head, sizeof(head) - 1) < 0) { /* nothing better to do */ }
+    backtrace_symbols_fd(frames, n, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static int read_id(const struct opts *o, ncclUniqueId *id)
+{
+    if (o->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(id);
+        if (r != ncclSuccess) {
+            fprintf(stderr, "rank 0: ncclGetUniqueId: %s\n", ncclGetErrorString(r));
+            return -1;
+        }
+        char tmp[4096];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", o->id_file);
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0) {
+            fprintf(stderr, "rank 0: cannot write %s: %s\n", tmp, strerror(errno));
+            return -1;
+        }
+        return rename(tmp, o->id_file);
+    }
+    double t0 = now_s();
+    for (;;) {
+        FILE *f = fopen(o->id_file, "rb");
+        if (f) {
+            size_t n = fread(id, sizeof(*id), 1, f);
+            fclose(f);
+            if (n == 1)
+                return 0;
+        }
+        if (now_s() - t0 > o->timeout_s) {
+            fprintf(stderr, "rank %d: no unique id in %s after %d s\n", o->rank, o->id_file, o->timeout_s);
+            return -1;
+        }
+        usleep(10000);
+    }
+}
+
+enum kind { PUT, INC, ADD, COUNTER, FLUSH, BARRIER, A2A, PUTVALUE };
+struct gin_case {
+    enum kind kind;
+    size_t bytes;
+    int n; /* puts, or barrier rounds */
+};
+static const struct gin_case cases[] = {
+    { PUT, 1, 1 },           { PUT, 4100, 1 },          { PUT, (1u << 20) + 12, 1 },
+    { INC, 4096, 16 },       { INC, 1u << 20, 4 },      { ADD, 4096, 16 },
+    { ADD, 1u << 20, 4 },    { COUNTER, 8192, 8 },      { FLUSH, 256u << 10, 8 },
+    { BARRIER, 0, 64 },      { A2A, 16, 0 },            { A2A, 1000, 0 },
+    { A2A, 64u << 10, 0 },   { A2A, 1u << 20, 0 },      { A2A, 8u << 20, 0 },
+    { PUTVALUE, 8, 16 },
+};
+#define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
+#define CHECK_WIN_PER_RANK (9u << 20) /* covers the largest case's slots per rank */
+
+static void case_name(const struct gin_case *c, char *buf, size_t len)
+{
+    switch (c->kind) {
+    case PUT: snprintf(buf, len, "gin_put_%zuB", c->bytes); break;
+    case INC: snprintf(buf, len, "gin_put_signal_inc_%dx%zuB", c->n, c->bytes); break;
+    case ADD: snprintf(buf, len, "gin_put_signal_add_%dx%zuB", c->n, c->bytes); break;
+    case COUNTER: snprintf(buf, len, "gin_counter_%dx%zuB", c->n, c->bytes); break;
+    case FLUSH: snprintf(buf, len, "gin_flush_%dx%zuB", c->n, c->bytes); break;
+    case BARRIER: snprintf(buf, len, "gin_barrier_%d_rounds", c->n); break;
+    case A2A: snprintf(buf, len, "gin_alltoall_%zuB_per_peer", c->bytes); break;
+    case PUTVALUE: snprintf(buf, len, "gin_put_value_%d_rounds", c->n); break;
+    }
+}
+
+static int run_case(struct gin_env *env, const struct gin_case *c, char *why, size_t len)
+{
+    switch (c->kind) {
+    case PUT: return gin_case_put(env, c->bytes, why, len);
+    case INC: return gin_case_put_signal_inc(env, c->bytes, c->n, why, len);
+    case ADD: return gin_case_put_signal_add(env, c->bytes, c->n, why, len);
+    case COUNTER: return gin_case_counter(env, c->bytes, c->n, why, len);
+    case FLUSH: return gin_case_flush(env, c->bytes, c->n, why, len);
+    case BARRIER: return gin_case_barrier(env, c->n, why, len);
+    case A2A: return gin_case_alltoall(env, c->bytes, why, len);
+    case PUTVALUE: return gin_case_put_value(env, c->n, why, len);
+    }
+    return -1;
+}
+
+/* Returns the number of failed cases; *broken when the job cannot go on. */
+static int mode_check(const struct opts *o, struct gin_env *env, int *broken)
+{
+    char name[96], why[1024];
+    int failed = 0;
+    for (int i = 0; i < NCASES; i++) {
+        if (!(o->cases >> i & 1))
+            continue;
+        case_name(&cases[i], name, sizeof(name));
+        if (*broken) {
+            printf("not ok %d - %s # not run: an earlier case did not finish\n", i + 1, name);
+            failed++;
+            continue;
+        }
+        why[0] = 0;
+        double t0 = now_s();
+        int rc = run_case(env, &cases[i], why, sizeof(why));
+        if (rc == 0) {
+            printf("ok %d - %s # %.2f s\n", i + 1, name, now_s() - t0);
+        } else {
+            printf("not ok %d - %s # %s\n", i + 1, name, why);
+            failed++;
+            if (rc < 0)
+                *broken = 1;
+        }
+        fflush(stdout);
+    }
+    return failed;
+}
+
+static int mode_bench(const struct opts *o, struct gin_env *env, int *broken)
+{
+    char why[1024];
+    for (size_t b = o->min_bytes; b <= o->max_bytes; b *= 2) {
+        double s = 0;
+        if (gin_bench_alltoall(env, b, o->iters, &s, why, sizeof(why)) != 0) {
+            fprintf(stderr, "rank %d: alltoall %zu bytes: %s\n", o->rank, b, why);
+            *broken = 1;
+            return 1;
+        }
+        if (o->rank == 0)
+            printf("#bench alltoall %zu %.2f %.3f\n", b, s * 1e6,
+                   (double)b * (o->nranks - 1) / o->nranks / s / 1e9);
+        fflush(stdout);
+    }
+    double s = 0;
+    if (gin_bench_pingpong(env, o->pp_iters, &s, why, sizeof(why)) != 0) {
+        fprintf(stderr, "rank %d: ping-pong: %s\n", o->rank, why);
+        *broken = 1;
+        return 1;
+    }
+    if (o->rank == 0)
+        printf("#bench pingpong %d %.2f\n", o->pp_iters, s * 1e6);
+    return 0;
+}
+
+static int parse_cases(const char *arg, unsigned long long *mask)
+{
+    *mask = 0;
+    for (const char *p = arg; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > NCASES || (*end && *end != ','))
+            return -1;
+        *mask |= 1ull << (v - 1);
+        p = *end ? end + 1 : end;
+    }
+    return *mask ? 0 : -1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gin_device --rank R --nranks N --id-file F [--gpu G] [--mode check|bench]\n"
+               "          [--timeout S] [--min-bytes B] [--max-bytes B] [--iters N] [--pp-iters N]\n"
+               "          [--cases I,J,...]  (check mode: only these case numbers, 1..%d)\n"
+               "One rank of an NCCL job running device-API GIN cases (put, put+signal INC/ADD,\n"
+               "counters, flush, GIN barrier, alltoall) on symmetric windows; prints TAP\n"
+               "(check) or '#bench' lines (bench, rank 0). Started by tests/gpu/gin_e2e.sh.\n", NCASES);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = { .rank = -1, .nranks = 0, .gpu = -1, .timeout_s = 120, .iters = 20,
+                      .pp_iters = 1000, .cases = (1ull << NCASES) - 1, .mode = "check", .min_bytes = 64u << 10,
+                      .max_bytes = 64u << 20 };
+    static const struct option lo[] = {
+        { "rank", required_argument, 0, 'r' },      { "nranks", required_argument, 0, 'n' },
+        { "gpu", required_argument, 0, 'g' },       { "id-file", required_argument, 0, 'f' },
+        { "mode", required_argument, 0, 'm' },      { "timeout", required_argument, 0, 't' },
+        { "min-bytes", required_argument, 0, 'b' }, { "max-bytes", required_argument, 0, 'e' },
+        { "iters", required_argument, 0, 'i' },     { "pp-iters", required_argument, 0, 'p' },
+        { "cases", required_argument, 0, 'c' },
+        { "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 }
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'r': o.rank = atoi(optarg); break;
+        case 'n': o.nranks = atoi(optarg); break;
+        case 'g': o.gpu = atoi(optarg); break;
+        case 'f': o.id_file = optarg; break;
+        case 'm': o.mode = optarg; break;
+        case 't': o.timeout_s = atoi(optarg); break;
+        case 'b': o.min_bytes = strtoull(optarg, NULL, 0); break;
+        case 'e': o.max_bytes = strtoull(optarg, NULL, 0); break;
+        case 'i': o.iters = atoi(optarg); break;
+        case 'p': o.pp_iters = atoi(optarg); break;
+        case 'c':
+            if (parse_cases(optarg, &o.cases) != 0) {
+                fprintf(stderr, "--cases: numbers from 1 to %d, comma-separated\n", NCASES);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    int bench = strcmp(o.mode, "bench") == 0;
+    if (o.rank < 0 || o.nranks < 2 || o.nranks > 8 || o.rank >= o.nranks || !o.id_file ||
+        (!bench && strcmp(o.mode, "check") != 0) || o.timeout_s < 1 || o.iters < 1 ||
+        o.pp_iters < 1 || o.min_bytes < (size_t)o.nranks || o.max_bytes < o.min_bytes) {
+        fprintf(stderr, "bad arguments (see --help)\n");
+        return 2;
+    }
+    /* line-buffered: NCCL's INFO lines (stdout too) survive a crash */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGSEGV, on_fatal);
+    signal(SIGBUS, on_fatal);
+    signal(SIGABRT, on_fatal);
+    int ngpu = 0;
+    if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) {
+        printf("1..0 # SKIP no CUDA GPU on this machine\n");
+        return 0;
+    }
+    if (cudaSetDevice(o.gpu >= 0 ? o.gpu : o.rank % ngpu) != cudaSuccess) {
+        fprintf(stderr, "rank %d: cudaSetDevice failed\n", o.rank);
+        return 1;
+    }
+    int version = 0;
+    ncclGetVersion(&version);
+    printf("# rank %d: NCCL runtime %d, built against headers %d\n", o.rank, version, NCCL_VERSION_CODE);
+    if (!bench && o.cases == (1ull << NCASES) - 1)
+        printf("1..%d\n", NCASES);
+    fflush(stdout);
+    ncclUniqueId id;
+    ncclComm_t comm;
+    ncclResult_t r = ncclSuccess;
+    if (read_id(&o, &id) != 0 || (r = ncclCommInitRank(&comm, o.nranks, id, o.rank)) != ncclSuccess) {
+        fprintf(stderr, "rank %d: no communicator%s%s\n", o.rank, r ? ": " : "", r ? ncclGetErrorString(r) : "");
+        return 1;
+    }
+    size_t win = bench ? o.max_bytes + (1u << 20) : (size_t)o.nranks * CHECK_WIN_PER_RANK;
+    struct gin_env *env = NULL;
+    char why[1024];
+    int broken = 0, failed;
+    if (gin_env_open(comm, win, o.timeout_s, &env, why, sizeof(why)) != 0) {
+        /* one line the scripts read (what NCCL refused), then every case fails */
+        printf("# gin_env_open failed: %s\n", why);
+        fprintf(stderr, "rank %d: gin_env_open: %s\n", o.rank, why);
+        if (!bench)
+            for (int i = 0; i < NCASES; i++) {
+                char name[96];
+                if (!(o.cases >> i & 1))
+                    continue;
+                case_name(&cases[i], name, sizeof(name));
+                printf("not ok %d - %s # no device communicator with GIN\n", i + 1, name);
+            }
+        fflush(stdout);
+        _exit(1);
+    }
+    failed = bench ? mode_bench(&o, env, &broken) : mode_check(&o, env, &broken);
+    fflush(stdout);
+    if (broken) {
+        /* a kernel may still spin on the GPU: leave without waiting for it */
+        fflush(stderr);
+        _exit(1);
+    }
+    gin_env_close(env);
+    ncclCommFinalize(comm);
+    ncclCommDestroy(comm);
+    return failed ? 1 : 0;
+}

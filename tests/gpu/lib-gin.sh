@@ -1,0 +1,53 @@
+# tests/gpu/lib-gin.sh: run tests/gpu/gin_device (the device-API GIN program)
+# as a 2-rank NCCL job on softnic. Sourced after tests/gpu/lib-nccl.sh by
+# tests/gpu/gin_e2e.sh and bench/gpu_gin_railnet_vs_nccl.sh.
+#
+#   gin_job <name> <torch|system> <ib-proxy|ib-gdaki|railnet> [program args...]
+# NCCL: torch = NCCL 2.28.9 from PyTorch's nvidia-nccl wheel (its lib/ put
+# after softnic's in LD_LIBRARY_PATH; GIN_TORCH_NCCL_LIB overrides where),
+# system = the libnccl.so.2 the program finds by itself (the system's).
+# Transport: NCCL's own IB transport (NCCL_NET=IB, no plugin) with its proxy
+# GIN (NCCL_GIN_TYPE=2) or GDAKI (NCCL_GIN_TYPE=3), or railnet as the net
+# plugin (its ncclGinPlugin_v11, RAILNET_GIN=proxy). Each job is bounded by
+# GIN_JOB_TIMEOUT seconds (default 300).
+#
+# Symmetric memory (the device API's windows) needs P2P between the GPUs of
+# one node, so P2P stays on here; every rank is its own NCCL node
+# (NCCL_HOSTID), so the ranks share no LSA team and every GIN put, signal and
+# barrier crosses the network, whatever the GPU count.
+: "${top_builddir:?}"
+GIN_PROG=$top_builddir/tests/gpu/gin_device
+unset NCCL_P2P_DISABLE
+export NCCL_NVLS_ENABLE=0
+GIN_JOB_TIMEOUT=${GIN_JOB_TIMEOUT:-300}
+_r=0
+while [ $_r -lt 8 ]; do
+    eval "NCCL_RANK_WRAP_$_r='env NCCL_HOSTID=railnet-gin-node-$_r'"
+    _r=$((_r + 1))
+done
+
+gin_torch_nccl_lib() {
+    if [ -n "${GIN_TORCH_NCCL_LIB:-}" ]; then echo "$GIN_TORCH_NCCL_LIB"; return; fi
+    d=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+    [ -n "$d" ] && [ -e "$d/libnccl.so.2" ] && { echo "$d"; return; }
+    echo /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib
+}
+
+gin_job() {
+    _name=$1 _lib=$2 _net=$3
+    shift 3
+    case $_lib in
+        torch) _ld=$SOFTNIC_DIR:$(gin_torch_nccl_lib)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
+        *) _ld=$LD_LIBRARY_PATH ;;
+    esac
+    # NCCL's IB transport picks its GID from sysfs, which softnic cannot
+    # provide: name softnic's RoCE v2 IPv4 GID index (as the IB bench does).
+    case $_net in
+        ib-proxy) _env="NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_GIN_TYPE=2 NCCL_IB_GID_INDEX=${GIN_IB_GID_INDEX:-0}" ;;
+        ib-gdaki) _env="NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_GIN_TYPE=3 NCCL_IB_GID_INDEX=${GIN_IB_GID_INDEX:-0}" ;;
+        railnet) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=proxy" ;;
+        *) echo "gin_job: unknown transport $_net" >&2; return 2 ;;
+    esac
+    # shellcheck disable=SC2086
+    nccl_job "$_name" 2 timeout -k 10 "$GIN_JOB_TIMEOUT" env LD_LIBRARY_PATH="$_ld" $_env "$GIN_PROG" "$@"
+}
