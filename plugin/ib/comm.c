@@ -99,6 +99,8 @@ static int comm_default_nqps(int nports)
 
 static void comm_release(struct comm *c)
 {
+    if (c->fo_release)
+        c->fo_release(c);
     for (int i = 0; i < COMM_MAX_QPS; i++)
         qp_destroy(&c->qps[i]);
     if (c->cq)
@@ -268,7 +270,7 @@ int comm_post_recvs(struct comm *c, int qpi, int count)
     /* Writes with immediate consume a receive WQE; they carry no payload here. */
     struct ibv_recv_wr wr, *bad;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = WR_ID(WR_RECV, qpi, 0);
+    wr.wr_id = WR_ID_GEN(WR_RECV, c->qp_gen[qpi], qpi, 0, 0);
     for (int i = 0; i < count; i++) {
         int rc = ibv_post_recv(c->qps[qpi].qp, &wr, &bad);
         if (rc)

@@ -50,20 +50,27 @@ struct cts_entry {
 };
 _Static_assert(sizeof(struct cts_entry) == HS_CTS_ENTRY_SIZE, "CTS entry is 64 bytes on the wire");
 
-/* Immediate data of the last write on each QP carrying part of a message:
- * bits 0-4 slot, 5-7 sub (index in the grouped receive), 8-11 number of QPs
- * carrying the message - 1, 12 size-in-immediate flag, 13-31 size when the
- * flag is set (< 512 KiB); else the size was written into the receiver's
- * sizes area beforehand on the same QP. */
+/* Immediate data of the write carrying one chunk of a message: bits 0-4
+ * slot, 5-7 sub (index in the grouped receive), 8-11 number of chunks of the
+ * message - 1, 12-15 this chunk's index, 16 the parity of the receive's
+ * sequence / COMM_SLOTS (which use of the slot), 17 size-in-immediate flag,
+ * 18-31 size when the flag is set (< 16 KiB); else the size was written
+ * into the receiver's sizes area beforehand, on the QP of chunk 0. Chunk
+ * index and parity let the receiver count each chunk once, whichever QP
+ * carried it: a chunk written again after a port failed (failover.h) is
+ * neither counted twice nor counted for the slot's next receive. */
 #define IMM_SLOT(i) ((i) & 0x1fu)
 #define IMM_SUB(i) (((i) >> 5) & 0x7u)
 #define IMM_NQ(i) ((((i) >> 8) & 0xfu) + 1u)
-#define IMM_HAS_SIZE(i) (((i) >> 12) & 1u)
-#define IMM_SIZE(i) ((i) >> 13)
-#define IMM_SIZE_MAX ((1u << 19) - 1u)
-#define IMM_MAKE(slot, sub, nq, has, size) \
-    ((uint32_t)(slot) | (uint32_t)(sub) << 5 | (uint32_t)((nq) - 1) << 8 | (uint32_t)(has) << 12 | \
-     (uint32_t)(has ? (size) : 0) << 13)
+#define IMM_CHUNK(i) (((i) >> 12) & 0xfu)
+#define IMM_PARITY(i) (((i) >> 16) & 1u)
+#define IMM_HAS_SIZE(i) (((i) >> 17) & 1u)
+#define IMM_SIZE(i) ((i) >> 18)
+#define IMM_SIZE_MAX ((1u << 14) - 1u)
+#define IMM_SEQ_PARITY(seq) ((unsigned)((seq) / COMM_SLOTS) & 1u)
+#define IMM_MAKE(slot, sub, nq, k, par, has, size) \
+    ((uint32_t)(slot) | (uint32_t)(sub) << 5 | (uint32_t)((nq) - 1) << 8 | (uint32_t)(k) << 12 | \
+     (uint32_t)(par) << 16 | (uint32_t)(has) << 17 | (uint32_t)(has ? (size) : 0) << 18)
 
 enum req_type { REQ_FREE = 0, REQ_SEND, REQ_RECV, REQ_FLUSH };
 
@@ -78,10 +85,21 @@ struct request {
     int n;              /* receives in the group (1 for a send) */
     int size[COMM_MAX_RECVS];   /* send: bytes; recv: bytes received */
     int posted[COMM_MAX_RECVS]; /* recv: posted sizes */
-    uint8_t seen[COMM_MAX_RECVS]; /* recv: immediates received per sub */
+    uint16_t seen[COMM_MAX_RECVS]; /* recv: chunks received per sub (bit k: chunk k) */
     int subs_done;
     int slot;
     uint64_t seq;
+    /* send: what writing a chunk again needs (failover) */
+    char *data;
+    void *mh;
+    uint64_t raddr;
+    uint32_t rkey[HS_MAX_PORTS];
+    uint64_t chunk;     /* bytes per chunk */
+    uint16_t unacked;   /* bit k: chunk k not known to have landed */
+    uint16_t replayed;  /* bit k: chunk k was written again and is in flight */
+    uint8_t nq;         /* chunks */
+    uint8_t sub;        /* index in the receiver's grouped receive */
+    uint8_t chunk_qp[COMM_MAX_QPS]; /* QP that carries chunk k now */
 };
 
 enum comm_kind { COMM_SEND = 1, COMM_RECV = 2 };
@@ -103,8 +121,22 @@ struct comm {
     uint64_t peer_gone_ns;      /* 0 while the peer socket is open */
     uint64_t last_async_ns;
     uint64_t port_err_seen[HS_MAX_PORTS]; /* errors.c: async counters at creation */
+    uint64_t port_up_seen[HS_MAX_PORTS];
     uint64_t fatal_seen;
     int inflight;
+    /* failover.c (data path, attached at the first isend/irecv): fo is NULL
+     * when RAILNET_FAILOVER=0 or the device has one port; errors.c records
+     * port events for it in fo_ev_down/up (bit p); comm_release calls
+     * fo_release, passed in by failover.c */
+    struct fo_comm *fo;
+    int fo_ready;
+    uint32_t fo_ev_down, fo_ev_up;
+    void (*fo_release)(struct comm *c);
+    uint32_t qp_live;           /* bit i: QP i takes new work */
+    uint32_t qp_dead;           /* bit i: QP i is in ERR or being replaced: no receives reposted */
+    int fo_fence;               /* send: chunks written again are in flight: no new message yet */
+    uint32_t *fo_pub;           /* recv: [COMM_SLOTS][COMM_MAX_RECVS] (seq+1)<<16 | chunks counted, read by the sender */
+    uint8_t qp_gen[COMM_MAX_QPS]; /* bumped when QP i is rebuilt: older completions are stale */
     struct request *free_list[2 * COMM_SLOTS];
     int nfree;
     struct request reqs[2 * COMM_SLOTS];
@@ -146,12 +178,18 @@ struct recv_comm {
     struct flush_ctx *flush;
 };
 
-/* wr_id of every work request: kind in the top byte, QP index, request index. */
-enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4 };
+/* wr_id of every work request: kind in the top byte, the QP's generation
+ * (qp_gen), QP index, chunk index and request index. */
+enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4, WR_SIZE = 5, WR_PROBE = 6, WR_SYNC = 7,
+               WR_FLUSH_PART = 8 /* a flush READ before the request's last, unsignaled */ };
 #define WR_ID(kind, qpi, req) ((uint64_t)(kind) << 56 | (uint64_t)(qpi) << 32 | (uint64_t)(uint32_t)(req))
+#define WR_ID_GEN(kind, gen, qpi, k, req) \
+    ((uint64_t)(kind) << 56 | (uint64_t)(gen) << 40 | (uint64_t)(qpi) << 32 | (uint64_t)(k) << 16 | (uint64_t)(req))
 #define WR_KIND(id) ((int)((id) >> 56))
-#define WR_QPI(id) ((int)(((id) >> 32) & 0xffffu))
-#define WR_REQ(id) ((int)((id)&0xffffffffu))
+#define WR_GEN(id) ((int)(((id) >> 40) & 0xffu))
+#define WR_QPI(id) ((int)(((id) >> 32) & 0xffu))
+#define WR_CHUNK(id) ((int)(((id) >> 16) & 0xffu))
+#define WR_REQ(id) ((int)((id)&0xffffu))
 
 /* Building a comm (setup.c). */
 ncclResult_t comm_send_create(int dev, struct send_comm **out);

@@ -25,6 +25,7 @@ static struct rn_config cfg = {
     .dmabuf = RN_AUTO,
     .gdr_flush = RN_AUTO,
     .handshake_timeout = 60,
+    .failover = 1,
 };
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
@@ -106,6 +107,7 @@ static const struct var vars[] = {
     INTV("RAILNET_STATS", K_INT, 0, 1, stats, "0 or 1"),
     INTV("RAILNET_GDAKI_QUEUE_MEM", K_QMEM, 0, 2, gdaki_queue_mem, "host, gpu or host-devx"),
     INTV("RAILNET_HANDSHAKE_TIMEOUT", K_INT, 1, 3600, handshake_timeout, "1..3600 seconds"),
+    INTV("RAILNET_FAILOVER", K_INT, 0, 1, failover, "0 or 1"),
     INTV("RAILNET_GIN", K_GIN, 0, 3, gin, "auto, proxy, gdaki or off"),
 };
 

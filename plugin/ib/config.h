@@ -30,6 +30,7 @@ struct rn_config {
     int stats;              /* RAILNET_STATS: 0, 1 */
     int gdaki_queue_mem;    /* RAILNET_GDAKI_QUEUE_MEM: 0 host, 1 gpu, 2 host-devx */
     int handshake_timeout;  /* RAILNET_HANDSHAKE_TIMEOUT: seconds a connect/accept handshake may take, 1..3600 */
+    int failover;           /* RAILNET_FAILOVER: 1 (default) a merged device's comm survives a port going down, 0 fails */
     int gin;                /* RAILNET_GIN: enum rn_gin_mode, default auto */
 };
 

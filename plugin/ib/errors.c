@@ -21,6 +21,7 @@ struct async_state {
     struct ibv_context *ctx;
     pthread_mutex_t mu;
     uint64_t port_err[ERR_MAX_PORTS + 1]; /* PORT_ERR events seen per port number */
+    uint64_t port_up[ERR_MAX_PORTS + 1];  /* PORT_ACTIVE events seen per port number */
     uint32_t fatal_qpn[ERR_FATAL_RING];   /* QPs that got a fatal event, newest last */
     int fatal_event[ERR_FATAL_RING];
     uint64_t nfatal;
@@ -136,6 +137,10 @@ static void drain(struct async_state *s)
             if (ev.element.port_num <= ERR_MAX_PORTS)
                 s->port_err[ev.element.port_num]++;
             break;
+        case IBV_EVENT_PORT_ACTIVE:
+            if (ev.element.port_num <= ERR_MAX_PORTS)
+                s->port_up[ev.element.port_num]++;
+            break;
         case IBV_EVENT_QP_FATAL:
         case IBV_EVENT_QP_REQ_ERR:
         case IBV_EVENT_QP_ACCESS_ERR: {
@@ -184,6 +189,18 @@ void errors_check_async(struct comm *c)
     drain(s);
     for (int p = 0; p < c->nports; p++) {
         unsigned pn = c->ports[p].port_num;
+        if (c->fo && pn <= ERR_MAX_PORTS) {
+            /* failover handles the port; the newest of both events wins */
+            int down = s->port_err[pn] != c->port_err_seen[p], up = s->port_up[pn] != c->port_up_seen[p];
+            c->port_err_seen[p] = s->port_err[pn];
+            c->port_up_seen[p] = s->port_up[pn];
+            /* failover.c acts on them (down first when both came) */
+            if (down)
+                c->fo_ev_down |= 1u << p;
+            if (up)
+                c->fo_ev_up |= 1u << p;
+            continue;
+        }
         if (pn <= ERR_MAX_PORTS && s->port_err[pn] != c->port_err_seen[p]) {
             pthread_mutex_unlock(&s->mu);
             WARN("NET/railnet: device %s port %u: IBV_EVENT_PORT_ERR (port went down); failing the %s "
@@ -224,8 +241,10 @@ void errors_snapshot(struct comm *c)
         return;
     pthread_mutex_lock(&s->mu);
     drain(s);
-    for (int p = 0; p < c->nports; p++)
+    for (int p = 0; p < c->nports; p++) {
         c->port_err_seen[p] = c->ports[p].port_num <= ERR_MAX_PORTS ? s->port_err[c->ports[p].port_num] : 0;
+        c->port_up_seen[p] = c->ports[p].port_num <= ERR_MAX_PORTS ? s->port_up[c->ports[p].port_num] : 0;
+    }
     c->fatal_seen = s->nfatal;
     pthread_mutex_unlock(&s->mu);
 }

@@ -18,5 +18,13 @@
 
 ncclResult_t flush_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request);
 void flush_destroy(struct recv_comm *rc);
+/* A flush READ completed in error. With failover, when its loopback QP's
+ * port failed (RETRY_EXC / FLUSH_ERR), the QP is retired, a new one made on
+ * a live port and the request's READs posted again there: 1. Else 0: the
+ * caller fails the comm. */
+int flush_failed(struct recv_comm *rc, const struct ibv_wc *w);
+/* 0 for the completion of a flush READ whose request was posted again on a
+ * newer loopback QP since (it no longer counts). */
+int flush_counts(const struct recv_comm *rc, const struct ibv_wc *w);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "failover.h"
 #include "flush.h"
 #include "ibvwrap.h"
 #include "log.h"
@@ -27,19 +28,36 @@ static void recv_fail_protocol(struct recv_comm *rc, int qpi, uint32_t imm, cons
 static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
 {
     struct comm *c = &rc->c;
-    unsigned slot = IMM_SLOT(imm), sub = IMM_SUB(imm), nq = IMM_NQ(imm);
+    unsigned slot = IMM_SLOT(imm), sub = IMM_SUB(imm), nq = IMM_NQ(imm), k = IMM_CHUNK(imm);
     struct request *r = rc->slot_req[slot];
+    /* after a failover the sender writes again the chunks it could not
+     * prove landed; one that had landed after all arrives once more, for a
+     * receive that is complete: its slot is empty or holds the next use
+     * (other parity). It was counted; nothing else to do. */
+    if (c->fo && (!r || IMM_PARITY(imm) != IMM_SEQ_PARITY(r->seq)))
+        return;
     if (!r || sub >= (unsigned)r->n)
         return recv_fail_protocol(rc, qpi, imm, "no posted receive for this slot/sub");
-    if (nq > (unsigned)c->nqps || r->seen[sub] >= nq)
-        return recv_fail_protocol(rc, qpi, imm, "more immediates than QPs");
+    if (nq > (unsigned)c->nqps || k >= nq)
+        return recv_fail_protocol(rc, qpi, imm, "more chunks than QPs");
+    uint16_t all = (uint16_t)((1u << nq) - 1u);
+    if (IMM_PARITY(imm) != IMM_SEQ_PARITY(r->seq))
+        return recv_fail_protocol(rc, qpi, imm, "a chunk for another use of the slot");
+    if (r->seen[sub] & ~all)
+        return recv_fail_protocol(rc, qpi, imm, "chunk count changed within a message");
     stats_rx(&c->stats, qpi);
-    if (++r->seen[sub] < nq)
+    if (r->seen[sub] & (1u << k))
+        return; /* written again after a failover: counted once */
+    r->seen[sub] |= (uint16_t)(1u << k);
+    if (c->fo_pub) /* what the sender reads after a failure */
+        __atomic_store_n(&c->fo_pub[slot * COMM_MAX_RECVS + sub],
+                         (uint32_t)((r->seq + 1) & 0xffff) << 16 | r->seen[sub], __ATOMIC_RELEASE);
+    if (r->seen[sub] != all)
         return;
     uint64_t size;
     if (IMM_HAS_SIZE(imm))
         size = IMM_SIZE(imm);
-    else /* written before the last write on the first QP: already placed */
+    else /* written before chunk 0, on its QP: already placed */
         size = __atomic_load_n(&rc->sizes[slot * COMM_MAX_RECVS + sub], __ATOMIC_ACQUIRE);
     if (size > (uint64_t)r->posted[sub]) {
         if (!c->error)
@@ -56,7 +74,21 @@ static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
     }
 }
 
-ncclResult_t p2p_progress(struct comm *c)
+static void send_on_chunk(struct comm *c, int qpi, int ri, unsigned k)
+{
+    if (ri >= (int)(sizeof(c->reqs) / sizeof(c->reqs[0])))
+        return;
+    struct request *r = &c->reqs[ri];
+    if (r->type != REQ_SEND || k >= COMM_MAX_QPS || !(r->unacked & (1u << k)) || r->chunk_qp[k] != qpi)
+        return; /* a chunk written again elsewhere, or settled by a failover sync */
+    r->unacked &= (uint16_t)~(1u << k);
+    if (r->replayed & (1u << k))
+        failover_replay_landed(c, r, k);
+    if (!r->unacked)
+        r->done = 1;
+}
+
+void p2p_poll(struct comm *c)
 {
     struct ibv_wc wc[P2P_POLL_BATCH];
     for (;;) {
@@ -65,31 +97,59 @@ ncclResult_t p2p_progress(struct comm *c)
             if (!c->error)
                 WARN("NET/railnet: device %s: ibv_poll_cq failed (%d)", c->dev_name, n);
             comm_fail(c, ncclSystemError);
-            return c->error;
+            return;
         }
         for (int i = 0; i < n; i++) {
             const struct ibv_wc *w = &wc[i];
             int kind = WR_KIND(w->wr_id), qpi = WR_QPI(w->wr_id), ri = WR_REQ(w->wr_id);
             if (qpi >= c->nqps)
                 qpi = 0;
-            if (kind == WR_CTS && c->kind == COMM_RECV && ((struct recv_comm *)c)->cts_unpolled[qpi] > 0)
+            /* a completion of a QP that has been rebuilt since: only a landed
+             * immediate still matters (the new QP has its own receives) */
+            int flush = kind == WR_FLUSH || kind == WR_FLUSH_PART;
+            int stale = !flush && WR_GEN(w->wr_id) != c->qp_gen[qpi];
+            if (kind == WR_CTS && !stale && c->kind == COMM_RECV && ((struct recv_comm *)c)->cts_unpolled[qpi] > 0)
                 ((struct recv_comm *)c)->cts_unpolled[qpi]--; /* its send-queue entry is free */
             if (w->status != IBV_WC_SUCCESS) {
+                if (kind == WR_PROBE && !stale)
+                    failover_probe_done(c, qpi, 0);
+                if (kind == WR_SYNC && !stale)
+                    failover_sync_read_done(c, ri, 0);
+                /* a GDR flush READ's loopback QP moves by itself (flush.c) */
+                if (flush ? c->kind == COMM_RECV && flush_failed((struct recv_comm *)c, w)
+                          : stale || failover_wc_error(c, qpi, w))
+                    continue;
                 errors_report_wc(c, qpi, w);
                 continue;
             }
             switch (kind) {
             case WR_SEND:
+                if (!stale)
+                    send_on_chunk(c, qpi, ri, (unsigned)WR_CHUNK(w->wr_id));
+                break;
             case WR_FLUSH:
+                if (c->kind == COMM_RECV && !flush_counts((struct recv_comm *)c, w))
+                    break; /* a retired loopback QP's: its request was posted again */
                 if (ri < (int)(sizeof(c->reqs) / sizeof(c->reqs[0])) && c->reqs[ri].pending > 0 &&
                     --c->reqs[ri].pending == 0)
                     c->reqs[ri].done = 1;
                 break;
+            case WR_PROBE:
+                if (!stale)
+                    failover_probe_done(c, qpi, 1);
+                break;
+            case WR_SYNC:
+                if (!stale)
+                    failover_sync_read_done(c, ri, 1);
+                break;
             case WR_CTS:
+            case WR_SIZE:
                 break;
             case WR_RECV:
                 if (c->kind == COMM_RECV && w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
                     recv_on_imm((struct recv_comm *)c, qpi, ntohl(w->imm_data));
+                    if (stale || (c->qp_dead & (1u << qpi)))
+                        break; /* a QP out of use gets no more receives */
                     if (comm_post_recvs(c, qpi, 1)) {
                         if (!c->error)
                             WARN("NET/railnet: device %s QP 0x%x: cannot repost a receive", c->dev_name,
@@ -99,7 +159,7 @@ ncclResult_t p2p_progress(struct comm *c)
                 } else {
                     if (!c->error)
                         WARN("NET/railnet: device %s QP 0x%x: unexpected receive completion (opcode %d)",
-                             c->dev_name, c->qps[qpi].qp->qp_num, (int)w->opcode);
+                             c->dev_name, w->qp_num, (int)w->opcode);
                     comm_fail(c, ncclRemoteError);
                 }
                 break;
@@ -110,81 +170,118 @@ ncclResult_t p2p_progress(struct comm *c)
         if (n < P2P_POLL_BATCH)
             break;
     }
+}
+
+ncclResult_t p2p_progress(struct comm *c)
+{
+    p2p_poll(c);
     errors_check_async(c);
+    if (c->fo && !c->error)
+        failover_progress(c);
     return c->error;
 }
 
 /* ---- send side ---- */
 
+ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k, int qpi)
+{
+    struct comm *c = &sc->c;
+    struct qp_conn *q = &c->qps[qpi];
+    int p = q->port->port_idx;
+    uint64_t size = (uint64_t)r->size[0];
+    uint64_t off = k * r->chunk, len = size - off < r->chunk ? size - off : r->chunk;
+    unsigned slot = (unsigned)r->slot, sub = r->sub;
+    int has_size = size <= IMM_SIZE_MAX;
+    struct ibv_sge sge_data, sge_size;
+    struct ibv_send_wr wr_size, wr_data, *bad;
+    memset(&wr_data, 0, sizeof(wr_data));
+    wr_data.wr_id = WR_ID_GEN(WR_SEND, c->qp_gen[qpi], qpi, k, r->index);
+    wr_data.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr_data.send_flags = IBV_SEND_SIGNALED;
+    wr_data.imm_data = htonl(IMM_MAKE(slot, sub, r->nq, k, IMM_SEQ_PARITY(r->seq), has_size, size));
+    wr_data.wr.rdma.remote_addr = r->raddr + off;
+    wr_data.wr.rdma.rkey = r->rkey[p];
+    if (len) {
+        sge_data.addr = (uint64_t)(uintptr_t)(r->data + off);
+        sge_data.length = (uint32_t)len;
+        sge_data.lkey = mr_lkey(r->mh, p);
+        wr_data.sg_list = &sge_data;
+        wr_data.num_sge = 1;
+        /* inline only from host memory: the CPU copies it at post time */
+        if (len <= q->max_inline && !mr_is_cuda(r->mh))
+            wr_data.send_flags |= IBV_SEND_INLINE;
+    }
+    struct ibv_send_wr *head = &wr_data;
+    if (k == 0 && !has_size) {
+        uint32_t *st = &sc->size_stage[slot * COMM_MAX_RECVS + sub];
+        *st = (uint32_t)size;
+        memset(&wr_size, 0, sizeof(wr_size));
+        sge_size.addr = (uint64_t)(uintptr_t)st;
+        sge_size.length = sizeof(*st);
+        sge_size.lkey = sc->stage_mr->lkey;
+        wr_size.wr_id = WR_ID_GEN(WR_SIZE, c->qp_gen[qpi], qpi, 0, 0);
+        wr_size.opcode = IBV_WR_RDMA_WRITE;
+        wr_size.sg_list = &sge_size;
+        wr_size.num_sge = 1;
+        wr_size.wr.rdma.remote_addr = sc->remote_sizes_addr + (slot * COMM_MAX_RECVS + sub) * sizeof(uint32_t);
+        wr_size.wr.rdma.rkey = sc->remote_sizes_rkey[p];
+        wr_size.next = &wr_data;
+        head = &wr_size;
+    }
+    r->chunk_qp[k] = (uint8_t)qpi;
+    int rc = ibv_post_send(q->qp, head, &bad);
+    if (rc) {
+        WARN("NET/railnet: device %s port %u QP 0x%x: ibv_post_send failed: %s", c->dev_name,
+             q->port->port_num, q->qp->qp_num, strerror(rc));
+        /* completions of the QPs already posted still arrive; the comm is dead anyway */
+        comm_fail(c, ncclSystemError);
+        return ncclSystemError;
+    }
+    stats_tx(&c->stats, qpi, len);
+    return ncclSuccess;
+}
+
+/* Messages up to split_min go whole on one live QP (round robin); larger
+ * ones in one chunk per live QP. */
 static ncclResult_t send_post(struct send_comm *sc, struct request *r, const struct cts_entry *e,
                               unsigned slot, unsigned sub, char *data, uint64_t size, void *mh)
 {
     struct comm *c = &sc->c;
+    int live[COMM_MAX_QPS], nlive = 0;
+    for (int i = 0; i < c->nqps; i++)
+        if (c->qp_live & (1u << i))
+            live[nlive++] = i;
+    if (nlive == 0)
+        return c->error ? c->error : ncclSystemError;
     unsigned nq, first;
     uint64_t chunk;
-    if (size <= sc->split_min || c->nqps == 1) {
+    if (size <= sc->split_min || nlive == 1) {
         nq = 1;
-        first = sc->rr++ % (unsigned)c->nqps;
+        first = sc->rr++ % (unsigned)nlive;
         chunk = size;
     } else {
-        chunk = (size + (uint64_t)c->nqps - 1) / (uint64_t)c->nqps;
+        chunk = (size + (uint64_t)nlive - 1) / (uint64_t)nlive;
         chunk = (chunk + P2P_CHUNK_ALIGN - 1) & ~(uint64_t)(P2P_CHUNK_ALIGN - 1);
         nq = (unsigned)((size + chunk - 1) / chunk);
         first = 0;
     }
-    int has_size = size <= IMM_SIZE_MAX;
-    uint32_t imm = htonl(IMM_MAKE(slot, sub, nq, has_size, size));
-    r->pending = (int)nq;
+    r->data = data;
+    r->mh = mh;
+    r->raddr = e->addr;
+    for (int p = 0; p < HS_MAX_PORTS; p++)
+        r->rkey[p] = e->rkey[p];
+    r->chunk = chunk ? chunk : 1;
+    r->nq = (uint8_t)nq;
+    r->sub = (uint8_t)sub;
+    r->slot = (int)slot;
+    r->unacked = (uint16_t)((1u << nq) - 1u);
+    r->replayed = 0;
     for (unsigned k = 0; k < nq; k++) {
-        int qpi = (int)((first + k) % (unsigned)c->nqps);
-        struct qp_conn *q = &c->qps[qpi];
-        int p = q->port->port_idx;
-        uint64_t off = k * chunk, len = size - off < chunk ? size - off : chunk;
-        struct ibv_sge sge_data, sge_size;
-        struct ibv_send_wr wr_size, wr_data, *bad;
-        memset(&wr_data, 0, sizeof(wr_data));
-        wr_data.wr_id = WR_ID(WR_SEND, qpi, r->index);
-        wr_data.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr_data.send_flags = IBV_SEND_SIGNALED;
-        wr_data.imm_data = imm;
-        wr_data.wr.rdma.remote_addr = e->addr + off;
-        wr_data.wr.rdma.rkey = e->rkey[p];
-        if (len) {
-            sge_data.addr = (uint64_t)(uintptr_t)(data + off);
-            sge_data.length = (uint32_t)len;
-            sge_data.lkey = mr_lkey(mh, p);
-            wr_data.sg_list = &sge_data;
-            wr_data.num_sge = 1;
-            /* inline only from host memory: the CPU copies it at post time */
-            if (len <= q->max_inline && !mr_is_cuda(mh))
-                wr_data.send_flags |= IBV_SEND_INLINE;
+        ncclResult_t res = p2p_post_chunk(sc, r, k, live[(first + k) % (unsigned)nlive]);
+        if (res != ncclSuccess) {
+            r->unacked = 0;
+            return res;
         }
-        struct ibv_send_wr *head = &wr_data;
-        if (k == 0 && !has_size) {
-            uint32_t *st = &sc->size_stage[slot * COMM_MAX_RECVS + sub];
-            *st = (uint32_t)size;
-            memset(&wr_size, 0, sizeof(wr_size));
-            sge_size.addr = (uint64_t)(uintptr_t)st;
-            sge_size.length = sizeof(*st);
-            sge_size.lkey = sc->stage_mr->lkey;
-            wr_size.wr_id = WR_ID(WR_SEND, qpi, 0xffffffu);
-            wr_size.opcode = IBV_WR_RDMA_WRITE;
-            wr_size.sg_list = &sge_size;
-            wr_size.num_sge = 1;
-            wr_size.wr.rdma.remote_addr = sc->remote_sizes_addr + (slot * COMM_MAX_RECVS + sub) * sizeof(uint32_t);
-            wr_size.wr.rdma.rkey = sc->remote_sizes_rkey[p];
-            wr_size.next = &wr_data;
-            head = &wr_size;
-        }
-        int rc = ibv_post_send(q->qp, head, &bad);
-        if (rc) {
-            WARN("NET/railnet: device %s port %u QP 0x%x: ibv_post_send failed: %s", c->dev_name,
-                 q->port->port_num, q->qp->qp_num, strerror(rc));
-            /* completions of the QPs already posted still arrive; the comm is dead anyway */
-            comm_fail(c, ncclSystemError);
-            return ncclSystemError;
-        }
-        stats_tx(&c->stats, qpi, len);
     }
     return ncclSuccess;
 }
@@ -199,6 +296,16 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
     if (size < 0 || (size > 0 && !mhandle)) {
         WARN("NET/railnet: isend of %d bytes with %s memory handle", size, mhandle ? "a" : "no");
         return ncclInvalidArgument;
+    }
+    if (!c->fo_ready && failover_attach(c) != ncclSuccess) {
+        comm_fail(c, ncclSystemError);
+        return c->error;
+    }
+    if (c->fo_fence) {
+        /* chunks written again after a failover are in flight: a new
+         * message could land before them in a buffer they target */
+        if (p2p_progress(c) != ncclSuccess || c->fo_fence)
+            return c->error;
     }
     unsigned slot = (unsigned)(sc->head % COMM_SLOTS);
     struct cts_entry *row = &sc->ring[slot * COMM_MAX_RECVS];
@@ -247,8 +354,7 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
     r->seq = sc->head;
     ncclResult_t res = send_post(sc, r, &e, slot, (unsigned)match, data, (uint64_t)size, mhandle);
     if (res != ncclSuccess) {
-        if (r->pending == 0)
-            comm_req_put(r);
+        comm_req_put(r);
         return res;
     }
     sc->used |= (uint8_t)(1u << match);
@@ -274,12 +380,17 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         WARN("NET/railnet: irecv of %d buffers, 1..%d supported", n, COMM_MAX_RECVS);
         return ncclInvalidArgument;
     }
+    if (!c->fo_ready && failover_attach(c) != ncclSuccess) {
+        comm_fail(c, ncclSystemError);
+        return c->error;
+    }
     unsigned slot = (unsigned)(rc->next_seq % COMM_SLOTS);
-    int qpi = (int)(slot % (unsigned)c->nqps);
-    if (rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr) {
+    int qpi = failover_pick_qp(c->qp_live, c->nqps, (int)(slot % (unsigned)c->nqps));
+    if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr) {
         if (p2p_progress(c) != ncclSuccess)
             return c->error;
-        if (rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
+        qpi = failover_pick_qp(c->qp_live, c->nqps, (int)(slot % (unsigned)c->nqps));
+        if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
             return errors_check_peer(c, 1);
     }
     struct request *r = comm_req_get(c, REQ_RECV);
@@ -311,13 +422,33 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
     r->n = n;
     r->slot = (int)slot;
     r->seq = rc->next_seq;
+    rc->slot_req[slot] = r;
+    if (c->fo_pub)
+        for (int i = 0; i < COMM_MAX_RECVS; i++)
+            __atomic_store_n(&c->fo_pub[slot * COMM_MAX_RECVS + i], (uint32_t)((r->seq + 1) & 0xffff) << 16,
+                             __ATOMIC_RELEASE);
+    if (p2p_post_cts(rc, slot, qpi) != ncclSuccess) {
+        rc->slot_req[slot] = NULL;
+        comm_req_put(r);
+        return ncclSystemError;
+    }
+    rc->next_seq++;
+    *request = r;
+    return ncclSuccess;
+}
+
+ncclResult_t p2p_post_cts(struct recv_comm *rc, unsigned slot, int qpi)
+{
+    struct comm *c = &rc->c;
+    struct request *r = rc->slot_req[slot];
+    struct cts_entry *row = &rc->stage[slot * COMM_MAX_RECVS];
     struct qp_conn *q = &c->qps[qpi];
     struct ibv_sge sge = { .addr = (uint64_t)(uintptr_t)row,
-                           .length = (uint32_t)(n * (int)sizeof(struct cts_entry)),
+                           .length = (uint32_t)(r->n * (int)sizeof(struct cts_entry)),
                            .lkey = rc->stage_mr->lkey };
     struct ibv_send_wr wr, *bad;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = WR_ID(WR_CTS, qpi, r->index);
+    wr.wr_id = WR_ID_GEN(WR_CTS, c->qp_gen[qpi], qpi, 0, r->index);
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED | (sge.length <= q->max_inline ? IBV_SEND_INLINE : 0);
     wr.sg_list = &sge;
@@ -328,14 +459,10 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
     if (err) {
         WARN("NET/railnet: device %s port %u QP 0x%x: posting the CTS write failed: %s", c->dev_name,
              q->port->port_num, q->qp->qp_num, strerror(err));
-        comm_req_put(r);
         comm_fail(c, ncclSystemError);
         return ncclSystemError;
     }
-    rc->slot_req[slot] = r;
     rc->cts_unpolled[qpi]++;
-    rc->next_seq++;
-    *request = r;
     return ncclSuccess;
 }
 

@@ -5,12 +5,13 @@
  *   32 receives ago is still in use (NCCL retries).
  * - p2p_isend matches its tag against the head CTS slot; *request == NULL
  *   while the receiver has not posted it yet. Messages up to
- *   RAILNET_SPLIT_MIN go whole on one QP (round-robin); larger ones are split
- *   in balanced 4 KiB-aligned chunks, one per QP. The last write on each QP
- *   carries the immediate (comm.h IMM_*).
- * - p2p_test progresses the comm's CQ; a receive is done once every QP that
- *   carried part of each of its messages delivered its immediate; a send once
- *   its writes completed. Errors (failed completion, async event, lost peer)
+ *   RAILNET_SPLIT_MIN go whole on one live QP (round-robin); larger ones are
+ *   split in balanced 4 KiB-aligned chunks, one per live QP. Each chunk's
+ *   write carries an immediate naming the chunk (comm.h IMM_*).
+ * - p2p_test progresses the comm's CQ; a receive is done once every chunk of
+ *   each of its messages delivered its immediate (each chunk counted once); a
+ *   send once every chunk's write completed or a failover sync found it landed
+ *   (failover.h). Errors (failed completion, async event, lost peer)
  *   are sticky per comm, reported once with a WARN.
  * Nothing here allocates memory.
  * Layer: data path (over comm.h, errors.h, mr.h, flush.h). */
@@ -24,8 +25,16 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
                        void **request);
 ncclResult_t p2p_test(void *request, int *done, int *sizes);
 
-/* Drains the comm's CQ (used by test and by close). */
+/* Drains the comm's CQ, then async events and failover (used by test and
+ * by close). */
 ncclResult_t p2p_progress(struct comm *c);
+/* Drains the comm's CQ only (failover answers a sync after it). */
+void p2p_poll(struct comm *c);
+/* Writes chunk k of send request r (again) on QP qpi: failover.c replays
+ * with it. */
+ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k, int qpi);
+/* Writes the CTS slot of the live receive in `slot` on QP qpi. */
+ncclResult_t p2p_post_cts(struct recv_comm *rc, unsigned slot, int qpi);
 /* closeRecv: the data path's state of the comm (flush QP), then the comm. */
 ncclResult_t p2p_close_recv(void *recv_comm);
 

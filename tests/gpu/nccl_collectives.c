@@ -11,6 +11,10 @@
  *   bench            all_reduce bus bandwidth per size, one line per size.
  *   kill             rank 1 exits abruptly during an all_reduce loop; rank 0
  *                    must see an NCCL error (not hang) within --timeout s.
+ *   loop             all_reduce of --max-bytes again and again for --iters
+ *                    seconds (rank 0's clock, agreed through a 1-int
+ *                    all_reduce each round), every result checked; one TAP
+ *                    line (a port failover test changes ports meanwhile).
  * Values are small integers, exact in bf16, so sums compare exactly. */
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -390,6 +394,58 @@ static int mode_kill(const struct opts *o, ncclComm_t comm, cudaStream_t s)
     }
 }
 
+static int mode_loop(const struct opts *o, ncclComm_t comm, cudaStream_t s)
+{
+    size_t count = o->max_bytes / 4;
+    float *h = malloc(count * sizeof(float)), *d;
+    int *hflag = malloc(sizeof(int)), *dflag;
+    if (!h || !hflag)
+        return -1;
+    CUDA_OK(cudaMalloc((void **)&d, count * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&dflag, sizeof(int)));
+    printf("1..1\n");
+    double t0 = now_s();
+    long rounds = 0, wrong = 0;
+    for (;; rounds++) {
+        float v = (float)((o->rank + 1) * (int)(rounds % 7 + 1));
+        for (size_t i = 0; i < count; i++)
+            h[i] = v + (float)(i % 3);
+        CUDA_OK(cudaMemcpyAsync(d, h, count * sizeof(float), cudaMemcpyHostToDevice, s));
+        NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
+        *hflag = o->rank == 0 && now_s() - t0 > o->iters;
+        CUDA_OK(cudaMemcpyAsync(dflag, hflag, sizeof(int), cudaMemcpyHostToDevice, s));
+        NCCL_OK(ncclAllReduce(dflag, dflag, 1, ncclInt32, ncclMax, comm, s));
+        CUDA_OK(cudaMemcpyAsync(h, d, count * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CUDA_OK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, s));
+        ncclResult_t w = wait_stream(comm, s, o->timeout_s);
+        if (w != ncclSuccess) {
+            printf("not ok 1 - nccl_all_reduce_loop # round %ld: %s\n", rounds,
+                   w == ncclInProgress ? "no completion: hang" : ncclGetErrorString(w));
+            fflush(stdout);
+            return 1;
+        }
+        float sum = (float)((rounds % 7 + 1) * o->nranks * (o->nranks + 1) / 2);
+        for (size_t i = 0; i < count; i++) {
+            if (h[i] != sum + (float)(o->nranks * (int)(i % 3))) {
+                if (!wrong)
+                    fprintf(stderr, "rank %d: round %ld element %zu: %g, expected %g\n", o->rank, rounds, i,
+                            (double)h[i], (double)(sum + (float)(o->nranks * (int)(i % 3))));
+                wrong++;
+            }
+        }
+        if (*hflag)
+            break;
+    }
+    printf("%s 1 - nccl_all_reduce_loop # %ld rounds of %zu bytes in %.1f s, %ld wrong elements\n",
+           wrong ? "not ok" : "ok", rounds + 1, o->max_bytes, now_s() - t0, wrong);
+    fflush(stdout);
+    cudaFree(d);
+    cudaFree(dflag);
+    free(h);
+    free(hflag);
+    return wrong ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o = { .rank = -1, .nranks = 2, .gpu = -1, .mode = "check", .min_bytes = 4,
@@ -418,7 +474,7 @@ int main(int argc, char **argv)
         case 'c': o.colls = parse_list(optarg, coll_name, NCOLL); break;
         case 'y': o.types = parse_list(optarg, type_name, 2); break;
         default:
-            printf("usage: %s --rank R --nranks N --id-file F [--gpu G] [--mode check|bench|kill]\n"
+            printf("usage: %s --rank R --nranks N --id-file F [--gpu G] [--mode check|bench|kill|loop]\n"
                    "          [--min-bytes B] [--max-bytes B] [--timeout S] [--iters N]\n"
                    "          [--colls all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv]\n"
                    "          [--types fp32,bf16]\n", argv[0]);
@@ -449,6 +505,8 @@ int main(int argc, char **argv)
         rc = mode_bench(&o, comm, s);
     else if (strcmp(o.mode, "kill") == 0)
         rc = mode_kill(&o, comm, s);
+    else if (strcmp(o.mode, "loop") == 0)
+        rc = mode_loop(&o, comm, s);
     else
         rc = mode_check(&o, comm, s);
     if (rc == 0) {

@@ -293,6 +293,37 @@ static void exec_wrapped(int i, int fd)
     _exit(127);
 }
 
+static struct nd_flap nd_flap;
+
+void nd_set_flap(const struct nd_flap *f) { nd_flap = *f; }
+
+static void flap_write(int up, double t0, int running)
+{
+    char tmp[4200], buf[256];
+    size_t off = 0;
+    for (int i = 0; i < nd_flap.nports; i++)
+        off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s %s\n", nd_flap.port[i], up ? "up" : "down");
+    snprintf(tmp, sizeof(tmp), "%s.tmp", nd_flap.ctl_file);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fwrite(buf, 1, off, f) != off || fclose(f) != 0 || rename(tmp, nd_flap.ctl_file) != 0) {
+        fprintf(stderr, "netdriver: cannot write %s: %s\n", nd_flap.ctl_file, strerror(errno));
+        return;
+    }
+    fprintf(stderr, "netdriver: ports %s%s%s %s at %.0f ms%s\n", nd_flap.port[0], nd_flap.nports > 1 ? " and " : "",
+            nd_flap.nports > 1 ? nd_flap.port[1] : "", up ? "up" : "down", (nd_now() - t0) * 1e3,
+            running ? " (ranks running)" : " (ranks not running)");
+}
+
+/* The next delay of the schedule, in seconds. */
+static double flap_delay(int ms, uint64_t *rng)
+{
+    if (ms <= 0)
+        return 0;
+    if (!nd_flap.random_seed)
+        return ms / 1e3;
+    return (double)(1 + nd_rand(rng) % (uint64_t)ms) / 1e3;
+}
+
 int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kill_after_ms, nd_rank_fn fn,
                  void *arg)
 {
@@ -309,6 +340,12 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
             _exit(1);
         }
         _exit(rank_body(nd_self_rank, nranks, ndevs, nd_self_fd, deadline, fn, arg));
+    }
+    double t0 = nd_now();
+    uint64_t flap_rng = nd_flap.random_seed;
+    if (nd_flap.ctl_file) {
+        setenv("SOFTNIC_CTL_FILE", nd_flap.ctl_file, 1);
+        flap_write(1, t0, 0);
     }
     fflush(NULL);
     for (int i = 0; i < nranks; i++) {
@@ -366,10 +403,39 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
         fprintf(stderr, "netdriver: killing rank %d (pid %d) mid-transfer\n", kill_rank, (int)pids[kill_rank]);
         kill(pids[kill_rank], SIGKILL);
     }
+    /* fault schedule: next change at flap_at (0: none left) */
+    double flap_at = 0;
+    int flap_down = nd_flap.at_start, flap_left = nd_flap.cycles;
+    if (exchanged && nd_flap.ctl_file && kill_rank < 0) {
+        /* every rank has its devices and listeners: down now falls into the
+         * connect/accept handshakes */
+        if (nd_flap.at_start)
+            flap_write(0, t0, 1);
+        for (int i = 0; i < nranks; i++) {
+            char c;
+            if (full_io(fds[i], &c, 1, 0, deadline))
+                break;
+        }
+        if (flap_down)
+            flap_at = nd_now() + (nd_flap.up_ms > 0 ? flap_delay(nd_flap.up_ms, &flap_rng) : 0);
+        else if (flap_left > 0)
+            flap_at = nd_now() + flap_delay(nd_flap.down_ms, &flap_rng);
+        if (flap_down && nd_flap.up_ms <= 0)
+            flap_at = 0;
+    }
     int alive = nranks;
     int status[ND_MAX_RANKS];
     int reaped[ND_MAX_RANKS] = { 0 };
     while (alive > 0) {
+        if (flap_at > 0 && nd_now() >= flap_at) {
+            flap_down = !flap_down;
+            flap_write(!flap_down, t0, 1);
+            flap_at = 0;
+            if (flap_down && nd_flap.up_ms > 0)
+                flap_at = nd_now() + flap_delay(nd_flap.up_ms, &flap_rng);
+            else if (!flap_down && --flap_left > 0)
+                flap_at = nd_now() + flap_delay(nd_flap.down_ms, &flap_rng);
+        }
         for (int i = 0; i < nranks; i++) {
             if (reaped[i])
                 continue;
@@ -395,6 +461,8 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
         if (alive)
             usleep(2000);
     }
+    if (nd_flap.ctl_file && flap_down)
+        flap_write(1, t0, 0); /* leave the ports up for the next run */
     for (int i = 0; i < nranks; i++) {
         close(fds[i]);
         if (i == kill_rank)

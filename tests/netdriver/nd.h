@@ -48,6 +48,22 @@ typedef int (*nd_rank_fn)(struct nd_world *w, void *arg);
 int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kill_after_ms, nd_rank_fn fn,
                  void *arg);
 
+/* Port faults while ranks run (softnic's SOFTNIC_CTL_FILE, which the
+ * parent exports to the ranks): the listed ports go down down_ms after the
+ * connections are up (with at_start: once every rank has listened, so
+ * during the handshakes), come back up_ms later
+ * (0: stay down), `cycles` times; with random_seed != 0 each delay is drawn
+ * in [1, ms] from that seed instead. Each change is printed on stderr with
+ * its time and whether ranks were still running. */
+struct nd_flap {
+    const char *ctl_file;          /* NULL: no faults */
+    int nports;
+    char port[2][80];              /* "softnic0 2" */
+    int down_ms, up_ms, cycles, at_start;
+    uint64_t random_seed;
+};
+void nd_set_flap(const struct nd_flap *f);
+
 /* Set by main before a subcommand runs. nd_set_argv: the program's own
  * argv, re-executed behind a wrapper. nd_add_rank_wrap: the prefix of the
  * next rank, split on blanks (no quoting); -1 when there are too many.

@@ -440,7 +440,12 @@ static void usage(void)
             "usage: netdriver traffic [--ranks N(2..8)] [--devs D] [--iters I (0: until error/timeout)]\n"
             "         [--max-size BYTES(K/M suffix)] [--max-recvs 1..8] [--inflight 1..32] [--seed S]\n"
             "         [--arena BYTES per stream] [--timeout SEC] [--kill-rank R --kill-after-ms MS]\n"
-            "         [--expect-error]\n");
+            "         [--expect-error]\n"
+            "         [--ctl-file PATH [--ctl-port DEV:PORT]... [--down-ms MS] [--up-ms MS] [--cycles N]\n"
+            "          [--down-at-start] [--flap-random]]  port faults through softnic's control file:\n"
+            "          the ports (default softnic0:2) go down MS after the connections are up, come\n"
+            "          back --up-ms later (0: never), N times; --flap-random draws each delay in\n"
+            "          [1, MS] from --seed\n");
 }
 
 int nd_cmd_traffic(int argc, char **argv)
@@ -452,8 +457,12 @@ int nd_cmd_traffic(int argc, char **argv)
         { "ranks", 1, 0, 'r' }, { "devs", 1, 0, 'd' }, { "iters", 1, 0, 'i' }, { "max-size", 1, 0, 's' },
         { "max-recvs", 1, 0, 'n' }, { "inflight", 1, 0, 'f' }, { "seed", 1, 0, 'S' }, { "arena", 1, 0, 'a' },
         { "timeout", 1, 0, 't' }, { "kill-rank", 1, 0, 'k' }, { "kill-after-ms", 1, 0, 'K' },
-        { "expect-error", 0, 0, 'e' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 }
+        { "expect-error", 0, 0, 'e' }, { "help", 0, 0, 'h' }, { "ctl-file", 1, 0, 'C' },
+        { "ctl-port", 1, 0, 'P' }, { "down-ms", 1, 0, 'D' }, { "up-ms", 1, 0, 'U' }, { "cycles", 1, 0, 'Y' },
+        { "down-at-start", 0, 0, 'A' }, { "flap-random", 0, 0, 'R' }, { 0, 0, 0, 0 }
     };
+    struct nd_flap fl = { .down_ms = 50, .up_ms = 100, .cycles = 1 };
+    int flap_random = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -470,6 +479,22 @@ int nd_cmd_traffic(int argc, char **argv)
         case 'k': o.kill_rank = atoi(optarg); break;
         case 'K': o.kill_after_ms = atoi(optarg); break;
         case 'e': o.expect_error = 1; break;
+        case 'C': fl.ctl_file = optarg; break;
+        case 'P': {
+            char dev[64];
+            int port;
+            if (fl.nports == 2 || sscanf(optarg, "%63[^:]:%d", dev, &port) != 2 || port < 1) {
+                usage();
+                return 2;
+            }
+            snprintf(fl.port[fl.nports++], sizeof(fl.port[0]), "%s %d", dev, port);
+            break;
+        }
+        case 'D': fl.down_ms = atoi(optarg); break;
+        case 'U': fl.up_ms = atoi(optarg); break;
+        case 'Y': fl.cycles = atoi(optarg); break;
+        case 'A': fl.at_start = 1; break;
+        case 'R': flap_random = 1; break;
         default: usage(); return c == 'h' ? 0 : 2;
         }
     }
@@ -489,6 +514,12 @@ int nd_cmd_traffic(int argc, char **argv)
         o.arena = 2 * o.max_size + 2 * TR_ALIGN;
     if (o.kill_rank >= 0)
         o.expect_error = 1;
+    if (fl.ctl_file) {
+        if (fl.nports == 0)
+            snprintf(fl.port[fl.nports++], sizeof(fl.port[0]), "softnic0 2");
+        fl.random_seed = flap_random ? o.seed * 0x9e3779b97f4a7c15ull + 1 : 0;
+        nd_set_flap(&fl);
+    }
     if (!nd_rank_process())
         printf("netdriver traffic: %d ranks, %d device(s), %d groups per stream, sizes 0..%lld, up to %d recvs per "
            "group, %d in flight, seed %llu\n",

@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 10
+tap_plan 12
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/softnic/libibverbs.so.1 tests/gindriver/gindriver"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/softnic/libibverbs.so.1 tests/gindriver/gindriver"
 if make -C "$asan" -j2 $targets >>"$log" 2>&1; then
     tap_ok asan_build_of_plugin_softnic_driver
 else
@@ -30,6 +30,11 @@ san asan_traffic_grouped_receives_striped $nd traffic --ranks 3 --iters 40 --max
 san asan_peer_killed_mid_transfer env RAILNET_IB_TIMEOUT=12 RAILNET_IB_RETRY_CNT=3 \
     $nd traffic --ranks 2 --iters 0 --max-size 1M --kill-rank 1 --kill-after-ms 300 --timeout 40
 san asan_rogue_handshakes_and_forged_handles "$asan/tests/plugin/test_conn_faults"
+# port failover and recovery under traffic (softnic's control file), and the
+# in-process failover/churn cases
+san asan_port2_flapping_under_traffic $nd traffic --ranks 3 --iters 40 --max-size 1M --seed 5 --timeout 120 \
+    --ctl-file "$asan/failover.ctl" --down-ms 60 --up-ms 80 --cycles 4
+san asan_failover_recovery_and_churn env RAILNET_CHURN_CYCLES=200 TEST_FAILOVER_NO_RSS=1 "$asan/tests/plugin/test_failover"
 # the GIN table (plugin/gin) as NCCL's GIN proxy drives it
 gd="$asan/tests/gindriver/gindriver --plugin $asan/.libs/libnccl-net-railnet.so"
 san asan_gin_put_mesh_and_deregistered_window $gd --ranks 3 --rounds 2 mesh

@@ -4,6 +4,7 @@
 #include "softnic.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,6 +45,56 @@ void async_post_qp(struct ibv_qp *qp, enum ibv_event_type type)
     ev.element.qp = qp;
     ev.event_type = type;
     async_post(sn_ctx(qp->context), &ev);
+}
+
+static bool qp_event(enum ibv_event_type t)
+{
+    switch (t) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+void async_forget_qp(struct ibv_qp *qp)
+{
+    struct sn_device *d = sn_ctx(qp->context)->dev;
+    pthread_mutex_lock(&d->lock);
+    for (struct sn_context *c = d->ctxs; c; c = c->next) {
+        pthread_mutex_lock(&c->ev_lock);
+        int removed = 0;
+        struct sn_async **pp = &c->ev_head;
+        c->ev_tail = NULL;
+        while (*pp) {
+            struct sn_async *e = *pp;
+            if (qp_event(e->ev.event_type) && e->ev.element.qp == qp) {
+                *pp = e->next;
+                free(e);
+                removed++;
+            } else {
+                c->ev_tail = e;
+                pp = &e->next;
+            }
+        }
+        /* and their bytes, so that the fd polls readable only while an
+         * event waits (never blocks: each event left one) */
+        for (; removed > 0; removed--) {
+            struct pollfd p = { .fd = c->async_pipe[0], .events = POLLIN };
+            char b;
+            if (poll(&p, 1, 0) != 1 || read(c->async_pipe[0], &b, 1) != 1)
+                break;
+        }
+        pthread_mutex_unlock(&c->ev_lock);
+    }
+    pthread_mutex_unlock(&d->lock);
 }
 
 /* Pops one event after its byte was read; 0 or ENOENT. */

@@ -102,6 +102,7 @@ struct ibv_cq *cq_create(struct ibv_context *c, int cqe, void *cq_context,
         channel->refcnt++;
         pthread_mutex_unlock(&c->mutex);
     }
+    atomic_fetch_add(&sn_live_cqs, 1);
     return &cq->ibcq;
 }
 
@@ -127,6 +128,7 @@ int cq_destroy(struct ibv_cq *ibcq)
     pthread_cond_destroy(&ibcq->cond);
     free(cq->ring);
     free(cq);
+    atomic_fetch_sub(&sn_live_cqs, 1);
     return 0;
 }
 

@@ -19,6 +19,18 @@ static void counters_read(const struct sn_counters *c, struct softnic_ctl_counte
     o->rnr_naks = atomic_load(&c->rnr_naks);
 }
 
+_Atomic int64_t sn_live_qps, sn_live_cqs, sn_live_mrs;
+
+EXPORT int softnic_ctl_objects(struct softnic_ctl_objects *out)
+{
+    if (!out)
+        return EINVAL;
+    out->qps = atomic_load(&sn_live_qps);
+    out->cqs = atomic_load(&sn_live_cqs);
+    out->mrs = atomic_load(&sn_live_mrs);
+    return 0;
+}
+
 static struct sn_port *ctl_port(struct ibv_context *ctx, uint8_t port)
 {
     if (!ctx || ctx->abi_compat != __VERBS_ABI_IS_EXTENDED)

@@ -64,6 +64,7 @@ static struct ibv_mr *mr_insert(struct sn_mr *mr)
     mr_table[idx] = mr;
     pthread_rwlock_unlock(&mr_lock);
     pd_use(mr->ibmr.pd, 1);
+    atomic_fetch_add(&sn_live_mrs, 1);
     return &mr->ibmr;
 }
 
@@ -136,6 +137,7 @@ int mr_dereg(struct ibv_mr *ibmr)
         usleep(50);
     pd_use(ibmr->pd, -1);
     free(mr);
+    atomic_fetch_sub(&sn_live_mrs, 1);
     return 0;
 }
 

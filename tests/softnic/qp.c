@@ -89,6 +89,7 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     if (ia->srq)
         atomic_fetch_add(&((struct sn_srq *)ia->srq)->users, 1);
     wire_qp_register(qp);
+    atomic_fetch_add(&sn_live_qps, 1);
     return &qp->ibqp;
 }
 
@@ -156,6 +157,7 @@ int qp_destroy(struct ibv_qp *ibqp)
     pd_use(ibqp->pd, -1);
     if (ibqp->srq)
         atomic_fetch_sub(&((struct sn_srq *)ibqp->srq)->users, 1);
+    async_forget_qp(ibqp);      /* after the engine stopped: no new event for it */
     pthread_mutex_destroy(&qp->lock);
     pthread_cond_destroy(&qp->cond);
     pthread_cond_destroy(&qp->req_cond);
@@ -166,6 +168,7 @@ int qp_destroy(struct ibv_qp *ibqp)
     free(qp->sq_inline);
     free(qp->rq);
     free(qp);
+    atomic_fetch_sub(&sn_live_qps, 1);
     return 0;
 }
 

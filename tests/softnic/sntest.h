@@ -98,6 +98,7 @@ struct st_ctl {
     int (*port_set_latency)(struct ibv_context *, uint8_t, uint32_t);
     int (*port_counters)(struct ibv_context *, uint8_t, struct softnic_ctl_counters *);
     int (*qp_counters)(struct ibv_qp *, struct softnic_ctl_counters *);
+    int (*objects)(struct softnic_ctl_objects *);
 };
 const struct st_ctl *st_ctl(void);
 

@@ -158,6 +158,9 @@ void device_port_set_state(struct sn_device *d, int port_num, bool up);
 void async_post(struct sn_context *ctx, const struct ibv_async_event *ev);
 void async_post_dev(struct sn_device *d, const struct ibv_async_event *ev);
 void async_post_qp(struct ibv_qp *qp, enum ibv_event_type type);
+/* Drops the queued events of a QP being destroyed (their element would
+ * dangle), as the kernel does for events not yet read. */
+void async_forget_qp(struct ibv_qp *qp);
 
 int device_query_port(struct ibv_context *c, uint8_t port,
                       struct ibv_port_attr *attr, size_t len);
@@ -168,6 +171,8 @@ int device_query_device_ex(struct ibv_context *c,
 void sysfs_write_tree(struct softnic *s);
 void fault_tx_bytes(struct sn_device *d, struct sn_port *p, uint64_t bytes);
 void fault_poll(void);
+/* Live QPs, CQs and MRs of the process (softnic_ctl_objects). */
+extern _Atomic int64_t sn_live_qps, sn_live_cqs, sn_live_mrs;
 
 /* ------------------------------------------------------------------- pd */
 struct sn_pd {

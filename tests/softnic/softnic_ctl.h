@@ -31,6 +31,13 @@ int softnic_ctl_port_counters(struct ibv_context *ctx, uint8_t port,
                               struct softnic_ctl_counters *out);
 int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out);
 
+/* Verbs objects alive in this process (all devices): leak checks compare
+ * these before and after work that must free what it made. */
+struct softnic_ctl_objects {
+    int64_t qps, cqs, mrs;
+};
+int softnic_ctl_objects(struct softnic_ctl_objects *out);
+
 #ifdef __cplusplus
 }
 #endif

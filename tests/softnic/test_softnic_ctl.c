@@ -165,3 +165,23 @@ TAP_CASE(test_added_latency_delays_every_message)
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }
+
+TAP_CASE(test_objects_count_live_qps_cqs_and_mrs)
+{
+    const struct st_ctl *ctl = st_ctl();
+    struct softnic_ctl_objects before, during, after;
+    EXPECT_EQ_INT(0, ctl->objects(&before));
+    struct fixture f;
+    setup(&f, NULL, 4096);
+    EXPECT_EQ_INT(0, ctl->objects(&during));
+    /* a QP pair with a send and a receive CQ each, two MRs */
+    EXPECT_EQ_U64((uint64_t)(before.qps + 2), (uint64_t)during.qps);
+    EXPECT_EQ_U64((uint64_t)(before.cqs + 4), (uint64_t)during.cqs);
+    EXPECT_EQ_U64((uint64_t)(before.mrs + 2), (uint64_t)during.mrs);
+    teardown(&f);
+    EXPECT_EQ_INT(0, ctl->objects(&after));
+    EXPECT_EQ_U64((uint64_t)before.qps, (uint64_t)after.qps);
+    EXPECT_EQ_U64((uint64_t)before.cqs, (uint64_t)after.cqs);
+    EXPECT_EQ_U64((uint64_t)before.mrs, (uint64_t)after.mrs);
+    EXPECT_EQ_INT(EINVAL, ctl->objects(NULL));
+}

@@ -292,6 +292,40 @@ TAP_CASE(test_link_down_raises_port_err_and_ends_in_retry_exc_err)
     teardown(&f);
 }
 
+TAP_CASE(test_port_back_up_raises_port_active_and_new_qps_on_it_move_data)
+{
+    /* what a failover's recovery relies on: after down -> RETRY_EXC + flush,
+     * "up" raises IBV_EVENT_PORT_ACTIVE and QPs made again on the port
+     * (the errored ones destroyed) carry writes; several cycles */
+    struct st_qp_opts o = { .timeout = 10, .retry_cnt = 3 };
+    struct fixture f;
+    setup(&f, &o, ALL_ACCESS);
+    const struct st_ctl *ctl = st_ctl();
+    for (int cycle = 0; cycle < 3; cycle++) {
+        EXPECT_EQ_INT(0, ctl->port_set_state(f.d.ctx, 1, 0));
+        struct ibv_async_event ev;
+        EXPECT_TRUE(st_wait_async(f.d.ctx, IBV_EVENT_PORT_ERR, 2000, &ev));
+        EXPECT_EQ_INT(1, ev.element.port_num);
+        post_three_writes(&f, f.dmr->rkey, (uintptr_t)f.dst, 64);
+        expect_error_then_flush(f.a.scq, f.a.qp, IBV_WC_RETRY_EXC_ERR, 1, 3, WAIT_MS);
+        EXPECT_EQ_INT(0, ctl->port_set_state(f.d.ctx, 1, 1));
+        EXPECT_TRUE(st_wait_async(f.d.ctx, IBV_EVENT_PORT_ACTIVE, 2000, &ev));
+        EXPECT_EQ_INT(1, ev.element.port_num);
+        st_qp_destroy(&f.a);
+        st_qp_destroy(&f.b);
+        st_qp_pair(&f.d, &f.a, &f.b, &o);
+        memset(f.dst, 0, 64);
+        f.src[0] = (char)(cycle + 1);
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 7, f.src, 64, f.smr->lkey, (uintptr_t)f.dst, f.dmr->rkey, 0,
+                     IBV_SEND_SIGNALED);
+        struct ibv_wc wc;
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 7);
+        EXPECT_MEMEQ(f.src, f.dst, 64);
+    }
+    teardown(&f);
+}
+
 TAP_CASE(test_link_down_shorter_than_the_retry_budget_is_survived)
 {
     /* 4.096 us * 2^18 * 8 tries is ~8.6 s, capped by SOFTNIC_RETRY_CAP_MS */

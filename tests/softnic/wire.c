@@ -118,7 +118,9 @@ static void *acceptor_main(void *arg)
             for (int i = 0; i < W.blocks[b].nfds; i++)
                 pfd[n++] = (struct pollfd){ .fd = W.blocks[b].fds[i], .events = POLLIN };
         pthread_mutex_unlock(&W.lock);
-        if (poll(pfd, (nfds_t)n, 200) < 0 && errno != EINTR)
+        /* wakes at least every 50 ms: fault_poll() reads SOFTNIC_CTL_FILE here
+         * when no QP is busy (fault.c promises a 50 ms period) */
+        if (poll(pfd, (nfds_t)n, 50) < 0 && errno != EINTR)
             break;
         if (pfd[0].revents) {
             char c;
@@ -202,12 +204,21 @@ uint32_t wire_alloc_qpn(void)
                 SN_LOG("wire: cannot wake acceptor");
         }
         struct wire_block *blk = &W.blocks[b];
-        for (uint32_t i = 0; i < SN_QP_PER_BLOCK; i++)
+        /* numbers go round the block, as a NIC's QPNs go round their space:
+         * a number freed now comes back last, so a connection a destroyed
+         * QP left in flight cannot reach the QP made right after it under
+         * the same number (with the same peer numbers too, it would pass the
+         * peer check and its stale writes hit the new QP) */
+        static uint32_t cursor[SN_MAX_BLOCKS];
+        for (uint32_t k = 0; k < SN_QP_PER_BLOCK; k++) {
+            uint32_t i = (cursor[b] + k) % SN_QP_PER_BLOCK;
             if (!blk->used[i]) {
                 blk->used[i] = true;
+                cursor[b] = (i + 1) % SN_QP_PER_BLOCK;
                 qpn = (uint32_t)blk->tcp_port << 8 | i;
                 break;
             }
+        }
     }
     pthread_mutex_unlock(&W.lock);
     return qpn;
