@@ -67,6 +67,11 @@ report() {
         line0=$(grep -E "^(not )?ok $i - " "$l0" | head -n 1)
         line1=$(grep -E "^(not )?ok $i - " "$l1" | head -n 1)
         name=$(echo "$line0" | sed -n "s/^\(not \)\{0,1\}ok $i - \([^ ]*\).*/\2/p")
+        if [ "${not_run%%|*}" = "$i" ]; then
+            tap_skip "${v}_case_$i" "${not_run#*|}"
+            i=$((i + 1))
+            continue
+        fi
         case "$line0|$line1" in
             "ok "*"|ok "*) tap_ok "${v}_$name" ;;
             "|"*|*"|") tap_not_ok "${v}_${name:-case_$i}" "no result from rank $( [ -z "$line0" ] && echo 0 || echo 1) (exit $status): $(gin_lines "$l0" 6) $(tail -n 3 "$l1" | tr '\n' '|')" ;;
@@ -106,7 +111,19 @@ run_variant() {
     status=0 g=0
     l0=$JOBDIR/gin_$v.rank0.log l1=$JOBDIR/gin_$v.rank1.log
     : >"$l0"; : >"$l1"
+    not_run= # "case|reason" of a case left out on purpose
     for grp in $GROUPS; do
+        # NCCL 2.28.9's proxy GIN turns a putValue into a put from its
+        # "inlines" buffer at index (gfd - queues), where gfd is a copy on
+        # the progress thread's stack (src/gin/gin_host_proxy.cc:233 and
+        # :483): the index is garbage and the progress thread faults, with
+        # NCCL's own IB transport as with railnet (seen on the H100,
+        # 2026-11-24, libnccl.so.2+0x142b96 in both). Not run there.
+        if [ "$grp" = 16 ] && [ "$proxy" = 1 ] &&
+           [ "$(sed -n 's/^# rank 0: NCCL runtime \([0-9]*\).*/\1/p' "$l0" | head -n 1)" = 22809 ]; then
+            not_run="16|NCCL 2.28.9's proxy GIN faults on every putValue (gin_host_proxy.cc indexes its inline buffer by a pointer into a stack copy of the descriptor), whatever the transport: not run"
+            continue
+        fi
         gin_job "gin_${v}_g$g" $lib $net --mode check --timeout "${GIN_CASE_TIMEOUT:-60}" --cases "$grp"
         s=$?
         [ $s -gt $status ] && status=$s
