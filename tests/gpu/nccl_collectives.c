@@ -433,6 +433,12 @@ static int mode_loop(const struct opts *o, ncclComm_t comm, cudaStream_t s)
                 wrong++;
             }
         }
+        if (rounds == 0) {
+            /* NCCL connects lazily, in the first collective: scripts that
+             * inject faults into the loop start counting from this line */
+            printf("# loop: first round done after %.1f s\n", now_s() - t0);
+            fflush(stdout);
+        }
         if (*hflag)
             break;
     }
