@@ -22,7 +22,7 @@
 # hangs costs its group only.
 # Knobs: GIN_JOB_TIMEOUT (s per job, default 300), GIN_CASE_TIMEOUT (s per
 # case kernel, default 60), GIN_VARIANTS (space-separated subset),
-# GIN_TORCH_NCCL_LIB (PyTorch's NCCL lib/ directory).
+# NCCL_TORCH_LIB (PyTorch's NCCL lib/ directory).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 . "$top_srcdir/tests/gpu/lib-gin.sh"

@@ -4,7 +4,7 @@
 #
 #   gin_job <name> <torch|system> <ib-proxy|ib-gdaki|railnet> [program args...]
 # NCCL: torch = NCCL 2.28.9 from PyTorch's nvidia-nccl wheel (its lib/ put
-# after softnic's in LD_LIBRARY_PATH; GIN_TORCH_NCCL_LIB overrides where),
+# after softnic's in LD_LIBRARY_PATH, see nccl_torch_lib in lib-nccl.sh),
 # system = the libnccl.so.2 the program finds by itself (the system's).
 # Transport: NCCL's own IB transport (NCCL_NET=IB, no plugin) with its proxy
 # GIN (NCCL_GIN_TYPE=2) or GDAKI (NCCL_GIN_TYPE=3), or railnet as the net
@@ -26,10 +26,6 @@ while [ $_r -lt 8 ]; do
     _r=$((_r + 1))
 done
 
-gin_torch_nccl_lib() {
-    if [ -n "${GIN_TORCH_NCCL_LIB:-}" ]; then echo "$GIN_TORCH_NCCL_LIB"; return; fi
-    d=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
-    [ -n "$d" ] && [ -e "$d/libnccl.so.2" ] && { echo "$d"; return; }
     echo /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib
 }
 
@@ -37,7 +33,7 @@ gin_job() {
     _name=$1 _lib=$2 _net=$3
     shift 3
     case $_lib in
-        torch) _ld=$SOFTNIC_DIR:$(gin_torch_nccl_lib)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
+        torch) _ld=$SOFTNIC_DIR:$(nccl_torch_lib)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
         *) _ld=$LD_LIBRARY_PATH ;;
     esac
     # NCCL's IB transport picks its GID from sysfs, which softnic cannot

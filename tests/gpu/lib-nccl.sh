@@ -21,6 +21,17 @@ export NCCL_DEBUG=${NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INI
 # softnic is the NIC: its libibverbs.so.1 comes first for the plugin and NCCL.
 export LD_LIBRARY_PATH=$SOFTNIC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
+# The lib/ directory of PyTorch's NCCL (2.28.9 on the GPU machines; the
+# system's is 2.28.3): NCCL_TORCH_LIB, else where the nvidia-nccl wheel
+# says it is, else the GPU machines' path. Put it after softnic's directory
+# in LD_LIBRARY_PATH to run a job with that NCCL.
+nccl_torch_lib() {
+    if [ -n "${NCCL_TORCH_LIB:-}" ]; then echo "$NCCL_TORCH_LIB"; return; fi
+    d=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+    [ -n "$d" ] && [ -e "$d/libnccl.so.2" ] && { echo "$d"; return; }
+    echo /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib
+}
+
 gpu_count() {
     nvidia-smi -L 2>/dev/null | grep -c '^GPU '
 }

@@ -1,21 +1,33 @@
 #!/bin/sh
-# GPU end-to-end: the system NCCL (libnccl.so.2) with NCCL_NET_PLUGIN=railnet
-# on softnic, every collective x {fp32, bf16} x 4 B..256 MiB checked on every
-# rank; once with GPU Direct RDMA on (NCCL_NET_GDR_LEVEL=SYS: softnic's PCI
-# path is not a real device, so NCCL would otherwise place the NIC across the
-# CPU and turn GDR off) and once with host staging (NCCL_NET_GDR_LEVEL=LOC).
-# The logs must show that railnet (v8) was loaded and used, and GDR on/off.
+# GPU end-to-end: NCCL with NCCL_NET_PLUGIN=railnet on softnic, every
+# collective x {fp32, bf16} x 4 B..256 MiB checked on every rank. The system
+# NCCL (libnccl.so.2, 2.28.3 on the GPU machines) runs once with GPU Direct
+# RDMA on (NCCL_NET_GDR_LEVEL=SYS: softnic's PCI path is not a real device,
+# so NCCL would otherwise place the NIC across the CPU and turn GDR off) and
+# once with host staging (NCCL_NET_GDR_LEVEL=LOC); PyTorch's NCCL (2.28.9,
+# nccl_torch_lib) runs with GDR on. The logs must show the NCCL version that
+# ran, that railnet (v8) was loaded and used, and GDR on/off. A variant whose
+# NCCL is not installed is skipped with the reason.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 prog=$top_builddir/tests/gpu/nccl_collectives
-ncases=$((2 * (12 + 3)))
+ncases=$((3 * (12 + 4)))
 if [ "$(gpu_count)" -lt 1 ]; then
     tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
 fi
 tap_plan $ncases
-for variant in gdr host; do
-    if [ $variant = gdr ]; then gdr=SYS; else gdr=LOC; fi
-    NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr \
+for variant in gdr host gdr_nccl2289; do
+    case $variant in host) gdr=LOC ;; *) gdr=SYS ;; esac
+    ld=$LD_LIBRARY_PATH want=
+    if [ $variant = gdr_nccl2289 ]; then
+        tl=$(nccl_torch_lib)
+        if [ ! -e "$tl/libnccl.so.2" ]; then
+            i=0; while [ $i -lt 16 ]; do tap_skip "${variant}_case_$i" "PyTorch's NCCL not found at $tl"; i=$((i + 1)); done
+            continue
+        fi
+        ld=$SOFTNIC_DIR:$tl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} want=2.28.9
+    fi
+    LD_LIBRARY_PATH=$ld NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr \
         nccl_job "e2e_$variant" 2 "$prog" --mode check --max-bytes $((256 << 20)) --timeout 300
     status=$?
     log0=$JOBDIR/e2e_$variant.rank0.log
@@ -32,6 +44,12 @@ for variant in gdr host; do
     TAP_FAILED=$((TAP_FAILED + $(grep -cE '^not ok [0-9]+ - nccl_' "$log0")))
     missing=$((12 - got)); while [ $missing -gt 0 ]; do
         tap_not_ok "${variant}_collective_missing" "$(tail -n 30 "$log0" "$log1" | sed 's/^/# /')"; missing=$((missing - 1)); done
+    ver=$(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$log0" | head -n 1)
+    if [ -n "$ver" ] && { [ -z "$want" ] || [ "$ver" = "$want" ]; }; then
+        tap_ok "${variant}_ran_nccl_$ver"
+    else
+        tap_not_ok "${variant}_ran_expected_nccl" "NCCL version '$ver' in the log, wanted '${want:-any}'"
+    fi
     if grep -q "Loaded net plugin railnet (v8)" "$log0" && grep -q "Using network railnet" "$log0"; then
         tap_ok "${variant}_nccl_loaded_and_used_railnet_v8"
     else
