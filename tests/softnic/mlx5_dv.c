@@ -1,14 +1,18 @@
 /* mlx5_dv.c: the face of softnic's libmlx5.so.1 -- the mlx5dv_* entry
  * points programs bind to (symbol versions in mlx5.map).
  *
- * softnic devices are not mlx5 devices: mlx5dv_is_supported() says false,
- * so probing programs (perftest, NCCL) take their plain verbs path.  What
+ * softnic's devices answer mlx5dv_is_supported() as a ConnectX does (true),
+ * so probing programs (perftest, NCCL's IB transport and its GDAKI GIN) go
+ * down their mlx5 paths and meet, call by call, either a working entry
+ * point or the refusal of a ConnectX without that capability.  What
  * softnic does implement is the GPU-initiated path's subset:
  * mlx5dv_create_qp (RC, no mlx5-specific flags) and mlx5dv_init_obj for
  * those QPs, for CQs and for PDs (mlx5_nic.h), and the DEVX subset of
  * mlx5_devx.c (umem, UAR, CREATE_CQ/CREATE_QP and the QP state moves, on
- * contexts opened with MLX5DV_CONTEXT_FLAGS_DEVX).  Everything else fails
- * cleanly: NULL with errno EOPNOTSUPP, or EOPNOTSUPP returned. */
+ * contexts opened with MLX5DV_CONTEXT_FLAGS_DEVX), address handles' AV,
+ * and mlx5dv_reg_dmabuf_mr without data-direct.  Everything else fails
+ * cleanly: NULL with errno EOPNOTSUPP, or EOPNOTSUPP returned (the rest
+ * of rdma-core 50's symbol set is in mlx5_stubs.c). */
 #include "mlx5_nic.h"
 
 #include <errno.h>
@@ -16,10 +20,42 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* Every device softnic's libibverbs lists is one softnic emulates as an
+ * mlx5 NIC; next to another libibverbs, no device is. */
 EXPORT bool mlx5dv_is_supported(struct ibv_device *device)
 {
-    (void)device;
-    return false;
+    return device != NULL && mlx5_priv_init() == 0;
+}
+
+/* rdma-core >= 54 (MLX5_1.25), facts from its mlx5dv.h. */
+#define SN_MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT (1 << 0)
+EXPORT struct ibv_mr *mlx5dv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+                                           uint64_t iova, int fd, int access, int mlx5_access);
+EXPORT int mlx5dv_get_data_direct_sysfs_path(struct ibv_context *ctx, char *buf,
+                                             size_t buf_len);
+
+/* A dmabuf registration with mlx5 access flags: without any, the plain
+ * verb (so fd -1 gives EBADF, which NCCL's probe reads as "supported");
+ * DATA_DIRECT or an unknown flag is refused as by a NIC with no
+ * data-direct function. */
+struct ibv_mr *mlx5dv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+                                    uint64_t iova, int fd, int access, int mlx5_access)
+{
+    if (!pd || !mlx5_priv_is_softnic(pd->context) || mlx5_access != 0) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return ibv_reg_dmabuf_mr(pd, offset, length, iova, fd, access);
+}
+
+/* ENODEV is the documented answer of an mlx5 device that is not behind a
+ * data-direct DMA function, which no softnic device is. */
+int mlx5dv_get_data_direct_sysfs_path(struct ibv_context *ctx, char *buf, size_t buf_len)
+{
+    (void)buf, (void)buf_len;
+    if (!ctx || !mlx5_priv_is_softnic(ctx))
+        return EOPNOTSUPP;
+    return ENODEV;
 }
 
 EXPORT struct ibv_context *mlx5dv_open_device(struct ibv_device *device,
@@ -85,7 +121,7 @@ static int init_obj(struct mlx5dv_obj *obj, uint64_t type)
 {
     if (!obj)
         return EINVAL;
-    if (type & ~(uint64_t)(MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_PD))
+    if (type & ~(uint64_t)(MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_PD | MLX5DV_OBJ_AH))
         return EOPNOTSUPP;
     int rc = 0;
     if ((type & MLX5DV_OBJ_QP) && !rc)
@@ -105,6 +141,19 @@ static int init_obj(struct mlx5dv_obj *obj, uint64_t type)
             obj->pd.out->pdn = obj->pd.in->handle;
             obj->pd.out->comp_mask = 0;
             mlx5_devx_note_pd(obj->pd.in);
+        }
+    }
+    if ((type & MLX5DV_OBJ_AH) && !rc) {
+        if (!obj->ah.in || !obj->ah.out)
+            rc = EINVAL;
+        else if (!mlx5_priv_is_softnic(obj->ah.in->context))
+            rc = EOPNOTSUPP;
+        else {
+            /* softnic's wire routes by GID alone: the address vector has
+             * no next-hop MAC (zero) and nothing a consumer must write. */
+            static const struct mlx5_wqe_av no_l2;
+            obj->ah.out->av = (struct mlx5_wqe_av *)&no_l2;
+            obj->ah.out->comp_mask = 0;
         }
     }
     return rc;

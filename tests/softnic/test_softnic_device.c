@@ -405,10 +405,6 @@ TAP_CASE(test_unsupported_verbs_fail_cleanly)
 {
     struct st_dev d;
     st_dev_open(&d);
-    struct ibv_ah_attr aa = { .port_num = 1 };
-    errno = 0;
-    EXPECT_TRUE(ibv_create_ah(d.pd, &aa) == NULL);
-    EXPECT_EQ_INT(EOPNOTSUPP, errno);
     struct ibv_cq *cq = ibv_create_cq(d.ctx, 4, NULL, NULL, 0);
     struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
                                    .cap = { .max_send_wr = 1, .max_recv_wr = 1,
@@ -417,6 +413,29 @@ TAP_CASE(test_unsupported_verbs_fail_cleanly)
     EXPECT_TRUE(ibv_create_qp(d.pd, &ia) == NULL);
     EXPECT_EQ_INT(EOPNOTSUPP, errno);
     EXPECT_EQ_INT(0, ibv_destroy_cq(cq));
+    st_dev_close(&d);
+}
+
+TAP_CASE(test_address_handle_needs_grh_on_roce)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_ah_attr aa = { .port_num = 1 };
+    errno = 0;
+    EXPECT_TRUE(ibv_create_ah(d.pd, &aa) == NULL);
+    EXPECT_EQ_INT(EINVAL, errno);
+    aa.is_global = 1;
+    aa.port_num = 9;
+    errno = 0;
+    EXPECT_TRUE(ibv_create_ah(d.pd, &aa) == NULL);
+    EXPECT_EQ_INT(EINVAL, errno);
+    aa.port_num = 1;
+    EXPECT_EQ_INT(0, ibv_query_gid(d.ctx, 1, 0, &aa.grh.dgid));
+    aa.grh.hop_limit = 64;
+    struct ibv_ah *ah = ibv_create_ah(d.pd, &aa);
+    EXPECT_TRUE(ah != NULL);
+    EXPECT_EQ_INT(EBUSY, ibv_dealloc_pd(d.pd));
+    EXPECT_EQ_INT(0, ibv_destroy_ah(ah));
     st_dev_close(&d);
 }
 

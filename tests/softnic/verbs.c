@@ -1,7 +1,7 @@
 /* verbs.c: the exported face of softnic's libibverbs.so.1.  Thin: each verb
  * checks its arguments' presence and forwards to the module that owns the
  * object.  Symbol versions come from libibverbs.map (rdma-core's nodes).
- * Verbs that softnic does not implement (UD address handles, multicast,
+ * Verbs that softnic does not implement (UD QPs, multicast,
  * memory windows, import/export, ECE) fail cleanly with EOPNOTSUPP. */
 #include "softnic.h"
 
@@ -341,17 +341,38 @@ EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 }
 
 /* ------------------------------------------------------------ unsupported */
+/* Address handles: softnic has no UD QPs to use one with, but mlx5
+ * programs create one to learn a route (mlx5dv_init_obj AH, the remote MAC
+ * of a DEVX QP).  On RoCE ports, as on a ConnectX, the GRH is required. */
 EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a)
 {
-    (void)pd, (void)a;
-    errno = EOPNOTSUPP;
-    return NULL;
+    if (!pd || !a) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct sn_port *p = sn_port_get(sn_device_of(pd->context), a->port_num);
+    if (!p || !a->is_global || a->grh.sgid_index != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct ibv_ah *ah = calloc(1, sizeof(*ah));
+    if (!ah) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    ah->context = pd->context;
+    ah->pd = pd;
+    pd_use(pd, 1);
+    return ah;
 }
 
 EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 {
-    (void)ah;
-    return EOPNOTSUPP;
+    if (!ah)
+        return EINVAL;
+    pd_use(ah->pd, -1);
+    free(ah);
+    return 0;
 }
 
 EXPORT int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc,
