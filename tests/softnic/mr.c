@@ -187,3 +187,63 @@ int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len)
     memcpy(dst, mr_host_ptr(mr, addr), len);
     return 0;
 }
+
+/* ibv_rereg_mr: changes the translation (addr, len), the PD and/or the
+ * access of a live MR in place; its keys stay (the verbs contract lets a
+ * provider keep them).  The write lock keeps new accesses out while the
+ * fields change, and in-flight ones (which hold a reference, not the lock)
+ * are waited for first, so none sees a half-changed region.  Returns 0 or
+ * an errno; the caller maps it to IBV_REREG_MR_ERR_*. */
+int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len,
+             int access)
+{
+    struct sn_mr *mr = (struct sn_mr *)ibmr;
+    const int known = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
+                      IBV_REREG_MR_CHANGE_ACCESS;
+    if (!ibmr || !flags || (flags & ~known))
+        return EINVAL;
+    if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context))
+        return EINVAL;
+    if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || len == 0 ||
+                                                       (uint64_t)(uintptr_t)addr + len <
+                                                           (uint64_t)(uintptr_t)addr))
+        return EINVAL;
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+        int err = mr_check_access((unsigned int)access);
+        if (err)
+            return err;
+    }
+    bool gpu = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? gpu_is_device_ptr(addr) : mr->gpu;
+    uint32_t idx = ibmr->lkey >> 8;
+    pthread_rwlock_wrlock(&mr_lock);
+    if (idx >= MR_TABLE_SIZE || mr_table[idx] != mr) {
+        pthread_rwlock_unlock(&mr_lock);
+        return EINVAL;
+    }
+    while (atomic_load(&mr->refs) > 1)
+        usleep(50);
+    struct ibv_pd *old_pd = ibmr->pd;
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        ibmr->addr = addr;
+        ibmr->length = len;
+        mr->base = addr;
+        mr->len = len;
+        mr->gpu = gpu;
+        mr->iova = (uint64_t)(uintptr_t)addr;   /* a new translation: iova = addr */
+    }
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+        if ((mr->access & IBV_ACCESS_ZERO_BASED) && !(access & IBV_ACCESS_ZERO_BASED))
+            mr->iova = (uint64_t)(uintptr_t)ibmr->addr;
+        mr->access = access;
+    }
+    if (mr->access & IBV_ACCESS_ZERO_BASED)
+        mr->iova = 0;
+    if (flags & IBV_REREG_MR_CHANGE_PD)
+        ibmr->pd = pd;
+    pthread_rwlock_unlock(&mr_lock);
+    if (ibmr->pd != old_pd) {
+        pd_use(pd, 1);
+        pd_use(old_pd, -1);
+    }
+    return 0;
+}

@@ -93,9 +93,11 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     return &qp->ibqp;
 }
 
+int qp_destroy(struct ibv_qp *ibqp);
+
 struct ibv_qp *qp_create_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ia)
 {
-    const uint32_t known = IBV_QP_INIT_ATTR_PD;
+    const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     if ((ia->comp_mask & ~known) || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD) ||
         !ia->pd || ia->pd->context != c) {
         errno = (ia->comp_mask & ~known) ? EOPNOTSUPP : EINVAL;
@@ -110,9 +112,22 @@ struct ibv_qp *qp_create_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *i
     a.cap = ia->cap;
     a.qp_type = ia->qp_type;
     a.sq_sig_all = ia->sq_sig_all;
+    if ((ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && ia->qp_type != IBV_QPT_RC) {
+        errno = EOPNOTSUPP;       /* the builder is offered for RC only */
+        return NULL;
+    }
     struct ibv_qp *qp = qp_create(ia->pd, &a);
-    if (qp)
-        ia->cap = a.cap;
+    if (!qp)
+        return NULL;
+    ia->cap = a.cap;
+    if (ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+        int err = qp_ex_init(sn_qp_of(qp), ia->send_ops_flags);
+        if (err) {
+            qp_destroy(qp);
+            errno = err;
+            return NULL;
+        }
+    }
     return qp;
 }
 
@@ -167,6 +182,7 @@ int qp_destroy(struct ibv_qp *ibqp)
     free(qp->sq);
     free(qp->sq_inline);
     free(qp->rq);
+    qp_ex_free(qp);
     free(qp);
     atomic_fetch_sub(&sn_live_qps, 1);
     return 0;

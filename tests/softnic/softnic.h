@@ -240,7 +240,13 @@ static inline bool sn_wr_is_read_like(enum ibv_wr_opcode op)
 typedef void (*sn_cq_hook)(void *arg, const struct ibv_wc *wc);
 
 struct sn_cq {
-    struct ibv_cq ibcq;
+    /* ibv_cq_ex begins with ibv_cq's fields: an extended CQ (cq_ex.c) is
+     * the same object, with its poll functions filled in. */
+    union {
+        struct ibv_cq ibcq;
+        struct ibv_cq_ex ibcq_ex;
+    };
+    struct ibv_wc ex_cur;          /* the completion start/next_poll took */
     pthread_mutex_t lock;
     struct ibv_wc *ring;
     int cap, head, count;
@@ -293,8 +299,16 @@ struct sn_swqe {
 struct sn_rconn;
 struct sn_tx_batch;
 
+struct sn_qp_ex;
+
 struct sn_qp {
-    struct ibv_qp ibqp;
+    /* ibv_qp_ex begins with the ibv_qp: a QP created with send ops flags
+     * (qp_ex.c) is the same object, its ibv_wr_* functions filled in. */
+    union {
+        struct ibv_qp ibqp;
+        struct ibv_qp_ex ibqp_ex;
+    };
+    struct sn_qp_ex *ex;           /* the work-request builder, or NULL */
     pthread_mutex_t lock;
     pthread_cond_t cond;           /* state, RQ, completions, threads */
     /* the requester's own: signalled by what it acts on (a post, a state
@@ -445,6 +459,14 @@ void responder_spawn(int fd);
 void responder_stop_qp(struct sn_qp *qp);
 /* Shuts the QP's incoming connections down (caller holds qp->lock). */
 void responder_kick_locked(struct sn_qp *qp);
+
+/* ---------------------------------------------------- qp_ex.c, cq_ex.c */
+/* Makes qp an extended QP for the IBV_QP_EX_WITH_* ops in send_ops (RC
+ * ones only): fills ibqp_ex's builder functions.  0 or an errno
+ * (EOPNOTSUPP for an op softnic does not offer). */
+int qp_ex_init(struct sn_qp *qp, uint64_t send_ops);
+void qp_ex_free(struct sn_qp *qp);
+struct ibv_cq_ex *cq_create_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr);
 
 /* ------------------------------------------------------------ helpers */
 int cq_hook_set(struct ibv_cq *cq, sn_cq_hook hook, void *arg);

@@ -32,6 +32,8 @@ struct ibv_mr *mr_reg_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 struct ibv_mr *mr_reg_dmabuf(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova,
                              int fd, int access);
 int mr_dereg(struct ibv_mr *mr);
+int mr_rereg(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len,
+             int access);
 struct ibv_comp_channel *cq_channel_create(struct ibv_context *c);
 int cq_channel_destroy(struct ibv_comp_channel *ch);
 int cq_get_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context);
@@ -79,6 +81,7 @@ void verbs_fill_vctx(struct verbs_context *v)
     v->query_port = vctx_query_port;
     v->query_device_ex = device_query_device_ex;
     v->create_qp_ex = qp_create_ex;
+    v->create_cq_ex = cq_create_ex;
 }
 
 /* -------------------------------------------------------------- devices */
@@ -248,8 +251,10 @@ EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size
 EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
                         size_t len, int access)
 {
-    (void)mr, (void)flags, (void)pd, (void)addr, (void)len, (void)access;
-    errno = EOPNOTSUPP;
+    int err = mr_rereg(mr, flags, pd, addr, len, access);
+    if (!err)
+        return 0;
+    errno = err;
     return IBV_REREG_MR_ERR_INPUT;
 }
 
@@ -315,11 +320,16 @@ EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp) { return qp_destroy(qp); }
 
+/* The extended face of a QP created with send ops flags (qp_ex.c); NULL
+ * for any other QP, as in rdma-core. */
 EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
-    (void)qp;
-    errno = EOPNOTSUPP;
-    return NULL;
+    struct sn_qp *q = qp ? sn_qp_of(qp) : NULL;
+    if (!q || !q->ex) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return &q->ibqp_ex;
 }
 
 EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
