@@ -26,9 +26,6 @@ while [ $_r -lt 8 ]; do
     _r=$((_r + 1))
 done
 
-    echo /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib
-}
-
 gin_job() {
     _name=$1 _lib=$2 _net=$3
     shift 3

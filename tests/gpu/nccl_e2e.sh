@@ -56,8 +56,8 @@ for variant in gdr host gdr_nccl2289; do
         tap_not_ok "${variant}_nccl_loaded_and_used_railnet_v8" "$(grep -E 'NET/|network' "$log0" | head -n 20 | sed 's/^/# /')"
     fi
     ngdr=$(grep -c "/GDRDMA" "$log0")
-    if { [ $variant = gdr ] && [ "$ngdr" -gt 0 ]; } || { [ $variant = host ] && [ "$ngdr" -eq 0 ]; }; then
-        tap_ok "${variant}_gdr_$( [ $variant = gdr ] && echo on || echo off )_in_channel_log"
+    if { [ $gdr = SYS ] && [ "$ngdr" -gt 0 ]; } || { [ $gdr = LOC ] && [ "$ngdr" -eq 0 ]; }; then
+        tap_ok "${variant}_gdr_$( [ $gdr = SYS ] && echo on || echo off )_in_channel_log"
     else
         tap_not_ok "${variant}_gdr_state_in_channel_log" "$ngdr channel lines with /GDRDMA; $(grep -E 'via NET' "$log0" | head -n 4 | sed 's/^/# /')"
     fi
