@@ -22,6 +22,10 @@
 #   nvidia-cuda-mps-control exists and GDR is off (softnic's GPU copies hang
 #   under MPS: its NIC threads use the CUDA driver from a third context),
 #   and says so when it does not.
+# RAILNET_BENCH_NCCL picks the NCCL both runs load: "system" (default, the
+# libnccl.so.2 the loader finds; 2.28.3 on the GPU machines), "torch"
+# (PyTorch's, 2.28.9, nccl_torch_lib of tests/gpu/lib-nccl.sh) or a
+# directory holding a libnccl.so.2. The version that ran is printed.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -41,6 +45,16 @@ if [ "$(gpu_count)" -lt 2 ]; then
     fi
     [ $mps = on ] || echo "# note: two ranks share one GPU without MPS: time slicing puts a floor under every all_reduce"
 fi
+case ${RAILNET_BENCH_NCCL:-system} in
+    system) ;;
+    torch) ncclDir=$(nccl_torch_lib) ;;
+    *) ncclDir=$RAILNET_BENCH_NCCL ;;
+esac
+if [ -n "${ncclDir:-}" ]; then
+    [ -e "$ncclDir/libnccl.so.2" ] || { echo "skipped: no libnccl.so.2 in $ncclDir (RAILNET_BENCH_NCCL=${RAILNET_BENCH_NCCL})"; exit 0; }
+    # after softnic's directory, before the rest: this NCCL, softnic's verbs
+    export LD_LIBRARY_PATH=$SOFTNIC_DIR:$ncclDir${LD_LIBRARY_PATH#"$SOFTNIC_DIR"}
+fi
 prog=$top_builddir/tests/gpu/nccl_collectives
 args="--mode bench --min-bytes $((1 << 20)) --max-bytes $((256 << 20)) --iters ${RAILNET_BENCH_ITERS:-50} --timeout 600"
 # NCCL's IB transport picks its GID from sysfs, which softnic cannot provide
@@ -51,7 +65,8 @@ NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr \
     nccl_job bench_railnet 2 $prog $args || { echo "railnet run failed:"; tail -n 20 "$JOBDIR/bench_railnet.rank0.log"; }
 ib=$JOBDIR/bench_ib.rank0.log
 rn=$JOBDIR/bench_railnet.rank0.log
-echo "all_reduce bus bandwidth, 2 ranks, softnic, NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps"
+ver=$(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$ib" | head -n 1)
+echo "all_reduce bus bandwidth, 2 ranks, softnic, NCCL ${ver:-?} (RAILNET_BENCH_NCCL=${RAILNET_BENCH_NCCL:-system}), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps"
 grep -hE "Using network|NET/IB : Using|NET/railnet: device 0:" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /'
 grep -hE "AllReduce: 1048576 Bytes" "$ib" | head -n 1 | sed 's/^[^]]*] NCCL INFO /# IB at 1 MiB: /'
 grep -hE "AllReduce: 1048576 Bytes" "$rn" | head -n 1 | sed 's/^[^]]*] NCCL INFO /# railnet at 1 MiB: /'
