@@ -257,6 +257,14 @@ TAP_CASE(test_wr_abort_posts_nothing_and_the_next_batch_runs)
     ibv_wr_abort(p.x);
     EXPECT_TRUE(st_no_wc(p.a.scq, 300));
     EXPECT_TRUE(memcmp(r, orig, SLOT) == 0);
+    /* a second wr_start (a misuse) starts the batch over: no deadlock */
+    ibv_wr_start(p.x);
+    ibv_wr_rdma_write(p.x, rmr->rkey, (uintptr_t)r);
+    ibv_wr_set_sge(p.x, lmr->lkey, (uintptr_t)l, SLOT);
+    ibv_wr_start(p.x);
+    EXPECT_EQ_INT(0, ibv_wr_complete(p.x));
+    EXPECT_TRUE(st_no_wc(p.a.scq, 100));
+    EXPECT_TRUE(memcmp(r, orig, SLOT) == 0);
     /* an empty batch completes with nothing posted */
     ibv_wr_start(p.x);
     EXPECT_EQ_INT(0, ibv_wr_complete(p.x));
