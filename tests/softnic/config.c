@@ -8,7 +8,8 @@
  *   4. SOFTNIC_PORT_OPTS (per port keys, e.g. faults for unmodified programs);
  *   5. SOFTNIC_RETRY_CAP_MS, SOFTNIC_RETRY_MIN_MS, SOFTNIC_RNR_CAP_MS,
  *      SOFTNIC_VF_BASE_RATE,
- *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG.
+ *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG,
+ *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c).
  *
  * File format (SOFTNIC_CONF), one directive per line, '#' starts a comment:
  *     device <name>                       starts a device (max 4)
@@ -138,6 +139,7 @@ static void config_defaults(struct sn_config *c)
     c->retry_min_ms = 500;
     c->rnr_cap_ms = 2000;
     c->vf_base_rate = 2000000000ull;
+    c->fastpath = 1;
 }
 
 static int config_file(struct sn_config *c, const char *path)
@@ -337,6 +339,9 @@ int config_load(struct sn_config *c)
     uint32_t dbg = (uint32_t)c->debug;
     err = err ? err : env_u32("SOFTNIC_DEBUG", &dbg);
     c->debug = (int)dbg;
+    uint32_t fast = (uint32_t)c->fastpath;
+    err = err ? err : env_u32("SOFTNIC_FASTPATH", &fast);
+    c->fastpath = fast != 0;
     if (!err && (v = getenv("SOFTNIC_VF_BASE_RATE")) && *v && parse_u64(v, &c->vf_base_rate))
         err = EINVAL;
     if ((v = getenv("SOFTNIC_SYSFS")) && *v)

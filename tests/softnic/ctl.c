@@ -17,6 +17,7 @@ static void counters_read(const struct sn_counters *c, struct softnic_ctl_counte
     o->errors = atomic_load(&c->errors);
     o->retries = atomic_load(&c->retries);
     o->rnr_naks = atomic_load(&c->rnr_naks);
+    o->fast_bytes = atomic_load(&c->fast_bytes);
 }
 
 _Atomic int64_t sn_live_qps, sn_live_cqs, sn_live_mrs;

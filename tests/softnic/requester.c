@@ -43,6 +43,7 @@ static int requester_connect(struct sn_qp *qp, struct sn_port *port, union ibv_g
     h.dst_qpn = dqpn;
     h.src_qpn = qp->ibqp.qp_num;
     memcpy(h.src_gid, port->gid.raw, 16);
+    cma_hello_fill(&h);
     if ((err = wire_send_all(fd, &h, sizeof(h)))) {
         close(fd);
         return err;
@@ -69,6 +70,10 @@ struct sn_tx_batch {
     struct sn_swqe w[BATCH_WQES];
     struct sn_wire_req hdr[BATCH_WQES];
     struct sn_wire_atomic atom[BATCH_WQES];
+    struct {
+        struct sn_wire_cma d;
+        struct sn_cma_seg seg[SN_MAX_SGE];
+    } cma[BATCH_WQES];
     struct iovec iov[BATCH_IOV + SN_MAX_SGE + 1];
     int niov;
     struct sn_mr *refs[BATCH_IOV];
@@ -91,11 +96,47 @@ static void batch_release(struct sn_tx_batch *b)
  * each piece on the wire counts as progress for the retry timer. */
 #define PACE_BYTES (256 * 1024)
 
+static bool is_cma(const struct sn_tx_batch *b, const struct iovec *v)
+{
+    const char *p = v->iov_base;
+    return p >= (const char *)b->cma && p < (const char *)(b->cma + BATCH_WQES);
+}
+
 static bool is_header(const struct sn_tx_batch *b, const struct iovec *v)
 {
     const char *p = v->iov_base;
     return (p >= (const char *)b->hdr && p < (const char *)(b->hdr + BATCH_WQES)) ||
-           (p >= (const char *)b->atom && p < (const char *)(b->atom + BATCH_WQES));
+           (p >= (const char *)b->atom && p < (const char *)(b->atom + BATCH_WQES)) || is_cma(b, v);
+}
+
+/* The payload a CMA descriptor stands for: the responder pulls it, but it
+ * is this port's traffic all the same (rate, counters, faults). */
+static uint64_t cma_payload(const struct iovec *v)
+{
+    const struct sn_wire_cma *d = v->iov_base;
+    const struct sn_cma_seg *seg = (const struct sn_cma_seg *)(d + 1);
+    uint64_t n = 0;
+    for (uint32_t s = 0; s < d->nseg; s++)
+        n += seg[s].len;
+    return n;
+}
+
+/* Charges a pulled payload to the rate limit in PACE_BYTES pieces, each one
+ * progress for the retry timer, as the wire's pieces are. */
+static void charge_pulled(struct sn_qp *qp, struct sn_port *port, uint64_t bytes)
+{
+    if (!port->tx_rate.rate) {
+        rate_take(&port->tx_rate, bytes);
+        return;
+    }
+    while (bytes) {
+        uint64_t n = bytes < PACE_BYTES ? bytes : PACE_BYTES;
+        rate_take(&port->tx_rate, n);
+        bytes -= n;
+        pthread_mutex_lock(&qp->lock);
+        qp->last_progress_ns = sn_now_ns();
+        pthread_mutex_unlock(&qp->lock);
+    }
 }
 
 static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn_tx_batch *b)
@@ -108,9 +149,11 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
          * one cut to fill it (headers are never cut) */
         size_t bytes = 0, payload = 0;
         int n = 0;
+        uint64_t pulled = 0;
         for (; n < left && bytes + iov[n].iov_len <= PACE_BYTES; n++) {
             bytes += iov[n].iov_len;
             payload += is_header(b, &iov[n]) ? 0 : iov[n].iov_len;
+            pulled += is_cma(b, &iov[n]) ? cma_payload(&iov[n]) : 0;
         }
         struct iovec rest = { NULL, 0 };
         if (n < left && bytes < PACE_BYTES && !is_header(b, &iov[n])) {
@@ -122,6 +165,9 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
             n++;
         }
         rate_take(&port->tx_rate, payload);
+        if (pulled)
+            charge_pulled(qp, port, pulled);
+        payload += pulled;
         err = wire_writev_all(fd, iov, n);
         if (err)
             break;
@@ -145,7 +191,8 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
 
 /* Adds WQE i's frame to the iovec; on a local key error returns
  * IBV_WC_LOC_PROT_ERR (nothing of WQE i added). */
-static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t latency_us, int mtu)
+static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t latency_us, int mtu,
+                     bool cma)
 {
     struct sn_swqe *w = &b->w[i];
     struct sn_wire_req *h = &b->hdr[i];
@@ -167,6 +214,14 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
         b->iov[b->niov++] = (struct iovec){ &b->atom[i], sizeof(b->atom[i]) };
     }
     bool read = sn_wr_is_read_like(w->opcode);
+    /* same-host peer: a host-memory payload is named, not sent (cma.c) */
+    cma = cma && !read && !w->inl && w->len >= SN_CMA_MIN_BYTES;
+    struct iovec *desc = NULL;
+    if (cma) {
+        b->cma[i].d = (struct sn_wire_cma){ .nseg = 0 };
+        desc = &b->iov[b->niov++];
+        *desc = (struct iovec){ &b->cma[i], sizeof(b->cma[i].d) };
+    }
     if (w->inl) {
         if (w->len)
             b->iov[b->niov++] = (struct iovec){ w->inl, w->len };
@@ -183,6 +238,20 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
             if (read)
                 continue;
             void *src = mr_host_ptr(mr, sg->addr);
+            if (cma && !mr->gpu) {
+                b->cma[i].seg[b->cma[i].d.nseg++] =
+                    (struct sn_cma_seg){ (uint64_t)(uintptr_t)src, sg->length };
+                continue;
+            }
+            if (cma) {
+                /* CUDA memory cannot be pulled by another process: this
+                 * WQE goes on the wire after all, its segments so far too */
+                for (uint32_t k = 0; k < b->cma[i].d.nseg; k++)
+                    b->iov[b->niov++] = (struct iovec){ (void *)(uintptr_t)b->cma[i].seg[k].addr,
+                                                        b->cma[i].seg[k].len };
+                *desc = (struct iovec){ NULL, 0 };
+                cma = false;
+            }
             if (mr->gpu) {
                 void *bounce = malloc(sg->length);
                 if (!bounce || mr_read(mr, sg->addr, bounce, sg->length)) {
@@ -194,6 +263,10 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
             }
             b->iov[b->niov++] = (struct iovec){ src, sg->length };
         }
+    }
+    if (cma) {
+        h->flags |= SN_REQ_CMA;
+        desc->iov_len = sizeof(b->cma[i].d) + b->cma[i].d.nseg * sizeof(struct sn_cma_seg);
     }
     uint64_t mtu_bytes = 128u << mtu;
     uint64_t pkts = read ? 1 : (w->len + mtu_bytes - 1) / mtu_bytes;
@@ -266,6 +339,7 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
             bytes += w->len;
     }
     int fd = qp->out_fd;
+    bool cma = qp->cma_ok;
     uint32_t latency = port->conf.latency_us;
     int mtu = qp->attr.path_mtu;
     pthread_mutex_unlock(&qp->lock);
@@ -274,7 +348,7 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
     for (int i = 0; i < b->n && !err; i++) {
         if (b->niov + SN_MAX_SGE + 1 > BATCH_IOV)
             err = batch_flush(qp, fd, port, b);
-        if (!err && batch_add(qp, b, i, latency, mtu)) {
+        if (!err && batch_add(qp, b, i, latency, mtu, cma)) {
             bad = i;
             break;
         }
@@ -369,6 +443,7 @@ void *requester_main(void *arg)
                 qp->conn_dead = true;
             } else {
                 qp->out_fd = fd;
+                qp->cma_ok = false;   /* until its responder accepts */
                 qp->last_progress_ns = sn_now_ns();   /* the timer starts now */
             }
             pthread_cond_broadcast(&qp->cond);

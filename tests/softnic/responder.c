@@ -14,6 +14,10 @@
  *          budget -> NAK IBV_WC_RNR_RETRY_EXC_ERR), receive SGEs valid
  *          (-> local IBV_WC_LOC_PROT_ERR, NAK IBV_WC_REM_OP_ERR) and large
  *          enough (-> local IBV_WC_LOC_LEN_ERR, NAK IBV_WC_REM_INV_REQ_ERR).
+ * A requester of this host and network namespace may name a WRITE/SEND
+ * payload instead of sending it (SN_REQ_CMA): place() pulls it from the
+ * requester's memory at the point where it would have read the stream, so
+ * order and every check above are the same (cma.c).
  * Requests on one connection execute in order, so a WRITE_WITH_IMM
  * completion means every earlier WRITE of that QP is in memory.  ACKs are
  * coalesced: one cumulative ACK before each blocking read. */
@@ -54,7 +58,47 @@ struct sn_rconn {
     int npend;
     struct pend_wc pend[PEND_WC];
     struct sn_rbuf rb;
+    uint32_t cma_pid;         /* the requester's pid when it may be pulled from */
+    /* the current request's payload when it is pulled (SN_REQ_CMA), else NULL */
+    const struct sn_cma_seg *src;
+    struct sn_cma_seg src_seg[SN_MAX_SGE];
+    int src_nseg;
+    uint64_t src_off;
+    char *bounce;             /* pulled bytes bound for CUDA memory */
 };
+
+#define CMA_BOUNCE (1024 * 1024)
+
+/* Moves len bytes of the current request's payload into mr at addr: off
+ * the wire, or pulled from the requester's memory (cma.c). */
+static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t len)
+{
+    if (!rc->src)
+        return rbuf_place(&rc->rb, mr, addr, len, rc->port);
+    if (!mr->gpu) {
+        int err = cma_pull(rc->cma_pid, rc->src, rc->src_nseg, rc->src_off, mr_host_ptr(mr, addr), len);
+        rc->src_off += len;
+        return err;
+    }
+    /* CUDA memory: pulled into host memory first, then copied by the driver */
+    if (!rc->bounce && !(rc->bounce = malloc(CMA_BOUNCE)))
+        return ENOMEM;
+    bool vf_slow = rc->port->conf.vf && !(mr->access & IBV_ACCESS_RELAXED_ORDERING);
+    while (len) {
+        size_t n = len < CMA_BOUNCE ? len : CMA_BOUNCE;
+        int err = cma_pull(rc->cma_pid, rc->src, rc->src_nseg, rc->src_off, rc->bounce, n);
+        if (err)
+            return err;
+        if (vf_slow)
+            rate_take(&rc->port->vf_rate, n);
+        if ((err = mr_write(mr, addr, rc->bounce, n)))
+            return err;
+        rc->src_off += n;
+        addr += n;
+        len -= n;
+    }
+    return 0;
+}
 
 static int send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32_t seq,
                      uint32_t len)
@@ -232,7 +276,7 @@ static int do_send(struct sn_rconn *rc, const struct sn_wire_req *h)
     for (int s = 0; s < r.num_sge && left && !err; s++) {
         uint32_t n = r.sge[s].length < left ? r.sge[s].length : left;
         if (n)
-            err = rbuf_place(&rc->rb, mrs[s], r.sge[s].addr, n, rc->port);
+            err = place(rc, mrs[s], r.sge[s].addr, n);
         left -= n;
     }
     for (int s = 0; s < r.num_sge; s++)
@@ -274,7 +318,7 @@ static int do_write(struct sn_rconn *rc, const struct sn_wire_req *h)
             return ECONNABORTED;
         }
     }
-    int err = h->len ? rbuf_place(&rc->rb, mr, h->raddr, h->len, rc->port) : 0;
+    int err = h->len ? place(rc, mr, h->raddr, h->len) : 0;
     mr_put(mr);
     if (err)
         return err;
@@ -386,6 +430,32 @@ static int do_request(struct sn_rconn *rc)
         h.seq != rc->expect_seq || (atomic && h.len != SN_ATOMIC_SIZE))
         return EPROTO;
     rc->expect_seq++;
+    rc->src = NULL;
+    if (h.flags & SN_REQ_CMA) {
+        /* the payload's whereabouts in the requester: only on a connection
+         * whose peer was verified, only for WRITE/SEND, and exactly len */
+        if (!rc->cma_pid || h.op > SN_OP_WRITE_IMM || !h.len ||
+            (err = rbuf_need(&rc->rb, sizeof(struct sn_wire_cma))))
+            return err ? err : EPROTO;
+        struct sn_wire_cma d;
+        memcpy(&d, rbuf_take(&rc->rb, sizeof(d)), sizeof(d));
+        if (d.nseg < 1 || d.nseg > SN_MAX_SGE ||
+            (err = rbuf_need(&rc->rb, d.nseg * sizeof(struct sn_cma_seg))))
+            return err ? err : EPROTO;
+        memcpy(rc->src_seg, rbuf_take(&rc->rb, d.nseg * sizeof(struct sn_cma_seg)),
+               d.nseg * sizeof(struct sn_cma_seg));
+        rc->src = rc->src_seg;
+        rc->src_nseg = (int)d.nseg;
+        rc->src_off = 0;
+        uint64_t total = 0;
+        for (uint32_t s = 0; s < d.nseg; s++) {
+            if (rc->src[s].len > SN_MAX_MSG)
+                return EPROTO;
+            total += rc->src[s].len;
+        }
+        if (total != h.len)
+            return EPROTO;
+    }
     /* a link that is down passes nothing: the requester times out */
     while (atomic_load(&rc->port->state) != IBV_PORT_ACTIVE) {
         flush_ack(rc);
@@ -429,6 +499,10 @@ static int do_request(struct sn_rconn *rc)
         atomic_fetch_add(&rc->port->cnt.rx_packets, pkts ? pkts : 1);
         atomic_fetch_add(&qp->cnt.rx_bytes, h.len);
         atomic_fetch_add(&qp->cnt.rx_packets, pkts ? pkts : 1);
+        if (rc->src) {
+            atomic_fetch_add(&rc->port->cnt.fast_bytes, h.len);
+            atomic_fetch_add(&qp->cnt.fast_bytes, h.len);
+        }
         rc->ack_pending = true;
         rc->ack_seq = h.seq;
         if (rc->npend == PEND_WC)
@@ -496,6 +570,14 @@ static void *responder_main(void *arg)
     int err = ECONNABORTED;
     rc->rnr_retry = h.rnr_retry;
     rc->peer_qpn = h.src_qpn;
+    if (ok && (h.hflags & SN_HELLO_CMA)) {
+        /* the requester keeps the wire until it reads this answer */
+        bool pull = cma_accept_peer(fd, &h);
+        rc->cma_pid = pull ? h.pid : 0;
+        SN_DEBUG("responder: QP 0x%x: peer QP 0x%x pid %u: %s", qp->ibqp.qp_num, h.src_qpn, h.pid,
+                 pull ? "same host, payloads by cross-memory attach" : "payloads on the wire");
+        send_resp(rc, SN_RESP_HELLO, pull ? 1 : 0, 0, 0);
+    }
     if (ok && !(err = rbuf_init(&rc->rb, fd))) {
         rc->rb.before_block = flush_ack;
         rc->rb.arg = rc;
@@ -507,6 +589,7 @@ static void *responder_main(void *arg)
                    strerror(err));
         flush_ack(rc);
         rbuf_free(&rc->rb);
+        free(rc->bounce);
     }
     pthread_mutex_lock(&qp->lock);
     for (struct sn_rconn **pp = &qp->rconns; *pp; pp = &(*pp)->next)

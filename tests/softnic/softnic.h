@@ -42,6 +42,12 @@
 #define SN_LOG(fmt, ...) sn_log(__FILE__, __LINE__, fmt, ##__VA_ARGS__)
 void sn_log(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A line only with SOFTNIC_DEBUG set. */
+#define SN_DEBUG(fmt, ...) \
+    do { \
+        if (softnic_global()->conf.debug) \
+            sn_log(__FILE__, __LINE__, fmt, ##__VA_ARGS__); \
+    } while (0)
 
 /* ---------------------------------------------------------------- config */
 struct sn_port_conf {
@@ -71,6 +77,7 @@ struct sn_config {
     char sysfs_dir[256];       /* SOFTNIC_SYSFS, "" = none */
     char ctl_file[256];        /* SOFTNIC_CTL_FILE, "" = none */
     int debug;
+    int fastpath;              /* SOFTNIC_FASTPATH: same-host peers by CMA (cma.c) */
 };
 
 /* Parses SOFTNIC_CONF / SOFTNIC_DEVICES / SOFTNIC_* (the only reader of the
@@ -95,6 +102,7 @@ void sn_sleep_until_ns(uint64_t t);
 struct sn_counters {
     _Atomic uint64_t tx_bytes, tx_packets, rx_bytes, rx_packets;
     _Atomic uint64_t errors, retries, rnr_naks;
+    _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
 };
 
 /* --------------------------------------------------------------- device */
@@ -339,6 +347,7 @@ struct sn_qp {
     /* engine */
     int out_fd;                    /* requester -> peer responder */
     bool conn_dead;                /* out_fd failed: retry budget running */
+    bool cma_ok;                   /* out_fd's responder pulls payloads (cma.c) */
     uint64_t last_progress_ns;     /* last response, or work arriving */
     pthread_t req_thread, comp_thread;
     bool req_started, comp_started;
@@ -366,7 +375,7 @@ void qp_flush_recv_locked(struct sn_qp *qp);
 
 /* ---------------------------------------------------------------- wire */
 #define SN_WIRE_MAGIC 0x534e4943u  /* "SNIC" */
-#define SN_WIRE_VERSION 1
+#define SN_WIRE_VERSION 2
 
 enum sn_wire_op {
     SN_OP_SEND = 1,
@@ -384,6 +393,7 @@ enum sn_resp_type {
     SN_RESP_NAK,           /* syndrome: an ibv_wc_status for the WQE */
     SN_RESP_RNR_WAIT,      /* receiver waits for a receive WQE */
     SN_RESP_ATOMIC,        /* followed by the 8-byte original value */
+    SN_RESP_HELLO,         /* answers a hello offering CMA: syndrome 1 = accepted */
 };
 
 /* Operands of an atomic request (after its struct sn_wire_req). */
@@ -401,7 +411,12 @@ struct sn_wire_hello {
     uint32_t dst_qpn;
     uint32_t src_qpn;
     uint8_t src_gid[16];
+    uint32_t hflags;        /* SN_HELLO_CMA */
+    uint32_t pid;           /* the requester's process (CMA) */
+    uint64_t token_addr;    /* where its token lives, for the responder's probe */
+    uint64_t token;
 };
+#define SN_HELLO_CMA 1
 
 /* Request header; WRITE/SEND payload of len bytes follows. */
 struct sn_wire_req {
@@ -417,6 +432,19 @@ struct sn_wire_req {
     uint64_t deliver_ns;    /* not to be placed before (latency) */
 };
 #define SN_REQ_SOLICITED 1
+/* the payload is not on the wire: a struct sn_wire_cma and its nseg
+ * struct sn_cma_seg follow the header instead (WRITE/SEND only), naming
+ * the requester's memory for the responder to pull (cma.c) */
+#define SN_REQ_CMA 2
+
+struct sn_wire_cma {
+    uint32_t nseg;          /* 1..SN_MAX_SGE */
+    uint32_t pad;
+};
+struct sn_cma_seg {
+    uint64_t addr;
+    uint64_t len;
+};
 
 struct sn_wire_resp {
     uint8_t type;
@@ -438,6 +466,19 @@ int wire_connect(const struct sn_port *local, const union ibv_gid *gid,
 int wire_send_all(int fd, const void *buf, size_t len);
 int wire_recv_all(int fd, void *buf, size_t len);
 int wire_writev_all(int fd, struct iovec *iov, int iovcnt);
+
+/* ------------------------------------------------------------- cma.c */
+/* Payloads below this go on the wire: a syscall costs more than the copy. */
+#define SN_CMA_MIN_BYTES 4096
+/* Offers the fast path in a hello (when SOFTNIC_FASTPATH allows). */
+void cma_hello_fill(struct sn_wire_hello *h);
+/* True when the peer on fd is the process the hello names, in our network
+ * namespace, and its memory can be read. */
+bool cma_accept_peer(int fd, const struct sn_wire_hello *h);
+/* Reads len bytes at offset off of the segments of process pid into dst;
+ * 0, ECONNRESET when the process is gone, EFAULT/EPROTO on a bad descriptor. */
+int cma_pull(uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off, void *dst,
+             size_t len);
 void wire_tune(int fd);
 /* Registers/unregisters a QP in the qpn table used by incoming hellos. */
 void wire_qp_register(struct sn_qp *qp);

@@ -18,6 +18,8 @@ struct softnic_ctl_counters {
     uint64_t errors;                 /* error completions / NAKs */
     uint64_t retries;                /* retry budgets exhausted */
     uint64_t rnr_naks;               /* RNR waits signalled */
+    uint64_t fast_bytes;             /* rx payload pulled from a same-host peer's
+                                      * memory (SOFTNIC_FASTPATH), not the wire */
 };
 
 /* Sets a port up (1) or down (0): IBV_EVENT_PORT_ACTIVE / _PORT_ERR on every
