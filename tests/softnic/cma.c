@@ -121,7 +121,7 @@ bool cma_accept_peer(int fd, const struct sn_wire_hello *h)
     struct iovec r = { (void *)(uintptr_t)h->token_addr, sizeof(got) };
     ssize_t n = process_vm_readv((pid_t)h->pid, &l, 1, &r, 1, 0);
     if (n != (ssize_t)sizeof(got) || got != h->token) {
-        SN_DEBUG("cma: peer pid %u: cross-memory attach refused (%s): the wire", h->pid,
+        SN_DEBUG("cma: peer pid %u: process_vm_readv refused (%s): payloads on the wire", h->pid,
                  n < 0 ? strerror(errno) : "token mismatch");
         return false;
     }

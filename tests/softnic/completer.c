@@ -160,12 +160,6 @@ static int handle_resp(struct sn_qp *qp, struct sn_rbuf *rb, const struct sn_wir
             qp_error_locked(qp, qp->sq_head, nak_status(r->syndrome), 0);
         pthread_mutex_unlock(&qp->lock);
         return EPROTO;   /* the connection is over */
-    case SN_RESP_HELLO:
-        /* the responder pulls our payloads from now on (cma.c) */
-        pthread_mutex_lock(&qp->lock);
-        qp->cma_ok = r->syndrome == 1;
-        pthread_mutex_unlock(&qp->lock);
-        return 0;
     case SN_RESP_RNR_WAIT:
         atomic_fetch_add(&qp->cnt.rnr_naks, 1);
         pthread_mutex_lock(&qp->lock);

@@ -14,6 +14,7 @@
 #include "softnic.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,10 +29,40 @@
 #define DIRECT_MAX_WQES 8
 #define DIRECT_MAX_BYTES 4096
 
+/* Waits for the responder's answer to a hello that offered the fast path
+ * (cma.c): it comes once the peer QP is ready to receive, before anything
+ * else on the connection, so the first request already knows how to carry
+ * its payload.  Gives up when the QP is being destroyed. */
+static int await_hello_answer(struct sn_qp *qp, int fd, bool *cma)
+{
+    for (;;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int n = poll(&p, 1, 50);
+        if (n < 0 && errno != EINTR)
+            return errno;
+        if (n > 0)
+            break;
+        pthread_mutex_lock(&qp->lock);
+        bool stop = qp->stopping;
+        pthread_mutex_unlock(&qp->lock);
+        if (stop)
+            return ECANCELED;
+    }
+    struct sn_wire_resp r;
+    int err = wire_recv_all(fd, &r, sizeof(r));
+    if (err)
+        return err;
+    if (r.type != SN_RESP_HELLO || r.syndrome > 1)
+        return EPROTO;
+    *cma = r.syndrome == 1;
+    return 0;
+}
+
 static int requester_connect(struct sn_qp *qp, struct sn_port *port, union ibv_gid dgid,
-                             uint32_t dqpn, uint8_t rnr_retry, int *fd_out)
+                             uint32_t dqpn, uint8_t rnr_retry, int *fd_out, bool *cma)
 {
     int fd;
+    *cma = false;
     int err = wire_connect(port, &dgid, dqpn, &fd);
     if (err)
         return err;
@@ -44,7 +75,8 @@ static int requester_connect(struct sn_qp *qp, struct sn_port *port, union ibv_g
     h.src_qpn = qp->ibqp.qp_num;
     memcpy(h.src_gid, port->gid.raw, 16);
     cma_hello_fill(&h);
-    if ((err = wire_send_all(fd, &h, sizeof(h)))) {
+    if ((err = wire_send_all(fd, &h, sizeof(h))) ||
+        ((h.hflags & SN_HELLO_CMA) && (err = await_hello_answer(qp, fd, cma)))) {
         close(fd);
         return err;
     }
@@ -432,7 +464,8 @@ void *requester_main(void *arg)
             uint8_t rnr = qp->attr.rnr_retry;
             pthread_mutex_unlock(&qp->lock);
             int fd = -1;
-            int err = requester_connect(qp, port, dgid, dqpn, rnr, &fd);
+            bool cma = false;
+            int err = requester_connect(qp, port, dgid, dqpn, rnr, &fd, &cma);
             pthread_mutex_lock(&qp->lock);
             if (qp->stopping) {
                 if (fd >= 0)
@@ -443,7 +476,7 @@ void *requester_main(void *arg)
                 qp->conn_dead = true;
             } else {
                 qp->out_fd = fd;
-                qp->cma_ok = false;   /* until its responder accepts */
+                qp->cma_ok = cma;
                 qp->last_progress_ns = sn_now_ns();   /* the timer starts now */
             }
             pthread_cond_broadcast(&qp->cond);

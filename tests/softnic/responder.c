@@ -571,7 +571,7 @@ static void *responder_main(void *arg)
     rc->rnr_retry = h.rnr_retry;
     rc->peer_qpn = h.src_qpn;
     if (ok && (h.hflags & SN_HELLO_CMA)) {
-        /* the requester keeps the wire until it reads this answer */
+        /* answered before anything else: the requester waits for it (requester.c) */
         bool pull = cma_accept_peer(fd, &h);
         rc->cma_pid = pull ? h.pid : 0;
         SN_DEBUG("responder: QP 0x%x: peer QP 0x%x pid %u: %s", qp->ibqp.qp_num, h.src_qpn, h.pid,

@@ -393,7 +393,7 @@ enum sn_resp_type {
     SN_RESP_NAK,           /* syndrome: an ibv_wc_status for the WQE */
     SN_RESP_RNR_WAIT,      /* receiver waits for a receive WQE */
     SN_RESP_ATOMIC,        /* followed by the 8-byte original value */
-    SN_RESP_HELLO,         /* answers a hello offering CMA: syndrome 1 = accepted */
+    SN_RESP_HELLO,         /* first, to a hello offering CMA: syndrome 1 = accepted */
 };
 
 /* Operands of an atomic request (after its struct sn_wire_req). */

@@ -16,7 +16,7 @@ done
 trap 'sn_cleanup; netns_down' EXIT
 netns_up sn
 NSA=$NETNS_A NSB=$NETNS_B IPA=$NETNS_IPA IPB=$NETNS_IPB
-tap_plan 6
+tap_plan 7
 
 IN_A="ip netns exec $NSA env SOFTNIC_DEVICES=softnic0:$IPA"
 IN_B="ip netns exec $NSB env SOFTNIC_DEVICES=softnic0:$IPB"
@@ -42,11 +42,20 @@ if [ "$SN_SRV_RC" -eq 0 ] && [ "$SN_CLI_RC" -eq 0 ] && grep -q '^500 iters in' "
     tap_ok ibv_rc_pingpong_across_namespaces
 else tap_not_ok ibv_rc_pingpong_across_namespaces "$(sn_why netns_pingpong)"; fi
 
+# with its debug lines, the server's softnic says which path each incoming
+# connection's payloads take: the same-host fast path (cma.c) must refuse
+# a peer of another namespace, which keeps the TCP wire
+SN_SERVER_PREFIX="$IN_A SOFTNIC_DEBUG=1"
 sn_pair netns_write 60 ib_write_bw -d softnic0 -x 0 -s 1048576 -n 500
+SN_SERVER_PREFIX=$IN_A
 if [ "$SN_SRV_RC" -eq 0 ] && [ "$SN_CLI_RC" -eq 0 ] && sn_bw_ok "$SN_TMP/netns_write.cli" 1 500; then
     tap_ok ib_write_bw_across_namespaces
     sn_last_result "$SN_TMP/netns_write.cli" ib_write_bw_across_namespaces
 else tap_not_ok ib_write_bw_across_namespaces "$(sn_why netns_write)"; fi
+if grep -q 'payloads on the wire' "$SN_TMP/netns_write.srv" &&
+   ! grep -q 'cross-memory attach' "$SN_TMP/netns_write.srv"; then
+    tap_ok peer_of_another_namespace_keeps_the_wire
+else tap_not_ok peer_of_another_namespace_keeps_the_wire "$(grep -i 'responder\|cma' "$SN_TMP/netns_write.srv" | head -5)"; fi
 
 sn_pair netns_read 60 ib_read_bw -d softnic0 -x 0 -q 2 -n 200
 if [ "$SN_SRV_RC" -eq 0 ] && [ "$SN_CLI_RC" -eq 0 ] && sn_bw_ok "$SN_TMP/netns_read.cli" 1 400; then

@@ -1,0 +1,378 @@
+/* tests/softnic/test_softnic_fastpath.c: softnic's same-host fast path
+ * (cma.c): a responder pulls WRITE/SEND payloads of a same-host requester
+ * out of its memory instead of reading them off the TCP stream.  The
+ * responder QP's fast_bytes counter says which path carried a payload.
+ * Run with SOFTNIC_FASTPATH=0 (test_softnic_fastpath_off.sh) every case
+ * must hold the same with the counter at 0: the wire carried it all. */
+#include "sntest.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WAIT_MS 10000
+
+static bool fast_on(void)
+{
+    const char *v = getenv("SOFTNIC_FASTPATH");
+    return !v || !*v || strcmp(v, "0") != 0;
+}
+
+static uint64_t fast_bytes(struct ibv_qp *qp)
+{
+    struct softnic_ctl_counters c;
+    EXPECT_EQ_INT(0, st_ctl()->qp_counters(qp, &c));
+    return c.fast_bytes;
+}
+
+/* What the path must have carried: n bytes pulled, or none. */
+#define EXPECT_PULLED(before, qp, n) EXPECT_EQ_U64((before) + (fast_on() ? (n) : 0), fast_bytes(qp))
+
+struct fixture {
+    struct st_dev d;
+    struct st_qp a, b;
+};
+
+static void setup(struct fixture *f)
+{
+    st_dev_open(&f->d);
+    struct st_qp_opts o = { .max_sge = 16, .max_send_wr = 256, .max_recv_wr = 256, .max_inline = 64,
+                            .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                      IBV_ACCESS_REMOTE_ATOMIC };
+    st_qp_pair(&f->d, &f->a, &f->b, &o);
+}
+
+static void teardown(struct fixture *f)
+{
+    st_qp_destroy(&f->a);
+    st_qp_destroy(&f->b);
+    st_dev_close(&f->d);
+}
+
+static struct ibv_mr *reg(struct fixture *f, void *buf, size_t len)
+{
+    struct ibv_mr *mr = ibv_reg_mr(f->d.pd, buf, len,
+                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+    EXPECT_TRUE(mr != NULL);
+    return mr;
+}
+
+TAP_CASE(test_large_write_is_pulled_and_small_one_is_not)
+{
+    struct fixture f;
+    setup(&f);
+    size_t len = 8 << 20;
+    char *src = st_buf(len, 1), *dst = st_buf(len, 2);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len);
+    uint64_t b0 = fast_bytes(f.b.qp);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 1, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
+                 dmr->rkey, 0, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
+    EXPECT_MEMEQ(src, dst, len);
+    EXPECT_PULLED(b0, f.b.qp, len);
+    /* below SN_CMA_MIN_BYTES the wire is cheaper: the counter stays */
+    st_fill(src, 100, 3);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 2, src, 100, smr->lkey, (uintptr_t)dst, dmr->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+    EXPECT_MEMEQ(src, dst, 100);
+    EXPECT_PULLED(b0, f.b.qp, len);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
+TAP_CASE(test_multi_sge_unaligned_write_and_send_are_byte_exact)
+{
+    struct fixture f;
+    setup(&f);
+    size_t len = 4 << 20;
+    char *src = st_buf(len, 4), *dst = st_buf(len, 0), *rcv = st_buf(len, 0);
+    memset(dst, 0, len);
+    memset(rcv, 0, len);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len), *rmr = reg(&f, rcv, len);
+    /* 16 gather pieces of odd sizes at odd offsets of the source */
+    struct ibv_sge sge[16];
+    uint32_t total = 0;
+    size_t off = 3;
+    for (int i = 0; i < 16; i++) {
+        uint32_t n = 1 + (uint32_t)i * 20011u + (i % 3 ? 4093u : 0);
+        sge[i] = (struct ibv_sge){ (uintptr_t)(src + off), n, smr->lkey };
+        off += n + 7;
+        total += n;
+    }
+    uint64_t b0 = fast_bytes(f.b.qp);
+    struct ibv_send_wr wr = { .wr_id = 1, .sg_list = sge, .num_sge = 16, .opcode = IBV_WR_RDMA_WRITE,
+                              .send_flags = IBV_SEND_SIGNALED }, *bad;
+    wr.wr.rdma.remote_addr = (uintptr_t)(dst + 5);
+    wr.wr.rdma.rkey = dmr->rkey;
+    EXPECT_EQ_INT(0, ibv_post_send(f.a.qp, &wr, &bad));
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
+    size_t at = 5;
+    for (int i = 0; i < 16; i++) {
+        EXPECT_MEMEQ((char *)(uintptr_t)sge[i].addr, dst + at, sge[i].length);
+        at += sge[i].length;
+    }
+    EXPECT_EQ_INT(0, dst[4]);
+    EXPECT_EQ_INT(0, dst[at]);
+    EXPECT_PULLED(b0, f.b.qp, total);
+    /* the same gather as a SEND, scattered into 3 receive pieces */
+    struct ibv_sge rs[3] = { { (uintptr_t)(rcv + 1), 12345, rmr->lkey },
+                             { (uintptr_t)(rcv + 20001), 300001, rmr->lkey },
+                             { (uintptr_t)(rcv + 400003), (uint32_t)len - 400003, rmr->lkey } };
+    struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = rs, .num_sge = 3 }, *rbad;
+    EXPECT_EQ_INT(0, ibv_post_recv(f.b.qp, &rwr, &rbad));
+    wr.opcode = IBV_WR_SEND;
+    wr.wr_id = 2;
+    EXPECT_EQ_INT(0, ibv_post_send(f.a.qp, &wr, &bad));
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 2);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 7);
+    EXPECT_EQ_INT(total, wc.byte_len);
+    /* the gathered stream, then compare piece by piece of the scatter */
+    char *flat = st_buf(total, 0);
+    at = 0;
+    for (int i = 0; i < 16; i++) {
+        memcpy(flat + at, (char *)(uintptr_t)sge[i].addr, sge[i].length);
+        at += sge[i].length;
+    }
+    EXPECT_MEMEQ(flat, rcv + 1, 12345);
+    EXPECT_MEMEQ(flat + 12345, rcv + 20001, 300001);
+    EXPECT_MEMEQ(flat + 12345 + 300001, rcv + 400003, total - 12345 - 300001);
+    EXPECT_PULLED(b0, f.b.qp, 2ull * total);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    ibv_dereg_mr(rmr);
+    teardown(&f);
+}
+
+/* A large pulled WRITE, then a small SEND on the wire: when the SEND's
+ * receive completes, the WRITE's bytes must all be there. */
+TAP_CASE(test_write_then_send_arrive_in_order)
+{
+    struct fixture f;
+    setup(&f);
+    size_t len = 4 << 20;
+    char *src = st_buf(len, 5), *dst = st_buf(len, 0), *tagbuf = st_buf(4096, 0);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len), *tmr = reg(&f, tagbuf, 4096);
+    uint64_t b0 = fast_bytes(f.b.qp);
+    for (int round = 0; round < 8; round++) {
+        st_fill(src, len, 100 + (unsigned)round);
+        st_post_recv(f.b.qp, 50 + round, tagbuf, 4096, tmr->lkey);
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 10 + round, src, (uint32_t)len, smr->lkey,
+                     (uintptr_t)dst, dmr->rkey, 0, 0);
+        uint32_t tag = (uint32_t)round;
+        struct ibv_sge s = { (uintptr_t)&tag, 4, 0 };
+        struct ibv_send_wr wr = { .wr_id = 20 + round, .sg_list = &s, .num_sge = 1,
+                                  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_INLINE |
+                                                                        IBV_SEND_SIGNALED }, *bad;
+        EXPECT_EQ_INT(0, ibv_post_send(f.a.qp, &wr, &bad));
+        struct ibv_wc wc;
+        st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, (uint64_t)(50 + round));
+        EXPECT_MEMEQ(&tag, tagbuf, 4);
+        EXPECT_MEMEQ(src, dst, len);
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, (uint64_t)(20 + round));
+    }
+    EXPECT_PULLED(b0, f.b.qp, 8 * len);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    ibv_dereg_mr(tmr);
+    teardown(&f);
+}
+
+/* A pulled WRITE sets the target word; the atomic after it must see it. */
+TAP_CASE(test_write_then_atomic_sees_the_written_word)
+{
+    struct fixture f;
+    setup(&f);
+    size_t len = 2 << 20;
+    uint64_t *src = st_buf(len, 6), *dst = st_buf(len, 0), *old = st_buf(4096, 0);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len), *omr = reg(&f, old, 4096);
+    uint64_t b0 = fast_bytes(f.b.qp);
+    size_t last = len / 8 - 1;
+    for (int round = 0; round < 8; round++) {
+        src[last] = 1000u * (uint64_t)round + 7;
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 1, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
+                     dmr->rkey, 0, 0);
+        struct ibv_sge s = { (uintptr_t)old, 8, omr->lkey };
+        struct ibv_send_wr wr = { .wr_id = 2, .sg_list = &s, .num_sge = 1,
+                                  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                  .send_flags = IBV_SEND_SIGNALED }, *bad;
+        wr.wr.atomic.remote_addr = (uintptr_t)&dst[last];
+        wr.wr.atomic.rkey = dmr->rkey;
+        wr.wr.atomic.compare_add = 1;
+        EXPECT_EQ_INT(0, ibv_post_send(f.a.qp, &wr, &bad));
+        struct ibv_wc wc;
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, 2);
+        EXPECT_EQ_U64(1000u * (uint64_t)round + 7, old[0]);
+        EXPECT_EQ_U64(1000u * (uint64_t)round + 8, dst[last]);
+    }
+    EXPECT_PULLED(b0, f.b.qp, 8 * len);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    ibv_dereg_mr(omr);
+    teardown(&f);
+}
+
+/* The peer process writes into our buffer in a loop until we kill it
+ * mid-transfer: our side must live on, and a new connection still pulls. */
+static void peer_writer(int fd)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    struct st_qp_opts o = { .max_send_wr = 64 };
+    st_qp_create(&d, &q, &o, 64);
+    size_t len = 16 << 20;
+    char *buf = st_buf(len, 9);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_qp_connect(&q, &theirs);
+    for (unsigned i = 0;; i++) {
+        st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, i, buf, (uint32_t)len, mr->lkey, theirs.addr,
+                     theirs.rkey, 0, IBV_SEND_SIGNALED);
+        struct ibv_wc wc;
+        st_wait_wc(q.scq, &wc, WAIT_MS);
+    }
+}
+
+TAP_CASE(test_writer_killed_mid_transfer_leaves_the_receiver_working)
+{
+    int fd;
+    int pid = st_fork_peer(peer_writer, &fd);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    st_qp_create(&d, &q, NULL, 16);
+    size_t len = 16 << 20;
+    char *dst = st_buf(len, 0);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, dst, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    mine.addr = (uintptr_t)dst;
+    mine.rkey = mr->rkey;
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_qp_connect(&q, &theirs);
+    /* bytes are moving (pulled, or on the wire with the fast path off) */
+    uint64_t t0 = st_now_ms();
+    struct softnic_ctl_counters c;
+    do {
+        usleep(2000);
+        EXPECT_EQ_INT(0, st_ctl()->qp_counters(q.qp, &c));
+    } while (c.rx_bytes < 2 * len && st_now_ms() - t0 < WAIT_MS);
+    EXPECT_TRUE(c.rx_bytes >= 2 * len);
+    EXPECT_TRUE(fast_on() ? c.fast_bytes > 0 : c.fast_bytes == 0);
+    kill(pid, SIGKILL);
+    int status;
+    EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFSIGNALED(status));
+    close(fd);
+    st_qp_destroy(&q);
+    ibv_dereg_mr(mr);
+    st_dev_close(&d);
+    /* this process's softnic still moves and pulls data */
+    struct fixture f;
+    setup(&f);
+    char *src = st_buf(1 << 20, 10);
+    struct ibv_mr *smr = reg(&f, src, 1 << 20), *dmr = reg(&f, dst, 1 << 20);
+    uint64_t b0 = fast_bytes(f.b.qp);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 1, src, 1 << 20, smr->lkey, (uintptr_t)dst, dmr->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
+    EXPECT_MEMEQ(src, dst, 1 << 20);
+    EXPECT_PULLED(b0, f.b.qp, 1u << 20);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
+/* The receiving process dies while we write: our writes fail with an
+ * error completion (the transport timeout), none reports success late. */
+static void peer_target(int fd)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    st_qp_create(&d, &q, NULL, 16);
+    size_t len = 16 << 20;
+    char *buf = st_buf(len, 0);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    mine.addr = (uintptr_t)buf;
+    mine.rkey = mr->rkey;
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_qp_connect(&q, &theirs);
+    char go;
+    st_xfer_send(fd, &go, 1);
+    for (;;)
+        pause();
+}
+
+TAP_CASE(test_receiver_killed_mid_transfer_fails_the_writes)
+{
+    int fd;
+    int pid = st_fork_peer(peer_target, &fd);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    struct st_qp_opts o = { .max_send_wr = 256, .timeout = 10, .retry_cnt = 1 };
+    st_qp_create(&d, &q, &o, 256);
+    size_t len = 16 << 20;
+    char *src = st_buf(len, 11);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, src, len, 0);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_qp_connect(&q, &theirs);
+    char go;
+    st_xfer_recv(fd, &go, 1);
+    for (int i = 0; i < 200; i++)
+        st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src, (uint32_t)len, mr->lkey, theirs.addr,
+                     theirs.rkey, 0, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(q.scq, &wc, WAIT_MS);   /* some land first */
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+    kill(pid, SIGKILL);
+    int status;
+    EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
+    close(fd);
+    /* the rest: successes in order, then one error and flushes, no hang */
+    int errors = 0;
+    uint64_t next = 1;
+    for (int i = 1; i < 200; i++) {
+        st_wait_wc(q.scq, &wc, WAIT_MS);
+        EXPECT_EQ_U64(next, wc.wr_id);
+        next++;
+        if (wc.status != IBV_WC_SUCCESS)
+            errors++;
+        else
+            EXPECT_EQ_INT(0, errors);   /* no success after a failure */
+    }
+    EXPECT_TRUE(errors > 0);
+    st_qp_destroy(&q);
+    ibv_dereg_mr(mr);
+    st_dev_close(&d);
+}
+
+int main(int argc, char **argv) { return sntest_main(argc, argv); }

@@ -1,0 +1,20 @@
+#!/bin/bash
+# tests/softnic/test_softnic_fastpath_off.sh: SOFTNIC_FASTPATH=0 forces
+# every payload onto the TCP wire: the fast-path cases
+# (test_softnic_fastpath, which then expect its fast_bytes counter at 0)
+# and the data-path cases (test_softnic_ops, test_softnic_atomics) must hold
+# unchanged on the wire alone.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/softnic/sn_env.sh"
+
+tap_plan 3
+for t in test_softnic_fastpath test_softnic_ops test_softnic_atomics; do
+    out=$(SOFTNIC_FASTPATH=0 timeout 300 "$SN_DIR/$t" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^ok ' && ! echo "$out" | grep -q '^not ok'; then
+        tap_ok "${t}_on_the_wire_alone"
+    else
+        tap_not_ok "${t}_on_the_wire_alone" "rc=$rc: $(echo "$out" | grep -A3 '^not ok' | head -c 1500 | sed 's/^/# /')"
+    fi
+done
+tap_done
