@@ -9,7 +9,8 @@
  *   5. SOFTNIC_RETRY_CAP_MS, SOFTNIC_RETRY_MIN_MS, SOFTNIC_RNR_CAP_MS,
  *      SOFTNIC_VF_BASE_RATE,
  *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG,
- *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c).
+ *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c),
+ *      SOFTNIC_LINK_RATE (what unlimited ports advertise; see link.c).
  *
  * File format (SOFTNIC_CONF), one directive per line, '#' starts a comment:
  *     device <name>                       starts a device (max 4)
@@ -342,6 +343,10 @@ int config_load(struct sn_config *c)
     uint32_t fast = (uint32_t)c->fastpath;
     err = err ? err : env_u32("SOFTNIC_FASTPATH", &fast);
     c->fastpath = fast != 0;
+    if (!err && (v = getenv("SOFTNIC_LINK_RATE")) && *v && parse_u64(v, &c->link_rate)) {
+        SN_LOG("config: bad SOFTNIC_LINK_RATE=%s", v);
+        err = EINVAL;
+    }
     if (!err && (v = getenv("SOFTNIC_VF_BASE_RATE")) && *v && parse_u64(v, &c->vf_base_rate))
         err = EINVAL;
     if ((v = getenv("SOFTNIC_SYSFS")) && *v)

@@ -22,6 +22,14 @@ static void counters_read(const struct sn_counters *c, struct softnic_ctl_counte
 
 _Atomic int64_t sn_live_qps, sn_live_cqs, sn_live_mrs;
 
+EXPORT int softnic_ctl_link_rate(uint64_t *bytes_per_s)
+{
+    if (!bytes_per_s)
+        return EINVAL;
+    *bytes_per_s = link_calibrated_rate(&softnic_global()->conf);
+    return 0;
+}
+
 EXPORT int softnic_ctl_objects(struct softnic_ctl_objects *out)
 {
     if (!out)

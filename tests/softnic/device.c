@@ -169,41 +169,6 @@ int device_query_device_ex(struct ibv_context *c, const struct ibv_query_device_
     return 0;
 }
 
-/* The link a port reports. Unlimited: 4x HDR (200 Gb/s). With a rate limit,
- * the fastest standard width x lane speed that does not exceed it, so that
- * what a port advertises is what it can carry: NCCL sizes its channels and
- * picks its protocol (LL against Simple) from this speed, and a port that
- * claims 200 Gb/s while carrying a few GB/s leads it to choices that only
- * pay on the advertised link. Below 1x SDR: 1x SDR. */
-static void link_for_rate(uint64_t rate, uint8_t *width, uint8_t *speed)
-{
-    static const struct { uint8_t code; uint32_t mbps; } lane[] = {
-        { 1, 2500 }, { 2, 5000 }, { 4, 10000 }, { 16, 14000 }, { 32, 25000 }, { 64, 50000 },
-        { 128, 100000 },
-    };
-    static const struct { uint8_t code; uint32_t lanes; } wid[] = {
-        { 1, 1 }, { 16, 2 }, { 2, 4 }, { 4, 8 }, { 8, 12 },
-    };
-    *width = 2;
-    *speed = 64;
-    if (!rate)
-        return;
-    uint64_t limit_mbps = rate * 8 / 1000000;
-    uint64_t best = 0;
-    *width = 1;
-    *speed = 1;
-    for (size_t l = 0; l < sizeof(lane) / sizeof(lane[0]); l++)
-        for (size_t w = 0; w < sizeof(wid) / sizeof(wid[0]); w++) {
-            uint64_t mbps = (uint64_t)lane[l].mbps * wid[w].lanes;
-            /* equal speeds: the later entry, of faster lanes, wins */
-            if (mbps <= limit_mbps && mbps >= best) {
-                best = mbps;
-                *width = wid[w].code;
-                *speed = lane[l].code;
-            }
-        }
-}
-
 int device_query_port(struct ibv_context *c, uint8_t port_num, struct ibv_port_attr *attr,
                       size_t len)
 {
@@ -223,7 +188,7 @@ int device_query_port(struct ibv_context *c, uint8_t port_num, struct ibv_port_a
     a.max_msg_sz = SN_MAX_MSG;
     a.pkey_tbl_len = 1;
     a.max_vl_num = 1;
-    link_for_rate(p->conf.rate, &a.active_width, &a.active_speed);
+    link_of_port(&softnic_global()->conf, p, &a.active_width, &a.active_speed);
     a.phys_state = up ? 5 : 3;       /* LinkUp / Disabled */
     a.link_layer = IBV_LINK_LAYER_ETHERNET;
     if (len > sizeof(a)) {

@@ -264,8 +264,9 @@ const struct st_ctl *st_ctl(void)
     *(void **)&c.port_counters = dlsym(RTLD_DEFAULT, "softnic_ctl_port_counters");
     *(void **)&c.qp_counters = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_counters");
     *(void **)&c.objects = dlsym(RTLD_DEFAULT, "softnic_ctl_objects");
+    *(void **)&c.link_rate = dlsym(RTLD_DEFAULT, "softnic_ctl_link_rate");
     if (!c.port_set_state || !c.port_set_rate || !c.port_set_latency || !c.port_counters ||
-        !c.qp_counters || !c.objects)
+        !c.qp_counters || !c.objects || !c.link_rate)
         tap_fail_at(__FILE__, __LINE__, "softnic_ctl_* not found: not running on softnic");
     return &c;
 }

@@ -99,6 +99,7 @@ struct st_ctl {
     int (*port_counters)(struct ibv_context *, uint8_t, struct softnic_ctl_counters *);
     int (*qp_counters)(struct ibv_qp *, struct softnic_ctl_counters *);
     int (*objects)(struct softnic_ctl_objects *);
+    int (*link_rate)(uint64_t *);
 };
 const struct st_ctl *st_ctl(void);
 

@@ -78,6 +78,7 @@ struct sn_config {
     char ctl_file[256];        /* SOFTNIC_CTL_FILE, "" = none */
     int debug;
     int fastpath;              /* SOFTNIC_FASTPATH: same-host peers by CMA (cma.c) */
+    uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
 };
 
 /* Parses SOFTNIC_CONF / SOFTNIC_DEVICES / SOFTNIC_* (the only reader of the
@@ -466,6 +467,17 @@ int wire_connect(const struct sn_port *local, const union ibv_gid *gid,
 int wire_send_all(int fd, const void *buf, size_t len);
 int wire_recv_all(int fd, void *buf, size_t len);
 int wire_writev_all(int fd, struct iovec *iov, int iovcnt);
+
+/* ------------------------------------------------------------ link.c */
+/* Bytes/s an unlimited port carries (SOFTNIC_LINK_RATE, or measured once). */
+uint64_t link_calibrated_rate(const struct sn_config *c);
+/* The fastest standard width x speed not above rate (bytes/s). */
+void link_for_rate(uint64_t rate, uint8_t *width, uint8_t *speed);
+/* What port p advertises: its rate limit's link, or the calibration's. */
+void link_of_port(const struct sn_config *c, const struct sn_port *p, uint8_t *width,
+                  uint8_t *speed);
+/* sysfs's ports/<n>/rate text for a width x speed. */
+void link_rate_string(uint8_t width, uint8_t speed, char *buf, size_t len);
 
 /* ------------------------------------------------------------- cma.c */
 /* Payloads below this go on the wire: a syscall costs more than the copy. */

@@ -33,6 +33,10 @@ int softnic_ctl_port_counters(struct ibv_context *ctx, uint8_t port,
                               struct softnic_ctl_counters *out);
 int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out);
 
+/* The rate (bytes/s) a port without a rate limit advertises its link
+ * within (SOFTNIC_LINK_RATE, or this process's calibration: link.c). */
+int softnic_ctl_link_rate(uint64_t *bytes_per_s);
+
 /* Verbs objects alive in this process (all devices): leak checks compare
  * these before and after work that must free what it made. */
 struct softnic_ctl_objects {

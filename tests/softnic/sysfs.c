@@ -73,7 +73,11 @@ void sysfs_write_tree(struct softnic *s)
             bool up = atomic_load(&port->state) == IBV_PORT_ACTIVE;
             put(pdir, "state", up ? "4: ACTIVE\n" : "1: DOWN\n");
             put(pdir, "phys_state", up ? "5: LinkUp\n" : "3: Disabled\n");
-            put(pdir, "rate", "200 Gb/sec (4X HDR)\n");
+            uint8_t width, speed;
+            char rate[64];
+            link_of_port(&s->conf, port, &width, &speed);
+            link_rate_string(width, speed, rate, sizeof(rate));
+            put(pdir, "rate", "%s\n", rate);
             put(pdir, "link_layer", "Ethernet\n");
             put(pdir, "lid", "0x0\n");
             put(pdir, "sm_lid", "0x0\n");

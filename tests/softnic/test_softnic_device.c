@@ -210,17 +210,6 @@ TAP_CASE(test_softnic_mtu_variable_sets_active_mtu)
     st_dev_close(&d);
 }
 
-TAP_CASE(test_unlimited_port_reports_4x_hdr)
-{
-    struct st_dev d;
-    st_dev_open(&d);
-    struct ibv_port_attr pa;
-    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
-    EXPECT_EQ_INT(2, pa.active_width);  /* 4x */
-    EXPECT_EQ_INT(64, pa.active_speed); /* HDR */
-    st_dev_close(&d);
-}
-
 /* A rate-limited port advertises the fastest standard link within its rate:
  * 3125 MB/s = 25 Gb/s exactly = 1x EDR; 1 GB/s = 8 Gb/s -> 5 Gb/s, where
  * 1x DDR and 2x SDR tie and the faster lanes win. */
@@ -237,6 +226,133 @@ TAP_CASE(test_rate_limited_port_reports_a_link_within_its_rate)
     EXPECT_EQ_INT(1, pa.active_width);
     EXPECT_EQ_INT(2, pa.active_speed);  /* DDR */
     st_dev_close(&d);
+}
+
+static void read_text(const char *dir, const char *rel, char *buf, size_t size);
+
+/* IB facts: lane Mb/s by active_speed code, lanes by active_width code. */
+static uint64_t link_mbps(uint8_t width, uint8_t speed)
+{
+    uint64_t lane = speed == 1 ? 2500 : speed == 2 ? 5000 : speed == 4 ? 10000 : speed == 16 ? 14000
+                  : speed == 32 ? 25000 : speed == 64 ? 50000 : speed == 128 ? 100000 : 0;
+    uint64_t lanes = width == 1 ? 1 : width == 16 ? 2 : width == 2 ? 4 : width == 4 ? 8
+                   : width == 8 ? 12 : 0;
+    return lane * lanes;
+}
+
+/* The fastest standard link (Mb/s) not above mbps, of 4x width alone. */
+static uint64_t best_4x_link_within(uint64_t mbps)
+{
+    static const uint8_t speeds[] = { 1, 2, 4, 16, 32, 64, 128 }, widths[] = { 2 };
+    uint64_t best = 0;
+    for (size_t i = 0; i < sizeof(speeds); i++)
+        for (size_t j = 0; j < sizeof(widths); j++) {
+            uint64_t m = link_mbps(widths[j], speeds[i]);
+            if (m <= mbps && m > best)
+                best = m;
+        }
+    return best;
+}
+
+static void sysfs_rate(const char *dir, int port, char *buf, size_t len)
+{
+    char rel[64], dev[1200];
+    snprintf(dev, sizeof(dev), "%s/class/infiniband/softnic0", dir);
+    snprintf(rel, sizeof(rel), "ports/%d/rate", port);
+    read_text(dev, rel, buf, len);
+}
+
+static void rm_dir(const char *dir)
+{
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    EXPECT_EQ_INT(0, system(cmd));
+}
+
+/* Without a rate limit a port advertises what this host moves (issue 16),
+ * not a 4x HDR it cannot carry: the fastest 4x link within the
+ * calibration, in ibv_query_port and in sysfs alike. */
+TAP_CASE(test_unlimited_port_advertises_the_best_link_within_the_calibration)
+{
+    char dir[] = "/tmp/softnic_sysfs_XXXXXX";
+    EXPECT_TRUE(mkdtemp(dir) != NULL);
+    setenv("SOFTNIC_SYSFS", dir, 1);
+    struct st_dev d;
+    st_dev_open(&d);
+    uint64_t rate = 0;
+    EXPECT_EQ_INT(0, st_ctl()->link_rate(&rate));
+    EXPECT_TRUE(rate >= 1250000000ull);   /* any host moves 10 Gb/s (4x SDR) */
+    uint64_t cal_mbps = rate * 8 / 1000000;
+    struct ibv_port_attr pa;
+    for (uint8_t p = 1; p <= 2; p++) {
+        EXPECT_EQ_INT(0, ibv_query_port(d.ctx, p, &pa));
+        uint64_t adv = link_mbps(pa.active_width, pa.active_speed);
+        EXPECT_TRUE(adv > 0);
+        EXPECT_TRUE(adv <= cal_mbps);
+        EXPECT_EQ_INT(2, pa.active_width);
+        EXPECT_EQ_U64(best_4x_link_within(cal_mbps), adv);
+        char buf[128], want[32];
+        sysfs_rate(dir, p, buf, sizeof(buf));
+        if (adv % 1000)
+            snprintf(want, sizeof(want), "%llu.%llu Gb/sec", (unsigned long long)(adv / 1000),
+                     (unsigned long long)(adv % 1000 / 100));
+        else
+            snprintf(want, sizeof(want), "%llu Gb/sec", (unsigned long long)(adv / 1000));
+        EXPECT_TRUE(strncmp(buf, want, strlen(want)) == 0 && buf[strlen(want)] == ' ');
+    }
+    st_dev_close(&d);
+    rm_dir(dir);
+}
+
+/* SOFTNIC_LINK_RATE replaces the calibration: 25 GB/s = 200 Gb/s (4x HDR
+ * and 2x NDR tie; the faster lanes win). */
+TAP_CASE(test_link_rate_setting_replaces_the_calibration)
+{
+    setenv("SOFTNIC_LINK_RATE", "25G", 1);
+    struct st_dev d;
+    st_dev_open(&d);
+    uint64_t rate = 0;
+    EXPECT_EQ_INT(0, st_ctl()->link_rate(&rate));
+    EXPECT_EQ_U64(25000000000ull, rate);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_U64(200000, link_mbps(pa.active_width, pa.active_speed));
+    EXPECT_EQ_INT(16, pa.active_width);  /* 2x */
+    EXPECT_EQ_INT(128, pa.active_speed); /* NDR */
+    st_dev_close(&d);
+}
+
+/* A rate limit that is a standard link is advertised exactly, in sysfs
+ * too: 3125 MB/s = 25 Gb/s = 1x EDR; 12.5 GB/s = 100 Gb/s, where 1x NDR,
+ * 2x HDR and 4x EDR tie and the fastest lanes win. */
+TAP_CASE(test_rate_limit_is_advertised_exactly_in_verbs_and_sysfs)
+{
+    char dir[] = "/tmp/softnic_sysfs_XXXXXX";
+    EXPECT_TRUE(mkdtemp(dir) != NULL);
+    setenv("SOFTNIC_SYSFS", dir, 1);
+    setenv("SOFTNIC_PORT_OPTS", "softnic0:1:rate=3125M;softnic0:2:rate=12500M", 1);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_U64(25000, link_mbps(pa.active_width, pa.active_speed));
+    EXPECT_EQ_INT(1, pa.active_width);
+    EXPECT_EQ_INT(32, pa.active_speed);
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 2, &pa));
+    EXPECT_EQ_U64(100000, link_mbps(pa.active_width, pa.active_speed));
+    EXPECT_EQ_INT(1, pa.active_width);
+    EXPECT_EQ_INT(128, pa.active_speed);
+    char buf[128];
+    sysfs_rate(dir, 1, buf, sizeof(buf));
+    EXPECT_STREQ("25 Gb/sec (1X EDR)", buf);
+    sysfs_rate(dir, 2, buf, sizeof(buf));
+    EXPECT_STREQ("100 Gb/sec (1X NDR)", buf);
+    /* a limit changed at run time moves the advertised link with it */
+    EXPECT_EQ_INT(0, st_ctl()->port_set_rate(d.ctx, 1, 6250000000ull));
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_U64(50000, link_mbps(pa.active_width, pa.active_speed));
+    st_dev_close(&d);
+    rm_dir(dir);
 }
 
 TAP_CASE(test_config_file_defines_devices_and_ports)

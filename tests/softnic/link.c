@@ -1,0 +1,152 @@
+/* link.c: the link a port advertises (ibv_query_port's active_width and
+ * active_speed, sysfs's ports/<n>/rate): the fastest standard IB width x
+ * lane speed that does not exceed what the port carries.  NCCL sizes its
+ * channels and picks algorithm and protocol from this speed, so a port
+ * that claims 200 Gb/s while moving a tenth of it steers NCCL to choices
+ * that only pay on the claimed link (issue 16).
+ *
+ * What a port carries: its rate limit when one is set; otherwise this
+ * host's calibration, measured once per process: one thread's memcpy over
+ * a memory-bound span (softnic copies each payload byte at least once, and
+ * the same-host fast path exactly once: it moves about that much), a
+ * quarter of it when SOFTNIC_FASTPATH=0 (the TCP wire copies twice and
+ * runs the stack: bench/softnic_fastpath.sh measures 0.2-0.3 of memcpy).
+ * A calibrated port takes 4x links only (a rate limit or SOFTNIC_LINK_RATE
+ * any width): their steps of about 2x keep the measurement's jitter from
+ * giving processes of one host different links.
+ * SOFTNIC_LINK_RATE overrides the calibration: the same figure in every
+ * process of a job, or the old 200 Gb/s with SOFTNIC_LINK_RATE=25G. */
+#include "softnic.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CAL_SPAN (32u << 20)
+#define CAL_PASSES 4
+
+static uint64_t calibrated;
+static pthread_once_t cal_once = PTHREAD_ONCE_INIT;
+static const struct sn_config *cal_conf;   /* for calibrate(), under cal_once */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Bytes/s of one thread's memcpy; the best of a few passes (the others
+ * are the scheduler's, on a shared host).  About 20 ms. */
+static uint64_t memcpy_rate(void)
+{
+    char *a = malloc(CAL_SPAN), *b = malloc(CAL_SPAN);
+    double best = 0;
+    if (a && b) {
+        memset(a, 1, CAL_SPAN);
+        memset(b, 2, CAL_SPAN);
+        for (int i = 0; i < CAL_PASSES; i++) {
+            double t0 = now_s();
+            memcpy(i & 1 ? a : b, i & 1 ? b : a, CAL_SPAN);
+            __asm__ volatile("" ::: "memory");
+            double r = CAL_SPAN / (now_s() - t0);
+            best = r > best ? r : best;
+        }
+    }
+    free(a);
+    free(b);
+    return best > 0 ? (uint64_t)best : 0;
+}
+
+/* Runs from softnic's own initialisation too (sysfs): it must not call
+ * softnic_global(). */
+static void calibrate(void)
+{
+    const struct sn_config *c = cal_conf;
+    if (c->link_rate) {
+        calibrated = c->link_rate;
+        return;
+    }
+    uint64_t m = memcpy_rate();
+    calibrated = c->fastpath ? m : m / 4;
+    if (c->debug)
+        SN_LOG("link: one-thread memcpy %.2f GB/s: unlimited ports carry %.2f GB/s", m / 1e9,
+               calibrated / 1e9);
+}
+
+uint64_t link_calibrated_rate(const struct sn_config *c)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    cal_conf = c;
+    pthread_once(&cal_once, calibrate);
+    pthread_mutex_unlock(&lock);
+    return calibrated;
+}
+
+static const struct { uint8_t code; uint32_t mbps; const char *name; } lane[] = {
+    { 1, 2500, "SDR" },    { 2, 5000, "DDR" },    { 4, 10000, "QDR" },    { 16, 14000, "FDR" },
+    { 32, 25000, "EDR" },  { 64, 50000, "HDR" },  { 128, 100000, "NDR" },
+};
+static const struct { uint8_t code; uint32_t lanes; } wid[] = {
+    { 1, 1 }, { 16, 2 }, { 2, 4 }, { 4, 8 }, { 8, 12 },
+};
+
+/* only_4x: 4x links alone (steps of about 2x), so that a measurement's
+ * jitter seldom moves the answer between processes of one host. */
+static void link_search(uint64_t rate, bool only_4x, uint8_t *width, uint8_t *speed)
+{
+    uint64_t limit_mbps = rate * 8 / 1000000;
+    uint64_t best = 0;
+    *width = 1;   /* below 1x SDR: 1x SDR */
+    *speed = 1;
+    for (size_t l = 0; l < sizeof(lane) / sizeof(lane[0]); l++)
+        for (size_t w = 0; w < sizeof(wid) / sizeof(wid[0]); w++) {
+            if (only_4x && wid[w].lanes != 4)
+                continue;
+            uint64_t mbps = (uint64_t)lane[l].mbps * wid[w].lanes;
+            /* equal speeds: the later entry, of faster lanes, wins */
+            if (mbps <= limit_mbps && mbps >= best) {
+                best = mbps;
+                *width = wid[w].code;
+                *speed = lane[l].code;
+            }
+        }
+}
+
+void link_for_rate(uint64_t rate, uint8_t *width, uint8_t *speed)
+{
+    link_search(rate, false, width, speed);
+}
+
+void link_of_port(const struct sn_config *c, const struct sn_port *p, uint8_t *width, uint8_t *speed)
+{
+    if (p->conf.rate || c->link_rate) {
+        link_search(p->conf.rate ? p->conf.rate : c->link_rate, false, width, speed);
+        return;
+    }
+    uint64_t cal = link_calibrated_rate(c);
+    /* a calibration below 4x SDR (10 Gb/s) takes the narrower links too */
+    link_search(cal, cal * 8 / 1000000 >= 10000, width, speed);
+}
+
+void link_rate_string(uint8_t width, uint8_t speed, char *buf, size_t len)
+{
+    uint32_t mbps = 0, lanes = 0;
+    const char *name = "?";
+    for (size_t l = 0; l < sizeof(lane) / sizeof(lane[0]); l++)
+        if (lane[l].code == speed) {
+            mbps = lane[l].mbps;
+            name = lane[l].name;
+        }
+    for (size_t w = 0; w < sizeof(wid) / sizeof(wid[0]); w++)
+        if (wid[w].code == width)
+            lanes = wid[w].lanes;
+    uint32_t total = mbps * lanes;
+    /* as the kernel writes it: "200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X SDR)" */
+    if (total % 1000)
+        snprintf(buf, len, "%u.%u Gb/sec (%uX %s)", total / 1000, total % 1000 / 100, lanes, name);
+    else
+        snprintf(buf, len, "%u Gb/sec (%uX %s)", total / 1000, lanes, name);
+}
