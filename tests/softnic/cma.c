@@ -12,7 +12,9 @@
  * host) has no such line and keeps the wire.  Then a probe read of the
  * requester's token checks that the kernel lets us (EPERM under ptrace
  * restrictions: the wire again).  A descriptor then names addresses of the
- * requester's own memory, so a peer can only ever send its own bytes. */
+ * requester's own memory, so a peer can only ever send its own bytes.  A
+ * pidfd taken before the checks pins them to that very process: each pull
+ * first makes sure it has not exited (its pid could name another one). */
 #include "softnic.h"
 
 #include <arpa/inet.h>
@@ -22,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -104,18 +108,34 @@ static bool pid_owns_inode(uint32_t pid, unsigned long inode)
     return owns;
 }
 
-bool cma_accept_peer(int fd, const struct sn_wire_hello *h)
+static int pidfd_of(uint32_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int cma_accept_peer(int fd, const struct sn_wire_hello *h)
 {
     if (!softnic_global()->conf.fastpath || !(h->hflags & SN_HELLO_CMA) || !h->pid)
-        return false;
+        return -1;
     struct sockaddr_in us, peer;
     socklen_t l1 = sizeof(us), l2 = sizeof(peer);
     if (getsockname(fd, (struct sockaddr *)&us, &l1) || getpeername(fd, (struct sockaddr *)&peer, &l2) ||
         us.sin_family != AF_INET || peer.sin_family != AF_INET)
-        return false;
+        return -1;
+    int pidfd = pidfd_of(h->pid);
+    if (pidfd < 0)
+        return -1;
     unsigned long inode = tcp_inode(&peer, &us);
-    if (!inode || !pid_owns_inode(h->pid, inode))
-        return false;
+    if (!inode || !pid_owns_inode(h->pid, inode)) {
+        close(pidfd);
+        return -1;
+    }
     uint64_t got = 0;
     struct iovec l = { &got, sizeof(got) };
     struct iovec r = { (void *)(uintptr_t)h->token_addr, sizeof(got) };
@@ -123,13 +143,18 @@ bool cma_accept_peer(int fd, const struct sn_wire_hello *h)
     if (n != (ssize_t)sizeof(got) || got != h->token) {
         SN_DEBUG("cma: peer pid %u: process_vm_readv refused (%s): payloads on the wire", h->pid,
                  n < 0 ? strerror(errno) : "token mismatch");
-        return false;
+        close(pidfd);
+        return -1;
     }
-    return true;
+    return pidfd;
 }
 
-int cma_pull(uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off, void *dst, size_t len)
+int cma_pull(int pidfd, uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off,
+             void *dst, size_t len)
 {
+    struct pollfd p = { .fd = pidfd, .events = POLLIN };
+    if (poll(&p, 1, 0) != 0)
+        return ECONNRESET;   /* the process has exited: its pid is not its own any more */
     struct iovec remote[SN_MAX_SGE];
     int nr = 0;
     char *d = dst;
@@ -156,10 +181,12 @@ int cma_pull(uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off,
         if (got < 0) {
             if (errno == EINTR)
                 continue;
-            return errno == ESRCH ? ECONNRESET : errno;
+            /* gone, or its memory unmapped under a request (a QP or MR
+             * torn down with work in flight): the connection ends */
+            return errno == ESRCH || errno == EFAULT ? ECONNRESET : errno;
         }
         if (got == 0)
-            return EFAULT;
+            return ECONNRESET;
         d += got;
         off += (uint64_t)got;
         len -= (size_t)got;

@@ -17,7 +17,6 @@ static void counters_read(const struct sn_counters *c, struct softnic_ctl_counte
     o->errors = atomic_load(&c->errors);
     o->retries = atomic_load(&c->retries);
     o->rnr_naks = atomic_load(&c->rnr_naks);
-    o->fast_bytes = atomic_load(&c->fast_bytes);
 }
 
 _Atomic int64_t sn_live_qps, sn_live_cqs, sn_live_mrs;
@@ -83,6 +82,25 @@ EXPORT int softnic_ctl_port_counters(struct ibv_context *ctx, uint8_t port,
     if (!p || !out)
         return EINVAL;
     counters_read(&p->cnt, out);
+    return 0;
+}
+
+EXPORT int softnic_ctl_qp_fast_bytes(struct ibv_qp *qp, uint64_t *out)
+{
+    if (!qp || !out)
+        return EINVAL;
+    *out = atomic_load(&sn_qp_of(qp)->cnt.fast_bytes);
+    return 0;
+}
+
+EXPORT int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t *out)
+{
+    struct sn_port *p = ctl_port(ctx, port);
+    if (!p)
+        return EINVAL;
+    if (!out)
+        return EINVAL;
+    *out = atomic_load(&p->cnt.fast_bytes);
     return 0;
 }
 

@@ -177,6 +177,8 @@ int qp_destroy(struct ibv_qp *ibqp)
     pthread_cond_destroy(&qp->cond);
     pthread_cond_destroy(&qp->req_cond);
     free(qp->tx_batch);
+    for (uint32_t i = 0; i < qp->sq_size; i++)
+        qp_unpin_locked(&qp->sq[i]);   /* the engine has stopped: no lock needed */
     pthread_mutex_destroy(&ibqp->mutex);
     pthread_cond_destroy(&ibqp->cond);
     free(qp->sq);
@@ -311,6 +313,8 @@ static void qp_store(struct sn_qp *qp, const struct ibv_qp_attr *a, int mask)
 /* Empties both queues without completions (move to RESET). */
 static void qp_reset_locked(struct sn_qp *qp)
 {
+    for (uint32_t i = 0; i < qp->sq_size; i++)
+        qp_unpin_locked(&qp->sq[i]);
     qp->sq_head = qp->sq_sent = qp->sq_tail = 0;
     qp->rq_head = qp->rq_count = 0;
     qp->next_seq = 0;
@@ -411,9 +415,18 @@ static enum ibv_wc_opcode wc_opcode_of(enum ibv_wr_opcode op)
     }
 }
 
-static void qp_send_wc(struct sn_qp *qp, const struct sn_swqe *w, enum ibv_wc_status st,
+void qp_unpin_locked(struct sn_swqe *w)
+{
+    for (int i = 0; i < w->npin; i++)
+        mr_put(w->pin[i]);
+    w->npin = 0;
+}
+
+/* Every send WQE ends here once (success, error or flush). */
+static void qp_send_wc(struct sn_qp *qp, struct sn_swqe *w, enum ibv_wc_status st,
                        uint32_t vendor_err)
 {
+    qp_unpin_locked(w);
     bool signaled = qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
     if (st == IBV_WC_SUCCESS && !signaled)
         return;
@@ -556,6 +569,7 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
         }
         w->len = len;
         w->inl = NULL;
+        w->npin = 0;
         if (wr->send_flags & IBV_SEND_INLINE) {
             /* the slot's own buffer: valid until the WQE completes */
             w->inl = qp->sq_inline + (qp->sq_tail % qp->sq_size) * qp->cap.max_inline_data;

@@ -106,6 +106,8 @@ struct sn_tx_batch {
         struct sn_wire_cma d;
         struct sn_cma_seg seg[SN_MAX_SGE];
     } cma[BATCH_WQES];
+    struct sn_mr *pin[SN_MAX_SGE];   /* the pulled WQE being added's MRs */
+    int npin;
     struct iovec iov[BATCH_IOV + SN_MAX_SGE + 1];
     int niov;
     struct sn_mr *refs[BATCH_IOV];
@@ -249,6 +251,7 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
     /* same-host peer: a host-memory payload is named, not sent (cma.c) */
     cma = cma && !read && !w->inl && w->len >= SN_CMA_MIN_BYTES;
     struct iovec *desc = NULL;
+    b->npin = 0;
     if (cma) {
         b->cma[i].d = (struct sn_wire_cma){ .nseg = 0 };
         desc = &b->iov[b->niov++];
@@ -266,21 +269,25 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
             if (mr_get(sg->lkey, false, qp->ibqp.pd, read ? IBV_ACCESS_LOCAL_WRITE : 0, sg->addr,
                        sg->length, &mr))
                 goto bad;
-            b->refs[b->nrefs++] = mr;
-            if (read)
-                continue;
             void *src = mr_host_ptr(mr, sg->addr);
-            if (cma && !mr->gpu) {
+            if (cma && !read && !mr->gpu) {
+                b->pin[b->npin++] = mr;
                 b->cma[i].seg[b->cma[i].d.nseg++] =
                     (struct sn_cma_seg){ (uint64_t)(uintptr_t)src, sg->length };
                 continue;
             }
+            b->refs[b->nrefs++] = mr;
+            if (read)
+                continue;
             if (cma) {
                 /* CUDA memory cannot be pulled by another process: this
                  * WQE goes on the wire after all, its segments so far too */
                 for (uint32_t k = 0; k < b->cma[i].d.nseg; k++)
                     b->iov[b->niov++] = (struct iovec){ (void *)(uintptr_t)b->cma[i].seg[k].addr,
                                                         b->cma[i].seg[k].len };
+                for (int k = 0; k < b->npin; k++)
+                    b->refs[b->nrefs++] = b->pin[k];
+                b->npin = 0;
                 *desc = (struct iovec){ NULL, 0 };
                 cma = false;
             }
@@ -307,6 +314,9 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
     atomic_fetch_add(&qp->cnt.tx_packets, pkts);
     return 0;
 bad:
+    for (int r = 0; r < b->npin; r++)
+        mr_put(b->pin[r]);
+    b->npin = 0;
     for (int r = first_ref; r < b->nrefs; r++)
         mr_put(b->refs[r]);
     for (int r = first_bounce; r < b->nbounces; r++)
@@ -352,6 +362,27 @@ static bool rd_gated_locked(struct sn_qp *qp)
     return n >= limit;
 }
 
+/* Hands a pulled WQE's MR references to its send-queue slot, before its
+ * descriptor leaves: they go when the WQE completes (qp.c).  A WQE flushed
+ * meanwhile (QP error or reset) has completed already: its references go
+ * now. */
+static void pin_pulled(struct sn_qp *qp, uint64_t idx, const struct sn_swqe *w,
+                       struct sn_tx_batch *b)
+{
+    pthread_mutex_lock(&qp->lock);
+    struct sn_swqe *slot = &qp->sq[idx % qp->sq_size];
+    bool live = idx >= qp->sq_head && idx < qp->sq_sent && slot->seq == w->seq &&
+                slot->wr_id == w->wr_id && !slot->npin;
+    for (int k = 0; k < b->npin; k++) {
+        if (live)
+            slot->pin[slot->npin++] = b->pin[k];
+        else
+            mr_put(b->pin[k]);
+    }
+    b->npin = 0;
+    pthread_mutex_unlock(&qp->lock);
+}
+
 /* Takes up to a batch of WQEs from sq_sent and puts them on the wire.
  * Called with qp->lock held and qp->tx_busy set by the caller (the
  * requester thread or a posting thread); returns with the lock held. */
@@ -384,6 +415,8 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
             bad = i;
             break;
         }
+        if (b->npin)
+            pin_pulled(qp, first + (uint64_t)i, &b->w[i], b);
     }
     if (!err)
         err = batch_flush(qp, fd, port, b);

@@ -59,6 +59,7 @@ struct sn_rconn {
     struct pend_wc pend[PEND_WC];
     struct sn_rbuf rb;
     uint32_t cma_pid;         /* the requester's pid when it may be pulled from */
+    int cma_pidfd;            /* and a pidfd of it; -1 otherwise */
     /* the current request's payload when it is pulled (SN_REQ_CMA), else NULL */
     const struct sn_cma_seg *src;
     struct sn_cma_seg src_seg[SN_MAX_SGE];
@@ -76,7 +77,8 @@ static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t le
     if (!rc->src)
         return rbuf_place(&rc->rb, mr, addr, len, rc->port);
     if (!mr->gpu) {
-        int err = cma_pull(rc->cma_pid, rc->src, rc->src_nseg, rc->src_off, mr_host_ptr(mr, addr), len);
+        int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
+                           mr_host_ptr(mr, addr), len);
         rc->src_off += len;
         return err;
     }
@@ -86,7 +88,8 @@ static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t le
     bool vf_slow = rc->port->conf.vf && !(mr->access & IBV_ACCESS_RELAXED_ORDERING);
     while (len) {
         size_t n = len < CMA_BOUNCE ? len : CMA_BOUNCE;
-        int err = cma_pull(rc->cma_pid, rc->src, rc->src_nseg, rc->src_off, rc->bounce, n);
+        int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
+                           rc->bounce, n);
         if (err)
             return err;
         if (vf_slow)
@@ -572,7 +575,8 @@ static void *responder_main(void *arg)
     rc->peer_qpn = h.src_qpn;
     if (ok && (h.hflags & SN_HELLO_CMA)) {
         /* answered before anything else: the requester waits for it (requester.c) */
-        bool pull = cma_accept_peer(fd, &h);
+        rc->cma_pidfd = cma_accept_peer(fd, &h);
+        bool pull = rc->cma_pidfd >= 0;
         rc->cma_pid = pull ? h.pid : 0;
         SN_DEBUG("responder: QP 0x%x: peer QP 0x%x pid %u: %s", qp->ibqp.qp_num, h.src_qpn, h.pid,
                  pull ? "same host, payloads by cross-memory attach" : "payloads on the wire");
@@ -591,6 +595,8 @@ static void *responder_main(void *arg)
         rbuf_free(&rc->rb);
         free(rc->bounce);
     }
+    if (rc->cma_pidfd >= 0)
+        close(rc->cma_pidfd);
     pthread_mutex_lock(&qp->lock);
     for (struct sn_rconn **pp = &qp->rconns; *pp; pp = &(*pp)->next)
         if (*pp == rc) {
@@ -620,6 +626,7 @@ void responder_spawn(int fd)
         return;
     }
     rc->fd = fd;
+    rc->cma_pidfd = -1;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&th, &at, responder_main, rc)) {

@@ -100,6 +100,7 @@ struct st_ctl {
     int (*qp_counters)(struct ibv_qp *, struct softnic_ctl_counters *);
     int (*objects)(struct softnic_ctl_objects *);
     int (*link_rate)(uint64_t *);
+    int (*qp_fast_bytes)(struct ibv_qp *, uint64_t *);
 };
 const struct st_ctl *st_ctl(void);
 

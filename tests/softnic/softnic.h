@@ -303,6 +303,12 @@ struct sn_swqe {
     int num_sge;
     struct ibv_sge sge[SN_MAX_SGE];
     char *inl;                     /* inline copy (malloc'd), or NULL */
+    /* a pulled WQE's source MRs (cma.c): the responder reads them after the
+     * requester let go of the WQE, so they stay referenced -- a dereg waits
+     * for them, as for a NIC's DMA -- until the WQE completes, flushes or the
+     * QP is reset or destroyed (qp.c) */
+    struct sn_mr *pin[SN_MAX_SGE];
+    int npin;
 };
 
 struct sn_rconn;
@@ -368,6 +374,8 @@ uint64_t qp_rnr_budget_ns(uint8_t rnr_retry, uint8_t min_rnr_timer);
  * with IBV_WC_WR_FLUSH_ERR.  Caller holds qp->lock. */
 void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
                      uint32_t vendor_err);
+/* Drops a send WQE's pinned MRs (qp->lock held). */
+void qp_unpin_locked(struct sn_swqe *w);
 /* Completes the send WQE at sq_head (caller holds qp->lock). */
 void qp_complete_send_locked(struct sn_qp *qp, enum ibv_wc_status st);
 /* Takes a receive WQE from the QP's RQ or SRQ; false when none. */
@@ -484,13 +492,15 @@ void link_rate_string(uint8_t width, uint8_t speed, char *buf, size_t len);
 #define SN_CMA_MIN_BYTES 4096
 /* Offers the fast path in a hello (when SOFTNIC_FASTPATH allows). */
 void cma_hello_fill(struct sn_wire_hello *h);
-/* True when the peer on fd is the process the hello names, in our network
- * namespace, and its memory can be read. */
-bool cma_accept_peer(int fd, const struct sn_wire_hello *h);
-/* Reads len bytes at offset off of the segments of process pid into dst;
- * 0, ECONNRESET when the process is gone, EFAULT/EPROTO on a bad descriptor. */
-int cma_pull(uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off, void *dst,
-             size_t len);
+/* When the peer on fd is the process the hello names, in our network
+ * namespace, and its memory can be read: a pidfd of it (the caller closes
+ * it); else -1: the wire. */
+int cma_accept_peer(int fd, const struct sn_wire_hello *h);
+/* Reads len bytes at offset off of the segments of process pid (pidfd:
+ * from cma_accept_peer) into dst; 0, ECONNRESET when the process is gone
+ * or the memory is no longer there, EPROTO on a short descriptor. */
+int cma_pull(int pidfd, uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off,
+             void *dst, size_t len);
 void wire_tune(int fd);
 /* Registers/unregisters a QP in the qpn table used by incoming hellos. */
 void wire_qp_register(struct sn_qp *qp);

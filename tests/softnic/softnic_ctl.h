@@ -18,8 +18,6 @@ struct softnic_ctl_counters {
     uint64_t errors;                 /* error completions / NAKs */
     uint64_t retries;                /* retry budgets exhausted */
     uint64_t rnr_naks;               /* RNR waits signalled */
-    uint64_t fast_bytes;             /* rx payload pulled from a same-host peer's
-                                      * memory (SOFTNIC_FASTPATH), not the wire */
 };
 
 /* Sets a port up (1) or down (0): IBV_EVENT_PORT_ACTIVE / _PORT_ERR on every
@@ -32,6 +30,12 @@ int softnic_ctl_port_set_latency(struct ibv_context *ctx, uint8_t port, uint32_t
 int softnic_ctl_port_counters(struct ibv_context *ctx, uint8_t port,
                               struct softnic_ctl_counters *out);
 int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out);
+
+/* Received payload bytes that were pulled from a same-host peer's memory
+ * (SOFTNIC_FASTPATH) instead of read off the wire, of a QP / of a port.
+ * (Not in struct softnic_ctl_counters: its size is part of the ABI.) */
+int softnic_ctl_qp_fast_bytes(struct ibv_qp *qp, uint64_t *out);
+int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t *out);
 
 /* The rate (bytes/s) a port without a rate limit advertises its link
  * within (SOFTNIC_LINK_RATE, or this process's calibration: link.c). */
