@@ -10,8 +10,9 @@
 # software NIC's quirks:
 # - Each softnic port is limited to RAILNET_BENCH_RATE bytes/s (default
 #   3125M = 25 Gb/s, which softnic then advertises as 1x EDR; "0" = no limit,
-#   advertised 4x HDR 200 Gb/s). NCCL picks channels and protocol from the
-#   advertised speed; unlimited softnic claims 200 Gb/s per port but carries
+#   advertised: the 4x link within softnic's memcpy calibration, README).
+#   NCCL picks channels and protocol from the advertised speed; unlimited
+#   softnic claimed 200 Gb/s per port before that calibration but carries
 #   a few GB/s, and NCCL then picks LL and 4 channels for 1 MiB on
 #   railnet's merged 400 Gb/s device, which on softnic ran 0.9-1.2 GB/s
 #   against 2.6-3.3 GB/s with Simple on 2 channels.

@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 14
+tap_plan 15
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath"
 if make -C "$asan" -j2 $targets >>"$log" 2>&1; then
     tap_ok asan_build_of_plugin_softnic_driver
 else
@@ -46,6 +46,8 @@ san asan_gin_peer_killed $gd --ranks 3 kill
 # libmlx5 as NCCL 2.28.9 probes it (issue 13)
 san asan_softnic_verbs_ex "$asan/tests/softnic/test_softnic_verbs_ex"
 san asan_softnic_nccl_gdaki_probe "$asan/tests/softnic/test_softnic_nccl_gdaki_probe"
+# the same-host fast path (process_vm_readv pulls, pins, killed peers; issue 16)
+san asan_softnic_fastpath "$asan/tests/softnic/test_softnic_fastpath"
 
 if grep -q '^RAILNET_SAN_FLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
     tap_skip valgrind_memcheck_traffic_clean "this build is itself instrumented with ASan, which valgrind cannot run (a plain build runs this case)"

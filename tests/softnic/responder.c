@@ -508,7 +508,11 @@ static int do_request(struct sn_rconn *rc)
         }
         rc->ack_pending = true;
         rc->ack_seq = h.seq;
-        if (rc->npend == PEND_WC)
+        /* a pulled payload never blocks this thread on the stream, where
+         * the coalesced ACK would go out: it goes now, or the requester's
+         * completions and our receive completions would wait for the
+         * stream to run dry */
+        if (rc->npend == PEND_WC || rc->src)
             flush_ack(rc);
     }
     return rc->err;
