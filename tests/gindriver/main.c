@@ -1,9 +1,9 @@
 /* tests/gindriver/main.c: gindriver, the GIN driver of CI (gd.h). */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../tools/common/plugin_tables.h"
 #include "gd.h"
 #include "gd_tests.h"
 
@@ -25,10 +25,12 @@ static int probe(const char *plugin)
 {
     struct gd_rank r;
     memset(&r, 0, sizeof(r));
-    void *h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
-    const ncclGin_v11_t *gin = h ? dlsym(h, "ncclGinPlugin_v11") : NULL;
+    struct plugin_tables lib;
+    char err[PATH_MAX + 256];
+    const ncclGin_v11_t *gin =
+        plugin_tables_load(&lib, plugin, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err));
     if (!gin) {
-        fprintf(stderr, "gindriver: no ncclGinPlugin_v11 in %s\n", plugin);
+        fprintf(stderr, "gindriver: %s\n", err);
         return 2;
     }
     void *ctx = NULL;
