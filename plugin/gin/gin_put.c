@@ -20,11 +20,15 @@
  * A work request is signaled when
  *  - nothing signaled is in flight on its QP (retired >= sig_seq): a lone
  *    put, or the first of a burst, reports its completion as soon as the
- *    NIC has it (a put with signal's write is exempt: its atomic follows);
+ *    NIC has it (a put with signal's write is exempt: its atomic follows;
+ *    so is a request with more queued behind it, as after a fence: the
+ *    batch's end is covered by the rules below);
  *  - RAILNET_GIN_SIGNAL_EVERY work requests have been posted on the QP
  *    since the last signaled one, or the send queue is nearly full: in a
  *    stream, requests retire in batches and the queue keeps draining;
- *  - it is a split part another QP's signal will wait for (the fence).
+ *  - it is a split part another QP's signal will wait for (the fence), or
+ *    a plain put right before a put with signal in the FIFO (that one then
+ *    takes another QP and finds this tail covered: no marker, signal_qp).
  * What is left behind the last signaled work request of a QP (a tail) is
  * closed by a completion marker, a signaled zero-byte RDMA WRITE to the
  * waiting request's own target (no key is checked for zero bytes), posted
@@ -94,8 +98,10 @@ int gin_peer_busy(const struct gin_coll *c, int p)
     return 0;
 }
 
-/* Whether the next work request on q is signaled; `more`: another of the
- * same request follows on q at once (it will report for both). */
+/* Whether the next work request on q is signaled; `more`: another work
+ * request follows that will report for this one (the same request's next
+ * on q, or later requests already queued behind it: a batch, whose end,
+ * fence or test covers it). */
 static int signal_next(const struct gin_coll *c, const struct gin_qp *q, int more)
 {
     if (!more && q->retired >= q->sig_seq)
@@ -131,6 +137,24 @@ static int post(struct gin_coll *c, uint32_t peer, struct gin_req *r, int qi, st
     return 0;
 }
 
+/* Requests wait in r's peer's FIFO behind r (r is its head). */
+static int queued_behind(const struct gin_coll *c, const struct gin_req *r)
+{
+    const struct gin_peer *pe = &c->peers[r->peer];
+    return pe->tail - pe->head > 1;
+}
+
+/* The request behind r in its peer's FIFO is a put with signal: r's write
+ * is signaled, so that the signal can take another QP and find this one's
+ * tail covered (signal_qp), its fence needing no marker. */
+static int signal_next_in_fifo(const struct gin_coll *c, const struct gin_req *r)
+{
+    const struct gin_peer *pe = &c->peers[r->peer];
+    if (pe->tail - pe->head < 2)
+        return 0;
+    return c->reqs[(size_t)r->peer * GIN_PEER_REQS + pe->fifo[(pe->head + 1) % GIN_PEER_REQS]].has_signal;
+}
+
 /* Bytes [off, off + len) of r's put; force: signaled whatever the rules. */
 static int post_write(struct gin_coll *c, struct gin_req *r, int qi, uint64_t off, uint32_t len, int more, int force)
 {
@@ -162,7 +186,7 @@ static int post_atomic(struct gin_coll *c, struct gin_req *r, int qi)
     wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.send_flags = signal_next(c, &c->peers[r->peer].qps[qi], 0) ? IBV_SEND_SIGNALED : 0;
+    wr.send_flags = signal_next(c, &c->peers[r->peer].qps[qi], queued_behind(c, r)) ? IBV_SEND_SIGNALED : 0;
     wr.wr.atomic.remote_addr = r->sig_raddr;
     wr.wr.atomic.rkey = r->sig_rkey;
     wr.wr.atomic.compare_add = r->sig_add;
@@ -212,10 +236,15 @@ static int fence_cover(struct gin_coll *c, struct gin_peer *pe, const struct gin
 static void test_cover(struct gin_coll *c, const struct gin_req *r)
 {
     struct gin_peer *pe = &c->peers[r->peer];
+    /* a signal waiting on its fence will post its atomic behind the tail */
+    const struct gin_req *h =
+        pe->head != pe->tail ? &c->reqs[(size_t)r->peer * GIN_PEER_REQS + pe->fifo[pe->head % GIN_PEER_REQS]] : NULL;
     for (int qi = 0; qi < pe->nqps; qi++) {
         struct gin_qp *q = &pe->qps[qi];
         if (q->retired >= r->last[qi] || q->sig_seq >= r->last[qi] || q->retired < q->sig_seq)
             continue; /* retired, or a signaled one is on its way */
+        if (h && h->state == GR_WRITTEN && h->qp == qi)
+            continue;
         if (q->probe_req && q->probe_posted == q->posted) {
             if (q->probe_req == r->index + 1 && post_marker(c, r, qi))
                 return;
@@ -229,14 +258,26 @@ static void test_cover(struct gin_coll *c, const struct gin_req *r)
 /* The QP of a put with signal: where its fence costs nothing if it can. A
  * QP's earlier writes are ordered before the atomic by the QP itself; only
  * the other QPs' unretired writes make the signal wait. So: the one busy QP
- * when only one is busy, the latest write's QP when none or several are. */
+ * when only one is busy; when several are, one whose others' tails are
+ * covered by a signaled work request (no marker needed), the latest
+ * write's QP first. */
 static int signal_qp(const struct gin_peer *pe)
 {
     int busy = -1, nbusy = 0;
     for (int o = 0; o < pe->nqps; o++)
         if (pe->qps[o].posted > pe->qps[o].retired)
             busy = o, nbusy++;
-    return nbusy == 1 ? busy : (int)pe->last_qp;
+    if (nbusy == 1)
+        return busy;
+    for (int k = 0; k < pe->nqps; k++) {
+        int a = (int)((pe->last_qp + (unsigned)k) % (unsigned)pe->nqps), covered = 1;
+        for (int o = 0; o < pe->nqps; o++)
+            if (o != a && pe->qps[o].sig_seq < pe->qps[o].posted && pe->qps[o].retired < pe->qps[o].posted)
+                covered = 0;
+        if (covered)
+            return a;
+    }
+    return (int)pe->last_qp;
 }
 
 /* A test waits on q's uncovered tail, nothing signaled in flight there and
@@ -276,7 +317,8 @@ static int post_writes(struct gin_coll *c, struct gin_peer *pe, struct gin_req *
             return 0;
         r->qp = (uint8_t)qi;
         if (r->has_write) {
-            if (post_write(c, r, qi, 0, r->len, r->has_signal, 0))
+            int more = r->has_signal || queued_behind(c, r);
+            if (post_write(c, r, qi, 0, r->len, more, !r->has_signal && signal_next_in_fifo(c, r)))
                 return -1;
             if (!r->has_signal)
                 pe->next_qp++;
@@ -294,7 +336,7 @@ static int post_writes(struct gin_coll *c, struct gin_peer *pe, struct gin_req *
         if (off >= r->len)
             break;
         uint32_t len = off + part > r->len ? r->len - (uint32_t)off : part;
-        if (post_write(c, r, o, off, len, o == aq, aq >= 0 && o != aq))
+        if (post_write(c, r, o, off, len, o == aq || queued_behind(c, r), aq >= 0 && o != aq))
             return -1;
     }
     r->qp = (uint8_t)(aq >= 0 ? aq : 0);

@@ -17,6 +17,8 @@
 #include "../../tools/common/plugin_tables.h"
 #include "gd.h"
 
+struct gd_gin_stats gd_stats;
+
 double gd_now(void)
 {
     struct timespec ts;
@@ -43,6 +45,16 @@ void gd_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, i
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    struct gd_gin_stats s;
+    int rank, nranks;
+    char dev[64];
+    if (sscanf(msg,
+               "NET/railnet stats: GIN rank %d of %d on %63[^:]: %llu work requests posted (%llu completion "
+               "markers), %llu signaled, %llu completions polled",
+               &rank, &nranks, dev, &s.wrs, &s.markers, &s.signaled, &s.cqes) == 7) {
+        s.seen = 1;
+        gd_stats = s;
+    }
     fprintf(stderr, "[%d] NCCL %s %s (%s:%d)\n", (int)getpid(), tag, msg, file, line);
 }
 
