@@ -100,6 +100,7 @@ struct gin_qp {
     uint64_t sig_seq;  /* seq of the last signaled one: what retired can reach without more posts */
     uint64_t probe_posted; /* a test found a request's tail uncovered at this posted count ... */
     uint32_t probe_req;    /* ... that request's index + 1 (0: none); gin_put.c */
+    uint32_t probe_tests;  /* tests since, finding the same */
 };
 
 /* What the data path did, for RAILNET_STATS=1 (logged at closeColl). */

@@ -35,7 +35,11 @@
  *  - by test, when the same request is found waiting on an uncovered tail
  *    twice with nothing posted on that QP in between and nothing signaled
  *    in flight there: the proxy went once around its loop without putting
- *    to that QP again (had it, rule one would have signaled that put);
+ *    to that QP again (had it, rule one would have signaled that put), or
+ *    after more such tests than the peer has requests (a caller that
+ *    stopped testing the first one it was seen with); a plain put goes to
+ *    a QP a test waits on this way, rather than round robin, and closes
+ *    the tail itself;
  *  - at once, for a signal's fence over an uncovered tail of another QP.
  * Error completions come for signaled and unsignaled work requests alike
  * (flushes included) and never retire anything: a request is reported done
@@ -246,11 +250,14 @@ static void test_cover(struct gin_coll *c, const struct gin_req *r)
         if (h && h->state == GR_WRITTEN && h->qp == qi)
             continue;
         if (q->probe_req && q->probe_posted == q->posted) {
-            if (q->probe_req == r->index + 1 && post_marker(c, r, qi))
+            /* the recorded request again; or more tests than the peer has
+             * requests, in case the caller stopped testing that one */
+            if ((q->probe_req == r->index + 1 || ++q->probe_tests > GIN_PEER_REQS) && post_marker(c, r, qi))
                 return;
         } else {
             q->probe_req = r->index + 1;
             q->probe_posted = q->posted;
+            q->probe_tests = 0;
         }
     }
 }
