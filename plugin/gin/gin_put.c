@@ -24,8 +24,10 @@
  *    so is a request with more queued behind it, as after a fence: the
  *    batch's end is covered by the rules below);
  *  - RAILNET_GIN_SIGNAL_EVERY work requests have been posted on the QP
- *    since the last signaled one, or the send queue is nearly full: in a
- *    stream, requests retire in batches and the queue keeps draining;
+ *    since the last signaled one, or an eighth of what the QP has in
+ *    flight (at least 8), or the send queue is nearly full: in a stream,
+ *    requests retire in batches, and a batch holds little of the caller's
+ *    window of requests (a completion reported late keeps its slot);
  *  - it is a split part another QP's signal will wait for (the fence), or
  *    a plain put right before a put with signal in the FIFO (that one then
  *    takes another QP and finds this tail covered: no marker, signal_qp).
@@ -53,6 +55,10 @@
 #include "mr.h"
 
 #define POLL_BATCH 64
+/* A run of unsignaled work requests is at most 1/8 of the QP's work in
+ * flight (at least 8, at most RAILNET_GIN_SIGNAL_EVERY). */
+#define GIN_RUN_FRACTION 8
+#define GIN_RUN_MIN 8
 
 static struct gin_req *req_get(struct gin_coll *c, uint32_t peer)
 {
@@ -110,7 +116,16 @@ static int signal_next(const struct gin_coll *c, const struct gin_qp *q, int mor
 {
     if (!more && q->retired >= q->sig_seq)
         return 1; /* nothing signaled in flight: report this one promptly */
-    return q->posted + 1 - q->sig_seq >= c->signal_every || q->posted + 2 - q->retired >= GIN_SQ_DEPTH;
+    uint64_t run = q->posted + 1 - q->sig_seq, inflight = q->posted + 1 - q->retired;
+    /* a completion reported late holds its request's slot in the caller's
+     * window (NCCL's 256 per peer): runs stay a small part of what is in
+     * flight, so that batching costs the window little */
+    uint64_t every = inflight / GIN_RUN_FRACTION;
+    if (every < GIN_RUN_MIN)
+        every = GIN_RUN_MIN;
+    if (every > c->signal_every)
+        every = c->signal_every;
+    return run >= every || inflight + 1 >= GIN_SQ_DEPTH;
 }
 
 /* Posts wr on QP qi of peer, its wr_id naming the sequence number it gets

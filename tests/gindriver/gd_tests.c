@@ -572,7 +572,7 @@ static ncclResult_t wait_all(struct gd_rank *r, void **reqs, int nreq, double de
     }
 }
 
-#define DEEP_SIGNAL_EVERY 8
+#define DEEP_SIGNAL_EVERY 16
 static int deep_has_signal(int i)
 {
     return i % DEEP_SIGNAL_EVERY == DEEP_SIGNAL_EVERY - 1;

@@ -13,7 +13,7 @@
  *   kill   - the last rank is SIGKILLed; the others' test/iput report
  *            ncclRemoteError and queryLastError agrees, with no hang;
  *   deep   - per round, `puts` puts to every peer posted at once (NCCL's
- *            256 in flight per peer and more), random sizes, one in eight
+ *            256 in flight per peer and more), random sizes, one in sixteen
  *            with an ADD signal; every byte checked, every signal word's sum
  *            exact; then (RAILNET_STATS=1) the plugin's counters: far fewer
  *            work requests signaled than posted, and exactly as many

@@ -14,7 +14,7 @@ static const char help[] =
     "  mesh    iput full mesh, random sizes/offsets, byte-checked; deregistration\n"
     "  signal  iputSignal ordering (no signal before its data) and exact INC/ADD sums\n"
     "  rogue   bad handles refused with a WARN; the job still connects\n"
-    "  deep    --puts puts per peer posted at once (NCCL's 256 in flight and more), 1 in 8 with an\n"
+    "  deep    --puts puts per peer posted at once (NCCL's 256 in flight and more), 1 in 16 with an\n"
     "          ADD signal, byte-checked, sums exact; with RAILNET_STATS=1 the plugin's counters:\n"
     "          at most a quarter of the work requests signaled, one completion per signaled one\n"
     "  flush   2 ranks: a put into a window the target deregistered, amid 200 mostly unsignaled\n"
