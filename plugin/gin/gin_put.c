@@ -384,11 +384,11 @@ static void peer_advance(struct gin_coll *c, uint32_t peer)
             for (int o = 0; o < pe->nqps; o++)
                 r->need[o] = pe->qps[o].posted;
             r->state = GR_WRITTEN;
-            if (fence_cover(c, pe, r))
-                return;
         }
-        /* GR_WRITTEN: the signal waits for the other QPs' earlier writes */
-        if (!fence_clear(pe, r))
+        /* GR_WRITTEN: the signal waits for the other QPs' earlier writes
+         * (covered by a signaled one; asked on every pass, it posts a
+         * marker at most once per QP) */
+        if (fence_cover(c, pe, r) || !fence_clear(pe, r))
             return;
         if (post_atomic(c, r, r->qp))
             return;
