@@ -32,6 +32,7 @@ struct rn_config {
     int handshake_timeout;  /* RAILNET_HANDSHAKE_TIMEOUT: seconds a connect/accept handshake may take, 1..3600 */
     int failover;           /* RAILNET_FAILOVER: 1 (default) a merged device's comm survives a port going down, 0 fails */
     int gin;                /* RAILNET_GIN: enum rn_gin_mode, default auto */
+    int gin_signal_every;   /* RAILNET_GIN_SIGNAL_EVERY: 1..128 work requests per signaled one, default 32 */
 };
 
 /* RAILNET_GIN: which GIN type ncclGinPlugin_v11 offers NCCL. */

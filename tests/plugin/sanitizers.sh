@@ -40,6 +40,8 @@ gd="$asan/tests/gindriver/gindriver --plugin $asan/.libs/libnccl-net-railnet.so"
 san asan_gin_put_mesh_and_deregistered_window $gd --ranks 3 --rounds 2 mesh
 san asan_gin_split_puts $gd --ranks 3 --rounds 2 --slot 1048576 --puts 4 mesh
 san asan_gin_put_signal_order_and_sums $gd --ranks 3 --puts 16 --adds 16 --slot 4194304 signal
+san asan_gin_deep_queue_selective_signaling env RAILNET_STATS=1 $gd --ranks 3 --puts 256 --slot 1048576 --rounds 1 deep
+san asan_gin_failed_put_amid_unsignaled $gd flush
 san asan_gin_rogue_handles $gd rogue
 san asan_gin_peer_killed $gd --ranks 3 kill
 # softnic's extended verbs (ibv_wr_* builder, cq_ex, rereg_mr) and its
