@@ -209,6 +209,19 @@ int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
     } else if (c->id.route.addr.src_sin.sin_addr.s_addr == htonl(INADDR_ANY)) {
         err = EINVAL;   /* bound to any address: not a source to connect from */
     }
+    if (!err && !status) {
+        /* the route from the bound source must exist, as the kernel's
+         * lookup with the source address requires */
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in from = c->id.route.addr.src_sin, probe = *dst;
+        from.sin_port = 0;
+        probe.sin_port = htons(9);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&from, sizeof(from)) ||
+            connect(fd, (struct sockaddr *)&probe, sizeof(probe)))
+            status = -(errno == EINVAL || !errno ? ENETUNREACH : errno);
+        if (fd >= 0)
+            close(fd);
+    }
     if (!err) {
         memset(&c->id.route.addr.dst_storage, 0, sizeof(c->id.route.addr.dst_storage));
         c->id.route.addr.dst_sin = *dst;
@@ -221,7 +234,7 @@ int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
             cm_post_locked(c, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, NULL, 0, 0, NULL);
         }
     }
-    bool sync = c->chan->sync;
+    bool sync = c->chan && c->chan->sync;
     pthread_mutex_unlock(&cm.lock);
     if (err) {
         errno = err;
@@ -246,7 +259,7 @@ int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
     }
     c->state = CM_ROUTE_RESOLVED;
     cm_post_locked(c, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, NULL, 0, 0, NULL);
-    bool sync = c->chan->sync;
+    bool sync = c->chan && c->chan->sync;
     pthread_mutex_unlock(&cm.lock);
     return sync ? (cm_sync_wait(c, RDMA_CM_EVENT_ROUTE_RESOLVED) ? -1 : 0) : 0;
 }

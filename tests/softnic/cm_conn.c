@@ -446,6 +446,10 @@ static void on_accept_locked(struct cm_id *l)
         int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
+        if (!l->chan) {   /* nobody reads the listener's events any more */
+            close(fd);
+            continue;
+        }
         struct cm_channel *ch = l->chan->sync ? cm_channel_new(true) : l->chan;
         struct cm_id *c = ch ? cm_id_new_locked(ch, l->id.context, l->id.ps, l->id.qp_type) : NULL;
         if (!c) {
@@ -688,7 +692,7 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
         c->refused_until_ns = cm_now_ns() + CM_REFUSED_GRACE_MS * 1000000ull;
         side_channel_open_locked(c);
     }
-    bool sync = c->chan->sync;
+    bool sync = c->chan && c->chan->sync;
     pthread_mutex_unlock(&cm.lock);
     if (err) {
         errno = err;
@@ -737,7 +741,7 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
             c->deadline_ns = cm_now_ns() + CM_RESPONSE_TIMEOUT_MS * 1000000ull;
         }
     }
-    bool sync = c->chan->sync;
+    bool sync = c->chan && c->chan->sync;
     pthread_mutex_unlock(&cm.lock);
     if (err) {
         errno = err;

@@ -21,7 +21,7 @@ int cm_sync_wait(struct cm_id *c, enum rdma_cm_event_type want)
         c->id.event = NULL;
     }
     struct cm_event *e;
-    int err = cm_channel_take(c->chan, &e);
+    int err = c->chan ? cm_channel_take(c->chan, &e) : EBADF;
     if (err) {
         errno = err;
         return err;
@@ -315,7 +315,7 @@ int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
         return -1;
     }
     struct cm_id *l = cm_of(listen);
-    if (!l->chan->sync) {
+    if (!l->chan || !l->chan->sync) {
         errno = EINVAL;   /* only a synchronous listener has requests to take */
         return -1;
     }

@@ -149,6 +149,11 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
         return;
     struct cm_channel *ch = (struct cm_channel *)channel;
     pthread_mutex_lock(&cm.lock);
+    /* ids still on it (an application's bug, or a listener's child nobody
+     * took yet) report nowhere from now on */
+    for (struct cm_id *c = cm.ids; c; c = c->next)
+        if (c->chan == ch)
+            c->chan = NULL;
     /* events never fetched die with the channel; their ids' references go */
     struct cm_event *e = ch->head;
     ch->head = ch->tail = NULL;
@@ -168,7 +173,8 @@ void cm_post_locked(struct cm_id *c, enum rdma_cm_event_type type, int status,
                     const struct cm_peer *conn, const void *pdata, size_t pdata_len,
                     size_t pad_to, struct cm_id *listen)
 {
-    if (c->destroyed)
+    struct cm_channel *ch = listen ? listen->chan : c->chan;
+    if (c->destroyed || !ch)
         return;
     struct cm_event *e = calloc(1, sizeof(*e));
     if (!e)
@@ -204,7 +210,6 @@ void cm_post_locked(struct cm_id *c, enum rdma_cm_event_type type, int status,
     e->owner = c;
     c->refs++;
     /* a CONNECT_REQUEST is the listener's to read, on its channel */
-    struct cm_channel *ch = listen ? listen->chan : c->chan;
     if (ch->tail)
         ch->tail->next = e;
     else
@@ -365,9 +370,11 @@ int rdma_destroy_id(struct rdma_cm_id *id)
     /* its queued events die now; a private channel's all of them, since
      * nobody will read it any more */
     struct cm_channel *ch = c->chan;
-    struct cm_event **pp = &ch->head, *dead = NULL;
-    ch->tail = NULL;
-    while (*pp) {
+    struct cm_event *dead = NULL;
+    struct cm_event **pp = ch ? &ch->head : &dead;
+    if (ch)
+        ch->tail = NULL;
+    while (ch && *pp) {
         struct cm_event *e = *pp;
         if (ch->sync || e->owner == c) {
             *pp = e->next;
@@ -413,9 +420,11 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
     pthread_mutex_lock(&cm.lock);
     struct cm_channel *old = c->chan;
     /* queued events move with the id, as the kernel's ucma_migrate_id does */
-    struct cm_event **pp = &old->head, *moved = NULL, **mt = &moved;
-    old->tail = NULL;
-    while (*pp) {
+    struct cm_event *moved = NULL, **mt = &moved;
+    struct cm_event **pp = old ? &old->head : &moved;
+    if (old)
+        old->tail = NULL;
+    while (old && *pp) {
         struct cm_event *e = *pp;
         if (e->owner == c) {
             *pp = e->next;
@@ -429,7 +438,7 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
     }
     c->chan = nch;
     id->channel = &nch->ch;
-    for (struct cm_event *e = moved; e; e = e->next) {
+    for (struct cm_event *e = moved; old && e; e = e->next) {
         /* the old channel's count of the events that left it */
         struct pollfd p = { .fd = old->ch.fd, .events = POLLIN };
         uint64_t one;
@@ -448,7 +457,7 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
         nch->tail = e;
         channel_signal(nch);
     }
-    bool free_old = old->sync && old != nch;
+    bool free_old = old && old->sync && old != nch;
     pthread_mutex_unlock(&cm.lock);
     if (free_old)
         cm_channel_free(old);
