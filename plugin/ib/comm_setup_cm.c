@@ -66,7 +66,7 @@ static uint64_t random64(void)
 static int cm_load(const char *who, int dev)
 {
     char err[512];
-    if (rdmacmwrap_global_load(err, sizeof(err))) {
+    if (rdmacmwrap_global_load(NULL, err, sizeof(err))) {
         WARN("NET/railnet: %s on device %d: RAILNET_CM=rdmacm: %s", who, dev, err);
         return -1;
     }
@@ -823,7 +823,7 @@ ncclResult_t cmsetup_listen(int dev, void *handle, void **listen_comm)
     (void)handle;
     char err[512];
     *listen_comm = NULL;
-    rdmacmwrap_global_load(err, sizeof(err));
+    rdmacmwrap_global_load(NULL, err, sizeof(err));
     WARN("NET/railnet: listen on device %d: RAILNET_CM=rdmacm: %s", dev, err);
     return ncclSystemError;
 }
@@ -834,7 +834,7 @@ ncclResult_t cmsetup_connect(int dev, void *handle, const struct hs_handle *h, v
     (void)h;
     char err[512];
     *send_comm = NULL;
-    rdmacmwrap_global_load(err, sizeof(err));
+    rdmacmwrap_global_load(NULL, err, sizeof(err));
     WARN("NET/railnet: connect on device %d: the handle asks for the RDMA CM: %s", dev, err);
     return ncclSystemError;
 }

@@ -24,13 +24,15 @@ static void *sym(void *h, const char *name, const char *version)
 
 /* librdmacm.so.1 beside the libibverbs the plugin loaded (softnic ships
  * both), else wherever the loader finds it. */
-static void *open_lib(char *path, size_t len)
+static void *open_lib(const char *near, char *path, size_t len)
 {
     const struct ibvwrap *v = ibvwrap_global();
-    if (v && v->path[0]) {
-        const char *slash = strrchr(v->path, '/');
+    if (!near && v && v->path[0])
+        near = v->path;
+    if (near) {
+        const char *slash = strrchr(near, '/');
         if (slash) {
-            snprintf(path, len, "%.*slibrdmacm.so.1", (int)(slash - v->path + 1), v->path);
+            snprintf(path, len, "%.*slibrdmacm.so.1", (int)(slash - near + 1), near);
             void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
             if (h)
                 return h;
@@ -40,10 +42,10 @@ static void *open_lib(char *path, size_t len)
     return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-static int load(struct rdmacmwrap *w, char *err, size_t errlen)
+static int load(struct rdmacmwrap *w, const char *near, char *err, size_t errlen)
 {
     memset(w, 0, sizeof(*w));
-    w->handle = open_lib(w->path, sizeof(w->path));
+    w->handle = open_lib(near, w->path, sizeof(w->path));
     if (!w->handle) {
         snprintf(err, errlen, "cannot load librdmacm.so.1: %s (install librdmacm1, or use RAILNET_CM=tcp)",
                  dlerror());
@@ -83,19 +85,20 @@ static int load(struct rdmacmwrap *w, char *err, size_t errlen)
     return 0;
 }
 #else
-static int load(struct rdmacmwrap *w, char *err, size_t errlen)
+static int load(struct rdmacmwrap *w, const char *near, char *err, size_t errlen)
 {
+    (void)near;
     memset(w, 0, sizeof(*w));
     snprintf(err, errlen, "railnet was built without librdmacm's headers (librdmacm-dev): use RAILNET_CM=tcp");
     return -1;
 }
 #endif
 
-int rdmacmwrap_global_load(char *err, size_t errlen)
+int rdmacmwrap_global_load(const char *near, char *err, size_t errlen)
 {
     pthread_mutex_lock(&g_lock);
     if (!g_tried) {
-        g_rc = load(&g_cm, g_why, sizeof(g_why));
+        g_rc = load(&g_cm, near, g_why, sizeof(g_why));
         g_tried = 1;
     }
     if (g_rc)

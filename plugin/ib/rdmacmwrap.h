@@ -47,8 +47,9 @@ struct rdmacmwrap {
 };
 
 /* Loads the process-wide table once (later calls return the first result);
- * 0, or -1 with why in err. */
-int rdmacmwrap_global_load(char *err, size_t errlen);
+ * 0, or -1 with why in err. near: a libibverbs path whose directory is
+ * tried first (NULL: the one the plugin's ibvwrap table loaded). */
+int rdmacmwrap_global_load(const char *near, char *err, size_t errlen);
 /* NULL until a load succeeded. */
 const struct rdmacmwrap *rdmacmwrap_global(void);
 #define RN_CM(fn) (rdmacmwrap_global()->fn)
