@@ -3,7 +3,8 @@
  * with RAILNET_CM=tcp and once with RAILNET_CM=rdmacm and prints the ratio).
  * One process plays both ends through the exported table on softnic: N
  * listens, then connect and accept polled round-robin until all N pairs are
- * up (the time measured), then everything is closed. Each count is measured
+ * up (the time measured), then everything is closed. A first connection
+ * (thread and device start-up) is not measured. Each count is measured
  * --reps times; the median is printed as "conns N ms X".
  * Usage: conn_setup_bench [--reps R] N... */
 #include "nccl_net_v8.h"
@@ -89,6 +90,11 @@ int main(int argc, char **argv)
     if (!h || !(net = dlsym(h, "ncclNetPlugin_v8")) || net->init(logger) != ncclSuccess ||
         net->devices(&ndev) != ncclSuccess || ndev < 1) {
         fprintf(stderr, "conn_setup_bench: cannot load %s or it has no device\n", path);
+        return 1;
+    }
+    /* first use starts threads and opens devices: not part of a setup */
+    if (setup(1) < 0) {
+        fprintf(stderr, "conn_setup_bench: a first connection failed\n");
         return 1;
     }
     for (; a < argc; a++) {
