@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 14
+tap_plan 18
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -13,6 +13,10 @@ if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
 targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe"
+# the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
+have_cm=no
+[ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
+    targets="$targets tests/softnic/librdmacm.so.1 tests/plugin/test_conn_cm"
 if make -C "$asan" -j2 $targets >>"$log" 2>&1; then
     tap_ok asan_build_of_plugin_softnic_driver
 else
@@ -30,6 +34,13 @@ san asan_traffic_grouped_receives_striped $nd traffic --ranks 3 --iters 40 --max
 san asan_peer_killed_mid_transfer env RAILNET_IB_TIMEOUT=12 RAILNET_IB_RETRY_CNT=3 \
     $nd traffic --ranks 2 --iters 0 --max-size 1M --kill-rank 1 --kill-after-ms 300 --timeout 40
 san asan_rogue_handshakes_and_forged_handles "$asan/tests/plugin/test_conn_faults"
+if [ $have_cm = yes ]; then
+    san asan_rdmacm_traffic env RAILNET_CM=rdmacm $nd traffic --ranks 3 --iters 30 --max-size 1M --seed 9
+    san asan_rdmacm_connection_faults "$asan/tests/plugin/test_conn_cm"
+else
+    tap_skip asan_rdmacm_traffic "softnic's librdmacm is not built (no librdmacm-dev at configure)"
+    tap_skip asan_rdmacm_connection_faults "softnic's librdmacm is not built (no librdmacm-dev at configure)"
+fi
 # port failover and recovery under traffic (softnic's control file), and the
 # in-process failover/churn cases
 san asan_port2_flapping_under_traffic $nd traffic --ranks 3 --iters 40 --max-size 1M --seed 5 --timeout 120 \
