@@ -828,7 +828,15 @@ static int t_flush(struct gd_rank *r, void *arg)
     }
     if (gd_barrier(r))
         return 1;
+    /* the window goes before its memory: puts of rank 0's other QP may
+     * still be landing in it (a NIC would DMA into freed memory just so) */
+    if (r->gin->deregMrSym(r->coll, mgood) != ncclSuccess ||
+        (me == 0 && r->gin->deregMrSym(r->coll, mbad) != ncclSuccess)) {
+        printf("rank %d: deregMrSym failed\n", me);
+        bad = 1;
+    }
     free(buf);
+    free(badbuf);
     return bad;
 }
 
