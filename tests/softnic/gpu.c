@@ -167,60 +167,49 @@ static void *gpu_stage(const struct cudawrap *cu)
     return p;
 }
 
-int gpu_copy_to_device(void *dst, const void *src, size_t len)
+/* len bytes between GPU memory at dev and host memory at host, in the
+ * direction to_dev says, through the thread's staging buffer. */
+static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
 {
     const struct cudawrap *cu = gpu_driver();
     if (!cu)
         return ENODEV;
     cudawrap_stream st;
-    int err = gpu_stream_for(dst, &st);
+    int err = gpu_stream_for(dev, &st);
     if (err)
         return err;
     char *stage = gpu_stage(cu);
     cudawrap_result r = 0;
     for (size_t off = 0; off < len && !r;) {
         size_t n = stage && len - off > GPU_STAGE_BYTES ? GPU_STAGE_BYTES : len - off;
-        const void *from = (const char *)src + off;
-        if (stage) {
-            memcpy(stage, from, n);
-            from = stage;
+        char *h = stage ? stage : (char *)host + off;
+        cudawrap_devptr d = (cudawrap_devptr)(uintptr_t)dev + off;
+        if (to_dev) {
+            if (stage)
+                memcpy(stage, (char *)host + off, n);
+            r = cu->memcpy_htod_async(d, h, n, st);
+        } else {
+            r = cu->memcpy_dtoh_async(h, d, n, st);
         }
-        r = cu->memcpy_htod_async((cudawrap_devptr)(uintptr_t)dst + off, from, n, st);
         if (!r)
             r = cu->stream_synchronize(st);
+        if (!r && stage && !to_dev)
+            memcpy((char *)host + off, stage, n);
         off += n;
     }
     if (r) {
-        SN_LOG("gpu: copy of %zu bytes into GPU memory at %p failed: CUresult %d", len, dst, r);
+        SN_LOG("gpu: copy of %zu bytes %s GPU memory at %p failed: CUresult %d", len, to_dev ? "into" : "from", dev, r);
         return EIO;
     }
     return 0;
 }
 
+int gpu_copy_to_device(void *dst, const void *src, size_t len)
+{
+    return gpu_copy(dst, (void *)(uintptr_t)src, len, true);
+}
+
 int gpu_copy_from_device(void *dst, const void *src, size_t len)
 {
-    const struct cudawrap *cu = gpu_driver();
-    if (!cu)
-        return ENODEV;
-    cudawrap_stream st;
-    int err = gpu_stream_for(src, &st);
-    if (err)
-        return err;
-    char *stage = gpu_stage(cu);
-    cudawrap_result r = 0;
-    for (size_t off = 0; off < len && !r;) {
-        size_t n = stage && len - off > GPU_STAGE_BYTES ? GPU_STAGE_BYTES : len - off;
-        void *to = stage ? (void *)stage : (char *)dst + off;
-        r = cu->memcpy_dtoh_async(to, (cudawrap_devptr)(uintptr_t)src + off, n, st);
-        if (!r)
-            r = cu->stream_synchronize(st);
-        if (!r && stage)
-            memcpy((char *)dst + off, stage, n);
-        off += n;
-    }
-    if (r) {
-        SN_LOG("gpu: copy of %zu bytes from GPU memory at %p failed: CUresult %d", len, src, r);
-        return EIO;
-    }
-    return 0;
+    return gpu_copy((void *)(uintptr_t)src, dst, len, false);
 }
