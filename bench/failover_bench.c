@@ -11,6 +11,7 @@
  *             next to the bandwidth of both ports before the failure.
  * --cycles down/up cycles, medians printed. Usage: failover_bench --help. */
 #include "nccl_net_v8.h"
+#include "tools/common/plugin_tables.h"
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -56,9 +57,13 @@ static int load(const char *top)
     snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top);
     snprintf(verbs, sizeof(verbs), "%s/tests/softnic/libibverbs.so.1", top);
     setenv("RAILNET_IBVERBS_LIB", verbs, 1);
-    void *h = dlopen(path, RTLD_NOW);
+    static struct plugin_tables lib;
+    char err[PATH_MAX + 256];
     int n = 0;
-    if (!h || !(net = dlsym(h, "ncclNetPlugin_v8")) || net->init(logger) != ncclSuccess ||
+    net = plugin_tables_load(&lib, path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err));
+    if (!net)
+        fprintf(stderr, "failover_bench: %s\n", err);
+    if (!net || net->init(logger) != ncclSuccess ||
         net->devices(&n) != ncclSuccess || n < 1)
         return -1;
     void *v = dlopen(verbs, RTLD_NOW | RTLD_NOLOAD);

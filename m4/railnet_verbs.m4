@@ -13,11 +13,16 @@ AC_DEFUN([RAILNET_CHECK_VERBS], [
   AC_CHECK_HEADER([infiniband/verbs.h], [],
     [AC_MSG_ERROR([infiniband/verbs.h not found: install libibverbs-dev (apt-get install libibverbs-dev) or pass --with-verbs=DIR])])
   AC_CHECK_HEADER([infiniband/mlx5dv.h], [have_mlx5dv=yes], [have_mlx5dv=no])
+  dnl librdmacm-dev: softnic's librdmacm.so.1 and the plugin's RAILNET_CM=rdmacm
+  dnl (librdmacm itself is dlopen'ed at run time, like libibverbs)
+  AC_CHECK_HEADER([rdma/rdma_cma.h], [have_rdmacm=yes], [have_rdmacm=no])
   AC_CHECK_DECLS([ibv_reg_dmabuf_mr, ibv_reg_mr_iova2, IBV_ACCESS_RELAXED_ORDERING], [], [],
     [[#include <infiniband/verbs.h>]])
   CPPFLAGS=$railnet_save_CPPFLAGS
   AS_IF([test "x$have_mlx5dv" = xyes], [AC_DEFINE([HAVE_MLX5DV], [1], [mlx5dv.h available])])
   AM_CONDITIONAL([HAVE_MLX5DV], [test "x$have_mlx5dv" = xyes])
+  AS_IF([test "x$have_rdmacm" = xyes], [AC_DEFINE([HAVE_RDMACM], [1], [rdma/rdma_cma.h available])])
+  AM_CONDITIONAL([HAVE_RDMACM], [test "x$have_rdmacm" = xyes])
   AC_SUBST([VERBS_CPPFLAGS])
-  railnet_verbs_summary="yes ${with_verbs#yes} (mlx5dv: $have_mlx5dv; libibverbs is dlopen'ed at run time)"
+  railnet_verbs_summary="yes ${with_verbs#yes} (mlx5dv: $have_mlx5dv; rdma_cma.h: $have_rdmacm; libibverbs and librdmacm are dlopen'ed at run time)"
 ])

@@ -9,7 +9,7 @@ TAP_N=0
 TAP_FAILED=0
 tap_plan() { echo "1..$1"; }
 tap_ok() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $1"; }
-tap_not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAILED=$((TAP_FAILED + 1)); echo "not ok $TAP_N - $1"; [ -n "${2:-}" ] && echo "# $2" | head -c 2000; echo; }
+tap_not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAILED=$((TAP_FAILED + 1)); echo "not ok $TAP_N - $1"; [ -n "${2:-}" ] && echo "# $2" | tail -c 3000 | sed "1s/^/# /"; echo; }
 tap_skip() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $1 # SKIP $2"; }
 tap_check() {
     local name=$1; shift

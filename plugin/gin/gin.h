@@ -13,10 +13,16 @@
  * in a scratch word), posted only once every write posted earlier to that
  * peer on its other QPs has completed, so that a signal implies all earlier
  * data to the peer (NCCL's rule). Puts alternate over the peer's QPs (both
- * ports); a put of RAILNET_SPLIT_MIN bytes or more is split over all of them. Each peer has a FIFO of requests: what cannot be posted now (send
+ * ports); a put of RAILNET_SPLIT_MIN bytes or more is split over all of
+ * them. Each peer has a FIFO of requests: what cannot be posted now (send
  * queue full, signal fence) waits there and is posted by test/ginProgress;
  * iput never refuses a request below GIN_PEER_REQS (NCCL's own bound)
  * outstanding per peer; beyond, it returns a NULL request (try again).
+ *
+ * Completions are selective (gin_put.c says when a work request is
+ * signaled): an RC QP completes in order, so a successful completion
+ * retires every work request posted before it on that QP. A request is
+ * done once each QP it used has retired its last work request there.
  *
  * Threading: puts, test and ginProgress of a collComm come from one thread
  * at a time (NCCL's GIN progress thread); registrations may come from
@@ -40,8 +46,15 @@
 #define GIN_MAX_RECVS 8
 #define GIN_NCCL_QUEUE (NCCL_NET_MAX_REQUESTS * GIN_MAX_RECVS)
 #define GIN_PEER_REQS GIN_NCCL_QUEUE
-/* Send queue of one QP: every request of its peer, write and atomic. */
+/* Send queue of one QP: every request of its peer, at most two work
+ * requests each on one QP (write and atomic, or a split part and the
+ * completion marker its signal's fence may need), plus one marker a test
+ * may ask for (gin_put.c). */
 #define GIN_SQ_DEPTH (2 * GIN_NCCL_QUEUE + 8)
+/* The top of RAILNET_GIN_SIGNAL_EVERY's range (plugin/ib/config.c): a run
+ * of unsignaled work requests must stay well inside the send queue. */
+#define GIN_SIGNAL_EVERY_MAX 128
+_Static_assert(GIN_SIGNAL_EVERY_MAX < GIN_SQ_DEPTH / 2, "a signaled work request in every half send queue");
 #define GIN_MAX_PUT ((size_t)1 << 31)   /* bytes one work request can carry */
 
 #define GIN_LISTEN_MAGIC 0x4c4e4947u    /* live-object tags: a stale or foreign pointer is refused */
@@ -51,11 +64,17 @@
 enum gin_req_state { GR_FREE = 0, GR_QUEUED, GR_WRITTEN, GR_POSTED, GR_DONE };
 
 /* wr_id of every work request: the sequence number it has on its QP (for
- * retiring the QP up to it), the QP index within the peer, the request. */
-#define GIN_WR_ID(seq, qi, idx) ((uint64_t)(seq) << 21 | (uint64_t)(qi) << 20 | (uint64_t)(idx))
-#define GIN_WR_SEQ(id) ((id) >> 21)
+ * retiring the QP up to it), whether it is a completion marker (a
+ * zero-byte write that only carries a completion), the QP index within the
+ * peer, and the request (a marker: the peer's first request slot, naming
+ * the peer). */
+#define GIN_WR_ID(seq, marker, qi, idx) \
+    ((uint64_t)(seq) << 22 | (uint64_t)(marker) << 21 | (uint64_t)(qi) << 20 | (uint64_t)(idx))
+#define GIN_WR_SEQ(id) ((id) >> 22)
+#define GIN_WR_MARKER(id) ((int)(((id) >> 21) & 1u))
 #define GIN_WR_QP(id) ((int)(((id) >> 20) & 1u))
 #define GIN_WR_IDX(id) ((uint32_t)((id) & 0xfffffu))
+#define GIN_WR_PEER(id) (GIN_WR_IDX(id) / GIN_PEER_REQS)
 _Static_assert((uint64_t)GIN_MAX_RANKS * GIN_PEER_REQS <= (1u << 20) && HS_MAX_PORTS <= 2,
                "request index and QP index fit their wr_id fields");
 
@@ -64,9 +83,9 @@ struct gin_req {
     uint8_t has_write, has_signal;
     uint8_t src_host;            /* source window in host memory: small writes may go inline */
     uint8_t qp;                  /* QP of the (last) write and of the atomic */
-    uint8_t owed;                /* signaled work requests not completed yet */
     uint32_t peer;
     uint32_t index;              /* in coll->reqs */
+    uint64_t last[HS_MAX_PORTS]; /* seq of its last work request on each QP; 0: none there */
     uint64_t need[HS_MAX_PORTS]; /* signal fence: seq each other QP must retire first */
     uint64_t laddr, raddr;
     uint32_t len, lkey, rkey;
@@ -77,7 +96,19 @@ struct gin_req {
 struct gin_qp {
     struct qp_conn conn;
     uint64_t posted;   /* work requests posted (seq of the last one) */
-    uint64_t retired;  /* seq up to which they completed */
+    uint64_t retired;  /* seq up to which a successful completion proved them done */
+    uint64_t sig_seq;  /* seq of the last signaled one: what retired can reach without more posts */
+    uint64_t probe_posted; /* a test found a request's tail uncovered at this posted count ... */
+    uint32_t probe_req;    /* ... that request's index + 1 (0: none); gin_put.c */
+    uint32_t probe_tests;  /* tests since, finding the same */
+};
+
+/* What the data path did, for RAILNET_STATS=1 (logged at closeColl). */
+struct gin_stats {
+    uint64_t wrs;       /* work requests posted, markers included */
+    uint64_t signaled;  /* of them signaled */
+    uint64_t markers;   /* zero-byte writes posted only for a completion */
+    uint64_t cqes;      /* successful completions polled */
 };
 
 struct gin_peer {
@@ -115,6 +146,8 @@ struct gin_coll {
                                    * thread puts: the list is shared */
     ncclResult_t error;           /* sticky; first failure wins */
     uint64_t split_min;           /* RAILNET_SPLIT_MIN: a put this large is split over the peer's QPs */
+    uint64_t signal_every;        /* RAILNET_GIN_SIGNAL_EVERY: at most this many work requests per signaled one */
+    struct gin_stats stats;
     uint64_t last_check_ns;
     uint64_t fatal_seen;
 };
@@ -165,6 +198,9 @@ ncclResult_t gin_test(void *coll_comm, void *request, int *done);
 ncclResult_t gin_progress(void *coll_comm);
 /* Requests still owed a completion (close logs them). */
 int gin_outstanding(const struct gin_coll *c);
+/* Whether requests to peer p wait for the network: queued, or posted and
+ * not all retired (gin_errors.c fails the comm when such a peer is gone). */
+int gin_peer_busy(const struct gin_coll *c, int p);
 
 /* gin_errors.c */
 void gin_fail(struct gin_coll *c, ncclResult_t err);

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "mr.h"
 #include "oob.h"
+#include "stats.h"
 
 #define ACCEPT_PENDING 16
 
@@ -174,12 +175,20 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     c->qpp.tc = cfg->ib_tc;
     c->qpp.sl = cfg->ib_sl;
     c->split_min = (uint64_t)cfg->split_min;
+    c->signal_every = (uint64_t)cfg->gin_signal_every;
     c->qpp.max_send_wr = GIN_SQ_DEPTH;
     c->qpp.max_recv_wr = 1;
-    /* at most one signaled work request per request, plus error completions
-     * of unsignaled ones (flushed writes of put+signal) */
-    long long want = (long long)nranks * (2 * GIN_PEER_REQS + 16);
+    /* Successful completions are fewer than work requests (selective
+     * signaling), but an error flushes every work request in flight,
+     * signaled or not, each with its own completion: every send queue may
+     * be full at once. */
+    long long want = (long long)nranks * c->nports * GIN_SQ_DEPTH;
     int cqe = have_attr && da.max_cqe > 0 && want > da.max_cqe ? da.max_cqe : (int)want;
+    if (cqe < want)
+        INFO(NCCL_NET | NCCL_INIT,
+             "NET/railnet/GIN: device %s: CQ of %d entries (its maximum), %lld would hold every flush of %d ranks' "
+             "full send queues; after such an error the comm is failed anyway",
+             c->dev_name, cqe, want, nranks);
     c->cq = RN_IBV(create_cq)(c->ports[0].ctx, cqe, NULL, NULL, 0);
     if (!c->cq) {
         WARN("NET/railnet/GIN: device %s: ibv_create_cq(%d entries) failed: %s", c->dev_name, cqe, strerror(errno));
@@ -545,6 +554,9 @@ ncclResult_t gin_close_coll(void *coll_comm)
     int n = gin_outstanding(c);
     if (n)
         INFO(NCCL_NET, "NET/railnet/GIN: rank %d: closing with %d request(s) not completed", c->rank, n);
+    if (rn_config()->stats)
+        stats_print_gin(c->dev_name, c->rank, c->nranks, c->stats.wrs, c->stats.signaled, c->stats.markers,
+                        c->stats.cqes);
     coll_free(c);
     return ncclSuccess;
 }

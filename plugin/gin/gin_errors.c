@@ -42,20 +42,13 @@ void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc)
 {
     if (c->error)
         return; /* the first failure was reported; the rest are its flushes */
-    const struct gin_req *r = &c->reqs[GIN_WR_IDX(wc->wr_id)];
+    const char *what = GIN_WR_MARKER(wc->wr_id)        ? "completion marker (zero-byte RDMA write)"
+                       : wc->opcode == IBV_WC_FETCH_ADD ? "signal (fetch-and-add)"
+                                                        : "put (RDMA write)";
     WARN("NET/railnet/GIN: device %s, rank %d: %s towards rank %u failed on QP 0x%x: %s (%d, vendor error 0x%x)",
-         c->dev_name, c->rank, wc->opcode == IBV_WC_FETCH_ADD ? "signal (fetch-and-add)" : "put (RDMA write)", r->peer,
-         wc->qp_num, errors_wc_status_name(wc->status), (int)wc->status, wc->vendor_err);
+         c->dev_name, c->rank, what, (unsigned)GIN_WR_PEER(wc->wr_id), wc->qp_num, errors_wc_status_name(wc->status),
+         (int)wc->status, wc->vendor_err);
     gin_fail(c, (ncclResult_t)errors_wc_result(wc->status));
-}
-
-static int peer_pending(const struct gin_coll *c, int p)
-{
-    const struct gin_req *r = &c->reqs[(size_t)p * GIN_PEER_REQS];
-    for (int i = 0; i < GIN_PEER_REQS; i++)
-        if (r[i].state >= GR_QUEUED && r[i].state <= GR_POSTED)
-            return 1;
-    return 0;
 }
 
 void gin_check_peers(struct gin_coll *c)
@@ -70,7 +63,7 @@ void gin_check_peers(struct gin_coll *c)
             continue;
         if (!pe->gone_ns && !oob_peer_alive(pe->fd))
             pe->gone_ns = now;
-        if (pe->gone_ns && now - pe->gone_ns > PEER_GONE_GRACE_NS && peer_pending(c, p)) {
+        if (pe->gone_ns && now - pe->gone_ns > PEER_GONE_GRACE_NS && gin_peer_busy(c, p)) {
             WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted) "
                  "with puts to it pending",
                  c->dev_name, c->rank, p);

@@ -11,12 +11,42 @@
  *    up to there, so the signal also implies the earlier puts' data;
  *  - a request behind a waiting one waits too (the FIFO is the order NCCL
  *    gave), so a fence only ever waits on requests fully posted before it.
- * Signaling: the last work request of each request on each QP is signaled
- * (NCCL tests every descriptor on its own, so each put needs its own
- * completion); the write of a put with signal on the atomic's QP is not (the
- * atomic's completion covers it). The CQ is polled in batches; a success
- * completion retires its QP up to that work request (its wr_id carries the
- * sequence number). */
+ *
+ * Selective signaling. NCCL keeps up to 256 puts in flight per peer; a
+ * completion for each costs the NIC a CQE write and this thread a poll.
+ * An RC QP completes in order, so one successful completion retires every
+ * work request posted before it on that QP (q->retired), and a request is
+ * done once each QP it used has retired its last work request (r->last[]).
+ * A work request is signaled when
+ *  - nothing signaled is in flight on its QP (retired >= sig_seq): a lone
+ *    put, or the first of a burst, reports its completion as soon as the
+ *    NIC has it (a put with signal's write is exempt: its atomic follows;
+ *    so is a request with more queued behind it, as after a fence: the
+ *    batch's end is covered by the rules below);
+ *  - RAILNET_GIN_SIGNAL_EVERY work requests have been posted on the QP
+ *    since the last signaled one, or an eighth of what the QP has in
+ *    flight (at least 8), or the send queue is nearly full: in a stream,
+ *    requests retire in batches, and a batch holds little of the caller's
+ *    window of requests (a completion reported late keeps its slot);
+ *  - it is a split part another QP's signal will wait for (the fence), or
+ *    a plain put right before a put with signal in the FIFO (that one then
+ *    takes another QP and finds this tail covered: no marker, signal_qp).
+ * What is left behind the last signaled work request of a QP (a tail) is
+ * closed by a completion marker, a signaled zero-byte RDMA WRITE to the
+ * waiting request's own target (no key is checked for zero bytes), posted
+ *  - by test, when the same request is found waiting on an uncovered tail
+ *    twice with nothing posted on that QP in between and nothing signaled
+ *    in flight there: the proxy went once around its loop without putting
+ *    to that QP again (had it, rule one would have signaled that put), or
+ *    after more such tests than the peer has requests (a caller that
+ *    stopped testing the first one it was seen with); a plain put goes to
+ *    a QP a test waits on this way, rather than round robin, and closes
+ *    the tail itself;
+ *  - at once, for a signal's fence over an uncovered tail of another QP.
+ * Error completions come for signaled and unsignaled work requests alike
+ * (flushes included) and never retire anything: a request is reported done
+ * only when successful completions prove that everything it posted landed;
+ * the rest fail with the comm's error. The CQ is polled in batches. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +55,10 @@
 #include "mr.h"
 
 #define POLL_BATCH 64
+/* A run of unsignaled work requests is at most 1/8 of the QP's work in
+ * flight (at least 8, at most RAILNET_GIN_SIGNAL_EVERY). */
+#define GIN_RUN_FRACTION 8
+#define GIN_RUN_MIN 8
 
 static struct gin_req *req_get(struct gin_coll *c, uint32_t peer)
 {
@@ -55,28 +89,93 @@ int gin_outstanding(const struct gin_coll *c)
     return c->pending;
 }
 
-/* Posts wr on QP qi of r's peer, its wr_id naming the sequence number it
- * gets there. */
-static int post(struct gin_coll *c, struct gin_req *r, int qi, struct ibv_send_wr *wr)
+/* Every work request r posted is retired. */
+static int req_retired(const struct gin_coll *c, const struct gin_req *r)
 {
-    struct gin_qp *q = &c->peers[r->peer].qps[qi];
-    wr->wr_id = GIN_WR_ID(q->posted + 1, qi, r->index);
+    const struct gin_peer *pe = &c->peers[r->peer];
+    for (int qi = 0; qi < pe->nqps; qi++)
+        if (pe->qps[qi].retired < r->last[qi])
+            return 0;
+    return 1;
+}
+
+int gin_peer_busy(const struct gin_coll *c, int p)
+{
+    const struct gin_req *r = &c->reqs[(size_t)p * GIN_PEER_REQS];
+    for (int i = 0; i < GIN_PEER_REQS; i++)
+        if (r[i].state == GR_QUEUED || r[i].state == GR_WRITTEN || (r[i].state == GR_POSTED && !req_retired(c, &r[i])))
+            return 1;
+    return 0;
+}
+
+/* Whether the next work request on q is signaled; `more`: another work
+ * request follows that will report for this one (the same request's next
+ * on q, or later requests already queued behind it: a batch, whose end,
+ * fence or test covers it). */
+static int signal_next(const struct gin_coll *c, const struct gin_qp *q, int more)
+{
+    if (!more && q->retired >= q->sig_seq)
+        return 1; /* nothing signaled in flight: report this one promptly */
+    uint64_t run = q->posted + 1 - q->sig_seq, inflight = q->posted + 1 - q->retired;
+    /* a completion reported late holds its request's slot in the caller's
+     * window (NCCL's 256 per peer): runs stay a small part of what is in
+     * flight, so that batching costs the window little */
+    uint64_t every = inflight / GIN_RUN_FRACTION;
+    if (every < GIN_RUN_MIN)
+        every = GIN_RUN_MIN;
+    if (every > c->signal_every)
+        every = c->signal_every;
+    return run >= every || inflight + 1 >= GIN_SQ_DEPTH;
+}
+
+/* Posts wr on QP qi of peer, its wr_id naming the sequence number it gets
+ * there; r (NULL for a marker) records it as its last on qi. */
+static int post(struct gin_coll *c, uint32_t peer, struct gin_req *r, int qi, struct ibv_send_wr *wr)
+{
+    struct gin_qp *q = &c->peers[peer].qps[qi];
+    uint64_t seq = q->posted + 1;
+    wr->wr_id = GIN_WR_ID(seq, r == NULL, qi, r ? r->index : peer * GIN_PEER_REQS);
     struct ibv_send_wr *bad;
     int rc = ibv_post_send(q->conn.qp, wr, &bad);
     if (rc) {
         WARN("NET/railnet/GIN: device %s, rank %d: ibv_post_send towards rank %u (QP 0x%x) failed: %s", c->dev_name,
-             c->rank, r->peer, q->conn.qp->qp_num, strerror(rc));
+             c->rank, peer, q->conn.qp->qp_num, strerror(rc));
         gin_fail(c, ncclSystemError);
         return -1;
     }
-    q->posted++;
-    if (wr->send_flags & IBV_SEND_SIGNALED)
-        r->owed++;
+    q->posted = seq;
+    c->stats.wrs++;
+    if (wr->send_flags & IBV_SEND_SIGNALED) {
+        q->sig_seq = seq;
+        c->stats.signaled++;
+    }
+    if (r)
+        r->last[qi] = seq;
+    else
+        c->stats.markers++;
     return 0;
 }
 
-/* Bytes [off, off + len) of r's put. */
-static int post_write(struct gin_coll *c, struct gin_req *r, int qi, uint64_t off, uint32_t len, int signaled)
+/* Requests wait in r's peer's FIFO behind r (r is its head). */
+static int queued_behind(const struct gin_coll *c, const struct gin_req *r)
+{
+    const struct gin_peer *pe = &c->peers[r->peer];
+    return pe->tail - pe->head > 1;
+}
+
+/* The request behind r in its peer's FIFO is a put with signal: r's write
+ * is signaled, so that the signal can take another QP and find this one's
+ * tail covered (signal_qp), its fence needing no marker. */
+static int signal_next_in_fifo(const struct gin_coll *c, const struct gin_req *r)
+{
+    const struct gin_peer *pe = &c->peers[r->peer];
+    if (pe->tail - pe->head < 2)
+        return 0;
+    return c->reqs[(size_t)r->peer * GIN_PEER_REQS + pe->fifo[(pe->head + 1) % GIN_PEER_REQS]].has_signal;
+}
+
+/* Bytes [off, off + len) of r's put; force: signaled whatever the rules. */
+static int post_write(struct gin_coll *c, struct gin_req *r, int qi, uint64_t off, uint32_t len, int more, int force)
 {
     struct gin_qp *q = &c->peers[r->peer].qps[qi];
     struct ibv_sge sge = { .addr = r->laddr + off, .length = len, .lkey = r->lkey };
@@ -87,11 +186,11 @@ static int post_write(struct gin_coll *c, struct gin_req *r, int qi, uint64_t of
     wr.num_sge = 1;
     /* inline only from host memory: the CPU copies the bytes at post time
      * (a CUDA window's address is not readable by the CPU) */
-    wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
+    wr.send_flags = (force || signal_next(c, q, more) ? IBV_SEND_SIGNALED : 0) |
                     (r->src_host && len <= q->conn.max_inline ? IBV_SEND_INLINE : 0);
     wr.wr.rdma.remote_addr = r->raddr + off;
     wr.wr.rdma.rkey = r->rkey;
-    return post(c, r, qi, &wr);
+    return post(c, r->peer, r, qi, &wr);
 }
 
 static int post_atomic(struct gin_coll *c, struct gin_req *r, int qi)
@@ -106,11 +205,27 @@ static int post_atomic(struct gin_coll *c, struct gin_req *r, int qi)
     wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.send_flags = signal_next(c, &c->peers[r->peer].qps[qi], queued_behind(c, r)) ? IBV_SEND_SIGNALED : 0;
     wr.wr.atomic.remote_addr = r->sig_raddr;
     wr.wr.atomic.rkey = r->sig_rkey;
     wr.wr.atomic.compare_add = r->sig_add;
-    return post(c, r, qi, &wr);
+    return post(c, r->peer, r, qi, &wr);
+}
+
+/* A completion marker on QP qi of r's peer: zero bytes to r's own target
+ * (its write's, else its signal word), signaled. */
+static int post_marker(struct gin_coll *c, const struct gin_req *r, int qi)
+{
+    struct gin_qp *q = &c->peers[r->peer].qps[qi];
+    if (q->posted + 1 - q->retired > GIN_SQ_DEPTH)
+        return 0; /* cannot happen (gin.h's depth counts it); a later call tries again */
+    struct ibv_send_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = r->has_write ? r->raddr : r->sig_raddr;
+    wr.wr.rdma.rkey = r->has_write ? r->rkey : r->sig_rkey;
+    return post(c, r->peer, NULL, qi, &wr);
 }
 
 static int fence_clear(const struct gin_peer *pe, const struct gin_req *r)
@@ -121,38 +236,111 @@ static int fence_clear(const struct gin_peer *pe, const struct gin_req *r)
     return 1;
 }
 
+/* The fence of r waits on the other QPs: each needs a signaled work
+ * request at or after need[o], or it never retires that far. */
+static int fence_cover(struct gin_coll *c, struct gin_peer *pe, const struct gin_req *r)
+{
+    for (int o = 0; o < pe->nqps; o++) {
+        const struct gin_qp *q = &pe->qps[o];
+        if (o != r->qp && q->retired < r->need[o] && q->sig_seq < r->need[o] && post_marker(c, r, o))
+            return -1;
+    }
+    return 0;
+}
+
+/* test found r posted and not retired: on each QP where only an uncovered
+ * tail holds it back and nothing signaled is in flight, a marker once the
+ * same request has been found so twice with nothing posted there between
+ * (see the top of this file). */
+static void test_cover(struct gin_coll *c, const struct gin_req *r)
+{
+    struct gin_peer *pe = &c->peers[r->peer];
+    /* a signal waiting on its fence will post its atomic behind the tail */
+    const struct gin_req *h =
+        pe->head != pe->tail ? &c->reqs[(size_t)r->peer * GIN_PEER_REQS + pe->fifo[pe->head % GIN_PEER_REQS]] : NULL;
+    for (int qi = 0; qi < pe->nqps; qi++) {
+        struct gin_qp *q = &pe->qps[qi];
+        if (q->retired >= r->last[qi] || q->sig_seq >= r->last[qi] || q->retired < q->sig_seq)
+            continue; /* retired, or a signaled one is on its way */
+        if (h && h->state == GR_WRITTEN && h->qp == qi)
+            continue;
+        if (q->probe_req && q->probe_posted == q->posted) {
+            /* the recorded request again; or more tests than the peer has
+             * requests, in case the caller stopped testing that one */
+            if ((q->probe_req == r->index + 1 || ++q->probe_tests > GIN_PEER_REQS) && post_marker(c, r, qi))
+                return;
+        } else {
+            q->probe_req = r->index + 1;
+            q->probe_posted = q->posted;
+            q->probe_tests = 0;
+        }
+    }
+}
+
 /* The QP of a put with signal: where its fence costs nothing if it can. A
  * QP's earlier writes are ordered before the atomic by the QP itself; only
  * the other QPs' unretired writes make the signal wait. So: the one busy QP
- * when only one is busy, the latest write's QP when none or several are. */
+ * when only one is busy; when several are, one whose others' tails are
+ * covered by a signaled work request (no marker needed), the latest
+ * write's QP first. */
 static int signal_qp(const struct gin_peer *pe)
 {
     int busy = -1, nbusy = 0;
     for (int o = 0; o < pe->nqps; o++)
         if (pe->qps[o].posted > pe->qps[o].retired)
             busy = o, nbusy++;
-    return nbusy == 1 ? busy : (int)pe->last_qp;
+    if (nbusy == 1)
+        return busy;
+    for (int k = 0; k < pe->nqps; k++) {
+        int a = (int)((pe->last_qp + (unsigned)k) % (unsigned)pe->nqps), covered = 1;
+        for (int o = 0; o < pe->nqps; o++)
+            if (o != a && pe->qps[o].sig_seq < pe->qps[o].posted && pe->qps[o].retired < pe->qps[o].posted)
+                covered = 0;
+        if (covered)
+            return a;
+    }
+    return (int)pe->last_qp;
 }
 
+/* A test waits on q's uncovered tail, nothing signaled in flight there and
+ * nothing posted since: the next put to the peer goes there, signaled (rule
+ * one), and closes the tail without a marker. */
+static int tail_wanted(const struct gin_qp *q)
+{
+    return q->probe_req && q->probe_posted == q->posted && q->retired >= q->sig_seq && q->posted > q->retired;
+}
+
+/* The QP of a plain put: round robin over the peer's QPs, unless a test
+ * waits on one's tail. */
+static int plain_qp(const struct gin_peer *pe)
+{
+    for (int o = 0; o < pe->nqps; o++)
+        if (tail_wanted(&pe->qps[o]))
+            return o;
+    return (int)(pe->next_qp % (unsigned)pe->nqps);
+}
+
+/* Room for n work requests, and for the one marker a test may ask for. */
 static int room(const struct gin_qp *q, int n)
 {
-    return q->posted - q->retired + (uint64_t)n <= GIN_SQ_DEPTH;
+    return q->posted - q->retired + (uint64_t)n + 1 <= GIN_SQ_DEPTH;
 }
 
 /* Posts r's write(s); 1 when posted, 0 when a send queue is full (nothing
- * posted), -1 on error. A large put is cut in one part per QP, each
- * signaled except the part on the atomic's own QP (the atomic covers it):
- * the fence needs the other parts to retire their QPs. */
+ * posted), -1 on error. A large put is cut in one part per QP; with a
+ * signal, the parts on QPs other than the atomic's are signaled (the fence
+ * waits for them to retire). */
 static int post_writes(struct gin_coll *c, struct gin_peer *pe, struct gin_req *r)
 {
     int split = pe->nqps > 1 && r->len >= c->split_min;
     if (!split) {
-        int qi = r->has_signal ? signal_qp(pe) : (int)(pe->next_qp % (unsigned)pe->nqps);
+        int qi = r->has_signal ? signal_qp(pe) : plain_qp(pe);
         if (!room(&pe->qps[qi], r->has_write + r->has_signal))
             return 0;
         r->qp = (uint8_t)qi;
         if (r->has_write) {
-            if (post_write(c, r, qi, 0, r->len, !r->has_signal))
+            int more = r->has_signal || queued_behind(c, r);
+            if (post_write(c, r, qi, 0, r->len, more, !r->has_signal && signal_next_in_fifo(c, r)))
                 return -1;
             if (!r->has_signal)
                 pe->next_qp++;
@@ -170,7 +358,7 @@ static int post_writes(struct gin_coll *c, struct gin_peer *pe, struct gin_req *
         if (off >= r->len)
             break;
         uint32_t len = off + part > r->len ? r->len - (uint32_t)off : part;
-        if (post_write(c, r, o, off, len, o != aq))
+        if (post_write(c, r, o, off, len, o == aq || queued_behind(c, r), aq >= 0 && o != aq))
             return -1;
     }
     r->qp = (uint8_t)(aq >= 0 ? aq : 0);
@@ -197,8 +385,10 @@ static void peer_advance(struct gin_coll *c, uint32_t peer)
                 r->need[o] = pe->qps[o].posted;
             r->state = GR_WRITTEN;
         }
-        /* GR_WRITTEN: the signal waits for the other QPs' earlier writes */
-        if (!fence_clear(pe, r))
+        /* GR_WRITTEN: the signal waits for the other QPs' earlier writes
+         * (covered by a signaled one; asked on every pass, it posts a
+         * marker at most once per QP) */
+        if (fence_cover(c, pe, r) || !fence_clear(pe, r))
             return;
         if (post_atomic(c, r, r->qp))
             return;
@@ -210,7 +400,6 @@ static void peer_advance(struct gin_coll *c, uint32_t peer)
 static void poll_cq(struct gin_coll *c)
 {
     struct ibv_wc wc[POLL_BATCH];
-    size_t nreqs = (size_t)c->nranks * GIN_PEER_REQS;
     for (;;) {
         int n = ibv_poll_cq(c->cq, POLL_BATCH, wc);
         if (n < 0) {
@@ -219,9 +408,9 @@ static void poll_cq(struct gin_coll *c)
             return;
         }
         for (int i = 0; i < n; i++) {
-            uint32_t idx = GIN_WR_IDX(wc[i].wr_id);
+            uint32_t peer = GIN_WR_PEER(wc[i].wr_id);
             int qi = GIN_WR_QP(wc[i].wr_id);
-            if (idx >= nreqs || qi >= c->peers[idx / GIN_PEER_REQS].nqps) {
+            if (peer >= (uint32_t)c->nranks || qi >= c->peers[peer].nqps) {
                 WARN("NET/railnet/GIN: device %s: completion with unknown wr_id 0x%llx", c->dev_name,
                      (unsigned long long)wc[i].wr_id);
                 gin_fail(c, ncclInternalError);
@@ -229,17 +418,13 @@ static void poll_cq(struct gin_coll *c)
             }
             if (wc[i].status != IBV_WC_SUCCESS) {
                 gin_report_wc(c, &wc[i]);
-                continue;
+                continue; /* retires nothing: what it and its flushes covered never completes */
             }
-            struct gin_req *r = &c->reqs[idx];
-            struct gin_qp *q = &c->peers[r->peer].qps[qi];
+            c->stats.cqes++;
+            struct gin_qp *q = &c->peers[peer].qps[qi];
             uint64_t seq = GIN_WR_SEQ(wc[i].wr_id);
             if (seq > q->retired)
                 q->retired = seq; /* a QP completes in order: all before it are done too */
-            if (r->owed && --r->owed == 0 && r->state == GR_POSTED) {
-                r->state = GR_DONE;
-                c->pending--;
-            }
         }
         if (n < POLL_BATCH)
             return;
@@ -389,8 +574,16 @@ ncclResult_t gin_test(void *coll_comm, void *request, int *done)
         WARN("NET/railnet/GIN: test: %p is not a live request of this collComm", request);
         return ncclInvalidArgument;
     }
-    if (r->state != GR_DONE)
-        (void)gin_progress(c);
+    for (int pass = 0; pass < 2 && r->state != GR_DONE; pass++) {
+        if (r->state == GR_POSTED && req_retired(c, r)) {
+            r->state = GR_DONE;
+            c->pending--;
+        } else if (pass == 0) {
+            (void)gin_progress(c);
+        } else if (r->state == GR_POSTED && !c->error) {
+            test_cover(c, r);
+        }
+    }
     if (r->state == GR_DONE) {
         *done = 1;
         req_put(c, r);

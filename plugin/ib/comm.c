@@ -109,6 +109,8 @@ static void comm_release(struct comm *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
+    if (c->cm_release)
+        c->cm_release(c);
 }
 
 /* Fills ports, makes the CQ and nqps QPs (QP i on port i % nports). */

@@ -108,7 +108,11 @@ struct comm {
     int kind;
     int dev;
     char dev_name[64];
-    int fd;                     /* TCP socket to the peer: EOF means peer gone */
+    int fd;                     /* TCP socket to the peer: EOF means peer gone (-1 with the RDMA CM) */
+    /* RAILNET_CM=rdmacm: the connection's CM ids (comm_setup_cm.c), freed
+     * by cm_release, passed in by comm_setup_cm.c */
+    void *cm;
+    void (*cm_release)(struct comm *c);
     int nports;
     struct qp_port ports[HS_MAX_PORTS];
     struct ibv_cq *cq;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_setup_cm.h"
 #include "config.h"
 #include "devices.h"
 #include "errors.h"
@@ -200,6 +201,7 @@ static void hs_give_rkeys(uint32_t dst[HS_MAX_PORTS], uint32_t rkey)
 #define ACC_PENDING 8
 
 struct listen_comm {
+    int cm;                     /* 0: TCP bootstrap (comm_setup_cm.c's listener has 1 here) */
     int dev;
     int fd;
     uint64_t guid;
@@ -314,6 +316,8 @@ static uint64_t random_nonce(void)
 ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
 {
     *listen_comm = NULL;
+    if (rn_config()->cm == RN_CM_RDMACM)
+        return cmsetup_listen(dev, handle, listen_comm);
     struct hs_handle h;
     memset(&h, 0, sizeof(h));
     struct oob_addr a;
@@ -343,7 +347,8 @@ ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
     hs_handle_encode(&h, handle);
     char ip[INET6_ADDRSTRLEN] = "?";
     inet_ntop(a.family == 4 ? AF_INET : AF_INET6, a.addr, ip, sizeof(ip));
-    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: listening for device %d on %s port %u", dev, ip, a.port);
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: listening for device %d on %s port %u (TCP bootstrap, RAILNET_CM=tcp)",
+         dev, ip, a.port);
     *listen_comm = l;
     return ncclSuccess;
 }
@@ -382,7 +387,7 @@ static ncclResult_t accept_step(struct setup_hs *s, struct recv_comm **done)
     if (res != ncclSuccess || c)
         hs_reset(s);
     if (c)
-        INFO(NCCL_NET, "NET/railnet: accepted a connection on %s with %d QPs", c->dev_name, c->nqps);
+        INFO(NCCL_NET, "NET/railnet: accepted a connection on %s with %d QPs (TCP bootstrap)", c->dev_name, c->nqps);
     return res;
 }
 
@@ -396,6 +401,8 @@ ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
     struct listen_comm *l = listen_comm;
     char err[OOB_ERR_LEN];
     *recv_comm = NULL;
+    if (l->cm)
+        return cmsetup_accept(listen_comm, recv_comm);
     for (;;) {
         int fd = -1;
         int r = oob_accept(l->fd, &fd, err);
@@ -448,6 +455,8 @@ ncclResult_t comm_close_listen(void *listen_comm)
     struct listen_comm *l = listen_comm;
     if (!l)
         return ncclSuccess;
+    if (l->cm)
+        return cmsetup_close_listen(listen_comm);
     for (int i = 0; i < ACC_PENDING; i++)
         hs_reset(&l->acc[i]);
     if (l->fd >= 0)
@@ -592,6 +601,11 @@ static void connect_drop(struct connect_state *s)
 ncclResult_t comm_connect(int dev, void *handle, void **send_comm)
 {
     *send_comm = NULL;
+    /* the listener chose how to connect: its handle says so */
+    struct hs_handle h;
+    char herr[HS_ERR_LEN];
+    if (hs_handle_parse(handle, HS_HANDLE_SIZE, &h, herr) == HS_OK && h.cm)
+        return cmsetup_connect(dev, handle, &h, send_comm);
     struct connect_state *s = connect_find(handle, dev);
     if (!s)
         return ncclSystemError;
@@ -600,8 +614,8 @@ ncclResult_t comm_connect(int dev, void *handle, void **send_comm)
     if (res != ncclSuccess || c)
         connect_drop(s);
     if (c) {
-        INFO(NCCL_NET, "NET/railnet: connected on %s with %d QPs over %d port(s)", c->dev_name, c->nqps,
-             c->nports);
+        INFO(NCCL_NET, "NET/railnet: connected on %s with %d QPs over %d port(s) (TCP bootstrap)", c->dev_name,
+             c->nqps, c->nports);
         *send_comm = c;
     }
     return res;

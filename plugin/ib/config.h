@@ -32,7 +32,13 @@ struct rn_config {
     int handshake_timeout;  /* RAILNET_HANDSHAKE_TIMEOUT: seconds a connect/accept handshake may take, 1..3600 */
     int failover;           /* RAILNET_FAILOVER: 1 (default) a merged device's comm survives a port going down, 0 fails */
     int gin;                /* RAILNET_GIN: enum rn_gin_mode, default auto */
+    int gin_signal_every;   /* RAILNET_GIN_SIGNAL_EVERY: 1..128 work requests per signaled one, default 32 */
+    int cm;                 /* RAILNET_CM: enum rn_cm_mode, default tcp */
 };
+
+/* RAILNET_CM: how a listener's connections are set up (the handle says which,
+ * so the connecting side follows the listener). */
+enum rn_cm_mode { RN_CM_TCP = 0, RN_CM_RDMACM = 1 };
 
 /* RAILNET_GIN: which GIN type ncclGinPlugin_v11 offers NCCL. */
 enum rn_gin_mode { RN_GIN_AUTO = 0, RN_GIN_PROXY = 1, RN_GIN_GDAKI = 2, RN_GIN_OFF = 3 };

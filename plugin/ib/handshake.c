@@ -95,6 +95,7 @@ void hs_handle_encode(const struct hs_handle *h, uint8_t out[HS_HANDLE_SIZE])
     put16(out + 4, h->version ? h->version : HS_VERSION);
     put16(out + 6, HS_HANDLE_USED);
     out[8] = h->family;
+    out[11] = h->cm;
     out[9] = h->link_layer;
     out[10] = h->nports;
     put16(out + 12, h->tcp_port);
@@ -121,10 +122,11 @@ enum hs_status hs_handle_parse(const uint8_t *buf, size_t len, struct hs_handle 
     if (get32(buf + 48) != crc && !HS_FUZZING)
         return fail(err, HS_ECRC, "handle checksum 0x%08x, computed 0x%08x (corrupted handle)",
                     get32(buf + 48), crc);
-    if (!all_zero(buf + HS_HANDLE_USED, HS_HANDLE_SIZE - HS_HANDLE_USED) || buf[11] || get16(buf + 14))
+    if (!all_zero(buf + HS_HANDLE_USED, HS_HANDLE_SIZE - HS_HANDLE_USED) || buf[11] > 1 || get16(buf + 14))
         return fail(err, HS_EFIELD, "handle reserved bytes are not zero");
     struct hs_handle h = { .version = HS_VERSION };
     h.family = buf[8];
+    h.cm = buf[11];
     h.link_layer = buf[9];
     h.nports = buf[10];
     h.tcp_port = get16(buf + 12);
@@ -139,7 +141,8 @@ enum hs_status hs_handle_parse(const uint8_t *buf, size_t len, struct hs_handle 
         return fail(err, HS_EFIELD, "handle port count %u, expected 1..%d", h.nports, HS_MAX_PORTS);
     if (h.tcp_port == 0)
         return fail(err, HS_EFIELD, "handle TCP port is 0");
-    if (h.family == 4 && !all_zero(h.addr + 4, 12))
+    /* a CM handle of a two-port device names the second port's IPv4 too */
+    if (h.family == 4 && !all_zero(h.addr + (h.cm && h.nports == 2 ? 8 : 4), h.cm && h.nports == 2 ? 8 : 12))
         return fail(err, HS_EFIELD, "handle IPv4 address has non-zero padding");
     *out = h;
     return HS_OK;
@@ -469,5 +472,124 @@ enum hs_status hs_ready_parse(const uint8_t *buf, size_t len, char err[HS_ERR_LE
         return fail(err, HS_ELENGTH, "READY has %zu bytes, expected %d", len, HS_READY_SIZE);
     if (get32(buf + HS_HEADER_SIZE))
         return fail(err, HS_EFIELD, "READY status %u, expected 0", get32(buf + HS_HEADER_SIZE));
+    return HS_OK;
+}
+
+/* ---- RDMA CM private data (handshake.h) */
+static void cm_head_put(uint8_t *out, uint16_t version, uint8_t type, uint8_t qpi, uint8_t nqps,
+                        uint8_t nports, uint8_t b10)
+{
+    put32(out + 0, HS_MAGIC);
+    put16(out + 4, version);
+    out[6] = type;
+    out[7] = qpi;
+    out[8] = nqps;
+    out[9] = nports;
+    out[10] = b10;
+    out[11] = 0;
+}
+
+static enum hs_status cm_head_check(const uint8_t *buf, size_t len, uint8_t type, size_t size,
+                                    const char *name, char *err)
+{
+    if (!buf || len < size)
+        return fail(err, HS_ESHORT, "%s private data has %zu bytes, expected at least %zu", name,
+                    buf ? len : 0, size);
+    if (get32(buf) != HS_MAGIC)
+        return fail(err, HS_EMAGIC, "%s magic 0x%08x, expected 0x%08x (not railnet)", name, get32(buf), HS_MAGIC);
+    if (get16(buf + 4) != HS_VERSION)
+        return fail(err, HS_EVERSION, "%s protocol version %u, this railnet speaks %u", name, get16(buf + 4),
+                    HS_VERSION);
+    if (buf[6] != type)
+        return fail(err, HS_ETYPE, "private data of type %u where %s (%u) was expected", buf[6], name, type);
+    uint32_t crc = hs_crc32(buf, size - 4);
+    if (get32(buf + size - 4) != crc && !HS_FUZZING)
+        return fail(err, HS_ECRC, "%s checksum 0x%08x, computed 0x%08x (corrupted)", name, get32(buf + size - 4), crc);
+    if (buf[11] || !all_zero(buf + size, len - size))
+        return fail(err, HS_EFIELD, "%s reserved or padding bytes are not zero", name);
+    if (buf[8] < 1 || buf[8] > HS_MAX_QPS || buf[7] >= buf[8])
+        return fail(err, HS_EFIELD, "%s QP %u of %u, expected 1..%d QPs", name, buf[7], buf[8], HS_MAX_QPS);
+    if (buf[9] < 1 || buf[9] > HS_MAX_PORTS)
+        return fail(err, HS_EFIELD, "%s port count %u, expected 1..%d", name, buf[9], HS_MAX_PORTS);
+    return HS_OK;
+}
+
+size_t hs_cm_hello_encode(const struct hs_cm_hello *m, uint16_t version, uint8_t *out, size_t cap)
+{
+    if (cap < HS_CM_HELLO_SIZE || m->nqps < 1 || m->nqps > HS_MAX_QPS || m->qp_index >= m->nqps ||
+        m->nports < 1 || m->nports > HS_MAX_PORTS)
+        return 0;
+    memset(out, 0, HS_CM_HELLO_SIZE);
+    cm_head_put(out, version, HS_CM_HELLO, m->qp_index, m->nqps, m->nports, m->link_layer);
+    put64(out + 12, m->conn_id);
+    put64(out + 20, m->nonce);
+    put64(out + 28, m->target_guid);
+    put64(out + 36, m->cts_addr);
+    put32(out + 44, m->cts_rkey[0]);
+    put32(out + 48, m->cts_rkey[1]);
+    put32(out + 52, hs_crc32(out, 52));
+    return HS_CM_HELLO_SIZE;
+}
+
+enum hs_status hs_cm_hello_parse(const uint8_t *buf, size_t len, struct hs_cm_hello *out, char err[HS_ERR_LEN])
+{
+    enum hs_status st = cm_head_check(buf, len, HS_CM_HELLO, HS_CM_HELLO_SIZE, "CM HELLO", err);
+    if (st != HS_OK)
+        return st;
+    struct hs_cm_hello m;
+    memset(&m, 0, sizeof(m));
+    m.qp_index = buf[7];
+    m.nqps = buf[8];
+    m.nports = buf[9];
+    m.link_layer = buf[10];
+    if (m.link_layer != 1 && m.link_layer != 2)
+        return fail(err, HS_EFIELD, "CM HELLO link layer %u, expected 1 (IB) or 2 (Ethernet)", m.link_layer);
+    m.conn_id = get64(buf + 12);
+    m.nonce = get64(buf + 20);
+    m.target_guid = get64(buf + 28);
+    m.cts_addr = get64(buf + 36);
+    m.cts_rkey[0] = get32(buf + 44);
+    m.cts_rkey[1] = get32(buf + 48);
+    if (!m.cts_addr)
+        return fail(err, HS_EFIELD, "CM HELLO CTS ring address is 0");
+    *out = m;
+    return HS_OK;
+}
+
+size_t hs_cm_reply_encode(const struct hs_cm_reply *m, uint16_t version, uint8_t *out, size_t cap)
+{
+    if (cap < HS_CM_REPLY_SIZE || m->nqps < 1 || m->nqps > HS_MAX_QPS || m->qp_index >= m->nqps ||
+        m->nports < 1 || m->nports > HS_MAX_PORTS || m->status > HS_REJECT_MAX)
+        return 0;
+    memset(out, 0, HS_CM_REPLY_SIZE);
+    cm_head_put(out, version, HS_CM_REPLY, m->qp_index, m->nqps, m->nports, m->status);
+    put64(out + 12, m->guid);
+    put64(out + 20, m->sizes_addr);
+    put32(out + 28, m->sizes_rkey[0]);
+    put32(out + 32, m->sizes_rkey[1]);
+    put32(out + 36, hs_crc32(out, 36));
+    return HS_CM_REPLY_SIZE;
+}
+
+enum hs_status hs_cm_reply_parse(const uint8_t *buf, size_t len, struct hs_cm_reply *out, char err[HS_ERR_LEN])
+{
+    enum hs_status st = cm_head_check(buf, len, HS_CM_REPLY, HS_CM_REPLY_SIZE, "CM REPLY", err);
+    if (st != HS_OK)
+        return st;
+    struct hs_cm_reply m;
+    memset(&m, 0, sizeof(m));
+    m.qp_index = buf[7];
+    m.nqps = buf[8];
+    m.nports = buf[9];
+    m.status = buf[10];
+    if (m.status > HS_REJECT_MAX)
+        return fail(err, HS_EFIELD, "CM REPLY status %u, expected 0..%d", m.status, HS_REJECT_MAX);
+    m.guid = get64(buf + 12);
+    m.sizes_addr = get64(buf + 20);
+    m.sizes_rkey[0] = get32(buf + 28);
+    m.sizes_rkey[1] = get32(buf + 32);
+    if (!m.status && !m.sizes_addr)
+        return fail(err, HS_EFIELD, "CM REPLY sizes address is 0");
+    *out = m;
     return HS_OK;
 }

@@ -64,11 +64,14 @@ enum hs_reject {
 
 struct hs_handle {
     uint16_t version;    /* filled by encode with HS_VERSION; parse checks it */
+    uint8_t cm;          /* 0: TCP bootstrap at addr:tcp_port; 1: RDMA CM listening there */
     uint8_t family;      /* 4 or 6 */
     uint8_t link_layer;  /* IBV_LINK_LAYER_INFINIBAND 1, _ETHERNET 2 */
     uint8_t nports;      /* 1..HS_MAX_PORTS */
     uint16_t tcp_port;   /* host order */
-    uint8_t addr[16];    /* IPv4 in the first 4 bytes when family == 4 */
+    uint8_t addr[16];    /* IPv4 in the first 4 bytes when family == 4; with cm
+                          * and two ports, bytes 4..7 the second port's IPv4
+                          * (the CM listens on both at tcp_port) */
     uint64_t guid;       /* device guid of the listener */
     uint64_t nonce;      /* names the listen comm; echoed in HELLO */
 };
@@ -107,6 +110,51 @@ struct hs_reply {
     uint32_t sizes_rkey[HS_MAX_PORTS];
     struct hs_qp_info qp[HS_MAX_QPS];
 };
+
+/* ---- RDMA CM (RAILNET_CM=rdmacm): the QPs' numbers, PSNs, GIDs and MTUs
+ * travel in the CM's own messages; what is left rides as private data, one
+ * CM connection per QP. The REQ carries at most 56 bytes, the REP 196, the
+ * REJ 148: these encodings fit. Both repeat the connection's fields in every
+ * QP's message, so each is checked on its own and against the first.
+ * Layout (little-endian): 0 magic, 4 version, 6 type, 7 qp index, 8 nqps,
+ * 9 nports, 10 link layer (HELLO) / status (REPLY), 11 zero, then
+ *   HELLO: 12 conn id, 20 nonce, 28 target guid, 36 cts addr, 44 cts rkeys
+ *          [2], 52 crc32 of bytes 0..51            (56 bytes)
+ *   REPLY: 12 guid, 20 sizes addr, 28 sizes rkeys[2], 36 crc32 (40 bytes)
+ * The data-path constants (CTS slots, entry size, receives per request) are
+ * those of the version. */
+#define HS_CM_HELLO 4
+#define HS_CM_REPLY 5
+#define HS_CM_HELLO_SIZE 56
+#define HS_CM_REPLY_SIZE 40
+
+struct hs_cm_hello {
+    uint8_t qp_index, nqps, nports, link_layer;
+    uint64_t conn_id;     /* random per connect: groups the QPs of one connection */
+    uint64_t nonce;       /* copied from the handle */
+    uint64_t target_guid; /* copied from the handle */
+    uint64_t cts_addr;
+    uint32_t cts_rkey[HS_MAX_PORTS];
+};
+
+struct hs_cm_reply {
+    uint8_t qp_index, nqps, nports;
+    uint8_t status;       /* enum hs_reject */
+    uint64_t guid;
+    uint64_t sizes_addr;
+    uint32_t sizes_rkey[HS_MAX_PORTS];
+};
+
+/* Encoders write exactly HS_CM_*_SIZE bytes (0 when out of range). The
+ * parsers take the private data as the CM delivers it (padded with zeros to
+ * the message's size): they check magic, version, type, CRC, counts and that
+ * the padding is zero. */
+size_t hs_cm_hello_encode(const struct hs_cm_hello *m, uint16_t version, uint8_t *out, size_t cap);
+size_t hs_cm_reply_encode(const struct hs_cm_reply *m, uint16_t version, uint8_t *out, size_t cap);
+enum hs_status hs_cm_hello_parse(const uint8_t *buf, size_t len, struct hs_cm_hello *out,
+                                 char err[HS_ERR_LEN]);
+enum hs_status hs_cm_reply_parse(const uint8_t *buf, size_t len, struct hs_cm_reply *out,
+                                 char err[HS_ERR_LEN]);
 
 const char *hs_status_str(enum hs_status s);
 const char *hs_reject_str(uint32_t reason);

@@ -38,3 +38,12 @@ void stats_print(const struct stats *s, int send, const char *dev_name, const st
         INFO(NCCL_NET, "NET/railnet stats: recv %s total: %" PRIu64 " bytes in %" PRIu64 " messages", dev_name,
              s->rx_bytes, s->rx_msgs);
 }
+
+void stats_print_gin(const char *dev_name, int rank, int nranks, uint64_t wrs, uint64_t signaled, uint64_t markers,
+                     uint64_t cqes)
+{
+    INFO(NCCL_NET,
+         "NET/railnet stats: GIN rank %d of %d on %s: %" PRIu64 " work requests posted (%" PRIu64
+         " completion markers), %" PRIu64 " signaled, %" PRIu64 " completions polled",
+         rank, nranks, dev_name, wrs, markers, signaled, cqes);
+}

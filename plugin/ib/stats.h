@@ -2,7 +2,8 @@
  * Counting is a few additions on the owning thread, skipped when disabled;
  * stats_print() logs per-QP and per-port totals once, at close. A sender
  * counts bytes and RDMA writes per QP; a receiver counts immediates per QP
- * (one per QP that carried part of a message) and bytes per message. */
+ * (one per QP that carried part of a message) and bytes per message. A GIN
+ * collComm counts its own (plugin/gin/gin.h) and prints them here. */
 #ifndef RAILNET_IB_STATS_H
 #define RAILNET_IB_STATS_H
 
@@ -48,5 +49,11 @@ static inline void stats_rx_bytes(struct stats *s, int qpi, uint64_t bytes)
  * QP (with the port and QP number of qps[i]) and per port. */
 void stats_print(const struct stats *s, int send, const char *dev_name, const struct qp_conn *qps, int nqps,
                  const struct qp_port *ports, int nports);
+
+/* A GIN collComm's send side (plugin/gin, RAILNET_STATS=1), at closeColl:
+ * work requests posted (completion markers included), how many were
+ * signaled, and how many successful completions were polled. */
+void stats_print_gin(const char *dev_name, int rank, int nranks, uint64_t wrs, uint64_t signaled, uint64_t markers,
+                     uint64_t cqes);
 
 #endif

@@ -6,8 +6,8 @@
  *
  * GPU-initiated (gpu_path.cu): one CUDA thread posts put_signal (payload
  * WRITE + inline WRITE of a signal word) on a gdaki pair.  CPU proxy
- * (proxy_path.c): libnccl-net-railnet.so loaded with dlopen, a send comm
- * connected to a recv comm of this process on the same port (RAILNET_HCA
+ * (proxy_path.c): libnccl-net-railnet.so loaded through
+ * tools/common/plugin_tables, a send comm connected to a recv comm of this process on the same port (RAILNET_HCA
  * is set to the gdaki pair's =device:port), a
  * receiver thread keeping irecvs posted ahead, the sender posting isends.
  *

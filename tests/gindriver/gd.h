@@ -62,4 +62,12 @@ ncclResult_t gd_wait(struct gd_rank *r, void *req, double deadline);
 /* The log lines the plugin writes go to stderr with a level prefix. */
 void gd_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...);
 
+/* The plugin's GIN counters, as its RAILNET_STATS=1 line at closeColl
+ * reported them to gd_logger (seen 0 until then). */
+struct gd_gin_stats {
+    int seen;
+    unsigned long long wrs, markers, signaled, cqes;
+};
+extern struct gd_gin_stats gd_stats;
+
 #endif

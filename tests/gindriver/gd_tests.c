@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "gd.h"
@@ -541,6 +542,358 @@ static int t_kill(struct gd_rank *r, void *arg)
     return e == ncclRemoteError ? 0 : 1;
 }
 
+/* ------------------------------------------------------------------ deep */
+
+/* Tests every outstanding request once per pass, then ginProgress, as
+ * NCCL's proxy walks its queues, until all are done. */
+static ncclResult_t wait_all(struct gd_rank *r, void **reqs, int nreq, double deadline)
+{
+    for (;;) {
+        int left = 0;
+        for (int q = 0; q < nreq; q++) {
+            if (!reqs[q])
+                continue;
+            int done = 0;
+            ncclResult_t e = r->gin->test(r->coll, reqs[q], &done);
+            if (e != ncclSuccess)
+                return e;
+            if (done)
+                reqs[q] = NULL;
+            else
+                left++;
+        }
+        if (!left)
+            return ncclSuccess;
+        ncclResult_t e = r->gin->ginProgress(r->coll);
+        if (e != ncclSuccess)
+            return e;
+        if (gd_now() > deadline)
+            return ncclInternalError;
+    }
+}
+
+#define DEEP_SIGNAL_EVERY 16
+static int deep_has_signal(int i)
+{
+    return i % DEEP_SIGNAL_EVERY == DEEP_SIGNAL_EVERY - 1;
+}
+
+static int t_deep(struct gd_rank *r, void *arg)
+{
+    const struct gd_opts *o = arg;
+    ncclResult_t e = gd_connect(r);
+    if (e != ncclSuccess) {
+        printf("rank %d: connect failed (%d)\n", r->rank, e);
+        return 1;
+    }
+    int n = r->nranks, me = r->rank, k = o->puts;
+    size_t slot = o->slot, chunk = slot / (size_t)k;
+    uint8_t *src = alloc_host((size_t)n * slot), *win = alloc_host((size_t)n * slot);
+    uint64_t *sig = alloc_host(4096);
+    void *msrc, *mwin, *msig, **reqs = calloc((size_t)n * (size_t)k, sizeof(void *));
+    if (!src || !win || !sig || !reqs || reg(r, src, (size_t)n * slot, 0, &msrc) ||
+        reg(r, win, (size_t)n * slot, 0, &mwin) || reg(r, sig, 4096, NCCL_NET_MR_FLAG_FORCE_SO, &msig))
+        return 1;
+    int bad = 0, refused = 0;
+    for (int round = 0; round < o->rounds && !bad; round++) {
+        memset(win, 0xee, (size_t)n * slot);
+        for (int d = 0; d < n; d++)
+            for (int i = 0; i < k; i++) {
+                uint64_t id = put_id(r->seed, round, me, d, i);
+                struct plan p = plan_of(id, chunk);
+                for (size_t j = 0; j < p.size; j++)
+                    src[(size_t)d * slot + (size_t)i * chunk + p.soff + j] = gd_byte(id, j);
+            }
+        if (gd_barrier(r))
+            return 1;
+        /* every put of the round posted before the first test: k per peer
+         * in flight at once; past NCCL's 256 per peer the plugin says try
+         * again, and the oldest put to that peer is completed first */
+        int oldest[GD_MAX_RANKS] = { 0 };
+        for (int i = 0; i < k && !bad; i++)
+            for (int d = 0; d < n && !bad; d++) {
+                struct plan p = plan_of(put_id(r->seed, round, me, d, i), chunk);
+                void **rq = &reqs[i * n + d];
+                uint64_t soff = (uint64_t)d * slot + (uint64_t)i * chunk + p.soff;
+                uint64_t doff = (uint64_t)me * slot + (uint64_t)i * chunk + p.doff;
+                int s = deep_has_signal(i);
+                e = s ? r->gin->iputSignal(r->coll, soff, msrc, p.size, doff, mwin, (uint32_t)d, (uint64_t)me * 8,
+                                           msig, add_value(me, i), NCCL_NET_SIGNAL_OP_ADD, rq)
+                      : r->gin->iput(r->coll, soff, msrc, p.size, doff, mwin, (uint32_t)d, rq);
+                while (e == ncclSuccess && !*rq && oldest[d] < i) {
+                    refused++;
+                    void **old = &reqs[oldest[d]++ * n + d];
+                    if (*old && (e = gd_wait(r, *old, gd_now() + DEADLINE_S)) != ncclSuccess)
+                        break;
+                    *old = NULL;
+                    e = s ? r->gin->iputSignal(r->coll, soff, msrc, p.size, doff, mwin, (uint32_t)d,
+                                               (uint64_t)me * 8, msig, add_value(me, i), NCCL_NET_SIGNAL_OP_ADD, rq)
+                          : r->gin->iput(r->coll, soff, msrc, p.size, doff, mwin, (uint32_t)d, rq);
+                }
+                if (e == ncclSuccess && !*rq)
+                    e = ncclInternalError; /* refused with nothing outstanding */
+                if (e != ncclSuccess) {
+                    printf("rank %d: round %d: put %d to rank %d failed (%d)\n", me, round, i, d, e);
+                    bad = 1;
+                }
+            }
+        if (!bad && (e = wait_all(r, reqs, n * k, gd_now() + DEADLINE_S)) != ncclSuccess) {
+            printf("rank %d: round %d: puts did not complete (%d)\n", me, round, e);
+            bad = 1;
+        }
+        if (bad || gd_barrier(r))
+            return 1;
+        uint8_t *expect = malloc(slot);
+        for (int s = 0; s < n && !bad; s++) {
+            memset(expect, 0xee, slot);
+            for (int i = 0; i < k; i++) {
+                uint64_t id = put_id(r->seed, round, s, me, i);
+                struct plan p = plan_of(id, chunk);
+                for (size_t j = 0; j < p.size; j++)
+                    expect[(size_t)i * chunk + p.doff + j] = gd_byte(id, j);
+            }
+            const uint8_t *got = win + (size_t)s * slot;
+            for (size_t j = 0; j < slot; j++)
+                if (got[j] != expect[j]) {
+                    printf("rank %d: round %d: byte %zu of the area written by rank %d is 0x%02x, expected 0x%02x\n",
+                           me, round, j, s, got[j], expect[j]);
+                    bad = 1;
+                    break;
+                }
+            uint64_t want = 0;
+            for (int i = 0; i < k; i++)
+                if (deep_has_signal(i))
+                    want += add_value(s, i);
+            want *= (uint64_t)(round + 1);
+            uint64_t have = __atomic_load_n(&sig[s], __ATOMIC_ACQUIRE);
+            if (have != want) {
+                printf("rank %d: round %d: signal word of rank %d is %llu, expected %llu\n", me, round, s,
+                       (unsigned long long)have, (unsigned long long)want);
+                bad = 1;
+            }
+        }
+        free(expect);
+    }
+    r->gin->deregMrSym(r->coll, msig);
+    r->gin->deregMrSym(r->coll, mwin);
+    r->gin->deregMrSym(r->coll, msrc);
+    if (bad || gd_barrier(r))
+        return 1;
+    printf("rank %d: %d rounds x %d puts (1 in %d with an ADD signal) to each of %d ranks posted at once, "
+           "byte-checked, signal sums exact (plugin said try again %d times)\n",
+           me, o->rounds, k, DEEP_SIGNAL_EVERY, n, refused);
+    /* the plugin's counters come with closeColl (RAILNET_STATS=1) */
+    e = r->gin->closeColl(r->coll);
+    r->coll = NULL;
+    if (e != ncclSuccess || !gd_stats.seen) {
+        printf("rank %d: no GIN stats line from closeColl (%d); run with RAILNET_STATS=1\n", me, e);
+        return 1;
+    }
+    const struct gd_gin_stats *st = &gd_stats;
+    printf("rank %d: %llu work requests posted (%llu completion markers), %llu signaled (%.1f%%), %llu completions "
+           "polled\n",
+           me, st->wrs, st->markers, st->signaled, st->wrs ? 100.0 * (double)st->signaled / (double)st->wrs : 0.0,
+           st->cqes);
+    if (st->wrs < (unsigned long long)o->rounds * (unsigned long long)(n * k)) {
+        printf("rank %d: fewer work requests than puts\n", me);
+        bad = 1;
+    }
+    if (st->signaled * 4 > st->wrs) {
+        printf("rank %d: more than a quarter of the work requests were signaled\n", me);
+        bad = 1;
+    }
+    if (st->cqes != st->signaled) {
+        printf("rank %d: %llu completions polled for %llu signaled work requests\n", me, st->cqes, st->signaled);
+        bad = 1;
+    }
+    free(reqs);
+    free(src);
+    free(win);
+    return bad;
+}
+
+/* ----------------------------------------------------------------- flush */
+
+#define FLUSH_PUTS 200
+#define FLUSH_BAD 101
+#define FLUSH_SIZE 2048
+
+struct flush_share {
+    int resolved;
+    uint8_t done[FLUSH_PUTS];
+};
+
+static int t_flush(struct gd_rank *r, void *arg)
+{
+    const struct gd_opts *o = arg;
+    struct flush_share *sh = o->shared;
+    ncclResult_t e = gd_connect(r);
+    if (e != ncclSuccess) {
+        printf("rank %d: connect failed (%d)\n", r->rank, e);
+        return 1;
+    }
+    size_t len = (size_t)FLUSH_PUTS * FLUSH_SIZE;
+    uint8_t *buf = alloc_host(len), *badbuf = alloc_host(4096);
+    void *mgood, *mbad;
+    if (!buf || !badbuf || reg(r, buf, len, 0, &mgood) || reg(r, badbuf, 4096, 0, &mbad))
+        return 1;
+    int me = r->rank;
+    if (me == 0)
+        for (int i = 0; i < FLUSH_PUTS; i++)
+            for (int j = 0; j < FLUSH_SIZE; j++)
+                buf[(size_t)i * FLUSH_SIZE + (size_t)j] = gd_byte((uint64_t)i + 1, (uint64_t)j);
+    else
+        memset(buf, 0xee, len);
+    if (gd_barrier(r))
+        return 1;
+    /* rank 1 drops the window rank 0 still names: a put into it is a
+     * remote access error at rank 1's NIC */
+    if (me == 1 && r->gin->deregMrSym(r->coll, mbad) != ncclSuccess)
+        return 1;
+    if (gd_barrier(r))
+        return 1;
+    int bad = 0;
+    if (me == 0) {
+        void *reqs[FLUSH_PUTS];
+        int state[FLUSH_PUTS]; /* 0 open, 1 done, -1 failed */
+        for (int i = 0; i < FLUSH_PUTS; i++) {
+            state[i] = 0;
+            e = i == FLUSH_BAD ? r->gin->iput(r->coll, 0, mgood, FLUSH_SIZE, 0, mbad, 1, &reqs[i])
+                               : r->gin->iput(r->coll, (uint64_t)i * FLUSH_SIZE, mgood, FLUSH_SIZE,
+                                              (uint64_t)i * FLUSH_SIZE, mgood, 1, &reqs[i]);
+            if (e != ncclSuccess || !reqs[i]) {
+                printf("rank 0: iput %d refused (%d) before any completion was polled\n", i, e);
+                return 1;
+            }
+        }
+        double deadline = gd_now() + DEADLINE_S;
+        int open = FLUSH_PUTS, ndone = 0, nfail = 0;
+        while (open && gd_now() < deadline) {
+            for (int i = 0; i < FLUSH_PUTS; i++) {
+                if (state[i])
+                    continue;
+                int done = 0;
+                e = r->gin->test(r->coll, reqs[i], &done);
+                if (e != ncclSuccess || done) {
+                    state[i] = done ? 1 : -1;
+                    open--;
+                    if (done)
+                        ndone++, sh->done[i] = 1;
+                    else
+                        nfail++;
+                }
+            }
+            r->gin->ginProgress(r->coll);
+        }
+        if (open) {
+            printf("rank 0: %d of %d puts neither completed nor failed after %.0f s\n", open, FLUSH_PUTS, DEADLINE_S);
+            bad = 1;
+        }
+        if (state[FLUSH_BAD] != -1) {
+            printf("rank 0: the put into the deregistered window reported %s\n",
+                   state[FLUSH_BAD] ? "done" : "nothing");
+            bad = 1;
+        }
+        if (nfail < 2 || ndone < 1) {
+            printf("rank 0: %d puts done, %d failed: expected the bad put and the work requests its error flushed to "
+                   "fail, and earlier puts to complete\n",
+                   ndone, nfail);
+            bad = 1;
+        }
+        int late = 0;
+        for (int i = FLUSH_BAD + 1; i < FLUSH_PUTS; i++)
+            late += state[i] == -1;
+        printf("rank 0: %d puts, put %d into a deregistered window: %d done, %d failed (%d of them after it)\n",
+               FLUSH_PUTS, FLUSH_BAD, ndone, nfail, late);
+        sh->resolved = !open;
+    }
+    if (gd_barrier(r))
+        return 1;
+    if (me == 1) {
+        /* every put rank 0 saw done has landed */
+        int checked = 0;
+        for (int i = 0; i < FLUSH_PUTS && !bad; i++) {
+            if (!sh->done[i])
+                continue;
+            checked++;
+            for (int j = 0; j < FLUSH_SIZE; j++)
+                if (buf[(size_t)i * FLUSH_SIZE + (size_t)j] != gd_byte((uint64_t)i + 1, (uint64_t)j)) {
+                    printf("rank 1: put %d was reported done but its byte %d did not land\n", i, j);
+                    bad = 1;
+                    break;
+                }
+        }
+        if (!bad)
+            printf("rank 1: all %d puts reported done landed\n", checked);
+    }
+    if (gd_barrier(r))
+        return 1;
+    /* the window goes before its memory: puts of rank 0's other QP may
+     * still be landing in it (a NIC would DMA into freed memory just so) */
+    if (r->gin->deregMrSym(r->coll, mgood) != ncclSuccess ||
+        (me == 0 && r->gin->deregMrSym(r->coll, mbad) != ncclSuccess)) {
+        printf("rank %d: deregMrSym failed\n", me);
+        bad = 1;
+    }
+    free(buf);
+    free(badbuf);
+    return bad;
+}
+
+/* ------------------------------------------------------------------ rate */
+
+static int t_rate(struct gd_rank *r, void *arg)
+{
+    const struct gd_opts *o = arg;
+    ncclResult_t e = gd_connect(r);
+    if (e != ncclSuccess) {
+        printf("rank %d: connect failed (%d)\n", r->rank, e);
+        return 1;
+    }
+    size_t size = o->size ? o->size : 8, len = size * 64;
+    uint8_t *buf = alloc_host(len);
+    void *mh, **ring = calloc((size_t)o->queue, sizeof(void *));
+    if (!buf || !ring || reg(r, buf, len, 0, &mh) || gd_barrier(r))
+        return 1;
+    uint32_t peer = (uint32_t)((r->rank + 1) % r->nranks);
+    long total = o->puts, issued = 0, completed = 0;
+    double t0 = gd_now(), deadline = t0 + DEADLINE_S;
+    /* a deep queue drained as NCCL's proxy does: post while fewer than
+     * `queue` are in flight, retire in order from the oldest, progress */
+    while (completed < total) {
+        while (issued < total && issued - completed < o->queue) {
+            void **slot = &ring[issued % o->queue];
+            uint64_t off = (uint64_t)(issued % 64) * size;
+            if ((e = r->gin->iput(r->coll, off, mh, size, off, mh, peer, slot)) != ncclSuccess)
+                break;
+            if (!*slot)
+                break;
+            issued++;
+        }
+        while (e == ncclSuccess && completed < issued) {
+            int done = 0;
+            e = r->gin->test(r->coll, ring[completed % o->queue], &done);
+            if (!done)
+                break;
+            completed++;
+        }
+        if (e == ncclSuccess)
+            e = r->gin->ginProgress(r->coll);
+        if (e != ncclSuccess || gd_now() > deadline) {
+            printf("rank %d: stream failed (%d) after %ld of %ld puts\n", r->rank, e, completed, total);
+            return 1;
+        }
+    }
+    double secs = gd_now() - t0;
+    if (gd_barrier(r))
+        return 1;
+    printf("#rate rank %d size %zu puts %ld secs %.4f rate %.0f\n", r->rank, size, total, secs, (double)total / secs);
+    r->gin->deregMrSym(r->coll, mh);
+    free(ring);
+    free(buf);
+    return 0;
+}
+
 int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
 {
     if (!strcmp(name, "mesh"))
@@ -554,5 +907,18 @@ int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
     }
     if (!strcmp(name, "kill"))
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, o->ranks - 1, o->seed, t_kill, o);
+    if (!strcmp(name, "deep"))
+        return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_deep, o);
+    if (!strcmp(name, "rate"))
+        return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_rate, o);
+    if (!strcmp(name, "flush")) {
+        o->shared = mmap(NULL, sizeof(struct flush_share), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (o->shared == MAP_FAILED)
+            return 1;
+        memset(o->shared, 0, sizeof(struct flush_share));
+        int bad = gd_run(plugin, 2, DEADLINE_S * 2, -1, o->seed, t_flush, o);
+        munmap(o->shared, sizeof(struct flush_share));
+        return bad;
+    }
     return -1;
 }

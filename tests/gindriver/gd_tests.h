@@ -11,7 +11,19 @@
  *   rogue  - bad handles (not the caller's, wrong magic/version, stale nonce,
  *            wrong rank count) refused, and the job still connects;
  *   kill   - the last rank is SIGKILLed; the others' test/iput report
- *            ncclRemoteError and queryLastError agrees, with no hang. */
+ *            ncclRemoteError and queryLastError agrees, with no hang;
+ *   deep   - per round, `puts` puts to every peer posted at once (NCCL's
+ *            256 in flight per peer and more), random sizes, one in sixteen
+ *            with an ADD signal; every byte checked, every signal word's sum
+ *            exact; then (RAILNET_STATS=1) the plugin's counters: far fewer
+ *            work requests signaled than posted, and exactly as many
+ *            completions polled as signaled;
+ *   flush  - rank 1 deregisters a window rank 0 still names; rank 0 posts
+ *            a run of puts with the bad one in the middle (most of them
+ *            unsignaled): the bad put and what its error flushes fail, no
+ *            request reports done unless its bytes landed, nothing hangs;
+ *   rate   - (bench) each rank streams `puts` puts of --size bytes to the
+ *            next rank, `queue` in flight; rank 0 prints the put rate. */
 #ifndef RAILNET_GINDRIVER_GD_TESTS_H
 #define RAILNET_GINDRIVER_GD_TESTS_H
 
@@ -26,7 +38,9 @@ struct gd_opts {
     int queue;     /* mesh: puts in flight per peer (NCCL 2.28.9: 32 * maxRecvs = 256) */
     size_t slot;   /* bytes each rank owns in every window */
     uint64_t seed;
+    size_t size;   /* rate: bytes per put */
     int go_pipe[2];
+    void *shared;  /* flush: MAP_SHARED page, rank 0 -> rank 1 */
 };
 
 /* Returns the number of failed ranks (0: pass), -1 for an unknown name. */

@@ -1,6 +1,7 @@
-/* tests/gindriver/gd_world.c: ranks as processes, the plugin loaded by hand,
- * the handle all-gather and barriers through the parent (gd.h). */
-#include <dlfcn.h>
+/* tests/gindriver/gd_world.c: ranks as processes, each loading the plugin's
+ * GIN table through tools/common/plugin_tables (as NCCL does: by path, name
+ * and every entry it calls checked), the handle all-gather and barriers
+ * through the parent (gd.h). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,7 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../tools/common/plugin_tables.h"
 #include "gd.h"
+
+struct gd_gin_stats gd_stats;
 
 double gd_now(void)
 {
@@ -41,6 +45,16 @@ void gd_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, i
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    struct gd_gin_stats s;
+    int rank, nranks;
+    char dev[64];
+    if (sscanf(msg,
+               "NET/railnet stats: GIN rank %d of %d on %63[^:]: %llu work requests posted (%llu completion "
+               "markers), %llu signaled, %llu completions polled",
+               &rank, &nranks, dev, &s.wrs, &s.markers, &s.signaled, &s.cqes) == 7) {
+        s.seen = 1;
+        gd_stats = s;
+    }
     fprintf(stderr, "[%d] NCCL %s %s (%s:%d)\n", (int)getpid(), tag, msg, file, line);
 }
 
@@ -117,14 +131,11 @@ static int rank_main(const char *plugin, int rank, int nranks, int fd, uint64_t 
     struct gd_rank r;
     memset(&r, 0, sizeof(r));
     r.rank = rank, r.nranks = nranks, r.fd = fd, r.seed = seed;
-    void *h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "gindriver: rank %d: cannot load %s: %s\n", rank, plugin, dlerror());
-        return 2;
-    }
-    r.gin = dlsym(h, "ncclGinPlugin_v11");
+    struct plugin_tables lib;
+    char err[PATH_MAX + 256];
+    r.gin = plugin_tables_load(&lib, plugin, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err));
     if (!r.gin) {
-        fprintf(stderr, "gindriver: rank %d: %s exports no ncclGinPlugin_v11\n", rank, plugin);
+        fprintf(stderr, "gindriver: rank %d: %s\n", rank, err);
         return 2;
     }
     ncclResult_t e = r.gin->init(&r.ctx, 0x1234, gd_logger);

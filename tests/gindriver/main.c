@@ -1,34 +1,44 @@
 /* tests/gindriver/main.c: gindriver, the GIN driver of CI (gd.h). */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../tools/common/plugin_tables.h"
 #include "gd.h"
 #include "gd_tests.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|rogue|kill|probe\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|rate|probe\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does,\n"
     "with ranks as processes of this host (softnic: LD_LIBRARY_PATH=.../tests/softnic).\n"
     "  mesh    iput full mesh, random sizes/offsets, byte-checked; deregistration\n"
     "  signal  iputSignal ordering (no signal before its data) and exact INC/ADD sums\n"
     "  rogue   bad handles refused with a WARN; the job still connects\n"
+    "  deep    --puts puts per peer posted at once (NCCL's 256 in flight and more), 1 in 16 with an\n"
+    "          ADD signal, byte-checked, sums exact; with RAILNET_STATS=1 the plugin's counters:\n"
+    "          at most a quarter of the work requests signaled, one completion per signaled one\n"
+    "  flush   2 ranks: a put into a window the target deregistered, amid 200 mostly unsignaled\n"
+    "          puts: it and what its error flushed fail, every put reported done landed\n"
     "  kill    a rank SIGKILLed: the others get ncclRemoteError, no hang\n"
+    "  rate    (bench) --puts puts of --size bytes to the next rank, --queue in flight; prints\n"
+    "          '#rate rank R size S puts N secs T rate PUTS_PER_S'\n"
     "  probe   init, devices and properties as NCCL reads them\n"
     "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"
     "         --adds N signal-only adds per peer (64)  --slot BYTES (65536)  --seed N\n"
-    "         --queue N mesh puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
+    "         --queue N mesh/rate puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
+    "         --size BYTES rate: bytes per put (8)\n"
     "exit status: 0 pass, 1 a check failed, 2 usage or load error.\n";
 
 static int probe(const char *plugin)
 {
     struct gd_rank r;
     memset(&r, 0, sizeof(r));
-    void *h = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
-    const ncclGin_v11_t *gin = h ? dlsym(h, "ncclGinPlugin_v11") : NULL;
+    struct plugin_tables lib;
+    char err[PATH_MAX + 256];
+    const ncclGin_v11_t *gin =
+        plugin_tables_load(&lib, plugin, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err));
     if (!gin) {
-        fprintf(stderr, "gindriver: no ncclGinPlugin_v11 in %s\n", plugin);
+        fprintf(stderr, "gindriver: %s\n", err);
         return 2;
     }
     void *ctx = NULL;
@@ -76,6 +86,8 @@ int main(int argc, char **argv)
             o.adds = atoi(v), i++;
         else if (!strcmp(a, "--slot") && v)
             o.slot = (size_t)strtoull(v, NULL, 0), i++;
+        else if (!strcmp(a, "--size") && v)
+            o.size = (size_t)strtoull(v, NULL, 0), i++;
         else if (!strcmp(a, "--seed") && v)
             o.seed = strtoull(v, NULL, 0), i++;
         else if (a[0] != '-' && !cmd)
@@ -86,8 +98,8 @@ int main(int argc, char **argv)
         }
     }
     if (!plugin || !cmd || o.ranks < 2 || o.ranks > GD_MAX_RANKS || o.puts < 1 || o.rounds < 1 || o.adds < 1 ||
-        o.queue < 1 ||
-        o.slot < (size_t)o.puts * 64 || o.slot > (64u << 20)) {
+        o.queue < 1 || o.size > (1u << 30) ||
+        (strcmp(cmd, "rate") && o.slot < (size_t)o.puts * 64) || o.slot > (64u << 20)) {
         fprintf(stderr, "%s", help);
         return 2;
     }

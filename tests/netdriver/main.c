@@ -1,6 +1,6 @@
 /* tests/netdriver/main.c: the NCCL-like driver of the plugin. It loads the
- * built libnccl-net-railnet.so by path with dlopen, as NCCL does, and drives
- * it only through its exported ncclNet_v8_t table.
+ * built libnccl-net-railnet.so by path (tools/common/plugin_tables), as
+ * NCCL does, and drives it only through its exported ncclNet_v8_t table.
  *
  *   netdriver [OPTS] probe      symbol, table, init, devices, properties
  *   netdriver [OPTS] traffic .. multi-rank verified traffic (traffic.c)

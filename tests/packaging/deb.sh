@@ -117,7 +117,7 @@ got=$(env -u LD_LIBRARY_PATH sh -c 'softnic-run true; echo "${LD_LIBRARY_PATH-un
 [ "$got" = unset ] || why="$why after softnic-run the caller has LD_LIBRARY_PATH=$got;"
 ldconfig -p | grep -q "$privdir" && why="$why ld.so.cache lists $privdir;"
 [ "$(softnic-run --libdir)" = "$privdir" ] || why="$why softnic-run --libdir: $(softnic-run --libdir);"
-for f in libibverbs.so.1 libmlx5.so.1 libefa.so.1; do
+for f in libibverbs.so.1 libmlx5.so.1 libefa.so.1 librdmacm.so.1; do
     [ -f "$privdir/$f" ] || why="$why no $privdir/$f;"
     [ -e "$libdir/$f" ] && [ "$(readlink -f "$libdir/$f")" = "$privdir/$f" ] && why="$why $libdir/$f is softnic's;"
 done

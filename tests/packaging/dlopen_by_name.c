@@ -1,7 +1,9 @@
 /* tests/packaging/dlopen_by_name.c: loads a net plugin as NCCL does for
  * NCCL_NET_PLUGIN=NAME, by the file name "libnccl-net-NAME.so" alone, so
  * that the dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache, the
- * default directories) decides where it comes from.
+ * default directories) decides where it comes from (it goes through
+ * tools/common/plugin_tables, which hands a bare file name to the loader
+ * as it is).
  *
  *   dlopen_by_name NAME
  * prints "path: FILE" (the file the loader picked) and "name: TABLE-NAME"
@@ -12,6 +14,7 @@
 #include <stdio.h>
 
 #include "nccl_net_v8.h"
+#include "tools/common/plugin_tables.h"
 
 int main(int argc, char **argv)
 {
@@ -24,15 +27,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "dlopen_by_name: name too long\n");
         return 2;
     }
-    void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "dlopen_by_name: %s\n", dlerror());
-        return 1;
-    }
-    const ncclNet_v8_t *net = dlsym(h, "ncclNetPlugin_v8");
+    struct plugin_tables lib;
+    char err[PATH_MAX + 256];
+    const ncclNet_v8_t *net = plugin_tables_load(&lib, file, &plugin_table_net_v8, NULL, err, sizeof(err));
     Dl_info info;
     if (!net || !dladdr(net, &info) || !info.dli_fname) {
-        fprintf(stderr, "dlopen_by_name: %s exports no ncclNetPlugin_v8\n", file);
+        fprintf(stderr, "dlopen_by_name: %s\n", net ? "dladdr found no file for the table" : err);
         return 1;
     }
     printf("path: %s\nname: %s\n", info.dli_fname, net->name ? net->name : "(null)");

@@ -3,15 +3,16 @@
 # NCCL 2.28's GIN proxy drives it, on softnic, through tests/gindriver:
 # properties and RAILNET_GIN; a full mesh of 2..8 processes of iput with
 # random sizes and offsets, byte-checked; a deep queue; iputSignal ordering
-# and exact INC/ADD sums (needs softnic's RDMA atomics); rogue handles; a
-# killed peer.
+# and exact INC/ADD sums (needs softnic's RDMA atomics); deep queues with
+# selective signaling counted (RAILNET_STATS=1); a failed put amid unsignaled
+# ones; rogue handles; a killed peer.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 gd=$top_builddir/tests/gindriver/gindriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 14
+tap_plan 18
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -56,6 +57,38 @@ grep -q '^mesh: PASS' "$out" && grep -q 'up to 700 in flight per peer; plugin sa
 # says so and the case fails (it is not skipped: GIN needs atomics)
 tap_check iput_signal_order_and_exact_sums_4_ranks "$gd" --plugin "$plugin" --ranks 4 --puts 200 --slot 1048576 signal
 tap_check iput_signal_after_split_puts_3_ranks "$gd" --plugin "$plugin" --ranks 3 --puts 20 --slot 4194304 signal
+
+# deep queues: every put of a round posted before the first test (256 per
+# peer, then 300 with the plugin saying try again past NCCL's 256), 1 in 16
+# with an ADD signal; bytes and sums exact; the plugin's counters show far
+# fewer signaled work requests than posted, one completion per signaled one
+for spec in "4 256" "3 300"; do
+    set -- $spec
+    RAILNET_STATS=1 "$gd" --plugin "$plugin" --ranks $1 --puts $2 --slot 1048576 --rounds 3 deep >"$out" 2>&1
+    if grep -q '^deep: PASS' "$out" && [ "$(grep -c 'signal sums exact' "$out")" = $1 ] &&
+       [ "$(grep -c 'completions polled$' "$out")" = $1 ]; then
+        tap_ok "deep_queue_${2}_per_peer_${1}_ranks_selective_signaling"
+        grep 'completions polled$' "$out" | head -n 1 | sed 's/^/# /' 
+    else tap_not_ok "deep_queue_${2}_per_peer_${1}_ranks_selective_signaling" "$(grep -v 'NCCL INFO' "$out")"; fi
+done
+# every work request signaled (RAILNET_GIN_SIGNAL_EVERY=1, the bench's
+# baseline): the data still checks, the counters say 100% (2 rounds x 3
+# peers x 256 puts, 1 in 16 with an atomic: 1632 work requests) and the
+# driver's signaled-share check trips, as it must
+RAILNET_STATS=1 RAILNET_GIN_SIGNAL_EVERY=1 "$gd" --plugin "$plugin" --ranks 3 --puts 256 --slot 1048576 --rounds 2 deep >"$out" 2>&1
+if [ "$(grep -c 'signal sums exact' "$out")" = 3 ] &&
+   grep -q 'rank 0: 1632 work requests posted (0 completion markers), 1632 signaled (100.0%), 1632 completions polled' "$out" &&
+   grep -q 'more than a quarter of the work requests were signaled' "$out" && grep -q '^deep: FAIL' "$out"; then
+    tap_ok deep_queue_every_work_request_signaled_is_counted
+else tap_not_ok deep_queue_every_work_request_signaled_is_counted "$(grep -v 'NCCL INFO' "$out")"; fi
+# a put into a window the target deregistered, amid 200 mostly unsignaled
+# puts: it and the work requests its error flushed fail; every put reported
+# done landed; nothing hangs
+"$gd" --plugin "$plugin" flush >"$out" 2>&1
+if grep -q '^flush: PASS' "$out" && grep -q 'IBV_WC_REM_ACCESS_ERR' "$out" && grep -q 'puts reported done landed' "$out"; then
+    tap_ok failed_unsignaled_puts_fail_their_requests_done_ones_landed
+    grep '^rank 0: 200 puts' "$out" | sed 's/^/# /' 
+else tap_not_ok failed_unsignaled_puts_fail_their_requests_done_ones_landed "$(grep -v 'NCCL INFO' "$out")"; fi
 
 "$gd" --plugin "$plugin" rogue >"$out" 2>&1
 if grep -q '^rogue: PASS' "$out" && grep -q 'is not this listener.s: wrong rank or rank count' "$out" &&

@@ -1,6 +1,6 @@
 /* tests/plugin/test_conn_faults.c: connection set-up against untrusted and
- * broken peers, through the plugin's exported table (loaded with dlopen on
- * softnic, as NCCL loads it). Each case ends in a clear error (a WARN that
+ * broken peers, through the plugin's exported table (loaded through
+ * tools/common/plugin_tables on softnic, as NCCL loads it). Each case ends in a clear error (a WARN that
  * says why), never a crash or a hang. A listener drops a peer that breaks
  * the protocol and goes on serving: accept keeps returning no comm and no
  * error, since a stranger on the port must not fail the job. */

@@ -258,6 +258,85 @@ TAP_CASE(test_conn_header_rejects_oversized_length)
     EXPECT_EQ_INT(HS_ELENGTH, hs_header_parse(buf, HS_HEADER_SIZE, NULL, NULL, err));
 }
 
+TAP_CASE(test_conn_cm_handle_carries_the_second_ports_address)
+{
+    struct hs_handle h = sample_handle(), back;
+    uint8_t buf[HS_HANDLE_SIZE];
+    char err[HS_ERR_LEN] = "";
+    h.cm = 1;
+    h.family = 4;
+    memset(h.addr, 0, 16);
+    uint8_t a[8] = { 10, 0, 0, 1, 10, 0, 1, 1 };
+    memcpy(h.addr, a, 8);
+    hs_handle_encode(&h, buf);
+    EXPECT_EQ_INT(1, buf[11]);
+    EXPECT_EQ_INT(HS_OK, hs_handle_parse(buf, sizeof(buf), &back, err));
+    EXPECT_EQ_INT(1, back.cm);
+    EXPECT_MEMEQ(a, back.addr, 8);
+    /* without the CM, bytes 4..7 of an IPv4 address are padding */
+    h.cm = 0;
+    hs_handle_encode(&h, buf);
+    EXPECT_EQ_INT(HS_EFIELD, hs_handle_parse(buf, sizeof(buf), &back, err));
+}
+
+static struct hs_cm_hello sample_cm_hello(void)
+{
+    struct hs_cm_hello m = { .qp_index = 1, .nqps = 4, .nports = 2, .link_layer = 2,
+                             .conn_id = 0x1122334455667788ull, .nonce = 0x99, .target_guid = 0xabcdef,
+                             .cts_addr = 0x7f0000001000ull, .cts_rkey = { 0x1234, 0x5678 } };
+    return m;
+}
+
+TAP_CASE(test_conn_cm_hello_roundtrip_fits_the_req_and_every_flipped_byte_rejected)
+{
+    struct hs_cm_hello m = sample_cm_hello(), back;
+    uint8_t buf[56];   /* the REQ's private data for rdma_cm users */
+    char err[HS_ERR_LEN] = "";
+    EXPECT_EQ_INT(HS_CM_HELLO_SIZE, hs_cm_hello_encode(&m, HS_VERSION, buf, sizeof(buf)));
+    EXPECT_EQ_INT(HS_OK, hs_cm_hello_parse(buf, sizeof(buf), &back, err));
+    EXPECT_EQ_U64(m.conn_id, back.conn_id);
+    EXPECT_EQ_U64(m.cts_addr, back.cts_addr);
+    EXPECT_EQ_INT(m.cts_rkey[1], back.cts_rkey[1]);
+    EXPECT_EQ_INT(1, back.qp_index);
+    for (int i = 0; i < HS_CM_HELLO_SIZE; i++) {
+        uint8_t c[56];
+        memcpy(c, buf, sizeof(c));
+        c[i] ^= 0x04;
+        if (hs_cm_hello_parse(c, sizeof(c), &back, err) == HS_OK)
+            tap_fail_at(__FILE__, __LINE__, "byte %d flipped: expected an error, got HS_OK", i);
+    }
+    m.qp_index = 4;   /* not below nqps */
+    EXPECT_EQ_INT(0, hs_cm_hello_encode(&m, HS_VERSION, buf, sizeof(buf)));
+    EXPECT_EQ_INT(HS_ESHORT, hs_cm_hello_parse(buf, 40, &back, err));
+}
+
+TAP_CASE(test_conn_cm_reply_zero_padded_to_the_rep_and_padding_checked)
+{
+    struct hs_cm_reply m = { .qp_index = 0, .nqps = 2, .nports = 1, .guid = 7, .sizes_addr = 0x1000,
+                             .sizes_rkey = { 9, 9 } }, back;
+    uint8_t buf[196];   /* the REP's private data, as the CM delivers it */
+    char err[HS_ERR_LEN] = "";
+    memset(buf, 0, sizeof(buf));
+    EXPECT_EQ_INT(HS_CM_REPLY_SIZE, hs_cm_reply_encode(&m, HS_VERSION, buf, sizeof(buf)));
+    EXPECT_EQ_INT(HS_OK, hs_cm_reply_parse(buf, sizeof(buf), &back, err));
+    EXPECT_EQ_U64(0x1000, back.sizes_addr);
+    EXPECT_EQ_INT(0, back.status);
+    buf[150] = 1;
+    EXPECT_EQ_INT(HS_EFIELD, hs_cm_reply_parse(buf, sizeof(buf), &back, err));
+    buf[150] = 0;
+    buf[3] ^= 1;
+    EXPECT_EQ_INT(HS_EMAGIC, hs_cm_reply_parse(buf, sizeof(buf), &back, err));
+    /* a rejection: status, no sizes area */
+    struct hs_cm_reply r = { .nqps = 1, .nports = 1, .status = HS_REJECT_PROTOCOL };
+    EXPECT_EQ_INT(HS_CM_REPLY_SIZE, hs_cm_reply_encode(&r, HS_VERSION, buf, sizeof(buf)));
+    EXPECT_EQ_INT(HS_OK, hs_cm_reply_parse(buf, HS_CM_REPLY_SIZE, &back, err));
+    EXPECT_EQ_INT(HS_REJECT_PROTOCOL, back.status);
+    /* a HELLO is not a REPLY */
+    struct hs_cm_hello h = sample_cm_hello();
+    EXPECT_EQ_INT(HS_CM_HELLO_SIZE, hs_cm_hello_encode(&h, HS_VERSION, buf, sizeof(buf)));
+    EXPECT_EQ_INT(HS_ETYPE, hs_cm_reply_parse(buf, HS_CM_HELLO_SIZE, &back, err));
+}
+
 TAP_CASE(test_conn_crc32_known_value)
 {
     /* The standard check value of CRC-32/IEEE. */

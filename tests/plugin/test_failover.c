@@ -1,6 +1,7 @@
 /* tests/plugin/test_failover.c: a connection of a merged dual-port softnic
- * device through the plugin's exported table (dlopen, as NCCL loads it),
- * with softnic's control API taking ports down and up in the same process:
+ * device through the plugin's exported table (loaded by path through
+ * tools/common/plugin_tables, as NCCL loads it), with softnic's control API
+ * taking ports down and up in the same process:
  *  - any number of down/up cycles of port 2: no request fails, no byte is
  *    wrong, while down port 2 moves nothing, once back it carries bytes
  *    again (softnic's port counters), one WARN per failure, one INFO per
@@ -16,6 +17,7 @@
  * Waits are bounded (a hang fails a case) but never decide a result. */
 #include "../tap.h"
 #include "nccl_net_v8.h"
+#include "tools/common/plugin_tables.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -77,10 +79,11 @@ static int load(void)
     snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
     snprintf(verbs, sizeof(verbs), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
     setenv("RAILNET_IBVERBS_LIB", verbs, 1);
-    void *h = dlopen(path, RTLD_NOW);
-    if (!h)
-        return -1;
-    net = dlsym(h, "ncclNetPlugin_v8");
+    static struct plugin_tables lib;
+    char err[PATH_MAX + 256];
+    net = plugin_tables_load(&lib, path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err));
+    if (!net)
+        tap_diag("%s", err);
     int n = 0;
     if (!net || net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
         return -1;

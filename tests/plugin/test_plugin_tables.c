@@ -1,10 +1,11 @@
 /* tests/plugin/test_plugin_tables.c: the one loader of railnet's ABI tables
- * (tools/common/plugin_tables.h) against the built plugin and against
- * libraries that are not it. */
+ * (tools/common/plugin_tables.h), net v8 and GIN v11, against the built
+ * plugin and against libraries that are not it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nccl_gin_v11.h"
 #include "nccl_net_v8.h"
 #include "tests/tap.h"
 #include "tools/common/plugin_tables.h"
@@ -61,8 +62,47 @@ TAP_CASE(test_tables_missing_file_gives_path_and_loader_error)
 TAP_CASE(test_tables_kinds_are_found_by_symbol)
 {
     EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v8") == &plugin_table_net_v8);
+    EXPECT_TRUE(plugin_table_kind("ncclGinPlugin_v11") == &plugin_table_gin_v11);
     EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v99") == NULL);
     EXPECT_EQ_INT(8, plugin_table_net_v8.version);
+    EXPECT_EQ_INT(11, plugin_table_gin_v11.version);
+}
+
+TAP_CASE(test_tables_load_railnet_gin_v11_checked)
+{
+    struct plugin_tables t;
+    char err[4352] = "";
+    const ncclGin_v11_t *gin = plugin_tables_load(&t, plugin_path(), &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err,
+                                                  sizeof(err));
+    if (!gin)
+        tap_diag("%s", err);
+    EXPECT_TRUE(gin != NULL);
+    EXPECT_STREQ("railnet", gin->name);
+    EXPECT_TRUE(gin->iputSignal && gin->test && gin->finalize);
+    plugin_tables_close(&t);
+}
+
+/* A GIN table of a version railnet does not export: refused, naming the
+ * version it does export (NCCL 2.29 looks for _v12 first). */
+TAP_CASE(test_tables_other_gin_version_is_refused_and_named)
+{
+    struct plugin_table_kind v12 = plugin_table_gin_v11;
+    v12.symbol = "ncclGinPlugin_v12";
+    v12.version = 12;
+    struct plugin_tables t;
+    char err[4352] = "";
+    EXPECT_TRUE(plugin_tables_load(&t, plugin_path(), &v12, PLUGIN_TABLES_NAME, err, sizeof(err)) == NULL);
+    EXPECT_TRUE(strstr(err, "exports no ncclGinPlugin_v12; it exports ncclGinPlugin_v11") != NULL);
+    if (!strstr(err, "it exports ncclGinPlugin_v11"))
+        tap_diag("%s", err);
+}
+
+TAP_CASE(test_tables_gin_name_is_checked)
+{
+    struct plugin_tables t;
+    char err[4352] = "";
+    EXPECT_TRUE(plugin_tables_load(&t, plugin_path(), &plugin_table_gin_v11, "other", err, sizeof(err)) == NULL);
+    EXPECT_TRUE(strstr(err, "its ncclGinPlugin_v11 is named \"railnet\", not \"other\"") != NULL);
 }
 
 int main(int argc, char **argv)

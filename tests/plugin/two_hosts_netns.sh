@@ -19,7 +19,7 @@ export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRAR
 TMPD=$(mktemp -d /tmp/railnet_netns.XXXXXX)
 trap 'netns_down; rm -rf "$TMPD"' EXIT
 netns_up pn
-tap_plan 5
+tap_plan 6
 
 # rank 0 in namespace A, rank 1 in namespace B
 across() {
@@ -73,6 +73,20 @@ if [ $st -eq 0 ] && [ "$rows" -eq 5 ]; then
     grep -E '^ +[0-9]+ +[0-9]+ ' "$TMPD/bw" | awk '{ printf "# across namespaces: %8d bytes %6.3f GB/s\n", $1, $4 }'
 else
     tap_not_ok bw_across_namespaces_1MiB_to_16MiB_data_checked "exit $st, $rows rows; $(why "$TMPD/bw")"
+fi
+
+# The same through the RDMA CM (RAILNET_CM=rdmacm): softnic's librdmacm in
+# each namespace maps the handle's address to the other's port.
+if [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ]; then
+    RAILNET_CM=rdmacm across traffic --iters 20 --max-size 1M --timeout 150 >"$TMPD/cm" 2>&1
+    st=$?
+    if [ $st -eq 0 ] && grep -q '^netdriver traffic: ok' "$TMPD/cm" &&
+       grep -q "listening for device 0 on $NETNS_IPA port .* through the RDMA CM" "$TMPD/cm" &&
+       grep -q "connected on softnic0 with .* through the RDMA CM" "$TMPD/cm"; then
+        tap_ok traffic_across_namespaces_through_the_rdma_cm
+    else tap_not_ok traffic_across_namespaces_through_the_rdma_cm "exit $st; $(why "$TMPD/cm")"; fi
+else
+    tap_skip traffic_across_namespaces_through_the_rdma_cm "softnic's librdmacm is not built (no librdmacm-dev at configure)"
 fi
 
 # Without the veth the ranks cannot meet: an error, never a hang.

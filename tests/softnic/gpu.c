@@ -3,11 +3,23 @@
  * with dlopen on first need, never linked, so softnic loads on machines
  * without CUDA).  Copies run in the NIC thread that needs them, which first
  * makes the pointer's own context current.
+ *
+ * Copies go through a pinned staging buffer of the thread's own. A copy
+ * from or to pageable memory is staged by the driver through buffers it
+ * shares among the context's threads, in order with the application's own
+ * pageable copies: an application thread whose cudaMemcpy waits for a
+ * kernel that waits for this NIC's data then stalls the NIC's copy too, and
+ * nothing moves (seen on the H100: a GIN alltoall kernel waiting for a put,
+ * the responder's 64 KiB copy stuck in cuStreamSynchronize, the requester's
+ * retry budget running out). A NIC's DMA waits on nobody; a copy between
+ * pinned memory and the GPU does not either.
  * Without libcuda every pointer is host memory and copies fail with ENODEV. */
 #include "softnic.h"
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../../plugin/ib/cudawrap.h"
 
@@ -17,6 +29,10 @@
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define CU_MEMORYTYPE_DEVICE 2
+#define CU_MEMHOSTREGISTER_PORTABLE 0x1
+
+/* Bytes staged per copy step. */
+#define GPU_STAGE_BYTES (1u << 20)
 
 /* The driver table, loaded on first need; NULL without a usable CUDA. */
 static const struct cudawrap *gpu_driver(void)
@@ -93,40 +109,107 @@ static int gpu_stream_for(const void *dptr, cudawrap_stream *out)
     return EFAULT; /* more GPUs than one NIC thread serves */
 }
 
-int gpu_copy_to_device(void *dst, const void *src, size_t len)
+/* The calling thread's pinned staging buffer (NULL when the driver would
+ * not pin one: copies are then direct, from pageable memory). A thread that
+ * exits (responder threads come and go with their connections) gives its
+ * buffer back to a pool for the next thread, still pinned: unpinning waits
+ * for the device to go idle, which a kernel spinning on this NIC's data
+ * never does. */
+#define GPU_STAGE_POOL 64
+static pthread_key_t stage_key;
+static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t stage_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *stage_pool[GPU_STAGE_POOL];
+static int stage_npool;
+
+static void stage_release(void *p)
+{
+    pthread_mutex_lock(&stage_mu);
+    if (stage_npool < GPU_STAGE_POOL)
+        stage_pool[stage_npool++] = p;
+    pthread_mutex_unlock(&stage_mu);
+    /* a full pool keeps the buffer pinned and leaks it: bounded by the
+     * number of threads that ever copied at once beyond the pool */
+}
+
+static void stage_key_make(void)
+{
+    if (pthread_key_create(&stage_key, stage_release) != 0)
+        stage_key = (pthread_key_t)-1;
+}
+
+static void *gpu_stage(const struct cudawrap *cu)
+{
+    static __thread int tried;
+    pthread_once(&stage_once, stage_key_make);
+    if (stage_key == (pthread_key_t)-1)
+        return NULL;
+    void *p = pthread_getspecific(stage_key);
+    if (p || tried)
+        return p;
+    tried = 1;
+    pthread_mutex_lock(&stage_mu);
+    p = stage_npool ? stage_pool[--stage_npool] : NULL;
+    pthread_mutex_unlock(&stage_mu);
+    if (!p) {
+        if (posix_memalign(&p, 4096, GPU_STAGE_BYTES) != 0)
+            return NULL;
+        if (cu->mem_host_register(p, GPU_STAGE_BYTES, CU_MEMHOSTREGISTER_PORTABLE) != 0) {
+            SN_LOG("gpu: no pinned staging buffer for this thread: copies use pageable memory");
+            free(p);
+            return NULL;
+        }
+    }
+    if (pthread_setspecific(stage_key, p) != 0) {
+        stage_release(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* len bytes between GPU memory at dev and host memory at host, in the
+ * direction to_dev says, through the thread's staging buffer. */
+static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
 {
     const struct cudawrap *cu = gpu_driver();
     if (!cu)
         return ENODEV;
     cudawrap_stream st;
-    int err = gpu_stream_for(dst, &st);
+    int err = gpu_stream_for(dev, &st);
     if (err)
         return err;
-    cudawrap_result r = cu->memcpy_htod_async((cudawrap_devptr)(uintptr_t)dst, src, len, st);
-    if (!r)
-        r = cu->stream_synchronize(st);
+    char *stage = gpu_stage(cu);
+    cudawrap_result r = 0;
+    for (size_t off = 0; off < len && !r;) {
+        size_t n = stage && len - off > GPU_STAGE_BYTES ? GPU_STAGE_BYTES : len - off;
+        char *h = stage ? stage : (char *)host + off;
+        cudawrap_devptr d = (cudawrap_devptr)(uintptr_t)dev + off;
+        if (to_dev) {
+            if (stage)
+                memcpy(stage, (char *)host + off, n);
+            r = cu->memcpy_htod_async(d, h, n, st);
+        } else {
+            r = cu->memcpy_dtoh_async(h, d, n, st);
+        }
+        if (!r)
+            r = cu->stream_synchronize(st);
+        if (!r && stage && !to_dev)
+            memcpy((char *)host + off, stage, n);
+        off += n;
+    }
     if (r) {
-        SN_LOG("gpu: copy of %zu bytes into GPU memory at %p failed: CUresult %d", len, dst, r);
+        SN_LOG("gpu: copy of %zu bytes %s GPU memory at %p failed: CUresult %d", len, to_dev ? "into" : "from", dev, r);
         return EIO;
     }
     return 0;
 }
 
+int gpu_copy_to_device(void *dst, const void *src, size_t len)
+{
+    return gpu_copy(dst, (void *)(uintptr_t)src, len, true);
+}
+
 int gpu_copy_from_device(void *dst, const void *src, size_t len)
 {
-    const struct cudawrap *cu = gpu_driver();
-    if (!cu)
-        return ENODEV;
-    cudawrap_stream st;
-    int err = gpu_stream_for(src, &st);
-    if (err)
-        return err;
-    cudawrap_result r = cu->memcpy_dtoh_async(dst, (cudawrap_devptr)(uintptr_t)src, len, st);
-    if (!r)
-        r = cu->stream_synchronize(st);
-    if (r) {
-        SN_LOG("gpu: copy of %zu bytes from GPU memory at %p failed: CUresult %d", len, src, r);
-        return EIO;
-    }
-    return 0;
+    return gpu_copy((void *)(uintptr_t)src, dst, len, false);
 }

@@ -7,6 +7,9 @@
  * a peer connects (responder.c).  qp->lock guards everything below; lock
  * order is qp->lock, then a CQ's or SRQ's lock. */
 #include "softnic.h"
+
+#include <sys/ioctl.h>
+#include <time.h>
 #include "softnic_priv.h"
 
 #include <errno.h>
@@ -536,6 +539,38 @@ static int qp_check_send_wr(struct sn_qp *qp, const struct ibv_send_wr *wr, uint
     return 0;
 }
 
+/* A full send queue whose peer has acknowledged WQEs already, in bytes that
+ * wait unread on the requester's socket: on a NIC those ACKs arrived, on
+ * the same path, before the peer's request that the application has seen
+ * (a receive completion, an RDMA WRITE it polls), and were processed first.
+ * Here ACKs and requests travel on two sockets read by two threads, and a
+ * starved completer can leave them unread while the application runs ahead
+ * (rping's client posted into a "full" queue of 16 under make -j2 check).
+ * So the post waits for the completer, while those bytes are there, up to
+ * SQ_ACK_WAIT_MS; a queue full of WQEs not yet acknowledged is ENOMEM at
+ * once, as on a NIC.  Caller holds qp->lock. */
+#define SQ_ACK_WAIT_MS 2000
+static bool sq_wait_for_acks_locked(struct sn_qp *qp)
+{
+    uint64_t deadline = sn_now_ns() + SQ_ACK_WAIT_MS * 1000000ull;
+    while (qp->sq_tail - qp->sq_head >= qp->sq_size) {
+        int unread = 0;
+        if (qp->out_fd < 0 || ioctl(qp->out_fd, FIONREAD, &unread) || unread <= 0 || sn_now_ns() >= deadline)
+            return false;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;   /* re-check the socket every ms */
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
+        if (qp->attr.qp_state != IBV_QPS_RTS)
+            return false;
+    }
+    return true;
+}
+
 int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
     struct sn_qp *qp = sn_qp_of(ibqp);
@@ -548,7 +583,7 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
         uint32_t len = 0;
         if ((err = qp_check_send_wr(qp, wr, &len)))
             break;
-        if (qp->sq_tail - qp->sq_head >= qp->sq_size) {
+        if (qp->sq_tail - qp->sq_head >= qp->sq_size && !sq_wait_for_acks_locked(qp)) {
             err = ENOMEM;
             break;
         }

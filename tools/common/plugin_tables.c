@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nccl_gin_v11.h"
 #include "nccl_net_v8.h"
 
 /* Every pointer NCCL calls without checking. */
@@ -35,7 +36,36 @@ const struct plugin_table_kind plugin_table_net_v8 = {
     .nrequired = sizeof(net_v8_required) / sizeof(net_v8_required[0]),
 };
 
-static const struct plugin_table_kind *const kinds[] = { &plugin_table_net_v8 };
+/* NCCL 2.28.9 calls every GIN entry unchecked but ginProgress (its proxy
+ * type tests it for NULL); createContext, destroyContext and queryLastError
+ * are its GDAKI type's, and a table offers both types by one symbol. */
+#define GIN(f) offsetof(ncclGin_v11_t, f)
+static const size_t gin_v11_required[] = {
+    GIN(init), GIN(devices), GIN(getProperties), GIN(listen), GIN(connect), GIN(createContext), GIN(regMrSym),
+    GIN(regMrSymDmaBuf), GIN(deregMrSym), GIN(destroyContext), GIN(closeColl), GIN(closeListen), GIN(iput),
+    GIN(iputSignal), GIN(test), GIN(queryLastError), GIN(finalize),
+};
+#undef GIN
+static const char *const gin_v11_required_names[] = {
+    "init", "devices", "getProperties", "listen", "connect", "createContext", "regMrSym", "regMrSymDmaBuf",
+    "deregMrSym", "destroyContext", "closeColl", "closeListen", "iput", "iputSignal", "test", "queryLastError",
+    "finalize",
+};
+_Static_assert(sizeof(gin_v11_required) / sizeof(gin_v11_required[0]) ==
+                   sizeof(gin_v11_required_names) / sizeof(gin_v11_required_names[0]),
+               "one name per required entry");
+
+const struct plugin_table_kind plugin_table_gin_v11 = {
+    .symbol = "ncclGinPlugin_v11",
+    .family = "ncclGinPlugin_v",
+    .version = 11,
+    .name_offset = offsetof(ncclGin_v11_t, name),
+    .required = gin_v11_required,
+    .required_names = gin_v11_required_names,
+    .nrequired = sizeof(gin_v11_required) / sizeof(gin_v11_required[0]),
+};
+
+static const struct plugin_table_kind *const kinds[] = { &plugin_table_net_v8, &plugin_table_gin_v11 };
 
 const struct plugin_table_kind *plugin_table_kind(const char *symbol)
 {

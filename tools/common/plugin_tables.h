@@ -1,13 +1,14 @@
 /* tools/common/plugin_tables.h: the one loader of railnet's exported ABI
  * tables, for every program that drives them as NCCL would (tests/netdriver,
- * railnet-write-bw --mode=plugin, the gdaki benchmark, test_conn_faults, and
- * the GIN driver to come).
+ * railnet-write-bw --mode=plugin, the gdaki benchmark, test_conn_faults,
+ * test_failover, the failover bench, tests/packaging/dlopen_by_name and the
+ * GIN driver tests/gindriver).
  *
  * A table kind names what a caller wants: the exported symbol, whose name
- * carries the ABI version (ncclNetPlugin_v8), where the table keeps its
- * `const char *name`, and which entries NCCL calls without checking. A new
- * table (ncclGinPlugin_v11) is one more kind in plugin_tables.c, found by
- * its symbol with plugin_table_kind().
+ * carries the ABI version (ncclNetPlugin_v8, ncclGinPlugin_v11), where the
+ * table keeps its `const char *name`, and which entries NCCL calls without
+ * checking. A new table is one more kind in plugin_tables.c, found by its
+ * symbol with plugin_table_kind().
  *
  * Checks, all here: the library loads (dlopen RTLD_NOW | RTLD_LOCAL); it
  * exports the symbol (if not, err lists the versions of that table it does
@@ -35,6 +36,9 @@ struct plugin_table_kind {
 
 /* ncclNetPlugin_v8 (include/nccl_net_v8.h). */
 extern const struct plugin_table_kind plugin_table_net_v8;
+/* ncclGinPlugin_v11 (include/nccl_gin_v11.h): NCCL 2.28's GIN table, looked
+ * up in the net plugin library NCCL loaded. */
+extern const struct plugin_table_kind plugin_table_gin_v11;
 /* The kind exported as symbol, NULL when this loader does not know it. */
 const struct plugin_table_kind *plugin_table_kind(const char *symbol);
 

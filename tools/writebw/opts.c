@@ -41,6 +41,10 @@ void wb_usage(FILE *out)
 "                           VMM API NCCL uses by default) instead of cuMemAlloc\n"
 "      --no-relaxed-ordering  register without IBV_ACCESS_RELAXED_ORDERING\n"
 "      --mode=verbs|plugin  raw verbs (default), or railnet's plugin API\n"
+"  -R, --rdma_cm            verbs mode: connect the QPs through the RDMA CM (as\n"
+"                           perftest -R): the server listens on the TCP port's\n"
+"                           number, the client connects to the server's address;\n"
+"                           the CM picks the port, GID and path (one port)\n"
 "      --plugin-lib PATH    plugin library for --mode=plugin (default: as NCCL\n"
 "                           finds it from NCCL_NET_PLUGIN, else libnccl-net-railnet.so\n"
 "                           next to this tool, then the loader's search path)\n"
@@ -139,6 +143,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         { "peermem", no_argument, NULL, OPT_PEERMEM },
         { "no-relaxed-ordering", no_argument, NULL, OPT_NORO },
         { "mode", required_argument, NULL, OPT_MODE },
+        { "rdma_cm", no_argument, NULL, 'R' },
         { "plugin-lib", required_argument, NULL, OPT_PLUGIN },
         { "ibverbs-lib", required_argument, NULL, OPT_VERBS },
         { "bidir", no_argument, NULL, OPT_BIDIR },
@@ -169,7 +174,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
     long v;
     size_t sz;
     opterr = 0;
-    while (li = -1, (c = getopt_long(argc, argv, ":p:d:i:x:s:an:D:q:t:hV", longopts, &li)) != -1) {
+    while (li = -1, (c = getopt_long(argc, argv, ":p:d:i:x:s:an:D:q:t:RhV", longopts, &li)) != -1) {
         /* The option as the user spelled it, for messages. */
         if (li >= 0)
             snprintf(optname, sizeof(optname), "--%s", longopts[li].name);
@@ -248,6 +253,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
             break;
         }
         case OPT_NORO: o->relaxed = 0; break;
+        case 'R': o->rdma_cm = 1; break;
         case OPT_VMM: o->cuda_vmm = 1; break;
         case OPT_MODE:
             if (!strcmp(optarg, "verbs"))
@@ -357,6 +363,13 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         fprintf(stderr, "railnet-write-bw: --ports, -q and -x do not apply to --mode=plugin: "
                 "the plugin picks ports, QPs and GIDs itself (configure it with its RAILNET_* "
                 "variables)\n");
+        return -1;
+    }
+    if (o->rdma_cm && (o->mode != WB_MODE_VERBS || o->gpu_initiated || o->nports != 1 || o->gid_index >= 0)) {
+        fprintf(stderr, "railnet-write-bw: -R connects the verbs mode's QPs on one port through the RDMA CM, "
+                "which picks the GID: %s does not apply (for the plugin, set RAILNET_CM=rdmacm)\n",
+                o->mode != WB_MODE_VERBS ? "--mode=plugin" : o->gpu_initiated ? "--gpu-initiated"
+                : o->nports != 1 ? "--ports" : "-x");
         return -1;
     }
     if (o->mode == WB_MODE_PLUGIN) {

@@ -50,6 +50,7 @@ struct wb_opts {
     int json;
     int gpu_initiated;         /* --gpu-initiated (sets use_cuda; one QP, one way) */
     double timeout;            /* --timeout: TCP connect and peer silence */
+    int rdma_cm;               /* -R: QPs connected through the RDMA CM (verbs mode) */
 };
 
 int wb_opts_parse(int argc, char **argv, struct wb_opts *o);

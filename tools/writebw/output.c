@@ -23,7 +23,8 @@ static const char *unit(const struct out_report *r)
 
 static const char *mode_name(const struct wb_opts *o)
 {
-    return o->gpu_initiated ? "gpu-initiated" : o->mode == WB_MODE_PLUGIN ? "plugin" : "verbs";
+    return o->gpu_initiated ? "gpu-initiated" : o->mode == WB_MODE_PLUGIN ? "plugin"
+           : o->rdma_cm ? "verbs, QPs connected through the RDMA CM (-R)" : "verbs";
 }
 
 void out_header(struct out_report *r)

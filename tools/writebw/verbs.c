@@ -15,8 +15,12 @@
 #include "../common/rc.h"
 #include "../common/strfmt.h"
 #include "ibvwrap.h"
+#include "cm.h"
 #include "modes.h"
 #include "tcp.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 struct verbs_ctx {
     struct session *s;
@@ -27,6 +31,7 @@ struct verbs_ctx {
     struct cuda_dl *cuda;
     struct mem_buf buf;
     struct wb_setup peer, mine;
+    struct wb_cm cm;            /* -R */
     uint8_t msg[TCP_MAX_MSG];
 };
 
@@ -188,10 +193,29 @@ int mode_verbs_run(struct session *s, char *err, size_t errlen)
         session_fail(s, err);
         goto out;
     }
+    if (s->o->rdma_cm) {
+        /* the server listens before SETUP goes out: the client connects after it */
+        struct sockaddr_in me;
+        socklen_t ml = sizeof(me);
+        if (wb_cm_open(&c->cm, c->v.path, err, errlen) ||
+            (s->is_server && (getsockname(s->fd, (struct sockaddr *)&me, &ml) ||
+                              wb_cm_listen(&c->cm, ntohs(me.sin_port), err, errlen)))) {
+            session_fail(s, err);
+            goto out;
+        }
+    }
     if (exchange(c, err, errlen))
         goto out;
     int mtu = 0;
-    for (int k = 0; k < c->nqp; k++) {
+    if (s->o->rdma_cm) {
+        int m = 0;
+        if (wb_cm_connect(&c->cm, s->fd, s->is_server, &c->dev, c->qp, c->nqp, s->o->timeout, &m, err, errlen)) {
+            session_fail(s, err);
+            goto out;
+        }
+        mtu = rc_mtu_bytes(m);
+    }
+    for (int k = 0; !s->o->rdma_cm && k < c->nqp; k++) {
         if (rc_qp_connect(&c->dev, &c->qp[k], &c->peer.qp[k], err, errlen)) {
             session_fail(s, err);
             goto out;
@@ -212,6 +236,7 @@ int mode_verbs_run(struct session *s, char *err, size_t errlen)
         goto out;
     rc = 0;
 out:
+    wb_cm_close(&c->cm);
     if (c->buf.ptr || c->buf.mr)
         mem_free(&c->buf, &c->dev);
     for (int k = 0; k < WB_MAX_QP_TOTAL; k++)

@@ -281,7 +281,7 @@ void wb_hello_from_opts(const struct wb_opts *o, struct wb_hello *h)
     memset(h, 0, sizeof(*h));
     h->magic = WB_MAGIC;
     h->version = WB_VERSION;
-    h->mode = o->gpu_initiated ? WB_HELLO_MODE_GPU_INITIATED : (uint32_t)o->mode;
+    h->mode = o->gpu_initiated ? WB_HELLO_MODE_GPU_INITIATED : o->rdma_cm ? WB_HELLO_MODE_VERBS_CM : (uint32_t)o->mode;
     h->bidir = (uint32_t)o->bidir;
     h->nsizes = (uint32_t)o->nsizes;
     h->nqp = o->mode == WB_MODE_VERBS && !o->gpu_initiated ? (uint32_t)(o->qps * o->nports) : 0;
@@ -294,8 +294,8 @@ void wb_hello_from_opts(const struct wb_opts *o, struct wb_hello *h)
 int wb_hello_compare(const struct wb_hello *mine, const struct wb_hello *peer, char *err,
                      size_t errlen)
 {
-    static const char *modes[] = { "--mode=verbs", "--mode=plugin", "--gpu-initiated" };
-#define MODE(m) ((m) < 3 ? modes[m] : "?")
+    static const char *modes[] = { "--mode=verbs", "--mode=plugin", "--gpu-initiated", "--mode=verbs -R" };
+#define MODE(m) ((m) < 4 ? modes[m] : "?")
     if (mine->mode != peer->mode) {
         str_fmt(err, errlen, "server runs %s, client %s", MODE(mine->mode), MODE(peer->mode));
         return -1;

@@ -41,6 +41,8 @@ enum wb_msg {
 /* HELLO's mode field: enum wb_mode, or this for --gpu-initiated (which
  * keeps o->mode at its default). */
 #define WB_HELLO_MODE_GPU_INITIATED 2u
+/* ... and this for --mode=verbs -R (both sides must connect through the CM) */
+#define WB_HELLO_MODE_VERBS_CM 3u
 
 /* The parameters both sides must agree on. */
 struct wb_hello {
