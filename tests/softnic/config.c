@@ -10,7 +10,8 @@
  *      SOFTNIC_VF_BASE_RATE,
  *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG,
  *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c),
- *      SOFTNIC_LINK_RATE (what unlimited ports advertise; see link.c).
+ *      SOFTNIC_LINK_RATE (what unlimited ports advertise; see link.c),
+ *      SOFTNIC_LINK_CACHE (where the host's calibration is shared; link.c).
  *
  * File format (SOFTNIC_CONF), one directive per line, '#' starts a comment:
  *     device <name>                       starts a device (max 4)
@@ -353,5 +354,7 @@ int config_load(struct sn_config *c)
         snprintf(c->sysfs_dir, sizeof(c->sysfs_dir), "%s", v);
     if ((v = getenv("SOFTNIC_CTL_FILE")) && *v)
         snprintf(c->ctl_file, sizeof(c->ctl_file), "%s", v);
+    if ((v = getenv("SOFTNIC_LINK_CACHE")) && *v)
+        snprintf(c->link_cache, sizeof(c->link_cache), "%s", v);
     return err;
 }

@@ -14,17 +14,29 @@
  * A calibrated port takes 4x links only (a rate limit or SOFTNIC_LINK_RATE
  * any width): their steps of about 2x keep the measurement's jitter from
  * giving processes of one host different links.
+ * The measurement is shared by this user's processes on this host for an
+ * hour (SOFTNIC_LINK_CACHE, default CAL_CACHE_FMT; the first figure written
+ * wins): the ranks of one job
+ * must advertise one link, or NCCL plans each side of a connection for
+ * a different speed; measured alone on a loaded host, two ranks saw 80
+ * and 112 Gb/s.
  * SOFTNIC_LINK_RATE overrides the calibration: the same figure in every
  * process of a job, or the old 200 Gb/s with SOFTNIC_LINK_RATE=25G. */
 #include "softnic.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CAL_SPAN (32u << 20)
 #define CAL_PASSES 4
+#define CAL_CACHE_FMT "/dev/shm/softnic-link-%u"
+#define CAL_CACHE_S 3600
 
 static uint64_t calibrated;
 static pthread_once_t cal_once = PTHREAD_ONCE_INIT;
@@ -59,6 +71,64 @@ static uint64_t memcpy_rate(void)
     return best > 0 ? (uint64_t)best : 0;
 }
 
+/* The cached figure at path when it is this user's own regular file,
+ * fresh and well formed; 0 otherwise (a stale or malformed one of ours is
+ * removed). */
+static uint64_t cache_read(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    char buf[32] = { 0 };
+    uint64_t v = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid()) {
+        if (time(NULL) - st.st_mtime <= CAL_CACHE_S && read(fd, buf, sizeof(buf) - 1) > 0) {
+            char *end;
+            unsigned long long x = strtoull(buf, &end, 10);
+            if (end != buf && (*end == '\n' || *end == '\0'))
+                v = x;
+        }
+        if (!v)
+            unlink(path);   /* stale or malformed: the next figure replaces it */
+    }
+    close(fd);
+    return v;
+}
+
+/* One thread's memcpy rate as this host's processes agree on it: the
+ * cached figure, else a measurement offered to the cache; when another
+ * process got there first, its figure. */
+static uint64_t host_memcpy_rate(const struct sn_config *c)
+{
+    char path[256], tmp[300];
+    if (c->link_cache[0])
+        snprintf(path, sizeof(path), "%s", c->link_cache);
+    else
+        snprintf(path, sizeof(path), CAL_CACHE_FMT, (unsigned)getuid());
+    uint64_t v = cache_read(path);
+    if (v)
+        return v;
+    v = memcpy_rate();
+    if (!v)
+        return 0;
+    snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return v;   /* no /dev/shm: this process's own figure */
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)v);
+    bool ok = write(fd, buf, (size_t)n) == n;
+    close(fd);
+    if (ok && link(tmp, path) != 0 && errno == EEXIST) {
+        uint64_t first = cache_read(path);
+        if (first)
+            v = first;
+    }
+    unlink(tmp);
+    return v;
+}
+
 /* Runs from softnic's own initialisation too (sysfs): it must not call
  * softnic_global(). */
 static void calibrate(void)
@@ -68,7 +138,7 @@ static void calibrate(void)
         calibrated = c->link_rate;
         return;
     }
-    uint64_t m = memcpy_rate();
+    uint64_t m = host_memcpy_rate(c);
     calibrated = c->fastpath ? m : m / 4;
     if (c->debug)
         SN_LOG("link: one-thread memcpy %.2f GB/s: unlimited ports carry %.2f GB/s", m / 1e9,

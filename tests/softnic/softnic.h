@@ -76,6 +76,7 @@ struct sn_config {
     uint64_t vf_base_rate;     /* VF slowdown base when port rate is 0 */
     char sysfs_dir[256];       /* SOFTNIC_SYSFS, "" = none */
     char ctl_file[256];        /* SOFTNIC_CTL_FILE, "" = none */
+    char link_cache[256];      /* SOFTNIC_LINK_CACHE, "" = /dev/shm/softnic-link-<uid> */
     int debug;
     int fastpath;              /* SOFTNIC_FASTPATH: same-host peers by CMA (cma.c) */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */

@@ -6,8 +6,12 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Exported by libibverbs (IBVERBS_1.0) but declared only in rdma-core's
@@ -302,6 +306,86 @@ TAP_CASE(test_unlimited_port_advertises_the_best_link_within_the_calibration)
     }
     st_dev_close(&d);
     rm_dir(dir);
+}
+
+/* The calibration is the host's, shared through SOFTNIC_LINK_CACHE: a
+ * fresh figure there (30 GB/s = 240 Gb/s) is what this process advertises
+ * within (4x HDR), so the ranks of one job agree. */
+static void write_cache(const char *path, const char *text, time_t age_s)
+{
+    FILE *f = fopen(path, "w");
+    EXPECT_TRUE(f != NULL);
+    if (!f)
+        return;
+    fputs(text, f);
+    fclose(f);
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= age_s;
+    ts[1] = ts[0];
+    EXPECT_EQ_INT(0, utimensat(AT_FDCWD, path, ts, 0));
+}
+
+static uint64_t cache_value(const char *path)
+{
+    char buf[64] = { 0 };
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    return n ? strtoull(buf, NULL, 10) : 0;
+}
+
+TAP_CASE(test_calibration_comes_from_the_host_cache_when_fresh)
+{
+    char path[] = "/tmp/softnic_linkcache_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT_TRUE(fd >= 0);
+    close(fd);
+    write_cache(path, "30000000000\n", 60);
+    setenv("SOFTNIC_LINK_CACHE", path, 1);
+    struct st_dev d;
+    st_dev_open(&d);
+    uint64_t rate = 0;
+    EXPECT_EQ_INT(0, st_ctl()->link_rate(&rate));
+    EXPECT_EQ_U64(30000000000ull, rate);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
+    EXPECT_EQ_INT(2, pa.active_width);   /* 4x */
+    EXPECT_EQ_INT(64, pa.active_speed);  /* HDR: 200 Gb/s within 240 */
+    st_dev_close(&d);
+    unlink(path);
+}
+
+/* A stale (2 h) or malformed cache is measured over, and the measurement
+ * is what the cache then holds for the next process. */
+TAP_CASE(test_stale_or_malformed_host_cache_is_measured_over)
+{
+    static const char *const bad[] = { "30000000000\n", "fast\n" };
+    for (int i = 0; i < 2; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            char path[] = "/tmp/softnic_linkcache_XXXXXX";
+            int fd = mkstemp(path);
+            if (fd < 0)
+                _exit(2);
+            close(fd);
+            write_cache(path, bad[i], i == 0 ? 7200 : 60);
+            setenv("SOFTNIC_LINK_CACHE", path, 1);
+            struct st_dev d;
+            st_dev_open(&d);
+            uint64_t rate = 0;
+            int ok = st_ctl()->link_rate(&rate) == 0 && rate >= 1250000000ull && rate != 30000000000ull &&
+                     cache_value(path) == rate;
+            st_dev_close(&d);
+            unlink(path);
+            _exit(ok ? 0 : 1);
+        }
+        int status = -1;
+        EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
 }
 
 /* SOFTNIC_LINK_RATE replaces the calibration: 25 GB/s = 200 Gb/s (4x HDR
