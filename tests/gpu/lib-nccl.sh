@@ -60,3 +60,34 @@ nccl_job() {
     done
     return $worst
 }
+
+# nccl_report_collectives PREFIX N LOG0 LOG1: rank 0's TAP lines of
+# nccl_collectives (LOG0) as cases named PREFIX_<case>, and one failure for
+# each of the N collectives that printed no line (with both ranks' tails).
+nccl_report_collectives() {
+    _got=$(grep -cE '^(not )?ok [0-9]+ - nccl_' "$3")
+    grep -E '^(not )?ok [0-9]+ - nccl_' "$3" | while IFS= read -r _line; do
+        case "$_line" in
+            "not ok"*) echo "not ok - ${1}_${_line#not ok * - }" ;;
+            *) echo "ok - ${1}_${_line#ok * - }" ;;
+        esac
+    done
+    TAP_N=$((TAP_N + _got))
+    TAP_FAILED=$((TAP_FAILED + $(grep -cE '^not ok [0-9]+ - nccl_' "$3")))
+    _missing=$(($2 - _got))
+    while [ $_missing -gt 0 ]; do
+        tap_not_ok "${1}_collective_missing" "$(tail -n 30 "$3" "$4" | sed 's/^/# /')"
+        _missing=$((_missing - 1))
+    done
+}
+
+# nccl_check_version PREFIX WANT LOG: the NCCL version LOG says ran, which
+# must be WANT when WANT is set.
+nccl_check_version() {
+    _ver=$(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$3" | head -n 1)
+    if [ -n "$_ver" ] && { [ -z "$2" ] || [ "$_ver" = "$2" ]; }; then
+        tap_ok "${1}_ran_nccl_$_ver"
+    else
+        tap_not_ok "${1}_ran_expected_nccl" "NCCL version '$_ver' in the log, wanted '${2:-any}'"
+    fi
+}

@@ -32,24 +32,8 @@ for variant in gdr host gdr_nccl2289; do
     status=$?
     log0=$JOBDIR/e2e_$variant.rank0.log
     log1=$JOBDIR/e2e_$variant.rank1.log
-    # rank 0's TAP lines, renamed per variant; a missing line is a failure
-    got=$(grep -cE '^(not )?ok [0-9]+ - nccl_' "$log0")
-    grep -E '^(not )?ok [0-9]+ - nccl_' "$log0" | while IFS= read -r line; do
-        case "$line" in
-            "not ok"*) echo "not ok - ${variant}_${line#not ok * - }" ;;
-            *) echo "ok - ${variant}_${line#ok * - }" ;;
-        esac
-    done
-    TAP_N=$((TAP_N + got))
-    TAP_FAILED=$((TAP_FAILED + $(grep -cE '^not ok [0-9]+ - nccl_' "$log0")))
-    missing=$((12 - got)); while [ $missing -gt 0 ]; do
-        tap_not_ok "${variant}_collective_missing" "$(tail -n 30 "$log0" "$log1" | sed 's/^/# /')"; missing=$((missing - 1)); done
-    ver=$(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$log0" | head -n 1)
-    if [ -n "$ver" ] && { [ -z "$want" ] || [ "$ver" = "$want" ]; }; then
-        tap_ok "${variant}_ran_nccl_$ver"
-    else
-        tap_not_ok "${variant}_ran_expected_nccl" "NCCL version '$ver' in the log, wanted '${want:-any}'"
-    fi
+    nccl_report_collectives "$variant" 12 "$log0" "$log1"
+    nccl_check_version "$variant" "$want" "$log0"
     if grep -q "Loaded net plugin railnet (v8)" "$log0" && grep -q "Using network railnet" "$log0"; then
         tap_ok "${variant}_nccl_loaded_and_used_railnet_v8"
     else

@@ -39,23 +39,8 @@ for variant in system nccl2289; do
     status=$?
     log0=$JOBDIR/$name.rank0.log
     log1=$JOBDIR/$name.rank1.log
-    got=$(grep -cE '^(not )?ok [0-9]+ - nccl_' "$log0")
-    grep -E '^(not )?ok [0-9]+ - nccl_' "$log0" | while IFS= read -r line; do
-        case "$line" in
-            "not ok"*) echo "not ok - ${name}_${line#not ok * - }" ;;
-            *) echo "ok - ${name}_${line#ok * - }" ;;
-        esac
-    done
-    TAP_N=$((TAP_N + got))
-    TAP_FAILED=$((TAP_FAILED + $(grep -cE '^not ok [0-9]+ - nccl_' "$log0")))
-    missing=$((ncoll - got)); while [ $missing -gt 0 ]; do
-        tap_not_ok "${name}_collective_missing" "$(tail -n 30 "$log0" "$log1" | sed 's/^/# /')"; missing=$((missing - 1)); done
-    ver=$(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$log0" | head -n 1)
-    if [ -n "$ver" ] && { [ -z "$want" ] || [ "$ver" = "$want" ]; }; then
-        tap_ok "${name}_ran_nccl_$ver"
-    else
-        tap_not_ok "${name}_ran_expected_nccl" "NCCL version '$ver' in the log, wanted '${want:-any}'"
-    fi
+    nccl_report_collectives "$name" $ncoll "$log0" "$log1"
+    nccl_check_version "$name" "$want" "$log0"
     if grep -q "Using network IB" "$log0" && grep -q "NET/IB.*softnic" "$log0"; then
         tap_ok "${name}_nccl_used_its_ib_transport_on_softnic"
     else
