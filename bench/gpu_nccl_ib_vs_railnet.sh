@@ -1,8 +1,10 @@
 #!/bin/sh
-# bench/gpu_nccl_ib_vs_railnet.sh (GPU machine): all_reduce bus bandwidth of
-# NCCL's built-in IB transport (NCCL_NET=IB, no plugin) against railnet, both
-# on the same softnic, 1 MiB..256 MiB, two ranks, measured side by side in one
-# run and printed as a ratio per size. Both runs use the same GDR level
+# bench/gpu_nccl_ib_vs_railnet.sh (GPU machine): all_reduce and send_recv bus
+# bandwidth of NCCL's built-in IB transport (NCCL_NET=IB, no plugin) against
+# railnet, both on the same softnic, 64 KiB..256 MiB (RAILNET_BENCH_MIN_BYTES,
+# RAILNET_BENCH_MAX_BYTES; RAILNET_BENCH_COLLS picks among all_reduce and
+# send_recv), two ranks, measured side by side in one run and printed as a
+# ratio per collective and size. Both runs use the same GDR level
 # (RAILNET_BENCH_GDR_LEVEL, default LOC = host staging, which does not depend
 # on how each transport detects GPU Direct support on a software NIC).
 #
@@ -57,7 +59,7 @@ if [ -n "${ncclDir:-}" ]; then
     export LD_LIBRARY_PATH=$SOFTNIC_DIR:$ncclDir${LD_LIBRARY_PATH#"$SOFTNIC_DIR"}
 fi
 prog=$top_builddir/tests/gpu/nccl_collectives
-args="--mode bench --min-bytes $((1 << 20)) --max-bytes $((256 << 20)) --iters ${RAILNET_BENCH_ITERS:-50} --timeout 600"
+args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-$((64 << 10))} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((256 << 20))} --colls ${RAILNET_BENCH_COLLS:-all_reduce,send_recv} --iters ${RAILNET_BENCH_ITERS:-50} --timeout 600"
 # NCCL's IB transport picks its GID from sysfs, which softnic cannot provide
 # in /sys: name softnic's RoCE v2 IPv4 GID index explicitly.
 NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0} \
@@ -67,10 +69,12 @@ NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr \
 ib=$JOBDIR/bench_ib.rank0.log
 rn=$JOBDIR/bench_railnet.rank0.log
 ver=$(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$ib" | head -n 1)
-echo "all_reduce bus bandwidth, 2 ranks, softnic, NCCL ${ver:-?} (RAILNET_BENCH_NCCL=${RAILNET_BENCH_NCCL:-system}), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps"
+echo "bus bandwidth (${RAILNET_BENCH_COLLS:-all_reduce,send_recv}), 2 ranks, softnic, NCCL ${ver:-?} (RAILNET_BENCH_NCCL=${RAILNET_BENCH_NCCL:-system}), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps"
 grep -hE "Using network|NET/IB : Using|NET/railnet: device 0:" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /'
 grep -hE "AllReduce: 1048576 Bytes" "$ib" | head -n 1 | sed 's/^[^]]*] NCCL INFO /# IB at 1 MiB: /'
 grep -hE "AllReduce: 1048576 Bytes" "$rn" | head -n 1 | sed 's/^[^]]*] NCCL INFO /# railnet at 1 MiB: /'
-printf '%12s %14s %14s %8s\n' bytes IB_GBps railnet_GBps ratio
-awk 'FNR==1{f++} /^  +[0-9]+ +[0-9]+ /{ if (f==1) ib[$1]=$4; else rn[$1]=$4 }
-     END { for (b in rn) if (b in ib) printf "%12d %14.3f %14.3f %8.2f\n", b, ib[b], rn[b], (ib[b] > 0 ? rn[b]/ib[b] : 0) }' "$ib" "$rn" | sort -n
+printf '%-11s %12s %14s %14s %8s\n' collective bytes IB_GBps railnet_GBps ratio
+# rank 0's lines: bytes iters time_us busbw collective
+awk 'FNR==1{f++} /^  +[0-9]+ +[0-9]+ /{ k=($5 == "" ? "all_reduce" : $5) " " $1; if (f==1) ib[k]=$4; else rn[k]=$4 }
+     END { for (k in rn) if (k in ib) { split(k, p, " "); printf "%-11s %12d %14.3f %14.3f %8.2f\n", p[1], p[2], ib[k], rn[k], (ib[k] > 0 ? rn[k]/ib[k] : 0) } }' \
+    "$ib" "$rn" | sort -k1,1 -k2,2n

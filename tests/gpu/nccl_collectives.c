@@ -334,33 +334,61 @@ static int mode_check(const struct opts *o, ncclComm_t comm, cudaStream_t s)
     return failed ? 1 : 0;
 }
 
+/* One timed step of collective c over b bytes: all_reduce in place, or
+ * send_recv around the ring (send to rank + 1, receive from rank - 1). */
+static int bench_step(const struct opts *o, ncclComm_t comm, cudaStream_t s, enum coll c, void *d, void *r,
+                      size_t b)
+{
+    size_t count = b / 4;
+    if (c == ALL_REDUCE) {
+        NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
+        return 0;
+    }
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclSend(d, count, ncclFloat32, (o->rank + 1) % o->nranks, comm, s));
+    NCCL_OK(ncclRecv(r, count, ncclFloat32, (o->rank + o->nranks - 1) % o->nranks, comm, s));
+    NCCL_OK(ncclGroupEnd());
+    return 0;
+}
+
+/* --colls picks among all_reduce and send_recv (the others are check
+ * mode's); bus bandwidth as nccl-tests counts it: all_reduce moves
+ * 2 (n - 1) / n of the bytes per rank, send_recv the bytes. */
 static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
 {
-    void *d;
+    void *d, *r;
     CUDA_OK(cudaMalloc(&d, o->max_bytes));
+    CUDA_OK(cudaMalloc(&r, o->max_bytes));
     CUDA_OK(cudaMemset(d, 0, o->max_bytes));
     if (o->rank == 0)
-        printf("# %12s %10s %12s %12s\n", "bytes", "iters", "time_us", "busbw_GBps");
-    for (size_t b = o->min_bytes; b <= o->max_bytes; b *= 2) {
-        size_t count = b / 4;
-        int iters = o->iters;
-        for (int w = 0; w < 2; w++)
-            NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
-        if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
-            return 1;
-        double t0 = now_s();
-        for (int i = 0; i < iters; i++)
-            NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
-        if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
-            return 1;
-        double us = (now_s() - t0) * 1e6 / iters;
-        double algbw = (double)b / (us * 1e-6) / 1e9;
-        double busbw = algbw * 2.0 * (o->nranks - 1) / o->nranks;
-        if (o->rank == 0)
-            printf("  %12zu %10d %12.1f %12.3f\n", b, iters, us, busbw);
-        fflush(stdout);
+        printf("# %12s %10s %12s %12s %s\n", "bytes", "iters", "time_us", "busbw_GBps", "collective");
+    static const enum coll timed[] = { ALL_REDUCE, SEND_RECV };
+    for (size_t k = 0; k < sizeof(timed) / sizeof(timed[0]); k++) {
+        enum coll c = timed[k];
+        if (!(o->colls & (1u << c)))
+            continue;
+        for (size_t b = o->min_bytes; b <= o->max_bytes; b *= 2) {
+            for (int w = 0; w < 2; w++)
+                if (bench_step(o, comm, s, c, d, r, b))
+                    return 1;
+            if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
+                return 1;
+            double t0 = now_s();
+            for (int i = 0; i < o->iters; i++)
+                if (bench_step(o, comm, s, c, d, r, b))
+                    return 1;
+            if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
+                return 1;
+            double us = (now_s() - t0) * 1e6 / o->iters;
+            double algbw = (double)b / (us * 1e-6) / 1e9;
+            double busbw = c == ALL_REDUCE ? algbw * 2.0 * (o->nranks - 1) / o->nranks : algbw;
+            if (o->rank == 0)
+                printf("  %12zu %10d %12.1f %12.3f %s\n", b, o->iters, us, busbw, coll_name[c]);
+            fflush(stdout);
+        }
     }
     cudaFree(d);
+    cudaFree(r);
     return 0;
 }
 
