@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,14 +35,6 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t random_nonce(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-        v = now_ns() ^ ((uint64_t)getpid() << 32);
-    return v ? v : 1;
 }
 
 ncclResult_t gin_listen(int dev, void *handle, void **listen_comm)
@@ -67,7 +58,7 @@ ncclResult_t gin_listen(int dev, void *handle, void **listen_comm)
     }
     l->magic = GIN_LISTEN_MAGIC;
     l->dev = dev;
-    l->nonce = random_nonce();
+    l->nonce = hs_nonce_new();
     h.version = HS_VERSION;
     h.family = a.family;
     memcpy(h.addr, a.addr, 16);

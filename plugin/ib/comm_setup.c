@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -305,14 +304,6 @@ static const struct step accept_steps[] = {
 };
 static const struct side accept_side = { "accept", "connecting peer", accept_steps, 3 };
 
-static uint64_t random_nonce(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-        v = comm_now_ns() ^ ((uint64_t)getpid() << 32);
-    return v ? v : 1;
-}
-
 ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
 {
     *listen_comm = NULL;
@@ -336,7 +327,7 @@ ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
     }
     l->dev = dev;
     l->guid = h.guid;
-    l->nonce = random_nonce();
+    l->nonce = hs_nonce_new();
     for (int i = 0; i < ACC_PENDING; i++)
         l->acc[i].fd = -1;
     h.version = HS_VERSION;

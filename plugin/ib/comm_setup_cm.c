@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -54,14 +53,6 @@
 #define CM_RESOLVE_MS 5000
 
 /* ------------------------------------------------------------ helpers */
-
-static uint64_t random64(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-        v = comm_now_ns() ^ ((uint64_t)getpid() << 32);
-    return v ? v : 1;
-}
 
 static int cm_load(const char *who, int dev)
 {
@@ -263,7 +254,7 @@ ncclResult_t cmsetup_listen(int dev, void *handle, void **listen_comm)
     l->cm = 1;
     l->dev = dev;
     l->guid = h.guid;
-    l->nonce = random64();
+    l->nonce = hs_nonce_new();
     l->ch = channel_new();
     struct in_addr ip[HS_MAX_PORTS];
     uint16_t port = 0;
@@ -602,7 +593,7 @@ static ncclResult_t connect_start(struct cm_connect *s)
         WARN("NET/railnet: connect on device %d: rdma_create_event_channel: %s", s->dev, strerror(errno));
         return ncclSystemError;
     }
-    s->conn_id = random64();
+    s->conn_id = hs_nonce_new();
     struct comm *c = &s->sc->c;
     for (int i = 0; i < c->nqps; i++) {
         struct sockaddr_in src = { .sin_family = AF_INET }, dst = { .sin_family = AF_INET };

@@ -5,6 +5,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Under libFuzzer the CRC is not enforced, so that mutations reach the field
  * checks behind it (the usual convention of fuzzing builds). */
@@ -592,4 +595,15 @@ enum hs_status hs_cm_reply_parse(const uint8_t *buf, size_t len, struct hs_cm_re
         return fail(err, HS_EFIELD, "CM REPLY sizes address is 0");
     *out = m;
     return HS_OK;
+}
+
+uint64_t hs_nonce_new(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
+    }
+    return v ? v : 1;
 }

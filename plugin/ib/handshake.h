@@ -159,6 +159,11 @@ enum hs_status hs_cm_reply_parse(const uint8_t *buf, size_t len, struct hs_cm_re
 const char *hs_status_str(enum hs_status s);
 const char *hs_reject_str(uint32_t reason);
 
+/* A fresh listen nonce: random (getrandom), never 0; from the clock and the
+ * pid when the kernel's pool cannot answer at once. Names a listener in its
+ * handle so that a stale or foreign handle is refused. */
+uint64_t hs_nonce_new(void);
+
 /* CRC-32 (IEEE, reflected) of len bytes. */
 uint32_t hs_crc32(const void *buf, size_t len);
 
