@@ -77,6 +77,36 @@ static struct plan plan_of(uint64_t id, size_t chunk)
     return p;
 }
 
+/* Every byte of the window after a round of k puts from each of n ranks:
+ * each put's content where its plan put it in rank s's area, the guard
+ * (0xee) elsewhere. 1 (and a line naming the first bad byte) on a mismatch. */
+static int check_area_puts(const struct gd_rank *r, const uint8_t *win, int n, int k, size_t slot, size_t chunk,
+                           int round)
+{
+    uint8_t *expect = malloc(slot);
+    int bad = !expect;
+    for (int s = 0; s < n && !bad; s++) {
+        memset(expect, 0xee, slot);
+        for (int i = 0; i < k; i++) {
+            uint64_t id = put_id(r->seed, round, s, r->rank, i);
+            struct plan p = plan_of(id, chunk);
+            for (size_t j = 0; j < p.size; j++)
+                expect[(size_t)i * chunk + p.doff + j] = gd_byte(id, j);
+        }
+        const uint8_t *got = win + (size_t)s * slot;
+        for (size_t j = 0; j < slot; j++) {
+            if (got[j] != expect[j]) {
+                printf("rank %d: round %d: byte %zu of the area written by rank %d is 0x%02x, expected 0x%02x\n",
+                       r->rank, round, j, s, got[j], expect[j]);
+                bad = 1;
+                break;
+            }
+        }
+    }
+    free(expect);
+    return bad;
+}
+
 /* NCCL registers windows from the user's thread while its GIN progress
  * thread puts: round 0 of the mesh does the same, registering and
  * deregistering windows (collective, same order on every rank) on a second
@@ -182,28 +212,7 @@ static int t_mesh(struct gd_rank *r, void *arg)
         }
         if (bad || gd_barrier(r))
             return 1;
-        /* every byte of the window: the puts' content where they landed, the
-         * guard elsewhere */
-        uint8_t *expect = malloc(slot);
-        for (int s = 0; s < n && !bad; s++) {
-            memset(expect, 0xee, slot);
-            for (int i = 0; i < k; i++) {
-                uint64_t id = put_id(r->seed, round, s, me, i);
-                struct plan p = plan_of(id, chunk);
-                for (size_t j = 0; j < p.size; j++)
-                    expect[(size_t)i * chunk + p.doff + j] = gd_byte(id, j);
-            }
-            const uint8_t *got = win + (size_t)s * slot;
-            for (size_t j = 0; j < slot; j++) {
-                if (got[j] != expect[j]) {
-                    printf("rank %d: round %d: byte %zu of the area written by rank %d is 0x%02x, expected 0x%02x\n",
-                           me, round, j, s, got[j], expect[j]);
-                    bad = 1;
-                    break;
-                }
-            }
-        }
-        free(expect);
+        bad = check_area_puts(r, win, n, k, slot, chunk, round);
     }
     if (!bad)
         printf("rank %d: %d rounds x %d puts to each of %d ranks byte-checked (up to %d in flight per peer; "
@@ -643,23 +652,8 @@ static int t_deep(struct gd_rank *r, void *arg)
         }
         if (bad || gd_barrier(r))
             return 1;
-        uint8_t *expect = malloc(slot);
+        bad = check_area_puts(r, win, n, k, slot, chunk, round);
         for (int s = 0; s < n && !bad; s++) {
-            memset(expect, 0xee, slot);
-            for (int i = 0; i < k; i++) {
-                uint64_t id = put_id(r->seed, round, s, me, i);
-                struct plan p = plan_of(id, chunk);
-                for (size_t j = 0; j < p.size; j++)
-                    expect[(size_t)i * chunk + p.doff + j] = gd_byte(id, j);
-            }
-            const uint8_t *got = win + (size_t)s * slot;
-            for (size_t j = 0; j < slot; j++)
-                if (got[j] != expect[j]) {
-                    printf("rank %d: round %d: byte %zu of the area written by rank %d is 0x%02x, expected 0x%02x\n",
-                           me, round, j, s, got[j], expect[j]);
-                    bad = 1;
-                    break;
-                }
             uint64_t want = 0;
             for (int i = 0; i < k; i++)
                 if (deep_has_signal(i))
@@ -672,7 +666,6 @@ static int t_deep(struct gd_rank *r, void *arg)
                 bad = 1;
             }
         }
-        free(expect);
     }
     r->gin->deregMrSym(r->coll, msig);
     r->gin->deregMrSym(r->coll, mwin);
