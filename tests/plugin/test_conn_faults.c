@@ -8,7 +8,7 @@
 #include "nccl_net_v8.h"
 #include "plugin/ib/handshake.h"
 #include "plugin/ib/oob.h"
-#include "tools/common/plugin_tables.h"
+#include "built_plugin.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -42,19 +42,7 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 
 static int load(void)
 {
-    /* make check exports top_builddir: the built plugin, softnic as its NIC */
-    const char *top = getenv("top_builddir");
-    char path[4096], verbs[4096];
-    snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
-    snprintf(verbs, sizeof(verbs), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
-    setenv("RAILNET_IBVERBS_LIB", verbs, 1);
-    static struct plugin_tables lib;
-    char err[PATH_MAX + 256];
-    net = plugin_tables_load(&lib, path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err));
-    if (!net)
-        fprintf(stderr, "# %s\n", err);
-    int n = 0;
-    if (!net || net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
+    if (!(net = built_plugin_load(logger, NULL, 0)))
         return -1;
     warns[0] = '\0';
     return 0;

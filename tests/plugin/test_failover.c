@@ -17,7 +17,7 @@
  * Waits are bounded (a hang fails a case) but never decide a result. */
 #include "../tap.h"
 #include "nccl_net_v8.h"
-#include "tools/common/plugin_tables.h"
+#include "built_plugin.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -74,19 +74,10 @@ static int count(const char *needle)
 
 static int load(void)
 {
-    const char *top = getenv("top_builddir");
-    char path[4096], verbs[4096];
-    snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
-    snprintf(verbs, sizeof(verbs), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
-    setenv("RAILNET_IBVERBS_LIB", verbs, 1);
-    static struct plugin_tables lib;
-    char err[PATH_MAX + 256];
-    net = plugin_tables_load(&lib, path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err));
-    if (!net)
-        tap_diag("%s", err);
-    int n = 0;
-    if (!net || net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
+    char verbs[4096];
+    if (!(net = built_plugin_load(logger, verbs, sizeof(verbs))))
         return -1;
+    int n = 0;
     void *v = dlopen(verbs, RTLD_NOW | RTLD_NOLOAD);
     if (!v)
         return -1;
