@@ -39,6 +39,9 @@ static const struct entry {
     E(ctx_get_device, "cuCtxGetDevice", "", 1),
     E(ctx_push_current, "cuCtxPushCurrent", "_v2", 1),
     E(ctx_pop_current, "cuCtxPopCurrent", "_v2", 1),
+    /* by its versioned name: cuGetProcAddress's 12.0 answer for cuCtxCreate
+     * (_v2) fails with CUDA_ERROR_INVALID_VALUE on CUDA 13 drivers */
+    E(ctx_create, "cuCtxCreate_v4", "", 0),
     E(mem_alloc, "cuMemAlloc", "_v2", 1),
     E(mem_free, "cuMemFree", "_v2", 1),
     E(mem_get_address_range, "cuMemGetAddressRange", "_v2", 1),

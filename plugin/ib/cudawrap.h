@@ -54,6 +54,8 @@ struct cudawrap {
     cudawrap_result (*ctx_get_device)(cudawrap_device *d);
     cudawrap_result (*ctx_push_current)(cudawrap_ctx c);
     cudawrap_result (*ctx_pop_current)(cudawrap_ctx *c);
+    /* optional: cuCtxCreate_v4 (CUDA 12.5): params is a CUctxCreateParams */
+    cudawrap_result (*ctx_create)(cudawrap_ctx *c, void *params, unsigned int flags, cudawrap_device d);
     /* memory */
     cudawrap_result (*mem_alloc)(cudawrap_devptr *p, size_t len);
     cudawrap_result (*mem_free)(cudawrap_devptr p);

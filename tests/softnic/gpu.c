@@ -1,8 +1,8 @@
 /* gpu.c: CUDA memory behind an MR, through the project's one CUDA driver
  * table (plugin/ib/cudawrap.c, compiled into softnic; libcuda.so.1 loaded
  * with dlopen on first need, never linked, so softnic loads on machines
- * without CUDA).  Copies run in the NIC thread that needs them, which first
- * makes the pointer's own context current.
+ * without CUDA).  Copies run in the NIC thread that needs them, in a
+ * context of softnic's own on the pointer's GPU (gpu_nic_ctx says why).
  *
  * Copies go through a pinned staging buffer of the thread's own. A copy
  * from or to pageable memory is staged by the driver through buffers it
@@ -25,7 +25,6 @@
 
 /* Facts from the CUDA driver API (cuda.h): */
 #define CU_STREAM_NON_BLOCKING 0x1
-#define CU_POINTER_ATTRIBUTE_CONTEXT 1
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define CU_MEMORYTYPE_DEVICE 2
@@ -51,39 +50,65 @@ bool gpu_is_device_ptr(const void *ptr)
     return type == CU_MEMORYTYPE_DEVICE;
 }
 
-/* Memory from cuMemCreate + cuMemMap (NCCL's default allocator) belongs to
- * no context: copies then run in the primary context of the pointer's GPU,
- * retained once per GPU for the life of the process. */
-static cudawrap_ctx gpu_primary_ctx_of(const void *dptr)
+/* softnic's own context on GPU `ordinal`, created once per GPU for the life
+ * of the process (NULL when the driver cannot create one).
+ *
+ * Why not the application's context: the GPU feeds each context's streams
+ * through a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by
+ * default), each in order. A stream of ours that lands on the queue of an
+ * NCCL kernel spinning for this NIC's data waits behind that kernel, which
+ * waits for the copy: nothing moves until the requester's retry budget
+ * runs out (seen on H100 and H200 as IBV_WC_RETRY_EXC_ERR on both ports
+ * with GDR, at whichever size a stream happened to collide; measured with
+ * a spinning kernel: a copy on the 40th non-blocking stream of its context
+ * never reached it, one from a context of its own always did). A NIC is
+ * another agent on the bus: its copies get queues no kernel of the
+ * application sits in. Device memory of any context of the process, and
+ * cuMemCreate + cuMemMap memory of none, is reachable from it (unified
+ * addressing). */
+static cudawrap_ctx gpu_nic_ctx(int ordinal)
 {
-    static cudawrap_ctx primary[64];
+    static cudawrap_ctx ctxs[64];
+    static bool tried[64];
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     const struct cudawrap *cu = cudawrap_peek();
-    int ordinal = -1, dev;
-    if (cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (cudawrap_devptr)(uintptr_t)dptr) != 0 ||
-        ordinal < 0 || ordinal >= 64)
+    cudawrap_device dev;
+    if (ordinal < 0 || ordinal >= 64)
         return NULL;
     pthread_mutex_lock(&mu);
-    if (!primary[ordinal] && cu->device_get(&dev, ordinal) == 0 && cu->primary_ctx_retain(&primary[ordinal], dev) != 0)
-        primary[ordinal] = NULL;
-    cudawrap_ctx ctx = primary[ordinal];
+    if (!tried[ordinal]) {
+        tried[ordinal] = true;
+        cudawrap_result r = -1;
+        if (cu->device_get(&dev, ordinal) == 0) {
+            /* CUctxCreateParams (cuda.h), all zero: no affinity, no CIG */
+            struct { void *exec_affinity; int n_exec_affinity; void *cig; } params = { 0 };
+            r = cu->ctx_create ? cu->ctx_create(&ctxs[ordinal], &params, 0, dev) : -1;
+            if (r != 0) {
+                /* the application's primary context: copies may then wait for its kernels */
+                SN_LOG("gpu: no context of softnic's own on GPU %d (%s): copies run in the GPU's primary context",
+                       ordinal, cu->ctx_create ? cudawrap_error_string(r) : "the driver has no cuCtxCreate");
+                if (cu->primary_ctx_retain(&ctxs[ordinal], dev) != 0)
+                    ctxs[ordinal] = NULL;
+            }
+        }
+    }
+    cudawrap_ctx ctx = ctxs[ordinal];
     pthread_mutex_unlock(&mu);
     return ctx;
 }
 
-/* The NIC thread's copy stream in the pointer's context. A real NIC writes
- * over PCIe with no regard for CUDA streams, so the copies must not wait for
- * kernels either: a plain cuMemcpy runs on the legacy default stream and
- * would wait for an NCCL kernel that is itself waiting for this data. A
- * non-blocking stream per (thread, context) orders nothing but our copies. */
+/* The NIC thread's copy stream for GPU memory at dptr: a non-blocking
+ * stream, per thread, in softnic's context on that GPU (gpu_nic_ctx), made
+ * current to the thread. */
 static int gpu_stream_for(const void *dptr, cudawrap_stream *out)
 {
     const struct cudawrap *cu = cudawrap_peek();
+    int ordinal = -1;
     cudawrap_ctx ctx = NULL;
-    if (cu->pointer_get_attribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (cudawrap_devptr)(uintptr_t)dptr) != 0 || !ctx)
-        ctx = gpu_primary_ctx_of(dptr);
+    if (cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (cudawrap_devptr)(uintptr_t)dptr) == 0)
+        ctx = gpu_nic_ctx(ordinal);
     if (!ctx) {
-        SN_LOG("gpu: %p is GPU memory of no context or GPU that this thread can use", dptr);
+        SN_LOG("gpu: %p is GPU memory of no GPU that this thread can use", dptr);
         return EFAULT;
     }
     static __thread struct { cudawrap_ctx ctx; cudawrap_stream stream; } cache[4];
