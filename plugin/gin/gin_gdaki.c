@@ -27,7 +27,8 @@
 #define GIN_GDAKI_MAGIC 0x4b444747u
 #define GIN_GDAKI_SQ_DEPTH 512      /* slots per QP; the CQ has twice as many CQEs */
 #define GIN_GDAKI_SINK_BYTES 4096
-#define GIN_GDAKI_XSEQ 0x80000000u  /* WIN sequence numbers of this file's exchanges */
+#define GIN_GDAKI_XSEQ 0x80000000u
+#define GIN_GDAKI_CHECK_NS 50000000ull  /* queryLastError looks at the QPs at most this often */  /* WIN sequence numbers of this file's exchanges */
 #define GIN_GDAKI_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
                           IBV_ACCESS_REMOTE_ATOMIC)
 
@@ -550,6 +551,14 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
     struct gin_coll *c = r->coll;
     if (!r->error && __atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
         r->error = 1;
+    /* ncclCommGetAsyncError (a watchdog may poll it) asks here: the QP
+     * states are firmware commands on a ConnectX, so at most every 50 ms. */
+    uint64_t now = now_ns();
+    if (!r->error && now - r->last_check_ns < GIN_GDAKI_CHECK_NS) {
+        *has_error = false;
+        return ncclSuccess;
+    }
+    r->last_check_ns = now;
     for (int p = 0; p < c->nranks && !r->error; p++) {
         int st = gdaki_devx_state(r->qp[p]), cs = gdaki_devx_state(r->comp[p]);
         if (st == IBV_QPS_ERR || cs == IBV_QPS_ERR) {
