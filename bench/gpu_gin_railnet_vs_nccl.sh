@@ -1,8 +1,10 @@
 #!/bin/sh
 # bench/gpu_gin_railnet_vs_nccl.sh (GPU machine, RAILNET_BENCH_GPU=1 make bench):
 # GPU-initiated networking side by side in one run on the same softnic ports:
-# railnet's GIN (proxy type, NCCL_NET_PLUGIN=railnet) against NCCL's own
-# proxy GIN over its IB transport (NCCL_NET=IB NCCL_GIN_TYPE=2), both with
+# railnet's GIN (proxy type, and GDAKI type: RAILNET_GIN=gdaki, NCCL's device
+# code posting into railnet's DEVX queues; NCCL_NET_PLUGIN=railnet) against
+# NCCL's own GIN over its IB transport (NCCL_NET=IB, proxy NCCL_GIN_TYPE=2 and
+# GDAKI NCCL_GIN_TYPE=3 where softnic runs it), all with
 # NCCL 2.28.9 (PyTorch's), two ranks, through tests/gpu/gin_device --mode bench:
 # - alltoall from a GIN kernel over symmetric windows, 64 KiB..64 MiB per rank
 #   (bus bandwidth as nccl-tests counts it: bytes x (n-1)/n per second), the
@@ -35,15 +37,35 @@ fi
 rc=0
 # shellcheck disable=SC2086
 gin_job bench_gin_ib torch ib-proxy $args || { rc=1; echo "NCCL IB proxy GIN run failed:"; tail -n 15 "$JOBDIR/bench_gin_ib.rank0.log"; }
+# NCCL's own GDAKI over its IB transport: a column when softnic runs it (on
+# 2026-11-24 NCCL refused it cleanly on softnic: then "-")
+# shellcheck disable=SC2086
+gin_job bench_gin_ibg torch ib-gdaki $args || echo "NCCL IB GDAKI GIN did not run (column '-'): $(grep -m1 -E 'NCCL WARN|gin_env_open' "$JOBDIR/bench_gin_ibg.rank0.log")"
 # shellcheck disable=SC2086
 gin_job bench_gin_railnet torch railnet $args || { rc=1; echo "railnet GIN run failed:"; tail -n 15 "$JOBDIR/bench_gin_railnet.rank0.log"; }
+# railnet's GDAKI type: NCCL's device code posts into railnet's DEVX queues
+# shellcheck disable=SC2086
+gin_job bench_gin_railnet_gdaki torch railnet-gdaki $args || { rc=1; echo "railnet GDAKI GIN run failed:"; tail -n 15 "$JOBDIR/bench_gin_railnet_gdaki.rank0.log"; }
 ib=$JOBDIR/bench_gin_ib.rank0.log
+ibg=$JOBDIR/bench_gin_ibg.rank0.log
 rn=$JOBDIR/bench_gin_railnet.rank0.log
+rg=$JOBDIR/bench_gin_railnet_gdaki.rank0.log
 echo "GIN alltoall and put+signal ping-pong, 2 ranks, NCCL 2.28.9, softnic at ${SOFTNIC_RATE:-unlimited} B/s per port, $(gpu_count) GPU(s), MPS $mps"
-grep -hE "Assigned GIN plugin|GIN Proxy will not" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /' | sort | uniq -c | sed 's/^ */# x/'
-printf '%12s %14s %14s %8s\n' bytes IB_GIN_GBps railnet_GBps ratio
-awk 'FNR==1{f++} $1=="#bench" && $2=="alltoall" { if (f==1) ib[$3]=$5; else rn[$3]=$5 }
-     END { for (b in ib) printf "%12d %14.3f %14s %8s\n", b, ib[b], (b in rn) ? sprintf("%.3f", rn[b]) : "-", (b in rn && ib[b] > 0) ? sprintf("%.2f", rn[b]/ib[b]) : "-" }' "$ib" "$rn" | sort -n
-awk 'FNR==1{f++} $1=="#bench" && $2=="pingpong" { if (f==1) ib=$4; else rn=$4 }
-     END { printf "ping-pong round trip (us): IB GIN %s, railnet %s, IB/railnet %s\n", ib==""?"-":ib, rn==""?"-":rn, (ib!="" && rn!="" && rn>0) ? sprintf("%.2f", ib/rn) : "-" }' "$ib" "$rn"
+grep -hE "Assigned GIN plugin|GIN Proxy will not|NET/railnet/GIN: rank 0 of 2 on .*GDAKI type" "$ib" "$ibg" "$rn" "$rg" 2>/dev/null |
+    sed 's/^[^]]*] NCCL INFO /# /' | sort | uniq -c | sed 's/^ */# x/'
+# Columns: NCCL IB proxy, NCCL IB GDAKI, railnet proxy, railnet GDAKI (GB/s);
+# ratios: railnet GDAKI over NCCL's best, and over railnet proxy.
+printf '%12s %11s %11s %11s %11s %9s %9s\n' bytes IB_proxy IB_gdaki rn_proxy rn_gdaki gdaki/best gdaki/rnp
+touch "$ib" "$ibg" "$rn" "$rg"   # a run that did not start leaves its column "-"
+awk 'FNR==1 { for (i = 1; i < ARGC; i++) if (ARGV[i] == FILENAME) f = i } $1=="#bench" && $2=="alltoall" { v[f, $3]=$5; b[$3]=1 }
+     function cell(i, x) { return ((i, x) in v) ? sprintf("%.3f", v[i, x]) : "-" }
+     END { for (x in b) { best = 0; if ((1, x) in v) best = v[1, x]; if ((2, x) in v && v[2, x] > best) best = v[2, x]
+             printf "%12d %11s %11s %11s %11s %9s %9s\n", x, cell(1, x), cell(2, x), cell(3, x), cell(4, x),
+               ((4, x) in v && best > 0) ? sprintf("%.2f", v[4, x] / best) : "-",
+               ((4, x) in v && (3, x) in v && v[3, x] > 0) ? sprintf("%.2f", v[4, x] / v[3, x]) : "-" } }' \
+    "$ib" "$ibg" "$rn" "$rg" | sort -n
+awk 'FNR==1 { for (i = 1; i < ARGC; i++) if (ARGV[i] == FILENAME) f = i } $1=="#bench" && $2=="pingpong" { pp[f]=$4 }
+     function c(i) { return (i in pp) ? pp[i] : "-" }
+     END { printf "ping-pong round trip (us): IB proxy %s, IB GDAKI %s, railnet proxy %s, railnet GDAKI %s\n", c(1), c(2), c(3), c(4) }' \
+    "$ib" "$ibg" "$rn" "$rg"
 exit $rc

@@ -102,7 +102,11 @@ typedef struct {
 } ncclGin_v11_t;
 
 #if defined(__x86_64__)
+#ifdef __cplusplus
+#define RN_ABI_ASSERT(e, m) static_assert(e, m)
+#else
 #define RN_ABI_ASSERT(e, m) _Static_assert(e, m)
+#endif
 RN_ABI_ASSERT(sizeof(ncclNetDeviceHandle_v11_t) == 32, "device handle v11 size");
 RN_ABI_ASSERT(sizeof(ncclNetVDeviceProps_v11_t) == 20, "vProps size");
 RN_ABI_ASSERT(sizeof(ncclNetProperties_v11_t) == 112, "properties v11 size");

@@ -109,7 +109,11 @@ typedef struct {
 } ncclNet_v8_t;
 
 #if defined(__x86_64__)
+#ifdef __cplusplus
+#define RN_ABI_ASSERT(e, m) static_assert(e, m)
+#else
 #define RN_ABI_ASSERT(e, m) _Static_assert(e, m)
+#endif
 RN_ABI_ASSERT(sizeof(ncclResult_t) == 4, "ncclResult_t is an int enum");
 RN_ABI_ASSERT(sizeof(ncclNetDeviceHandle_v8_t) == 32, "device handle v8 size");
 RN_ABI_ASSERT(offsetof(ncclNetDeviceHandle_v8_t, handle) == 8, "device handle: handle");

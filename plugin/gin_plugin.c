@@ -1,16 +1,21 @@
 /* plugin/gin_plugin.c: the GIN face of railnet, `ncclGinPlugin_v11`
  * (include/nccl_gin_v11.h), exported beside ncclNetPlugin_v8. It maps the
  * table onto the GIN core (plugin/gin/) and the shared device layer
- * (plugin/ib/) and decides, from RAILNET_GIN, which GIN type NCCL gets:
- *   auto  - the best type this build and device support: today the proxy
- *           type (the GDAKI type is not built yet), said once in the log;
+ * (plugin/ib/) and decides, from RAILNET_GIN, which GIN type NCCL gets
+ * (plugin/gin/gin_gdaki.h states the rules; said once in the log, at the
+ * first getProperties):
+ *   auto  - the proxy type (until the GDAKI type is validated on a GPU);
  *   proxy - the proxy type;
- *   gdaki - not available yet: one WARN, then the proxy type;
+ *   gdaki - the GDAKI type when NCCL's device code expects railnet's layout
+ *           version, the device opens for DEVX and a GPU is there; else a
+ *           WARN saying why, and the proxy type;
  *   off   - init fails, so NCCL has no GIN from railnet. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gin/gin.h"
+#include "gin/gin_gdaki.h"
 #include "ib/config.h"
 #include "ib/devices.h"
 #include "ib/log.h"
@@ -25,7 +30,32 @@ struct gin_instance {
     uint64_t comm_id;
 };
 
-static int logged_type;
+static pthread_mutex_t type_mu = PTHREAD_MUTEX_INITIALIZER;
+static int gin_type = -1;   /* decided at the first getProperties */
+
+/* The GIN type of this process, decided once (on the first device asked
+ * about) and logged once. */
+static int gin_decide_type(int dev)
+{
+    pthread_mutex_lock(&type_mu);
+    if (gin_type < 0) {
+        struct gin_gdaki_probe p;
+        gin_gdaki_probe_fill(dev, &p);
+        char why[512];
+        int mismatch = 0;
+        gin_type = gin_gdaki_choose(&p, &mismatch, why, sizeof(why));
+        if (gin_type == NCCL_NET_DEVICE_GIN_GDAKI)
+            INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: offering the GDAKI type (%s)", why);
+        else if (p.mode == RN_GIN_GDAKI)
+            WARN("NET/railnet/GIN: %s", why);
+        else
+            INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: offering the proxy type (%s)", why);
+        gin_gdaki_set_offered(gin_type == NCCL_NET_DEVICE_GIN_GDAKI);
+    }
+    int t = gin_type;
+    pthread_mutex_unlock(&type_mu);
+    return t;
+}
 
 static ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
 {
@@ -39,14 +69,6 @@ static ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t log
         return ncclInvalidUsage;
     }
     CHECK(devices_init(mr_probe_gpu));
-    if (!__atomic_exchange_n(&logged_type, 1, __ATOMIC_RELAXED)) {
-        if (mode == RN_GIN_GDAKI)
-            WARN("NET/railnet/GIN: RAILNET_GIN=gdaki: the GDAKI type is not available in this railnet; offering "
-                 "the proxy type instead");
-        else
-            INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: offering the proxy type (%s)",
-                 mode == RN_GIN_PROXY ? "RAILNET_GIN=proxy" : "RAILNET_GIN=auto: the GDAKI type is not built yet");
-    }
     struct gin_instance *g = calloc(1, sizeof(*g));
     if (!g)
         return ncclSystemError;
@@ -98,8 +120,8 @@ static ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props)
     props->latency = p8.latency;
     props->maxComms = p8.maxComms;
     props->maxRecvs = GIN_MAX_RECVS; /* NCCL sizes its proxy queue per rank as 32 * maxRecvs */
-    props->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
-    props->netDeviceVersion = 0;
+    props->netDeviceType = gin_decide_type(dev);
+    props->netDeviceVersion = props->netDeviceType == NCCL_NET_DEVICE_GIN_GDAKI ? RN_GIN_GDAKI_VERSION : 0;
     props->vProps.ndevs = 1;
     props->vProps.devs[0] = dev;
     props->maxP2pBytes = GIN_MAX_PUT - 1;

@@ -393,6 +393,7 @@ static int make_device_desc(struct gdaki_pair *pr, int cuda_dev, char *err, size
         return -1;
     }
     d.db = (uint64_t *)(uintptr_t)p;
+    pr->dview = d;
     if (gdaki_cuda_alloc(sizeof(d), &pr->ddesc, err, errlen) < 0)
         return -1;
     return gdaki_cuda_htod(pr->ddesc, &d, sizeof(d), err, errlen);

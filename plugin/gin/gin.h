@@ -61,6 +61,9 @@ _Static_assert(GIN_SIGNAL_EVERY_MAX < GIN_SQ_DEPTH / 2, "a signaled work request
 #define GIN_COLL_MAGIC 0x434e4947u
 #define GIN_MR_MAGIC 0x4d4e4947u
 
+struct gin_gdaki_res;
+struct gin_gdaki_win;
+
 enum gin_req_state { GR_FREE = 0, GR_QUEUED, GR_WRITTEN, GR_POSTED, GR_DONE };
 
 /* wr_id of every work request: the sequence number it has on its QP (for
@@ -150,6 +153,8 @@ struct gin_coll {
     struct gin_stats stats;
     uint64_t last_check_ns;
     uint64_t fatal_seen;
+    int gdaki_type;               /* NCCL was offered the GDAKI type (gin_gdaki.h) */
+    struct gin_gdaki_res *gdaki;  /* its DEVX context, PD, QPs and tables; NULL until needed */
 };
 
 struct gin_listen {
@@ -170,6 +175,7 @@ struct gin_mr {
     uint64_t *addr;               /* [nranks] */
     uint64_t *len;                /* [nranks] */
     uint32_t *rkey;               /* [nranks] */
+    struct gin_gdaki_win *gdaki;  /* GDAKI type: the zero-based registration and device handle */
     struct gin_mr *next;          /* the collComm's live windows */
 };
 

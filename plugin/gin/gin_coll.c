@@ -21,6 +21,7 @@
 #include "../ib/config.h"
 #include "devices.h"
 #include "gin.h"
+#include "gin_gdaki.h"
 #include "gin_wire.h"
 #include "ibvwrap.h"
 #include "log.h"
@@ -103,6 +104,7 @@ static void coll_free(struct gin_coll *c)
     if (!c)
         return;
     gin_mr_free_all(c);
+    gin_gdaki_coll_free(c);
     if (c->peers) {
         for (int p = 0; p < c->nranks; p++) {
             for (int i = 0; i < HS_MAX_PORTS; i++)
@@ -529,8 +531,9 @@ ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_com
         return res;
     }
     c->magic = GIN_COLL_MAGIC;
-    INFO(NCCL_NET | NCCL_INIT, "NET/railnet/GIN: rank %d of %d connected on %s: %d QP(s) per peer, proxy type",
-         rank, nranks, c->dev_name, c->nports);
+    c->gdaki_type = gin_gdaki_offered();
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet/GIN: rank %d of %d connected on %s: %d QP(s) per peer, %s type", rank,
+         nranks, c->dev_name, c->nports, c->gdaki_type ? "GDAKI" : "proxy");
     *coll_comm = c;
     return ncclSuccess;
 }

@@ -7,6 +7,8 @@
  * flight, well inside RAILNET_IB_TIMEOUT's retry budget), a post that
  * failed. From then on iput/iputSignal/test/ginProgress return it.
  *
+ * The GDAKI type's context is gin_gdaki.c's (createContext, destroyContext
+ * and queryLastError go there for a collComm of that type).
  * NCCL 2.28.9's proxy type makes its own device context and never calls
  * createContext or queryLastError; it sees errors through iput's and
  * iputSignal's results. createContext here gives a host-only context for
@@ -18,6 +20,7 @@
 
 #include "errors.h"
 #include "gin.h"
+#include "gin_gdaki.h"
 #include "log.h"
 #include "oob.h"
 
@@ -88,6 +91,8 @@ ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, vo
     struct gin_coll *c = gin_coll_of(coll_comm, "createContext");
     if (!c || !gin_ctx || !dev_handle)
         return ncclInvalidArgument;
+    if (c->gdaki_type)
+        return gin_gdaki_create_context(c, nsignals, ncounters, gin_ctx, dev_handle);
     struct gin_ctx *x = calloc(1, sizeof(*x));
     if (!x)
         return ncclSystemError;
@@ -107,6 +112,8 @@ ncclResult_t gin_destroy_context(void *gin_ctx)
     struct gin_ctx *x = gin_ctx;
     if (!x)
         return ncclSuccess;
+    if (gin_gdaki_is_ctx(gin_ctx))
+        return gin_gdaki_destroy_context(gin_ctx);
     if (x->magic != GIN_CTX_MAGIC) {
         WARN("NET/railnet/GIN: destroyContext: %p is not a live GIN context", gin_ctx);
         return ncclInvalidArgument;
@@ -119,6 +126,8 @@ ncclResult_t gin_destroy_context(void *gin_ctx)
 ncclResult_t gin_query_last_error(void *gin_ctx, bool *has_error)
 {
     struct gin_ctx *x = gin_ctx;
+    if (gin_gdaki_is_ctx(gin_ctx))
+        return gin_gdaki_query_last_error(gin_ctx, has_error);
     if (!x || x->magic != GIN_CTX_MAGIC || !has_error) {
         WARN("NET/railnet/GIN: queryLastError: %p is not a live GIN context", gin_ctx);
         return ncclInvalidArgument;

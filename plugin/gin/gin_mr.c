@@ -13,6 +13,7 @@
 
 #include "../ib/config.h"
 #include "gin.h"
+#include "gin_gdaki.h"
 #include "gin_wire.h"
 #include "log.h"
 #include "mr.h"
@@ -55,6 +56,7 @@ static void mr_free(struct gin_mr *m)
 {
     if (!m)
         return;
+    gin_gdaki_dereg_window(m);
     if (m->mh)
         mr_deregister(NULL, m->mh);
     free(m->addr);
@@ -174,6 +176,15 @@ ncclResult_t gin_reg_mr_sym(void *coll_comm, void *data, size_t size, int type, 
         mr_free(m);
         return res != ncclSuccess ? res : xres;
     }
+    void *dev_handle = m;
+    if (c->gdaki_type) {
+        /* The device code's handle: every rank's zero-based rkey and ours. */
+        ncclResult_t gres = gin_gdaki_reg_window(c, m, data, size, &dev_handle);
+        if (gres != ncclSuccess) {
+            mr_free(m);
+            return gres;
+        }
+    }
     TRACE(NCCL_NET | NCCL_REG, "NET/railnet/GIN: rank %d: window %u at %p, %zu bytes, %s", c->rank, c->win_seq - 1,
           data, size, (flags & NCCL_NET_MR_FLAG_FORCE_SO) ? "strict order" : "relaxed order allowed");
     pthread_mutex_lock(&c->wins_mu);
@@ -182,7 +193,7 @@ ncclResult_t gin_reg_mr_sym(void *coll_comm, void *data, size_t size, int type, 
     pthread_mutex_unlock(&c->wins_mu);
     *mhandle = m;
     if (gin_handle)
-        *gin_handle = m;
+        *gin_handle = dev_handle;
     return ncclSuccess;
 }
 

@@ -82,7 +82,7 @@ static int header_check(const uint8_t *buf, size_t len, uint16_t *type, uint32_t
         return fail(err, "peer speaks GIN protocol version %u, this railnet speaks %u", get16(buf + 4),
                     GW_VERSION);
     uint16_t t = get16(buf + 6);
-    if (t < GW_HELLO || t > GW_WIN)
+    if (t < GW_HELLO || t > GW_GDAKI)
         return fail(err, "GIN message type %u unknown", t);
     uint32_t l = get32(buf + 8);
     if (l < GW_HEADER || l > GW_MSG_MAX)
@@ -154,7 +154,7 @@ static int qp_get(const uint8_t *p, uint8_t nports, struct hs_qp_info *q, char *
  * 43..47 zero, 48 QP infos */
 size_t gw_peer_encode(uint16_t type, const struct gw_peer *m, uint8_t *out, size_t cap)
 {
-    if ((type != GW_HELLO && type != GW_REPLY) || m->nqps > HS_MAX_PORTS)
+    if ((type != GW_HELLO && type != GW_REPLY && type != GW_GDAKI) || m->nqps > HS_MAX_PORTS)
         return 0;
     size_t len = GW_HEADER + GW_PEER_FIXED + (size_t)m->nqps * HS_QP_INFO_SIZE;
     if (cap < len)
@@ -183,7 +183,8 @@ int gw_peer_parse(const uint8_t *buf, size_t len, uint16_t want, struct gw_peer 
     if (!buf || msg_check(buf, len, want, err))
         return -1;
     if (len < GW_HEADER + GW_PEER_FIXED)
-        return fail(err, "GIN %s has %zu bytes, at least %d expected", want == GW_HELLO ? "HELLO" : "REPLY", len,
+        return fail(err, "GIN %s has %zu bytes, at least %d expected",
+                    want == GW_HELLO ? "HELLO" : want == GW_GDAKI ? "GDAKI" : "REPLY", len,
                     GW_HEADER + GW_PEER_FIXED);
     const uint8_t *b = buf + GW_HEADER;
     struct gw_peer m;
@@ -203,8 +204,8 @@ int gw_peer_parse(const uint8_t *buf, size_t len, uint16_t want, struct gw_peer 
             return fail(err, "GIN peer message reserved bytes are not zero");
     if (m.status > GW_REJECT_RESOURCES)
         return fail(err, "GIN peer message status %u unknown", m.status);
-    if (want == GW_HELLO && m.status)
-        return fail(err, "GIN HELLO carries a rejection status %u", m.status);
+    if (want != GW_REPLY && m.status)
+        return fail(err, "GIN HELLO or GDAKI carries a rejection status %u", m.status);
     if (m.nranks < 1 || m.nranks > 1u << 20 || m.src_rank >= m.nranks || m.dst_rank >= m.nranks ||
         m.src_rank == m.dst_rank)
         return fail(err, "GIN ranks out of range (nranks %u, from %u, to %u)", m.nranks, m.src_rank, m.dst_rank);

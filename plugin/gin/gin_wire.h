@@ -12,7 +12,10 @@
  *   READY  every rank -> every peer, once its QPs towards that peer are in
  *          RTS (no RDMA before all are);
  *   WIN    every rank -> every peer, once per regMrSym (collective): the
- *          registration's sequence number, status, address, size, rkey.
+ *          registration's sequence number, status, address, size, rkey;
+ *   GDAKI  every rank -> every peer, once, at createContext of the GDAKI
+ *          type: the peer message with the one DEVX QP (posted by NCCL's
+ *          device code) this rank has towards the receiver.
  * Every message: a 16-byte header {magic "RLGN", version, type, length,
  * crc32 of the message with the crc field zero}, then little-endian fields at
  * fixed offsets. Parsers treat input as untrusted: exact length, CRC, every
@@ -32,7 +35,7 @@
 #define GW_WIN_SIZE (GW_HEADER + 32)
 #define GW_MSG_MAX (GW_HEADER + GW_PEER_FIXED + HS_MAX_PORTS * HS_QP_INFO_SIZE)
 
-enum gw_type { GW_HELLO = 1, GW_REPLY = 2, GW_READY = 3, GW_WIN = 4 };
+enum gw_type { GW_HELLO = 1, GW_REPLY = 2, GW_READY = 3, GW_WIN = 4, GW_GDAKI = 5 };
 
 enum gw_reject {
     GW_OK = 0,

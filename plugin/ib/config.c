@@ -114,6 +114,7 @@ static const struct var vars[] = {
     INTV("RAILNET_FAILOVER", K_INT, 0, 1, failover, "0 or 1"),
     INTV("RAILNET_GIN", K_GIN, 0, 3, gin, "auto, proxy, gdaki or off"),
     INTV("RAILNET_GIN_SIGNAL_EVERY", K_INT, 1, 128, gin_signal_every, "1..128"),
+    INTV("RAILNET_GIN_GDAKI_VERSION", K_INT, 0, 1000000, gin_gdaki_version, "0 (from NCCL's version) or 1..1000000"),
     INTV("RAILNET_CM", K_CM, 0, 1, cm, "tcp or rdmacm"),
 };
 

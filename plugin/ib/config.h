@@ -33,6 +33,8 @@ struct rn_config {
     int failover;           /* RAILNET_FAILOVER: 1 (default) a merged device's comm survives a port going down, 0 fails */
     int gin;                /* RAILNET_GIN: enum rn_gin_mode, default auto */
     int gin_signal_every;   /* RAILNET_GIN_SIGNAL_EVERY: 1..128 work requests per signaled one, default 32 */
+    int gin_gdaki_version;  /* RAILNET_GIN_GDAKI_VERSION: the NCCL_GIN_GDAKI_VERSION of the running NCCL's
+                             * device code, 0 (default): derived from ncclGetVersion */
     int cm;                 /* RAILNET_CM: enum rn_cm_mode, default tcp */
 };
 

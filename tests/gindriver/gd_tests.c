@@ -889,6 +889,8 @@ static int t_rate(struct gd_rank *r, void *arg)
 
 int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
 {
+    if (!strncmp(name, "gdaki", 5))
+        return gd_gdaki_run(plugin, name, o);
     if (!strcmp(name, "mesh"))
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_mesh, o);
     if (!strcmp(name, "signal"))

@@ -45,5 +45,7 @@ struct gd_opts {
 
 /* Returns the number of failed ranks (0: pass), -1 for an unknown name. */
 int gd_test_run(const char *plugin, const char *name, struct gd_opts *o);
+/* The GDAKI type's subcommands (gd_gdaki.c): gdaki, gdaki-error, gdaki-kill. */
+int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o);
 
 #endif

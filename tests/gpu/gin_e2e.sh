@@ -9,6 +9,15 @@
 #   system_ib_gdaki     the same with GDAKI
 #   railnet_proxy       NCCL 2.28.9 with NCCL_NET_PLUGIN=railnet: railnet's
 #                       ncclGinPlugin_v11, proxy type
+#   railnet_gdaki       the same, GDAKI type (RAILNET_GIN=gdaki, NCCL_GIN_TYPE=3):
+#                       NCCL's own device code posts into railnet's DEVX
+#                       queues, rings in GPU memory; "took" also needs railnet's
+#                       "GDAKI type" context line on every rank and no proxy
+#                       GIN context
+#   railnet_gdaki_hostq the same with the rings in host memory (host-devx)
+#   railnet_gdaki_mismatch  RAILNET_GIN=gdaki with RAILNET_GIN_GDAKI_VERSION=101
+#                       (NCCL's device code of another layout): railnet must
+#                       WARN naming both versions and NCCL runs on its proxy type
 # Each variant: one line per case (ok only when every rank's line is ok), one
 # saying which GIN NCCL took (NCCL's "Assigned GIN plugin <name> to comm", and
 # for a proxy type "GIN Proxy will not be using GDRCopy", which NCCL logs only
@@ -30,7 +39,7 @@ NCASES=16
 # case groups (gin_device --cases), in gin_driver.c's numbering: put, SignalInc,
 # SignalAdd, counter, flush, barrier, alltoall, putValue
 GROUPS=${GIN_CASE_GROUPS:-1,2,3 4,5 6,7 8 9 10 11,12,13,14,15 16}
-variants=${GIN_VARIANTS:-nccl2289_ib_proxy nccl2289_ib_gdaki system_ib_proxy system_ib_gdaki railnet_proxy}
+variants=${GIN_VARIANTS:-nccl2289_ib_proxy nccl2289_ib_gdaki system_ib_proxy system_ib_gdaki railnet_proxy railnet_gdaki railnet_gdaki_hostq railnet_gdaki_mismatch}
 if [ "$(gpu_count)" -lt 1 ]; then
     tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
 fi
@@ -80,14 +89,23 @@ report() {
         i=$((i + 1))
     done
     took=1
+    why=
     for l in "$l0" "$l1"; do
         grep -qE "Assigned GIN plugin $gin to comm" "$l" || took=0
         [ "$proxy" = 1 ] && { grep -q "GIN Proxy will not be using GDRCopy" "$l" || took=0; }
+        case $v in
+            railnet_gdaki|railnet_gdaki_hostq)
+                grep -qE 'NET/railnet/GIN: rank [0-9]+ of 2 on .*: GDAKI type' "$l" || { took=0; why=" and railnet's 'GDAKI type' context line"; }
+                grep -q "GIN Proxy will not be using GDRCopy" "$l" && { took=0; why=" and no proxy GIN context (NCCL made one)"; } ;;
+            railnet_gdaki_mismatch)
+                grep -q 'NCCL_GIN_GDAKI_VERSION mismatch: RAILNET_GIN_GDAKI_VERSION says the device code expects 101, railnet writes 100; offering the proxy type' "$l" ||
+                    { took=0; why=" and railnet's WARN naming both layout versions"; } ;;
+        esac
     done
     if [ $took = 1 ]; then
         tap_ok "${v}_nccl_took_gin_$(echo "$gin" | tr -c 'A-Za-z0-9_\n' _)$( [ "$proxy" = 1 ] && echo _proxy_type)"
     else
-        tap_not_ok "${v}_nccl_took_gin" "wanted 'Assigned GIN plugin $gin to comm'$( [ "$proxy" = 1 ] && echo " and a proxy GIN context"); rank 0 says: $(gin_lines "$l0")"
+        tap_not_ok "${v}_nccl_took_gin" "wanted 'Assigned GIN plugin $gin to comm'$( [ "$proxy" = 1 ] && echo " and a proxy GIN context")$why; rank 0 says: $(gin_lines "$l0")"
     fi
     [ "$status" -eq 0 ] && tap_ok "${v}_all_ranks_exit_0" ||
         tap_not_ok "${v}_all_ranks_exit_0" "worst exit status $status$( [ "$status" -eq 124 ] && echo " (job timed out after ${GIN_JOB_TIMEOUT}s)")"
@@ -103,6 +121,9 @@ run_variant() {
     case $v in
         *_ib_proxy) net=ib-proxy gin=GIN_IB_PROXY proxy=1 ;;
         *_ib_gdaki) net=ib-gdaki gin=GIN_IB_GDAKI proxy=0 ;;
+        railnet_gdaki) net=railnet-gdaki gin='railnet[^ ]*' proxy=0 ;;
+        railnet_gdaki_hostq) net=railnet-gdaki-hostq gin='railnet[^ ]*' proxy=0 ;;
+        railnet_gdaki_mismatch) net=railnet-gdaki-mismatch gin='railnet[^ ]*' proxy=1 ;;
         railnet_*) net=railnet gin='railnet[^ ]*' proxy=1 ;;
     esac
     # One job per group of cases, so that a case that hangs (its kernel

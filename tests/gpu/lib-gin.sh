@@ -2,13 +2,15 @@
 # as a 2-rank NCCL job on softnic. Sourced after tests/gpu/lib-nccl.sh by
 # tests/gpu/gin_e2e.sh and bench/gpu_gin_railnet_vs_nccl.sh.
 #
-#   gin_job <name> <torch|system> <ib-proxy|ib-gdaki|railnet> [program args...]
+#   gin_job <name> <torch|system> <ib-proxy|ib-gdaki|railnet|railnet-gdaki|railnet-gdaki-hostq|
+#            railnet-gdaki-mismatch> [program args...]
 # NCCL: torch = NCCL 2.28.9 from PyTorch's nvidia-nccl wheel (its lib/ put
 # after softnic's in LD_LIBRARY_PATH, see nccl_torch_lib in lib-nccl.sh),
 # system = the libnccl.so.2 the program finds by itself (the system's).
 # Transport: NCCL's own IB transport (NCCL_NET=IB, no plugin) with its proxy
 # GIN (NCCL_GIN_TYPE=2) or GDAKI (NCCL_GIN_TYPE=3), or railnet as the net
-# plugin (its ncclGinPlugin_v11, RAILNET_GIN=proxy). Each job is bounded by
+# plugin (its ncclGinPlugin_v11, RAILNET_GIN=proxy, or RAILNET_GIN=gdaki for
+# its GDAKI type). Each job is bounded by
 # GIN_JOB_TIMEOUT seconds (default 300).
 #
 # Symmetric memory (the device API's windows) needs P2P between the GPUs of
@@ -39,6 +41,13 @@ gin_job() {
         ib-proxy) _env="NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_GIN_TYPE=2 NCCL_IB_GID_INDEX=${GIN_IB_GID_INDEX:-0}" ;;
         ib-gdaki) _env="NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_GIN_TYPE=3 NCCL_IB_GID_INDEX=${GIN_IB_GID_INDEX:-0}" ;;
         railnet) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=proxy" ;;
+        # railnet's GDAKI type: NCCL's own device code posts into railnet's
+        # DEVX queues (rings in GPU memory, or host memory: -hostq); -mismatch
+        # says NCCL's device code expects layout 101, so railnet must refuse
+        # with a WARN and offer the proxy type
+        railnet-gdaki) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=gdaki NCCL_GIN_TYPE=3 RAILNET_GDAKI_QUEUE_MEM=gpu" ;;
+        railnet-gdaki-hostq) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=gdaki NCCL_GIN_TYPE=3 RAILNET_GDAKI_QUEUE_MEM=host-devx" ;;
+        railnet-gdaki-mismatch) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=gdaki RAILNET_GIN_GDAKI_VERSION=101" ;;
         *) echo "gin_job: unknown transport $_net" >&2; return 2 ;;
     esac
     # shellcheck disable=SC2086

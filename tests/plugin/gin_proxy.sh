@@ -17,7 +17,7 @@ out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
 if grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0 .*maxRecvs=8 netDeviceType=2 ' "$out" &&
-   grep -q 'offering the proxy type (RAILNET_GIN=auto: the GDAKI type is not built yet)' "$out"; then
+   grep -q 'offering the proxy type (RAILNET_GIN=auto: the proxy type until the GDAKI type is validated on a GPU' "$out"; then
     tap_ok auto_offers_the_proxy_type_and_says_why
 else tap_not_ok auto_offers_the_proxy_type_and_says_why "$(cat "$out")"; fi
 
@@ -25,10 +25,12 @@ RAILNET_GIN=off "$gd" --plugin "$plugin" probe >"$out" 2>&1
 grep -q '^init: 5$' "$out" && grep -q 'RAILNET_GIN=off: railnet offers NCCL no GIN' "$out" &&
     tap_ok gin_off_makes_init_fail || tap_not_ok gin_off_makes_init_fail "$(cat "$out")"
 
-RAILNET_GIN=gdaki "$gd" --plugin "$plugin" probe >"$out" 2>&1
-grep -q 'WARN NET/railnet/GIN: RAILNET_GIN=gdaki: the GDAKI type is not available' "$out" &&
-    grep -q 'netDeviceType=2 ' "$out" && tap_ok gin_gdaki_warns_and_offers_proxy ||
-    tap_not_ok gin_gdaki_warns_and_offers_proxy "$(cat "$out")"
+# the GDAKI type without a GPU (and without the CPU-consumer mode) is refused
+# with the reason (tests/plugin/gin_gdaki.sh tests the GDAKI type itself)
+RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host "$gd" --plugin "$plugin" probe >"$out" 2>&1
+grep -q 'WARN NET/railnet/GIN: RAILNET_GIN=gdaki: no CUDA GPU' "$out" &&
+    grep -q 'netDeviceType=2 ' "$out" && tap_ok gin_gdaki_without_a_gpu_warns_and_offers_proxy ||
+    tap_not_ok gin_gdaki_without_a_gpu_warns_and_offers_proxy "$(cat "$out")"
 
 RAILNET_GIN=bogus "$gd" --plugin "$plugin" probe >"$out" 2>&1
 grep -q 'RAILNET_GIN=bogus is not valid (accepted: auto, proxy, gdaki or off)' "$out" && grep -q '^init: 0$' "$out" &&

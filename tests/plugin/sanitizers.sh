@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 19
+tap_plan 22
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -58,6 +58,11 @@ san asan_gin_deep_queue_selective_signaling env RAILNET_STATS=1 $gd --ranks 3 --
 san asan_gin_failed_put_amid_unsignaled $gd flush
 san asan_gin_rogue_handles $gd rogue
 san asan_gin_peer_killed $gd --ranks 3 kill
+# the GIN GDAKI type (issue 15): the CPU consumer posting as NCCL's device
+# code does, into DEVX queues in host memory; a bad rkey; a killed peer
+san asan_gin_gdaki_cpu_consumer env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 --rounds 60 gdaki
+san asan_gin_gdaki_bad_rkey env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd gdaki-error
+san asan_gin_gdaki_peer_killed env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 gdaki-kill
 # softnic's extended verbs (ibv_wr_* builder, cq_ex, rereg_mr) and its
 # libmlx5 as NCCL 2.28.9 probes it (issue 13)
 san asan_softnic_verbs_ex "$asan/tests/softnic/test_softnic_verbs_ex"

@@ -59,6 +59,25 @@ TAP_CASE(test_hello_round_trips_every_field)
     EXPECT_EQ_INT(1, out.qp[1].gid[15]);
 }
 
+TAP_CASE(test_gdaki_qp_message_round_trips_and_is_not_a_hello)
+{
+    /* GW_GDAKI: the one DEVX QP a rank has towards the receiver (issue 15) */
+    struct gw_peer m = sample_peer(1), out;
+    uint8_t buf[GW_MSG_MAX];
+    size_t len = gw_peer_encode(GW_GDAKI, &m, buf, sizeof(buf));
+    EXPECT_EQ_INT(GW_HEADER + GW_PEER_FIXED + HS_QP_INFO_SIZE, len);
+    char err[HS_ERR_LEN];
+    EXPECT_EQ_INT(0, gw_peer_parse(buf, len, GW_GDAKI, &out, err));
+    EXPECT_EQ_INT(1, out.nqps);
+    EXPECT_EQ_INT(m.qp[0].qpn, out.qp[0].qpn);
+    EXPECT_EQ_INT(m.qp[0].psn, out.qp[0].psn);
+    EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_HELLO, &out, err));
+    m.status = GW_REJECT_JOB;
+    m.nqps = 0;
+    len = gw_peer_encode(GW_GDAKI, &m, buf, sizeof(buf));
+    EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_GDAKI, &out, err));   /* only a REPLY may refuse */
+}
+
 TAP_CASE(test_reply_with_rejection_carries_no_qps)
 {
     struct gw_peer m = sample_peer(0), out;

@@ -388,6 +388,7 @@ static int create_cq_locked(struct ibv_context *ctx, const void *in, size_t inle
         .cqe_cnt = 1u << log,
         .dbrec = (__be32 *)(dbr->addr + PRM_GET(in, PRM_CQ_DBR_ADDR)), .dbr_gpu = dbr->gpu,
         .uar = uar->page,
+        .overrun_ignore = PRM_GET(in, PRM_CQ_OI) != 0,
     };
     if (mlx5_nic_cq_create_ext(&e, &o->cq) != 0)
         return refuse(out, PRM_STATUS_EXCEED_LIM, SYN_ENGINE);

@@ -116,6 +116,8 @@ static struct mlx5_sn_cq *cq_get_locked(struct ibv_cq *cq, int *err)
 static bool cq_has_room(struct mlx5_sn_cq *c)
 {
     uint32_t ci;
+    if (c->overrun_ignore)
+        return true;
     if (!c->dbr_gpu) {
         ci = be32toh(__atomic_load_n(&c->dbrec[MLX5_SN_CQ_SET_CI], __ATOMIC_ACQUIRE)) & 0xffffff;
     } else {
@@ -270,7 +272,10 @@ static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
     wr.send_flags = IBV_SEND_SIGNALED;
     if (op->fm_ce_se & MLX5_WQE_CTRL_SOLICITED)
         wr.send_flags |= IBV_SEND_SOLICITED;
-    if (op->fm_ce_se & MLX5_WQE_CTRL_FENCE)
+    /* Any fence mode (fm, bits 5..7: initiator small fence, fence, strong
+     * ordering, fence and small fence) becomes the verbs fence: the engine
+     * executes a QP's WQEs in order, so the stronger modes hold as well. */
+    if (op->fm_ce_se & 0xe0)
         wr.send_flags |= IBV_SEND_FENCE;
     wr.imm_data = op->imm;
     if (op->opcode == MLX5_OPCODE_ATOMIC_FA || op->opcode == MLX5_OPCODE_ATOMIC_CS) {
@@ -321,6 +326,11 @@ static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
     return -MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 }
 
+static uint64_t nic_now_ns(void);
+/* How long a doorbell record in GPU memory is re-read after a ring that
+ * found it unchanged (qp_producer). */
+#define NIC_RECHECK_NS (2ull * 1000 * 1000)
+
 /* Copies BBs [from, to) of a GPU ring into its host shadow (at most the
  * whole ring: a doorbell claiming more is refused by the consumer). */
 static bool shadow_fill(struct mlx5_sn_qp *qp, uint16_t from, uint16_t to)
@@ -349,7 +359,8 @@ static bool qp_producer(struct mlx5_sn_qp *qp, uint16_t *pi)
         return true;
     }
     uint64_t db = __atomic_load_n((uint64_t *)(qp->uar + MLX5_SN_BF_OFFSET), __ATOMIC_ACQUIRE);
-    if (db != qp->db_seen) {
+    bool rang = db != qp->db_seen;
+    if (rang || qp->recheck_until_ns) {
         __be32 v;
         if (qp->dbr_gpu) {
             if (mlx5_priv_gpu_read(&v, &qp->dbrec[MLX5_SND_DBR], sizeof(v)) != 0)
@@ -357,9 +368,20 @@ static bool qp_producer(struct mlx5_sn_qp *qp, uint16_t *pi)
         } else {
             v = __atomic_load_n(&qp->dbrec[MLX5_SND_DBR], __ATOMIC_ACQUIRE);
         }
-        qp->db_seen = db;
-        qp->pi_seen = (uint16_t)(be32toh(v) & 0xffff);
-        qp->counters[3]++;
+        uint16_t pi = (uint16_t)(be32toh(v) & 0xffff);
+        if (rang) {
+            /* DOCA GPUNetIO (NCCL's GDAKI device code) rings the register
+             * before and after it writes the record, with the same value:
+             * a record still unchanged at the first ring is read again
+             * until it moves (or for NIC_RECHECK_NS), or the second ring
+             * would go unseen. */
+            qp->db_seen = db;
+            qp->counters[3]++;
+            qp->recheck_until_ns = pi == qp->pi_seen ? nic_now_ns() + NIC_RECHECK_NS : 0;
+        } else if (pi != qp->pi_seen || nic_now_ns() > qp->recheck_until_ns) {
+            qp->recheck_until_ns = 0;
+        }
+        qp->pi_seen = pi;
     }
     if (qp->sq_gpu && qp->shadow_pi != qp->pi_seen) {
         if (!shadow_fill(qp, qp->shadow_pi, qp->pi_seen))
@@ -368,6 +390,20 @@ static bool qp_producer(struct mlx5_sn_qp *qp, uint16_t *pi)
     }
     *pi = qp->pi_seen;
     return true;
+}
+
+/* WAIT: 1 once the CQ it names has written CQE number wait_index (its
+ * producer count passed it, modulo 2^32), 0 not yet, -1 no such CQ.
+ * Called with nic.lock held (the CQ list, and every CQ's producer). */
+static int wait_satisfied(const struct mlx5_sn_op *op)
+{
+    for (struct mlx5_sn_cq *c = nic.cqs; c; c = c->next) {
+        if (c->cqn != op->wait_cqn || c->detached)
+            continue;
+        uint32_t pi = __atomic_load_n(&c->pi, __ATOMIC_ACQUIRE);
+        return (int32_t)(pi - (op->wait_index + 1u)) >= 0 ? 1 : 0;
+    }
+    return -1;
 }
 
 /* Consumes posted WQEs up to the doorbell record; returns how many. */
@@ -407,6 +443,16 @@ static int qp_consume(struct mlx5_sn_qp *qp)
             e.syndrome = (uint8_t)syn;
         } else if (op.opcode == MLX5_OPCODE_NOP) {
             e.kind = PEND_LOCAL_OK;
+        } else if (op.opcode == MLX5_SN_OPCODE_WAIT) {
+            int w = wait_satisfied(&op);
+            if (w == 0)
+                break;          /* stays in the ring: nothing after it runs yet */
+            if (w < 0) {
+                e.kind = PEND_LOCAL_ERR;
+                e.syndrome = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+            } else {
+                e.kind = PEND_LOCAL_OK;
+            }
         } else {
             int rc = qp_execute(qp, &op);
             if (rc == EAGAIN)
@@ -694,6 +740,7 @@ int mlx5_nic_cq_create_ext(const struct mlx5_sn_ext_cq *e, struct mlx5_sn_cq **o
     c->dbrec = e->dbrec;
     c->dbr_gpu = e->dbr_gpu;
     c->uar = e->uar;
+    c->overrun_ignore = e->overrun_ignore;
     /* The ring's initial contents are the user's business, as on a NIC. */
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_lock(&nic.lock);

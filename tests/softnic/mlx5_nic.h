@@ -58,6 +58,9 @@ struct mlx5_sn_cq {
     bool ext;                   /* DEVX: buf, dbrec, uar are the user's */
     bool buf_gpu, dbr_gpu;      /* DEVX: in GPU memory */
     uint32_t ci_seen;           /* consumer index last read from a GPU dbrec */
+    bool overrun_ignore;        /* DEVX cqc.oi: never wait for the consumer index (the
+                                 * poller keeps the CQ from overrunning, e.g. one CQE per
+                                 * send-queue slot, as DOCA GPUNetIO's device code) */
     int refs;                   /* dv QPs writing into it (+1 while attached) */
     pthread_mutex_t lock;       /* pi and the ring */
     struct mlx5_sn_cq *next;
@@ -99,6 +102,7 @@ struct mlx5_sn_qp {
     uint16_t shadow_pi;         /* BBs copied into shadow so far */
     uint16_t pi_seen;           /* producer counter last read from a GPU dbrec */
     uint64_t db_seen;           /* UAR register value that pi_seen answers */
+    uint64_t recheck_until_ns;  /* re-read a GPU dbrec until then (0: no) */
     struct mlx5_sn_qp *next;
 };
 
@@ -122,6 +126,7 @@ struct mlx5_sn_ext_cq {
     __be32 *dbrec;
     bool dbr_gpu;
     void *uar;
+    bool overrun_ignore;        /* cqc.oi */
 };
 int mlx5_nic_cq_create_ext(const struct mlx5_sn_ext_cq *e, struct mlx5_sn_cq **out);
 int mlx5_nic_cq_release(struct mlx5_sn_cq *c);

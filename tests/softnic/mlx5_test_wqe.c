@@ -186,6 +186,26 @@ TAP_CASE(test_decode_rejects_unknown_opcode)
     EXPECT_EQ_INT(1, op.nbb);
 }
 
+TAP_CASE(test_decode_wait_on_cq_byte_image)
+{
+    /* DOCA GPUNetIO's companion-QP WAIT: ctrl (ds 2), 8 reserved bytes,
+     * max_index, qpn_cqn. */
+    memset(ring, 0, sizeof(ring));
+    uint8_t *w = ring + 1 * 64;
+    ctrl_bytes(w, 1, 0x0f, 2, 0x08, 0);
+    put32(w + 24, 0x00012345u);     /* max_index */
+    put32(w + 28, 0x00000412u);     /* cqn */
+    static struct mlx5_sn_op op;
+    EXPECT_EQ_INT(0, mlx5_wqe_decode(ring, 8, 1, QPN, 1, &op));
+    EXPECT_EQ_INT(MLX5_SN_OPCODE_WAIT, op.opcode);
+    EXPECT_EQ_INT(1, op.nbb);
+    EXPECT_TRUE(op.signaled);
+    EXPECT_EQ_INT(0x12345, (int)op.wait_index);
+    EXPECT_EQ_INT(0x412, (int)op.wait_cqn);
+    ctrl_bytes(w, 1, 0x0f, 3, 0x08, 0);     /* a WAIT is exactly two segments */
+    EXPECT_EQ_INT(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, mlx5_wqe_decode(ring, 8, 1, QPN, 1, &op));
+}
+
 TAP_CASE(test_decode_rejects_zero_ds)
 {
     memset(ring, 0, sizeof(ring));

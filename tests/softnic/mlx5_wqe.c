@@ -33,7 +33,7 @@ static bool opcode_is_atomic(uint8_t op)
 
 static bool opcode_supported(uint8_t op)
 {
-    return op == MLX5_OPCODE_NOP || op == MLX5_OPCODE_SEND ||
+    return op == MLX5_OPCODE_NOP || op == MLX5_SN_OPCODE_WAIT || op == MLX5_OPCODE_SEND ||
            op == MLX5_OPCODE_SEND_IMM || opcode_is_rdma(op) || opcode_is_atomic(op);
 }
 
@@ -75,6 +75,15 @@ int mlx5_wqe_decode(const void *sq, uint32_t wqe_cnt, uint16_t idx,
     uint8_t wqe[MLX5_SN_MAX_BBS * MLX5_SEND_WQE_BB];
     size_t bytes = (size_t)ds * 16;
     ring_copy(wqe, ring, ring_bytes, base, bytes);
+    if (op->opcode == MLX5_SN_OPCODE_WAIT) {
+        uint32_t w[2];
+        if (ds != 2)
+            return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+        memcpy(w, wqe + sizeof(ctrl) + 8, sizeof(w));
+        op->wait_index = be32toh(w[0]);
+        op->wait_cqn = be32toh(w[1]) & 0xffffff;
+        return 0;
+    }
     size_t off = sizeof(struct mlx5_wqe_ctrl_seg);
 
     if (opcode_is_rdma(op->opcode) || opcode_is_atomic(op->opcode)) {

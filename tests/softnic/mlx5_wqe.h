@@ -11,7 +11,11 @@
  * segments (byte_count | MLX5_INLINE_SEG, data, padded to 16 bytes).
  * ATOMIC_FA / ATOMIC_CS carry a mlx5_wqe_raddr_seg, a mlx5_wqe_atomic_seg
  * (swap_add, compare) and one 8-byte data segment for the old value.  A
- * WQE that runs past the end of the ring continues at its start. */
+ * WQE that runs past the end of the ring continues at its start.
+ * WAIT (opcode 0x0f, 2 segments: ctrl, then {8 reserved bytes, max_index,
+ * qpn_cqn}) holds the send queue until the CQ numbered qpn_cqn has written
+ * its CQE number max_index (counting from 0); DOCA GPUNetIO's companion QP
+ * posts it before the atomic that bumps a GIN counter. */
 #ifndef SOFTNIC_MLX5_WQE_H
 #define SOFTNIC_MLX5_WQE_H
 
@@ -24,6 +28,7 @@
 #define MLX5_SN_MAX_BBS 16
 #define MLX5_SN_MAX_SGE 16
 #define MLX5_SN_MAX_INLINE (MLX5_SN_MAX_DS * 16)
+#define MLX5_SN_OPCODE_WAIT 0x0f
 
 /* One decoded WQE, ready to be executed. */
 struct mlx5_sn_op {
@@ -36,6 +41,8 @@ struct mlx5_sn_op {
     uint64_t raddr;
     uint32_t rkey;
     uint64_t swap_add, compare; /* ATOMIC_FA: add; ATOMIC_CS: swap, compare */
+    uint32_t wait_index;        /* WAIT: CQE number to wait for */
+    uint32_t wait_cqn;          /* WAIT: the CQ (24 bits) */
     uint64_t len;               /* total payload bytes (atomics: 8) */
     int num_sge;
     struct { uint64_t addr; uint32_t lkey; uint32_t len; } sge[MLX5_SN_MAX_SGE];

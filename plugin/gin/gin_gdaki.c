@@ -1,0 +1,657 @@
+/* plugin/gin/gin_gdaki.c: the resources of the GIN GDAKI type (gin_gdaki.h
+ * says what they are and when they are made). Built on plugin/gdaki's
+ * DEVX queues (gdaki_pair.h building blocks on a context and PD this file
+ * owns) and on the collComm's sockets for the exchanges.
+ *
+ * Memory the device code reads is "device memory" here: cuMemAlloc'ed GPU
+ * memory, or, in the CPU-consumer mode (no CUDA), page-aligned host memory
+ * whose addresses the consumer uses as they are. */
+#include <endian.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../ib/config.h"
+#include "cudawrap.h"
+#include "gdaki_cuda.h"
+#include "gdaki_devx.h"
+#include "gdaki_pair.h"
+#include "gin.h"
+#include "gin_gdaki.h"
+#include "gin_wire.h"
+#include "log.h"
+#include "oob.h"
+#include "qp.h"
+
+#define GIN_GDAKI_MAGIC 0x4b444747u
+#define GIN_GDAKI_SQ_DEPTH 512      /* slots per QP; the CQ has twice as many CQEs */
+#define GIN_GDAKI_SINK_BYTES 4096
+#define GIN_GDAKI_XSEQ 0x80000000u
+#define GIN_GDAKI_CHECK_NS 50000000ull  /* queryLastError looks at the QPs at most this often */  /* WIN sequence numbers of this file's exchanges */
+#define GIN_GDAKI_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
+                          IBV_ACCESS_REMOTE_ATOMIC)
+
+static int offered;
+
+void gin_gdaki_set_offered(int on)
+{
+    __atomic_store_n(&offered, on, __ATOMIC_RELEASE);
+}
+
+int gin_gdaki_offered(void)
+{
+    return __atomic_load_n(&offered, __ATOMIC_ACQUIRE);
+}
+
+/* A block of device memory (or host memory in the CPU-consumer mode). */
+struct dmem {
+    void *ptr;              /* what the device code is given */
+    uint64_t raw;           /* cuMemAlloc'ed base (GPU) */
+    void *host;             /* aligned_alloc'ed (host mode) */
+};
+
+struct gin_gdaki_win {
+    struct ibv_mr *mr;      /* zero-based, on the DEVX PD */
+    struct dmem blk;        /* mem handle, then rkeys[nranks] */
+};
+
+struct gin_gdaki_res {
+    uint32_t magic;         /* first: the context NCCL holds is this struct */
+    struct gin_coll *coll;
+    const struct ibvwrap *v;
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    int host_only, cuda_dev, is_mlx5, atomics;
+    int queue_gpu;          /* RAILNET_GDAKI_QUEUE_MEM=gpu: rings in GPU memory */
+    struct ibv_port_attr pattr;
+    union ibv_gid gid;
+    int port, gid_index;
+    int created;            /* createContext made the QPs and tables */
+    struct gdaki_pair **qp, **comp;     /* [nranks] */
+    struct dmem sig, cnt, sink;
+    struct ibv_mr *sig_mr, *cnt_mr, *sink_mr;
+    struct dmem qps, keys, dctx;
+    ncclNetDeviceHandle_v11_t handle;
+    uint64_t last_check_ns;
+    int error;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ memory */
+
+static int dmem_alloc(struct gin_gdaki_res *r, size_t len, struct dmem *m, char *err, size_t el)
+{
+    memset(m, 0, sizeof(*m));
+    len = (len + 4095) & ~(size_t)4095;
+    if (r->host_only) {
+        m->host = aligned_alloc(4096, len);
+        if (!m->host) {
+            snprintf(err, el, "out of memory (%zu bytes)", len);
+            return -1;
+        }
+        memset(m->host, 0, len);
+        m->ptr = m->host;
+        return 0;
+    }
+    if (gdaki_cuda_bind(r->cuda_dev, err, el) < 0 || gdaki_cuda_alloc(len, &m->raw, err, el) < 0)
+        return -1;
+    m->ptr = (void *)(uintptr_t)m->raw;
+    void *zero = calloc(1, len);
+    if (!zero) {
+        snprintf(err, el, "out of memory (%zu bytes)", len);
+        return -1;
+    }
+    int rc = gdaki_cuda_htod(m->raw, zero, len, err, el);
+    free(zero);
+    return rc;
+}
+
+static int dmem_put(struct gin_gdaki_res *r, const struct dmem *m, size_t off, const void *src, size_t len,
+                    char *err, size_t el)
+{
+    if (r->host_only) {
+        memcpy((uint8_t *)m->host + off, src, len);
+        return 0;
+    }
+    return gdaki_cuda_htod(m->raw + off, src, len, err, el);
+}
+
+static void dmem_free(struct dmem *m)
+{
+    free(m->host);
+    if (m->raw)
+        gdaki_cuda_free(m->raw);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ------------------------------------------------------------ base */
+
+static int current_cuda_dev(void)
+{
+    const struct cudawrap *cu = cudawrap_peek();
+    cudawrap_ctx ctx = NULL;
+    cudawrap_device d = 0;
+    if (cu && cu->ctx_get_current(&ctx) == 0 && ctx && cu->ctx_get_device(&d) == 0)
+        return d;
+    return 0;
+}
+
+/* The DEVX context and PD of the collComm's device (first port). */
+static ncclResult_t base_open(struct gin_coll *c)
+{
+    if (c->gdaki)
+        return ncclSuccess;
+    struct gin_gdaki_res *r = calloc(1, sizeof(*r));
+    if (!r)
+        return ncclSystemError;
+    r->coll = c;
+    r->qp = calloc((size_t)c->nranks, sizeof(*r->qp));
+    r->comp = calloc((size_t)c->nranks, sizeof(*r->comp));
+    char err[256] = "out of memory";
+    if (!r->qp || !r->comp)
+        goto fail;
+    const struct rn_config *cfg = rn_config();
+    char cuda_why[160];
+    r->host_only = !cudawrap_get(cuda_why, sizeof(cuda_why));
+    r->queue_gpu = !r->host_only && cfg->gdaki_queue_mem == 1;
+    if (!r->host_only) {
+        r->cuda_dev = current_cuda_dev();
+        if (gdaki_cuda_open(r->cuda_dev, err, sizeof(err)) < 0)
+            goto fail;
+    }
+    if (ibvwrap_global_load_mlx5(err, sizeof(err)) < 0)
+        goto fail;
+    r->v = ibvwrap_global();
+    const struct qp_port *pt = &c->ports[0];
+    r->is_mlx5 = r->v->mlx5dv_is_supported && r->v->mlx5dv_is_supported(pt->ctx->device);
+    r->ctx = gdaki_devx_open(r->v, pt->ctx->device, err, sizeof(err));
+    if (!r->ctx)
+        goto fail;
+    r->pd = r->v->alloc_pd(r->ctx);
+    if (!r->pd) {
+        snprintf(err, sizeof(err), "ibv_alloc_pd on the DEVX context failed");
+        goto fail;
+    }
+    r->port = pt->port_num;
+    r->gid = pt->gid;
+    r->gid_index = pt->gid_index;
+    if (ibvwrap_query_port(r->v, r->ctx, (uint8_t)r->port, &r->pattr) != 0) {
+        snprintf(err, sizeof(err), "ibv_query_port(%d) on the DEVX context failed", r->port);
+        goto fail;
+    }
+    struct ibv_device_attr da;
+    memset(&da, 0, sizeof(da));
+    r->atomics = r->v->query_device(r->ctx, &da) == 0 && da.atomic_cap != IBV_ATOMIC_NONE;
+    if (!r->v->reg_mr_iova2) {
+        snprintf(err, sizeof(err), "%.160s lacks ibv_reg_mr_iova2 (zero-based registrations, rdma-core >= 28)",
+                 r->v->path);
+        goto fail;
+    }
+    r->magic = GIN_GDAKI_MAGIC;
+    c->gdaki = r;
+    return ncclSuccess;
+fail:
+    WARN("NET/railnet/GIN: device %s, rank %d: GDAKI type: %s", c->dev_name, c->rank, err);
+    if (r->pd)
+        r->v->dealloc_pd(r->pd);
+    if (r->ctx)
+        r->v->close_device(r->ctx);
+    free(r->qp);
+    free(r->comp);
+    free(r);
+    return ncclSystemError;
+}
+
+/* ------------------------------------------------------------ exchanges */
+
+/* Sends mine to every peer and reads every peer's into all[] (all[rank] =
+ * mine): a WIN message carrying (addr, size, rkey). Collective. A rank
+ * whose part failed sends status 1; then every rank fails. */
+static ncclResult_t xchg_win(struct gin_coll *c, uint32_t step, int ok, const struct gw_win *mine,
+                             struct gw_win *all)
+{
+    struct gw_win w = *mine;
+    w.seq = GIN_GDAKI_XSEQ | step;
+    w.status = ok ? 0 : 1;
+    all[c->rank] = w;
+    uint8_t buf[GW_WIN_SIZE];
+    size_t len = gw_win_encode(&w, buf, sizeof(buf));
+    uint64_t deadline = now_ns() + (uint64_t)rn_config()->handshake_timeout * 1000000000ull;
+    char err[HS_ERR_LEN];
+    ncclResult_t res = ok ? ncclSuccess : ncclSystemError;
+    for (int p = 0; p < c->nranks; p++)
+        if (p != c->rank && gw_send(c->peers[p].fd, buf, len, deadline, err)) {
+            WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u with rank %d: %s", c->rank, step, p, err);
+            res = ncclRemoteError;
+        }
+    for (int p = 0; p < c->nranks; p++) {
+        if (p == c->rank)
+            continue;
+        struct gw_rx rx;
+        if (gw_recv(c->peers[p].fd, &rx, deadline, err) || gw_win_parse(rx.buf, rx.off, &all[p], err)) {
+            WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u, from rank %d: %s", c->rank, step, p, err);
+            return ncclRemoteError;
+        }
+        if (all[p].seq != w.seq) {
+            WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u: rank %d is at step 0x%x (ranks out of step)", c->rank,
+                 step, p, all[p].seq);
+            res = ncclInvalidUsage;
+        } else if (all[p].status && res == ncclSuccess) {
+            WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u: rank %d failed its part (see its log)", c->rank, step,
+                 p);
+            res = ncclRemoteError;
+        }
+    }
+    return res;
+}
+
+/* Every rank's QP towards every other: GW_GDAKI messages. */
+static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote)
+{
+    struct gin_gdaki_res *r = c->gdaki;
+    uint64_t deadline = now_ns() + (uint64_t)rn_config()->handshake_timeout * 1000000000ull;
+    char err[HS_ERR_LEN];
+    for (int p = 0; p < c->nranks; p++) {
+        if (p == c->rank)
+            continue;
+        struct gw_peer m;
+        memset(&m, 0, sizeof(m));
+        m.nranks = (uint32_t)c->nranks;
+        m.src_rank = (uint32_t)c->rank;
+        m.dst_rank = (uint32_t)p;
+        m.link_layer = r->pattr.link_layer;
+        m.nports = 1;
+        m.nqps = 1;
+        struct hs_qp_info *q = &m.qp[0];
+        q->qpn = gdaki_pair_send_qpn(r->qp[p]);
+        q->psn = r->qp[p]->psn;
+        q->lid = r->pattr.lid;
+        q->port_num = (uint8_t)r->port;
+        q->mtu = (uint8_t)r->pattr.active_mtu;
+        q->gid_index = (uint8_t)r->gid_index;
+        q->is_global = r->pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+        memcpy(q->gid, r->gid.raw, 16);
+        uint8_t buf[GW_MSG_MAX];
+        size_t len = gw_peer_encode(GW_GDAKI, &m, buf, sizeof(buf));
+        if (gw_send(c->peers[p].fd, buf, len, deadline, err)) {
+            WARN("NET/railnet/GIN: rank %d: sending the GDAKI QP to rank %d: %s", c->rank, p, err);
+            return ncclRemoteError;
+        }
+    }
+    for (int p = 0; p < c->nranks; p++) {
+        if (p == c->rank)
+            continue;
+        struct gw_rx rx;
+        struct gw_peer m;
+        if (gw_recv(c->peers[p].fd, &rx, deadline, err) || gw_peer_parse(rx.buf, rx.off, GW_GDAKI, &m, err)) {
+            WARN("NET/railnet/GIN: rank %d: the GDAKI QP of rank %d: %s", c->rank, p, err);
+            return ncclRemoteError;
+        }
+        if (m.src_rank != (uint32_t)p || m.dst_rank != (uint32_t)c->rank || m.nranks != (uint32_t)c->nranks) {
+            WARN("NET/railnet/GIN: rank %d: a GDAKI QP message on rank %d's socket claims %u -> %u of %u ranks",
+                 c->rank, p, m.src_rank, m.dst_rank, m.nranks);
+            return ncclRemoteError;
+        }
+        struct gdaki_qp_info *g = &remote[p];
+        memset(g, 0, sizeof(*g));
+        g->magic = GDAKI_QP_INFO_MAGIC;
+        g->qpn = m.qp[0].qpn;
+        g->psn = m.qp[0].psn;
+        g->lid = m.qp[0].lid;
+        g->port = m.qp[0].port_num;
+        g->mtu = m.qp[0].mtu;
+        g->is_global = m.qp[0].is_global;
+        memcpy(g->gid, m.qp[0].gid, 16);
+    }
+    return ncclSuccess;
+}
+
+/* ------------------------------------------------------------ QPs */
+
+static int qp_new(struct gin_gdaki_res *r, struct gdaki_pair **out, char *err, size_t el)
+{
+    struct gdaki_pair *pr = gdaki_pair_alloc(err, el);
+    if (!pr)
+        return -1;
+    *out = pr;
+    pr->v = r->v;
+    pr->ctx = r->ctx;
+    pr->pd = r->pd;
+    pr->borrowed = 1;
+    snprintf(pr->dev_name, sizeof(pr->dev_name), "%s", r->coll->dev_name);
+    pr->port = r->port;
+    pr->port_attr = r->pattr;
+    pr->gid = r->gid;
+    pr->gid_index = r->gid_index;
+    pr->atomics = r->atomics;
+    pr->is_mlx5 = r->is_mlx5;
+    pr->cuda_dev = r->cuda_dev;
+    pr->queue_mem = r->queue_gpu ? GDAKI_QUEUE_MEM_GPU : GDAKI_QUEUE_MEM_HOST_DEVX;
+    pr->psn = qp_random_psn();
+    return gdaki_pair_build_send(pr, GIN_GDAKI_SQ_DEPTH, err, el);
+}
+
+static void self_info(struct gin_gdaki_res *r, struct gdaki_pair *pr, struct gdaki_qp_info *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->magic = GDAKI_QP_INFO_MAGIC;
+    g->qpn = gdaki_pair_send_qpn(pr);
+    g->psn = pr->psn;
+    g->lid = r->pattr.lid;
+    g->port = (uint8_t)r->port;
+    g->mtu = (uint8_t)r->pattr.active_mtu;
+    g->is_global = r->pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+    memcpy(g->gid, r->gid.raw, 16);
+}
+
+/* The queue view of a finished pair: device addresses, or host ones. */
+static void queue_of(const struct gin_gdaki_res *r, const struct gdaki_pair *pr, struct gin_gdaki_queue *q)
+{
+    const struct gdaki_qp_dev *d = r->host_only ? pr->desc : &pr->dview;
+    memset(q, 0, sizeof(*q));
+    q->sq = d->sq;
+    q->sq_log = d->sq_log;
+    q->sq_dbrec = d->dbrec;
+    q->db = d->db;
+    q->cq = d->cq;
+    q->cq_log = d->cq_log;
+    q->cq_dbrec = d->cq_dbrec;
+    q->cqn = pr->dvcq.cqn;
+    q->qpn = d->qpn;
+    q->gpu = r->queue_gpu;
+}
+
+/* A zero-based registration of [addr, addr+len) on the DEVX PD. */
+static struct ibv_mr *reg0(struct gin_gdaki_res *r, void *addr, size_t len, char *err, size_t el)
+{
+    struct ibv_mr *mr = r->v->reg_mr_iova2(r->pd, addr, len, 0, GIN_GDAKI_ACCESS);
+    if (!mr)
+        snprintf(err, el, "zero-based ibv_reg_mr_iova2 of %zu bytes at %p on the DEVX PD failed: %s", len, addr,
+                 strerror(errno));
+    return mr;
+}
+
+static void res_free_context(struct gin_gdaki_res *r)
+{
+    int n = r->coll->nranks;
+    for (int p = 0; p < n; p++) {
+        gdaki_pair_close(r->qp[p]);
+        gdaki_pair_close(r->comp[p]);
+        r->qp[p] = r->comp[p] = NULL;
+    }
+    if (r->sig_mr)
+        r->v->dereg_mr(r->sig_mr);
+    if (r->cnt_mr)
+        r->v->dereg_mr(r->cnt_mr);
+    if (r->sink_mr)
+        r->v->dereg_mr(r->sink_mr);
+    r->sig_mr = r->cnt_mr = r->sink_mr = NULL;
+    dmem_free(&r->sig);
+    dmem_free(&r->cnt);
+    dmem_free(&r->sink);
+    dmem_free(&r->qps);
+    dmem_free(&r->keys);
+    dmem_free(&r->dctx);
+    r->created = 0;
+}
+
+ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, void **gin_ctx,
+                                      ncclNetDeviceHandle_v11_t **dev_handle)
+{
+    if (nsignals < 0 || ncounters < 0 || nsignals > (1 << 30) || ncounters > (1 << 30)) {
+        WARN("NET/railnet/GIN: createContext: %d signals, %d counters out of range", nsignals, ncounters);
+        return ncclInvalidArgument;
+    }
+    ncclResult_t res = base_open(c);
+    /* Every rank takes part in every exchange below, failed or not. */
+    struct gin_gdaki_res *r = c->gdaki;
+    if (r && r->created) {
+        WARN("NET/railnet/GIN: rank %d: createContext called twice on one collComm", c->rank);
+        return ncclInvalidUsage;
+    }
+    int n = c->nranks;
+    char err[256] = "";
+    int ok = res == ncclSuccess;
+    for (int p = 0; ok && p < n; p++)
+        if (qp_new(r, &r->qp[p], err, sizeof(err)) < 0 || qp_new(r, &r->comp[p], err, sizeof(err)) < 0)
+            ok = 0;
+    size_t sig_len = (size_t)(nsignals ? nsignals : 1) * 8, cnt_len = (size_t)(ncounters ? ncounters : 1) * 8;
+    if (ok && (dmem_alloc(r, sig_len, &r->sig, err, sizeof(err)) < 0 ||
+               dmem_alloc(r, cnt_len, &r->cnt, err, sizeof(err)) < 0 ||
+               dmem_alloc(r, GIN_GDAKI_SINK_BYTES, &r->sink, err, sizeof(err)) < 0))
+        ok = 0;
+    if (ok && (!(r->sig_mr = reg0(r, r->sig.ptr, sig_len, err, sizeof(err))) ||
+               !(r->cnt_mr = reg0(r, r->cnt.ptr, cnt_len, err, sizeof(err))) ||
+               !(r->sink_mr = reg0(r, r->sink.ptr, GIN_GDAKI_SINK_BYTES, err, sizeof(err)))))
+        ok = 0;
+    if (!ok && err[0])
+        WARN("NET/railnet/GIN: device %s, rank %d: GDAKI createContext: %s", c->dev_name, c->rank, err);
+
+    /* QP numbers, then the tables' rkeys (signals in addr, counters in size). */
+    struct gdaki_qp_info *remote = calloc((size_t)n, sizeof(*remote));
+    struct gw_win *all = calloc((size_t)n, sizeof(*all));
+    if (!remote || !all) {
+        free(remote);
+        free(all);
+        return ncclSystemError;
+    }
+    struct gw_win mine = { 0 };
+    ncclResult_t xres = xchg_win(c, 0, ok, &mine, all);
+    if (xres == ncclSuccess)
+        xres = xchg_qps(c, remote);
+    if (xres == ncclSuccess) {
+        self_info(r, r->qp[c->rank], &remote[c->rank]);
+        for (int p = 0; p < n && ok; p++) {
+            struct gdaki_qp_info me;
+            self_info(r, r->comp[p], &me);
+            if (gdaki_devx_connect(r->qp[p], &remote[p], err, sizeof(err)) < 0 ||
+                gdaki_devx_connect(r->comp[p], &me, err, sizeof(err)) < 0 ||
+                gdaki_pair_finish(r->qp[p], !r->host_only, r->cuda_dev, err, sizeof(err)) < 0 ||
+                gdaki_pair_finish(r->comp[p], !r->host_only, r->cuda_dev, err, sizeof(err)) < 0) {
+                WARN("NET/railnet/GIN: device %s, rank %d: GDAKI QP towards rank %d: %s", c->dev_name, c->rank, p,
+                     err);
+                ok = 0;
+            }
+        }
+        if (ok) {
+            mine.addr = r->sig_mr->rkey;
+            mine.size = r->cnt_mr->rkey;
+        }
+        xres = xchg_win(c, 1, ok, &mine, all);
+    }
+    free(remote);
+    uint32_t *keys = calloc((size_t)2 * n, sizeof(*keys));
+    struct rn_doca_qp *img = calloc((size_t)2 * n, sizeof(*img));
+    if (xres == ncclSuccess && (!keys || !img))
+        xres = ncclSystemError;
+    if (xres == ncclSuccess) {
+        for (int p = 0; p < n; p++) {
+            keys[p] = htobe32((uint32_t)all[p].addr);
+            keys[n + p] = htobe32((uint32_t)all[p].size);
+            struct gin_gdaki_queue q;
+            queue_of(r, r->qp[p], &q);
+            gin_gdaki_qp_image(&q, &img[p]);
+            queue_of(r, r->comp[p], &q);
+            gin_gdaki_qp_image(&q, &img[n + p]);
+        }
+        struct rn_gin_gdaki_gpu_ctx cx;
+        if (dmem_alloc(r, sizeof(*img) * 2 * n, &r->qps, err, sizeof(err)) < 0 ||
+            dmem_alloc(r, sizeof(*keys) * 2 * n, &r->keys, err, sizeof(err)) < 0 ||
+            dmem_alloc(r, sizeof(cx), &r->dctx, err, sizeof(err)) < 0 ||
+            dmem_put(r, &r->qps, 0, img, sizeof(*img) * 2 * n, err, sizeof(err)) < 0 ||
+            dmem_put(r, &r->keys, 0, keys, sizeof(*keys) * 2 * n, err, sizeof(err)) < 0) {
+            xres = ncclSystemError;
+        } else {
+            struct rn_doca_qp *dq = r->qps.ptr;
+            uint32_t *dk = r->keys.ptr;
+            gin_gdaki_ctx_image(dq, dq + n, r->cnt.ptr, dk + n, r->cnt_mr->lkey, r->sig.ptr, dk, r->sig_mr->lkey,
+                                r->sink_mr->lkey, &cx);
+            if (dmem_put(r, &r->dctx, 0, &cx, sizeof(cx), err, sizeof(err)) < 0)
+                xres = ncclSystemError;
+        }
+        if (xres != ncclSuccess)
+            WARN("NET/railnet/GIN: device %s, rank %d: GDAKI context in %s memory: %s", c->dev_name, c->rank,
+                 r->host_only ? "host" : "GPU", err);
+    }
+    free(keys);
+    free(img);
+    free(all);
+    if (xres != ncclSuccess || !ok) {
+        if (r)
+            res_free_context(r);
+        return xres != ncclSuccess ? xres : ncclSystemError;
+    }
+    r->created = 1;
+    memset(&r->handle, 0, sizeof(r->handle));
+    r->handle.netDeviceType = (ncclNetDeviceType)NCCL_NET_DEVICE_GIN_GDAKI;
+    r->handle.netDeviceVersion = RN_GIN_GDAKI_VERSION;
+    r->handle.handle = r->dctx.ptr;
+    r->handle.size = sizeof(struct rn_gin_gdaki_gpu_ctx);
+    r->handle.needsProxyProgress = 0;
+    INFO(NCCL_NET | NCCL_INIT,
+         "NET/railnet/GIN: rank %d of %d on %s: GDAKI type, %d DEVX QP(s) + companions of %d slots (rings in %s "
+         "memory), %d signals, %d counters, context in %s memory",
+         c->rank, n, c->dev_name, n, GIN_GDAKI_SQ_DEPTH, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
+         r->host_only ? "host" : "GPU");
+    *gin_ctx = r;
+    *dev_handle = &r->handle;
+    return ncclSuccess;
+}
+
+int gin_gdaki_is_ctx(void *gin_ctx)
+{
+    return gin_ctx && *(uint32_t *)gin_ctx == GIN_GDAKI_MAGIC;
+}
+
+ncclResult_t gin_gdaki_destroy_context(void *gin_ctx)
+{
+    struct gin_gdaki_res *r = gin_ctx;
+    if (!gin_gdaki_is_ctx(r) || !r->created) {
+        WARN("NET/railnet/GIN: destroyContext: %p is not a live GDAKI context", gin_ctx);
+        return ncclInvalidArgument;
+    }
+    res_free_context(r);
+    return ncclSuccess;
+}
+
+ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
+{
+    struct gin_gdaki_res *r = gin_ctx;
+    if (!gin_gdaki_is_ctx(r) || !r->created || !has_error) {
+        WARN("NET/railnet/GIN: queryLastError: %p is not a live GDAKI context", gin_ctx);
+        return ncclInvalidArgument;
+    }
+    struct gin_coll *c = r->coll;
+    if (!r->error && __atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
+        r->error = 1;
+    /* ncclCommGetAsyncError (a watchdog may poll it) asks here: the QP
+     * states are firmware commands on a ConnectX, so at most every 50 ms. */
+    uint64_t now = now_ns();
+    if (!r->error && now - r->last_check_ns < GIN_GDAKI_CHECK_NS) {
+        *has_error = false;
+        return ncclSuccess;
+    }
+    r->last_check_ns = now;
+    for (int p = 0; p < c->nranks && !r->error; p++) {
+        int st = gdaki_devx_state(r->qp[p]), cs = gdaki_devx_state(r->comp[p]);
+        if (st == IBV_QPS_ERR || cs == IBV_QPS_ERR) {
+            WARN("NET/railnet/GIN: device %s, rank %d: the GDAKI %sQP towards rank %d is in the error state (an "
+                 "error completion: bad key or range, or the peer is gone)",
+                 c->dev_name, c->rank, st == IBV_QPS_ERR ? "" : "companion ", p);
+            r->error = 1;
+        } else if (p != c->rank && c->peers[p].fd >= 0 && !oob_peer_alive(c->peers[p].fd)) {
+            WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted)",
+                 c->dev_name, c->rank, p);
+            r->error = 1;
+        }
+    }
+    *has_error = r->error != 0;
+    return ncclSuccess;
+}
+
+/* ------------------------------------------------------------ windows */
+
+ncclResult_t gin_gdaki_reg_window(struct gin_coll *c, struct gin_mr *m, void *data, size_t size, void **gin_handle)
+{
+    ncclResult_t res = base_open(c);
+    struct gin_gdaki_res *r = c->gdaki;
+    struct gin_gdaki_win *w = calloc(1, sizeof(*w));
+    char err[256] = "out of memory";
+    int ok = res == ncclSuccess && w;
+    if (ok && !(w->mr = reg0(r, data, size, err, sizeof(err))))
+        ok = 0;
+    if (!ok && res == ncclSuccess)
+        WARN("NET/railnet/GIN: device %s, rank %d: GDAKI window: %s", c->dev_name, c->rank, err);
+    struct gw_win mine = { 0 };
+    if (ok)
+        mine.rkey = w->mr->rkey;
+    struct gw_win *all = calloc((size_t)c->nranks, sizeof(*all));
+    ncclResult_t xres = all ? xchg_win(c, 2 + (c->win_seq & 0xffff), ok, &mine, all) : ncclSystemError;
+    if (xres == ncclSuccess) {
+        size_t len = sizeof(struct rn_gin_gdaki_mem_handle) + sizeof(uint32_t) * (size_t)c->nranks;
+        uint8_t *img = calloc(1, len);
+        if (!img || dmem_alloc(r, len, &w->blk, err, sizeof(err)) < 0) {
+            xres = ncclSystemError;
+        } else {
+            uint32_t *keys = (uint32_t *)(img + sizeof(struct rn_gin_gdaki_mem_handle));
+            for (int p = 0; p < c->nranks; p++)
+                keys[p] = htobe32(all[p].rkey);
+            gin_gdaki_mh_image((uint32_t *)((uint8_t *)w->blk.ptr + sizeof(struct rn_gin_gdaki_mem_handle)),
+                               w->mr->lkey, (struct rn_gin_gdaki_mem_handle *)img);
+            if (dmem_put(r, &w->blk, 0, img, len, err, sizeof(err)) < 0)
+                xres = ncclSystemError;
+        }
+        if (xres != ncclSuccess)
+            WARN("NET/railnet/GIN: device %s, rank %d: GDAKI window handle: %s", c->dev_name, c->rank, err);
+        free(img);
+    }
+    free(all);
+    if (xres != ncclSuccess || !ok) {
+        if (w) {
+            if (w->mr)
+                r->v->dereg_mr(w->mr);
+            dmem_free(&w->blk);
+            free(w);
+        }
+        return xres != ncclSuccess ? xres : ncclSystemError;
+    }
+    m->gdaki = w;
+    *gin_handle = w->blk.ptr;
+    return ncclSuccess;
+}
+
+void gin_gdaki_dereg_window(struct gin_mr *m)
+{
+    struct gin_gdaki_win *w = m->gdaki;
+    if (!w)
+        return;
+    if (w->mr)
+        m->coll->gdaki->v->dereg_mr(w->mr);
+    dmem_free(&w->blk);
+    free(w);
+    m->gdaki = NULL;
+}
+
+void gin_gdaki_coll_free(struct gin_coll *c)
+{
+    struct gin_gdaki_res *r = c->gdaki;
+    if (!r)
+        return;
+    res_free_context(r);
+    if (r->pd)
+        r->v->dealloc_pd(r->pd);
+    if (r->ctx)
+        r->v->close_device(r->ctx);
+    free(r->qp);
+    free(r->comp);
+    r->magic = 0;
+    free(r);
+    c->gdaki = NULL;
+}

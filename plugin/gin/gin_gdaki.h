@@ -1,0 +1,108 @@
+/* plugin/gin/gin_gdaki.h: the GDAKI type of railnet's GIN: NCCL's own device
+ * code (nccl_device/gin/gdaki, DOCA GPUNetIO verbs) posts mlx5 WQEs into
+ * railnet's queues. Layouts of what it reads: include/railnet_gin_gdaki.h.
+ *
+ * Which type NCCL gets (gin_gdaki_type.c): RAILNET_GIN=gdaki asks for it;
+ * it is granted when the running NCCL's device code expects the layout
+ * railnet writes (NCCL_GIN_GDAKI_VERSION 100: NCCL 2.28.x, or
+ * RAILNET_GIN_GDAKI_VERSION says which), the device opens for DEVX, and a
+ * CUDA GPU is there -- or, with no CUDA, RAILNET_GDAKI_QUEUE_MEM=host-devx
+ * (every structure in host memory, for CPU consumers: the CI tests).
+ * RAILNET_GIN=auto keeps the proxy type until the GDAKI type has been
+ * validated on a GPU. Anything else: the proxy type, the reason logged once.
+ *
+ * Resources (gin_gdaki.c), made at createContext, collectively on every
+ * rank (NCCL calls it on all ranks right after connect), on a DEVX context
+ * and PD of the collComm's device (first port):
+ * - per peer p (self included): one DEVX RC QP (plugin/gdaki's queues: ring,
+ *   doorbell records, CQ with overrun ignore, UAR) connected to peer p's QP
+ *   towards this rank (QP numbers swapped in a GW_GDAKI message over the
+ *   collComm's sockets), and one companion DEVX QP connected to itself;
+ * - the signal table (nSignals x 8 bytes) and the counter table (nCounters x
+ *   8 bytes), zeroed, and an 8-byte sink, each registered zero-based;
+ *   every rank's rkeys of both tables (exchanged as WIN messages);
+ * - in GPU memory (host memory in the CPU-consumer mode): the DOCA QP
+ *   descriptors (gdqp[nranks], companion_gdqp[nranks]), the rkey arrays and
+ *   the ncclGinGdakiGPUContext; devHandle->handle points at the last.
+ * Windows (regMrSym on the GDAKI type): the buffer is also registered
+ * zero-based on the DEVX PD; the rkeys are exchanged; the ginHandle is a
+ * ncclGinGdakiMemHandle {rkeys[nranks], lkey} in GPU (or host) memory.
+ * NCCL needs no proxy progress: needsProxyProgress = 0. Errors
+ * (queryLastError): a DEVX QP found in the error state (an error CQE moved
+ * it there), or a peer whose socket closed. */
+#ifndef RAILNET_GIN_GDAKI_H
+#define RAILNET_GIN_GDAKI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl_gin_v11.h"
+#include "railnet_gin_gdaki.h"
+
+struct gin_coll;
+struct gin_mr;
+
+/* ---- type choice (gin_gdaki_type.c) ---- */
+struct gin_gdaki_probe {
+    int mode;                 /* enum rn_gin_mode */
+    int nccl_version;         /* ncclGetVersion of the process's NCCL, 0 none (a test driver) */
+    int version_override;     /* RAILNET_GIN_GDAKI_VERSION, 0 none */
+    int cuda_ok;              /* a CUDA GPU can be used */
+    int host_test;            /* no CUDA, RAILNET_GDAKI_QUEUE_MEM=host-devx: CPU consumers */
+    int devx_ok;              /* the device opens for DEVX */
+    char cuda_why[160];       /* why not, when not */
+    char devx_why[256];
+};
+/* The NCCL_GIN_GDAKI_VERSION of a NCCL release's device code (version code
+ * as ncclGetVersion gives it), 0 when unknown. */
+int gin_gdaki_version_of_nccl(int nccl_version);
+/* NCCL_NET_DEVICE_GIN_GDAKI or _PROXY for p, and why (one sentence);
+ * *mismatch set when a layout version mismatch was the reason (a WARN). */
+int gin_gdaki_choose(const struct gin_gdaki_probe *p, int *mismatch, char *why, size_t wl);
+/* Fills the probe for device dev from the configuration and this process
+ * (CUDA, DEVX, NCCL's version). */
+void gin_gdaki_probe_fill(int dev, struct gin_gdaki_probe *p);
+
+/* ---- images of NCCL's structures (gin_gdaki_desc.c; pure) ---- */
+/* One DEVX QP's queues as the device code sees them (device-visible
+ * addresses; host addresses in the CPU-consumer mode). */
+struct gin_gdaki_queue {
+    uint8_t *sq;              /* 2^sq_log 64-byte slots */
+    uint32_t sq_log;
+    uint32_t *sq_dbrec;       /* the send doorbell record word (big-endian PI) */
+    uint64_t *db;             /* the UAR doorbell register */
+    uint8_t *cq;              /* 2^cq_log 64-byte CQEs */
+    uint32_t cq_log;
+    uint32_t *cq_dbrec;
+    uint32_t cqn, qpn;
+    int gpu;                  /* queues in GPU memory */
+};
+void gin_gdaki_qp_image(const struct gin_gdaki_queue *q, struct rn_doca_qp *out);
+/* Keys are given in host order and stored big-endian. */
+void gin_gdaki_ctx_image(struct rn_doca_qp *gdqp, struct rn_doca_qp *companion, uint64_t *counters,
+                         uint32_t *counter_rkeys, uint32_t counter_lkey, uint64_t *signals, uint32_t *signal_rkeys,
+                         uint32_t signal_lkey, uint32_t sink_lkey, struct rn_gin_gdaki_gpu_ctx *out);
+void gin_gdaki_mh_image(uint32_t *rkeys, uint32_t lkey, struct rn_gin_gdaki_mem_handle *out);
+/* rkeys[i] = htobe32(keys[i]) */
+void gin_gdaki_keys_be(const uint32_t *keys, int n, uint32_t *out);
+
+/* ---- resources (gin_gdaki.c) ---- */
+/* Whether this process offers the GDAKI type (decided at the first
+ * getProperties; gin_plugin.c). */
+void gin_gdaki_set_offered(int on);
+int gin_gdaki_offered(void);
+ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, void **gin_ctx,
+                                      ncclNetDeviceHandle_v11_t **dev_handle);
+/* Whether gin_ctx is a GDAKI context of this file (else: the proxy one). */
+int gin_gdaki_is_ctx(void *gin_ctx);
+ncclResult_t gin_gdaki_destroy_context(void *gin_ctx);
+ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error);
+/* regMrSym of the GDAKI type, after the window's proxy registration and
+ * exchange: registers m's buffer zero-based on the DEVX PD, exchanges the
+ * rkeys, and makes the device handle (*gin_handle). Collective. */
+ncclResult_t gin_gdaki_reg_window(struct gin_coll *c, struct gin_mr *m, void *data, size_t size, void **gin_handle);
+void gin_gdaki_dereg_window(struct gin_mr *m);
+/* closeColl: what createContext made and destroyContext did not free. */
+void gin_gdaki_coll_free(struct gin_coll *c);
+
+#endif

@@ -1,0 +1,73 @@
+/* plugin/gin/gin_gdaki_desc.c: the images of NCCL 2.28.9's GDAKI structures
+ * railnet hands NCCL's device code (gin_gdaki.h; layouts in
+ * include/railnet_gin_gdaki.h). Pure functions: tests/gin_gdaki checks
+ * them field by field against hand-computed images.
+ *
+ * The QP descriptor is what DOCA GPUNetIO's exporter makes of a QP: all
+ * posting counters at zero, the QP number pre-shifted (<< 8) and
+ * pre-swapped with each data-segment count NCCL uses (ds 1..4), the ring
+ * size (16 bits) and its mask, the send doorbell record word, the UAR
+ * register, the send CQ (size, mask, 64-byte CQEs, its number for the
+ * companion's WAIT), no receive queue, and the doorbell mode: the GPU
+ * rings the UAR register itself (GPU_SM_DB), which a ConnectX takes as
+ * MMIO and softnic's NIC thread watches (tests/softnic/mlx5_nic.c). */
+#include <endian.h>
+#include <string.h>
+
+#include "gin_gdaki.h"
+
+void gin_gdaki_qp_image(const struct gin_gdaki_queue *q, struct rn_doca_qp *out)
+{
+    memset(out, 0, sizeof(*out));
+    uint32_t s8 = q->qpn << 8;
+    out->sq_num = q->qpn;
+    out->sq_num_shift8 = s8;
+    out->sq_num_shift8_be = htobe32(s8);
+    out->sq_num_shift8_be_1ds = htobe32(s8 | 1);
+    out->sq_num_shift8_be_2ds = htobe32(s8 | 2);
+    out->sq_num_shift8_be_3ds = htobe32(s8 | 3);
+    out->sq_num_shift8_be_4ds = htobe32(s8 | 4);
+    out->sq_wqe_num = (uint16_t)(1u << q->sq_log);
+    out->sq_wqe_mask = (uint16_t)((1u << q->sq_log) - 1);
+    out->sq_wqe_daddr = q->sq;
+    out->sq_dbrec = q->sq_dbrec;
+    out->sq_db = q->db;
+    out->cq_sq.cqe_daddr = q->cq;
+    out->cq_sq.cq_num = q->cqn;
+    out->cq_sq.cqe_num = 1u << q->cq_log;
+    out->cq_sq.dbrec = q->cq_dbrec;
+    out->cq_sq.cqe_mask = (1u << q->cq_log) - 1;
+    out->cq_sq.cqe_size = 64;
+    out->cq_sq.mem_type = q->gpu ? RN_DOCA_MEM_TYPE_GPU : RN_DOCA_MEM_TYPE_HOST;
+    out->nic_handler = RN_DOCA_NIC_HANDLER_GPU_SM_DB;
+    out->mem_type = q->gpu ? RN_DOCA_MEM_TYPE_GPU : RN_DOCA_MEM_TYPE_HOST;
+}
+
+void gin_gdaki_ctx_image(struct rn_doca_qp *gdqp, struct rn_doca_qp *companion, uint64_t *counters,
+                         uint32_t *counter_rkeys, uint32_t counter_lkey, uint64_t *signals, uint32_t *signal_rkeys,
+                         uint32_t signal_lkey, uint32_t sink_lkey, struct rn_gin_gdaki_gpu_ctx *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->gdqp = gdqp;
+    out->companion_gdqp = companion;
+    out->counters_table.buffer = counters;
+    out->counters_table.rkeys = counter_rkeys;
+    out->counters_table.lkey = htobe32(counter_lkey);
+    out->signals_table.buffer = signals;
+    out->signals_table.rkeys = signal_rkeys;
+    out->signals_table.lkey = htobe32(signal_lkey);
+    out->sink_buffer_lkey = htobe32(sink_lkey);
+}
+
+void gin_gdaki_mh_image(uint32_t *rkeys, uint32_t lkey, struct rn_gin_gdaki_mem_handle *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->rkeys = rkeys;
+    out->lkey = htobe32(lkey);
+}
+
+void gin_gdaki_keys_be(const uint32_t *keys, int n, uint32_t *out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = htobe32(keys[i]);
+}

@@ -1,0 +1,336 @@
+/* tests/gindriver/gd_gdaki.c: the GDAKI type of railnet's GIN driven from
+ * the CPU (gd_tests.h): the plugin offers NCCL_NET_DEVICE_GIN_GDAKI
+ * (RAILNET_GIN=gdaki with RAILNET_GDAKI_QUEUE_MEM=host-devx and no CUDA:
+ * every structure in host memory), createContext gives the
+ * ncclGinGdakiGPUContext image, regMrSym the ncclGinGdakiMemHandle ones,
+ * and each rank posts into the described queues exactly as NCCL's device
+ * code does (tests/gin_gdaki/doca_cpu.h), on softnic.
+ *   gdaki        per round and peer (self included): a put, a put with a
+ *                signal, a put with a counter (companion QP: WAIT + add),
+ *                a put with signal and counter, an 8-byte PutValue with a
+ *                signal, a signal alone; rounds wrap the rings several
+ *                times. Receivers wait for their signals, then check every
+ *                byte; senders wait for their counters and flush every QP;
+ *   gdaki-error  rank 0 puts with a corrupted rkey: the slot's CQE is an
+ *                error, and queryLastError reports it;
+ *   gdaki-kill   the last rank is SIGKILLed after createContext: the
+ *                others' queryLastError reports it, and a put to it
+ *                completes with an error CQE (no hang). */
+#include <endian.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../gin_gdaki/doca_cpu.h"
+#include "gd.h"
+#include "gd_tests.h"
+#include "railnet_gin_gdaki.h"
+
+#define GK_DEADLINE_S 120.0
+#define GK_CHUNK 512                  /* bytes per round per source rank */
+#define GK_NSIG 64
+#define GK_NCNT 64
+
+/* signal ids on the target: 3 per source rank */
+#define SIG_PUT(q) (3 * (q))
+#define SIG_VAL(q) (3 * (q) + 1)
+#define SIG_ONLY(q) (3 * (q) + 2)
+
+struct gk {
+    struct gd_rank *r;
+    void *ctx;
+    ncclNetDeviceHandle_v11_t *dh;
+    struct rn_gin_gdaki_gpu_ctx *gc;
+    uint8_t *src, *dst;
+    void *src_mh, *dst_mh;
+    struct rn_gin_gdaki_mem_handle *src_gh, *dst_gh;
+    size_t len;
+};
+
+static uint8_t *alloc_pages(size_t len)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, len))
+        return NULL;
+    memset(p, 0, len);
+    return p;
+}
+
+static int gk_open(struct gd_rank *r, struct gk *k, size_t len)
+{
+    memset(k, 0, sizeof(*k));
+    k->r = r;
+    ncclNetProperties_v11_t p;
+    if (r->gin->getProperties(0, &p) != ncclSuccess || p.netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI ||
+        p.netDeviceVersion != RN_GIN_GDAKI_VERSION) {
+        printf("rank %d: the plugin does not offer the GDAKI type (netDeviceType %d, version %d)\n", r->rank,
+               p.netDeviceType, p.netDeviceVersion);
+        return 1;
+    }
+    if (gd_connect(r) != ncclSuccess) {
+        printf("rank %d: connect failed\n", r->rank);
+        return 1;
+    }
+    if (r->gin->createContext(r->coll, GK_NSIG, GK_NCNT, &k->ctx, &k->dh) != ncclSuccess || !k->dh) {
+        printf("rank %d: createContext failed\n", r->rank);
+        return 1;
+    }
+    if (k->dh->netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI || k->dh->netDeviceVersion != RN_GIN_GDAKI_VERSION ||
+        k->dh->needsProxyProgress || !k->dh->handle || k->dh->size != sizeof(struct rn_gin_gdaki_gpu_ctx)) {
+        printf("rank %d: device handle: type %d version %d proxy progress %d size %zu\n", r->rank,
+               (int)k->dh->netDeviceType, k->dh->netDeviceVersion, k->dh->needsProxyProgress, k->dh->size);
+        return 1;
+    }
+    k->gc = k->dh->handle;
+    k->len = len;
+    k->src = alloc_pages(len);
+    k->dst = alloc_pages(len);
+    if (!k->src || !k->dst)
+        return 1;
+    if (r->gin->regMrSym(r->coll, k->src, len, NCCL_PTR_HOST, 0, &k->src_mh, (void **)&k->src_gh) != ncclSuccess ||
+        r->gin->regMrSym(r->coll, k->dst, len, NCCL_PTR_HOST, 0, &k->dst_mh, (void **)&k->dst_gh) != ncclSuccess ||
+        !k->src_gh || !k->dst_gh || (void *)k->src_gh == k->src_mh) {
+        printf("rank %d: regMrSym failed or gave no GDAKI window handle\n", r->rank);
+        return 1;
+    }
+    return 0;
+}
+
+static void gk_close(struct gk *k)
+{
+    struct gd_rank *r = k->r;
+    if (k->dst_mh)
+        r->gin->deregMrSym(r->coll, k->dst_mh);
+    if (k->src_mh)
+        r->gin->deregMrSym(r->coll, k->src_mh);
+    if (k->ctx)
+        r->gin->destroyContext(k->ctx);
+    free(k->src);
+    free(k->dst);
+}
+
+static uint64_t put_id(int from, int to, int round, int kind)
+{
+    return ((uint64_t)from << 40) | ((uint64_t)to << 32) | ((uint64_t)round << 4) | (uint64_t)kind;
+}
+
+/* Chunk layout (GK_CHUNK bytes): [0,96) put, [96,200) put+signal,
+ * [200,320) put+counter, [320,480) put+signal+counter, [480,488) value. */
+static const struct { size_t off, len; } part[4] = { { 0, 96 }, { 96, 104 }, { 200, 120 }, { 320, 160 } };
+#define VAL_OFF 480
+
+static uint64_t value_of(int from, int to, int round)
+{
+    return 0xa5a5000000000000ull ^ put_id(from, to, round, 7);
+}
+
+static int t_gdaki(struct gd_rank *r, void *arg)
+{
+    struct gd_opts *o = arg;
+    int n = r->nranks, me = r->rank, rounds = o->rounds;
+    size_t len = (size_t)n * (size_t)rounds * GK_CHUNK;
+    struct gk k;
+    if (gk_open(r, &k, len))
+        return 1;
+    struct rn_gin_gdaki_gpu_ctx *gc = k.gc;
+    /* source bytes: for target t, round i: chunk (t * rounds + i) */
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < rounds; i++)
+            for (int j = 0; j < 4; j++) {
+                uint8_t *b = k.src + ((size_t)t * rounds + i) * GK_CHUNK + part[j].off;
+                for (size_t x = 0; x < part[j].len; x++)
+                    b[x] = gd_byte(put_id(me, t, i, j), x);
+            }
+    if (gd_barrier(r))
+        return 1;
+    struct dc_addr sink = { 0, gc->sink_buffer_lkey };
+    for (int i = 0; i < rounds; i++) {
+        for (int t = 0; t < n; t++) {
+            struct rn_doca_qp *qp = gc->gdqp + t, *comp = gc->companion_gdqp + t;
+            /* the target's chunk for (me, i), the source chunk for (t, i) */
+            uint64_t doff = ((uint64_t)me * rounds + i) * GK_CHUNK, soff = ((uint64_t)t * rounds + i) * GK_CHUNK;
+            struct dc_addr sig_put = { 8u * SIG_PUT(me), gc->signals_table.rkeys[t] };
+            struct dc_addr sig_val = { 8u * SIG_VAL(me), gc->signals_table.rkeys[t] };
+            struct dc_addr sig_only = { 8u * SIG_ONLY(me), gc->signals_table.rkeys[t] };
+            struct dc_addr cnt = { 8u * (uint64_t)t, gc->counters_table.rkeys[me] };
+            struct dc_addr ra, la;
+#define AT(j) (ra = (struct dc_addr){ doff + part[j].off, k.dst_gh->rkeys[t] }, \
+               la = (struct dc_addr){ soff + part[j].off, k.src_gh->lkey })
+            AT(0);
+            dc_put(qp, ra, la, part[0].len);
+            AT(1);
+            dc_put_signal(qp, ra, la, part[1].len, sig_put, sink, 1);
+            AT(2);
+            dc_put_counter(qp, ra, la, part[2].len, comp, cnt, sink, 1);
+            AT(3);
+            dc_put_signal_counter(qp, ra, la, part[3].len, sig_put, sink, 2, comp, cnt, sink, 1);
+#undef AT
+            struct dc_addr rv = { doff + VAL_OFF, k.dst_gh->rkeys[t] };
+            dc_p_signal(qp, rv, value_of(me, t, i), sig_val, sink, 3);
+            dc_signal(qp, sig_only, sink, 5);
+        }
+    }
+    int bad = 0;
+    double deadline = gd_now() + GK_DEADLINE_S;
+    /* receiver: every source's signals reach their sums, then every byte */
+    volatile uint64_t *sig = gc->signals_table.buffer;
+    for (int q = 0; q < n; q++) {
+        uint64_t want[3] = { 3ull * rounds, 3ull * rounds, 5ull * rounds };
+        for (int s = 0; s < 3; s++) {
+            while (__atomic_load_n(&sig[3 * q + s], __ATOMIC_ACQUIRE) < want[s] && gd_now() < deadline)
+                usleep(100);
+            uint64_t got = __atomic_load_n(&sig[3 * q + s], __ATOMIC_ACQUIRE);
+            if (got != want[s]) {
+                printf("rank %d: signal %d from rank %d is %llu, expected %llu\n", me, 3 * q + s, q,
+                       (unsigned long long)got, (unsigned long long)want[s]);
+                bad = 1;
+            }
+        }
+        for (int i = 0; i < rounds && !bad; i++) {
+            const uint8_t *c = k.dst + ((size_t)q * rounds + i) * GK_CHUNK;
+            for (int j = 0; j < 4 && !bad; j++)
+                for (size_t x = 0; x < part[j].len; x++)
+                    if (c[part[j].off + x] != gd_byte(put_id(q, me, i, j), x)) {
+                        printf("rank %d: byte %zu of put %d of round %d from rank %d is 0x%02x, expected 0x%02x\n",
+                               me, x, j, i, q, c[part[j].off + x], gd_byte(put_id(q, me, i, j), x));
+                        bad = 1;
+                        break;
+                    }
+            uint64_t v;
+            memcpy(&v, c + VAL_OFF, 8);
+            if (!bad && v != value_of(q, me, i)) {
+                printf("rank %d: value of round %d from rank %d is 0x%llx, expected 0x%llx\n", me, i, q,
+                       (unsigned long long)v, (unsigned long long)value_of(q, me, i));
+                bad = 1;
+            }
+        }
+    }
+    /* sender: every counter (this rank's table, id = target) reaches
+     * 2 per round; every QP flushed without an error CQE */
+    volatile uint64_t *cnt = gc->counters_table.buffer;
+    for (int t = 0; t < n; t++) {
+        while (__atomic_load_n(&cnt[t], __ATOMIC_ACQUIRE) < 2ull * rounds && gd_now() < deadline)
+            usleep(100);
+        if (cnt[t] != 2ull * rounds) {
+            printf("rank %d: counter of target %d is %llu, expected %llu\n", me, t, (unsigned long long)cnt[t],
+                   2ull * rounds);
+            bad = 1;
+        }
+        int w = dc_wait(gc->gdqp + t, 30.0), wc = dc_wait(gc->companion_gdqp + t, 30.0);
+        if (w || wc) {
+            printf("rank %d: flush of the QP towards rank %d: %d, companion %d\n", me, t, w, wc);
+            bad = 1;
+        }
+    }
+    bool has = true;
+    if (r->gin->queryLastError(k.ctx, &has) != ncclSuccess || has) {
+        printf("rank %d: queryLastError reports an error after a clean run\n", me);
+        bad = 1;
+    }
+    unsigned long long slots = (unsigned long long)gc->gdqp[(me + 1) % n].sq_rsvd_index;
+    if (!bad)
+        printf("rank %d: %d rounds to %d ranks byte-checked, signals and counters exact, %llu slots on a ring of %u\n",
+               me, rounds, n, slots, (unsigned)gc->gdqp[0].sq_wqe_num);
+    if (gd_barrier(r))
+        bad = 1;
+    gk_close(&k);
+    return bad;
+}
+
+static int t_gdaki_error(struct gd_rank *r, void *arg)
+{
+    (void)arg;
+    struct gk k;
+    if (gk_open(r, &k, 1 << 16))
+        return 1;
+    struct rn_gin_gdaki_gpu_ctx *gc = k.gc;
+    int bad = 0;
+    if (gd_barrier(r))
+        return 1;
+    if (r->rank == 0) {
+        struct rn_doca_qp *qp = gc->gdqp + 1;
+        struct dc_addr ra = { 0, k.dst_gh->rkeys[1] }, la = { 0, k.src_gh->lkey };
+        dc_put(qp, ra, la, 4096);                       /* a good one first */
+        int first = dc_wait(qp, 30.0);
+        ra.key ^= htobe32(0x00a5a500u);                 /* not a key rank 1 has */
+        dc_put(qp, ra, la, 4096);
+        int second = dc_wait(qp, 30.0);
+        bool has = false;
+        double deadline = gd_now() + 30.0;
+        while (r->gin->queryLastError(k.ctx, &has) == ncclSuccess && !has && gd_now() < deadline)
+            usleep(1000);
+        if (first != 0 || second != -5 /* -EIO */ || !has) {
+            printf("rank 0: good put %d, bad-key put %d (want -EIO), queryLastError %d\n", first, second, has);
+            bad = 1;
+        } else {
+            printf("rank 0: a put with a bad rkey completed in error (-EIO) and queryLastError reports it\n");
+        }
+    }
+    if (gd_barrier(r))
+        bad = 1;
+    if (r->rank == 1) {
+        /* The responder of a bad-key write moves its QP to the error state
+         * too (an IB responder error): either answer is right here. */
+        bool has = false;
+        if (r->gin->queryLastError(k.ctx, &has) != ncclSuccess) {
+            printf("rank 1: queryLastError failed\n");
+            bad = 1;
+        }
+        printf("rank 1: queryLastError %s\n", has ? "reports the broken connection" : "reports nothing");
+    }
+    if (gd_barrier(r))
+        bad = 1;
+    gk_close(&k);
+    return bad;
+}
+
+static int t_gdaki_kill(struct gd_rank *r, void *arg)
+{
+    (void)arg;
+    struct gk k;
+    if (gk_open(r, &k, 1 << 16) || gd_barrier(r))
+        return 1;
+    int victim = r->nranks - 1;
+    if (r->rank == victim) {
+        gd_ready(r);
+        for (;;)
+            pause();
+    }
+    bool has = false;
+    double t0 = gd_now();
+    while (r->gin->queryLastError(k.ctx, &has) == ncclSuccess && !has && gd_now() < t0 + GK_DEADLINE_S)
+        usleep(10000);
+    if (!has) {
+        printf("rank %d: queryLastError reports nothing %.0f s after rank %d was killed\n", r->rank, gd_now() - t0,
+               victim);
+        return 1;
+    }
+    printf("rank %d: killed rank %d reported by queryLastError after %.1f s\n", r->rank, victim, gd_now() - t0);
+    /* what a kernel still putting to it sees: an error CQE, not a hang */
+    struct rn_doca_qp *qp = k.gc->gdqp + victim;
+    struct dc_addr ra = { 0, k.dst_gh->rkeys[victim] }, la = { 0, k.src_gh->lkey };
+    dc_put(qp, ra, la, 4096);
+    t0 = gd_now();
+    int w = dc_wait(qp, 60.0);
+    if (w != -5 /* -EIO */) {
+        printf("rank %d: a put to the killed rank: %d after %.1f s, expected an error CQE (-EIO)\n", r->rank, w,
+               gd_now() - t0);
+        return 1;
+    }
+    printf("rank %d: a put to the killed rank completed in error after %.1f s\n", r->rank, gd_now() - t0);
+    gk_close(&k);
+    return 0;
+}
+
+int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
+{
+    if (!strcmp(name, "gdaki"))
+        return gd_run(plugin, o->ranks, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki, o);
+    if (!strcmp(name, "gdaki-error"))
+        return gd_run(plugin, 2, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki_error, o);
+    if (!strcmp(name, "gdaki-kill"))
+        return gd_run(plugin, o->ranks, GK_DEADLINE_S * 2, o->ranks - 1, o->seed, t_gdaki_kill, o);
+    return -1;
+}

@@ -1,0 +1,41 @@
+#!/bin/sh
+# tests/plugin/gin_gdaki.sh: the GDAKI type of railnet's ncclGinPlugin_v11
+# without a GPU: RAILNET_GIN=gdaki with RAILNET_GDAKI_QUEUE_MEM=host-devx puts
+# every structure NCCL's device code reads in host memory, and
+# tests/gindriver's gdaki subcommands post into the described queues from
+# the CPU exactly as NCCL 2.28.9's device code does, on softnic (DEVX QPs,
+# WAIT on a CQ, CQs ignoring overrun): byte-checked puts, exact signal and
+# counter sums, rings wrapped; a bad rkey and a killed peer as errors.
+# Plus the type choice: the layout version check and its fallback.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+plugin=$top_builddir/.libs/libnccl-net-railnet.so
+gd=$top_builddir/tests/gindriver/gindriver
+[ -f "$plugin" ] || tap_skip_all "plugin not built"
+[ -x "$gd" ] || tap_skip_all "gindriver not built"
+export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tap_plan 8
+out=$(mktemp); trap 'rm -f "$out"' EXIT
+export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
+
+"$gd" --plugin "$plugin" probe >"$out" 2>&1
+grep -q '^device 0: name=softnic0 .*netDeviceType=3 netDeviceVersion=100 ' "$out" &&
+    grep -q 'offering the GDAKI type (RAILNET_GIN=gdaki: GDAKI type with every structure in host memory' "$out" &&
+    tap_ok gdaki_offered_with_layout_version_100 || tap_not_ok gdaki_offered_with_layout_version_100 "$(cat "$out")"
+
+# NCCL's device code of another layout version: refused, NCCL gets the proxy type
+RAILNET_GIN_GDAKI_VERSION=101 "$gd" --plugin "$plugin" probe >"$out" 2>&1
+grep -q 'WARN NET/railnet/GIN: RAILNET_GIN=gdaki: NCCL_GIN_GDAKI_VERSION mismatch: RAILNET_GIN_GDAKI_VERSION says the device code expects 101, railnet writes 100; offering the proxy type' "$out" &&
+    grep -q 'netDeviceType=2 netDeviceVersion=0 ' "$out" &&
+    tap_ok version_mismatch_warns_naming_both_and_falls_back_to_proxy ||
+    tap_not_ok version_mismatch_warns_naming_both_and_falls_back_to_proxy "$(cat "$out")"
+
+RAILNET_GIN=auto "$gd" --plugin "$plugin" probe >"$out" 2>&1
+grep -q 'netDeviceType=2 ' "$out" && grep -q 'until the GDAKI type is validated on a GPU' "$out" &&
+    tap_ok auto_keeps_the_proxy_type || tap_not_ok auto_keeps_the_proxy_type "$(cat "$out")"
+
+tap_check gdaki_cpu_consumer_2_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 2 --rounds 20 gdaki
+tap_check gdaki_cpu_consumer_3_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 3 --rounds 50 gdaki
+# 9 slots per peer per round: 200 rounds wrap the 512-slot rings 3 times
+tap_check gdaki_cpu_consumer_4_ranks_rings_wrap "$gd" --plugin "$plugin" --ranks 4 --rounds 200 gdaki
+tap_check gdaki_bad_rkey_is_an_error_cqe_and_query_last_error "$gd" --plugin "$plugin" gdaki-error
+tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ranks 3 gdaki-kill
