@@ -2,27 +2,40 @@
  * memory lands while the application's kernels spin waiting for it, as it
  * does on a ConnectX, whose DMA waits for no CUDA stream.
  *
- * softnic lands such a write with a CUDA copy from its NIC thread. The GPU
- * feeds a context's streams through a few in-order hardware queues, so a
- * copy stream in the application's context can sit behind a kernel that
- * spins until the copy lands: nothing moves (NCCL jobs with GDR died that
- * way, RETRY_EXC on both ports). Here kernels spin on more streams than
- * there are hardware queues, each queue then holds one, and a write from
- * the CPU (softnic, loopback pair, host memory to GPU memory) must reach
- * them all within the kernels' own deadline. Skips without a GPU. */
+ * softnic lands such a write with a CUDA copy from its NIC thread. In a
+ * context holding many streams (NCCL's, the application's), work on a new
+ * stream can wait for kernels of other streams to end; a copy that waits
+ * for a kernel spinning until that very copy lands never ends (NCCL jobs
+ * with GDR died that way, RETRY_EXC on both ports). Here 32 kernels spin on
+ * their own streams, beside 0 or 96 idle streams, and a write from another
+ * thread (softnic, loopback pair, host memory to GPU memory) must reach
+ * them all before their deadline. Measured on an H200, 2026-11-26: with
+ * softnic's copies in the application's context, both cases with 96 idle
+ * streams ended in transport retry counter exceeded and 25 of 32 kernels
+ * never saw the flag; with softnic's own context all four cases pass. The
+ * flag is cuMemCreate memory, as NCCL's buffers are (cuMemAlloc memory
+ * keeps its copies in its own context: tests/softnic/gpu.c). Skips without
+ * a GPU. */
 extern "C" {
 #include "tap.h"
+#include "cuda_dl.h"
 }
 
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "railnet_gdaki.h"
 
-/* more streams than CUDA_DEVICE_MAX_CONNECTIONS can give hardware queues (32) */
-#define NSPIN 40
+/* as many streams as CUDA_DEVICE_MAX_CONNECTIONS can give hardware queues
+ * (32 at most, 8 by default; streams take them in turn): every queue then
+ * has a spinning kernel at its head. All 32 kernels are resident at once on
+ * an H200 (the launch of a 36th waited for the first to end). */
+#define NSPIN 32
 #define WANT 0x5eedf00dcafe0001ull
 #define DEADLINE_NS 10000000000ll   /* a kernel gives up after 10 s */
 
@@ -40,21 +53,55 @@ static __device__ long long now_ns(void)
     return t;
 }
 
-/* seen = 1 once *flag == want, 0 at the deadline */
-__global__ void spin_until(volatile unsigned long long *flag, unsigned long long want, int *seen)
+struct spin_result {
+    int seen;                 /* 1 once *flag == want, 0 at the deadline */
+    long long start_ns, end_ns;
+};
+
+__global__ void spin_until(volatile unsigned long long *flag, unsigned long long want, struct spin_result *r)
 {
     long long t0 = now_ns();
+    r->start_ns = t0;
+    int seen = 1;
     while (*flag != want)
         if (now_ns() - t0 > DEADLINE_NS) {
-            *seen = 0;
-            return;
+            seen = 0;
+            break;
         }
-    *seen = 1;
+    r->end_ns = now_ns();
+    r->seen = seen;
 }
 
 static char err[512];
 
-TAP_CASE(write_reaches_kernels_spinning_on_every_hardware_queue)
+/* The write, posted from a thread of its own once the kernels had time to
+ * start: a launch can block the launching thread until earlier kernels end
+ * (with many streams, on an H200), and the write must not wait for that. */
+struct writer {
+    struct gdaki_pair *p;
+    struct gdaki_mr *src, *dst;
+    size_t len;
+    int rc;
+    double ms;
+    char err[512];
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = (struct writer *)arg;
+    usleep(300 * 1000);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    w->rc = gdaki_pair_cpu_write_loop(w->p, w->src, w->dst, w->len, 1, 1, w->err, sizeof(w->err));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    w->ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    return NULL;
+}
+
+/* stream_flags: cudaStreamNonBlocking, or cudaStreamDefault (streams that
+ * also order themselves after the legacy default stream, as a plain
+ * cudaStreamCreate makes them) */
+static void write_reaches_spinning_kernels(unsigned int stream_flags, int nidle)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
@@ -75,12 +122,16 @@ TAP_CASE(write_reaches_kernels_spinning_on_every_hardware_queue)
     if (gdaki_pair_open(&o, &p, err, sizeof(err)) != 0)
         tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);
 
+    struct cuda_dl *cu = cuda_dl_open(err, sizeof(err));
+    if (!cu || cuda_dl_use_vmm(cu, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "%s", err);
     unsigned long long *flag = NULL, *src = NULL;
-    int *seen = NULL;
-    CK(cudaMalloc((void **)&flag, 4096));
+    struct spin_result *res = NULL;
+    if (cuda_dl_alloc(cu, 0, 4096, (void **)&flag, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "%s", err);
     CK(cudaMemset(flag, 0, 4096));
-    CK(cudaMalloc((void **)&seen, NSPIN * sizeof(int)));
-    CK(cudaMemset(seen, 0xff, NSPIN * sizeof(int)));
+    CK(cudaMalloc((void **)&res, NSPIN * sizeof(*res)));
+    CK(cudaMemset(res, 0, NSPIN * sizeof(*res)));
     CK(cudaMallocHost((void **)&src, 4096));
     *src = WANT;
     struct gdaki_mr dmr, smr;
@@ -89,34 +140,81 @@ TAP_CASE(write_reaches_kernels_spinning_on_every_hardware_queue)
         tap_fail_at(__FILE__, __LINE__, "gdaki_pair_reg: %s", err);
     CK(cudaDeviceSynchronize());
 
-    cudaStream_t st[NSPIN];
+    struct writer w = { p, &smr, &dmr, sizeof(*src), -1, 0, "" };
+    pthread_t wt;
+    if (pthread_create(&wt, NULL, writer_main, &w) != 0)
+        tap_fail_at(__FILE__, __LINE__, "pthread_create failed");
+    cudaStream_t st[NSPIN], idle[128];
+    for (int i = 0; i < nidle; i++)
+        CK(cudaStreamCreateWithFlags(&idle[i], stream_flags));
     for (int i = 0; i < NSPIN; i++) {
-        CK(cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking));
-        spin_until<<<1, 1, 0, st[i]>>>(flag, WANT, seen + i);
+        CK(cudaStreamCreateWithFlags(&st[i], stream_flags));
+        spin_until<<<1, 1, 0, st[i]>>>(flag, WANT, res + i);
         CK(cudaGetLastError());
     }
     /* the write's completion needs the responder's copy to have landed */
-    int rc = gdaki_pair_cpu_write_loop(p, &smr, &dmr, sizeof(*src), 1, 1, err, sizeof(err));
+    pthread_join(wt, NULL);
+    int rc = w.rc;
     CK(cudaDeviceSynchronize());
-    int h[NSPIN];
-    CK(cudaMemcpy(h, seen, sizeof(h), cudaMemcpyDeviceToHost));
+    struct spin_result h[NSPIN];
+    CK(cudaMemcpy(h, res, sizeof(h), cudaMemcpyDeviceToHost));
     int nseen = 0;
+    long long first = h[0].start_ns, last_start = 0, last_end = 0;
     for (int i = 0; i < NSPIN; i++)
-        nseen += h[i] == 1;
+        first = h[i].start_ns < first ? h[i].start_ns : first;
+    for (int i = 0; i < NSPIN; i++) {
+        nseen += h[i].seen == 1;
+        last_start = h[i].start_ns - first > last_start ? h[i].start_ns - first : last_start;
+        last_end = h[i].end_ns - first > last_end ? h[i].end_ns - first : last_end;
+    }
     if (rc != 0)
-        tap_diag("the write failed: %s", err);
-    tap_diag("%d of %d spinning kernels saw the write", nseen, NSPIN);
+        tap_diag("the write failed: %s", w.err);
+    if (nseen != NSPIN) {
+        char line[NSPIN * 24], *q = line;
+        for (int i = 0; i < NSPIN; i++)
+            q += snprintf(q, sizeof(line) - (size_t)(q - line), " %d:%.0f-%.0f", h[i].seen,
+                          (h[i].start_ns - first) / 1e6, (h[i].end_ns - first) / 1e6);
+        tap_diag("kernels seen:start-end ms:%s", line);
+    }
+    tap_diag("%d of %d spinning kernels saw the write; the write took %.1f ms; the last kernel started "
+             "%.1f ms and ended %.1f ms after the first started",
+             nseen, NSPIN, w.ms, last_start / 1e6,
+             last_end / 1e6);
     EXPECT_EQ_INT(0, rc);
     EXPECT_EQ_INT(NSPIN, nseen);
 
     for (int i = 0; i < NSPIN; i++)
         CK(cudaStreamDestroy(st[i]));
+    for (int i = 0; i < nidle; i++)
+        CK(cudaStreamDestroy(idle[i]));
     gdaki_pair_dereg(p, &smr);
     gdaki_pair_dereg(p, &dmr);
     gdaki_pair_close(p);
     CK(cudaFreeHost(src));
-    CK(cudaFree(seen));
-    CK(cudaFree(flag));
+    CK(cudaFree(res));
+    cuda_dl_free(cu, flag);
+    cuda_dl_close(cu);
+}
+
+TAP_CASE(write_reaches_kernels_spinning_on_every_hardware_queue)
+{
+    write_reaches_spinning_kernels(cudaStreamNonBlocking, 0);
+}
+
+TAP_CASE(write_reaches_kernels_spinning_on_blocking_streams)
+{
+    write_reaches_spinning_kernels(cudaStreamDefault, 0);
+}
+
+/* NCCL and the application hold many streams besides the spinning ones */
+TAP_CASE(write_reaches_spinning_kernels_among_many_streams)
+{
+    write_reaches_spinning_kernels(cudaStreamNonBlocking, 96);
+}
+
+TAP_CASE(write_reaches_spinning_kernels_among_many_blocking_streams)
+{
+    write_reaches_spinning_kernels(cudaStreamDefault, 96);
 }
 
 int main(int argc, char **argv)

@@ -2,7 +2,8 @@
  * table (plugin/ib/cudawrap.c, compiled into softnic; libcuda.so.1 loaded
  * with dlopen on first need, never linked, so softnic loads on machines
  * without CUDA).  Copies run in the NIC thread that needs them, in a
- * context of softnic's own on the pointer's GPU (gpu_nic_ctx says why).
+ * context of softnic's own on the pointer's GPU for memory of no context
+ * (gpu_nic_ctx says why), else in the memory's context.
  *
  * Copies go through a pinned staging buffer of the thread's own. A copy
  * from or to pageable memory is staged by the driver through buffers it
@@ -25,6 +26,7 @@
 
 /* Facts from the CUDA driver API (cuda.h): */
 #define CU_STREAM_NON_BLOCKING 0x1
+#define CU_POINTER_ATTRIBUTE_CONTEXT 1
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define CU_MEMORYTYPE_DEVICE 2
@@ -51,7 +53,8 @@ bool gpu_is_device_ptr(const void *ptr)
 }
 
 /* softnic's own context on GPU `ordinal`, created once per GPU for the life
- * of the process (NULL when the driver cannot create one).
+ * of the process (the GPU's primary context when the driver cannot create
+ * one; NULL when neither exists).
  *
  * Why not the application's context: the GPU feeds each context's streams
  * through a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by
@@ -59,13 +62,18 @@ bool gpu_is_device_ptr(const void *ptr)
  * NCCL kernel spinning for this NIC's data waits behind that kernel, which
  * waits for the copy: nothing moves until the requester's retry budget
  * runs out (seen on H100 and H200 as IBV_WC_RETRY_EXC_ERR on both ports
- * with GDR, at whichever size a stream happened to collide; measured with
- * a spinning kernel: a copy on the 40th non-blocking stream of its context
- * never reached it, one from a context of its own always did). A NIC is
+ * with GDR, at whichever size a stream happened to collide). A NIC is
  * another agent on the bus: its copies get queues no kernel of the
- * application sits in. Device memory of any context of the process, and
- * cuMemCreate + cuMemMap memory of none, is reachable from it (unified
- * addressing). */
+ * application sits in.
+ *
+ * That holds for memory of no context: cuMemCreate + cuMemMap, NCCL's own
+ * buffers (tests/gdaki/gpu_test_nic_copy: 32 kernels spinning for a flag
+ * beside 96 idle streams; from the application's context the copy never
+ * landed and the write ended in RETRY_EXC, from ours it landed in 11-16 ms
+ * on an H200). cuMemAlloc memory belongs to its
+ * context, and a copy into it from ours waited as long as the kernels did
+ * (1.7 s): gpu_stream_for keeps such memory in its own context, where the
+ * collision above remains possible. */
 static cudawrap_ctx gpu_nic_ctx(int ordinal)
 {
     static cudawrap_ctx ctxs[64];
@@ -82,7 +90,13 @@ static cudawrap_ctx gpu_nic_ctx(int ordinal)
         if (cu->device_get(&dev, ordinal) == 0) {
             /* CUctxCreateParams (cuda.h), all zero: no affinity, no CIG */
             struct { void *exec_affinity; int n_exec_affinity; void *cig; } params = { 0 };
+            /* cuCtxCreate makes the new context current: the caller's stays */
+            cudawrap_ctx prev = NULL;
+            if (cu->ctx_get_current(&prev) != 0)
+                prev = NULL;
             r = cu->ctx_create ? cu->ctx_create(&ctxs[ordinal], &params, 0, dev) : -1;
+            if (r == 0)
+                cu->ctx_set_current(prev);
             if (r != 0) {
                 /* the application's primary context: copies may then wait for its kernels */
                 SN_LOG("gpu: no context of softnic's own on GPU %d (%s): copies run in the GPU's primary context",
@@ -97,16 +111,34 @@ static cudawrap_ctx gpu_nic_ctx(int ordinal)
     return ctx;
 }
 
-/* The NIC thread's copy stream for GPU memory at dptr: a non-blocking
- * stream, per thread, in softnic's context on that GPU (gpu_nic_ctx), made
- * current to the thread. */
-static int gpu_stream_for(const void *dptr, cudawrap_stream *out)
+/* The context copies to and from GPU memory at dptr run in: the memory's
+ * own (cuMemAlloc), else softnic's on its GPU (gpu_nic_ctx); NULL when
+ * there is none. */
+static cudawrap_ctx gpu_copy_ctx(const void *dptr)
 {
     const struct cudawrap *cu = cudawrap_peek();
     int ordinal = -1;
     cudawrap_ctx ctx = NULL;
-    if (cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (cudawrap_devptr)(uintptr_t)dptr) == 0)
+    cudawrap_devptr p = (cudawrap_devptr)(uintptr_t)dptr;
+    if ((cu->pointer_get_attribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, p) != 0 || !ctx) &&
+        cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == 0)
         ctx = gpu_nic_ctx(ordinal);
+    return ctx;
+}
+
+void gpu_prepare(const void *dptr)
+{
+    if (cudawrap_peek())
+        (void)gpu_copy_ctx(dptr);
+}
+
+/* The NIC thread's copy stream for GPU memory at dptr: a non-blocking
+ * stream, per thread and context (gpu_copy_ctx), made current to the
+ * thread. */
+static int gpu_stream_for(const void *dptr, cudawrap_stream *out)
+{
+    const struct cudawrap *cu = cudawrap_peek();
+    cudawrap_ctx ctx = gpu_copy_ctx(dptr);
     if (!ctx) {
         SN_LOG("gpu: %p is GPU memory of no GPU that this thread can use", dptr);
         return EFAULT;

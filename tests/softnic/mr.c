@@ -94,6 +94,8 @@ static struct ibv_mr *mr_create(struct ibv_pd *pd, void *addr, size_t len, uint6
     mr->len = len;
     mr->access = (int)access;
     mr->gpu = gpu;
+    if (gpu)
+        gpu_prepare(addr);
     return mr_insert(mr);
 }
 
@@ -214,6 +216,8 @@ int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size
             return err;
     }
     bool gpu = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? gpu_is_device_ptr(addr) : mr->gpu;
+    if (gpu && (flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+        gpu_prepare(addr);
     uint32_t idx = ibmr->lkey >> 8;
     pthread_rwlock_wrlock(&mr_lock);
     if (idx >= MR_TABLE_SIZE || mr_table[idx] != mr) {

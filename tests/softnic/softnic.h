@@ -220,6 +220,10 @@ static inline char *mr_host_ptr(struct sn_mr *mr, uint64_t addr)
 /* --------------------------------------------------------------- gpu.c */
 /* True when ptr is CUDA device memory (libcuda loaded on demand). */
 bool gpu_is_device_ptr(const void *ptr);
+/* At registration of GPU memory: makes the context its copies will run in
+ * (creating softnic's own takes 0.1-0.5 s, more than a requester's retry
+ * budget may allow once data moves); the caller's current context stays. */
+void gpu_prepare(const void *ptr);
 int gpu_copy_to_device(void *dst, const void *src, size_t len);
 int gpu_copy_from_device(void *dst, const void *src, size_t len);
 
