@@ -6,9 +6,11 @@
 # NCCL's own GIN over its IB transport (NCCL_NET=IB, proxy NCCL_GIN_TYPE=2 and
 # GDAKI NCCL_GIN_TYPE=3 where softnic runs it), all with
 # NCCL 2.28.9 (PyTorch's), two ranks, through tests/gpu/gin_device --mode bench:
-# - alltoall from a GIN kernel over symmetric windows, 64 KiB..64 MiB per rank
-#   (bus bandwidth as nccl-tests counts it: bytes x (n-1)/n per second), the
-#   received bytes checked after the timed launches;
+# - alltoall from a GIN kernel over symmetric windows, 1 KiB..64 MiB per rank
+#   (RAILNET_BENCH_MIN_BYTES, RAILNET_BENCH_MAX_BYTES; bus bandwidth as
+#   nccl-tests counts it: bytes x (n-1)/n per second), the received bytes
+#   checked after the timed launches. At one size the bandwidth ratio is the
+#   message-rate ratio: the rows up to 64 KiB are the small-message rates;
 # - ping-pong: an 8-byte put with SignalInc, answered when the signal moves,
 #   microseconds per round trip measured on the GPU clock.
 # Ratios: railnet / NCCL for bandwidth, NCCL / railnet for latency (> 1 means
@@ -28,7 +30,7 @@ if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
 if [ ! -x "$GIN_PROG" ]; then echo "skipped: tests/gpu/gin_device not built (no nvcc or NCCL headers)"; exit 0; fi
 rate=${RAILNET_BENCH_RATE:-3125M}
 [ "$rate" = 0 ] || export SOFTNIC_RATE="$rate"
-args="--mode bench --min-bytes $((64 << 10)) --max-bytes $((64 << 20)) --iters ${RAILNET_BENCH_ITERS:-20} --pp-iters ${RAILNET_BENCH_PP_ITERS:-200} --timeout 120"
+args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-1024} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((64 << 20))} --iters ${RAILNET_BENCH_ITERS:-20} --pp-iters ${RAILNET_BENCH_PP_ITERS:-200} --timeout 120"
 mps=off
 if [ "$(gpu_count)" -lt 2 ] && [ "${RAILNET_BENCH_MPS:-0}" = 1 ]; then
     . "$top_srcdir/tests/gpu/lib-mps.sh"

@@ -4,7 +4,8 @@
  * (plugin/ib/) and decides, from RAILNET_GIN, which GIN type NCCL gets
  * (plugin/gin/gin_gdaki.h states the rules; said once in the log, at the
  * first getProperties):
- *   auto  - the proxy type (until the GDAKI type is validated on a GPU);
+ *   auto  - the GDAKI type where gdaki would get it with a GPU, else the
+ *           proxy type (the reason logged, no WARN);
  *   proxy - the proxy type;
  *   gdaki - the GDAKI type when NCCL's device code expects railnet's layout
  *           version, the device opens for DEVX and a GPU is there; else a

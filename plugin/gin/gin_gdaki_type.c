@@ -45,41 +45,41 @@ int gin_gdaki_choose(const struct gin_gdaki_probe *p, int *mismatch, char *why, 
         snprintf(why, wl, "RAILNET_GIN=proxy");
         return NCCL_NET_DEVICE_GIN_PROXY;
     }
-    if (p->mode != RN_GIN_GDAKI) {
-        snprintf(why, wl, "RAILNET_GIN=auto: the proxy type until the GDAKI type is validated on a GPU "
-                          "(RAILNET_GIN=gdaki asks for it)");
-        return NCCL_NET_DEVICE_GIN_PROXY;
-    }
+    /* auto: the GDAKI type wherever RAILNET_GIN=gdaki would get it from a
+     * GPU (validated on H100/H200 with NCCL 2.28.9, tests/gpu/gin_e2e.sh),
+     * else the proxy type; the reason is the same either way */
+    const char *who = p->mode == RN_GIN_GDAKI ? "RAILNET_GIN=gdaki" : "RAILNET_GIN=auto";
     char nv[32];
     nccl_str(p->nccl_version, nv, sizeof(nv));
     int expect = p->version_override ? p->version_override : gin_gdaki_version_of_nccl(p->nccl_version);
     if (!p->version_override && p->nccl_version && !expect) {
         *mismatch = 1;
-        snprintf(why, wl, "RAILNET_GIN=gdaki: NCCL %s's device code expects a GDAKI layout (NCCL_GIN_GDAKI_VERSION) "
+        snprintf(why, wl, "%s: NCCL %s's device code expects a GDAKI layout (NCCL_GIN_GDAKI_VERSION) "
                           "railnet does not know; railnet writes version %d (NCCL 2.28); offering the proxy type "
                           "(RAILNET_GIN_GDAKI_VERSION=%d states a compatible NCCL)",
-                 nv, RN_GIN_GDAKI_VERSION, RN_GIN_GDAKI_VERSION);
+                 who, nv, RN_GIN_GDAKI_VERSION, RN_GIN_GDAKI_VERSION);
         return NCCL_NET_DEVICE_GIN_PROXY;
     }
     if (expect && expect != RN_GIN_GDAKI_VERSION) {
         *mismatch = 1;
-        snprintf(why, wl, "RAILNET_GIN=gdaki: NCCL_GIN_GDAKI_VERSION mismatch: %s expects %d, railnet writes %d; "
+        snprintf(why, wl, "%s: NCCL_GIN_GDAKI_VERSION mismatch: %s expects %d, railnet writes %d; "
                           "offering the proxy type",
-                 p->version_override ? "RAILNET_GIN_GDAKI_VERSION says the device code" : nv, expect,
+                 who, p->version_override ? "RAILNET_GIN_GDAKI_VERSION says the device code" : nv, expect,
                  RN_GIN_GDAKI_VERSION);
         return NCCL_NET_DEVICE_GIN_PROXY;
     }
     if (!p->devx_ok) {
-        snprintf(why, wl, "RAILNET_GIN=gdaki: the device cannot host GPU-side queues (%s); offering the proxy type",
+        snprintf(why, wl, "%s: the device cannot host GPU-side queues (%s); offering the proxy type", who,
                  p->devx_why);
         return NCCL_NET_DEVICE_GIN_PROXY;
     }
-    if (!p->cuda_ok && !p->host_test) {
-        snprintf(why, wl, "RAILNET_GIN=gdaki: no CUDA GPU (%s); offering the proxy type", p->cuda_why);
+    /* host-devx without a GPU (CPU consumers, tests) only when asked for */
+    if (!p->cuda_ok && !(p->host_test && p->mode == RN_GIN_GDAKI)) {
+        snprintf(why, wl, "%s: no CUDA GPU (%s); offering the proxy type", who, p->cuda_why);
         return NCCL_NET_DEVICE_GIN_PROXY;
     }
     if (p->cuda_ok)
-        snprintf(why, wl, "RAILNET_GIN=gdaki: GDAKI type, layout version %d%s%s", RN_GIN_GDAKI_VERSION,
+        snprintf(why, wl, "%s: GDAKI type, layout version %d%s%s", who, RN_GIN_GDAKI_VERSION,
                  p->nccl_version ? " for NCCL " : "", p->nccl_version ? nv : "");
     else
         snprintf(why, wl, "RAILNET_GIN=gdaki: GDAKI type with every structure in host memory "
@@ -97,7 +97,7 @@ void gin_gdaki_probe_fill(int dev, struct gin_gdaki_probe *p)
     int v = 0;
     if (get_version && get_version(&v) == 0)
         p->nccl_version = v;
-    if (p->mode != RN_GIN_GDAKI)
+    if (p->mode != RN_GIN_GDAKI && p->mode != RN_GIN_AUTO)
         return;     /* nothing else decides */
     const struct cudawrap *cu = cudawrap_get(p->cuda_why, sizeof(p->cuda_why));
     int ngpu = 0;

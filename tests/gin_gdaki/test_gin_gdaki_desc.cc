@@ -185,8 +185,16 @@ static void type_choice_and_version_check()
     p.host_test = 1;
     EXPECT("no GPU, host-devx (CPU consumers): GDAKI type", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
     p.mode = 0;     /* auto */
+    EXPECT("auto, no GPU, host-devx: proxy type (CPU consumers only when asked for)", 2,
+           gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("... saying auto", 1, std::strstr(why, "RAILNET_GIN=auto: no CUDA GPU") != nullptr);
     p.cuda_ok = 1;
-    EXPECT("auto: proxy type until validated on a GPU", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("auto + GPU + DEVX: GDAKI type", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    p.devx_ok = 0;
+    EXPECT("auto, no DEVX: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    p.devx_ok = 1;
+    p.nccl_version = 22903;
+    EXPECT("auto, NCCL 2.29.3: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
     p.mode = 1;
     EXPECT("proxy: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
 }

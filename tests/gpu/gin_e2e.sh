@@ -2,7 +2,7 @@
 # GPU end-to-end of GPU-initiated networking (GIN): tests/gpu/gin_device, a
 # device-API program (put; put with SignalInc and SignalAdd; counters; flush;
 # GIN barrier; alltoall at 5 sizes; putValue; every byte checked on every rank) as a
-# 2-rank job on softnic, in five variants:
+# 2-rank job on softnic, in nine variants:
 #   nccl2289_ib_proxy   NCCL 2.28.9 (PyTorch's), its own IB transport, proxy GIN
 #   nccl2289_ib_gdaki   the same with NCCL_GIN_TYPE=3 (GDAKI)
 #   system_ib_proxy     the system's libnccl.so.2 (2.28.3 on the GPU machines)
@@ -18,6 +18,8 @@
 #   railnet_gdaki_mismatch  RAILNET_GIN=gdaki with RAILNET_GIN_GDAKI_VERSION=101
 #                       (NCCL's device code of another layout): railnet must
 #                       WARN naming both versions and NCCL runs on its proxy type
+#   railnet_auto        NCCL_NET_PLUGIN=railnet and nothing else, as an
+#                       unmodified job: RAILNET_GIN=auto must give the GDAKI type
 # Each variant: one line per case (ok only when every rank's line is ok), one
 # saying which GIN NCCL took (NCCL's "Assigned GIN plugin <name> to comm", and
 # for a proxy type "GIN Proxy will not be using GDRCopy", which NCCL logs only
@@ -39,7 +41,7 @@ NCASES=16
 # case groups (gin_device --cases), in gin_driver.c's numbering: put, SignalInc,
 # SignalAdd, counter, flush, barrier, alltoall, putValue
 GROUPS=${GIN_CASE_GROUPS:-1,2,3 4,5 6,7 8 9 10 11,12,13,14,15 16}
-variants=${GIN_VARIANTS:-nccl2289_ib_proxy nccl2289_ib_gdaki system_ib_proxy system_ib_gdaki railnet_proxy railnet_gdaki railnet_gdaki_hostq railnet_gdaki_mismatch}
+variants=${GIN_VARIANTS:-nccl2289_ib_proxy nccl2289_ib_gdaki system_ib_proxy system_ib_gdaki railnet_proxy railnet_gdaki railnet_gdaki_hostq railnet_gdaki_mismatch railnet_auto}
 if [ "$(gpu_count)" -lt 1 ]; then
     tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
 fi
@@ -94,7 +96,7 @@ report() {
         grep -qE "Assigned GIN plugin $gin to comm" "$l" || took=0
         [ "$proxy" = 1 ] && { grep -q "GIN Proxy will not be using GDRCopy" "$l" || took=0; }
         case $v in
-            railnet_gdaki|railnet_gdaki_hostq)
+            railnet_gdaki|railnet_gdaki_hostq|railnet_auto)
                 grep -qE 'NET/railnet/GIN: rank [0-9]+ of 2 on .*: GDAKI type' "$l" || { took=0; why=" and railnet's 'GDAKI type' context line"; }
                 grep -q "GIN Proxy will not be using GDRCopy" "$l" && { took=0; why=" and no proxy GIN context (NCCL made one)"; } ;;
             railnet_gdaki_mismatch)
@@ -124,6 +126,7 @@ run_variant() {
         railnet_gdaki) net=railnet-gdaki gin='railnet[^ ]*' proxy=0 ;;
         railnet_gdaki_hostq) net=railnet-gdaki-hostq gin='railnet[^ ]*' proxy=0 ;;
         railnet_gdaki_mismatch) net=railnet-gdaki-mismatch gin='railnet[^ ]*' proxy=1 ;;
+        railnet_auto) net=railnet-auto gin='railnet[^ ]*' proxy=0 ;;
         railnet_*) net=railnet gin='railnet[^ ]*' proxy=1 ;;
     esac
     # One job per group of cases, so that a case that hangs (its kernel

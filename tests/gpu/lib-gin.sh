@@ -48,6 +48,8 @@ gin_job() {
         railnet-gdaki) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=gdaki NCCL_GIN_TYPE=3 RAILNET_GDAKI_QUEUE_MEM=gpu" ;;
         railnet-gdaki-hostq) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=gdaki NCCL_GIN_TYPE=3 RAILNET_GDAKI_QUEUE_MEM=host-devx" ;;
         railnet-gdaki-mismatch) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=gdaki RAILNET_GIN_GDAKI_VERSION=101" ;;
+        # what an unmodified job gets: RAILNET_GIN unset (auto)
+        railnet-auto) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN" ;;
         *) echo "gin_job: unknown transport $_net" >&2; return 2 ;;
     esac
     # shellcheck disable=SC2086

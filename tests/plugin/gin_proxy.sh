@@ -17,7 +17,7 @@ out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
 if grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0 .*maxRecvs=8 netDeviceType=2 ' "$out" &&
-   grep -q 'offering the proxy type (RAILNET_GIN=auto: the proxy type until the GDAKI type is validated on a GPU' "$out"; then
+   grep -q 'offering the proxy type (RAILNET_GIN=auto: no CUDA GPU (' "$out"; then
     tap_ok auto_offers_the_proxy_type_and_says_why
 else tap_not_ok auto_offers_the_proxy_type_and_says_why "$(cat "$out")"; fi
 
