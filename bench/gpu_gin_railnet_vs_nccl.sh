@@ -60,7 +60,7 @@ grep -hE "Assigned GIN plugin|GIN Proxy will not|NET/railnet/GIN: rank 0 of 2 on
 printf '%12s %11s %11s %11s %11s %9s %9s\n' bytes IB_proxy IB_gdaki rn_proxy rn_gdaki gdaki/best gdaki/rnp
 touch "$ib" "$ibg" "$rn" "$rg"   # a run that did not start leaves its column "-"
 awk 'FNR==1 { for (i = 1; i < ARGC; i++) if (ARGV[i] == FILENAME) f = i } $1=="#bench" && $2=="alltoall" { v[f, $3]=$5; b[$3]=1 }
-     function cell(i, x) { return ((i, x) in v) ? sprintf("%.3f", v[i, x]) : "-" }
+     function cell(i, x) { return ((i, x) in v) ? sprintf("%.4g", v[i, x]) : "-" }
      END { for (x in b) { best = 0; if ((1, x) in v) best = v[1, x]; if ((2, x) in v && v[2, x] > best) best = v[2, x]
              printf "%12d %11s %11s %11s %11s %9s %9s\n", x, cell(1, x), cell(2, x), cell(3, x), cell(4, x),
                ((4, x) in v && best > 0) ? sprintf("%.2f", v[4, x] / best) : "-",

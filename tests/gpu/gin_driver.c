@@ -173,7 +173,7 @@ static int mode_bench(const struct opts *o, struct gin_env *env, int *broken)
             return 1;
         }
         if (o->rank == 0)
-            printf("#bench alltoall %zu %.2f %.3f\n", b, s * 1e6,
+            printf("#bench alltoall %zu %.2f %.6f\n", b, s * 1e6,
                    (double)b * (o->nranks - 1) / o->nranks / s / 1e9);
         fflush(stdout);
     }
