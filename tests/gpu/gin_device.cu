@@ -63,6 +63,14 @@ struct gin_env {
     cudaStream_t s;
     struct gin_res *res;
     unsigned char *host;
+    struct gin_kill_shared *kill, *kill_dev; /* kill mode: host memory mapped for the GPU */
+};
+
+/* Kill mode's progress, written by the kernel's thread 0 (puts, seen,
+ * ended) and by the host (stop), each side reading the other's through
+ * volatile accesses. */
+struct gin_kill_shared {
+    unsigned int puts, seen, ended, stop;
 };
 
 struct gin_args {
@@ -393,6 +401,62 @@ __global__ void gin_k_pingpong(struct gin_args a)
     bar.sync(ncclCoopCta(), GIN_ACQREL, ncclGinFenceLevel::Relaxed);
 }
 
+/* Kill mode (gin_device.h): ranks 0 and 1, thread 0; a.iters ping-pong
+ * rounds, then rank 0 puts to rank 1 every GIN_KILL_PUT_NS, a.nput puts at
+ * most, until the host says stop or a.wait_ns have passed. Rank 1 answers
+ * a.iters rounds, then only waits. No API wait anywhere: every wait here
+ * is this loop, bounded by the clock. */
+#define GIN_KILL_PUT_NS 100000000ull
+__global__ void gin_k_kill(struct gin_args a, struct gin_kill_shared *sh)
+{
+    ncclGin gin(a.dc, 0);
+    ncclTeam world = ncclTeamWorld(a.dc);
+    int me = a.dc.rank;
+    uint64_t base = gin.readSignal(SIG_PP); /* the peer signals only after the barrier */
+    ncclGinBarrierSession<ncclCoopCta> bar(ncclCoopCta(), gin, world, a.bar, 0);
+    bar.sync(ncclCoopCta(), GIN_ACQREL, ncclGinFenceLevel::Relaxed);
+    if (threadIdx.x == 0 && me < 2) {
+        volatile struct gin_kill_shared *v = sh;
+        unsigned long long t0 = gin_clock_ns(), last = 0;
+        unsigned int issued = 0, seen = 0, end = GIN_KILL_RUNNING;
+        int peer = 1 - me;
+        for (;;) {
+            unsigned long long now = gin_clock_ns();
+            if (v->stop) {
+                end = GIN_KILL_STOPPED;
+                break;
+            }
+            if (now - t0 > a.wait_ns) {
+                end = GIN_KILL_DEADLINE;
+                break;
+            }
+            unsigned int got = (unsigned int)(gin.readSignal(SIG_PP) - base);
+            if (got != seen) {
+                seen = got;
+                v->seen = got;
+                __threadfence_system();
+            }
+            bool go;
+            if (me == 0) /* a round's put once the last was answered, then one every GIN_KILL_PUT_NS */
+                go = issued < (unsigned)a.iters
+                         ? seen >= issued
+                         : issued < (unsigned)(a.iters + a.nput) && now - last >= GIN_KILL_PUT_NS;
+            else /* answer rounds only */
+                go = issued < (unsigned)a.iters && seen > issued;
+            if (go) {
+                gin.put(world, peer, a.rwin, SLOT0, a.swin, SLOT0, 8, ncclGin_SignalInc{SIG_PP});
+                issued++;
+                last = now;
+                v->puts = issued;
+                __threadfence_system();
+            }
+        }
+        v->ended = end;
+        __threadfence_system();
+    }
+    __syncthreads();
+}
+
 static double gin_now(void)
 {
     struct timespec ts;
@@ -590,10 +654,61 @@ extern "C" void gin_env_close(struct gin_env *env)
         ncclMemFree(env->sbuf);
     if (env->res)
         cudaFree(env->res);
+    if (env->kill)
+        cudaFreeHost(env->kill);
     if (env->s)
         cudaStreamDestroy(env->s);
     free(env->host);
     free(env);
+}
+
+extern "C" int gin_kill_launch(struct gin_env *env, int rounds, int puts, int deadline_s, char *why,
+                               size_t whylen)
+{
+    if (env->n != 2)
+        FAILF("kill mode needs exactly 2 ranks, have %d", env->n);
+    if (rounds < 1 || puts < 1 || rounds + puts > 128)
+        FAILF("kill mode: %d rounds and %d puts (at least 1 each, at most 128 in all, so that no "
+              "queue fills)", rounds, puts);
+    if (!env->kill) {
+        CU(cudaHostAlloc((void **)&env->kill, sizeof(*env->kill), cudaHostAllocMapped));
+        CU(cudaHostGetDevicePointer((void **)&env->kill_dev, env->kill, 0));
+    }
+    memset(env->kill, 0, sizeof(*env->kill));
+    struct gin_args a = gin_args_of(env);
+    a.iters = rounds;
+    a.nput = puts;
+    a.wait_ns = (unsigned long long)deadline_s * 1000000000ull;
+    CU(cudaMemset(env->sbuf, 0x11, SLOT0 + 8));
+    CU(cudaDeviceSynchronize());
+    gin_k_kill<<<1, 128, 0, env->s>>>(a, env->kill_dev);
+    CU(cudaGetLastError());
+    return 0;
+}
+
+extern "C" void gin_kill_read(struct gin_env *env, struct gin_kill_status *st)
+{
+    const volatile struct gin_kill_shared *v = env->kill;
+    st->puts = v ? v->puts : 0;
+    st->seen = v ? v->seen : 0;
+    st->ended = v ? v->ended : (unsigned int)GIN_KILL_RUNNING;
+}
+
+extern "C" void gin_kill_stop(struct gin_env *env)
+{
+    volatile struct gin_kill_shared *v = env->kill;
+    if (v)
+        v->stop = 1;
+}
+
+extern "C" int gin_kill_done(struct gin_env *env, char *why, size_t whylen)
+{
+    cudaError_t e = cudaStreamQuery(env->s);
+    if (e == cudaSuccess)
+        return 1;
+    if (e == cudaErrorNotReady)
+        return 0;
+    FAILF("kill kernel: %s", cudaGetErrorString(e));
 }
 
 extern "C" void gin_env_abort(struct gin_env *env)

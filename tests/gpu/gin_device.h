@@ -74,6 +74,30 @@ int gin_bench_alltoall(struct gin_env *env, size_t bytes, int iters, double *sec
                        size_t whylen);
 int gin_bench_pingpong(struct gin_env *env, int iters, double *seconds, char *why, size_t whylen);
 
+/* Kill mode (gin_driver.c's --mode kill; ranks 0 and 1 of a 2-rank job).
+ * gin_kill_launch starts, on every rank, a kernel that begins with a GIN
+ * barrier and then plays `rounds` ping-pong rounds between ranks 0 and 1 (an
+ * 8-byte put with SignalInc each way). Then rank 1 stops answering and spins
+ * (its host kills the process while it runs), and rank 0 goes on: one put
+ * with SignalInc to rank 1 every 100 ms, `puts` of them at most, waiting
+ * for an answer that never comes. Both caps keep every put far below the
+ * queues' depth (NCCL's proxy queue, a GDAKI send queue), so that NCCL's
+ * device code never waits for room. The kernel ends when the host asks
+ * (gin_kill_stop) or deadline_s after it started: it can never hang the
+ * test by itself. Progress is in host memory mapped for the GPU, read
+ * without touching the stream. */
+struct gin_kill_status {
+    unsigned int puts;   /* puts this rank's kernel has issued */
+    unsigned int seen;   /* signals from the peer it has seen */
+    unsigned int ended;  /* GIN_KILL_RUNNING, _STOPPED or _DEADLINE */
+};
+enum { GIN_KILL_RUNNING = 0, GIN_KILL_STOPPED = 1, GIN_KILL_DEADLINE = 2 };
+int gin_kill_launch(struct gin_env *env, int rounds, int puts, int deadline_s, char *why, size_t whylen);
+void gin_kill_read(struct gin_env *env, struct gin_kill_status *st);
+void gin_kill_stop(struct gin_env *env);
+/* 1 when the kernel has ended, 0 while it runs, -1 on a CUDA error (why). */
+int gin_kill_done(struct gin_env *env, char *why, size_t whylen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,24 @@
  *   reported not run and the process exits 1 without waiting on the GPU.
  * --mode bench: rank 0 prints "#bench alltoall BYTES US BUSBW_GBPS" for
  *   --min-bytes..--max-bytes (x2 steps, bytes per rank) and
- *   "#bench pingpong ITERS US_PER_ROUND_TRIP". */
+ *   "#bench pingpong ITERS US_PER_ROUND_TRIP".
+ * --mode kill (2 ranks; tests/gpu/gin_kill.sh): a peer killed mid-kernel
+ *   must be an NCCL error on the survivor, not a hang. Both ranks launch
+ *   gin_kill_launch's kernel (KILL_ROUNDS put+signal ping-pong rounds);
+ *   once its kernel has answered them, rank 1 prints "#kill self ..." and
+ *   SIGKILLs itself while the kernel runs. Rank 0's kernel goes on putting
+ *   to rank 1 and waits for an answer (bounded on the GPU by twice
+ *   --timeout); its host polls ncclCommGetAsyncError (where NCCL 2.28.9
+ *   puts GIN errors: the proxy type's progress thread result, and the
+ *   plugin's queryLastError for the GDAKI type) and prints one line,
+ *     #kill error=<ncclResult name> after=<s> puts=N seen=N kernel=<state> at=<epoch s>
+ *   with `after` counted from the moment its kernel issued its last round's
+ *   put (rank 1 answers that round and dies), or "#kill error=none ..."
+ *   when --timeout seconds pass without an error. Then it stops its
+ *   kernel, calls ncclCommAbort and prints "#kill abort=<s>". Rank 0's
+ *   exit status: 0 an error came in time and the abort returned; 3 no error
+ *   within --timeout (a hang); 4 its kernel did not stop (no abort tried);
+ *   5 an error before the kill, or the rounds were never played; 1 setup. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -188,6 +205,148 @@ static int mode_bench(const struct opts *o, struct gin_env *env, int *broken)
     return 0;
 }
 
+/* Kill mode: ping-pong rounds before rank 1 dies, then rank 0's puts to
+ * it, one every 100 ms (6.4 s of them: an error the plugin finds, say by a
+ * retry budget running out, still meets a put to fail, the one way NCCL
+ * 2.28.9's proxy type hears of it). */
+#define KILL_ROUNDS 8
+#define KILL_PUTS 64
+#define KILL_STOP_S 10 /* for the kernel to end once told to */
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *result_name(ncclResult_t r)
+{
+    static char other[32];
+    switch (r) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    default: snprintf(other, sizeof(other), "ncclResult%d", (int)r); return other;
+    }
+}
+
+static const char *kill_kernel_state(const struct gin_kill_status *st, int done)
+{
+    if (done < 0)
+        return "failed";
+    if (st->ended == GIN_KILL_DEADLINE)
+        return "ended-at-deadline";
+    if (st->ended == GIN_KILL_STOPPED)
+        return "stopped";
+    return done ? "ended" : "running";
+}
+
+/* Rank 1: play the rounds, then die of SIGKILL while the kernel runs. */
+static void kill_rank1(const struct opts *o, struct gin_env *env)
+{
+    char why[512];
+    struct gin_kill_status st;
+    double t0 = now_s();
+    for (;;) {
+        gin_kill_read(env, &st);
+        if (st.puts >= KILL_ROUNDS)
+            break;
+        int done = gin_kill_done(env, why, sizeof(why));
+        if (done != 0 || now_s() - t0 > o->timeout_s) {
+            printf("# rank 1: %u of %d rounds answered, kernel %s%s%s: not killing myself\n", st.puts, KILL_ROUNDS,
+                   kill_kernel_state(&st, done), done < 0 ? ": " : "", done < 0 ? why : "");
+            gin_kill_stop(env);
+            fflush(NULL);
+            _exit(1);
+        }
+        usleep(1000);
+    }
+    printf("#kill self rounds=%u at=%.6f\n", st.puts, wall_s());
+    fflush(NULL);
+    raise(SIGKILL);
+    _exit(1); /* not reached */
+}
+
+/* Rank 0: wait for NCCL's error (see the top of this file). */
+static void kill_rank0(const struct opts *o, ncclComm_t comm, struct gin_env *env)
+{
+    char why[512] = "";
+    struct gin_kill_status st;
+    double t0 = now_s(), tref = 0;
+    int done = 0;
+    ncclResult_t ae;
+    for (;;) {
+        double now = now_s();
+        gin_kill_read(env, &st);
+        if (done == 0)
+            done = gin_kill_done(env, why, sizeof(why));
+        if (tref == 0 && st.puts >= KILL_ROUNDS) {
+            tref = now;
+            printf("# rank 0: the puts of %d rounds issued, %u answers seen; rank 1 kills itself on the last\n",
+                   KILL_ROUNDS, st.seen);
+        }
+        ae = ncclSuccess;
+        ncclResult_t qr = ncclCommGetAsyncError(comm, &ae);
+        if (qr != ncclSuccess)
+            ae = qr;
+        if (ae != ncclSuccess && ae != ncclInProgress)
+            break;
+        if (tref == 0 && (done != 0 || now - t0 > o->timeout_s)) {
+            printf("#kill setup failed: %u of the rounds' puts issued, %u answers seen, kernel %s%s%s\n",
+                   st.puts, st.seen, kill_kernel_state(&st, done), done < 0 ? ": " : "", done < 0 ? why : "");
+            gin_kill_stop(env);
+            fflush(NULL);
+            _exit(5);
+        }
+        if (tref != 0 && now - tref > o->timeout_s) {
+            printf("#kill error=none after=%.3f puts=%u seen=%u kernel=%s at=%.6f\n", now - tref, st.puts, st.seen,
+                   kill_kernel_state(&st, done), wall_s());
+            printf("# rank 0: no NCCL error %d s after rank 1 was killed: a hang\n", o->timeout_s);
+            gin_kill_stop(env);
+            fflush(NULL);
+            _exit(3);
+        }
+        usleep(1000);
+    }
+    double now = now_s();
+    gin_kill_read(env, &st);
+    if (tref == 0) {
+        printf("#kill early error=%s before the kill (%u of %d rounds' puts issued): %s\n", result_name(ae),
+               st.puts, KILL_ROUNDS, ncclGetLastError(comm));
+        gin_kill_stop(env);
+        fflush(NULL);
+        _exit(5);
+    }
+    printf("#kill error=%s after=%.3f puts=%u seen=%u kernel=%s at=%.6f\n", result_name(ae), now - tref, st.puts,
+           st.seen, kill_kernel_state(&st, done), wall_s());
+    printf("# rank 0: %s (NCCL's last error: %s)%s%s\n", ncclGetErrorString(ae), ncclGetLastError(comm),
+           done < 0 ? "; kill kernel: " : "", done < 0 ? why : "");
+    fflush(stdout);
+    /* the kernel first (an abort that frees what it uses would wait on it) */
+    gin_kill_stop(env);
+    double ts = now_s();
+    while (done == 0 && now_s() - ts < KILL_STOP_S) {
+        usleep(1000);
+        done = gin_kill_done(env, why, sizeof(why));
+    }
+    if (done == 0) {
+        printf("#kill stuck: the kernel still runs %d s after it was told to stop; no abort tried\n", KILL_STOP_S);
+        fflush(NULL);
+        _exit(4);
+    }
+    double ta = now_s();
+    ncclResult_t ar = ncclCommAbort(comm);
+    printf("#kill abort=%.3f result=%s\n", now_s() - ta, result_name(ar));
+    fflush(NULL);
+    _exit(0);
+}
+
 static int parse_cases(const char *arg, unsigned long long *mask)
 {
     *mask = 0;
@@ -204,12 +363,14 @@ static int parse_cases(const char *arg, unsigned long long *mask)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gin_device --rank R --nranks N --id-file F [--gpu G] [--mode check|bench]\n"
+    fprintf(f, "usage: gin_device --rank R --nranks N --id-file F [--gpu G] [--mode check|bench|kill]\n"
                "          [--timeout S] [--min-bytes B] [--max-bytes B] [--iters N] [--pp-iters N]\n"
                "          [--cases I,J,...]  (check mode: only these case numbers, 1..%d)\n"
                "One rank of an NCCL job running device-API GIN cases (put, put+signal INC/ADD,\n"
                "counters, flush, GIN barrier, alltoall) on symmetric windows; prints TAP\n"
-               "(check) or '#bench' lines (bench, rank 0). Started by tests/gpu/gin_e2e.sh.\n", NCASES);
+               "(check) or '#bench' lines (bench, rank 0). Started by tests/gpu/gin_e2e.sh.\n"
+               "kill (2 ranks): rank 1 SIGKILLs itself mid-kernel; rank 0 prints '#kill error=...'\n"
+               "  once NCCL reports an error, within --timeout s (tests/gpu/gin_kill.sh).\n", NCASES);
 }
 
 int main(int argc, char **argv)
@@ -249,10 +410,10 @@ int main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    int bench = strcmp(o.mode, "bench") == 0;
+    int bench = strcmp(o.mode, "bench") == 0, killmode = strcmp(o.mode, "kill") == 0;
     if (o.rank < 0 || o.nranks < 2 || o.nranks > 8 || o.rank >= o.nranks || !o.id_file ||
-        (!bench && strcmp(o.mode, "check") != 0) || o.timeout_s < 1 || o.iters < 1 ||
-        o.pp_iters < 1 || o.min_bytes < (size_t)o.nranks || o.max_bytes < o.min_bytes) {
+        (!bench && !killmode && strcmp(o.mode, "check") != 0) || (killmode && o.nranks != 2) ||
+        o.timeout_s < 1 || o.iters < 1 || o.pp_iters < 1 || o.min_bytes < (size_t)o.nranks || o.max_bytes < o.min_bytes) {
         fprintf(stderr, "bad arguments (see --help)\n");
         return 2;
     }
@@ -273,7 +434,7 @@ int main(int argc, char **argv)
     int version = 0;
     ncclGetVersion(&version);
     printf("# rank %d: NCCL runtime %d, built against headers %d\n", o.rank, version, NCCL_VERSION_CODE);
-    if (!bench && o.cases == (1ull << NCASES) - 1)
+    if (!bench && !killmode && o.cases == (1ull << NCASES) - 1)
         printf("1..%d\n", NCASES);
     fflush(stdout);
     ncclUniqueId id;
@@ -283,7 +444,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: no communicator%s%s\n", o.rank, r ? ": " : "", r ? ncclGetErrorString(r) : "");
         return 1;
     }
-    size_t win = bench ? o.max_bytes + (1u << 20) : (size_t)o.nranks * CHECK_WIN_PER_RANK;
+    size_t win = bench      ? o.max_bytes + (1u << 20)
+                 : killmode ? (size_t)1 << 20
+                            : (size_t)o.nranks * CHECK_WIN_PER_RANK;
     struct gin_env *env = NULL;
     char why[1024];
     int broken = 0, failed;
@@ -291,7 +454,7 @@ int main(int argc, char **argv)
         /* one line the scripts read (what NCCL refused), then every case fails */
         printf("# gin_env_open failed: %s\n", why);
         fprintf(stderr, "rank %d: gin_env_open: %s\n", o.rank, why);
-        if (!bench)
+        if (!bench && !killmode)
             for (int i = 0; i < NCASES; i++) {
                 char name[96];
                 if (!(o.cases >> i & 1))
@@ -301,6 +464,16 @@ int main(int argc, char **argv)
             }
         fflush(stdout);
         _exit(1);
+    }
+    if (killmode) {
+        if (gin_kill_launch(env, KILL_ROUNDS, KILL_PUTS, 2 * o.timeout_s, why, sizeof(why)) != 0) {
+            printf("#kill setup failed: no kill kernel: %s\n", why);
+            fflush(NULL);
+            _exit(o.rank == 0 ? 5 : 1);
+        }
+        if (o.rank == 1)
+            kill_rank1(&o, env);
+        kill_rank0(&o, comm, env); /* neither returns */
     }
     failed = bench ? mode_bench(&o, env, &broken) : mode_check(&o, env, &broken);
     fflush(stdout);

@@ -8,7 +8,8 @@
 # network plugin (as it does with P2P and SHM off on one host).
 # NCCL_RANK_WRAP_<r>, when set, is a command prefix for rank r (split on
 # blanks), e.g. "ip netns exec A env VAR=x": the rank runs behind it.
-# Output: $JOBDIR/<name>.rank<r>.log; returns the worst exit status.
+# Output: $JOBDIR/<name>.rank<r>.log, each rank's exit status in
+# $JOBDIR/<name>.rank<r>.status; returns the worst exit status.
 : "${top_builddir:?}"
 : "${top_srcdir:?}"
 JOBDIR=${RAILNET_GPU_LOGDIR:-$top_builddir/gpu-logs}
@@ -54,9 +55,12 @@ nccl_job() {
         r=$((r + 1))
     done
     worst=0
+    r=0
     for p in $pids; do
         wait "$p"; s=$?
+        echo "$s" >"$JOBDIR/$name.rank$r.status"
         [ $s -gt $worst ] && worst=$s
+        r=$((r + 1))
     done
     return $worst
 }
