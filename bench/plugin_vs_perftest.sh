@@ -9,7 +9,9 @@
 #     (default 16): netdriver --window and ib_write_bw's -t (its send queue
 #     depth), with a completion for every message on both sides (-Q 1).
 #     perftest's default depth is 128: 128 MiB of 1 MiB writes queued, which
-#     NCCL's net API (32 requests per comm at most) cannot ask of a plugin.
+#     NCCL's net API (32 requests per comm at most) cannot ask of a plugin;
+#     ib_write_bw at that depth runs in the same rounds as a third column
+#     (and the plugin's ratio to it), to show what depth alone is worth.
 #     Each side times its sender from the first post to the last completion
 #     and counts size x iterations.
 #  2. 8-byte latency: netdriver lat (isend/irecv ping-pong, medians) against
@@ -47,12 +49,13 @@ window=${RAILNET_BENCH_WINDOW:-16}
 rounds=${RAILNET_BENCH_ROUNDS:-5}
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 echo "== one-way bandwidth, 1 QP on port 1, $window messages in flight on both sides (GB/s, median of $rounds alternating runs; perftest MB/s are 2^20 bytes)"
-printf '%10s %14s %14s %8s\n' bytes ib_write_bw plugin ratio
+printf '%10s %14s %14s %8s %16s %10s\n' bytes ib_write_bw plugin ratio "ib_write_bw -t128" ratio128
 for size in ${RAILNET_BENCH_SIZES:-1048576 2097152 4194304 8388608 16777216}; do
     # at least 1 GiB a run: a 0.1 s run is mostly scheduler noise on 2 cores
     n=$(( (1 << 30) / size )); [ $n -lt 200 ] && n=200
-    ibs= pls= depths=
+    ibs= pls= depths= dfs=
     for round in $(seq "$rounds"); do
+        dfs="$dfs $(perftest ib_write_bw -i 1 -q 1 -t 128 -Q 1 -s $size -n $n | awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }')"
         perftest ib_write_bw -i 1 -q 1 -t $window -Q 1 -s $size -n $n >"$tmp/ib"
         ibs="$ibs $(awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }' "$tmp/ib")"
         RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
@@ -62,9 +65,9 @@ for size in ${RAILNET_BENCH_SIZES:-1048576 2097152 4194304 8388608 16777216}; do
         # plugin's most sends in flight at once (netdriver bw counts them)
         depths="$depths $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")"
     done
-    ib=$(median $ibs); pl=$(median $pls)
-    awk -v s=$size -v a="$ib" -v b="$pl" 'BEGIN { printf "%10d %14s %14s %8.2f\n", s, a, b, (a > 0 ? b / a : 0) }'
-    echo "#   runs: ib_write_bw$ibs; plugin$pls; in flight (ib_write_bw/plugin):$depths"
+    ib=$(median $ibs); pl=$(median $pls); df=$(median $dfs)
+    awk -v s=$size -v a="$ib" -v b="$pl" -v d="$df" 'BEGIN { printf "%10d %14s %14s %8.2f %16s %10.2f\n", s, a, b, (a > 0 ? b / a : 0), d, (d > 0 ? b / d : 0) }'
+    echo "#   runs: ib_write_bw$ibs; plugin$pls; -t 128$dfs; in flight (ib_write_bw/plugin):$depths"
 done
 
 echo "== 8-byte latency (us, one-way, medians of 2000 round trips -- ib_write_lat's t_typical -- then the median of 3 alternating runs)"
