@@ -6,8 +6,8 @@
 #     one QP on one port (RAILNET_QPS_PER_CONN=1, RAILNET_MERGE_PORTS=0)
 #     against ib_write_bw -q 1 on the same port; goal ratio >= 0.97.
 #     Both keep the same number of messages in flight, RAILNET_BENCH_WINDOW
-#     (default 16): netdriver --window and ib_write_bw's -t (its send queue
-#     depth), with a completion for every message on both sides (-Q 1).
+#     (1..32, default 16): netdriver --window and ib_write_bw's -t (its send
+#     queue depth), with a completion for every message on both sides (-Q 1).
 #     perftest's default depth is 128: 128 MiB of 1 MiB writes queued, which
 #     NCCL's net API (32 requests per comm at most) cannot ask of a plugin;
 #     ib_write_bw at that depth runs in the same rounds as a third column
@@ -46,6 +46,8 @@ perftest() { # tool args...: runs server and client, prints the client's output
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 window=${RAILNET_BENCH_WINDOW:-16}
+case $window in ''|*[!0-9]*) window=0 ;; esac
+[ "$window" -ge 1 ] && [ "$window" -le 32 ] || { echo "RAILNET_BENCH_WINDOW: 1..32 (NCCL's most requests per comm)"; exit 1; }
 rounds=${RAILNET_BENCH_ROUNDS:-5}
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 echo "== one-way bandwidth, 1 QP on port 1, $window messages in flight on both sides (GB/s, median of $rounds alternating runs; perftest MB/s are 2^20 bytes)"
