@@ -1,15 +1,26 @@
 #!/bin/sh
 # bench/plugin_vs_perftest.sh: the plugin against perftest on the same
-# softnic, measured side by side in one run (issue 4's performance goals):
+# softnic, measured side by side in one run (issue 4's performance goals,
+# re-measured for issue 16):
 #  1. one-way bandwidth at 1..16 MiB: netdriver bw through the plugin with
 #     one QP on one port (RAILNET_QPS_PER_CONN=1, RAILNET_MERGE_PORTS=0)
-#     against ib_write_bw -q 1 on the same port; goal ratio >= 0.95;
+#     against ib_write_bw -q 1 on the same port; goal ratio >= 0.97.
+#     Both keep the same number of messages in flight, RAILNET_BENCH_WINDOW
+#     (1..32, default 16): netdriver --window and ib_write_bw's -t (its send
+#     queue depth), with a completion for every message on both sides (-Q 1).
+#     perftest's default depth is 128: 128 MiB of 1 MiB writes queued, which
+#     NCCL's net API (32 requests per comm at most) cannot ask of a plugin;
+#     ib_write_bw at that depth runs in the same rounds as a third column
+#     (and the plugin's ratio to it), to show what depth alone is worth.
+#     Each side times its sender from the first post to the last completion
+#     and counts size x iterations.
 #  2. 8-byte latency: netdriver lat (isend/irecv ping-pong, medians) against
 #     ib_write_lat's typical; goal ratio <= 1.5;
 # On a 2-core host the NIC's threads share the CPUs with the polling
-# programs, so single runs swing by +-40%: the bandwidths are medians of
-# five runs, alternating the two programs, and the latencies medians of
-# three alternating runs each.
+# programs (and with whatever else runs there), so single runs swing by
+# +-40%: the bandwidths are medians of RAILNET_BENCH_ROUNDS (default 5)
+# alternating runs, the latencies medians of three alternating runs each;
+# every run is printed, with the load average before and after.
 #  3. with SOFTNIC_RATE per port: the merged dual-port device against the
 #     plugin on port 1 alone; goal ratio >= 1.9.
 : "${top_builddir:=$(pwd)}"
@@ -34,19 +45,31 @@ perftest() { # tool args...: runs server and client, prints the client's output
 # median of the arguments (an odd count)
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-echo "== one-way bandwidth, 1 QP on port 1 (GB/s, median of 5 alternating runs; perftest MB/s are 2^20 bytes)"
-printf '%10s %14s %14s %8s\n' bytes ib_write_bw plugin ratio
-for size in 1048576 4194304 16777216; do
+window=${RAILNET_BENCH_WINDOW:-16}
+case $window in ''|*[!0-9]*) window=0 ;; esac
+[ "$window" -ge 1 ] && [ "$window" -le 32 ] || { echo "RAILNET_BENCH_WINDOW: 1..32 (NCCL's most requests per comm)"; exit 1; }
+rounds=${RAILNET_BENCH_ROUNDS:-5}
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+echo "== one-way bandwidth, 1 QP on port 1, $window messages in flight on both sides (GB/s, median of $rounds alternating runs; perftest MB/s are 2^20 bytes)"
+printf '%10s %14s %14s %8s %16s %10s\n' bytes ib_write_bw plugin ratio "ib_write_bw -t128" ratio128
+for size in ${RAILNET_BENCH_SIZES:-1048576 2097152 4194304 8388608 16777216}; do
     # at least 1 GiB a run: a 0.1 s run is mostly scheduler noise on 2 cores
     n=$(( (1 << 30) / size )); [ $n -lt 200 ] && n=200
-    ibs= pls=
-    for round in 1 2 3 4 5; do
-        ibs="$ibs $(perftest ib_write_bw -i 1 -q 1 -s $size -n $n | awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }')"
-        pls="$pls $(RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-            "$nd" --plugin "$plugin" bw --size $size --iters $n --window 16 2>/dev/null | awk '$1 == '$size' { print $4 }')"
+    ibs= pls= depths= dfs=
+    for round in $(seq "$rounds"); do
+        dfs="$dfs $(perftest ib_write_bw -i 1 -q 1 -t 128 -Q 1 -s $size -n $n | awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }')"
+        perftest ib_write_bw -i 1 -q 1 -t $window -Q 1 -s $size -n $n >"$tmp/ib"
+        ibs="$ibs $(awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }' "$tmp/ib")"
+        RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
+            "$nd" --plugin "$plugin" bw --size $size --iters $n --window $window >"$tmp/pl" 2>/dev/null
+        pls="$pls $(awk '$1 == '$size' { print $4 }' "$tmp/pl")"
+        # the depth each side really ran with: perftest's banner, the
+        # plugin's most sends in flight at once (netdriver bw counts them)
+        depths="$depths $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")"
     done
-    ib=$(median $ibs); pl=$(median $pls)
-    awk -v s=$size -v a="$ib" -v b="$pl" 'BEGIN { printf "%10d %14s %14s %8.2f\n", s, a, b, (a > 0 ? b / a : 0) }'
+    ib=$(median $ibs); pl=$(median $pls); df=$(median $dfs)
+    awk -v s=$size -v a="$ib" -v b="$pl" -v d="$df" 'BEGIN { printf "%10d %14s %14s %8.2f %16s %10.2f\n", s, a, b, (a > 0 ? b / a : 0), d, (d > 0 ? b / d : 0) }'
+    echo "#   runs: ib_write_bw$ibs; plugin$pls; -t 128$dfs; in flight (ib_write_bw/plugin):$depths"
 done
 
 echo "== 8-byte latency (us, one-way, medians of 2000 round trips -- ib_write_lat's t_typical -- then the median of 3 alternating runs)"
@@ -69,3 +92,4 @@ one=$(SOFTNIC_RATE=$rate RAILNET_HCA==softnic0:1 "$nd" --plugin "$plugin" bw --s
     awk '$1 == 16777216 { print $4 }')
 two=$(SOFTNIC_RATE=$rate "$nd" --plugin "$plugin" bw --size 16M --iters 60 --window 16 2>/dev/null | awk '$1 == 16777216 { print $4 }')
 awk -v a="$one" -v b="$two" 'BEGIN { printf "port 1 alone %s, merged ports 1+2 %s, merged/one %.2f\n", a, b, (a > 0 ? b / a : 0) }'
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"

@@ -1,8 +1,10 @@
 /* tests/netdriver/perf.c: the driver's measuring subcommands. `bw` streams
  * messages of each size from rank 0 to rank 1 through isend/irecv with a
  * window of requests in flight, like NCCL's proxy does, and prints a
- * bandwidth table; `lat` ping-pongs small messages. Both verify the content
- * of the last message of each size, so a fast but wrong plugin fails. */
+ * bandwidth table, and after each row how many sends the plugin held in
+ * flight at once (what a comparison at equal depth rests on); `lat`
+ * ping-pongs small messages. Both verify the content of the last message
+ * of each size, so a fast but wrong plugin fails. */
 #include <getopt.h>
 #include <sched.h>
 #include <stdio.h>
@@ -55,11 +57,13 @@ static int test(struct perf_ctx *p, void *req, int *done, int *got)
     return r == ncclSuccess ? 0 : -1;
 }
 
-/* iters messages of size bytes, `window` in flight; 0 or -1. */
-static int stream(struct perf_ctx *p, int size, int iters, int window)
+/* iters messages of size bytes, up to `window` in flight; *most gets the
+ * largest number that were in flight at once. 0 or -1. */
+static int stream(struct perf_ctx *p, int size, int iters, int window, int *most)
 {
     void *reqs[PERF_MAX_WINDOW] = { 0 };
     int posted = 0, completed = 0;
+    *most = 0;
     while (completed < iters) {
         if (nd_now() > p->deadline) {
             fprintf(stderr, "netdriver: deadline passed at %d of %d messages of %d bytes\n", completed, iters, size);
@@ -70,8 +74,11 @@ static int stream(struct perf_ctx *p, int size, int iters, int window)
             if (!reqs[k] && posted < iters) {
                 if (post(p, p->buf, size, 7, &reqs[k]))
                     return -1;
-                if (reqs[k])
+                if (reqs[k]) {
                     posted++, progress = 1;
+                    if (posted - completed > *most)
+                        *most = posted - completed;
+                }
             }
             if (reqs[k]) {
                 int done = 0, got = -1;
@@ -112,7 +119,8 @@ static int sizes_loop(struct nd_world *w, const struct perf_opts *o, struct perf
         else
             memset(p->buf, 0, (size_t)size);
         double t0 = nd_now();
-        if (stream(p, (int)size, iters, o->window))
+        int most = 0;
+        if (stream(p, (int)size, iters, o->window, &most))
             return 1;
         double us = (nd_now() - t0) * 1e6;
         if (!p->sender) {
@@ -125,6 +133,7 @@ static int sizes_loop(struct nd_world *w, const struct perf_opts *o, struct perf
         if (w->rank == 0) {
             double gbs = (double)size * iters / us / 1e3;
             printf("%12lld %8d %12.1f %10.3f %10.2f\n", size, iters, us, gbs, gbs * 8);
+            printf("# %lld bytes: at most %d sends in flight (window %d)\n", size, most, o->window);
         }
         if (size == 0 && o->max == 0)
             break;

@@ -1,0 +1,28 @@
+#!/bin/sh
+# tests/plugin/bw_window.sh: with W receives posted, the plugin holds W
+# sends in flight at once (netdriver bw counts them), up to 32, NCCL's
+# most requests per comm and the depth of the plugin's CTS ring.
+# bench/plugin_vs_perftest.sh compares the plugin with ib_write_bw at the
+# same depth (-t W) and rests on this. The port is rate-limited so that a
+# message takes longer on the wire than posting the window does: the window
+# fills whatever the host's load. Every last message's bytes are checked.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+plugin=$top_builddir/.libs/libnccl-net-railnet.so
+nd=$top_builddir/tests/netdriver/netdriver
+[ -f "$plugin" ] || tap_skip_all "plugin not built"
+export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tap_plan 3
+out=$(mktemp); trap 'rm -f "$out"' EXIT
+case_window() { # name window size iters
+    SOFTNIC_RATE=100M RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
+        "$nd" --plugin "$plugin" bw --size "$3" --iters "$4" --window "$2" --timeout 60 >"$out" 2>&1
+    st=$?
+    if [ $st -eq 0 ] && grep -q "^# $(($3)) bytes: at most $2 sends in flight (window $2)" "$out"; then
+        tap_ok "$1"
+    else
+        tap_not_ok "$1" "exit $st; $(grep -v ' INFO ' "$out" | tail -n 8 | tr '\n' ' ')"
+    fi
+}
+case_window bw_window_8_keeps_8_sends_in_flight 8 262144 60
+case_window bw_window_32_keeps_32_sends_in_flight 32 65536 200
+case_window bw_window_1_keeps_one_send_in_flight 1 65536 40
