@@ -56,24 +56,24 @@ bool gpu_is_device_ptr(const void *ptr)
  * of the process (the GPU's primary context when the driver cannot create
  * one; NULL when neither exists).
  *
- * Why not the application's context: the GPU feeds each context's streams
- * through a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by
- * default), each in order. A stream of ours that lands on the queue of an
- * NCCL kernel spinning for this NIC's data waits behind that kernel, which
- * waits for the copy: nothing moves until the requester's retry budget
- * runs out (seen on H100 and H200 as IBV_WC_RETRY_EXC_ERR on both ports
- * with GDR, at whichever size a stream happened to collide). A NIC is
- * another agent on the bus: its copies get queues no kernel of the
- * application sits in.
+ * Why not the application's context: in a context that holds many streams
+ * (the application's, NCCL's, and one per NIC thread of ours), work on one
+ * stream can wait for kernels of other streams to end, and a copy that
+ * waits for a kernel spinning until that very copy lands never ends: the
+ * requester's retry budget runs out (seen on H100 and H200 as
+ * IBV_WC_RETRY_EXC_ERR on both ports with GDR, at whichever size it
+ * struck). A NIC is another agent on the bus: its copies get a context no
+ * kernel of the application runs in. tests/gdaki/gpu_test_nic_copy: with
+ * 32 kernels spinning for a flag beside 96 idle streams, a copy from the
+ * application's context never landed; from ours it landed in 11-16 ms on
+ * an H200 (with no idle streams both did). The price: while the
+ * application's kernels run, each copy from our context waits for the GPU
+ * to switch contexts, 0.6-1.6 ms measured.
  *
  * That holds for memory of no context: cuMemCreate + cuMemMap, NCCL's own
- * buffers (tests/gdaki/gpu_test_nic_copy: 32 kernels spinning for a flag
- * beside 96 idle streams; from the application's context the copy never
- * landed and the write ended in RETRY_EXC, from ours it landed in 11-16 ms
- * on an H200). cuMemAlloc memory belongs to its
- * context, and a copy into it from ours waited as long as the kernels did
- * (1.7 s): gpu_stream_for keeps such memory in its own context, where the
- * collision above remains possible. */
+ * buffers. cuMemAlloc memory belongs to its context, and a copy into it
+ * from ours waited as long as the kernels did (1.7 s): gpu_copy_ctx keeps
+ * such memory in its own context, where the stall above remains possible. */
 static cudawrap_ctx gpu_nic_ctx(int ordinal)
 {
     static cudawrap_ctx ctxs[64];
