@@ -31,10 +31,8 @@ extern "C" {
 
 #include "railnet_gdaki.h"
 
-/* as many streams as CUDA_DEVICE_MAX_CONNECTIONS can give hardware queues
- * (32 at most, 8 by default; streams take them in turn): every queue then
- * has a spinning kernel at its head. All 32 kernels are resident at once on
- * an H200 (the launch of a 36th waited for the first to end). */
+/* kernels spinning, one per stream: all resident at once on an H200 (the
+ * launch of a 36th waited for the first to end) */
 #define NSPIN 32
 #define WANT 0x5eedf00dcafe0001ull
 #define DEADLINE_NS 10000000000ll   /* a kernel gives up after 10 s */
@@ -178,8 +176,7 @@ static void write_reaches_spinning_kernels(unsigned int stream_flags, int nidle)
     }
     tap_diag("%d of %d spinning kernels saw the write; the write took %.1f ms; the last kernel started "
              "%.1f ms and ended %.1f ms after the first started",
-             nseen, NSPIN, w.ms, last_start / 1e6,
-             last_end / 1e6);
+             nseen, NSPIN, w.ms, last_start / 1e6, last_end / 1e6);
     EXPECT_EQ_INT(0, rc);
     EXPECT_EQ_INT(NSPIN, nseen);
 
@@ -196,7 +193,7 @@ static void write_reaches_spinning_kernels(unsigned int stream_flags, int nidle)
     cuda_dl_close(cu);
 }
 
-TAP_CASE(write_reaches_kernels_spinning_on_every_hardware_queue)
+TAP_CASE(write_reaches_kernels_spinning_on_their_own_streams)
 {
     write_reaches_spinning_kernels(cudaStreamNonBlocking, 0);
 }
