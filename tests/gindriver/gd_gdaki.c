@@ -326,6 +326,8 @@ static int t_gdaki_kill(struct gd_rank *r, void *arg)
 
 int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
 {
+    if (!strncmp(name, "gdaki-forged-", 13))
+        return gd_forge_run(plugin, name + 13, o);
     if (!strcmp(name, "gdaki"))
         return gd_run(plugin, o->ranks, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki, o);
     if (!strcmp(name, "gdaki-error"))
