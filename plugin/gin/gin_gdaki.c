@@ -548,6 +548,8 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         return xres != ncclSuccess ? xres : ncclSystemError;
     }
     r->created = 1;
+    r->error = 0;           /* a context made after another was destroyed starts clean */
+    r->last_check_ns = 0;
     memset(&r->handle, 0, sizeof(r->handle));
     r->handle.netDeviceType = (ncclNetDeviceType)NCCL_NET_DEVICE_GIN_GDAKI;
     r->handle.netDeviceVersion = RN_GIN_GDAKI_VERSION;
@@ -588,30 +590,33 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
         return ncclInvalidArgument;
     }
     struct gin_coll *c = r->coll;
-    if (!r->error && __atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
-        r->error = 1;
-    /* ncclCommGetAsyncError (a watchdog may poll it) asks here: the QP
-     * states are firmware commands on a ConnectX, so at most every 50 ms. */
-    uint64_t now = now_ns();
-    if (!r->error && now - r->last_check_ns < GIN_GDAKI_CHECK_NS) {
+    /* ncclCommGetAsyncError may be called from several threads at once (a
+     * watchdog and the application): the flag and the time of the last look
+     * are atomics, and one caller per interval looks at the QPs. */
+    if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
+    /* The QP states are firmware commands on a ConnectX: at most every 50 ms. */
+    uint64_t now = now_ns(), last = __atomic_load_n(&r->last_check_ns, __ATOMIC_ACQUIRE);
+    if (!__atomic_load_n(&r->error, __ATOMIC_ACQUIRE) &&
+        (now - last < GIN_GDAKI_CHECK_NS ||
+         !__atomic_compare_exchange_n(&r->last_check_ns, &last, now, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))) {
         *has_error = false;
         return ncclSuccess;
     }
-    r->last_check_ns = now;
-    for (int p = 0; p < c->nranks && !r->error; p++) {
+    for (int p = 0; p < c->nranks && !__atomic_load_n(&r->error, __ATOMIC_ACQUIRE); p++) {
         int st = gdaki_devx_state(r->qp[p]), cs = gdaki_devx_state(r->comp[p]);
         if (st == IBV_QPS_ERR || cs == IBV_QPS_ERR) {
             WARN("NET/railnet/GIN: device %s, rank %d: the GDAKI %sQP towards rank %d is in the error state (an "
                  "error completion: bad key or range, or the peer is gone)",
                  c->dev_name, c->rank, st == IBV_QPS_ERR ? "" : "companion ", p);
-            r->error = 1;
+            __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
         } else if (p != c->rank && c->peers[p].fd >= 0 && !oob_peer_alive(c->peers[p].fd)) {
             WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted)",
                  c->dev_name, c->rank, p);
-            r->error = 1;
+            __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
         }
     }
-    *has_error = r->error != 0;
+    *has_error = __atomic_load_n(&r->error, __ATOMIC_ACQUIRE) != 0;
     return ncclSuccess;
 }
 

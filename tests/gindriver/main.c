@@ -26,7 +26,7 @@ static const char help[] =
     "  gdaki   the GDAKI type (RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx, no CUDA): every rank\n"
     "          posts into the described queues as NCCL's device code does: puts, puts with signal,\n"
     "          counter (companion QP) or both, values, signals; --rounds per peer; byte-checked, sums exact\n"
-    "  gdaki-error  a put with a bad rkey: an error CQE, and queryLastError says so\n"
+    "  gdaki-error  a put with a bad rkey: an error CQE, and queryLastError says so (a new context: no error)\n"
     "  gdaki-kill   a rank SIGKILLed after createContext: queryLastError of the others says so\n"
     "  gdaki-forged-KIND  rank 2 forges rank 0's GW_GDAKI message: createContext refuses it, ranks 0, 1 fail\n"
     "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"
