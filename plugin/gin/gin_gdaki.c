@@ -470,8 +470,11 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     struct gdaki_qp_info *remote = calloc((size_t)n, sizeof(*remote));
     struct gw_win *all = calloc((size_t)n, sizeof(*all));
     if (!remote || !all) {
+        WARN("NET/railnet/GIN: rank %d: GDAKI createContext: out of memory for %d ranks", c->rank, n);
         free(remote);
         free(all);
+        if (r)
+            res_free_context(r);    /* the QPs made above: a later createContext makes them anew */
         return ncclSystemError;
     }
     struct gw_win mine = { 0 };
