@@ -252,8 +252,27 @@ static ncclResult_t xchg_win(struct gin_coll *c, uint32_t step, int ok, const st
     return res;
 }
 
-/* Every rank's QP towards every other: GW_GDAKI messages. */
-static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote)
+/* A rank that leaves the exchanges at step `step` (its socket to a peer
+ * failed) still tells every peer it failed that step, so that they fail at
+ * once rather than at their deadline. Best effort. */
+static void xchg_leave(struct gin_coll *c, uint32_t step)
+{
+    struct gw_win w = { .seq = GIN_GDAKI_XSEQ | step, .status = 1 };
+    uint8_t buf[GW_WIN_SIZE];
+    size_t len = gw_win_encode(&w, buf, sizeof(buf));
+    uint64_t deadline = now_ns() + 1000000000ull;
+    char err[HS_ERR_LEN];
+    for (int p = 0; p < c->nranks; p++)
+        if (p != c->rank)
+            (void)gw_send(c->peers[p].fd, buf, len, deadline, err);
+}
+
+/* Every rank's QP towards every other: GW_GDAKI messages. A message that
+ * arrives whole but is refused (garbled, another job's, another link
+ * layer) clears *ok and the others are still read, so that the next
+ * exchange stays in step and tells every rank at once; an I/O failure (a
+ * peer gone, the deadline passed) ends the exchange: ncclRemoteError. */
+static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, int *ok)
 {
     struct gin_gdaki_res *r = c->gdaki;
     uint64_t deadline = now_ns() + (uint64_t)rn_config()->handshake_timeout * 1000000000ull;
@@ -290,14 +309,27 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote)
             continue;
         struct gw_rx rx;
         struct gw_peer m;
-        if (gw_recv(c->peers[p].fd, &rx, deadline, err) || gw_peer_parse(rx.buf, rx.off, GW_GDAKI, &m, err)) {
+        if (gw_recv(c->peers[p].fd, &rx, deadline, err)) {
             WARN("NET/railnet/GIN: rank %d: the GDAKI QP of rank %d: %s", c->rank, p, err);
             return ncclRemoteError;
+        }
+        if (gw_peer_parse(rx.buf, rx.off, GW_GDAKI, &m, err)) {
+            WARN("NET/railnet/GIN: rank %d: the GDAKI QP message of rank %d refused: %s", c->rank, p, err);
+            *ok = 0;
+            continue;
         }
         if (m.src_rank != (uint32_t)p || m.dst_rank != (uint32_t)c->rank || m.nranks != (uint32_t)c->nranks) {
             WARN("NET/railnet/GIN: rank %d: a GDAKI QP message on rank %d's socket claims %u -> %u of %u ranks",
                  c->rank, p, m.src_rank, m.dst_rank, m.nranks);
-            return ncclRemoteError;
+            *ok = 0;
+            continue;
+        }
+        if (m.link_layer != r->pattr.link_layer) {
+            WARN("NET/railnet/GIN: rank %d: the GDAKI QP of rank %d is on link layer %u, this rank's %s port %d on "
+                 "%u: cannot be connected",
+                 c->rank, p, m.link_layer, c->dev_name, r->port, r->pattr.link_layer);
+            *ok = 0;
+            continue;
         }
         struct gdaki_qp_info *g = &remote[p];
         memset(g, 0, sizeof(*g));
@@ -438,14 +470,17 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     struct gdaki_qp_info *remote = calloc((size_t)n, sizeof(*remote));
     struct gw_win *all = calloc((size_t)n, sizeof(*all));
     if (!remote || !all) {
+        WARN("NET/railnet/GIN: rank %d: GDAKI createContext: out of memory for %d ranks", c->rank, n);
         free(remote);
         free(all);
+        if (r)
+            res_free_context(r);    /* the QPs made above: a later createContext makes them anew */
         return ncclSystemError;
     }
     struct gw_win mine = { 0 };
     ncclResult_t xres = xchg_win(c, 0, ok, &mine, all);
-    if (xres == ncclSuccess)
-        xres = xchg_qps(c, remote);
+    if (xres == ncclSuccess && (xres = xchg_qps(c, remote, &ok)) != ncclSuccess)
+        xchg_leave(c, 1);
     if (xres == ncclSuccess) {
         self_info(r, r->qp[c->rank], &remote[c->rank]);
         for (int p = 0; p < n && ok; p++) {
@@ -471,6 +506,13 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     struct rn_doca_qp *img = calloc((size_t)2 * n, sizeof(*img));
     if (xres == ncclSuccess && (!keys || !img))
         xres = ncclSystemError;
+    for (int p = 0; p < n && xres == ncclSuccess; p++)
+        if (all[p].addr > UINT32_MAX || all[p].size > UINT32_MAX || all[p].rkey) {
+            WARN("NET/railnet/GIN: rank %d: the GDAKI table keys of rank %d (0x%llx, 0x%llx, 0x%x) are not 32-bit "
+                 "rkeys",
+                 c->rank, p, (unsigned long long)all[p].addr, (unsigned long long)all[p].size, all[p].rkey);
+            xres = ncclRemoteError;
+        }
     if (xres == ncclSuccess) {
         for (int p = 0; p < n; p++) {
             keys[p] = htobe32((uint32_t)all[p].addr);
@@ -509,6 +551,8 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         return xres != ncclSuccess ? xres : ncclSystemError;
     }
     r->created = 1;
+    r->error = 0;           /* a context made after another was destroyed starts clean */
+    r->last_check_ns = 0;
     memset(&r->handle, 0, sizeof(r->handle));
     r->handle.netDeviceType = (ncclNetDeviceType)NCCL_NET_DEVICE_GIN_GDAKI;
     r->handle.netDeviceVersion = RN_GIN_GDAKI_VERSION;
@@ -549,30 +593,33 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
         return ncclInvalidArgument;
     }
     struct gin_coll *c = r->coll;
-    if (!r->error && __atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
-        r->error = 1;
-    /* ncclCommGetAsyncError (a watchdog may poll it) asks here: the QP
-     * states are firmware commands on a ConnectX, so at most every 50 ms. */
-    uint64_t now = now_ns();
-    if (!r->error && now - r->last_check_ns < GIN_GDAKI_CHECK_NS) {
+    /* ncclCommGetAsyncError may be called from several threads at once (a
+     * watchdog and the application): the flag and the time of the last look
+     * are atomics, and one caller per interval looks at the QPs. */
+    if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
+    /* The QP states are firmware commands on a ConnectX: at most every 50 ms. */
+    uint64_t now = now_ns(), last = __atomic_load_n(&r->last_check_ns, __ATOMIC_ACQUIRE);
+    if (!__atomic_load_n(&r->error, __ATOMIC_ACQUIRE) &&
+        (now - last < GIN_GDAKI_CHECK_NS ||
+         !__atomic_compare_exchange_n(&r->last_check_ns, &last, now, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))) {
         *has_error = false;
         return ncclSuccess;
     }
-    r->last_check_ns = now;
-    for (int p = 0; p < c->nranks && !r->error; p++) {
+    for (int p = 0; p < c->nranks && !__atomic_load_n(&r->error, __ATOMIC_ACQUIRE); p++) {
         int st = gdaki_devx_state(r->qp[p]), cs = gdaki_devx_state(r->comp[p]);
         if (st == IBV_QPS_ERR || cs == IBV_QPS_ERR) {
             WARN("NET/railnet/GIN: device %s, rank %d: the GDAKI %sQP towards rank %d is in the error state (an "
                  "error completion: bad key or range, or the peer is gone)",
                  c->dev_name, c->rank, st == IBV_QPS_ERR ? "" : "companion ", p);
-            r->error = 1;
+            __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
         } else if (p != c->rank && c->peers[p].fd >= 0 && !oob_peer_alive(c->peers[p].fd)) {
             WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted)",
                  c->dev_name, c->rank, p);
-            r->error = 1;
+            __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
         }
     }
-    *has_error = r->error != 0;
+    *has_error = __atomic_load_n(&r->error, __ATOMIC_ACQUIRE) != 0;
     return ncclSuccess;
 }
 

@@ -215,6 +215,8 @@ int gw_peer_parse(const uint8_t *buf, size_t len, uint16_t want, struct gw_peer 
         return fail(err, "GIN port count %u, expected 1..%d", m.nports, HS_MAX_PORTS);
     if (m.status ? m.nqps != 0 : (m.nqps < 1 || m.nqps > HS_MAX_PORTS))
         return fail(err, "GIN QP count %u out of range for status %u", m.nqps, m.status);
+    if (want == GW_GDAKI && m.nqps != 1)
+        return fail(err, "GIN GDAKI message carries %u QPs, expected exactly 1", m.nqps);
     if (len != GW_HEADER + GW_PEER_FIXED + (size_t)m.nqps * HS_QP_INFO_SIZE)
         return fail(err, "GIN peer message of %zu bytes does not hold %u QPs", len, m.nqps);
     for (int i = 0; i < m.nqps; i++)

@@ -282,6 +282,27 @@ static int t_gdaki_error(struct gd_rank *r, void *arg)
     }
     if (gd_barrier(r))
         bad = 1;
+    /* A context made after the broken one was destroyed has new QPs: its
+     * queryLastError starts clean (past the 50 ms between looks). */
+    r->gin->destroyContext(k.ctx);
+    k.ctx = NULL;
+    ncclNetDeviceHandle_v11_t *dh = NULL;
+    if (r->gin->createContext(r->coll, GK_NSIG, GK_NCNT, &k.ctx, &dh) != ncclSuccess) {
+        printf("rank %d: createContext after destroyContext failed\n", r->rank);
+        k.ctx = NULL;
+        bad = 1;
+    } else {
+        usleep(60000);
+        bool has = true;
+        if (r->gin->queryLastError(k.ctx, &has) != ncclSuccess || has) {
+            printf("rank %d: the new context's queryLastError reports an error (%d)\n", r->rank, has);
+            bad = 1;
+        } else {
+            printf("rank %d: a new context after the broken one reports no error\n", r->rank);
+        }
+    }
+    if (gd_barrier(r))
+        bad = 1;
     gk_close(&k);
     return bad;
 }
@@ -326,6 +347,8 @@ static int t_gdaki_kill(struct gd_rank *r, void *arg)
 
 int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
 {
+    if (!strncmp(name, "gdaki-forged-", 13))
+        return gd_forge_run(plugin, name + 13, o);
     if (!strcmp(name, "gdaki"))
         return gd_run(plugin, o->ranks, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki, o);
     if (!strcmp(name, "gdaki-error"))

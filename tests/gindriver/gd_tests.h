@@ -41,11 +41,14 @@ struct gd_opts {
     size_t size;   /* rate: bytes per put */
     int go_pipe[2];
     void *shared;  /* flush: MAP_SHARED page, rank 0 -> rank 1 */
+    int forge;     /* gdaki-forged-KIND: which forgery (gd_forge.c) */
 };
 
 /* Returns the number of failed ranks (0: pass), -1 for an unknown name. */
 int gd_test_run(const char *plugin, const char *name, struct gd_opts *o);
-/* The GDAKI type's subcommands (gd_gdaki.c): gdaki, gdaki-error, gdaki-kill. */
+/* The GDAKI type's subcommands (gd_gdaki.c): gdaki, gdaki-error, gdaki-kill,
+ * and gdaki-forged-KIND (gd_forge.c: a forged GW_GDAKI message refused). */
 int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o);
+int gd_forge_run(const char *plugin, const char *kind, struct gd_opts *o);
 
 #endif

@@ -8,7 +8,7 @@
 #include "gd_tests.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|rate|probe|gdaki|gdaki-error|gdaki-kill\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|rate|probe|gdaki|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does,\n"
     "with ranks as processes of this host (softnic: LD_LIBRARY_PATH=.../tests/softnic).\n"
     "  mesh    iput full mesh, random sizes/offsets, byte-checked; deregistration\n"
@@ -26,8 +26,9 @@ static const char help[] =
     "  gdaki   the GDAKI type (RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx, no CUDA): every rank\n"
     "          posts into the described queues as NCCL's device code does: puts, puts with signal,\n"
     "          counter (companion QP) or both, values, signals; --rounds per peer; byte-checked, sums exact\n"
-    "  gdaki-error  a put with a bad rkey: an error CQE, and queryLastError says so\n"
+    "  gdaki-error  a put with a bad rkey: an error CQE, and queryLastError says so (a new context: no error)\n"
     "  gdaki-kill   a rank SIGKILLed after createContext: queryLastError of the others says so\n"
+    "  gdaki-forged-KIND  rank 2 forges rank 0's GW_GDAKI message: createContext refuses it, ranks 0, 1 fail\n"
     "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"
     "         --adds N signal-only adds per peer (64)  --slot BYTES (65536)  --seed N\n"
     "         --queue N mesh/rate puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"

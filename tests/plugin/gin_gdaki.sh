@@ -6,14 +6,15 @@
 # the CPU exactly as NCCL 2.28.9's device code does, on softnic (DEVX QPs,
 # WAIT on a CQ, CQs ignoring overrun): byte-checked puts, exact signal and
 # counter sums, rings wrapped; a bad rkey and a killed peer as errors.
-# Plus the type choice: the layout version check and its fallback.
+# Plus the type choice: the layout version check and its fallback, and a
+# peer's GW_GDAKI message as untrusted input (gindriver gdaki-forged-KIND).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 gd=$top_builddir/tests/gindriver/gindriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 8
+tap_plan 15
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -44,3 +45,32 @@ tap_check gdaki_cpu_consumer_3_ranks_byte_checked "$gd" --plugin "$plugin" --ran
 tap_check gdaki_cpu_consumer_4_ranks_rings_wrap "$gd" --plugin "$plugin" --ranks 4 --rounds 200 gdaki
 tap_check gdaki_bad_rkey_is_an_error_cqe_and_query_last_error "$gd" --plugin "$plugin" gdaki-error
 tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ranks 3 gdaki-kill
+
+# A forged GW_GDAKI message from rank 2 to rank 0: rank 0 refuses it with a
+# WARN saying why, and rank 1 learns that rank 0 failed from the exchange
+# that follows, not from its deadline (a short RAILNET_HANDSHAKE_TIMEOUT:
+# a timeout is a failure here, and quick).
+forged() {
+    kind=$1 want=$2
+    RAILNET_HANDSHAKE_TIMEOUT=10 "$gd" --plugin "$plugin" "gdaki-forged-$kind" >"$out" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && grep -q "WARN NET/railnet/GIN: rank 0: .*rank 2.*$want" "$out" &&
+        grep -q 'WARN NET/railnet/GIN: rank 1: GDAKI exchange 1: rank 0 failed its part' "$out" &&
+        ! grep -q 'timed out' "$out" &&
+        tap_ok "gdaki_forged_qp_message_${kind}_refused_and_every_rank_fails" ||
+        tap_not_ok "gdaki_forged_qp_message_${kind}_refused_and_every_rank_fails" "rc=$rc $(cat "$out")"
+}
+forged qps 'carries 2 QPs, expected exactly 1'
+forged link 'is on link layer'
+forged ranks 'claims 2 -> 1 of 3 ranks'
+forged crc 'checksum'
+forged type 'message type 4, expected 5'
+forged short 'the peer closed the connection'
+# the table keys come in the last exchange: rank 0 refuses them, rank 1,
+# with nothing left to hear from rank 0, has its context
+RAILNET_HANDSHAKE_TIMEOUT=10 "$gd" --plugin "$plugin" gdaki-forged-keys >"$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q 'WARN NET/railnet/GIN: rank 0: the GDAKI table keys of rank 2 (0x10000000000, 0x10000000000, 0x0) are not 32-bit rkeys' "$out" &&
+    grep -q '^rank 0: createContext refused' "$out" &&
+    tap_ok gdaki_forged_table_keys_wider_than_32_bits_refused ||
+    tap_not_ok gdaki_forged_table_keys_wider_than_32_bits_refused "rc=$rc $(cat "$out")"

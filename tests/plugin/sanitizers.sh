@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 22
+tap_plan 25
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -63,6 +63,11 @@ san asan_gin_peer_killed $gd --ranks 3 kill
 san asan_gin_gdaki_cpu_consumer env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 --rounds 60 gdaki
 san asan_gin_gdaki_bad_rkey env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd gdaki-error
 san asan_gin_gdaki_peer_killed env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 gdaki-kill
+# a forged GW_GDAKI message: refused by content, cut short, table keys
+# refused after the last exchange (every error path of createContext)
+san asan_gin_gdaki_forged_qp_message env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-forged-qps
+san asan_gin_gdaki_short_qp_message env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-forged-short
+san asan_gin_gdaki_forged_table_keys env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-forged-keys
 # softnic's extended verbs (ibv_wr_* builder, cq_ex, rereg_mr) and its
 # libmlx5 as NCCL 2.28.9 probes it (issue 13)
 san asan_softnic_verbs_ex "$asan/tests/softnic/test_softnic_verbs_ex"

@@ -78,6 +78,20 @@ TAP_CASE(test_gdaki_qp_message_round_trips_and_is_not_a_hello)
     EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_GDAKI, &out, err));   /* only a REPLY may refuse */
 }
 
+TAP_CASE(test_gdaki_qp_message_with_more_than_one_qp_is_refused)
+{
+    /* The GDAKI type has one DEVX QP per peer: a message carrying more is
+     * garbled, not one whose first QP may be taken and the rest ignored. */
+    struct gw_peer m = sample_peer(2), out;
+    uint8_t buf[GW_MSG_MAX];
+    size_t len = gw_peer_encode(GW_GDAKI, &m, buf, sizeof(buf));
+    EXPECT_EQ_INT(GW_HEADER + GW_PEER_FIXED + 2 * HS_QP_INFO_SIZE, len);
+    char err[HS_ERR_LEN] = "";
+    EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_GDAKI, &out, err));
+    EXPECT_TRUE(strstr(err, "expected exactly 1") != NULL);
+    EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_HELLO, &out, err));     /* nor is it a HELLO */
+}
+
 TAP_CASE(test_reply_with_rejection_carries_no_qps)
 {
     struct gw_peer m = sample_peer(0), out;
