@@ -212,11 +212,49 @@ void failover_replay_landed(struct comm *c, struct request *r, unsigned k)
 /* send side: settle every chunk of a QP this sync covers. rep: the socket
  * answer (per slot: u64 seq + 1 of the live receive, u16 chunks per buffer),
  * or NULL: f->pub holds the words read ((seq + 1) << 16 | chunks). */
+/* send side, a read sync: whether a chunk it covers is not counted (it
+ * would be written again) */
+static int sync_read_needs_replay(const struct fo_comm *f, uint32_t epoch)
+{
+    const struct comm *c = f->c;
+    for (size_t ri = 0; ri < sizeof(c->reqs) / sizeof(c->reqs[0]); ri++) {
+        const struct request *r = &c->reqs[ri];
+        if (r->type != REQ_SEND || r->done || !r->unacked)
+            continue;
+        uint32_t w = __atomic_load_n(&f->pub[r->slot * COMM_MAX_RECVS + r->sub], __ATOMIC_ACQUIRE);
+        uint16_t got = (w >> 16) == ((r->seq + 1) & 0xffff) ? (uint16_t)w : 0xffff;
+        for (unsigned k = 0; k < r->nq; k++) {
+            unsigned q = r->chunk_qp[k];
+            if ((r->unacked & (1u << k)) && (f->dead & (1u << q)) && f->cover[q] && f->cover[q] <= epoch &&
+                !(got & (1u << k)))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static void sync_apply(struct fo_comm *f, uint32_t epoch, const uint8_t *rep)
 {
     struct comm *c = f->c;
     struct send_comm *sc = (struct send_comm *)c;
     int replayed = 0, landed = 0;
+    if (!rep && sync_read_needs_replay(f, epoch)) {
+        /* A chunk not counted yet may still be on its way on the receiver's
+         * end of the dead QP (our QP in ERR stops sending, not what the
+         * peer's NIC holds), and would land after the copy written again,
+         * in a buffer the receiver may have given to the next message. Only
+         * the receiver can stop it: the question over the socket has it
+         * move its QPs of the dead port to ERR before it answers. Its
+         * receive is incomplete, so it is being progressed and answers. */
+        uint8_t m[8];
+        put32(m, epoch);
+        put32(m + 4, f->dead);
+        fo_send(f, FO_SYNC_REQ, m, sizeof(m));
+        INFO(NCCL_NET, "NET/railnet: device %s: send comm #%d with %s: failover sync %u: chunk(s) not counted "
+                       "yet; asking the receiver to stop its end of the dead QPs first",
+             c->dev_name, f->id, f->peer, epoch);
+        return; /* sync_wait stays: its answer (FO_SYNC_REP) applies */
+    }
     for (size_t ri = 0; ri < sizeof(c->reqs) / sizeof(c->reqs[0]) && !c->error; ri++) {
         struct request *r = &c->reqs[ri];
         if (r->type != REQ_SEND || r->done || !r->unacked)
