@@ -78,6 +78,11 @@ static int count(const char *needle)
 static int load(void)
 {
     char verbs[4096];
+    /* faults here are port events, which need no retry budget: a budget
+     * beyond any starvation keeps a starved NIC thread on a loaded host from
+     * looking like a dead port 1 (a case that wants a short one sets it) */
+    setenv("SOFTNIC_RETRY_MIN_MS", "10000", 0);
+    setenv("SOFTNIC_RETRY_CAP_MS", "10000", 0);
     if (!(net = built_plugin_load(logger, verbs, sizeof(verbs))))
         return -1;
     int n = 0;
