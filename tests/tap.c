@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 static struct tap_case tap_cases[TAP_MAX_CASES];
 static int tap_ncases;
 static int tap_result_fd = -1; /* child -> parent: skip reason / failure text */
+static volatile unsigned long *tap_beats; /* shared with the child: tap_progress() */
 
 void tap_register(const char *name, tap_fn fn)
 {
@@ -60,10 +62,20 @@ void tap_diag(const char *fmt, ...)
     fprintf(stderr, "# %s\n", msg);
 }
 
+void tap_progress(void)
+{
+    if (tap_beats)
+        __atomic_fetch_add(tap_beats, 1, __ATOMIC_RELAXED);
+}
+
+/* Waits for the case: killed after timeout_s seconds without progress (or
+ * 10 * timeout_s in all). */
 static int tap_wait(pid_t pid, int timeout_s, int *timed_out)
 {
-    struct timespec start, now;
+    struct timespec start, last, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    last = start;
+    unsigned long beats = tap_beats ? *tap_beats : 0;
     *timed_out = 0;
     for (;;) {
         int status;
@@ -73,7 +85,12 @@ static int tap_wait(pid_t pid, int timeout_s, int *timed_out)
         if (r < 0 && errno != EINTR)
             return -1;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec >= timeout_s && !*timed_out) {
+        if (tap_beats && *tap_beats != beats) {
+            beats = *tap_beats;
+            last = now;
+        }
+        if ((now.tv_sec - last.tv_sec >= timeout_s || now.tv_sec - start.tv_sec >= 10L * timeout_s) &&
+            !*timed_out) {
             *timed_out = 1;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
@@ -99,6 +116,8 @@ int tap_run(int argc, char **argv)
     if (timeout_s <= 0)
         timeout_s = 120;
     int n = 0, failed = 0;
+    void *beats = mmap(NULL, sizeof(*tap_beats), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    tap_beats = beats == MAP_FAILED ? NULL : beats;
     for (int i = 0; i < tap_ncases; i++)
         n += tap_selected(argc, argv, tap_cases[i].name);
     printf("1..%d\n", n);
@@ -133,7 +152,7 @@ int tap_run(int argc, char **argv)
         msg[got > 0 ? got : 0] = 0;
         close(fds[0]);
         if (timed_out) {
-            printf("not ok %d - %s # timed out after %d s\n", num, c->name, timeout_s);
+            printf("not ok %d - %s # timed out: no progress for %d s\n", num, c->name, timeout_s);
             failed++;
         } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
             printf("ok %d - %s\n", num, c->name);

@@ -6,7 +6,11 @@
  * EXPECT_*; the message shows expected and actual. A case that cannot run
  * here calls TAP_SKIP("why").  Cases run in the order registered, each in a
  * forked child (a crash or an exit() fails only that case) with a timeout
- * (TAP_TIMEOUT seconds, default 120) so a hang is a failure, not a stall. */
+ * (TAP_TIMEOUT seconds, default 120) so a hang is a failure, not a stall.
+ * A case that reports progress (tap_progress(), e.g. once per message it
+ * checked) times out only after TAP_TIMEOUT seconds without any: on a host
+ * loaded by other builds a long case runs slower but still finishes, while a
+ * hang still fails (TAP_TIMEOUT * 10 bounds such a case in all). */
 #ifndef RAILNET_TESTS_TAP_H
 #define RAILNET_TESTS_TAP_H
 
@@ -27,6 +31,8 @@ void tap_fail_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
 void tap_skip(const char *why) __attribute__((noreturn));
 void tap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The running case moved on (restarts its no-progress timeout). */
+void tap_progress(void);
 
 #define TAP_CASE(fn)                                                        \
     static void fn(void);                                                   \

@@ -145,6 +145,26 @@ void failover_port_event(struct comm *c, int p, int up)
     }
 }
 
+/* the RDMA READ of the receiver's chunk state for sync sync_wait; 0: posted */
+static int sync_post_read(struct fo_comm *f)
+{
+    struct comm *c = f->c;
+    int q = f->pub_rkey ? failover_pick_qp(c->qp_live, c->nqps, (int)(f->rr++ % (unsigned)c->nqps)) : -1;
+    if (q < 0)
+        return -1;
+    struct ibv_sge sge = { .addr = (uint64_t)(uintptr_t)f->pub, .length = FO_PUB_BYTES, .lkey = f->pub_mr->lkey };
+    struct ibv_send_wr wr, *bad;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = WR_ID_GEN(WR_SYNC, c->qp_gen[q], q, 0, f->sync_wait & 0xffff);
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = f->pub_raddr;
+    wr.wr.rdma.rkey = f->pub_rkey;
+    return ibv_post_send(c->qps[q].qp, &wr, &bad) == 0 ? 0 : -1;
+}
+
 /* send side: find out which chunks landed, once every newly dead QP is in
  * ERR: an RDMA READ of the receiver's published chunk state over a live QP
  * (needs nothing from the receiver's thread), or, before its address came,
@@ -158,21 +178,9 @@ static void sync_start(struct fo_comm *f)
             f->cover[i] = f->epoch;
     f->sync_wait = f->epoch;
     f->need_sync = 0;
-    int q = f->pub_rkey ? failover_pick_qp(c->qp_live, c->nqps, (int)(f->rr++ % (unsigned)c->nqps)) : -1;
-    if (q >= 0) {
-        struct ibv_sge sge = { .addr = (uint64_t)(uintptr_t)f->pub, .length = FO_PUB_BYTES, .lkey = f->pub_mr->lkey };
-        struct ibv_send_wr wr, *bad;
-        memset(&wr, 0, sizeof(wr));
-        wr.wr_id = WR_ID_GEN(WR_SYNC, c->qp_gen[q], q, 0, f->epoch & 0xffff);
-        wr.opcode = IBV_WR_RDMA_READ;
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        wr.wr.rdma.remote_addr = f->pub_raddr;
-        wr.wr.rdma.rkey = f->pub_rkey;
-        if (ibv_post_send(c->qps[q].qp, &wr, &bad) == 0)
-            return;
-    }
+    f->reread_ns = 0;
+    if (sync_post_read(f) == 0)
+        return;
     uint8_t m[8];
     put32(m, f->epoch);
     put32(m + 4, f->dead);
@@ -212,11 +220,55 @@ void failover_replay_landed(struct comm *c, struct request *r, unsigned k)
 /* send side: settle every chunk of a QP this sync covers. rep: the socket
  * answer (per slot: u64 seq + 1 of the live receive, u16 chunks per buffer),
  * or NULL: f->pub holds the words read ((seq + 1) << 16 | chunks). */
+/* send side, a read sync: whether a chunk it covers is not counted (it
+ * would be written again) */
+static int sync_read_needs_replay(const struct fo_comm *f, uint32_t epoch)
+{
+    const struct comm *c = f->c;
+    for (size_t ri = 0; ri < sizeof(c->reqs) / sizeof(c->reqs[0]); ri++) {
+        const struct request *r = &c->reqs[ri];
+        if (r->type != REQ_SEND || r->done || !r->unacked)
+            continue;
+        uint32_t w = __atomic_load_n(&f->pub[r->slot * COMM_MAX_RECVS + r->sub], __ATOMIC_ACQUIRE);
+        uint16_t got = (w >> 16) == ((r->seq + 1) & 0xffff) ? (uint16_t)w : 0xffff;
+        for (unsigned k = 0; k < r->nq; k++) {
+            unsigned q = r->chunk_qp[k];
+            if ((r->unacked & (1u << k)) && (f->dead & (1u << q)) && f->cover[q] && f->cover[q] <= epoch &&
+                !(got & (1u << k)))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static void sync_apply(struct fo_comm *f, uint32_t epoch, const uint8_t *rep)
 {
     struct comm *c = f->c;
     struct send_comm *sc = (struct send_comm *)c;
     int replayed = 0, landed = 0;
+    if (!rep && sync_read_needs_replay(f, epoch)) {
+        /* A chunk not counted yet may still be on its way on the receiver's
+         * end of the dead QP (our QP in ERR stops sending, not what the
+         * peer's NIC holds), and would land after the copy written again,
+         * in a buffer the receiver may have given to the next message. Only
+         * the receiver can stop it: the question over the socket has it
+         * move its QPs of the dead port to ERR before it answers. Its
+         * receive is incomplete, so it is being progressed and answers. */
+        if (f->asked != epoch) {
+            uint8_t m[8];
+            put32(m, epoch);
+            put32(m + 4, f->dead);
+            fo_send(f, FO_SYNC_REQ, m, sizeof(m));
+            f->asked = epoch;
+            INFO(NCCL_NET, "NET/railnet: device %s: send comm #%d with %s: failover sync %u: chunk(s) not counted "
+                           "yet; asking the receiver to stop its end of the dead QPs first",
+                 c->dev_name, f->id, f->peer, epoch);
+        }
+        /* sync_wait stays: its answer (FO_SYNC_REP) applies; or a later
+         * read that finds every chunk counted */
+        f->reread_ns = comm_now_ns() + FO_POLL_NS;
+        return;
+    }
     for (size_t ri = 0; ri < sizeof(c->reqs) / sizeof(c->reqs[0]) && !c->error; ri++) {
         struct request *r = &c->reqs[ri];
         if (r->type != REQ_SEND || r->done || !r->unacked)
@@ -449,6 +501,11 @@ void failover_progress(struct comm *c)
     if (c->kind == COMM_SEND) {
         if (f->need_sync && !f->sync_wait)
             sync_start(f);
+        if (f->sync_wait && f->reread_ns && now >= f->reread_ns) {
+            f->reread_ns = 0;
+            if (sync_post_read(f) != 0)
+                f->reread_ns = now + FO_POLL_NS; /* no live QP now: the answer, or later */
+        }
         if (f->rb_want && f->rb_stage == RB_NONE && !f->sync_wait && !f->need_sync)
             fo_rebuild_start(f);
     } else if (f->cts_redo) {

@@ -17,8 +17,14 @@
  *    (FO_PUB, sent at connection time) it asks over the TCP socket instead
  *    (SYNC_REQ / SYNC_REP). Chunks that were on a dead QP and are not
  *    counted are written again on a surviving QP with the same immediate;
- *    the others are done. Because the dead QPs are in ERR before the read,
- *    nothing they carried lands afterwards. A chunk written again may still
+ *    the others are done. Our QP in ERR stops sending, but what the peer's
+ *    NIC already holds for its end of the QP (a starved NIC thread, a link
+ *    that held it) could still land after the copy, in a buffer reused
+ *    meanwhile: so when the read finds a chunk not counted, the sender asks
+ *    over the socket instead, and the receiver moves its QPs of the dead port
+ *    to ERR (after which nothing lands through them) before it answers; a
+ *    receive with a chunk missing is being progressed, so it does answer.
+ *    A chunk written again may still
  *    have landed (counted after the read): the receiver counts a chunk once
  *    (bit k of its buffer) and ignores one for a completed receive (an
  *    empty slot, or the slot's next use: the immediate carries the parity

@@ -49,6 +49,11 @@ struct fo_comm {
     uint32_t epoch, sync_wait;
     int need_sync;
     uint32_t cover[COMM_MAX_QPS]; /* epoch of the sync that settles dead QP i's chunks */
+    /* a read sync that found chunks not counted asked the receiver (epoch
+     * asked); meanwhile it reads again from reread_ns on (0: read posted),
+     * so a receive that completed after all settles without its thread */
+    uint32_t asked;
+    uint64_t reread_ns;
     unsigned rr;
     /* recv side */
     uint32_t cts_redo;      /* slots whose CTS must be written again */

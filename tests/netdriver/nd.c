@@ -445,10 +445,13 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
                 alive--;
             }
         }
-        if (alive && nd_now() > deadline + 5) {
+        /* a rank reports its own hang (traffic: no completion for timeout_s,
+         * however long the run); this bound catches one stuck in a call */
+        if (alive && nd_now() > deadline + 9 * timeout_s + 5) {
             for (int i = 0; i < nranks; i++) {
                 if (!reaped[i]) {
-                    fprintf(stderr, "netdriver: rank %d still running after %.0f s: killed (hang)\n", i, timeout_s);
+                    fprintf(stderr, "netdriver: rank %d still running after %.0f s: killed (hang)\n", i,
+                            10 * timeout_s);
                     kill(pids[i], SIGKILL);
                     waitpid(pids[i], &status[i], 0);
                     reaped[i] = 1;

@@ -11,7 +11,8 @@
  * (regIsGlobal); every other comm also registers and deregisters it to
  * exercise the registration cache.
  *
- * --iters 0 runs until an error or --timeout; with --kill-rank R the parent
+ * A rank that completes nothing for --timeout seconds reports a hang. --iters 0
+ * runs until an error or --timeout; with --kill-rank R the parent
  * SIGKILLs rank R --kill-after-ms after the connections are up and the other
  * ranks must end with an error from the plugin (exit 0) instead of hanging
  * (exit 4) or completing (exit 5). */
@@ -397,10 +398,16 @@ static int traffic_rank(struct nd_world *w, void *arg)
         }
         if (status || failed)
             break;
+        /* with --iters, --timeout bounds the time without a completion, not
+         * the run: a host loaded by other builds slows it, a hang still ends
+         * it (the parent's bound is 10 times --timeout) */
+        if (progress && o->iters > 0)
+            w->deadline = nd_now() + o->timeout;
         if (!progress && ++idle > 1000) {
             idle = 0;
             if (nd_now() > w->deadline) {
-                fprintf(stderr, "rank %d: no completion before the deadline (%.0f s): hang\n", w->rank, o->timeout);
+                fprintf(stderr, "rank %d: no completion %s (%.0f s): hang\n", w->rank,
+                        o->iters > 0 ? "for --timeout" : "before the deadline", o->timeout);
                 status = o->expect_error ? 4 : 2;
                 for (int i = 0; i < nstreams; i++)
                     if (!st[i].done)

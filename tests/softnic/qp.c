@@ -354,8 +354,15 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
     bool stop = false, start = false;
     if (next == IBV_QPS_RESET && cur != IBV_QPS_RESET)
         stop = true;
-    if (next == IBV_QPS_ERR && cur != IBV_QPS_ERR)
-        qp_error_locked(qp, UINT64_MAX, IBV_WC_WR_FLUSH_ERR, 0);
+    if (next == IBV_QPS_ERR) {
+        if (cur != IBV_QPS_ERR)
+            qp_error_locked(qp, UINT64_MAX, IBV_WC_WR_FLUSH_ERR, 0);
+        /* a write being placed finishes first (its responder's stream is
+         * shut down: it reads what was buffered, no more); after this
+         * returns nothing lands in this QP's memory (responder.c) */
+        while (qp->placing > 0)
+            pthread_cond_wait(&qp->cond, &qp->lock);
+    }
     if (next == IBV_QPS_RTS && !qp->req_started)
         start = true;
     if (next != IBV_QPS_ERR) {

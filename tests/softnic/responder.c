@@ -103,6 +103,36 @@ static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t le
     return 0;
 }
 
+static bool qp_receiving(struct sn_qp *qp)
+{
+    enum ibv_qp_state s = qp->attr.qp_state;
+    return !qp->stopping && (s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD);
+}
+
+/* place() for a request of a QP that still receives: a QP in ERR (moved
+ * there by the application while this request waited for its delivery
+ * time, for the CPU or for a receive) drops it, as a NIC drops packets for
+ * a QP in ERR.  ibv_modify_qp(ERR) waits for a placement under way
+ * (qp->placing), so once it returns nothing more lands in this QP's MRs: a
+ * failover that writes a chunk again elsewhere relies on it. */
+static int place_live(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t len)
+{
+    struct sn_qp *qp = rc->qp;
+    pthread_mutex_lock(&qp->lock);
+    bool live = qp_receiving(qp);
+    if (live)
+        qp->placing++;
+    pthread_mutex_unlock(&qp->lock);
+    if (!live)
+        return ECONNABORTED;
+    int err = place(rc, mr, addr, len);
+    pthread_mutex_lock(&qp->lock);
+    if (--qp->placing == 0)
+        pthread_cond_broadcast(&qp->cond);
+    pthread_mutex_unlock(&qp->lock);
+    return err;
+}
+
 static int send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32_t seq,
                      uint32_t len)
 {
@@ -146,12 +176,6 @@ static void qp_wait(struct sn_qp *qp, long ms)
         ts.tv_nsec -= 1000000000L;
     }
     pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
-}
-
-static bool qp_receiving(struct sn_qp *qp)
-{
-    enum ibv_qp_state s = qp->attr.qp_state;
-    return !qp->stopping && (s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD);
 }
 
 /* Fails the request with a NAK; with qp_err the QP goes to ERR too. */
@@ -279,11 +303,15 @@ static int do_send(struct sn_rconn *rc, const struct sn_wire_req *h)
     for (int s = 0; s < r.num_sge && left && !err; s++) {
         uint32_t n = r.sge[s].length < left ? r.sge[s].length : left;
         if (n)
-            err = place(rc, mrs[s], r.sge[s].addr, n);
+            err = place_live(rc, mrs[s], r.sge[s].addr, n);
         left -= n;
     }
     for (int s = 0; s < r.num_sge; s++)
         mr_put(mrs[s]);
+    if (err == ECONNABORTED) {
+        recv_wc(rc, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, h);
+        push_pending_wcs(rc);
+    }
     if (err)
         return err;
     recv_wc(rc, r.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, h->len, h);
@@ -321,8 +349,13 @@ static int do_write(struct sn_rconn *rc, const struct sn_wire_req *h)
             return ECONNABORTED;
         }
     }
-    int err = h->len ? place(rc, mr, h->raddr, h->len) : 0;
+    int err = h->len ? place_live(rc, mr, h->raddr, h->len) : 0;
     mr_put(mr);
+    if (err == ECONNABORTED && h->op == SN_OP_WRITE_IMM) {
+        /* the QP went to ERR: the receive WQE taken for it flushes */
+        recv_wc(rc, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV_RDMA_WITH_IMM, 0, h);
+        push_pending_wcs(rc);
+    }
     if (err)
         return err;
     if (h->op == SN_OP_WRITE_IMM)

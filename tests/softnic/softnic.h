@@ -365,6 +365,8 @@ struct sn_qp {
     bool req_started, comp_started;
     bool stopping;
     int nresp;                     /* attached responder threads */
+    int placing;                   /* responders writing into memory now:
+                                    * ibv_modify_qp(ERR) returns when none is */
     struct sn_rconn *rconns;
     struct sn_counters cnt;
 };
