@@ -10,6 +10,7 @@
  * with, so a wrong, missing or stray byte fails the case. */
 extern "C" {
 #include "tap.h"
+#include "build_paths.h"
 }
 
 #include <cuda_runtime.h>
@@ -122,12 +123,8 @@ static struct gdaki_pair *open_pair_mem(uint32_t depth, enum gdaki_queue_mem mem
     struct gdaki_pair_opts o;
     if (gdaki_pair_opts_default(&o, err, sizeof(err)) != 0)
         tap_fail_at(__FILE__, __LINE__, "%s", err);
-    static char lib[4096];
-    if (!o.ibverbs_lib) {
-        const char *top = getenv("top_builddir");
-        snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
-        o.ibverbs_lib = lib;
-    }
+    if (!o.ibverbs_lib)
+        o.ibverbs_lib = test_softnic_verbs();
     o.sq_depth = depth;
     o.queue_mem = mem;
     o.use_cuda = 1;
@@ -768,12 +765,8 @@ static void bw_write_size_on_connected_halves(void)
     need_gpu();
     struct gdaki_pair_opts o;
     gdaki_pair_opts_default(&o, err, sizeof(err));
-    static char lib[4096];
-    if (!o.ibverbs_lib) {
-        const char *top = getenv("top_builddir");
-        snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
-        o.ibverbs_lib = lib;
-    }
+    if (!o.ibverbs_lib)
+        o.ibverbs_lib = test_softnic_verbs();
     o.use_cuda = 1;
     o.queue_mem = queue_mem();
     struct gdaki_qp_info si, ri;

@@ -18,6 +18,7 @@
  * a GPU. */
 extern "C" {
 #include "tap.h"
+#include "build_paths.h"
 #include "cuda_dl.h"
 }
 
@@ -110,12 +111,8 @@ static void write_reaches_spinning_kernels(unsigned int stream_flags, int nidle)
     struct gdaki_pair_opts o;
     if (gdaki_pair_opts_default(&o, err, sizeof(err)) != 0)
         tap_fail_at(__FILE__, __LINE__, "%s", err);
-    static char lib[4096];
-    if (!o.ibverbs_lib) {
-        const char *top = getenv("top_builddir");
-        snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
-        o.ibverbs_lib = lib;
-    }
+    if (!o.ibverbs_lib)
+        o.ibverbs_lib = test_softnic_verbs();
     struct gdaki_pair *p = NULL;
     if (gdaki_pair_open(&o, &p, err, sizeof(err)) != 0)
         tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);

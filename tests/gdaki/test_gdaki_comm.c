@@ -16,6 +16,7 @@
 #include "gdaki_queue.h"
 #include "railnet_gdaki.h"
 #include "tap.h"
+#include "build_paths.h"
 
 struct ends {
     void *listen, *send, *recv;
@@ -23,9 +24,7 @@ struct ends {
 
 static void connect_comms(struct ends *e)
 {
-    const char *top = getenv("top_builddir");
-    char verbs[4096];
-    snprintf(verbs, sizeof(verbs), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
+    const char *verbs = test_softnic_verbs();
     if (access(verbs, R_OK) != 0)
         TAP_SKIP("softnic's libibverbs.so.1 is not built (run from make check)");
     setenv("RAILNET_IBVERBS_LIB", verbs, 1);

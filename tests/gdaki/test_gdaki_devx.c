@@ -20,14 +20,13 @@
 #include "railnet_gdaki.h"
 #include "cpu_posters.h"
 #include "tap.h"
+#include "build_paths.h"
 
 static char err[512];
 
 static const char *softnic_lib(void)
 {
-    static char path[4096];
-    const char *top = getenv("top_builddir");
-    snprintf(path, sizeof(path), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
+    const char *path = test_softnic_verbs();
     if (access(path, R_OK) != 0)
         TAP_SKIP("softnic's libibverbs.so.1 is not built (run from make check)");
     return path;

@@ -13,14 +13,13 @@
 #include "gdaki_queue.h"
 #include "railnet_gdaki.h"
 #include "tap.h"
+#include "build_paths.h"
 
 static char err[512];
 
 static void opts(struct gdaki_pair_opts *o)
 {
-    static char lib[4096];
-    const char *top = getenv("top_builddir");
-    snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
+    const char *lib = test_softnic_verbs();
     if (access(lib, R_OK) != 0)
         TAP_SKIP("softnic's libibverbs.so.1 is not built (run from make check)");
     gdaki_pair_opts_default(o, err, sizeof(err));

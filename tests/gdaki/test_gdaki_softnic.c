@@ -15,6 +15,7 @@
 #include "railnet_gdaki.h"
 #include "cpu_posters.h"
 #include "tap.h"
+#include "build_paths.h"
 
 #include <infiniband/verbs.h>
 
@@ -24,10 +25,7 @@ static char err[512];
  * build directory the test runs in). */
 static const char *softnic_lib(void)
 {
-    static char path[4096];
-    const char *top = getenv("top_builddir");
-    snprintf(path, sizeof(path), "%s/tests/softnic/libibverbs.so.1", top && *top ? top : ".");
-    return path;
+    return test_softnic_verbs();
 }
 
 static struct gdaki_pair *open_pair(uint32_t depth)
