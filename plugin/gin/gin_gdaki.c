@@ -143,6 +143,19 @@ static int current_cuda_dev(void)
     return 0;
 }
 
+/* Frees what base_open made (the context's resources are gone already). */
+static void res_free(struct gin_gdaki_res *r)
+{
+    if (r->pd)
+        r->v->dealloc_pd(r->pd);
+    if (r->ctx)
+        r->v->close_device(r->ctx);
+    free(r->qp);
+    free(r->comp);
+    r->magic = 0;
+    free(r);
+}
+
 /* The DEVX context and PD of the collComm's device (first port). */
 static ncclResult_t base_open(struct gin_coll *c)
 {
@@ -199,13 +212,7 @@ static ncclResult_t base_open(struct gin_coll *c)
     return ncclSuccess;
 fail:
     WARN("NET/railnet/GIN: device %s, rank %d: GDAKI type: %s", c->dev_name, c->rank, err);
-    if (r->pd)
-        r->v->dealloc_pd(r->pd);
-    if (r->ctx)
-        r->v->close_device(r->ctx);
-    free(r->qp);
-    free(r->comp);
-    free(r);
+    res_free(r);
     return ncclSystemError;
 }
 
@@ -692,13 +699,6 @@ void gin_gdaki_coll_free(struct gin_coll *c)
     if (!r)
         return;
     res_free_context(r);
-    if (r->pd)
-        r->v->dealloc_pd(r->pd);
-    if (r->ctx)
-        r->v->close_device(r->ctx);
-    free(r->qp);
-    free(r->comp);
-    r->magic = 0;
-    free(r);
+    res_free(r);
     c->gdaki = NULL;
 }
