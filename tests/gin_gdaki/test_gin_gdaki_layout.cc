@@ -7,12 +7,7 @@
 
 #include "railnet_gin_gdaki.h"
 
-#if defined(__has_include)
-#if __has_include(<nccl_device/gin/gdaki/gin_gdaki_device_host_common.h>) && \
-    __has_include(<nccl_device/gin/gdaki/doca_gpunetio/common/doca_gpunetio_verbs_dev.h>)
-#define HAVE_NCCL_GDAKI_HEADERS 1
-#endif
-#endif
+#include "nccl_gdaki_headers.h"
 
 #ifndef HAVE_NCCL_GDAKI_HEADERS
 int main()
@@ -21,8 +16,6 @@ int main()
     return 0;
 }
 #else
-#include <nccl_device/gin/gdaki/doca_gpunetio/common/doca_gpunetio_verbs_dev.h>
-#include <nccl_device/gin/gdaki/gin_gdaki_device_host_common.h>
 
 static int n_case, n_fail;
 
