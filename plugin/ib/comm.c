@@ -99,10 +99,15 @@ static int comm_default_nqps(int nports)
 
 static void comm_release(struct comm *c)
 {
-    if (c->fo_release)
-        c->fo_release(c);
+    /* QPs first, then what they give the peer access to (the failover
+     * probe and chunk-state areas): a peer's probe that reached a QP after
+     * its target was deregistered would fail its comm with
+     * IBV_WC_REM_ACCESS_ERR (seen when a rank closed right after its last
+     * receive while the peer was taking a port back) */
     for (int i = 0; i < COMM_MAX_QPS; i++)
         qp_destroy(&c->qps[i]);
+    if (c->fo_release)
+        c->fo_release(c);
     if (c->cq)
         RN_IBV(destroy_cq)(c->cq);
     c->cq = NULL;

@@ -82,8 +82,12 @@ void failover_port_event(struct comm *c, int p, int up);
 /* Control messages, syncs, chunks to write again, rebuilds; called by
  * p2p_progress after it drained the CQ. */
 void failover_progress(struct comm *c);
-/* A probe write completed (WR_PROBE), ok or not. */
-void failover_probe_done(struct comm *c, int qpi, int ok);
+/* A probe write completed (WR_PROBE): status IBV_WC_SUCCESS, a failed
+ * completion's status, or -1 when it could not be posted. A failed probe
+ * only leaves the port out of use (never fails the comm): it is the
+ * plugin's own test of a path, and a peer that closed its comm after its
+ * last receive (deregistering the probe's target) refuses it too. */
+void failover_probe_done(struct comm *c, int qpi, int status);
 /* The RDMA READ of the receiver's chunk state completed (WR_SYNC). */
 void failover_sync_read_done(struct comm *c, int epoch16, int ok);
 /* A chunk written again landed (its completion, or a later sync). */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "ibvwrap.h"
 #include "log.h"
 #include "p2p.h"
@@ -185,19 +186,24 @@ void fo_rebuild_connect(struct fo_comm *f, const uint8_t *m, size_t len)
         wr.wr.rdma.rkey = f->probe_rkey;
         if (ibv_post_send(q->qp, &wr, &bad)) {
             f->probe_left &= ~(1u << i);
-            failover_probe_done(c, i, 0);
+            failover_probe_done(c, i, -1);
             return;
         }
     }
 }
 
-void failover_probe_done(struct comm *c, int qpi, int ok)
+void failover_probe_done(struct comm *c, int qpi, int status)
 {
     struct fo_comm *f = c->fo;
     if (!f || f->rb_stage != RB_PROBING || !(f->rb_mask & (1u << qpi)))
         return;
-    if (!ok) {
+    if (status != IBV_WC_SUCCESS) {
         /* the port is not usable after all: dead until its next PORT_ACTIVE */
+        INFO(NCCL_NET, "NET/railnet: device %s: send comm #%d with %s: the probe on rebuilt QP %d failed (%s); "
+                       "port %u stays out of use until it comes back again",
+             c->dev_name, f->id, f->peer, qpi,
+             status < 0 ? "not posted" : errors_wc_status_name((enum ibv_wc_status)status),
+             c->qps[qpi].port->port_num);
         f->rb_stage = RB_NONE;
         for (int i = 0; i < c->nqps; i++)
             if (f->rb_mask & (1u << i))

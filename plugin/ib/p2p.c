@@ -111,8 +111,10 @@ void p2p_poll(struct comm *c)
             if (kind == WR_CTS && !stale && c->kind == COMM_RECV && ((struct recv_comm *)c)->cts_unpolled[qpi] > 0)
                 ((struct recv_comm *)c)->cts_unpolled[qpi]--; /* its send-queue entry is free */
             if (w->status != IBV_WC_SUCCESS) {
-                if (kind == WR_PROBE && !stale)
-                    failover_probe_done(c, qpi, 0);
+                if (kind == WR_PROBE && !stale) {
+                    failover_probe_done(c, qpi, (int)w->status);
+                    continue;
+                }
                 if (kind == WR_SYNC && !stale)
                     failover_sync_read_done(c, ri, 0);
                 /* a GDR flush READ's loopback QP moves by itself (flush.c) */
@@ -136,7 +138,7 @@ void p2p_poll(struct comm *c)
                 break;
             case WR_PROBE:
                 if (!stale)
-                    failover_probe_done(c, qpi, 1);
+                    failover_probe_done(c, qpi, IBV_WC_SUCCESS);
                 break;
             case WR_SYNC:
                 if (!stale)

@@ -47,8 +47,11 @@ for seed in $(seq 1 "$RUNS"); do
     if [ $st -eq 0 ] && printf '%s\n' "$out" | grep -q '^netdriver traffic: ok'; then
         tap_ok "random_port2_down_up_seed_${seed}_ranks_${ranks}"
     else
+        # the exit status too: a run that printed nothing else (CI once
+        # showed a case with no diagnostic at all) still says how it ended
         tap_not_ok "random_port2_down_up_seed_${seed}_ranks_${ranks}" \
-            "$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 15 | sed 's/^/# /')"
+            "exit status $st, $(printf '%s\n' "$out" | wc -l) lines of output; the last ones but INFO:
+$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 15 | sed 's/^/# /')"
     fi
     printf '%s\n' "$out" | grep -q 'port 2 failed' && failovers=$((failovers + 1))
 done

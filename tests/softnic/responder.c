@@ -322,11 +322,15 @@ static int check_remote(struct sn_rconn *rc, const struct sn_wire_req *h, int ac
                         struct sn_mr **mr)
 {
     *mr = NULL;
+    int err = 0;
     if (!(rc->qp->attr.qp_access_flags & (unsigned)access))
-        return EACCES;
-    if (h->len == 0)
-        return 0;   /* a zero-length RDMA access checks no key */
-    return mr_get(h->rkey, true, rc->qp->ibqp.pd, access, h->raddr, h->len, mr);
+        err = EACCES;
+    else if (h->len)   /* a zero-length RDMA access checks no key */
+        err = mr_get(h->rkey, true, rc->qp->ibqp.pd, access, h->raddr, h->len, mr);
+    if (err)
+        SN_DEBUG("responder: QP 0x%x: op %u seq %u refused (%s): addr 0x%llx len %u", rc->qp->ibqp.qp_num,
+                 (unsigned)h->op, (unsigned)h->seq, strerror(err), (unsigned long long)h->raddr, (unsigned)h->len);
+    return err;
 }
 
 static int do_write(struct sn_rconn *rc, const struct sn_wire_req *h)
