@@ -19,16 +19,28 @@
 # On a 2-core host the NIC's threads share the CPUs with the polling
 # programs (and with whatever else runs there), so single runs swing by
 # +-40%: the bandwidths are medians of RAILNET_BENCH_ROUNDS (default 5)
-# alternating runs, the latencies medians of three alternating runs each;
+# alternating runs, the latencies medians of RAILNET_BENCH_LAT_ROUNDS
+# (default 3) alternating runs each;
 # every run is printed, with the load average before and after.
 #  3. with SOFTNIC_RATE per port: the merged dual-port device against the
 #     plugin on port 1 alone; goal ratio >= 1.9.
+# RAILNET_BENCH_SIZES picks the bandwidth rows (bytes; default 1..16 MiB;
+# NCCL mostly sends 64 KiB-1 MiB steps: "65536 262144 524288 1048576").
+# RAILNET_BENCH_BASELINE=DIR (another build's top_builddir, e.g. main's)
+# runs that build's plugin too, with this build's netdriver and softnic, in
+# the same alternating rounds: a "before" column and this plugin's ratio to
+# it (after/before), so a change is judged under the same host load.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 nd=$top_builddir/tests/netdriver/netdriver
 command -v ib_write_bw >/dev/null || { echo "skipped: perftest not installed"; exit 0; }
 [ -x "$nd" ] && [ -f "$plugin" ] || { echo "skipped: build the plugin and tests first"; exit 0; }
+base=
+if [ -n "${RAILNET_BENCH_BASELINE:-}" ]; then
+    base=$RAILNET_BENCH_BASELINE/.libs/libnccl-net-railnet.so
+    [ -f "$base" ] || { echo "RAILNET_BENCH_BASELINE: no $base"; exit 1; }
+fi
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 port=${RAILNET_BENCH_PERFTEST_PORT:-17531}
@@ -51,40 +63,59 @@ case $window in ''|*[!0-9]*) window=0 ;; esac
 rounds=${RAILNET_BENCH_ROUNDS:-5}
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 echo "== one-way bandwidth, 1 QP on port 1, $window messages in flight on both sides (GB/s, median of $rounds alternating runs; perftest MB/s are 2^20 bytes)"
-printf '%10s %14s %14s %8s %16s %10s\n' bytes ib_write_bw plugin ratio "ib_write_bw -t128" ratio128
+printf '%10s %14s %14s %8s %16s %10s' bytes ib_write_bw plugin ratio "ib_write_bw -t128" ratio128
+[ -n "$base" ] && printf ' %10s %12s %13s' baseline base_ratio after/before
+echo
+# netdriver bw through plugin .so $1 at size $2, $3 messages: prints GB/s and
+# "most in flight" into $tmp/pl
+plugin_bw() {
+    RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
+        "$nd" --plugin "$1" bw --size $2 --iters $3 --window $window >"$tmp/pl" 2>/dev/null
+    awk '$1 == '$2' { print $4 }' "$tmp/pl"
+}
 for size in ${RAILNET_BENCH_SIZES:-1048576 2097152 4194304 8388608 16777216}; do
     # at least 1 GiB a run: a 0.1 s run is mostly scheduler noise on 2 cores
     n=$(( (1 << 30) / size )); [ $n -lt 200 ] && n=200
-    ibs= pls= depths= dfs=
+    ibs= pls= depths= dfs= bls=
     for round in $(seq "$rounds"); do
         dfs="$dfs $(perftest ib_write_bw -i 1 -q 1 -t 128 -Q 1 -s $size -n $n | awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }')"
+        [ -n "$base" ] && bls="$bls $(plugin_bw "$base" $size $n)"
         perftest ib_write_bw -i 1 -q 1 -t $window -Q 1 -s $size -n $n >"$tmp/ib"
         ibs="$ibs $(awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }' "$tmp/ib")"
-        RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-            "$nd" --plugin "$plugin" bw --size $size --iters $n --window $window >"$tmp/pl" 2>/dev/null
-        pls="$pls $(awk '$1 == '$size' { print $4 }' "$tmp/pl")"
+        pls="$pls $(plugin_bw "$plugin" $size $n)"
         # the depth each side really ran with: perftest's banner, the
         # plugin's most sends in flight at once (netdriver bw counts them)
         depths="$depths $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")"
     done
     ib=$(median $ibs); pl=$(median $pls); df=$(median $dfs)
-    awk -v s=$size -v a="$ib" -v b="$pl" -v d="$df" 'BEGIN { printf "%10d %14s %14s %8.2f %16s %10.2f\n", s, a, b, (a > 0 ? b / a : 0), d, (d > 0 ? b / d : 0) }'
-    echo "#   runs: ib_write_bw$ibs; plugin$pls; -t 128$dfs; in flight (ib_write_bw/plugin):$depths"
+    awk -v s=$size -v a="$ib" -v b="$pl" -v d="$df" 'BEGIN { printf "%10d %14s %14s %8.2f %16s %10.2f", s, a, b, (a > 0 ? b / a : 0), d, (d > 0 ? b / d : 0) }'
+    if [ -n "$base" ]; then
+        bl=$(median $bls)
+        awk -v a="$ib" -v b="$pl" -v c="$bl" 'BEGIN { printf " %10s %12.2f %13.2f", c, (a > 0 ? c / a : 0), (c > 0 ? b / c : 0) }'
+    fi
+    echo
+    echo "#   runs: ib_write_bw$ibs; plugin$pls; -t 128$dfs; in flight (ib_write_bw/plugin):$depths${base:+; baseline$bls}"
 done
 
-echo "== 8-byte latency (us, one-way, medians of 2000 round trips -- ib_write_lat's t_typical -- then the median of 3 alternating runs)"
+echo "== 8-byte latency (us, one-way, medians of 2000 round trips -- ib_write_lat's t_typical -- then the median of ${RAILNET_BENCH_LAT_ROUNDS:-3} alternating runs)"
 # ib_send_lat completes each message through the receiver's CQ, as the
 # plugin must (ib_write_lat polls the last byte in memory): softnic's floor
 # for a completion-driven receive
-ibls= isls= plls=
-for round in 1 2 3; do
+plugin_lat() { "$nd" --plugin "$1" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p'; }
+ibls= isls= plls= blls=
+for round in $(seq "${RAILNET_BENCH_LAT_ROUNDS:-3}"); do
     ibls="$ibls $(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')"
+    [ -n "$base" ] && blls="$blls $(plugin_lat "$base")"
     isls="$isls $(perftest ib_send_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')"
-    plls="$plls $("$nd" --plugin "$plugin" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p')"
+    plls="$plls $(plugin_lat "$plugin")"
 done
-echo "# runs: ib_write_lat$ibls; ib_send_lat$isls; plugin$plls"
+echo "# runs: ib_write_lat$ibls; ib_send_lat$isls; plugin$plls${base:+; baseline$blls}"
 ibl=$(median $ibls); isl=$(median $isls); pll=$(median $plls)
 awk -v a="$ibl" -v c="$isl" -v b="$pll" 'BEGIN { printf "ib_write_lat %s us, ib_send_lat %s us, plugin %s us; plugin/ib_write_lat %.2f, plugin/ib_send_lat %.2f\n", a, c, b, (a > 0 ? b / a : 0), (c > 0 ? b / c : 0) }'
+if [ -n "$base" ]; then
+    bll=$(median $blls)
+    awk -v a="$ibl" -v b="$pll" -v c="$bll" 'BEGIN { printf "baseline %s us; baseline/ib_write_lat %.2f, after/before %.2f\n", c, (a > 0 ? c / a : 0), (c > 0 ? b / c : 0) }'
+fi
 
 rate=${RAILNET_BENCH_RATE:-300M}
 echo "== striping with SOFTNIC_RATE=$rate bytes/s per port (GB/s at 16 MiB)"

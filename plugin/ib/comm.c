@@ -132,9 +132,9 @@ static ncclResult_t comm_init(struct comm *c, int kind, int dev, int nqps)
     comm_params(&c->qpp);
     int send = kind == COMM_SEND;
     c->qpp.max_send_wr = send ? 2 * COMM_SLOTS + 8 : COMM_SLOTS + 8;
-    c->qpp.max_recv_wr = send ? 1 : COMM_RECV_DEPTH;
+    c->qpp.max_recv_wr = send ? 1 : COMM_RECV_POSTED;
     int cqe = send ? nqps * (2 * COMM_SLOTS + 8) + 64
-                   : nqps * (COMM_RECV_DEPTH + COMM_SLOTS + 8) + COMM_SLOTS * COMM_MAX_RECVS + 64;
+                   : nqps * (COMM_RECV_POSTED + COMM_SLOTS + 8) + COMM_SLOTS * COMM_MAX_RECVS + 64;
     c->cq = RN_IBV(create_cq)(c->ports[0].ctx, cqe, NULL, NULL, 0);
     if (!c->cq) {
         WARN("NET/railnet: device %s: ibv_create_cq(%d entries) failed: %s", c->dev_name, cqe, strerror(errno));
@@ -275,13 +275,19 @@ ncclResult_t comm_connect_qps(struct comm *c, const struct hs_qp_info *remote, i
 int comm_post_recvs(struct comm *c, int qpi, int count)
 {
     /* Writes with immediate consume a receive WQE; they carry no payload here. */
-    struct ibv_recv_wr wr, *bad;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = WR_ID_GEN(WR_RECV, c->qp_gen[qpi], qpi, 0, 0);
-    for (int i = 0; i < count; i++) {
-        int rc = ibv_post_recv(c->qps[qpi].qp, &wr, &bad);
+    struct ibv_recv_wr wr[COMM_RECV_BATCH], *bad;
+    memset(wr, 0, sizeof(wr));
+    for (int i = 0; i < COMM_RECV_BATCH; i++) {
+        wr[i].wr_id = WR_ID_GEN(WR_RECV, c->qp_gen[qpi], qpi, 0, 0);
+        wr[i].next = i + 1 < COMM_RECV_BATCH ? &wr[i + 1] : NULL;
+    }
+    while (count > 0) {
+        int n = count < COMM_RECV_BATCH ? count : COMM_RECV_BATCH;
+        struct ibv_recv_wr *head = &wr[COMM_RECV_BATCH - n];
+        int rc = ibv_post_recv(c->qps[qpi].qp, head, &bad);
         if (rc)
             return rc;
+        count -= n;
     }
     return 0;
 }

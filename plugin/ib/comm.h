@@ -32,6 +32,14 @@
 #define COMM_MAX_RECVS HS_MAX_RECVS
 #define COMM_MAX_QPS HS_MAX_QPS
 #define COMM_RECV_DEPTH (COMM_SLOTS * COMM_MAX_RECVS) /* immediates one QP can owe */
+/* Receives a recv comm's QP gets again at once, one post for the batch (the
+ * NIC's receive queue lock taken once): the queue holds COMM_RECV_BATCH
+ * more than can be owed, so fewer than a batch consumed never starve it. */
+#define COMM_RECV_BATCH 16
+#define COMM_RECV_POSTED (COMM_RECV_DEPTH + COMM_RECV_BATCH)
+/* A recv comm's CTS writes ask for a completion one in this many per QP
+ * (and each covers the unsignaled ones before it on its QP). */
+#define COMM_CTS_SIGNAL_EVERY 8
 
 /* One entry of a CTS slot: what the receiver tells the sender about one
  * buffer of a posted receive. Written by RDMA WRITE into the sender's ring;
@@ -54,8 +62,11 @@ _Static_assert(sizeof(struct cts_entry) == HS_CTS_ENTRY_SIZE, "CTS entry is 64 b
  * slot, 5-7 sub (index in the grouped receive), 8-11 number of chunks of the
  * message - 1, 12-15 this chunk's index, 16 the parity of the receive's
  * sequence / COMM_SLOTS (which use of the slot), 17 size-in-immediate flag,
- * 18-31 size when the flag is set (< 16 KiB); else the size was written
- * into the receiver's sizes area beforehand, on the QP of chunk 0. Chunk
+ * 18-31 size when the flag is set: up to IMM_SIZE_MAX bytes, or
+ * IMM_SIZE_POSTED for a message as large as the receive it fills (the
+ * sender read that size in the CTS entry; most NCCL steps fill their
+ * buffer); else the size was written into the receiver's sizes area
+ * beforehand, on the QP of chunk 0, a second write per message. Chunk
  * index and parity let the receiver count each chunk once, whichever QP
  * carried it: a chunk written again after a port failed (failover.h) is
  * neither counted twice nor counted for the slot's next receive. */
@@ -66,7 +77,8 @@ _Static_assert(sizeof(struct cts_entry) == HS_CTS_ENTRY_SIZE, "CTS entry is 64 b
 #define IMM_PARITY(i) (((i) >> 16) & 1u)
 #define IMM_HAS_SIZE(i) (((i) >> 17) & 1u)
 #define IMM_SIZE(i) ((i) >> 18)
-#define IMM_SIZE_MAX ((1u << 14) - 1u)
+#define IMM_SIZE_MAX ((1u << 14) - 2u)
+#define IMM_SIZE_POSTED ((1u << 14) - 1u)
 #define IMM_SEQ_PARITY(seq) ((unsigned)((seq) / COMM_SLOTS) & 1u)
 #define IMM_MAKE(slot, sub, nq, k, par, has, size) \
     ((uint32_t)(slot) | (uint32_t)(sub) << 5 | (uint32_t)((nq) - 1) << 8 | (uint32_t)(k) << 12 | \
@@ -95,6 +107,8 @@ struct request {
     uint64_t raddr;
     uint32_t rkey[HS_MAX_PORTS];
     uint64_t chunk;     /* bytes per chunk */
+    uint32_t imm_size;  /* the immediate's size field (IMM_SIZE_POSTED: the posted size), when imm_has_size */
+    uint8_t imm_has_size; /* 0: chunk 0 writes the size into the receiver's sizes area first */
     uint16_t unacked;   /* bit k: chunk k not known to have landed */
     uint16_t replayed;  /* bit k: chunk k was written again and is in flight */
     uint8_t nq;         /* chunks */
@@ -179,6 +193,8 @@ struct recv_comm {
      * bound these: each holds a send-queue entry until polled, and irecv
      * waits (returns no request) rather than overflow the send queue. */
     int cts_unpolled[COMM_MAX_QPS];
+    int cts_unsignaled[COMM_MAX_QPS];  /* CTS writes posted without a completion since the last one with */
+    int recv_consumed[COMM_MAX_QPS];   /* receives consumed and not posted again yet (< COMM_RECV_BATCH) */
     struct flush_ctx *flush;
 };
 
@@ -205,7 +221,8 @@ void comm_describe_qps(const struct comm *c, struct hs_qp_info *out);
 /* Moves QP i to RTS towards remote[i]; one WARN naming the port on failure. */
 ncclResult_t comm_connect_qps(struct comm *c, const struct hs_qp_info *remote, int nqps);
 /* Posts count receive WQEs on QP qpi (each write with immediate consumes
- * one). Returns 0 or the errno value of ibv_post_recv. */
+ * one), chained, COMM_RECV_BATCH per ibv_post_recv. Returns 0 or the errno
+ * value of ibv_post_recv. A recv comm's QP gets COMM_RECV_POSTED. */
 int comm_post_recvs(struct comm *c, int qpi, int count);
 
 ncclResult_t comm_close_send(void *send_comm);

@@ -267,10 +267,10 @@ static ncclResult_t accept_hello(struct setup_hs *s)
         return ncclSystemError;
     }
     for (int i = 0; i < c->nqps; i++) {
-        int e = comm_post_recvs(c, i, COMM_RECV_DEPTH);
+        int e = comm_post_recvs(c, i, COMM_RECV_POSTED);
         if (e) {
             WARN("NET/railnet: device %s QP 0x%x: posting %d receives failed: %s", c->dev_name,
-                 c->qps[i].qp->qp_num, COMM_RECV_DEPTH, strerror(e));
+                 c->qps[i].qp->qp_num, COMM_RECV_POSTED, strerror(e));
             accept_reject(s, HS_REJECT_RESOURCES);
             return ncclSystemError;
         }

@@ -396,10 +396,10 @@ static int on_request(struct cm_listen *l, struct rdma_cm_id *id, const uint8_t 
             return -1;
         }
         for (int i = 0; i < c->nqps; i++) {
-            int e = comm_post_recvs(c, i, COMM_RECV_DEPTH);
+            int e = comm_post_recvs(c, i, COMM_RECV_POSTED);
             if (e) {
                 WARN("NET/railnet: device %s QP 0x%x: posting %d receives failed: %s", c->dev_name,
-                     c->qps[i].qp->qp_num, COMM_RECV_DEPTH, strerror(e));
+                     c->qps[i].qp->qp_num, COMM_RECV_POSTED, strerror(e));
                 reject(id, HS_REJECT_RESOURCES);
                 pending_drop(p);
                 return -1;

@@ -25,8 +25,12 @@ static int qp_renew(struct comm *c, int i)
         c->qps[i].port = port;
         return -1;
     }
-    if (c->kind == COMM_RECV)
-        ((struct recv_comm *)c)->cts_unpolled[i] = 0;
+    if (c->kind == COMM_RECV) {
+        struct recv_comm *rc = (struct recv_comm *)c;
+        rc->cts_unpolled[i] = 0;
+        rc->cts_unsignaled[i] = 0;
+        rc->recv_consumed[i] = 0;
+    }
     return 0;
 }
 
@@ -111,10 +115,10 @@ void fo_rebuild_answer(struct fo_comm *f, uint32_t id, uint32_t mask, const uint
         if (!(mask & (1u << i)))
             continue;
         c->qp_dead &= ~(1u << i); /* receives count from now on */
-        int e = comm_post_recvs(c, i, COMM_RECV_DEPTH);
+        int e = comm_post_recvs(c, i, COMM_RECV_POSTED);
         if (e) {
             WARN("NET/railnet: device %s QP 0x%x: posting %d receives on a rebuilt QP failed: %s", c->dev_name,
-                 c->qps[i].qp->qp_num, COMM_RECV_DEPTH, strerror(e));
+                 c->qps[i].qp->qp_num, COMM_RECV_POSTED, strerror(e));
             comm_fail(c, ncclSystemError);
             return;
         }

@@ -21,7 +21,8 @@
 #include <stdint.h>
 
 #define HS_MAGIC 0x544e4c52u /* "RLNT" in memory order */
-#define HS_VERSION 2 /* 2: chunk index in the immediate, failover messages on the socket */
+#define HS_VERSION 3 /* 2: chunk index in the immediate, failover messages on the socket;
+                      3: a size field of all ones in the immediate means the posted size */
 #define HS_HANDLE_SIZE 128   /* NCCL_NET_HANDLE_MAXSIZE */
 #define HS_HANDLE_USED 52    /* bytes of the handle that carry fields; the rest is zero */
 #define HS_HEADER_SIZE 16

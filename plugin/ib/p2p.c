@@ -56,7 +56,7 @@ static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
         return;
     uint64_t size;
     if (IMM_HAS_SIZE(imm))
-        size = IMM_SIZE(imm);
+        size = IMM_SIZE(imm) == IMM_SIZE_POSTED ? (uint64_t)r->posted[sub] : IMM_SIZE(imm);
     else /* written before chunk 0, on its QP: already placed */
         size = __atomic_load_n(&rc->sizes[slot * COMM_MAX_RECVS + sub], __ATOMIC_ACQUIRE);
     if (size > (uint64_t)r->posted[sub]) {
@@ -108,8 +108,12 @@ void p2p_poll(struct comm *c)
              * immediate still matters (the new QP has its own receives) */
             int flush = kind == WR_FLUSH || kind == WR_FLUSH_PART;
             int stale = !flush && WR_GEN(w->wr_id) != c->qp_gen[qpi];
-            if (kind == WR_CTS && !stale && c->kind == COMM_RECV && ((struct recv_comm *)c)->cts_unpolled[qpi] > 0)
-                ((struct recv_comm *)c)->cts_unpolled[qpi]--; /* its send-queue entry is free */
+            if (kind == WR_CTS && !stale && c->kind == COMM_RECV) {
+                /* its send-queue entry is free, and those of the unsignaled
+                 * CTS writes before it on the QP (WR_CHUNK: how many in all) */
+                int *unpolled = &((struct recv_comm *)c)->cts_unpolled[qpi], covered = WR_CHUNK(w->wr_id);
+                *unpolled -= covered < *unpolled ? covered : *unpolled;
+            }
             if (w->status != IBV_WC_SUCCESS) {
                 if (kind == WR_PROBE && !stale) {
                     failover_probe_done(c, qpi, (int)w->status);
@@ -149,10 +153,14 @@ void p2p_poll(struct comm *c)
                 break;
             case WR_RECV:
                 if (c->kind == COMM_RECV && w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-                    recv_on_imm((struct recv_comm *)c, qpi, ntohl(w->imm_data));
+                    struct recv_comm *rc = (struct recv_comm *)c;
+                    recv_on_imm(rc, qpi, ntohl(w->imm_data));
                     if (stale || (c->qp_dead & (1u << qpi)))
                         break; /* a QP out of use gets no more receives */
-                    if (comm_post_recvs(c, qpi, 1)) {
+                    if (++rc->recv_consumed[qpi] < COMM_RECV_BATCH)
+                        break; /* COMM_RECV_DEPTH and more still posted */
+                    rc->recv_consumed[qpi] = 0;
+                    if (comm_post_recvs(c, qpi, COMM_RECV_BATCH)) {
                         if (!c->error)
                             WARN("NET/railnet: device %s QP 0x%x: cannot repost a receive", c->dev_name,
                                  c->qps[qpi].qp->qp_num);
@@ -193,14 +201,14 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
     uint64_t size = (uint64_t)r->size[0];
     uint64_t off = k * r->chunk, len = size - off < r->chunk ? size - off : r->chunk;
     unsigned slot = (unsigned)r->slot, sub = r->sub;
-    int has_size = size <= IMM_SIZE_MAX;
+    int has_size = r->imm_has_size;
     struct ibv_sge sge_data, sge_size;
     struct ibv_send_wr wr_size, wr_data, *bad;
     memset(&wr_data, 0, sizeof(wr_data));
     wr_data.wr_id = WR_ID_GEN(WR_SEND, c->qp_gen[qpi], qpi, k, r->index);
     wr_data.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr_data.send_flags = IBV_SEND_SIGNALED;
-    wr_data.imm_data = htonl(IMM_MAKE(slot, sub, r->nq, k, IMM_SEQ_PARITY(r->seq), has_size, size));
+    wr_data.imm_data = htonl(IMM_MAKE(slot, sub, r->nq, k, IMM_SEQ_PARITY(r->seq), has_size, r->imm_size));
     wr_data.wr.rdma.remote_addr = r->raddr + off;
     wr_data.wr.rdma.rkey = r->rkey[p];
     if (len) {
@@ -278,6 +286,10 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
     r->slot = (int)slot;
     r->unacked = (uint16_t)((1u << nq) - 1u);
     r->replayed = 0;
+    /* the size rides in the immediate when it can: small, or the whole
+     * posted receive (no separate write of the size then) */
+    r->imm_has_size = size <= IMM_SIZE_MAX || size == e->size;
+    r->imm_size = size <= IMM_SIZE_MAX ? (uint32_t)size : IMM_SIZE_POSTED;
     for (unsigned k = 0; k < nq; k++) {
         ncclResult_t res = p2p_post_chunk(sc, r, k, live[(first + k) % (unsigned)nlive]);
         if (res != ncclSuccess) {
@@ -449,10 +461,13 @@ ncclResult_t p2p_post_cts(struct recv_comm *rc, unsigned slot, int qpi)
                            .length = (uint32_t)(r->n * (int)sizeof(struct cts_entry)),
                            .lkey = rc->stage_mr->lkey };
     struct ibv_send_wr wr, *bad;
+    /* one completion per COMM_CTS_SIGNAL_EVERY writes on the QP frees the
+     * send-queue entries of them all (the NIC's CQ and our poll see one) */
+    int covered = rc->cts_unsignaled[qpi] + 1, signal = covered >= COMM_CTS_SIGNAL_EVERY;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = WR_ID_GEN(WR_CTS, c->qp_gen[qpi], qpi, 0, r->index);
+    wr.wr_id = WR_ID_GEN(WR_CTS, c->qp_gen[qpi], qpi, signal ? covered : 0, r->index);
     wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED | (sge.length <= q->max_inline ? IBV_SEND_INLINE : 0);
+    wr.send_flags = (signal ? IBV_SEND_SIGNALED : 0) | (sge.length <= q->max_inline ? IBV_SEND_INLINE : 0);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.wr.rdma.remote_addr = rc->remote_ring_addr + (uint64_t)slot * COMM_MAX_RECVS * sizeof(struct cts_entry);
@@ -465,6 +480,7 @@ ncclResult_t p2p_post_cts(struct recv_comm *rc, unsigned slot, int qpi)
         return ncclSystemError;
     }
     rc->cts_unpolled[qpi]++;
+    rc->cts_unsignaled[qpi] = signal ? 0 : covered;
     return ncclSuccess;
 }
 
