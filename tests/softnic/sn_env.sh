@@ -53,6 +53,14 @@ sn_wait_listen() {
     return 1
 }
 
+# perftest writes its results with stdio, fully buffered into a file, and
+# its errors unbuffered to stderr: in the file an error came out above the
+# results (a failed pair's last lines showed only headers), and a pair
+# killed by its timeout left nothing at all.  Line-buffered, the file keeps
+# the order in which things happened, up to the moment of a kill.
+SN_LINEBUF=
+command -v stdbuf >/dev/null && SN_LINEBUF="stdbuf -oL"
+
 # sn_pair NAME TIMEOUT CMD ARGS...: runs "CMD ARGS -p PORT" as server and
 # "CMD ARGS -p PORT 127.0.0.1" as client; outputs in $SN_TMP/NAME.{srv,cli},
 # exit codes in SN_SRV_RC / SN_CLI_RC.  SN_SERVER_PREFIX / SN_CLIENT_PREFIX
@@ -69,7 +77,7 @@ sn_pair() {
             sn_next_port
             port=$SN_PORT
         fi
-        $SN_SERVER_PREFIX timeout "$t" "$@" -p "$port" >"$SN_TMP/$name.srv" 2>&1 &
+        $SN_SERVER_PREFIX timeout "$t" $SN_LINEBUF "$@" -p "$port" >"$SN_TMP/$name.srv" 2>&1 &
         spid=$!
         SN_PIDS="$SN_PIDS $spid"
         sn_wait_listen "$port" "${SN_SERVER_NS:-}" "$spid" && break
@@ -77,7 +85,7 @@ sn_pair() {
         sn_stop "$spid"
         wait "$spid" 2>/dev/null
     done
-    $SN_CLIENT_PREFIX timeout "$t" "$@" -p "$port" "${SN_SERVER_ADDR:-127.0.0.1}" \
+    $SN_CLIENT_PREFIX timeout "$t" $SN_LINEBUF "$@" -p "$port" "${SN_SERVER_ADDR:-127.0.0.1}" \
         >"$SN_TMP/$name.cli" 2>&1
     SN_CLI_RC=$?
     wait "$spid"
