@@ -62,14 +62,15 @@ if [ "$SN_SRV_RC" -eq 0 ] && [ "$SN_CLI_RC" -eq 0 ] && sn_bw_ok "$SN_TMP/netns_r
     tap_ok ib_read_bw_2_qps_across_namespaces
 else tap_not_ok ib_read_bw_2_qps_across_namespaces "$(sn_why netns_read)"; fi
 
-# The server's host goes away mid-run: the client must fail, not hang.
+# The server's host goes away mid-run: the client must fail, not hang
+# (within softnic's own retry budget: $SN_FAULT_BUDGET).
 sn_next_port
-$IN_A timeout 30 ib_write_bw -d softnic0 -x 0 -s 1048576 -D 20 -p "$SN_PORT" >"$SN_TMP/cut.srv" 2>&1 &
+$IN_A $SN_FAULT_BUDGET timeout 30 ib_write_bw -d softnic0 -x 0 -s 1048576 -D 20 -p "$SN_PORT" >"$SN_TMP/cut.srv" 2>&1 &
 spid=$!
 disown "$spid"       # killed below: no job notice in the log
 SN_PIDS="$SN_PIDS $spid"
 sn_wait_listen "$SN_PORT" "$NSA"
-$IN_B timeout 30 ib_write_bw -d softnic0 -x 0 -s 1048576 -D 20 -p "$SN_PORT" "$IPA" >"$SN_TMP/cut.cli" 2>&1 &
+$IN_B $SN_FAULT_BUDGET timeout 30 ib_write_bw -d softnic0 -x 0 -s 1048576 -D 20 -p "$SN_PORT" "$IPA" >"$SN_TMP/cut.cli" 2>&1 &
 cpid=$!
 SN_PIDS="$SN_PIDS $cpid"
 sleep 2
