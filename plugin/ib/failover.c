@@ -525,7 +525,11 @@ ncclResult_t failover_attach(struct comm *c)
     c->fo = NULL;
     c->fo_pub = NULL;
     c->fo_fence = 0;
-    if (!rn_config()->failover || c->nports < 2)
+    /* no TCP socket (RAILNET_CM=rdmacm): failover's control messages would
+     * have no way to the peer (fo_send drops them) and a failover would
+     * wait for them for ever; a port that fails fails the comm
+     * (comm_setup_cm.c) */
+    if (!rn_config()->failover || c->nports < 2 || c->fd < 0)
         return ncclSuccess;
     struct fo_comm *f = calloc(1, sizeof(*f));
     if (!f)

@@ -53,8 +53,25 @@ static void timed_wait(struct sn_qp *qp, long ms)
     pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
 }
 
-/* Retry budget check (qp->lock held). */
-static void check_timeout_locked(struct sn_qp *qp)
+/* Whether a response has come that this thread has not read yet: in its
+ * buffer, or waiting on the connection (or the connection's end, which
+ * reading turns into conn_dead). */
+static bool response_waiting(const struct sn_rbuf *rb, bool have_rb, int fd, bool eof)
+{
+    if (fd < 0 || eof)
+        return false;
+    if (have_rb && rb->pos < rb->len)
+        return true;
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll(&p, 1, 0) == 1;
+}
+
+/* Retry budget check (qp->lock held).  The budget measures the peer, not
+ * this thread: one that was not scheduled for a while (a loaded host)
+ * reads the responses that came meanwhile before it judges, else a peer
+ * that answered in time would look dead (seen: IBV_WC_RETRY_EXC_ERR with
+ * the ACKs in the socket, at load ~40 on 2 cores). */
+static void check_timeout_locked(struct sn_qp *qp, const struct sn_rbuf *rb, bool have_rb, bool eof)
 {
     if (qp->attr.qp_state == IBV_QPS_ERR)
         return;
@@ -68,6 +85,16 @@ static void check_timeout_locked(struct sn_qp *qp)
         return;
     uint64_t now = sn_now_ns();
     if (now - qp->last_progress_ns > qp_retry_budget_ns(qp)) {
+        if (response_waiting(rb, have_rb, qp->out_fd, eof)) {
+            SN_DEBUG("completer: QP 0x%x: %llu ms without progress but a response waits: reading it first",
+                     qp->ibqp.qp_num, (unsigned long long)((now - qp->last_progress_ns) / 1000000ull));
+            return;
+        }
+        SN_DEBUG("completer: QP 0x%x: retry budget (%llu ms) ran out: %llu WQE(s) unanswered, %llu not sent%s%s",
+                 qp->ibqp.qp_num, (unsigned long long)(qp_retry_budget_ns(qp) / 1000000ull),
+                 (unsigned long long)(qp->sq_sent - qp->sq_head), (unsigned long long)(qp->sq_tail - qp->sq_sent),
+                 stuck ? ", held back (link down, peer unreachable or connection gone)" : "",
+                 qp->out_fd >= 0 && !eof ? "" : ", no connection");
         atomic_fetch_add(&qp->cnt.retries, 1);
         qp_error_locked(qp, qp->sq_head, IBV_WC_RETRY_EXC_ERR, 0);
     }
@@ -181,7 +208,7 @@ void *completer_main(void *arg)
     bool have_rb = false, eof = false;
     pthread_mutex_lock(&qp->lock);
     while (!qp->stopping) {
-        check_timeout_locked(qp);
+        check_timeout_locked(qp, &rb, have_rb, eof);
         /* keep reading after a failed write: a NAK may still be queued */
         if (qp->out_fd < 0 || eof || qp->attr.qp_state == IBV_QPS_ERR) {
             timed_wait(qp, 20);

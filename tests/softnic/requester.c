@@ -202,9 +202,17 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
         if (pulled)
             charge_pulled(qp, port, pulled);
         payload += pulled;
+        /* counted before the bytes leave: once they are out, the peer may
+         * answer and the WQE complete while this thread waits for the CPU,
+         * and a completion must find its bytes counted */
+        atomic_fetch_add(&port->cnt.tx_bytes, payload);
+        atomic_fetch_add(&qp->cnt.tx_bytes, payload);
         err = wire_writev_all(fd, iov, n);
-        if (err)
+        if (err) {
+            atomic_fetch_sub(&port->cnt.tx_bytes, payload);
+            atomic_fetch_sub(&qp->cnt.tx_bytes, payload);
             break;
+        }
         iov += n;
         left -= n;
         if (rest.iov_base) {
@@ -212,8 +220,6 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
             left++;
             *iov = rest;
         }
-        atomic_fetch_add(&port->cnt.tx_bytes, payload);
-        atomic_fetch_add(&qp->cnt.tx_bytes, payload);
         fault_tx_bytes(qp->dev, port, payload);
         pthread_mutex_lock(&qp->lock);
         qp->last_progress_ns = sn_now_ns();

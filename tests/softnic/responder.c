@@ -399,11 +399,13 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
         if (n)
             iov[cnt++] = (struct iovec){ data + off, n };
         rate_take(&rc->port->tx_rate, n);
+        /* counted before they leave: the READ may complete at once */
+        atomic_fetch_add(&rc->port->cnt.tx_bytes, n);
         err = wire_writev_all(rc->fd, iov, cnt);
-        if (!err) {
-            atomic_fetch_add(&rc->port->cnt.tx_bytes, n);
+        if (!err)
             fault_tx_bytes(rc->qp->dev, rc->port, n);
-        }
+        else
+            atomic_fetch_sub(&rc->port->cnt.tx_bytes, n);
         off += n;
     }
     free(bounce);
@@ -447,14 +449,18 @@ static int do_atomic(struct sn_rconn *rc, const struct sn_wire_req *h)
     struct sn_wire_resp r = { .type = SN_RESP_ATOMIC, .seq = h->seq, .len = SN_ATOMIC_SIZE };
     struct iovec iov[2] = { { &r, sizeof(r) }, { &old, sizeof(old) } };
     rc->ack_pending = false;   /* the response acknowledges everything before */
+    /* counted before they leave: the atomic may complete at once */
+    atomic_fetch_add(&rc->port->cnt.tx_bytes, SN_ATOMIC_SIZE);
+    atomic_fetch_add(&rc->port->cnt.rx_packets, 1);
+    atomic_fetch_add(&rc->qp->cnt.rx_packets, 1);
     err = wire_writev_all(rc->fd, iov, 2);
-    if (!err) {
-        atomic_fetch_add(&rc->port->cnt.tx_bytes, SN_ATOMIC_SIZE);
-        atomic_fetch_add(&rc->port->cnt.rx_packets, 1);
-        atomic_fetch_add(&rc->qp->cnt.rx_packets, 1);
-    } else if (!rc->err) {
-        rc->err = err;
+    if (err) {
+        atomic_fetch_sub(&rc->port->cnt.tx_bytes, SN_ATOMIC_SIZE);
+        atomic_fetch_sub(&rc->port->cnt.rx_packets, 1);
+        atomic_fetch_sub(&rc->qp->cnt.rx_packets, 1);
     }
+    if (err && !rc->err)
+        rc->err = err;
     return err;
 }
 

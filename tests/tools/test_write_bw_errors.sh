@@ -96,10 +96,19 @@ if [ $rc -eq 1 ] && grep -q "no word from the peer for 1 s" "$TMPD/st.err"; then
 else tap_not_ok wb_silent_server_fails_after_timeout "exit $rc: $(cat "$TMPD/st.err")"; fi
 
 # The server dies in the middle of a run: the client fails, it does not hang.
+# It dies once the client is in its run (its result header out, which the
+# tool flushes), not after a fixed 1 s: the tools run reniced,
+# and at load ~40 on 2 cores the client had not yet connected ("cannot
+# reach server ...: Connection refused").
 wb_server "$TMPD/k.srv" "$TMPD/k.srv.err" -D 20 --timeout 3
 timeout 40 "$WB" -p "$WB_PORT" -D 20 --timeout 3 127.0.0.1 >"$TMPD/k.out" 2>"$TMPD/k.err" &
 kc=$!; WB_PIDS="$WB_PIDS $kc"
-sleep 1
+i=0
+while [ $i -lt 300 ] && kill -0 $kc 2>/dev/null && ! grep -q '#bytes' "$TMPD/k.out"; do
+    sleep 0.1
+    i=$((i + 1))
+done
+sleep 0.5
 kill -9 $(wb_server_tool_pid)
 wait $kc; rc=$?
 if [ $rc -eq 1 ] && grep -Eq "lost the peer|completion error|no RDMA WRITE completion" "$TMPD/k.err"; then
@@ -111,7 +120,12 @@ wb_server "$TMPD/c.out" "$TMPD/c.err" -D 20 --timeout 3
 cs=$WB_SPID
 "$WB" -p "$WB_PORT" -D 20 --timeout 3 127.0.0.1 >"$TMPD/c.cli" 2>&1 &
 cc=$!; WB_PIDS="$WB_PIDS $cc"
-sleep 1
+i=0   # in its run, as above
+while [ $i -lt 300 ] && kill -0 $cc 2>/dev/null && ! grep -q '#bytes' "$TMPD/c.cli"; do
+    sleep 0.1
+    i=$((i + 1))
+done
+sleep 0.5
 kill -9 $cc
 wait $cs; rc=$?
 if [ $rc -eq 1 ] && grep -q "lost the peer" "$TMPD/c.err"; then
