@@ -39,7 +39,10 @@
  * Recovery. When the device raises IBV_EVENT_PORT_ACTIVE (or the peer says
  * its port is back) and no chunk is waiting on a dead QP, the sender makes
  * new QPs on the port and sends their numbers and PSNs (REBUILD_REQ); the
- * receiver replaces its QPs, posts receives and answers (REBUILD_REP); the
+ * receiver replaces its QPs (having drained its CQ first: the CQ holds one
+ * generation of each QP's work, and the flushed receives of the QPs it
+ * replaces must not stay there beside their successors'), posts receives and
+ * answers (REBUILD_REP); the
  * sender connects them and writes a probe (8 bytes) on each. When every
  * probe completed the sender uses them again and tells the receiver
  * (PROBE_OK), which then uses them for CTS writes too. One INFO per comm.

@@ -91,6 +91,18 @@ static int connect_new(struct comm *c, uint32_t mask, const uint8_t *infos)
 void fo_rebuild_answer(struct fo_comm *f, uint32_t id, uint32_t mask, const uint8_t *infos)
 {
     struct comm *c = f->c;
+    /* The CQ holds one generation of each QP's work (comm.c sizes it so):
+     * replacing a QP flushes its COMM_RECV_POSTED receives into the CQ
+     * (qp_destroy moves it to ERR), and they must leave before the next
+     * replacement flushes its successor's. A sender whose port failed
+     * again before we answered sends another REBUILD_REQ; several, read
+     * at once by a receiver that was not scheduled, each flushed a
+     * generation: the CQ overran (port 2 flapping every 50 ms,
+     * failover.sh) and the receive completions it dropped were chunks
+     * the sender had seen land: a hang. */
+    p2p_poll(c);
+    if (c->error)
+        return;
     uint8_t m[16 + COMM_MAX_QPS * FO_QP_INFO];
     uint32_t ok_ports = 0;
     for (int p = 0; p < c->nports; p++)
