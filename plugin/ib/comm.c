@@ -133,8 +133,13 @@ static ncclResult_t comm_init(struct comm *c, int kind, int dev, int nqps)
     int send = kind == COMM_SEND;
     c->qpp.max_send_wr = send ? 2 * COMM_SLOTS + 8 : COMM_SLOTS + 8;
     c->qpp.max_recv_wr = send ? 1 : COMM_RECV_POSTED;
+    /* one generation of each QP's work; a recv comm also holds the flushed
+     * receives of the QPs of one port that a failover rebuild replaces
+     * (fo_rebuild_answer drains the CQ first, so at most one such batch) */
+    int port_qps = c->nports > 0 ? (nqps + c->nports - 1) / c->nports : nqps;
     int cqe = send ? nqps * (2 * COMM_SLOTS + 8) + 64
-                   : nqps * (COMM_RECV_POSTED + COMM_SLOTS + 8) + COMM_SLOTS * COMM_MAX_RECVS + 64;
+                   : nqps * (COMM_RECV_POSTED + COMM_SLOTS + 8) + COMM_SLOTS * COMM_MAX_RECVS + 64 +
+                         port_qps * COMM_RECV_POSTED;
     c->cq = RN_IBV(create_cq)(c->ports[0].ctx, cqe, NULL, NULL, 0);
     if (!c->cq) {
         WARN("NET/railnet: device %s: ibv_create_cq(%d entries) failed: %s", c->dev_name, cqe, strerror(errno));
