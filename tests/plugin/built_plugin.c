@@ -2,8 +2,11 @@
 #include "built_plugin.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "tools/common/plugin_tables.h"
 
@@ -28,4 +31,48 @@ const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, char *verbs, siz
     if (net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
         return NULL;
     return net;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int built_pair_open(const ncclNet_v8_t *net, struct built_pair *p, size_t bytes)
+{
+    uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
+    memset(p, 0, sizeof(*p));
+    if (net->listen(0, handle, &p->lc) != ncclSuccess)
+        return -1;
+    double end = now_s() + 30;
+    while ((!p->sc || !p->rc) && now_s() < end) {
+        if (!p->sc && net->connect(0, handle, &p->sc, NULL) != ncclSuccess)
+            return -1;
+        if (!p->rc && net->accept(p->lc, &p->rc, NULL) != ncclSuccess)
+            return -1;
+    }
+    if (!p->sc || !p->rc)
+        return -1;
+    if (posix_memalign((void **)&p->sbuf, 4096, bytes) || posix_memalign((void **)&p->rbuf, 4096, bytes))
+        return -1;
+    if (net->regMr(p->sc, p->sbuf, (int)bytes, NCCL_PTR_HOST, &p->smh) != ncclSuccess ||
+        net->regMr(p->rc, p->rbuf, (int)bytes, NCCL_PTR_HOST, &p->rmh) != ncclSuccess)
+        return -1;
+    return 0;
+}
+
+void built_pair_close(const ncclNet_v8_t *net, struct built_pair *p)
+{
+    if (p->smh)
+        net->deregMr(p->sc, p->smh);
+    if (p->rmh)
+        net->deregMr(p->rc, p->rmh);
+    net->closeSend(p->sc);
+    net->closeRecv(p->rc);
+    net->closeListen(p->lc);
+    free(p->sbuf);
+    free(p->rbuf);
+    memset(p, 0, sizeof(*p));
 }

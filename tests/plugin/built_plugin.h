@@ -15,4 +15,18 @@
  * not NULL, receives the softnic libibverbs path the plugin was given. */
 const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, char *verbs, size_t verbs_len);
 
+/* A send and a receive comm of one process connected to each other on
+ * device 0 (listen, then connect and accept until both exist, at most
+ * 30 s), each with a page-aligned host buffer of `bytes` registered on it. */
+struct built_pair {
+    void *lc, *sc, *rc;
+    char *sbuf, *rbuf;
+    void *smh, *rmh;
+};
+/* 0, or -1 when a step failed (what was made stays for built_pair_close). */
+int built_pair_open(const ncclNet_v8_t *net, struct built_pair *p, size_t bytes);
+/* Undoes it in NCCL's abort order: deregMr, closeSend, closeRecv,
+ * closeListen (requests may still be in flight); zeroes *p. */
+void built_pair_close(const ncclNet_v8_t *net, struct built_pair *p);
+
 #endif

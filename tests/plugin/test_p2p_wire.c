@@ -78,52 +78,9 @@ static struct ctl_counters port1(void)
     return c;
 }
 
-struct pair {
-    void *lc, *sc, *rc;
-    char *sbuf, *rbuf;
-    void *smh, *rmh;
-};
-
-static int pair_open(struct pair *p)
-{
-    uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
-    memset(p, 0, sizeof(*p));
-    if (net->listen(0, handle, &p->lc) != ncclSuccess)
-        return -1;
-    double end = now_s() + 30;
-    while ((!p->sc || !p->rc) && now_s() < end) {
-        if (!p->sc && net->connect(0, handle, &p->sc, NULL) != ncclSuccess)
-            return -1;
-        if (!p->rc && net->accept(p->lc, &p->rc, NULL) != ncclSuccess)
-            return -1;
-    }
-    if (!p->sc || !p->rc)
-        return -1;
-    if (posix_memalign((void **)&p->sbuf, 4096, MSG_MAX) || posix_memalign((void **)&p->rbuf, 4096, MSG_MAX))
-        return -1;
-    if (net->regMr(p->sc, p->sbuf, MSG_MAX, NCCL_PTR_HOST, &p->smh) != ncclSuccess ||
-        net->regMr(p->rc, p->rbuf, MSG_MAX, NCCL_PTR_HOST, &p->rmh) != ncclSuccess)
-        return -1;
-    return 0;
-}
-
-static void pair_close(struct pair *p)
-{
-    if (p->smh)
-        net->deregMr(p->sc, p->smh);
-    if (p->rmh)
-        net->deregMr(p->rc, p->rmh);
-    net->closeSend(p->sc);
-    net->closeRecv(p->rc);
-    net->closeListen(p->lc);
-    free(p->sbuf);
-    free(p->rbuf);
-    memset(p, 0, sizeof(*p));
-}
-
 /* One message of size bytes into a receive of posted bytes, checked: 0, a
  * plugin error, -1 for a wrong size or byte, -2 for no progress in 30 s. */
-static int xfer(struct pair *p, int posted, int size, uint64_t id)
+static int xfer(struct built_pair *p, int posted, int size, uint64_t id)
 {
     for (int i = 0; i < size; i++)
         p->sbuf[i] = (char)(id * 131 + (uint64_t)i * 7 + (uint64_t)(i >> 12));
@@ -161,8 +118,8 @@ TAP_CASE(test_sizes_around_the_immediate_limit_and_the_posted_size_arrive_exactl
 {
     if (load())
         TAP_SKIP("the plugin or softnic is not available");
-    struct pair p;
-    EXPECT_EQ_INT(0, pair_open(&p));
+    struct built_pair p;
+    EXPECT_EQ_INT(0, built_pair_open(net, &p, MSG_MAX));
     const int posted[] = { 1, IMM_LIMIT, IMM_LIMIT + 1, IMM_LIMIT + 2, 65536, 65537, MSG_MAX };
     uint64_t id = 1;
     for (size_t i = 0; i < sizeof(posted) / sizeof(posted[0]); i++) {
@@ -177,11 +134,11 @@ TAP_CASE(test_sizes_around_the_immediate_limit_and_the_posted_size_arrive_exactl
             EXPECT_EQ_INT(0, r);
         }
     }
-    pair_close(&p);
+    built_pair_close(net, &p);
 }
 
 /* tx bytes on port 1 for n messages of size bytes into receives of posted */
-static uint64_t tx_per_message(struct pair *p, int posted, int size, int n, uint64_t *id)
+static uint64_t tx_per_message(struct built_pair *p, int posted, int size, int n, uint64_t *id)
 {
     EXPECT_EQ_INT(0, xfer(p, posted, size, (*id)++)); /* warm */
     uint64_t before = port1().tx_bytes;
@@ -194,8 +151,8 @@ TAP_CASE(test_a_message_filling_its_receive_costs_payload_and_cts_only)
 {
     if (load())
         TAP_SKIP("the plugin or softnic is not available");
-    struct pair p;
-    EXPECT_EQ_INT(0, pair_open(&p));
+    struct built_pair p;
+    EXPECT_EQ_INT(0, built_pair_open(net, &p, MSG_MAX));
     uint64_t id = 1;
     /* each send waited for its clear-to-send and completed: every write of
      * the message was on the wire before the counters were read again */
@@ -204,15 +161,15 @@ TAP_CASE(test_a_message_filling_its_receive_costs_payload_and_cts_only)
     EXPECT_EQ_U64(IMM_LIMIT + CTS_BYTES, tx_per_message(&p, MSG_MAX, IMM_LIMIT, 20, &id));
     /* smaller than its receive and above the limit: the size write too */
     EXPECT_EQ_U64(65535 + CTS_BYTES + 4, tx_per_message(&p, 65536, 65535, 20, &id));
-    pair_close(&p);
+    built_pair_close(net, &p);
 }
 
 TAP_CASE(test_thousands_of_messages_one_at_a_time_never_starve_the_receive_queue)
 {
     if (load())
         TAP_SKIP("the plugin or softnic is not available");
-    struct pair p;
-    EXPECT_EQ_INT(0, pair_open(&p));
+    struct built_pair p;
+    EXPECT_EQ_INT(0, built_pair_open(net, &p, MSG_MAX));
     struct ctl_counters before = port1();
     uint64_t id = 1;
     /* many times the CTS ring (32 slots), the send queue (40 entries) and
@@ -222,7 +179,7 @@ TAP_CASE(test_thousands_of_messages_one_at_a_time_never_starve_the_receive_queue
     struct ctl_counters after = port1();
     EXPECT_EQ_U64(before.rnr_naks, after.rnr_naks);
     EXPECT_EQ_U64(before.errors, after.errors);
-    pair_close(&p);
+    built_pair_close(net, &p);
 }
 
 int main(int argc, char **argv) { return tap_run(argc, argv); }
