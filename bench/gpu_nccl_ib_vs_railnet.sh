@@ -31,6 +31,20 @@
 # 2.28.3 on the GPU machines), "torch" (PyTorch's, 2.28.9, nccl_torch_lib
 # of tests/gpu/lib-nccl.sh) or a directory holding a libnccl.so.2. Every
 # NCCL runs at every rate; the version that ran is printed per table.
+#
+# One run of 50 calls per size scattered 0.6-1.9 between runs below 1 MiB,
+# so each (NCCL, rate) runs RAILNET_BENCH_ROUNDS rounds (default 3), the
+# transports alternating (IB first in odd rounds, railnet first in even
+# ones), and each size runs RAILNET_BENCH_TARGET_BYTES / size calls
+# (default 1G: 1000 calls up to 1 MiB, 1 GiB moved per size above, at
+# least RAILNET_BENCH_ITERS = 20). The table prints the median bus
+# bandwidth of each transport, their ratio, and the lowest and highest
+# ratio of one round's pair. RAILNET_BENCH_VARIANTS adds railnet runs with
+# other settings to the same rounds, one column each (median / IB's
+# median): a blank-separated list, each a comma-separated list of
+# VAR=value, e.g. "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1,RAILNET_SPLIT_MIN=1G".
+# The proto column is NCCL's all_reduce protocol (TUNING log, round 1):
+# IB's/railnet's, S = Simple.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -50,10 +64,34 @@ if [ "$(gpu_count)" -lt 2 ]; then
 fi
 prog=$top_builddir/tests/gpu/nccl_collectives
 colls=${RAILNET_BENCH_COLLS:-all_reduce,send_recv}
-args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-$((64 << 10))} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((256 << 20))} --colls $colls --iters ${RAILNET_BENCH_ITERS:-50} --timeout 600"
+rounds=${RAILNET_BENCH_ROUNDS:-3}
+args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-$((64 << 10))} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((256 << 20))} --colls $colls --iters ${RAILNET_BENCH_ITERS:-20} --target-bytes ${RAILNET_BENCH_TARGET_BYTES:-$((1 << 30))} --timeout 600"
 ld0=$LD_LIBRARY_PATH
 
-# bench_one NCCL RATE: both transports with that NCCL at that port rate, and their table
+# run_one TRANSPORT TAG ROUND: one job; TRANSPORT is ib, railnet or vN
+# (railnet with the Nth of RAILNET_BENCH_VARIANTS)
+run_one() {
+    t=$1 tag=$2 k=$3 log=bench_$1_$2_r$3
+    case $t in
+        ib)
+            # NCCL's IB transport picks its GID from sysfs, which softnic cannot
+            # provide in /sys: name softnic's RoCE v2 IPv4 GID index explicitly.
+            NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0} \
+                nccl_job "$log" 2 $prog $args ;;
+        railnet)
+            NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr nccl_job "$log" 2 $prog $args ;;
+        v*)
+            # the variant's settings last: it may name another NCCL_NET_PLUGIN
+            # (e.g. an earlier build's, for a before/after comparison)
+            ( export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_NET_GDR_LEVEL=$gdr
+              for a in $(echo $RAILNET_BENCH_VARIANTS | tr ' ' '\n' | sed -n "${t#v}p" | tr ',' ' '); do
+                  export "${a?}"
+              done
+              nccl_job "$log" 2 $prog $args ) ;;
+    esac || { echo "$t run failed (round $k):"; tail -n 20 "$JOBDIR/$log.rank0.log"; }
+}
+
+# bench_one NCCL RATE: every transport with that NCCL at that port rate, and their table
 bench_one() {
     sel=$1 rate=$2 ncclDir=
     case $sel in
@@ -69,25 +107,60 @@ bench_one() {
     fi
     if [ "$rate" = 0 ]; then unset SOFTNIC_RATE; else export SOFTNIC_RATE="$rate"; fi
     tag=${sel##*/}_$rate
-    # NCCL's IB transport picks its GID from sysfs, which softnic cannot provide
-    # in /sys: name softnic's RoCE v2 IPv4 GID index explicitly.
-    NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0} \
-        nccl_job "bench_ib_$tag" 2 $prog $args || { echo "NCCL IB run failed:"; tail -n 20 "$JOBDIR/bench_ib_$tag.rank0.log"; }
-    NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr \
-        nccl_job "bench_railnet_$tag" 2 $prog $args || { echo "railnet run failed:"; tail -n 20 "$JOBDIR/bench_railnet_$tag.rank0.log"; }
-    ib=$JOBDIR/bench_ib_$tag.rank0.log
-    rn=$JOBDIR/bench_railnet_$tag.rank0.log
+    nv=$(echo $RAILNET_BENCH_VARIANTS | wc -w)
+    ts="ib railnet"; i=1
+    while [ $i -le "$nv" ]; do ts="$ts v$i"; i=$((i + 1)); done
+    k=1
+    while [ $k -le "$rounds" ]; do
+        order=$ts
+        [ $((k % 2)) = 0 ] && order=$(echo $ts | tr ' ' '\n' | sed '1!G;h;$!d' | tr '\n' ' ')
+        for t in $order; do run_one "$t" "$tag" "$k"; done
+        k=$((k + 1))
+    done
+    ib=$JOBDIR/bench_ib_${tag}_r1.rank0.log
+    rn=$JOBDIR/bench_railnet_${tag}_r1.rank0.log
     ver=$(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$ib" | head -n 1)
     echo
-    echo "bus bandwidth ($colls), 2 ranks, softnic, NCCL ${ver:-?} ($sel), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps"
+    echo "bus bandwidth ($colls), 2 ranks, softnic, NCCL ${ver:-?} ($sel), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps, $rounds rounds, medians"
     grep -hE "Using network|NET/IB : Using|NET/railnet: device 0:" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /'
-    grep -hE "AllReduce: 1048576 Bytes" "$ib" | head -n 1 | sed 's/^[^]]*] NCCL INFO /# IB at 1 MiB: /'
-    grep -hE "AllReduce: 1048576 Bytes" "$rn" | head -n 1 | sed 's/^[^]]*] NCCL INFO /# railnet at 1 MiB: /'
-    printf '%-11s %12s %14s %14s %8s\n' collective bytes IB_GBps railnet_GBps ratio
-    # rank 0's lines: bytes iters time_us busbw collective
-    awk 'FNR==1{f++} /^  +[0-9]+ +[0-9]+ /{ k=($5 == "" ? "all_reduce" : $5) " " $1; if (f==1) ib[k]=$4; else rn[k]=$4 }
-         END { for (k in rn) if (k in ib) { split(k, p, " "); printf "%-11s %12d %14.3f %14.3f %8.2f\n", p[1], p[2], ib[k], rn[k], (ib[k] > 0 ? rn[k]/ib[k] : 0) } }' \
-        "$ib" "$rn" | sort -k1,1 -k2,2n
+    i=1
+    for v in $RAILNET_BENCH_VARIANTS; do echo "# v$i: railnet with $v" | tr ',' ' '; i=$((i + 1)); done
+    printf "%-11s %10s %9s %9s %7s %11s %6s" collective bytes IB_GBps rn_GBps ratio min..max proto
+    i=1
+    while [ $i -le "$nv" ]; do printf " %7s" v$i; i=$((i + 1)); done
+    echo
+    # rank 0's lines: bytes iters time_us busbw collective; one file per
+    # (transport, round), named bench_<t>_<tag>_r<k>.rank0.log
+    for t in $ts; do
+        k=1
+        while [ $k -le "$rounds" ]; do
+            f=$JOBDIR/bench_${t}_${tag}_r$k.rank0.log
+            [ -e "$f" ] && awk -v t="$t" -v k="$k" '/^  +[0-9]+ +[0-9]+ /{ print t, k, ($5 == "" ? "all_reduce" : $5), $1, $4 }
+                /AllReduce: [0-9]+ Bytes -> / && k == 1 { for (i = 1; i <= NF; i++) if ($i == "AllReduce:") b = $(i+1); else if ($i == "proto") p = $(i+1); print t, "proto", "all_reduce", b, (p == "SIMPLE" ? "S" : p) }' "$f"
+            k=$((k + 1))
+        done
+    done | awk -v nv="$nv" '
+        function median(key, n,   i, j, x, a) {
+            for (i = 1; i <= n; i++) a[i] = V[key, i]
+            for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+            return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+        }
+        $2 == "proto" { P[$1, $3 " " $4] = $5; next }
+        { key = $3 " " $4; K[key] = 1; N[$1, key]++; V[$1, key, N[$1, key]] = $5; R[$1, key, $2] = $5 }
+        END {
+            for (key in K) {
+                if (!N["ib", key] || !N["railnet", key]) continue
+                mi = median("ib" SUBSEP key, N["ib", key]); mr = median("railnet" SUBSEP key, N["railnet", key])
+                lo = 1e9; hi = 0
+                for (k = 1; k <= N["railnet", key]; k++) if (R["ib", key, k] > 0 && (("railnet", key, k) in R)) {
+                    q = R["railnet", key, k] / R["ib", key, k]; if (q < lo) lo = q; if (q > hi) hi = q }
+                split(key, p, " ")
+                pr = (("ib", key) in P) ? P["ib", key] "/" P["railnet", key] : "-"
+                printf "%-11s %10d %9.3f %9.3f %7.2f %5.2f..%-5.2f %6s", p[1], p[2], mi, mr, (mi > 0 ? mr / mi : 0), lo, hi, pr
+                for (v = 1; v <= nv; v++) printf " %7.2f", (N["v" v, key] && mi > 0 ? median("v" v SUBSEP key, N["v" v, key]) / mi : 0)
+                printf "\n"
+            }
+        }' | sort -k1,1 -k2,2n
 }
 for sel in ${RAILNET_BENCH_NCCL:-system torch}; do
     for rate in ${RAILNET_BENCH_RATE:-3125M 0}; do

@@ -8,7 +8,11 @@
  *                    results compared element by element with a reference
  *                    computed on the host; one TAP line per (collective, type).
  *                    --colls a,b and --types fp32|bf16|fp32,bf16 pick a subset.
- *   bench            all_reduce bus bandwidth per size, one line per size.
+ *   bench            all_reduce bus bandwidth per size, one line per size;
+ *                    with --target-bytes T each size runs T / size
+ *                    iterations, at least --iters and at most 1000 (the
+ *                    same rule on every rank, so their calls match), so a
+ *                    64 KiB step is timed over ~1000 calls, not 50.
  *   kill             rank 1 exits abruptly during an all_reduce loop; rank 0
  *                    must see an NCCL error (not hang) within --timeout s.
  *   loop             all_reduce of --max-bytes again and again for --iters
@@ -35,6 +39,7 @@ struct opts {
     size_t min_bytes, max_bytes;
     int timeout_s;
     int iters;
+    size_t target_bytes; /* bench: iterations per size from bytes moved */
     unsigned colls, types; /* check mode: bit c of enum coll, bit 0 fp32 / 1 bf16 */
 };
 
@@ -368,22 +373,26 @@ static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
         if (!(o->colls & (1u << c)))
             continue;
         for (size_t b = o->min_bytes; b <= o->max_bytes; b *= 2) {
-            for (int w = 0; w < 2; w++)
+            int iters = o->iters, cap = o->iters > 1000 ? o->iters : 1000;
+            if (o->target_bytes / b > (size_t)iters)
+                iters = o->target_bytes / b > (size_t)cap ? cap : (int)(o->target_bytes / b);
+            int warm = iters / 10 > 2 ? iters / 10 : 2;
+            for (int w = 0; w < warm; w++)
                 if (bench_step(o, comm, s, c, d, r, b))
                     return 1;
             if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
                 return 1;
             double t0 = now_s();
-            for (int i = 0; i < o->iters; i++)
+            for (int i = 0; i < iters; i++)
                 if (bench_step(o, comm, s, c, d, r, b))
                     return 1;
             if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
                 return 1;
-            double us = (now_s() - t0) * 1e6 / o->iters;
+            double us = (now_s() - t0) * 1e6 / iters;
             double algbw = (double)b / (us * 1e-6) / 1e9;
             double busbw = c == ALL_REDUCE ? algbw * 2.0 * (o->nranks - 1) / o->nranks : algbw;
             if (o->rank == 0)
-                printf("  %12zu %10d %12.1f %12.3f %s\n", b, o->iters, us, busbw, coll_name[c]);
+                printf("  %12zu %10d %12.1f %12.3f %s\n", b, iters, us, busbw, coll_name[c]);
             fflush(stdout);
         }
     }
@@ -491,7 +500,8 @@ int main(int argc, char **argv)
         { "mode", required_argument, 0, 'm' }, { "min-bytes", required_argument, 0, 'b' },
         { "max-bytes", required_argument, 0, 'e' }, { "timeout", required_argument, 0, 't' },
         { "iters", required_argument, 0, 'i' }, { "colls", required_argument, 0, 'c' },
-        { "types", required_argument, 0, 'y' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+        { "types", required_argument, 0, 'y' }, { "target-bytes", required_argument, 0, 'T' },
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -505,18 +515,20 @@ int main(int argc, char **argv)
         case 'e': o.max_bytes = strtoull(optarg, NULL, 0); break;
         case 't': o.timeout_s = atoi(optarg); break;
         case 'i': o.iters = atoi(optarg); break;
+        case 'T': o.target_bytes = strtoull(optarg, NULL, 0); break;
         case 'c': o.colls = parse_list(optarg, coll_name, NCOLL); break;
         case 'y': o.types = parse_list(optarg, type_name, 2); break;
         default:
             printf("usage: %s --rank R --nranks N --id-file F [--gpu G] [--mode check|bench|kill|loop]\n"
                    "          [--min-bytes B] [--max-bytes B] [--timeout S] [--iters N]\n"
+                   "          [--target-bytes B (bench: iterations per size = B / size, --iters..1000)]\n"
                    "          [--colls all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv]\n"
                    "          [--types fp32,bf16]\n", argv[0]);
             return ch == 'h' ? 0 : 2;
         }
     }
     if (o.rank < 0 || o.nranks < 2 || o.rank >= o.nranks || !o.id_file || o.min_bytes < 4 ||
-        o.max_bytes < o.min_bytes || !o.colls || !o.types) {
+        o.max_bytes < o.min_bytes || o.iters < 1 || !o.colls || !o.types) {
         fprintf(stderr, "bad arguments (see --help)\n");
         return 2;
     }
