@@ -227,7 +227,7 @@ void *completer_main(void *arg)
         int err = 0;
         if (rb.pos == rb.len) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
-            int n = poll(&p, 1, 20);
+            int n = sn_spin_readable(fd) ? 1 : poll(&p, 1, 20);
             if (n <= 0) {
                 pthread_mutex_lock(&qp->lock);
                 continue;

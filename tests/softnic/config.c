@@ -10,6 +10,7 @@
  *      SOFTNIC_VF_BASE_RATE,
  *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG,
  *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c),
+ *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
  *      SOFTNIC_LINK_RATE (what unlimited ports advertise; see link.c),
  *      SOFTNIC_LINK_CACHE (where the host's calibration is shared; link.c).
  *
@@ -128,6 +129,17 @@ static int port_keys(struct sn_port_conf *p, char *list, const char *seps)
     }
     return 0;
 }
+
+/* A NIC's pipeline sees a doorbell or a packet within a microsecond; a
+ * thread that sleeps on a condition or a socket needs a wake-up, 5-50 us
+ * in a VM, paid several times per message (requester, responder,
+ * completer).  SOFTNIC_SPIN_US=N makes a thread that ran out of work poll
+ * for N us first, as NIC firmware would.  Off by default: on a host of few
+ * cores (CI's two) spinning threads take the CPU from the processes they
+ * serve (netdriver bw 13 GB/s -> 0.5 GB/s at 50 us on 2 cores), and on the
+ * GPU machines it has not yet shown a gain (bench/gpu_nccl_ib_vs_railnet.sh
+ * with SOFTNIC_SPIN_US in its environment, for both transports). */
+#define SPIN_US_MAX 100000u
 
 static void config_defaults(struct sn_config *c)
 {
@@ -350,6 +362,12 @@ int config_load(struct sn_config *c)
     }
     if (!err && (v = getenv("SOFTNIC_VF_BASE_RATE")) && *v && parse_u64(v, &c->vf_base_rate))
         err = EINVAL;
+    err = err ? err : env_u32("SOFTNIC_SPIN_US", &c->spin_us);
+    if (!err && c->spin_us > SPIN_US_MAX) {
+        SN_LOG("config: SOFTNIC_SPIN_US=%u above %u, not spinning", c->spin_us, SPIN_US_MAX);
+        c->spin_us = 0;
+        err = EINVAL;
+    }
     if ((v = getenv("SOFTNIC_SYSFS")) && *v)
         snprintf(c->sysfs_dir, sizeof(c->sysfs_dir), "%s", v);
     if ((v = getenv("SOFTNIC_CTL_FILE")) && *v)

@@ -38,6 +38,21 @@ static int rbuf_recv(struct sn_rbuf *rb, void *dst, size_t len, bool all, size_t
 {
     if (rb->before_block)
         rb->before_block(rb->arg);
+    if (!all) {
+        /* nothing buffered in the socket: poll a while before sleeping in
+         * recv (spin.c) */
+        ssize_t n = recv(rb->fd, dst, len, MSG_DONTWAIT);
+        if (n > 0) {
+            if (got)
+                *got = (size_t)n;
+            return 0;
+        }
+        if (n == 0)
+            return ECONNRESET;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return errno;
+        sn_spin_readable(rb->fd);
+    }
     size_t done = 0;
     while (done < len) {
         ssize_t n = recv(rb->fd, (char *)dst + done, len - done, all ? MSG_WAITALL : 0);

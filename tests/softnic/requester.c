@@ -473,12 +473,26 @@ bool requester_try_direct_locked(struct sn_qp *qp)
 void *requester_main(void *arg)
 {
     struct sn_qp *qp = arg;
+    bool spin = softnic_global()->conf.spin_us > 0, spun = false;
     pthread_mutex_lock(&qp->lock);
     while (!qp->stopping) {
         enum ibv_qp_state st = qp->attr.qp_state;
         struct sn_port *port = qp->port;
         if (st != IBV_QPS_RTS || qp->sq_sent == qp->sq_tail || qp->conn_dead || !port || qp->tx_busy ||
             !qp->tx_batch || rd_gated_locked(qp)) {
+            if (spin && !spun && st == IBV_QPS_RTS && qp->sq_sent == qp->sq_tail && !qp->conn_dead && port &&
+                !qp->tx_busy) {
+                /* out of work: poll for the next post a while (spin.c).  A
+                 * signal sent while the lock was dropped is lost, so the
+                 * state is read again before any wait; the next idle pass
+                 * sleeps. */
+                uint64_t seen = qp->sq_tail;
+                pthread_mutex_unlock(&qp->lock);
+                (void)sn_spin_changed(&qp->sq_tail, seen, &qp->stopping);
+                pthread_mutex_lock(&qp->lock);
+                spun = true;
+                continue;
+            }
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 100000000;
@@ -489,6 +503,7 @@ void *requester_main(void *arg)
             pthread_cond_timedwait(&qp->req_cond, &qp->lock, &ts);
             continue;
         }
+        spun = false;
         if (atomic_load(&port->state) != IBV_PORT_ACTIVE) {
             /* link down: nothing leaves; the completer's budget runs */
             pthread_mutex_unlock(&qp->lock);

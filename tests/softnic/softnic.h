@@ -80,6 +80,8 @@ struct sn_config {
     int debug;
     int fastpath;              /* SOFTNIC_FASTPATH: same-host peers by CMA (cma.c) */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
+    uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
+                                * work polls before it sleeps, 0 = not (config.c) */
 };
 
 /* Parses SOFTNIC_CONF / SOFTNIC_DEVICES / SOFTNIC_* (the only reader of the
@@ -99,6 +101,15 @@ void rate_set(struct sn_rate *r, uint64_t rate);
 void rate_take(struct sn_rate *r, uint64_t len);
 uint64_t sn_now_ns(void);
 void sn_sleep_until_ns(uint64_t t);
+
+/* ------------------------------------------------------------- spin.c */
+/* Before a NIC thread sleeps for lack of work it polls for up to
+ * conf.spin_us (0: not at all).  sn_spin_readable: true once fd has
+ * something to read (or is closed or failed).  sn_spin_changed: true once
+ * *word differs from seen or *stop is set; both are read without the
+ * lock that guards them, as hints the caller checks again under it. */
+bool sn_spin_readable(int fd);
+bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop);
 
 /* ---------------------------------------------------------- counters.c */
 struct sn_counters {

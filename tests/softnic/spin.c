@@ -1,0 +1,69 @@
+/* spin.c: the bounded poll of a NIC thread that ran out of work, before it
+ * sleeps (SOFTNIC_SPIN_US; config.c says why and the default). */
+#include "softnic.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <unistd.h>
+
+/* At most a quarter of the host's cores spin in one process at a time: a
+ * process has three threads per QP, and spinning beyond the cores would
+ * take them from the threads with work (NCCL's proxy, the other rank). */
+static int g_spinning;
+
+static uint64_t spin_ns(void)
+{
+    return (uint64_t)softnic_global()->conf.spin_us * 1000u;
+}
+
+static bool spin_enter(void)
+{
+    static int max;
+    if (!max) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+        __atomic_store_n(&max, n > 1 ? (int)n : 1, __ATOMIC_RELAXED);
+    }
+    if (__atomic_add_fetch(&g_spinning, 1, __ATOMIC_RELAXED) <= __atomic_load_n(&max, __ATOMIC_RELAXED))
+        return true;
+    __atomic_sub_fetch(&g_spinning, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+static void spin_leave(void)
+{
+    __atomic_sub_fetch(&g_spinning, 1, __ATOMIC_RELAXED);
+}
+
+bool sn_spin_readable(int fd)
+{
+    uint64_t ns = spin_ns();
+    if (!ns || fd < 0 || !spin_enter())
+        return false;
+    uint64_t until = sn_now_ns() + ns;
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    bool ready = false;
+    do
+        /* readable, closed or failed: the caller's read finds out which */
+        ready = poll(&p, 1, 0) != 0;
+    while (!ready && sn_now_ns() < until);
+    spin_leave();
+    return ready;
+}
+
+bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop)
+{
+    uint64_t ns = spin_ns();
+    if (!ns || !spin_enter())
+        return false;
+    uint64_t until = sn_now_ns() + ns;
+    bool changed = false;
+    do {
+        /* a hint read without the owner's lock: the caller checks again
+         * under it */
+        changed = __atomic_load_n(word, __ATOMIC_RELAXED) != seen || __atomic_load_n(stop, __ATOMIC_RELAXED);
+        if (!changed)
+            sched_yield();
+    } while (!changed && sn_now_ns() < until);
+    spin_leave();
+    return changed;
+}

@@ -1,0 +1,42 @@
+#!/bin/bash
+# tests/softnic/test_softnic_spin.sh: SOFTNIC_SPIN_US=N makes softnic's NIC
+# threads poll N us for work before they sleep (spin.c). The data-path and
+# fault cases (test_softnic_ops, test_softnic_atomics) and the plugin's
+# striped traffic (netdriver: 2 ranks, 2 QPs over both ports, random sizes,
+# every byte checked) must hold unchanged while they spin (the threads drop
+# their locks to spin and read the state again after). What spinning buys
+# is a benchmark's business, not this test's. A value above the cap is
+# refused with a line naming it and softnic runs without spinning.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/softnic/sn_env.sh"
+
+tap_plan 4
+for t in test_softnic_ops test_softnic_atomics; do
+    out=$(env -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_SPIN_US=50 timeout 300 "$SN_DIR/$t" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^ok ' && ! echo "$out" | grep -q '^not ok'; then
+        tap_ok "${t}_with_spinning_threads"
+    else
+        tap_not_ok "${t}_with_spinning_threads" "rc=$rc: $(echo "$out" | grep -A3 '^not ok' | head -c 1500 | sed 's/^/# /')"
+    fi
+done
+
+nd=$top_builddir/tests/netdriver/netdriver
+plugin=$top_builddir/.libs/libnccl-net-railnet.so
+out=$(SOFTNIC_SPIN_US=50 timeout 300 "$nd" --plugin "$plugin" traffic --ranks 2 --iters 200 --max-size 1M \
+      --seed 11 --timeout 120 2>&1)
+rc=$?
+if [ $rc -eq 0 ]; then
+    tap_ok "plugin_traffic_with_spinning_threads"
+else
+    tap_not_ok "plugin_traffic_with_spinning_threads" "rc=$rc: $(echo "$out" | tail -n 8 | sed 's/^/# /')"
+fi
+
+out=$(SOFTNIC_SPIN_US=200000 ibv_devices 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q 'SOFTNIC_SPIN_US=200000 above' && echo "$out" | grep -q softnic0; then
+    tap_ok "spin_above_the_cap_refused_by_name"
+else
+    tap_not_ok "spin_above_the_cap_refused_by_name" "rc=$rc: $(echo "$out" | head -n 5 | sed 's/^/# /')"
+fi
+tap_done
