@@ -42,14 +42,19 @@
 # ratio of one round's pair. RAILNET_BENCH_VARIANTS adds railnet runs with
 # other settings to the same rounds, one column each (median / IB's
 # median): a blank-separated list, each a comma-separated list of
-# VAR=value, e.g. "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1,RAILNET_SPLIT_MIN=1G".
+# VAR=value, e.g. "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1,RAILNET_SPLIT_MIN=1G";
+# a variant that starts with "ib:" runs NCCL's IB transport instead, e.g.
+# "ib:NCCL_NET_MERGE_LEVEL=SYS" (NCCL merges the two ports of softnic, which
+# has no PCI path, as it merges those of a ConnectX; its column is then that
+# run's median / IB's default median).
 # The proto column is NCCL's all_reduce protocol (TUNING log, round 1):
 # IB's/railnet's, S = Simple.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
 # TUNING: the log names the algorithm and protocol NCCL picked per size
-export NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET,ENV,TUNING}
+# GRAPH: the channels, NICs and speeds NCCL's topology search settled on
+export NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET,ENV,TUNING,GRAPH}
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
 gdr=${RAILNET_BENCH_GDR_LEVEL:-LOC}
@@ -83,8 +88,13 @@ run_one() {
         v*)
             # the variant's settings last: it may name another NCCL_NET_PLUGIN
             # (e.g. an earlier build's, for a before/after comparison)
-            ( export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_NET_GDR_LEVEL=$gdr
-              for a in $(echo $RAILNET_BENCH_VARIANTS | tr ' ' '\n' | sed -n "${t#v}p" | tr ',' ' '); do
+            v=$(echo $RAILNET_BENCH_VARIANTS | tr ' ' '\n' | sed -n "${t#v}p")
+            ( case $v in
+                  ib:*) export NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr \
+                              NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0}; v=${v#ib:} ;;
+                  *) export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_NET_GDR_LEVEL=$gdr ;;
+              esac
+              for a in $(echo "$v" | tr ',' ' '); do
                   export "${a?}"
               done
               nccl_job "$log" 2 $prog $args ) ;;
@@ -124,7 +134,11 @@ bench_one() {
     echo "bus bandwidth ($colls), 2 ranks, softnic, NCCL ${ver:-?} ($sel), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps, $rounds rounds, medians"
     grep -hE "Using network|NET/IB : Using|NET/railnet: device 0:" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /'
     i=1
-    for v in $RAILNET_BENCH_VARIANTS; do echo "# v$i: railnet with $v" | tr ',' ' '; i=$((i + 1)); done
+    for v in $RAILNET_BENCH_VARIANTS; do
+        case $v in ib:*) w="NCCL's IB transport with ${v#ib:}" ;; *) w="railnet with $v" ;; esac
+        echo "# v$i: $w" | tr ',' ' '
+        i=$((i + 1))
+    done
     printf "%-11s %10s %9s %9s %7s %11s %6s" collective bytes IB_GBps rn_GBps ratio min..max proto
     i=1
     while [ $i -le "$nv" ]; do printf " %7s" v$i; i=$((i + 1)); done

@@ -473,7 +473,7 @@ bool requester_try_direct_locked(struct sn_qp *qp)
 void *requester_main(void *arg)
 {
     struct sn_qp *qp = arg;
-    bool spin = softnic_global()->conf.spin_us > 0, spun = false;
+    bool spin = sn_spin_on(), spun = false;
     pthread_mutex_lock(&qp->lock);
     while (!qp->stopping) {
         enum ibv_qp_state st = qp->attr.qp_state;

@@ -104,10 +104,11 @@ void sn_sleep_until_ns(uint64_t t);
 
 /* ------------------------------------------------------------- spin.c */
 /* Before a NIC thread sleeps for lack of work it polls for up to
- * conf.spin_us (0: not at all).  sn_spin_readable: true once fd has
+ * conf.spin_us (0: not at all; sn_spin_on says which).  sn_spin_readable: true once fd has
  * something to read (or is closed or failed).  sn_spin_changed: true once
  * *word differs from seen or *stop is set; both are read without the
  * lock that guards them, as hints the caller checks again under it. */
+bool sn_spin_on(void);
 bool sn_spin_readable(int fd);
 bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop);
 

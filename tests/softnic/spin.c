@@ -34,6 +34,11 @@ static void spin_leave(void)
     __atomic_sub_fetch(&g_spinning, 1, __ATOMIC_RELAXED);
 }
 
+bool sn_spin_on(void)
+{
+    return spin_ns() != 0;
+}
+
 bool sn_spin_readable(int fd)
 {
     uint64_t ns = spin_ns();
