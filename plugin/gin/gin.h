@@ -153,6 +153,7 @@ struct gin_coll {
     struct gin_stats stats;
     uint64_t last_check_ns;
     uint64_t fatal_seen;
+    uint64_t cq_err_seen;         /* plugin/ib errors.c: IBV_EVENT_CQ_ERR events looked at */
     int gdaki_type;               /* NCCL was offered the GDAKI type (gin_gdaki.h) */
     struct gin_gdaki_res *gdaki;  /* its DEVX context, PD, QPs and tables; NULL until needed */
 };
@@ -213,8 +214,9 @@ void gin_fail(struct gin_coll *c, ncclResult_t err);
 /* A failed completion: one WARN naming device, peer rank, QP and status. */
 void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc);
 /* Every 50 ms while requests are pending: peers whose socket closed fail the
- * comm after a grace period for completions in flight; async events
- * (port down, fatal QP) fail it at once. */
+ * comm after a grace period for completions in flight; an overrun of its CQ
+ * (IBV_EVENT_CQ_ERR, through plugin/ib's errors.c) fails it at once. Port
+ * and QP async events are not read here: they show as failed completions. */
 void gin_check_peers(struct gin_coll *c);
 /* createContext/destroyContext/queryLastError: see gin_errors.c. */
 ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,

@@ -2,7 +2,8 @@
  *
  * The first failure is sticky (gin_fail) and logged once: a failed
  * completion (its status mapped by plugin/ib's errors.c: retry exceeded and
- * remote errors are ncclRemoteError), a peer whose socket closed while
+ * remote errors are ncclRemoteError), an overrun of the collComm's CQ
+ * (IBV_EVENT_CQ_ERR, drained by errors.c), a peer whose socket closed while
  * requests to it are pending (after a grace period for completions still in
  * flight, well inside RAILNET_IB_TIMEOUT's retry budget), a post that
  * failed. From then on iput/iputSignal/test/ginProgress return it.
@@ -60,6 +61,14 @@ void gin_check_peers(struct gin_coll *c)
     if (c->error || now - c->last_check_ns < PEER_CHECK_PERIOD_NS)
         return;
     c->last_check_ns = now;
+    if (errors_cq_overran(c->ports[0].ctx, c->cq, &c->cq_err_seen)) {
+        WARN("NET/railnet/GIN: device %s, rank %d: IBV_EVENT_CQ_ERR on the collComm's CQ of %d entries: the CQ "
+             "overran and completions were lost; failing the GIN comm, whose %d pending request(s) could never "
+             "complete (please report this as a railnet bug)",
+             c->dev_name, c->rank, c->cq->cqe, c->pending);
+        gin_fail(c, ncclSystemError);
+        return;
+    }
     for (int p = 0; p < c->nranks; p++) {
         struct gin_peer *pe = &c->peers[p];
         if (pe->fd < 0)

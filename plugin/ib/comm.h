@@ -141,6 +141,7 @@ struct comm {
     uint64_t port_err_seen[HS_MAX_PORTS]; /* errors.c: async counters at creation */
     uint64_t port_up_seen[HS_MAX_PORTS];
     uint64_t fatal_seen;
+    uint64_t cq_err_seen;       /* errors.c: IBV_EVENT_CQ_ERR events looked at */
     int inflight;
     /* failover.c (data path, attached at the first isend/irecv): fo is NULL
      * when RAILNET_FAILOVER=0 or the device has one port; errors.c records

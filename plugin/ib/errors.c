@@ -13,6 +13,7 @@
 #define ERR_MAX_CTX 32
 #define ERR_MAX_PORTS 8
 #define ERR_FATAL_RING 64
+#define ERR_CQ_RING 64
 #define ERR_ASYNC_PERIOD_NS 20000000ull
 #define PEER_CHECK_PERIOD_NS 50000000ull
 #define PEER_GONE_GRACE_NS 2000000000ull
@@ -25,6 +26,11 @@ struct async_state {
     uint32_t fatal_qpn[ERR_FATAL_RING];   /* QPs that got a fatal event, newest last */
     int fatal_event[ERR_FATAL_RING];
     uint64_t nfatal;
+    /* CQs that got IBV_EVENT_CQ_ERR (overrun: completions were lost),
+     * newest last: compared by address only, never dereferenced (a CQ may
+     * be gone by the time a comm looks) */
+    const struct ibv_cq *cq_err[ERR_CQ_RING];
+    uint64_t ncq_err;
 };
 
 static pthread_mutex_t errors_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -153,6 +159,9 @@ static void drain(struct async_state *s)
             for (int p = 0; p <= ERR_MAX_PORTS; p++)
                 s->port_err[p]++;
             break;
+        case IBV_EVENT_CQ_ERR:
+            s->cq_err[s->ncq_err++ % ERR_CQ_RING] = ev.element.cq;
+            break;
         default:
             break;
         }
@@ -170,6 +179,28 @@ static const char *event_name(int e)
     }
 }
 
+/* The state of an attached context, without the list's lock (entries are
+ * only appended). */
+static struct async_state *lookup(struct ibv_context *ctx)
+{
+    int n = __atomic_load_n(&errors_nctx, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (errors_ctx[i].ctx == ctx)
+            return &errors_ctx[i];
+    return NULL;
+}
+
+/* Whether cq got IBV_EVENT_CQ_ERR among the events recorded since *seen;
+ * *seen moves to the newest. Under s->mu. */
+static int cq_overran(struct async_state *s, const struct ibv_cq *cq, uint64_t *seen)
+{
+    int hit = 0;
+    for (uint64_t k = *seen; k < s->ncq_err && !hit; k++)
+        hit = s->ncq_err - k <= ERR_CQ_RING && cq && s->cq_err[k % ERR_CQ_RING] == cq;
+    *seen = s->ncq_err;
+    return hit;
+}
+
 void errors_check_async(struct comm *c)
 {
     if (c->error || !c->ports[0].ctx)
@@ -178,15 +209,21 @@ void errors_check_async(struct comm *c)
     if (now - c->last_async_ns < ERR_ASYNC_PERIOD_NS)
         return;
     c->last_async_ns = now;
-    int n = __atomic_load_n(&errors_nctx, __ATOMIC_ACQUIRE);
-    struct async_state *s = NULL;
-    for (int i = 0; i < n; i++)
-        if (errors_ctx[i].ctx == c->ports[0].ctx)
-            s = &errors_ctx[i];
+    struct async_state *s = lookup(c->ports[0].ctx);
     if (!s)
         return;
     pthread_mutex_lock(&s->mu);
     drain(s);
+    if (cq_overran(s, c->cq, &c->cq_err_seen)) {
+        pthread_mutex_unlock(&s->mu);
+        WARN("NET/railnet: device %s: IBV_EVENT_CQ_ERR on the %s comm's CQ of %d entries: the CQ overran and "
+             "completions were lost; failing the %s connection (%d QPs), whose requests could never complete "
+             "(the CQ is sized for all the work a comm can have in flight: please report this as a railnet bug)",
+             c->dev_name, c->kind == COMM_SEND ? "send" : "receive", c->cq->cqe,
+             c->kind == COMM_SEND ? "send" : "receive", c->nqps);
+        comm_fail(c, ncclSystemError);
+        return;
+    }
     for (int p = 0; p < c->nports; p++) {
         unsigned pn = c->ports[p].port_num;
         if (c->fo && pn <= ERR_MAX_PORTS) {
@@ -246,7 +283,33 @@ void errors_snapshot(struct comm *c)
         c->port_up_seen[p] = c->ports[p].port_num <= ERR_MAX_PORTS ? s->port_up[c->ports[p].port_num] : 0;
     }
     c->fatal_seen = s->nfatal;
+    c->cq_err_seen = s->ncq_err;
     pthread_mutex_unlock(&s->mu);
+}
+
+void errors_cq_snapshot(struct ibv_context *ctx, uint64_t *seen)
+{
+    *seen = 0;
+    errors_attach(ctx);
+    struct async_state *s = lookup(ctx);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    drain(s);
+    *seen = s->ncq_err;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int errors_cq_overran(struct ibv_context *ctx, const struct ibv_cq *cq, uint64_t *seen)
+{
+    struct async_state *s = lookup(ctx);
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    drain(s);
+    int hit = cq_overran(s, cq, seen);
+    pthread_mutex_unlock(&s->mu);
+    return hit;
 }
 
 ncclResult_t errors_check_peer(struct comm *c, int have_pending)

@@ -30,8 +30,16 @@ void errors_attach(struct ibv_context *ctx);
  * only events after this point fail c. */
 void errors_snapshot(struct comm *c);
 /* Drains pending async events (at most every 20 ms per comm) and fails c if
- * one of its ports went down or one of its QPs became fatal. */
+ * one of its ports went down, one of its QPs became fatal or its CQ overran
+ * (IBV_EVENT_CQ_ERR: completions were lost, so its requests could never
+ * complete): one WARN naming the device and the comm kind. */
 void errors_check_async(struct comm *c);
+/* The same CQ overrun check for a CQ that is not a comm's (the GIN
+ * collComm's): errors_cq_snapshot attaches ctx and sets *seen to its
+ * CQ_ERR events so far; errors_cq_overran drains ctx's events and tells
+ * whether cq got IBV_EVENT_CQ_ERR since *seen (which moves on). */
+void errors_cq_snapshot(struct ibv_context *ctx, uint64_t *seen);
+int errors_cq_overran(struct ibv_context *ctx, const struct ibv_cq *cq, uint64_t *seen);
 /* Called when a request cannot progress: notices a peer that closed its
  * socket and, after a grace period for completions still in flight, fails
  * the comm with ncclRemoteError. Cheap: looks at the socket every 50 ms. */

@@ -1,6 +1,7 @@
 /* tests/gindriver/gd_tests.c: what each subcommand's ranks do (gd_tests.h).
  * Every rank prints one line per finding; a rank exits non-zero when one of
  * its checks failed. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "gd.h"
 #include "gd_tests.h"
+#include "gin.h"
 
 #define DEADLINE_S 120.0
 
@@ -551,6 +553,82 @@ static int t_kill(struct gd_rank *r, void *arg)
     return e == ncclRemoteError ? 0 : 1;
 }
 
+/* ------------------------------------------------------------ cq-overrun */
+
+#define OVERRUN_PUTS 32
+#define OVERRUN_ROUNDS 20
+
+/* Rank 0 shrinks its collComm's CQ (plugin/gin/gin.h's struct gin_coll:
+ * the plugin's own) to one entry with ibv_resize_cq, the verbs call of the
+ * libibverbs the plugin loaded, then posts OVERRUN_PUTS puts to rank 1
+ * without polling: their completions (RAILNET_GIN_SIGNAL_EVERY=1: one per
+ * put) overrun it, the NIC drops them and raises IBV_EVENT_CQ_ERR, and
+ * test must return an error, not wait forever. A round whose completions
+ * all found room (they came one by one while test polled) is run again.
+ * Rank 1 only waits. */
+static int t_cq_overrun(struct gd_rank *r, void *arg)
+{
+    (void)arg;
+    ncclResult_t e = gd_connect(r);
+    if (e != ncclSuccess) {
+        printf("rank %d: connect failed (%d)\n", r->rank, e);
+        return 1;
+    }
+    size_t len = 1 << 20;
+    uint8_t *buf = alloc_host(len);
+    void *mh;
+    if (!buf || reg(r, buf, len, 0, &mh) || gd_barrier(r))
+        return 1;
+    int bad = 0;
+    if (r->rank == 0) {
+        void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+        int (*resize_cq)(struct ibv_cq *, int) = NULL;
+        if (v)
+            *(void **)&resize_cq = dlsym(v, "ibv_resize_cq");
+        struct gin_coll *c = r->coll;
+        if (!resize_cq || resize_cq(c->cq, 1) != 0) {
+            printf("rank 0: cannot shrink the collComm's CQ (ibv_resize_cq %s)\n", resize_cq ? "failed" : "not found");
+            return 1;
+        }
+        void *reqs[OVERRUN_PUTS];
+        int pending = 0;
+        e = ncclSuccess;
+        for (int round = 0; round < OVERRUN_ROUNDS && e == ncclSuccess && !pending; round++) {
+            for (int q = 0; q < OVERRUN_PUTS && e == ncclSuccess; q++) {
+                reqs[q] = NULL;
+                e = r->gin->iput(r->coll, (uint64_t)q * 4096, mh, 4096, (uint64_t)q * 4096, mh, 1, &reqs[q]);
+            }
+            /* nothing polls meanwhile: the completions pile up (a wait,
+             * not a verdict: on a slow host a round may drop nothing and
+             * is run again) */
+            usleep(20000);
+            double deadline = gd_now() + 30;
+            do {
+                pending = 0;
+                for (int q = 0; q < OVERRUN_PUTS && e == ncclSuccess; q++) {
+                    int done = 0;
+                    if (reqs[q] && (e = r->gin->test(r->coll, reqs[q], &done)) == ncclSuccess && !done)
+                        pending++;
+                    if (done)
+                        reqs[q] = NULL;
+                }
+            } while (e == ncclSuccess && pending && gd_now() < deadline);
+            if (e == ncclSuccess && !pending)
+                printf("rank 0: round %d: no completion was dropped; again\n", round);
+        }
+        if (e == ncclSystemError)
+            printf("rank 0: the overrun CQ failed the collComm (ncclSystemError)\n");
+        else {
+            printf("rank 0: %s (%d) with %d put(s) pending\n", e == ncclSuccess ? "no error" : "unexpected error",
+                   e, pending);
+            bad = 1;
+        }
+    }
+    if (gd_barrier(r))
+        return 1;
+    return bad;
+}
+
 /* ------------------------------------------------------------------ deep */
 
 /* Tests every outstanding request once per pass, then ginProgress, as
@@ -906,6 +984,8 @@ int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_deep, o);
     if (!strcmp(name, "rate"))
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_rate, o);
+    if (!strcmp(name, "cq-overrun"))
+        return gd_run(plugin, 2, DEADLINE_S * 2, -1, o->seed, t_cq_overrun, o);
     if (!strcmp(name, "flush")) {
         o->shared = mmap(NULL, sizeof(struct flush_share), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (o->shared == MAP_FAILED)

@@ -22,6 +22,9 @@
  *            a run of puts with the bad one in the middle (most of them
  *            unsignaled): the bad put and what its error flushes fail, no
  *            request reports done unless its bytes landed, nothing hangs;
+ *   cq-overrun - rank 0's collComm CQ shrunk to one entry (ibv_resize_cq)
+ *            overruns under puts to rank 1 (RAILNET_GIN_SIGNAL_EVERY=1):
+ *            test returns ncclSystemError, no hang;
  *   rate   - (bench) each rank streams `puts` puts of --size bytes to the
  *            next rank, `queue` in flight; rank 0 prints the put rate. */
 #ifndef RAILNET_GINDRIVER_GD_TESTS_H

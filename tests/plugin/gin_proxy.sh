@@ -5,14 +5,14 @@
 # random sizes and offsets, byte-checked; a deep queue; iputSignal ordering
 # and exact INC/ADD sums (needs softnic's RDMA atomics); deep queues with
 # selective signaling counted (RAILNET_STATS=1); a failed put amid unsignaled
-# ones; rogue handles; a killed peer.
+# ones; rogue handles; a killed peer; an overrun CQ.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 gd=$top_builddir/tests/gindriver/gindriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 18
+tap_plan 19
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -104,4 +104,12 @@ else tap_not_ok rogue_handles_refused_with_warn_and_job_still_connects "$(grep -
 if grep -q '^kill: PASS' "$out" && [ "$(grep -c 'reported as error 6 (remote error), queryLastError agrees' "$out")" = 2 ]; then
     tap_ok killed_peer_is_a_remote_error_not_a_hang
 else tap_not_ok killed_peer_is_a_remote_error_not_a_hang "$(grep -v 'NCCL INFO' "$out")"; fi
+
+# rank 0's collComm CQ shrunk to one entry (ibv_resize_cq) overruns under
+# its puts: IBV_EVENT_CQ_ERR fails the collComm with one WARN, no hang
+RAILNET_GIN_SIGNAL_EVERY=1 "$gd" --plugin "$plugin" cq-overrun >"$out" 2>&1
+if grep -q '^cq-overrun: PASS' "$out" && [ "$(grep -c 'WARN' "$out")" = 1 ] &&
+   grep -q "WARN NET/railnet/GIN: device softnic0, rank 0: IBV_EVENT_CQ_ERR on the collComm's CQ of 1 entries: the CQ overran and completions were lost" "$out"; then
+    tap_ok cq_overrun_fails_the_collcomm_with_one_warn
+else tap_not_ok cq_overrun_fails_the_collcomm_with_one_warn "$(grep -v 'NCCL INFO' "$out")"; fi
 tap_done

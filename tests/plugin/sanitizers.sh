@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 25
+tap_plan 27
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
@@ -49,6 +49,8 @@ fi
 san asan_port2_flapping_under_traffic env SOFTNIC_RETRY_MIN_MS=2000 $nd traffic --ranks 3 --iters 40 --max-size 1M --seed 5 --timeout 120 \
     --ctl-file "$asan/failover.ctl" --down-ms 60 --up-ms 80 --cycles 4
 san asan_failover_recovery_and_churn env RAILNET_CHURN_CYCLES=200 TEST_FAILOVER_NO_RSS=1 "$asan/tests/plugin/test_failover"
+# a comm whose CQ overruns (IBV_EVENT_CQ_ERR) fails instead of hanging
+san asan_cq_overrun_fails_the_comm "$asan/tests/plugin/test_cq_overrun"
 # the GIN table (plugin/gin) as NCCL's GIN proxy drives it
 gd="$asan/tests/gindriver/gindriver --plugin $asan/.libs/libnccl-net-railnet.so"
 san asan_gin_put_mesh_and_deregistered_window $gd --ranks 3 --rounds 2 mesh
@@ -58,6 +60,7 @@ san asan_gin_deep_queue_selective_signaling env RAILNET_STATS=1 $gd --ranks 3 --
 san asan_gin_failed_put_amid_unsignaled $gd flush
 san asan_gin_rogue_handles $gd rogue
 san asan_gin_peer_killed $gd --ranks 3 kill
+san asan_gin_cq_overrun env RAILNET_GIN_SIGNAL_EVERY=1 $gd cq-overrun
 # the GIN GDAKI type (issue 15): the CPU consumer posting as NCCL's device
 # code does, into DEVX queues in host memory; a bad rkey; a killed peer
 san asan_gin_gdaki_cpu_consumer env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 --rounds 60 gdaki
