@@ -4,7 +4,14 @@
  * bandwidth table, and after each row how many sends the plugin held in
  * flight at once (what a comparison at equal depth rests on); `lat`
  * ping-pongs small messages. Both verify the content of the last message
- * of each size, so a fast but wrong plugin fails. */
+ * of each size, so a fast but wrong plugin fails.
+ *
+ * By default every message of a size uses the start of one buffer on each
+ * side, so a row touches 2 x size bytes of memory over and over; with
+ * --span S the messages walk slot by slot through S bytes on each side
+ * (message i at offset (i mod S/size) x size), so a small message can be
+ * run over the footprint of a large one: what tells a cost of the message
+ * size from one of the memory it touches (README, "The 64 MiB row"). */
 #include <getopt.h>
 #include <sched.h>
 #include <stdio.h>
@@ -22,6 +29,7 @@ struct perf_opts {
     int window;
     int dev;
     double timeout;
+    long long span;   /* bytes each side cycles through; 0: one message's */
 };
 
 struct perf_ctx {
@@ -57,9 +65,10 @@ static int test(struct perf_ctx *p, void *req, int *done, int *got)
     return r == ncclSuccess ? 0 : -1;
 }
 
-/* iters messages of size bytes, up to `window` in flight; *most gets the
- * largest number that were in flight at once. 0 or -1. */
-static int stream(struct perf_ctx *p, int size, int iters, int window, int *most)
+/* iters messages of size bytes, up to `window` in flight, message i in slot
+ * i mod nslots of the buffer; *most gets the largest number that were in
+ * flight at once. 0 or -1. */
+static int stream(struct perf_ctx *p, int size, int nslots, int iters, int window, int *most)
 {
     void *reqs[PERF_MAX_WINDOW] = { 0 };
     int posted = 0, completed = 0;
@@ -72,7 +81,7 @@ static int stream(struct perf_ctx *p, int size, int iters, int window, int *most
         int progress = 0;
         for (int k = 0; k < window; k++) {
             if (!reqs[k] && posted < iters) {
-                if (post(p, p->buf, size, 7, &reqs[k]))
+                if (post(p, p->buf + (size_t)(posted % nslots) * (size_t)size, size, 7, &reqs[k]))
                     return -1;
                 if (reqs[k]) {
                     posted++, progress = 1;
@@ -103,6 +112,19 @@ static int stream(struct perf_ctx *p, int size, int iters, int window, int *most
     return 0;
 }
 
+/* The slots of size bytes that fit the span (at least one). */
+static int perf_slots(const struct perf_opts *o, long long size)
+{
+    long long n = size > 0 ? o->span / size : 1;
+    return n < 1 ? 1 : (int)n;
+}
+
+/* The pattern of slot s of a size's messages. */
+static uint64_t slot_id(long long size, int s)
+{
+    return (uint64_t)size ^ ((uint64_t)s << 40);
+}
+
 static int sizes_loop(struct nd_world *w, const struct perf_opts *o, struct perf_ctx *p)
 {
     if (w->rank == 0)
@@ -113,18 +135,24 @@ static int sizes_loop(struct nd_world *w, const struct perf_opts *o, struct perf
             long long budget = (256ll << 20) / (size ? size : 1);
             iters = (int)(budget < 20 ? 20 : budget > 2000 ? 2000 : budget);
         }
-        /* the last message carries a pattern that the receiver checks */
-        if (p->sender)
-            nd_fill(p->buf, (size_t)size, (uint64_t)size);
-        else
-            memset(p->buf, 0, (size_t)size);
+        int nslots = perf_slots(o, size);
+        /* every slot carries its own pattern, and the receiver checks the
+         * last message's slot against the one it was sent from */
+        for (int s = 0; s < nslots; s++) {
+            char *at = p->buf + (size_t)s * (size_t)size;
+            if (p->sender)
+                nd_fill(at, (size_t)size, slot_id(size, s));
+            else
+                memset(at, 0, (size_t)size);
+        }
         double t0 = nd_now();
         int most = 0;
-        if (stream(p, (int)size, iters, o->window, &most))
+        if (stream(p, (int)size, nslots, iters, o->window, &most))
             return 1;
         double us = (nd_now() - t0) * 1e6;
         if (!p->sender) {
-            long bad = nd_check(p->buf, (size_t)size, (uint64_t)size);
+            int last = (iters - 1) % nslots;
+            long bad = nd_check(p->buf + (size_t)last * (size_t)size, (size_t)size, slot_id(size, last));
             if (bad >= 0) {
                 fprintf(stderr, "netdriver: %lld-byte message wrong at byte %ld\n", size, bad);
                 return 1;
@@ -134,6 +162,9 @@ static int sizes_loop(struct nd_world *w, const struct perf_opts *o, struct perf
             double gbs = (double)size * iters / us / 1e3;
             printf("%12lld %8d %12.1f %10.3f %10.2f\n", size, iters, us, gbs, gbs * 8);
             printf("# %lld bytes: at most %d sends in flight (window %d)\n", size, most, o->window);
+            if (nslots > 1)
+                printf("# %lld bytes: %d slots, %lld bytes touched on each side\n", size, nslots,
+                       (long long)nslots * size);
         }
         if (size == 0 && o->max == 0)
             break;
@@ -151,6 +182,8 @@ static int setup(struct nd_world *w, const struct perf_opts *o, struct perf_ctx 
     p->comm = p->sender ? w->send[1][o->dev] : w->recv[0][o->dev];
     p->deadline = w->deadline;
     size_t len = (size_t)(o->max > 4096 ? o->max : 4096);
+    if ((size_t)o->span > len)
+        len = (size_t)o->span;
     if (posix_memalign((void **)&p->buf, 4096, len))
         return -1;
     memset(p->buf, 0, len);
@@ -284,7 +317,8 @@ static int parse(int argc, char **argv, struct perf_opts *o, const char *help)
 {
     static const struct option lo[] = { { "min", 1, 0, 'm' },    { "max", 1, 0, 'M' }, { "size", 1, 0, 's' },
                                         { "iters", 1, 0, 'n' },  { "window", 1, 0, 'w' }, { "dev", 1, 0, 'd' },
-                                        { "timeout", 1, 0, 't' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+                                        { "timeout", 1, 0, 't' }, { "span", 1, 0, 'S' },  { "help", 0, 0, 'h' },
+                                        { 0, 0, 0, 0 } };
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -296,12 +330,14 @@ static int parse(int argc, char **argv, struct perf_opts *o, const char *help)
         case 'w': o->window = atoi(optarg); break;
         case 'd': o->dev = atoi(optarg); break;
         case 't': o->timeout = atof(optarg); break;
+        case 'S': o->span = nd_parse_size(optarg); break;
         case 'h': printf("%s", help); return 0;
         default: fprintf(stderr, "%s", help); return 2;
         }
     }
     if (o->min < 0 || o->max < o->min || o->max > (1ll << 30) || o->window < 1 || o->window > PERF_MAX_WINDOW ||
-        o->dev < 0 || o->dev >= ND_MAX_DEVS || o->timeout <= 0 || o->iters < 0) {
+        o->dev < 0 || o->dev >= ND_MAX_DEVS || o->timeout <= 0 || o->iters < 0 || o->span < 0 ||
+        o->span > (1ll << 30)) {
         fprintf(stderr, "%s", help);
         return 2;
     }
@@ -311,8 +347,10 @@ static int parse(int argc, char **argv, struct perf_opts *o, const char *help)
 int nd_cmd_bw(int argc, char **argv)
 {
     static const char help[] = "usage: netdriver bw [--min BYTES] [--max BYTES] [--size BYTES] [--iters N]\n"
-                               "         [--window 1..32] [--dev D] [--timeout SEC]\n"
-                               "  rank 0 streams to rank 1 over device D; sizes double from min to max.\n";
+                               "         [--window 1..32] [--dev D] [--timeout SEC] [--span BYTES]\n"
+                               "  rank 0 streams to rank 1 over device D; sizes double from min to max.\n"
+                               "  --span: messages walk slot by slot through BYTES on each side (default:\n"
+                               "  every message at the buffer's start).\n";
     struct perf_opts o = { .min = 4096, .max = 16 << 20, .window = 8, .timeout = 120 };
     int r = parse(argc, argv, &o, help);
     if (r >= 0)

@@ -1,0 +1,44 @@
+#!/bin/sh
+# tests/plugin/bw_span.sh: netdriver bw --span S walks the messages of a
+# size slot by slot through S bytes on each side (message i in slot
+# i mod S/size), the measurement that tells a cost of the message size from
+# one of the memory a row touches (bench/bw_footprint.sh, README "The
+# 64 MiB row"). The receiver checks the last message's bytes in its slot,
+# so a message placed in the wrong slot fails the run.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+plugin=$top_builddir/.libs/libnccl-net-railnet.so
+nd=$top_builddir/tests/netdriver/netdriver
+[ -f "$plugin" ] || tap_skip_all "plugin not built"
+export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tap_plan 4
+out=$(mktemp); trap 'rm -f "$out"' EXIT
+bw() { RAILNET_STATS=0 "$nd" --plugin "$plugin" bw --timeout 60 "$@" >"$out" 2>&1; }
+show() { grep -v ' INFO ' "$out" | tail -n 8 | tr '\n' ' '; }
+
+# 5 messages over 3 slots: the last (message 4) lands in slot 1, which
+# message 1 filled too; the split over QPs is forced so that both chunks of
+# a message must land in the same slot
+RAILNET_SPLIT_MIN=4096 bw --size 64K --span 192K --iters 5 --window 2; st=$?
+if [ $st -eq 0 ] && grep -q '^# 65536 bytes: 3 slots, 196608 bytes touched on each side' "$out"; then
+    tap_ok bw_span_walks_three_slots_and_checks_the_last_message
+else
+    tap_not_ok bw_span_walks_three_slots_and_checks_the_last_message "exit $st; $(show)"
+fi
+# sizes double from min to max; each size gets the slots that fit the span
+bw --min 32K --max 128K --span 128K --iters 6; st=$?
+if [ $st -eq 0 ] && grep -q '^# 32768 bytes: 4 slots, 131072 bytes' "$out" &&
+    grep -q '^# 65536 bytes: 2 slots, 131072 bytes' "$out" && ! grep -q '^# 131072 bytes: .* slots' "$out"; then
+    tap_ok bw_span_gives_each_size_the_slots_that_fit
+else
+    tap_not_ok bw_span_gives_each_size_the_slots_that_fit "exit $st; $(show)"
+fi
+# without --span (or a span under the size) every message uses the buffer's start
+bw --size 64K --iters 4; st=$?
+if [ $st -eq 0 ] && grep -q '^ *65536 *4 ' "$out" && ! grep -q 'slots' "$out"; then
+    tap_ok bw_without_span_uses_one_slot
+else
+    tap_not_ok bw_without_span_uses_one_slot "exit $st; $(show)"
+fi
+bw --size 64K --span 2G; st=$?
+[ $st -eq 2 ] && tap_ok bw_refuses_a_span_over_1GiB || tap_not_ok bw_refuses_a_span_over_1GiB "exit $st"
+tap_done
