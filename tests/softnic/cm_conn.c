@@ -430,7 +430,10 @@ static void on_connected_locked(struct cm_id *c)
     if (err == EINPROGRESS || err == EALREADY)
         return;
     c->sock_connecting = false;
-    if (err == ECONNREFUSED) {
+    /* A reset before the REQ went out is a refusal too: a listener closed
+     * while the handshake was under way answers so (seen on a loaded host
+     * right after the listener's id was destroyed). */
+    if (err == ECONNREFUSED || err == ECONNRESET) {
         refused_locked(c);
         return;
     }
