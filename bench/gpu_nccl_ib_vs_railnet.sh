@@ -41,12 +41,13 @@
 # bandwidth of each transport, their ratio, and the lowest and highest
 # ratio of one round's pair. RAILNET_BENCH_VARIANTS adds railnet runs with
 # other settings to the same rounds, one column each (median / IB's
-# median): a blank-separated list, each a comma-separated list of
-# VAR=value, e.g. "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1,RAILNET_SPLIT_MIN=1G";
+# median): a blank-separated list, each a '+'-separated list of VAR=value
+# (values may hold commas), e.g.
+# "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1+RAILNET_SPLIT_MIN=1G";
 # a variant that starts with "ib:" runs NCCL's IB transport instead, e.g.
-# "ib:NCCL_NET_MERGE_LEVEL=SYS" (NCCL merges the two ports of softnic, which
-# has no PCI path, as it merges those of a ConnectX; its column is then that
-# run's median / IB's default median).
+# "ib:NCCL_NET_FORCE_MERGE=softnic0:1,softnic0:2" (to make NCCL use the two
+# ports of softnic, which has no PCI path, as one NIC, as it does those of a
+# ConnectX; its column is then that run's median / IB's default median).
 # The proto column is NCCL's all_reduce protocol (TUNING log, round 1):
 # IB's/railnet's, S = Simple.
 : "${top_builddir:=$(pwd)}"
@@ -94,7 +95,7 @@ run_one() {
                               NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0}; v=${v#ib:} ;;
                   *) export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_NET_GDR_LEVEL=$gdr ;;
               esac
-              for a in $(echo "$v" | tr ',' ' '); do
+              for a in $(echo "$v" | tr '+' ' '); do
                   export "${a?}"
               done
               nccl_job "$log" 2 $prog $args ) ;;
@@ -136,7 +137,7 @@ bench_one() {
     i=1
     for v in $RAILNET_BENCH_VARIANTS; do
         case $v in ib:*) w="NCCL's IB transport with ${v#ib:}" ;; *) w="railnet with $v" ;; esac
-        echo "# v$i: $w" | tr ',' ' '
+        echo "# v$i: $w" | tr '+' ' '
         i=$((i + 1))
     done
     printf "%-11s %10s %9s %9s %7s %11s %6s" collective bytes IB_GBps rn_GBps ratio min..max proto
