@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 27
+tap_plan 28
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -31,6 +31,9 @@ san() { # name cmd...: passes when the command succeeds and no sanitizer spoke
     else tap_not_ok "$name" "exit $st; $(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 25 | sed 's/^/# /')"; fi
 }
 san asan_traffic_grouped_receives_striped $nd traffic --ranks 3 --iters 40 --max-size 4M --seed 3
+# softnic's NIC threads polling before they sleep (SOFTNIC_SPIN_US, spin.c):
+# they drop their locks to spin and read shared state as hints
+san asan_traffic_spinning_nic_threads env SOFTNIC_SPIN_US=50 $nd traffic --ranks 2 --iters 40 --max-size 1M --seed 13
 san asan_peer_killed_mid_transfer env RAILNET_IB_TIMEOUT=12 RAILNET_IB_RETRY_CNT=3 \
     $nd traffic --ranks 2 --iters 0 --max-size 1M --kill-rank 1 --kill-after-ms 300 --timeout 40
 san asan_rogue_handshakes_and_forged_handles "$asan/tests/plugin/test_conn_faults"
