@@ -152,7 +152,6 @@ struct gin_coll {
     uint64_t signal_every;        /* RAILNET_GIN_SIGNAL_EVERY: at most this many work requests per signaled one */
     struct gin_stats stats;
     uint64_t last_check_ns;
-    uint64_t fatal_seen;
     uint64_t cq_err_seen;         /* plugin/ib errors.c: IBV_EVENT_CQ_ERR events looked at */
     int gdaki_type;               /* NCCL was offered the GDAKI type (gin_gdaki.h) */
     struct gin_gdaki_res *gdaki;  /* its DEVX context, PD, QPs and tables; NULL until needed */
