@@ -317,7 +317,7 @@ static int env_u32(const char *var, uint32_t *out)
     uint64_t x;
     if (!v || !*v)
         return 0;
-    if (parse_u64(v, &x)) {
+    if (parse_u64(v, &x) || x > UINT32_MAX) {   /* no silent wrap past a cap */
         SN_LOG("config: bad %s=%s", var, v);
         return EINVAL;
     }

@@ -6,11 +6,12 @@
 # every byte checked) must hold unchanged while they spin (the threads drop
 # their locks to spin and read the state again after). What spinning buys
 # is a benchmark's business, not this test's. A value above the cap is
-# refused with a line naming it and softnic runs without spinning.
+# refused with a line naming it and softnic runs without spinning, and so is
+# one past 32 bits (not wrapped under the cap).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/softnic/sn_env.sh"
 
-tap_plan 4
+tap_plan 5
 for t in test_softnic_ops test_softnic_atomics; do
     out=$(env -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_SPIN_US=50 timeout 300 "$SN_DIR/$t" 2>&1)
     rc=$?
@@ -34,6 +35,7 @@ fi
 
 if ! command -v ibv_devices >/dev/null 2>&1; then
     tap_skip "spin_above_the_cap_refused_by_name" "no ibv_devices (rdma-core's tools; scripts/bootstrap installs ibverbs-utils)"
+    tap_skip "spin_past_32_bits_refused_not_wrapped" "no ibv_devices"
     tap_done
     exit
 fi
@@ -43,5 +45,13 @@ if [ $rc -eq 0 ] && echo "$out" | grep -q 'SOFTNIC_SPIN_US=200000 above' && echo
     tap_ok "spin_above_the_cap_refused_by_name"
 else
     tap_not_ok "spin_above_the_cap_refused_by_name" "rc=$rc: $(echo "$out" | head -n 5 | sed 's/^/# /')"
+fi
+# 2^32 + 50 must not wrap to 50 (under the cap) on its way into 32 bits
+out=$(SOFTNIC_SPIN_US=4294967346 ibv_devices 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q 'bad SOFTNIC_SPIN_US=4294967346' && echo "$out" | grep -q softnic0; then
+    tap_ok "spin_past_32_bits_refused_not_wrapped"
+else
+    tap_not_ok "spin_past_32_bits_refused_not_wrapped" "rc=$rc: $(echo "$out" | head -n 5 | sed 's/^/# /')"
 fi
 tap_done
