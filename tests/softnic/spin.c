@@ -18,8 +18,8 @@ static uint64_t spin_ns(void)
 
 static bool spin_enter(void)
 {
-    static int max;
-    if (!max) {
+    static int max;   /* set once; racing first callers store the same value */
+    if (!__atomic_load_n(&max, __ATOMIC_RELAXED)) {
         long n = sysconf(_SC_NPROCESSORS_ONLN) / 4;
         __atomic_store_n(&max, n > 1 ? (int)n : 1, __ATOMIC_RELAXED);
     }
@@ -48,8 +48,10 @@ bool sn_spin_readable(int fd)
     struct pollfd p = { .fd = fd, .events = POLLIN };
     bool ready = false;
     do
-        /* readable, closed or failed: the caller's read finds out which */
-        ready = poll(&p, 1, 0) != 0;
+        /* readable, closed or failed (revents set): the caller's read
+         * finds out which; a failed poll (EINTR) is not readiness, or the
+         * completer would sleep in recv where it expects data */
+        ready = poll(&p, 1, 0) > 0;
     while (!ready && sn_now_ns() < until);
     spin_leave();
     return ready;
