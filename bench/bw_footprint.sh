@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/bin/sh
 # bench/bw_footprint.sh: why the main job's 64 MiB row runs at about half
 # the 16-32 MiB rows (README, "The 64 MiB row"). netdriver bw sends every
 # message of a size from the start of one buffer into the start of one
@@ -50,11 +50,12 @@ echo "  B 16 MiB over 64 MiB:$b"
 echo "  C 64 MiB:            $c"
 echo "  D memcpy 2 x 8 MiB:  $d"
 echo "  E memcpy 2 x 32 MiB: $e"
-read -r am al ah <<<"$(stats $a)"
-read -r bm bl bh <<<"$(stats $b)"
-read -r cm cl ch <<<"$(stats $c)"
-read -r dm dl dh <<<"$(stats $d)"
-read -r em el eh <<<"$(stats $e)"
+# POSIX sh (bench/run-all runs every bench with sh): no here-strings
+set -- $(stats $a); am=$1 al=$2 ah=$3
+set -- $(stats $b); bm=$1 bl=$2 bh=$3
+set -- $(stats $c); cm=$1 cl=$2 ch=$3
+set -- $(stats $d); dm=$1 dl=$2 dh=$3
+set -- $(stats $e); em=$1 el=$2 eh=$3
 printf '%-58s %8s %15s\n' "measure (GB/s, median of $rounds alternating rounds)" median "spread (min-max)"
 printf '%-58s %8s %15s\n' "A netdriver bw 16 MiB (32 MiB touched)" "$am" "$al-$ah"
 printf '%-58s %8s %15s\n' "B netdriver bw 16 MiB over a 64 MiB span (128 MiB touched)" "$bm" "$bl-$bh"
