@@ -34,8 +34,8 @@
 #
 # One run of 50 calls per size scattered 0.6-1.9 between runs below 1 MiB,
 # so each (NCCL, rate) runs RAILNET_BENCH_ROUNDS rounds (default 3), the
-# transports alternating (IB first in odd rounds, railnet first in even
-# ones), and each size runs RAILNET_BENCH_TARGET_BYTES / size calls
+# transports alternating (IB, railnet, then the variants in odd rounds; the
+# same list reversed in even ones), and each size runs RAILNET_BENCH_TARGET_BYTES / size calls
 # (default 1G: 1000 calls up to 1 MiB, 1 GiB moved per size above, at
 # least RAILNET_BENCH_ITERS = 20). The table prints the median bus
 # bandwidth of each transport, their ratio, and the lowest and highest

@@ -416,7 +416,7 @@ static void side_channel_open_locked(struct cm_id *c)
     if (connect(c->sock, &c->id.route.addr.dst_addr, sizeof(struct sockaddr_in)) == 0 ||
         errno == EINPROGRESS)
         c->sock_connecting = true;   /* the engine sends the REQ */
-    else if (errno == ECONNREFUSED)
+    else if (errno == ECONNREFUSED || errno == ECONNRESET)   /* as on_connected_locked */
         refused_locked(c);
     else
         fail_locked(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0, 0);

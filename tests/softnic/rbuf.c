@@ -39,8 +39,8 @@ static int rbuf_recv(struct sn_rbuf *rb, void *dst, size_t len, bool all, size_t
     if (rb->before_block)
         rb->before_block(rb->arg);
     if (!all && sn_spin_on()) {
-        /* nothing buffered in the socket: poll a while before sleeping in
-         * recv (spin.c) */
+        /* take what the socket holds; if nothing, poll a while before
+         * sleeping in recv (spin.c) */
         ssize_t n = recv(rb->fd, dst, len, MSG_DONTWAIT);
         if (n > 0) {
             if (got)
