@@ -93,6 +93,14 @@ EXPORT int softnic_ctl_qp_fast_bytes(struct ibv_qp *qp, uint64_t *out)
     return 0;
 }
 
+EXPORT int softnic_ctl_spin_counts(uint64_t *started, uint64_t *found_work)
+{
+    if (!started || !found_work)
+        return EINVAL;
+    spin_counts(started, found_work);
+    return 0;
+}
+
 EXPORT int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t *out)
 {
     struct sn_port *p = ctl_port(ctx, port);

@@ -111,6 +111,8 @@ void sn_sleep_until_ns(uint64_t t);
 bool sn_spin_on(void);
 bool sn_spin_readable(int fd);
 bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop);
+/* Spins begun and spins that found work, for softnic_ctl_spin_counts. */
+void spin_counts(uint64_t *started, uint64_t *found);
 
 /* ---------------------------------------------------------- counters.c */
 struct sn_counters {

@@ -37,6 +37,11 @@ int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out)
 int softnic_ctl_qp_fast_bytes(struct ibv_qp *qp, uint64_t *out);
 int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t *out);
 
+/* This process's NIC threads' polls before sleeping (SOFTNIC_SPIN_US,
+ * spin.c): how many began, and how many found work before their time ran
+ * out (each a wake-up saved).  Both 0 with spinning off. */
+int softnic_ctl_spin_counts(uint64_t *started, uint64_t *found_work);
+
 /* The rate (bytes/s) a port without a rate limit advertises its link
  * within (SOFTNIC_LINK_RATE, or this process's calibration: link.c). */
 int softnic_ctl_link_rate(uint64_t *bytes_per_s);

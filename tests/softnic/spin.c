@@ -10,6 +10,7 @@
  * process has three threads per QP, and spinning beyond the cores would
  * take them from the threads with work (NCCL's proxy, the other rank). */
 static int g_spinning;
+static uint64_t g_started, g_found;   /* softnic_ctl_spin_counts */
 
 static uint64_t spin_ns(void)
 {
@@ -23,15 +24,25 @@ static bool spin_enter(void)
         long n = sysconf(_SC_NPROCESSORS_ONLN) / 4;
         __atomic_store_n(&max, n > 1 ? (int)n : 1, __ATOMIC_RELAXED);
     }
-    if (__atomic_add_fetch(&g_spinning, 1, __ATOMIC_RELAXED) <= __atomic_load_n(&max, __ATOMIC_RELAXED))
+    if (__atomic_add_fetch(&g_spinning, 1, __ATOMIC_RELAXED) <= __atomic_load_n(&max, __ATOMIC_RELAXED)) {
+        __atomic_add_fetch(&g_started, 1, __ATOMIC_RELAXED);
         return true;
+    }
     __atomic_sub_fetch(&g_spinning, 1, __ATOMIC_RELAXED);
     return false;
 }
 
-static void spin_leave(void)
+static void spin_leave(bool found)
 {
+    if (found)
+        __atomic_add_fetch(&g_found, 1, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&g_spinning, 1, __ATOMIC_RELAXED);
+}
+
+void spin_counts(uint64_t *started, uint64_t *found)
+{
+    *started = __atomic_load_n(&g_started, __ATOMIC_RELAXED);
+    *found = __atomic_load_n(&g_found, __ATOMIC_RELAXED);
 }
 
 bool sn_spin_on(void)
@@ -53,7 +64,7 @@ bool sn_spin_readable(int fd)
          * completer would sleep in recv where it expects data */
         ready = poll(&p, 1, 0) > 0;
     while (!ready && sn_now_ns() < until);
-    spin_leave();
+    spin_leave(ready);
     return ready;
 }
 
@@ -71,6 +82,6 @@ bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop)
         if (!changed)
             sched_yield();
     } while (!changed && sn_now_ns() < until);
-    spin_leave();
+    spin_leave(changed);
     return changed;
 }

@@ -7,11 +7,12 @@
 # their locks to spin and read the state again after). What spinning buys
 # is a benchmark's business, not this test's. A value above the cap is
 # refused with a line naming it and softnic runs without spinning, and so is
-# one past 32 bits (not wrapped under the cap).
+# one past 32 bits (not wrapped under the cap). That the threads spin at all,
+# and that spins find work, is counted (test_softnic_spin_counts).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/softnic/sn_env.sh"
 
-tap_plan 5
+tap_plan 6
 for t in test_softnic_ops test_softnic_atomics; do
     out=$(env -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_SPIN_US=50 timeout 300 "$SN_DIR/$t" 2>&1)
     rc=$?
@@ -21,6 +22,17 @@ for t in test_softnic_ops test_softnic_atomics; do
         tap_not_ok "${t}_with_spinning_threads" "rc=$rc: $(echo "$out" | grep -A3 '^not ok' | head -c 1500 | sed 's/^/# /')"
     fi
 done
+
+# the threads do spin, and some spins find the next post or packet
+# (softnic_ctl_spin_counts; the same program run plainly by make check
+# asserts that none begins with spinning off)
+out=$(SOFTNIC_SPIN_US=1000 timeout 120 "$SN_DIR/test_softnic_spin_counts" 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q '^ok ' && ! echo "$out" | grep -q '^not ok'; then
+    tap_ok "threads_spin_and_find_work $(echo "$out" | sed -n 's/^# SOFTNIC_SPIN_US=1000: //p')"
+else
+    tap_not_ok "threads_spin_and_find_work" "rc=$rc: $(echo "$out" | tail -n 6 | sed 's/^/# /')"
+fi
 
 nd=$top_builddir/tests/netdriver/netdriver
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
