@@ -33,11 +33,19 @@ const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, char *verbs, siz
     return net;
 }
 
-static double now_s(void)
+double built_now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int built_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
 }
 
 int built_pair_open(const ncclNet_v8_t *net, struct built_pair *p, size_t bytes)
@@ -46,8 +54,8 @@ int built_pair_open(const ncclNet_v8_t *net, struct built_pair *p, size_t bytes)
     memset(p, 0, sizeof(*p));
     if (net->listen(0, handle, &p->lc) != ncclSuccess)
         return -1;
-    double end = now_s() + 30;
-    while ((!p->sc || !p->rc) && now_s() < end) {
+    double end = built_now_s() + 30;
+    while ((!p->sc || !p->rc) && built_now_s() < end) {
         if (!p->sc && net->connect(0, handle, &p->sc, NULL) != ncclSuccess)
             return -1;
         if (!p->rc && net->accept(p->lc, &p->rc, NULL) != ncclSuccess)

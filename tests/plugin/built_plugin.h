@@ -15,6 +15,11 @@
  * not NULL, receives the softnic libibverbs path the plugin was given. */
 const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, char *verbs, size_t verbs_len);
 
+/* CLOCK_MONOTONIC in seconds: the tests' deadlines. */
+double built_now_s(void);
+/* How many times needle occurs in text (a test's captured log). */
+int built_count(const char *text, const char *needle);
+
 /* A send and a receive comm of one process connected to each other on
  * device 0 (listen, then connect and accept until both exist, at most
  * 30 s), each with a page-aligned host buffer of `bytes` registered on it. */

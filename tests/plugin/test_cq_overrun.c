@@ -51,14 +51,6 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
     strcat(logbuf, "\n");
 }
 
-static int count(const char *needle)
-{
-    int n = 0;
-    for (const char *p = logbuf; (p = strstr(p, needle)); p++)
-        n++;
-    return n;
-}
-
 static int load(void)
 {
     char verbs[4096];
@@ -76,31 +68,24 @@ static int load(void)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 /* The plugin's CQ of a comm (send or receive) the table handed out. */
 static struct ibv_cq *cq_of(void *comm) { return ((struct comm *)comm)->cq; }
 
 /* Posts MESSAGES receives, then MESSAGES sends that match them. */
 static void post_messages(struct built_pair *p, void **rr, void **sr)
 {
-    double end = now_s() + WAIT_S;
+    double end = built_now_s() + WAIT_S;
     for (int i = 0; i < MESSAGES; i++) {
         void *data = p->rbuf + (size_t)i * MSG;
         int size = MSG, tag = i + 1;
         rr[i] = NULL;
-        while (!rr[i] && now_s() < end)
+        while (!rr[i] && built_now_s() < end)
             EXPECT_EQ_INT(ncclSuccess, net->irecv(p->rc, 1, &data, &size, &tag, &p->rmh, &rr[i]));
         EXPECT_TRUE(rr[i] != NULL);
     }
     for (int i = 0; i < MESSAGES; i++) {
         sr[i] = NULL;
-        while (!sr[i] && now_s() < end)
+        while (!sr[i] && built_now_s() < end)
             EXPECT_EQ_INT(ncclSuccess, net->isend(p->sc, p->sbuf + (size_t)i * MSG, MSG, i + 1, p->smh, &sr[i]));
         EXPECT_TRUE(sr[i] != NULL);
     }
@@ -110,8 +95,8 @@ static void post_messages(struct built_pair *p, void **rr, void **sr)
 static void complete_all(void **req)
 {
     int done[MESSAGES] = { 0 }, left = MESSAGES;
-    double end = now_s() + WAIT_S;
-    while (left && now_s() < end)
+    double end = built_now_s() + WAIT_S;
+    while (left && built_now_s() < end)
         for (int i = 0; i < MESSAGES; i++) {
             if (done[i])
                 continue;
@@ -128,10 +113,10 @@ static void complete_all(void **req)
 static ncclResult_t test_until_error(void **req, void **failed, int *pending)
 {
     int done[MESSAGES] = { 0 }, left = MESSAGES;
-    double end = now_s() + WAIT_S;
+    double end = built_now_s() + WAIT_S;
     *failed = NULL;
     *pending = left;
-    while ((*pending = left) && now_s() < end)
+    while ((*pending = left) && built_now_s() < end)
         for (int i = 0; i < MESSAGES; i++) {
             if (done[i])
                 continue;
@@ -186,11 +171,11 @@ static void overrun_case(int victim_is_send)
                                                   : net->irecv(p.rc, 1, &data, &size, &tag, &p.rmh, &more));
     EXPECT_TRUE(more == NULL);
     printf("# %s", logbuf);
-    EXPECT_EQ_INT(1, count("IBV_EVENT_CQ_ERR"));
-    EXPECT_EQ_INT(1, count(dev_name));
-    EXPECT_EQ_INT(1, count("\n")); /* one WARN in all */
-    EXPECT_EQ_INT(1, count(victim_is_send ? "on the send comm's CQ of 1 entries" : "on the receive comm's CQ of 1 entries"));
-    EXPECT_EQ_INT(1, count("the CQ overran and completions were lost"));
+    EXPECT_EQ_INT(1, built_count(logbuf, "IBV_EVENT_CQ_ERR"));
+    EXPECT_EQ_INT(1, built_count(logbuf, dev_name));
+    EXPECT_EQ_INT(1, built_count(logbuf, "\n")); /* one WARN in all */
+    EXPECT_EQ_INT(1, built_count(logbuf, victim_is_send ? "on the send comm's CQ of 1 entries" : "on the receive comm's CQ of 1 entries"));
+    EXPECT_EQ_INT(1, built_count(logbuf, "the CQ overran and completions were lost"));
     built_pair_close(net, &p);
 }
 

@@ -73,14 +73,6 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
     strcat(logbuf, "\n");
 }
 
-static int count(const char *needle)
-{
-    int n = 0;
-    for (const char *p = logbuf; (p = strstr(p, needle)); p++)
-        n++;
-    return n;
-}
-
 static int load(void)
 {
     char verbs[4096];
@@ -113,13 +105,6 @@ static int load(void)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 struct pair {
     struct built_pair b;   /* the comms and their registered buffers */
     int no_ahead;
@@ -148,16 +133,16 @@ static int xfer(struct pair *p, int size, uint64_t id)
     void *rr = NULL, *sr = NULL;
     int tag = (int)(id & 0xffff), rsize = MSG_MAX;
     void *rdata = p->b.rbuf;
-    double end = now_s() + 30;
+    double end = built_now_s() + 30;
     ncclResult_t r;
     if (p->ahead && p->ahead_id == id)
         rr = p->ahead;
     p->ahead = NULL;
-    while (!rr && now_s() < end)
+    while (!rr && built_now_s() < end)
         if ((r = net->irecv(p->b.rc, 1, &rdata, &rsize, &tag, &p->b.rmh, &rr)) != ncclSuccess)
             return r;
     int sdone = 0, rdone = 0, ssize = -1, rgot = -1;
-    while (!sr && now_s() < end) {
+    while (!sr && built_now_s() < end) {
         if ((r = net->isend(p->b.sc, p->b.sbuf, size, tag, p->b.smh, &sr)) != ncclSuccess)
             return r;
         /* NCCL's proxy tests its receives meanwhile: the receiver moves its
@@ -165,7 +150,7 @@ static int xfer(struct pair *p, int size, uint64_t id)
         if (!sr && !rdone && (r = net->test(rr, &rdone, &rgot)) != ncclSuccess)
             return r;
     }
-    while ((!sdone || !rdone) && now_s() < end) {
+    while ((!sdone || !rdone) && built_now_s() < end) {
         if (!sdone && (r = net->test(sr, &sdone, &ssize)) != ncclSuccess)
             return r;
         if (!rdone && (r = net->test(rr, &rdone, &rgot)) != ncclSuccess)
@@ -210,8 +195,8 @@ static int flush_recv(struct pair *p, int size)
     if (!fr)
         return -1; /* RAILNET_GDR_FLUSH=2 flushes host buffers too */
     int done = 0;
-    double end = now_s() + 30;
-    while (!done && now_s() < end)
+    double end = built_now_s() + 30;
+    while (!done && built_now_s() < end)
         if ((r = net->test(fr, &done, NULL)) != ncclSuccess)
             return r;
     return done ? 0 : -2;
@@ -229,9 +214,9 @@ static uint64_t port_tx(uint8_t port)
  * Returns the first failing xfer result, 0 when the lines came. */
 static int traffic_until(struct pair *p, uint64_t *id, const char *needle, int want)
 {
-    double end = now_s() + 30;
-    while (count(needle) < want) {
-        if (now_s() > end)
+    double end = built_now_s() + 30;
+    while (built_count(logbuf, needle) < want) {
+        if (built_now_s() > end)
             return -2;
         int r = xfer(p, (int)(*id % 3 == 0 ? MSG_MAX : (*id * 4099) % 70000), *id);
         (*id)++;
@@ -275,11 +260,11 @@ TAP_CASE(test_port2_down_up_cycles_lose_nothing_and_both_ports_carry_again)
         /* split messages: each port carries about half again */
         EXPECT_TRUE(port_tx(2) >= p2 + 4ull * MSG_MAX);
         EXPECT_TRUE(port_tx(1) >= p1 + 4ull * MSG_MAX);
-        EXPECT_EQ_INT(cycle, count("port 2 failed;"));
+        EXPECT_EQ_INT(cycle, built_count(logbuf, "port 2 failed;"));
     }
-    if (count("WARN") != 3)
+    if (built_count(logbuf, "WARN") != 3)
         printf("# log:\n%s", logbuf);
-    EXPECT_EQ_INT(3, count("WARN")); /* nothing but the three port failures */
+    EXPECT_EQ_INT(3, built_count(logbuf, "WARN")); /* nothing but the three port failures */
     pair_close(&p);
 }
 
@@ -303,20 +288,20 @@ TAP_CASE(test_send_completes_when_the_receiver_is_not_progressed_after_the_failu
     void *rr = NULL, *sr = NULL;
     int tag = 9, rsize = MSG_MAX, rdone = 0, sdone = 0, got = -1;
     void *rdata = p.b.rbuf;
-    double end = now_s() + 30;
-    while (!rr && now_s() < end)
+    double end = built_now_s() + 30;
+    while (!rr && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->irecv(p.b.rc, 1, &rdata, &rsize, &tag, &p.b.rmh, &rr));
-    while (!sr && now_s() < end) {
+    while (!sr && built_now_s() < end) {
         EXPECT_EQ_INT(ncclSuccess, net->isend(p.b.sc, p.b.sbuf, MSG_MAX, tag, p.b.smh, &sr));
         if (!rdone && rr)
             EXPECT_EQ_INT(ncclSuccess, net->test(rr, &rdone, &got));
     }
-    while (!rdone && now_s() < end)
+    while (!rdone && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->test(rr, &rdone, &got));
     EXPECT_EQ_INT(MSG_MAX, got);
     EXPECT_TRUE(memcmp(p.b.sbuf, p.b.rbuf, MSG_MAX) == 0);
     EXPECT_EQ_INT(0, set_state(ctx, 2, 0));
-    while (!sdone && now_s() < end)
+    while (!sdone && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->test(sr, &sdone, NULL));
     EXPECT_EQ_INT(1, sdone);
     if (!strstr(logbuf, "(read): 0 chunk(s) written again, 1 had landed"))
@@ -336,9 +321,9 @@ TAP_CASE(test_send_completes_when_the_receiver_is_not_progressed_after_the_failu
  * rebuild requests, never a wrong verdict. */
 static void progress_sender(struct pair *p, int ms)
 {
-    double end = now_s() + ms / 1000.0;
+    double end = built_now_s() + ms / 1000.0;
     int tag = 0x7777;
-    while (now_s() < end) {
+    while (built_now_s() < end) {
         void *sr = NULL;
         EXPECT_EQ_INT(ncclSuccess, net->isend(p->b.sc, p->b.sbuf, 0, tag, p->b.smh, &sr));
         EXPECT_TRUE(sr == NULL);
@@ -369,12 +354,12 @@ TAP_CASE(test_rebuild_requests_read_at_once_do_not_overrun_the_receivers_cq)
     void *rr = NULL, *sr = NULL;
     int tag = 2, rsize = MSG_MAX, rdone = 0, sdone = 0, got = -1;
     void *rdata = p.b.rbuf;
-    double end = now_s() + 30;
-    while (!rr && now_s() < end)
+    double end = built_now_s() + 30;
+    while (!rr && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->irecv(p.b.rc, 1, &rdata, &rsize, &tag, &p.b.rmh, &rr));
-    while (!sr && now_s() < end)
+    while (!sr && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->isend(p.b.sc, p.b.sbuf, MSG_MAX, tag, p.b.smh, &sr));
-    while (sr && !sdone && now_s() < end)
+    while (sr && !sdone && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->test(sr, &sdone, NULL));
     EXPECT_EQ_INT(1, sdone);
     for (int i = 0; i < 5; i++) {
@@ -384,7 +369,7 @@ TAP_CASE(test_rebuild_requests_read_at_once_do_not_overrun_the_receivers_cq)
         progress_sender(&p, 60);
     }
     /* one progress of the receiver: the port events and the 5 requests */
-    while (rr && !rdone && now_s() < end)
+    while (rr && !rdone && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->test(rr, &rdone, &got));
     EXPECT_EQ_INT(MSG_MAX, got);
     /* message 3: posted without a progress of the receiver (its CTS goes
@@ -393,13 +378,13 @@ TAP_CASE(test_rebuild_requests_read_at_once_do_not_overrun_the_receivers_cq)
     tag = 3, rr = NULL, sr = NULL, rdone = sdone = 0, got = -1;
     EXPECT_EQ_INT(ncclSuccess, net->irecv(p.b.rc, 1, &rdata, &rsize, &tag, &p.b.rmh, &rr));
     EXPECT_TRUE(rr != NULL);
-    while (!sr && now_s() < end)
+    while (!sr && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->isend(p.b.sc, p.b.sbuf, MSG_MAX, tag, p.b.smh, &sr));
-    while (sr && !sdone && now_s() < end)
+    while (sr && !sdone && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->test(sr, &sdone, NULL));
     EXPECT_EQ_INT(1, sdone);
-    end = now_s() + 30;
-    while (rr && !rdone && now_s() < end)
+    end = built_now_s() + 30;
+    while (rr && !rdone && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->test(rr, &rdone, &got));
     EXPECT_EQ_INT(1, rdone);
     EXPECT_EQ_INT(MSG_MAX, got);
@@ -444,29 +429,29 @@ TAP_CASE(test_a_chunk_held_on_the_failed_port_never_lands_after_its_copy)
     memcpy(want, p.b.sbuf, MSG_MAX);
     void *rr = NULL, *sr = NULL, *rdata = p.b.rbuf;
     int tag = 3, rsize = MSG_MAX, rdone = 0, sdone = 0, got = -1;
-    double end = now_s() + 30;
-    while (!rr && now_s() < end)
+    double end = built_now_s() + 30;
+    while (!rr && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->irecv(p.b.rc, 1, &rdata, &rsize, &tag, &p.b.rmh, &rr));
     uint64_t tx2 = port_tx(2);
-    while (!sr && now_s() < end)
+    while (!sr && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->isend(p.b.sc, p.b.sbuf, MSG_MAX, tag, p.b.smh, &sr));
-    double sent = now_s();
+    double sent = built_now_s();
     /* the chunk on port 2 has left the sender (it is about half the
      * message); then the port goes down under it */
-    while (port_tx(2) < tx2 + MSG_MAX / 4 && now_s() < end)
+    while (port_tx(2) < tx2 + MSG_MAX / 4 && built_now_s() < end)
         usleep(1000);
     usleep(100000); /* its header reaches the receiver's NIC thread */
     EXPECT_EQ_INT(0, set_state(ctx, 2, 0));
     /* the sender alone: until it completes or waits for the receiver */
-    while (!sdone && !strstr(logbuf, "asking the receiver") && now_s() < end)
+    while (!sdone && !strstr(logbuf, "asking the receiver") && built_now_s() < end)
         EXPECT_EQ_INT(ncclSuccess, net->test(sr, &sdone, NULL));
-    EXPECT_TRUE(count("port 2 failed") >= 1);
+    EXPECT_TRUE(built_count(logbuf, "port 2 failed") >= 1);
     if (sdone)
         fill(p.b.sbuf, MSG_MAX, 5); /* the completed send's buffer, reused */
     /* past the moment the held copy is delivered */
-    while (now_s() < sent + late_us / 1e6 + 1.0)
+    while (built_now_s() < sent + late_us / 1e6 + 1.0)
         usleep(20000);
-    while ((!sdone || !rdone) && now_s() < end) {
+    while ((!sdone || !rdone) && built_now_s() < end) {
         if (!sdone)
             EXPECT_EQ_INT(ncclSuccess, net->test(sr, &sdone, NULL));
         if (!rdone)
@@ -520,7 +505,7 @@ TAP_CASE(test_a_probe_to_a_receiver_that_closed_leaves_port_2_out_and_the_sender
     EXPECT_EQ_INT(0, set_state(ctx, 2, 1));
     /* the sender has the receiver's new QPs (FO_REBUILD_REP) and probes */
     EXPECT_EQ_INT(0, traffic_until(&p, &id, ": failover message 6 (", 1));
-    EXPECT_EQ_INT(0, count("rebuilt and probed"));
+    EXPECT_EQ_INT(0, built_count(logbuf, "rebuilt and probed"));
     net->deregMr(p.b.rc, p.b.rmh);
     EXPECT_EQ_INT(ncclSuccess, net->closeRecv(p.b.rc));
     /* past the probe's end (its budget, or a refusal), the sender's next
@@ -536,7 +521,7 @@ TAP_CASE(test_a_probe_to_a_receiver_that_closed_leaves_port_2_out_and_the_sender
     EXPECT_EQ_INT(ncclSuccess, r);
     EXPECT_TRUE(strstr(logbuf, "probe on rebuilt QP") != NULL);
     printf("# %s", strstr(logbuf, "probe on rebuilt QP") ? strstr(logbuf, "probe on rebuilt QP") : "\n");
-    EXPECT_EQ_INT(0, count("work request failed"));
+    EXPECT_EQ_INT(0, built_count(logbuf, "work request failed"));
     set_latency(ctx, 2, 0);
     net->deregMr(p.b.sc, p.b.smh);
     net->closeSend(p.b.sc);
@@ -586,11 +571,11 @@ TAP_CASE(test_both_ports_down_is_a_clear_error)
     EXPECT_EQ_INT(0, set_state(ctx, 2, 0));
     int r = 0;
     uint64_t id = 2;
-    double end = now_s() + 30;
-    while (r == 0 && now_s() < end)
+    double end = built_now_s() + 30;
+    while (r == 0 && built_now_s() < end)
         r = xfer(&p, 4096, id++);
     EXPECT_TRUE(r > 0); /* an ncclResult_t error, not a hang (-2) nor wrong bytes (-1) */
-    EXPECT_TRUE(count("no port left") >= 1);
+    EXPECT_TRUE(built_count(logbuf, "no port left") >= 1);
     set_state(ctx, 1, 1);
     set_state(ctx, 2, 1);
     pair_close(&p);
@@ -609,12 +594,12 @@ TAP_CASE(test_failover_off_port_down_fails_the_connection)
     EXPECT_EQ_INT(0, set_state(ctx, 2, 0));
     int r = 0;
     uint64_t id = 2;
-    double end = now_s() + 30;
-    while (r == 0 && now_s() < end)
+    double end = built_now_s() + 30;
+    while (r == 0 && built_now_s() < end)
         r = xfer(&p, 4096, id++);
     EXPECT_TRUE(r > 0);
-    EXPECT_TRUE(count("IBV_EVENT_PORT_ERR (port went down); failing") >= 1);
-    EXPECT_EQ_INT(0, count("go on over port"));
+    EXPECT_TRUE(built_count(logbuf, "IBV_EVENT_PORT_ERR (port went down); failing") >= 1);
+    EXPECT_EQ_INT(0, built_count(logbuf, "go on over port"));
     set_state(ctx, 2, 1);
     pair_close(&p);
 }
@@ -659,13 +644,13 @@ static long rss_kb(void)
 static void settle(int *fds, int *th)
 {
     int f = fds_open(), t = threads();
-    double still = now_s(), end = now_s() + 20;
-    while (now_s() - still < 2.5 && now_s() < end) {
+    double still = built_now_s(), end = built_now_s() + 20;
+    while (built_now_s() - still < 2.5 && built_now_s() < end) {
         usleep(50000);
         int f2 = fds_open(), t2 = threads();
         if (f2 != f || t2 != t) {
             f = f2, t = t2;
-            still = now_s();
+            still = built_now_s();
         }
     }
     *fds = f, *th = t;
@@ -720,7 +705,7 @@ TAP_CASE(test_churn_connect_transfer_close_leaks_nothing)
     settle(&fd0, &th0);
     objects(&o0);
     long rss0 = rss_kb();
-    double t0 = now_s();
+    double t0 = built_now_s();
     for (int i = warm; i < warm + cycles; i++) {
         if (churn_cycle(i, i % 4 == 3)) {
             printf("# cycle %d failed\n", i);
@@ -734,7 +719,7 @@ TAP_CASE(test_churn_connect_transfer_close_leaks_nothing)
     long rss1 = rss_kb();
     printf("# %d cycles in %.1f s: fds %d -> %d, threads %d -> %d, QPs %lld -> %lld, CQs %lld -> %lld, MRs %lld -> "
            "%lld, RSS %ld -> %ld KiB (tolerance %d KiB)\n",
-           cycles, now_s() - t0, fd0, fd1, th0, th1, (long long)o0.qps, (long long)o1.qps, (long long)o0.cqs,
+           cycles, built_now_s() - t0, fd0, fd1, th0, th1, (long long)o0.qps, (long long)o1.qps, (long long)o0.cqs,
            (long long)o1.cqs, (long long)o0.mrs, (long long)o1.mrs, rss0, rss1, RSS_TOLERANCE_KB);
     EXPECT_EQ_INT(fd0, fd1);
     EXPECT_EQ_INT(th0, th1);

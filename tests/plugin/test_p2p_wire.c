@@ -42,13 +42,6 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
     (void)level, (void)flags, (void)file, (void)line, (void)fmt;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static int load(void)
 {
     setenv("RAILNET_HCA", "=softnic0:1", 1);
@@ -87,15 +80,15 @@ static int xfer(struct built_pair *p, int posted, int size, uint64_t id)
     memset(p->rbuf, 0xee, (size_t)posted);
     void *rr = NULL, *sr = NULL, *rdata = p->rbuf;
     int tag = (int)(id & 0xffff), sdone = 0, rdone = 0, ssize = -1, rgot = -1;
-    double end = now_s() + 30;
+    double end = built_now_s() + 30;
     ncclResult_t r;
-    while (!rr && now_s() < end)
+    while (!rr && built_now_s() < end)
         if ((r = net->irecv(p->rc, 1, &rdata, &posted, &tag, &p->rmh, &rr)) != ncclSuccess)
             return r;
-    while (!sr && now_s() < end)
+    while (!sr && built_now_s() < end)
         if ((r = net->isend(p->sc, p->sbuf, size, tag, p->smh, &sr)) != ncclSuccess)
             return r;
-    while ((!sdone || !rdone) && now_s() < end) {
+    while ((!sdone || !rdone) && built_now_s() < end) {
         if (!sdone && (r = net->test(sr, &sdone, &ssize)) != ncclSuccess)
             return r;
         if (!rdone && (r = net->test(rr, &rdone, &rgot)) != ncclSuccess)
