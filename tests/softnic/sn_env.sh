@@ -167,3 +167,18 @@ sn_last_result() {
         on && /^ *[0-9]+ +[0-9]+ / { last = $0 }
         END { if (last != "") { gsub(/[ \t]+/, " ", last); print "# " name ":" last } }' "$1"
 }
+
+# sn_tap_run TIMEOUT PROGRAM [env arguments...]: runs softnic's TAP program
+# $SN_DIR/PROGRAM under `env` with those arguments (-u VAR, VAR=value), its
+# output in SN_TAP_OUT and, for a failure, its failed cases (or its last
+# lines) in SN_TAP_WHY; true when it exited 0 with an ok line and no "not ok".
+sn_tap_run() {
+    _to=$1 _prog=$2
+    shift 2
+    SN_TAP_OUT=$(env "$@" timeout "$_to" "$SN_DIR/$_prog" 2>&1)
+    _rc=$?
+    _fails=$(printf '%s\n' "$SN_TAP_OUT" | grep -A3 '^not ok' | head -c 1500)
+    [ -n "$_fails" ] || _fails=$(printf '%s\n' "$SN_TAP_OUT" | tail -n 6)
+    SN_TAP_WHY="rc=$_rc: $(printf '%s\n' "$_fails" | sed 's/^/# /')"
+    [ $_rc -eq 0 ] && printf '%s\n' "$SN_TAP_OUT" | grep -q '^ok ' && ! printf '%s\n' "$SN_TAP_OUT" | grep -q '^not ok'
+}

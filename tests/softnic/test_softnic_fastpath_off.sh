@@ -12,12 +12,10 @@ tap_plan 3
 # fault cases must end quickly, not after sn_env.sh's budget for unchanged
 # programs
 for t in test_softnic_fastpath test_softnic_ops test_softnic_atomics; do
-    out=$(env -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_FASTPATH=0 timeout 300 "$SN_DIR/$t" 2>&1)
-    rc=$?
-    if [ $rc -eq 0 ] && echo "$out" | grep -q '^ok ' && ! echo "$out" | grep -q '^not ok'; then
+    if sn_tap_run 300 $t -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_FASTPATH=0; then
         tap_ok "${t}_on_the_wire_alone"
     else
-        tap_not_ok "${t}_on_the_wire_alone" "rc=$rc: $(echo "$out" | grep -A3 '^not ok' | head -c 1500 | sed 's/^/# /')"
+        tap_not_ok "${t}_on_the_wire_alone" "$SN_TAP_WHY"
     fi
 done
 tap_done

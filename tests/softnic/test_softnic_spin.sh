@@ -14,24 +14,20 @@
 
 tap_plan 6
 for t in test_softnic_ops test_softnic_atomics; do
-    out=$(env -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_SPIN_US=50 timeout 300 "$SN_DIR/$t" 2>&1)
-    rc=$?
-    if [ $rc -eq 0 ] && echo "$out" | grep -q '^ok ' && ! echo "$out" | grep -q '^not ok'; then
+    if sn_tap_run 300 $t -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_SPIN_US=50; then
         tap_ok "${t}_with_spinning_threads"
     else
-        tap_not_ok "${t}_with_spinning_threads" "rc=$rc: $(echo "$out" | grep -A3 '^not ok' | head -c 1500 | sed 's/^/# /')"
+        tap_not_ok "${t}_with_spinning_threads" "$SN_TAP_WHY"
     fi
 done
 
 # the threads do spin, and some spins find the next post or packet
 # (softnic_ctl_spin_counts; the same program run plainly by make check
 # asserts that none begins with spinning off)
-out=$(SOFTNIC_SPIN_US=1000 timeout 120 "$SN_DIR/test_softnic_spin_counts" 2>&1)
-rc=$?
-if [ $rc -eq 0 ] && echo "$out" | grep -q '^ok ' && ! echo "$out" | grep -q '^not ok'; then
-    tap_ok "threads_spin_and_find_work $(echo "$out" | sed -n 's/^# SOFTNIC_SPIN_US=1000: //p')"
+if sn_tap_run 120 test_softnic_spin_counts SOFTNIC_SPIN_US=1000; then
+    tap_ok "threads_spin_and_find_work $(printf '%s\n' "$SN_TAP_OUT" | sed -n 's/^# SOFTNIC_SPIN_US=1000: //p')"
 else
-    tap_not_ok "threads_spin_and_find_work" "rc=$rc: $(echo "$out" | tail -n 6 | sed 's/^/# /')"
+    tap_not_ok "threads_spin_and_find_work" "$SN_TAP_WHY"
 fi
 
 nd=$top_builddir/tests/netdriver/netdriver
