@@ -75,31 +75,29 @@ args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-$((64 << 10))} --max-b
 ld0=$LD_LIBRARY_PATH
 
 # run_one TRANSPORT TAG ROUND: one job; TRANSPORT is ib, railnet or vN
-# (railnet with the Nth of RAILNET_BENCH_VARIANTS)
+# (the Nth of RAILNET_BENCH_VARIANTS: railnet, or with "ib:" NCCL's IB
+# transport, with those settings)
 run_one() {
     t=$1 tag=$2 k=$3 log=bench_$1_$2_r$3
     case $t in
-        ib)
-            # NCCL's IB transport picks its GID from sysfs, which softnic cannot
-            # provide in /sys: name softnic's RoCE v2 IPv4 GID index explicitly.
-            NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0} \
-                nccl_job "$log" 2 $prog $args ;;
-        railnet)
-            NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=$gdr nccl_job "$log" 2 $prog $args ;;
-        v*)
-            # the variant's settings last: it may name another NCCL_NET_PLUGIN
-            # (e.g. an earlier build's, for a before/after comparison)
-            v=$(echo $RAILNET_BENCH_VARIANTS | tr ' ' '\n' | sed -n "${t#v}p")
-            ( case $v in
-                  ib:*) export NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr \
-                              NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0}; v=${v#ib:} ;;
-                  *) export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_NET_GDR_LEVEL=$gdr ;;
-              esac
-              for a in $(echo "$v" | tr '+' ' '); do
-                  export "${a?}"
-              done
-              nccl_job "$log" 2 $prog $args ) ;;
-    esac || { echo "$t run failed (round $k):"; tail -n 20 "$JOBDIR/$log.rank0.log"; }
+        ib) v=ib: ;;
+        railnet) v= ;;
+        v*) v=$(echo $RAILNET_BENCH_VARIANTS | tr ' ' '\n' | sed -n "${t#v}p") ;;
+    esac
+    ( case $v in
+          # NCCL's IB transport picks its GID from sysfs, which softnic cannot
+          # provide in /sys: name softnic's RoCE v2 IPv4 GID index explicitly.
+          ib:*) export NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr \
+                      NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0}; v=${v#ib:} ;;
+          *) export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_NET_GDR_LEVEL=$gdr ;;
+      esac
+      # a variant's settings last: it may name another NCCL_NET_PLUGIN
+      # (e.g. an earlier build's, for a before/after comparison)
+      for a in $(echo "$v" | tr '+' ' '); do
+          export "${a?}"
+      done
+      nccl_job "$log" 2 $prog $args ) ||
+        { echo "$t run failed (round $k):"; tail -n 20 "$JOBDIR/$log.rank0.log"; }
 }
 
 # bench_one NCCL RATE: every transport with that NCCL at that port rate, and their table
