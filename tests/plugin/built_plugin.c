@@ -1,6 +1,7 @@
 /* tests/plugin/built_plugin.c: see built_plugin.h. */
 #include "built_plugin.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,15 +11,13 @@
 
 #include "tools/common/plugin_tables.h"
 
-const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, char *verbs, size_t verbs_len)
+const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, void **verbs)
 {
     const char *top = getenv("top_builddir");
     char path[4096], lib[4096];
     snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
     snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
     setenv("RAILNET_IBVERBS_LIB", lib, 1);
-    if (verbs)
-        snprintf(verbs, verbs_len, "%s", lib);
     static struct plugin_tables tables;
     char err[PATH_MAX + 256];
     const ncclNet_v8_t *net = plugin_tables_load(&tables, path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err,
@@ -30,7 +29,18 @@ const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, char *verbs, siz
     int n = 0;
     if (net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
         return NULL;
+    if (verbs && !(*verbs = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)))
+        return NULL;
     return net;
+}
+
+void *built_open_first_device(void *verbs)
+{
+    void **(*get_list)(int *) = (void **(*)(int *))dlsym(verbs, "ibv_get_device_list");
+    void *(*open_dev)(void *) = (void *(*)(void *))dlsym(verbs, "ibv_open_device");
+    int n = 0;
+    void **list = get_list ? get_list(&n) : NULL;
+    return open_dev && list && n >= 1 ? open_dev(list[0]) : NULL;
 }
 
 double built_now_s(void)

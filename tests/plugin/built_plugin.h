@@ -12,8 +12,13 @@
 
 /* The table, or NULL when the library does not load, init fails or it sees
  * no device (the loader's reason is printed as a TAP comment). verbs, when
- * not NULL, receives the softnic libibverbs path the plugin was given. */
-const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, char *verbs, size_t verbs_len);
+ * not NULL, receives a dlopen handle of the softnic libibverbs the plugin
+ * loaded (its softnic_ctl_* and verbs for the test's own use); NULL is then
+ * also returned when that library is not loaded. */
+const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, void **verbs);
+/* The test's own context on softnic's first device (its port controls and
+ * counters), opened through that handle; NULL when it cannot be. */
+void *built_open_first_device(void *verbs);
 
 /* CLOCK_MONOTONIC in seconds: the tests' deadlines. */
 double built_now_s(void);

@@ -54,7 +54,7 @@ static int load(void)
 {
     setenv("RAILNET_CM", "rdmacm", 1);
     setenv("RAILNET_HANDSHAKE_TIMEOUT", "20", 1);
-    if (!(net = built_plugin_load(logger, NULL, 0)))
+    if (!(net = built_plugin_load(logger, NULL)))
         return -1;
     warns[0] = infos[0] = '\0';
     return 0;

@@ -42,7 +42,7 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 
 static int load(void)
 {
-    if (!(net = built_plugin_load(logger, NULL, 0)))
+    if (!(net = built_plugin_load(logger, NULL)))
         return -1;
     warns[0] = '\0';
     return 0;

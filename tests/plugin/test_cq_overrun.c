@@ -53,11 +53,8 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 
 static int load(void)
 {
-    char verbs[4096];
-    if (!(net = built_plugin_load(logger, verbs, sizeof(verbs))))
-        return -1;
-    void *v = dlopen(verbs, RTLD_NOW | RTLD_NOLOAD);
-    if (!v)
+    void *v;
+    if (!(net = built_plugin_load(logger, &v)))
         return -1;
     *(void **)&resize_cq = dlsym(v, "ibv_resize_cq");
     ncclNetProperties_v8_t props;

@@ -75,28 +75,19 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 
 static int load(void)
 {
-    char verbs[4096];
     /* faults here are port events, which need no retry budget: a budget
      * beyond any starvation keeps a starved NIC thread on a loaded host from
      * looking like a dead port 1 (a case that wants a short one sets it) */
     setenv("SOFTNIC_RETRY_MIN_MS", "10000", 0);
     setenv("SOFTNIC_RETRY_CAP_MS", "10000", 0);
-    if (!(net = built_plugin_load(logger, verbs, sizeof(verbs))))
+    void *v;
+    if (!(net = built_plugin_load(logger, &v)))
         return -1;
-    int n = 0;
-    void *v = dlopen(verbs, RTLD_NOW | RTLD_NOLOAD);
-    if (!v)
-        return -1;
-    void **(*get_list)(int *) = (void **(*)(int *))dlsym(v, "ibv_get_device_list");
-    void *(*open_dev)(void *) = (void *(*)(void *))dlsym(v, "ibv_open_device");
     *(void **)&set_state = dlsym(v, "softnic_ctl_port_set_state");
     *(void **)&set_latency = dlsym(v, "softnic_ctl_port_set_latency");
     *(void **)&port_counters = dlsym(v, "softnic_ctl_port_counters");
     *(void **)&objects = dlsym(v, "softnic_ctl_objects");
-    if (!get_list || !open_dev || !set_state || !set_latency || !port_counters || !objects)
-        return -1;
-    void **list = get_list(&n);
-    if (!list || n < 1 || !(ctx = open_dev(list[0])))
+    if (!set_state || !set_latency || !port_counters || !objects || !(ctx = built_open_first_device(v)))
         return -1;
     ncclNetProperties_v8_t props;
     if (net->getProperties(0, &props) != ncclSuccess)

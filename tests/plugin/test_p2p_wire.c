@@ -47,18 +47,11 @@ static int load(void)
     setenv("RAILNET_HCA", "=softnic0:1", 1);
     setenv("RAILNET_MERGE_PORTS", "0", 1);
     setenv("RAILNET_QPS_PER_CONN", "1", 1);
-    char verbs[4096];
-    if (!(net = built_plugin_load(logger, verbs, sizeof(verbs))))
+    void *v;
+    if (!(net = built_plugin_load(logger, &v)))
         return -1;
-    void *v = dlopen(verbs, RTLD_NOW | RTLD_NOLOAD);
-    if (!v)
-        return -1;
-    void **(*get_list)(int *) = (void **(*)(int *))dlsym(v, "ibv_get_device_list");
-    void *(*open_dev)(void *) = (void *(*)(void *))dlsym(v, "ibv_open_device");
     *(void **)&port_counters = dlsym(v, "softnic_ctl_port_counters");
-    int n = 0;
-    void **list = get_list ? get_list(&n) : NULL;
-    if (!open_dev || !port_counters || !list || n < 1 || !(ctx = open_dev(list[0])))
+    if (!port_counters || !(ctx = built_open_first_device(v)))
         return -1;
     return 0;
 }
