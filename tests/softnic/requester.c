@@ -436,13 +436,37 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
     }
 }
 
+/* True when WQE w's payload is all in host memory: a CUDA source would be
+ * copied through a bounce buffer, which is no work for a posting thread.
+ * A bad key answers false too: the requester thread reports it.  The MR
+ * may go before the transmit looks it up again; batch_add then completes
+ * the WQE in error, as it would on the requester thread. */
+static bool payload_in_host_memory(struct sn_qp *qp, const struct sn_swqe *w)
+{
+    for (int s = 0; s < w->num_sge; s++) {
+        const struct ibv_sge *sg = &w->sge[s];
+        if (!sg->length)
+            continue;
+        struct sn_mr *mr;
+        if (mr_get(sg->lkey, false, qp->ibqp.pd, 0, sg->addr, sg->length, &mr))
+            return false;
+        bool gpu = mr->gpu;
+        mr_put(mr);
+        if (gpu)
+            return false;
+    }
+    return true;
+}
+
 /* The posting thread may transmit itself when the requester has nothing
- * in hand and the new WQEs are small inline ones on a plain port: this
- * spares one thread wake-up per message, which on a host with few cores
- * is most of a small message's latency (a NIC reads such WQEs straight
- * from the doorbell write, too).  Everything else -- connecting, pacing,
- * added latency, faults, registered or CUDA memory -- stays with the
- * requester thread.  qp->lock held. */
+ * in hand and what the new WQEs put on the wire is small: inline data, a
+ * small payload in host memory, or only the descriptor of one the
+ * same-host peer pulls (cma.c).  This spares one thread wake-up per
+ * message, which on a VM is most of a message's latency (a NIC reads the
+ * WQE as the doorbell rings, too).  Everything else -- connecting,
+ * pacing, added latency, faults, reads and atomics, CUDA memory, large
+ * payloads on the wire -- stays with the requester thread.  qp->lock
+ * held. */
 bool requester_try_direct_locked(struct sn_qp *qp)
 {
     struct sn_port *port = qp->port;
@@ -456,12 +480,25 @@ bool requester_try_direct_locked(struct sn_qp *qp)
     uint32_t bytes = 0;
     for (uint64_t i = qp->sq_sent; i < qp->sq_tail; i++) {
         const struct sn_swqe *w = &qp->sq[i % qp->sq_size];
-        if ((w->len && !w->inl) || sn_wr_is_read_like(w->opcode))
+        if (sn_wr_is_read_like(w->opcode))
             return false;
+        if (w->len && !w->inl) {
+            if (!payload_in_host_memory(qp, w))
+                return false;
+            /* a pulled payload leaves as its descriptor */
+            if (qp->cma_ok && w->len >= SN_CMA_MIN_BYTES) {
+                bytes += (uint32_t)(sizeof(struct sn_wire_cma) +
+                                    (size_t)w->num_sge * sizeof(struct sn_cma_seg));
+                continue;
+            }
+        }
         bytes += w->len;
+        if (bytes > DIRECT_MAX_BYTES)
+            return false;
     }
     if (bytes > DIRECT_MAX_BYTES)
         return false;
+    atomic_fetch_add(&qp->cnt.direct_wqes, qp->sq_tail - qp->sq_sent);
     qp->tx_busy = true;
     transmit_locked(qp, qp->tx_batch);
     qp->tx_busy = false;

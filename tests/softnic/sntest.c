@@ -266,8 +266,10 @@ const struct st_ctl *st_ctl(void)
     *(void **)&c.objects = dlsym(RTLD_DEFAULT, "softnic_ctl_objects");
     *(void **)&c.link_rate = dlsym(RTLD_DEFAULT, "softnic_ctl_link_rate");
     *(void **)&c.qp_fast_bytes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_fast_bytes");
+    *(void **)&c.qp_direct_wqes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_direct_wqes");
     if (!c.port_set_state || !c.port_set_rate || !c.port_set_latency || !c.port_counters ||
-        !c.qp_counters || !c.objects || !c.link_rate || !c.qp_fast_bytes)
+        !c.qp_counters || !c.objects || !c.link_rate || !c.qp_fast_bytes ||
+        !c.qp_direct_wqes)
         tap_fail_at(__FILE__, __LINE__, "softnic_ctl_* not found: not running on softnic");
     return &c;
 }

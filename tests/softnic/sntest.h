@@ -101,6 +101,7 @@ struct st_ctl {
     int (*objects)(struct softnic_ctl_objects *);
     int (*link_rate)(uint64_t *);
     int (*qp_fast_bytes)(struct ibv_qp *, uint64_t *);
+    int (*qp_direct_wqes)(struct ibv_qp *, uint64_t *);
 };
 const struct st_ctl *st_ctl(void);
 

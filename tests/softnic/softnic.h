@@ -119,6 +119,7 @@ struct sn_counters {
     _Atomic uint64_t tx_bytes, tx_packets, rx_bytes, rx_packets;
     _Atomic uint64_t errors, retries, rnr_naks;
     _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
+    _Atomic uint64_t direct_wqes;   /* tx WQEs a posting thread transmitted (requester.c) */
 };
 
 /* --------------------------------------------------------------- device */

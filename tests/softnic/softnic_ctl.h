@@ -37,6 +37,11 @@ int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out)
 int softnic_ctl_qp_fast_bytes(struct ibv_qp *qp, uint64_t *out);
 int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t *out);
 
+/* Send WQEs of a QP that the posting thread put on the wire itself
+ * (requester.c: small or pulled payloads on an unpaced port), sparing the
+ * requester thread's wake-up. */
+int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out);
+
 /* This process's NIC threads' polls before sleeping (SOFTNIC_SPIN_US,
  * spin.c): how many began, and how many found work before their time ran
  * out (each a wake-up saved).  Both 0 with spinning off. */

@@ -88,6 +88,62 @@ TAP_CASE(test_large_write_is_pulled_and_small_one_is_not)
     teardown(&f);
 }
 
+static uint64_t direct_wqes(struct ibv_qp *qp)
+{
+    uint64_t n = 0;
+    EXPECT_EQ_INT(0, st_ctl()->qp_direct_wqes(qp, &n));
+    return n;
+}
+
+/* Writes len bytes `rounds` times, one at a time, each checked in the
+ * target; returns how many of them the posting thread transmitted. */
+static uint64_t write_rounds(struct fixture *f, char *src, struct ibv_mr *smr, char *dst,
+                             struct ibv_mr *dmr, uint32_t len, int rounds)
+{
+    uint64_t d0 = direct_wqes(f->a.qp);
+    for (int r = 0; r < rounds; r++) {
+        st_fill(src, len, 40u + (unsigned)r);
+        st_post_rdma(f->a.qp, IBV_WR_RDMA_WRITE, (uint64_t)r, src, len, smr->lkey, (uintptr_t)dst,
+                     dmr->rkey, 0, IBV_SEND_SIGNALED);
+        struct ibv_wc wc;
+        st_wait_wc(f->a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)r);
+        EXPECT_MEMEQ(src, dst, len);
+    }
+    return direct_wqes(f->a.qp) - d0;
+}
+
+/* requester.c: the posting thread transmits a pulled payload's descriptor
+ * (fast path) or a small registered payload itself, sparing the requester
+ * thread's wake-up; a paced port or a large payload on the wire leaves it
+ * to the requester thread.  Posting right after a completion can find the
+ * requester thread still finishing, so "taken" means at least once. */
+TAP_CASE(test_posting_thread_transmits_small_and_pulled_payloads_on_unpaced_ports)
+{
+    struct fixture f;
+    setup(&f);
+    size_t len = 64 << 10;
+    char *src = st_buf(len, 1), *dst = st_buf(len, 2);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len);
+    EXPECT_EQ_U64(0, write_rounds(&f, src, smr, dst, dmr, 64, 1));  /* connects: requester's */
+    uint64_t small = write_rounds(&f, src, smr, dst, dmr, 1024, 20);
+    uint64_t large = write_rounds(&f, src, smr, dst, dmr, (uint32_t)len, 20);
+    EXPECT_TRUE(small >= 1);
+    if (fast_on())
+        EXPECT_TRUE(large >= 1);
+    else
+        EXPECT_EQ_U64(0, large);   /* 64 KiB on the wire: the requester's copy */
+    for (uint8_t p = 1; p <= 2; p++)
+        EXPECT_EQ_INT(0, st_ctl()->port_set_rate(f.d.ctx, p, 1ull << 30));
+    EXPECT_EQ_U64(0, write_rounds(&f, src, smr, dst, dmr, 1024, 5));
+    EXPECT_EQ_U64(0, write_rounds(&f, src, smr, dst, dmr, (uint32_t)len, 5));
+    for (uint8_t p = 1; p <= 2; p++)
+        EXPECT_EQ_INT(0, st_ctl()->port_set_rate(f.d.ctx, p, 0));
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
 TAP_CASE(test_multi_sge_unaligned_write_and_send_are_byte_exact)
 {
     struct fixture f;
