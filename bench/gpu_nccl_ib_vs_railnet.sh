@@ -44,10 +44,15 @@
 # median): a blank-separated list, each a '+'-separated list of VAR=value
 # (values may hold commas), e.g.
 # "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1+RAILNET_SPLIT_MIN=1G";
-# a variant that starts with "ib:" runs NCCL's IB transport instead, e.g.
-# "ib:NCCL_NET_FORCE_MERGE=softnic0:1,softnic0:2" (to make NCCL use the two
-# ports of softnic, which has no PCI path, as one NIC, as it does those of a
-# ConnectX; its column is then that run's median / IB's default median).
+# a variant that starts with "ib:" runs NCCL's IB transport instead (its
+# column is then that run's median / IB's default median). Equal ports for
+# both: softnic as two one-port devices,
+# "ib:SOFTNIC_DEVICES=softnic0:127.0.0.1;softnic1:127.0.0.2+NCCL_NET_MERGE_LEVEL=LOC"
+# and "SOFTNIC_DEVICES=softnic0:127.0.0.1;softnic1:127.0.0.2": on softnic's
+# default device NCCL's IB transport uses one of the two ports (it keys its
+# topology by device name), and with two devices but NCCL's default merge
+# level its first collective fails (it fuses NICs that have no PCI path
+# and loses the result; NCCL_NET_FORCE_MERGE does the same).
 # The proto column is NCCL's all_reduce protocol (TUNING log, round 1):
 # IB's/railnet's, S = Simple.
 : "${top_builddir:=$(pwd)}"
