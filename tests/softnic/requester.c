@@ -438,21 +438,15 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
 
 /* True when WQE w's payload is all in host memory: a CUDA source would be
  * copied through a bounce buffer, which is no work for a posting thread.
- * A bad key answers false too: the requester thread reports it.  The MR
- * may go before the transmit looks it up again; batch_add then completes
- * the WQE in error, as it would on the requester thread. */
+ * A bad key, or a key table being changed (mr_host_try: never waited for
+ * with qp->lock held), answers false too: the requester thread takes the
+ * WQE.  The MR may go before the transmit looks it up again; batch_add
+ * then completes the WQE in error, as it would on the requester thread. */
 static bool payload_in_host_memory(struct sn_qp *qp, const struct sn_swqe *w)
 {
     for (int s = 0; s < w->num_sge; s++) {
         const struct ibv_sge *sg = &w->sge[s];
-        if (!sg->length)
-            continue;
-        struct sn_mr *mr;
-        if (mr_get(sg->lkey, false, qp->ibqp.pd, 0, sg->addr, sg->length, &mr))
-            return false;
-        bool gpu = mr->gpu;
-        mr_put(mr);
-        if (gpu)
+        if (sg->length && !mr_host_try(sg->lkey, qp->ibqp.pd, sg->addr, sg->length))
             return false;
     }
     return true;

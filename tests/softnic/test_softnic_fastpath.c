@@ -6,7 +6,9 @@
  * must hold the same with the counter at 0: the wire carried it all. */
 #include "sntest.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -141,6 +143,101 @@ TAP_CASE(test_posting_thread_transmits_small_and_pulled_payloads_on_unpaced_port
         EXPECT_EQ_INT(0, st_ctl()->port_set_rate(f.d.ctx, p, 0));
     ibv_dereg_mr(smr);
     ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
+struct rereg_job {
+    struct ibv_mr *mr;
+    _Atomic int done;
+};
+
+static void *rereg_main(void *arg)
+{
+    struct rereg_job *j = arg;
+    (void)ibv_rereg_mr(j->mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+struct post_job {
+    struct ibv_qp *qp;
+    char *src, *dst;
+    uint32_t lkey, rkey;
+    _Atomic int done;
+};
+
+static void *post_main(void *arg)
+{
+    struct post_job *j = arg;
+    st_post_rdma(j->qp, IBV_WR_RDMA_WRITE, 2, j->src, 1024, j->lkey, (uintptr_t)j->dst, j->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+static bool wait_done(_Atomic int *done, int ms)
+{
+    uint64_t end = st_now_ms() + (uint64_t)ms;
+    while (!atomic_load(done) && st_now_ms() < end)
+        usleep(1000);
+    return atomic_load(done) != 0;
+}
+
+/* requester.c looks a posted WQE's keys up (mr.c) while it holds the QP's
+ * lock.  ibv_rereg_mr holds the key table while it waits for the MR's
+ * references to go, and a pulled SEND's references go when its ACK is
+ * processed -- under that QP lock.  The post of a small write from the
+ * same MR must not wait for the key table with the lock held: here the
+ * SEND waits for a receive (RNR), a rereg is started, the write posted,
+ * and only then the receive; all of it must finish.  (The pause before the
+ * post only makes the bad order likely; nothing is judged by time but a
+ * hang.) */
+TAP_CASE(test_rereg_while_a_pulled_send_is_outstanding_does_not_block_a_post)
+{
+    struct fixture f;
+    setup(&f);
+    size_t len = 64 << 10;
+    char *src = st_buf(len, 1), *dst = st_buf(len, 2), *rbuf = st_buf(len, 3);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len), *rmr = reg(&f, rbuf, len);
+    EXPECT_EQ_U64(0, write_rounds(&f, src, smr, dst, dmr, 64, 1));   /* connected */
+    st_post_send(f.a.qp, 1, src, (uint32_t)len, smr->lkey, IBV_SEND_SIGNALED);
+    /* the responder has it and waits for a receive: its MRs are pinned */
+    struct softnic_ctl_counters c = { 0 };
+    uint64_t end = st_now_ms() + WAIT_MS;
+    while (c.rnr_naks == 0 && st_now_ms() < end) {
+        EXPECT_EQ_INT(0, st_ctl()->qp_counters(f.b.qp, &c));
+        usleep(1000);
+    }
+    EXPECT_TRUE(c.rnr_naks > 0);
+    struct rereg_job rj = { .mr = smr };
+    pthread_t rt, pt;
+    EXPECT_EQ_INT(0, pthread_create(&rt, NULL, rereg_main, &rj));
+    usleep(100 * 1000);
+    struct post_job pj = { .qp = f.a.qp, .src = src, .dst = dst, .lkey = smr->lkey,
+                           .rkey = dmr->rkey };
+    EXPECT_EQ_INT(0, pthread_create(&pt, NULL, post_main, &pj));
+    usleep(100 * 1000);
+    st_post_recv(f.b.qp, 9, rbuf, (uint32_t)len, rmr->lkey);
+    bool posted = wait_done(&pj.done, WAIT_MS), rereg = wait_done(&rj.done, WAIT_MS);
+    if (!posted || !rereg)
+        tap_fail_at(__FILE__, __LINE__, "deadlock: post %s, rereg %s", posted ? "done" : "stuck",
+                    rereg ? "done" : "stuck");
+    pthread_join(rt, NULL);
+    pthread_join(pt, NULL);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 1);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 9);
+    EXPECT_MEMEQ(src, rbuf, len);
+    EXPECT_MEMEQ(src, dst, 1024);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    ibv_dereg_mr(rmr);
     teardown(&f);
 }
 
