@@ -523,6 +523,8 @@ bool requester_try_direct_locked(struct sn_qp *qp)
     qp->tx_busy = true;
     transmit_locked(qp, qp->tx_batch);
     qp->tx_busy = false;
+    if (qp->stopping)
+        pthread_cond_broadcast(&qp->cond);   /* qp_engine_stop waits to close the fd */
     if (qp->sq_sent != qp->sq_tail)
         pthread_cond_signal(&qp->req_cond);
     return true;
