@@ -143,6 +143,22 @@ int mr_dereg(struct ibv_mr *ibmr)
     return 0;
 }
 
+/* The checks of mr_get; mr_lock held (read), idx in range. */
+static int mr_check_locked(uint32_t idx, uint32_t key, struct ibv_pd *pd, int need_access,
+                           uint64_t addr, uint64_t len)
+{
+    struct sn_mr *mr = mr_table[idx];
+    if (!mr || mr->ibmr.lkey != key)
+        return EINVAL;
+    if (pd && mr->ibmr.pd != pd)
+        return EPERM;
+    if (need_access & ~mr->access)
+        return EACCES;
+    if (addr < mr->iova || len > mr->len || addr - mr->iova > mr->len - len)
+        return ERANGE;
+    return 0;
+}
+
 int mr_get(uint32_t key, bool remote, struct ibv_pd *pd, int need_access, uint64_t addr,
            uint64_t len, struct sn_mr **out)
 {
@@ -151,21 +167,23 @@ int mr_get(uint32_t key, bool remote, struct ibv_pd *pd, int need_access, uint64
     if (idx == 0 || idx >= MR_TABLE_SIZE)
         return EINVAL;
     pthread_rwlock_rdlock(&mr_lock);
-    struct sn_mr *mr = mr_table[idx];
-    int err = 0;
-    if (!mr || mr->ibmr.lkey != key)
-        err = EINVAL;
-    else if (pd && mr->ibmr.pd != pd)
-        err = EPERM;
-    else if (need_access & ~mr->access)
-        err = EACCES;
-    else if (addr < mr->iova || len > mr->len || addr - mr->iova > mr->len - len)
-        err = ERANGE;
-    if (!err)
+    int err = mr_check_locked(idx, key, pd, need_access, addr, len);
+    struct sn_mr *mr = err ? NULL : mr_table[idx];
+    if (mr)
         atomic_fetch_add(&mr->refs, 1);
     pthread_rwlock_unlock(&mr_lock);
-    *out = err ? NULL : mr;
+    *out = mr;
     return err;
+}
+
+bool mr_host_try(uint32_t key, struct ibv_pd *pd, uint64_t addr, uint64_t len)
+{
+    uint32_t idx = key >> 8;
+    if (idx == 0 || idx >= MR_TABLE_SIZE || pthread_rwlock_tryrdlock(&mr_lock))
+        return false;
+    bool host = !mr_check_locked(idx, key, pd, 0, addr, len) && !mr_table[idx]->gpu;
+    pthread_rwlock_unlock(&mr_lock);
+    return host;
 }
 
 void mr_put(struct sn_mr *mr)
@@ -194,8 +212,9 @@ int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len)
  * access of a live MR in place; its keys stay (the verbs contract lets a
  * provider keep them).  The write lock keeps new accesses out while the
  * fields change, and in-flight ones (which hold a reference, not the lock)
- * are waited for first, so none sees a half-changed region.  Returns 0 or
- * an errno; the caller maps it to IBV_REREG_MR_ERR_*. */
+ * are waited for first -- with the lock let go between looks, since one of
+ * them may need the table to finish -- so none sees a half-changed region.
+ * Returns 0 or an errno; the caller maps it to IBV_REREG_MR_ERR_*. */
 int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len,
              int access)
 {
@@ -219,13 +238,20 @@ int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size
     if (gpu && (flags & IBV_REREG_MR_CHANGE_TRANSLATION))
         gpu_prepare(addr);
     uint32_t idx = ibmr->lkey >> 8;
-    pthread_rwlock_wrlock(&mr_lock);
-    if (idx >= MR_TABLE_SIZE || mr_table[idx] != mr) {
+    for (;;) {
+        pthread_rwlock_wrlock(&mr_lock);
+        if (idx >= MR_TABLE_SIZE || mr_table[idx] != mr) {
+            pthread_rwlock_unlock(&mr_lock);
+            return EINVAL;
+        }
+        if (atomic_load(&mr->refs) <= 1)
+            break;
+        /* not waited for with the table held: a holder may need another
+         * key first (a batch over several MRs, the responder in this
+         * process placing the pulled WQE that pins this MR) */
         pthread_rwlock_unlock(&mr_lock);
-        return EINVAL;
-    }
-    while (atomic_load(&mr->refs) > 1)
         usleep(50);
+    }
     struct ibv_pd *old_pd = ibmr->pd;
     if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
         ibmr->addr = addr;

@@ -152,6 +152,10 @@ static void qp_engine_stop(struct sn_qp *qp)
         pthread_join(qp->comp_thread, NULL);
     responder_stop_qp(qp);
     pthread_mutex_lock(&qp->lock);
+    /* a posting thread transmitting (requester.c, lock let go) still
+     * holds the fd: it ends at the shutdown above; then the fd may go */
+    while (qp->tx_busy)
+        pthread_cond_wait(&qp->cond, &qp->lock);
     if (qp->out_fd >= 0)
         close(qp->out_fd);
     qp->out_fd = -1;

@@ -28,6 +28,9 @@
 /* A posting thread transmits at most this much itself (see below). */
 #define DIRECT_MAX_WQES 8
 #define DIRECT_MAX_BYTES 4096
+/* ... and only while the peer has acknowledged all but this much */
+#define DIRECT_MAX_UNACKED_WQES 8
+#define DIRECT_MAX_UNACKED_BYTES (16 * 1024)
 
 /* Waits for the responder's answer to a hello that offered the fast path
  * (cma.c): it comes once the peer QP is ready to receive, before anything
@@ -438,24 +441,42 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
 
 /* True when WQE w's payload is all in host memory: a CUDA source would be
  * copied through a bounce buffer, which is no work for a posting thread.
- * A bad key answers false too: the requester thread reports it.  The MR
- * may go before the transmit looks it up again; batch_add then completes
- * the WQE in error, as it would on the requester thread. */
+ * A bad key, or a key table being changed (mr_host_try: never waited for
+ * with qp->lock held), answers false too: the requester thread takes the
+ * WQE.  The MR may go before the transmit looks it up again; batch_add
+ * then completes the WQE in error, as it would on the requester thread. */
 static bool payload_in_host_memory(struct sn_qp *qp, const struct sn_swqe *w)
 {
     for (int s = 0; s < w->num_sge; s++) {
         const struct ibv_sge *sg = &w->sge[s];
-        if (!sg->length)
-            continue;
-        struct sn_mr *mr;
-        if (mr_get(sg->lkey, false, qp->ibqp.pd, 0, sg->addr, sg->length, &mr))
-            return false;
-        bool gpu = mr->gpu;
-        mr_put(mr);
-        if (gpu)
+        if (sg->length && !mr_host_try(sg->lkey, qp->ibqp.pd, sg->addr, sg->length))
             return false;
     }
     return true;
+}
+
+/* Whether a direct batch (a few KiB) can be written to out_fd without
+ * waiting: a connection whose peer reads nothing (a responder held in an
+ * RNR wait, a stopped or slow process) fills, and sendmsg would wait for
+ * room where a NIC's post returns at once.  What the peer has not yet
+ * acknowledged -- requests it may not have read -- bounds what the
+ * connection holds; with at most a few of them, 16 KiB on the wire, the
+ * socket buffers (16 KiB to send, 128 KiB to receive by default) have room
+ * for a direct batch.  No system call: poll() for POLLOUT would cost one
+ * per post, and says only that half the send buffer is free.  qp->lock
+ * held. */
+static bool wire_has_room_locked(struct sn_qp *qp)
+{
+    if (qp->sq_sent - qp->sq_head > DIRECT_MAX_UNACKED_WQES)
+        return false;
+    uint64_t bytes = 0;
+    for (uint64_t i = qp->sq_head; i < qp->sq_sent; i++) {
+        const struct sn_swqe *w = &qp->sq[i % qp->sq_size];
+        bytes += sizeof(struct sn_wire_req);
+        if (!sn_wr_is_read_like(w->opcode) && !w->npin)   /* pinned: pulled, not sent */
+            bytes += w->len;
+    }
+    return bytes <= DIRECT_MAX_UNACKED_BYTES;
 }
 
 /* The posting thread may transmit itself when the requester has nothing
@@ -465,8 +486,8 @@ static bool payload_in_host_memory(struct sn_qp *qp, const struct sn_swqe *w)
  * message, which on a VM is most of a message's latency (a NIC reads the
  * WQE as the doorbell rings, too).  Everything else -- connecting,
  * pacing, added latency, faults, reads and atomics, CUDA memory, large
- * payloads on the wire -- stays with the requester thread.  qp->lock
- * held. */
+ * payloads on the wire, a connection without room -- stays with the
+ * requester thread.  qp->lock held. */
 bool requester_try_direct_locked(struct sn_qp *qp)
 {
     struct sn_port *port = qp->port;
@@ -496,12 +517,14 @@ bool requester_try_direct_locked(struct sn_qp *qp)
         if (bytes > DIRECT_MAX_BYTES)
             return false;
     }
-    if (bytes > DIRECT_MAX_BYTES)
+    if (bytes > DIRECT_MAX_BYTES || !wire_has_room_locked(qp))
         return false;
     atomic_fetch_add(&qp->cnt.direct_wqes, qp->sq_tail - qp->sq_sent);
     qp->tx_busy = true;
     transmit_locked(qp, qp->tx_batch);
     qp->tx_busy = false;
+    if (qp->stopping)
+        pthread_cond_broadcast(&qp->cond);   /* qp_engine_stop waits to close the fd */
     if (qp->sq_sent != qp->sq_tail)
         pthread_cond_signal(&qp->req_cond);
     return true;

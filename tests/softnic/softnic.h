@@ -224,6 +224,12 @@ struct sn_mr {
 int mr_get(uint32_t key, bool remote, struct ibv_pd *pd, int need_access,
            uint64_t addr, uint64_t len, struct sn_mr **out);
 void mr_put(struct sn_mr *mr);
+/* True when key is valid for [addr, addr+len) in pd and names host memory;
+ * false too when the key table is being changed, without waiting for it:
+ * for a caller holding a QP lock (requester.c's posting thread), since
+ * ibv_rereg_mr holds the table while it waits for references that may go
+ * only under that lock (a pulled WQE's, released as its ACK is processed). */
+bool mr_host_try(uint32_t key, struct ibv_pd *pd, uint64_t addr, uint64_t len);
 /* Copies between a registered region and host memory. */
 int mr_write(struct sn_mr *mr, uint64_t addr, const void *src, size_t len);
 int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len);

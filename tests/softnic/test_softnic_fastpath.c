@@ -6,7 +6,9 @@
  * must hold the same with the counter at 0: the wire carried it all. */
 #include "sntest.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -142,6 +144,178 @@ TAP_CASE(test_posting_thread_transmits_small_and_pulled_payloads_on_unpaced_port
     ibv_dereg_mr(smr);
     ibv_dereg_mr(dmr);
     teardown(&f);
+}
+
+struct rereg_job {
+    struct ibv_mr *mr;
+    _Atomic int done;
+};
+
+static void *rereg_main(void *arg)
+{
+    struct rereg_job *j = arg;
+    (void)ibv_rereg_mr(j->mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+struct post_job {
+    struct ibv_qp *qp;
+    char *src, *dst;
+    uint32_t lkey, rkey;
+    _Atomic int done;
+};
+
+static void *post_main(void *arg)
+{
+    struct post_job *j = arg;
+    st_post_rdma(j->qp, IBV_WR_RDMA_WRITE, 2, j->src, 1024, j->lkey, (uintptr_t)j->dst, j->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+static bool wait_done(_Atomic int *done, int ms)
+{
+    uint64_t end = st_now_ms() + (uint64_t)ms;
+    while (!atomic_load(done) && st_now_ms() < end)
+        usleep(1000);
+    return atomic_load(done) != 0;
+}
+
+/* requester.c looks a posted WQE's keys up (mr.c) while it holds the QP's
+ * lock.  ibv_rereg_mr holds the key table while it waits for the MR's
+ * references to go, and a pulled SEND's references go when its ACK is
+ * processed -- under that QP lock.  The post of a small write from the
+ * same MR must not wait for the key table with the lock held: here the
+ * SEND waits for a receive (RNR), a rereg is started, the write posted,
+ * and only then the receive; all of it must finish.  (The pause before the
+ * post only makes the bad order likely; nothing is judged by time but a
+ * hang.) */
+TAP_CASE(test_rereg_while_a_pulled_send_is_outstanding_does_not_block_a_post)
+{
+    struct fixture f;
+    setup(&f);
+    size_t len = 64 << 10;
+    char *src = st_buf(len, 1), *dst = st_buf(len, 2), *rbuf = st_buf(len, 3);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len), *rmr = reg(&f, rbuf, len);
+    EXPECT_EQ_U64(0, write_rounds(&f, src, smr, dst, dmr, 64, 1));   /* connected */
+    st_post_send(f.a.qp, 1, src, (uint32_t)len, smr->lkey, IBV_SEND_SIGNALED);
+    /* the responder has it and waits for a receive: its MRs are pinned */
+    struct softnic_ctl_counters c = { 0 };
+    uint64_t end = st_now_ms() + WAIT_MS;
+    while (c.rnr_naks == 0 && st_now_ms() < end) {
+        EXPECT_EQ_INT(0, st_ctl()->qp_counters(f.b.qp, &c));
+        usleep(1000);
+    }
+    EXPECT_TRUE(c.rnr_naks > 0);
+    struct rereg_job rj = { .mr = smr };
+    pthread_t rt, pt;
+    EXPECT_EQ_INT(0, pthread_create(&rt, NULL, rereg_main, &rj));
+    usleep(100 * 1000);
+    struct post_job pj = { .qp = f.a.qp, .src = src, .dst = dst, .lkey = smr->lkey,
+                           .rkey = dmr->rkey };
+    EXPECT_EQ_INT(0, pthread_create(&pt, NULL, post_main, &pj));
+    usleep(100 * 1000);
+    st_post_recv(f.b.qp, 9, rbuf, (uint32_t)len, rmr->lkey);
+    bool posted = wait_done(&pj.done, WAIT_MS), rereg = wait_done(&rj.done, WAIT_MS);
+    if (!posted || !rereg)
+        tap_fail_at(__FILE__, __LINE__, "deadlock: post %s, rereg %s", posted ? "done" : "stuck",
+                    rereg ? "done" : "stuck");
+    pthread_join(rt, NULL);
+    pthread_join(pt, NULL);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 1);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 9);
+    EXPECT_MEMEQ(src, rbuf, len);
+    EXPECT_MEMEQ(src, dst, 1024);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    ibv_dereg_mr(rmr);
+    teardown(&f);
+}
+
+struct flood_job {
+    struct ibv_qp *qp;
+    char *src, *dst;
+    uint32_t lkey, rkey;
+    int n;
+    _Atomic int posted, done;
+};
+
+static void *flood_main(void *arg)
+{
+    struct flood_job *j = arg;
+    for (int i = 0; i < j->n; i++) {
+        struct ibv_sge sge = { (uintptr_t)j->src, 4000, j->lkey };
+        struct ibv_send_wr wr = { .wr_id = 100u + (unsigned)i, .sg_list = &sge, .num_sge = 1,
+                                  .opcode = IBV_WR_RDMA_WRITE,
+                                  .send_flags = i + 1 == j->n ? IBV_SEND_SIGNALED : 0 };
+        wr.wr.rdma.remote_addr = (uintptr_t)j->dst;
+        wr.wr.rdma.rkey = j->rkey;
+        struct ibv_send_wr *bad;
+        if (ibv_post_send(j->qp, &wr, &bad))
+            break;
+        atomic_fetch_add(&j->posted, 1);
+    }
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+/* ibv_post_send never waits for the peer, as on a NIC: with the peer's
+ * responder held by a SEND without a receive (RNR) it reads nothing, and
+ * a stream of 4 KiB writes (small enough for the posting thread to send
+ * itself) fills the connection.  Each post must return all the same --
+ * success, or ENOMEM once the send queue is full -- and, once the receive
+ * comes, every write lands. */
+TAP_CASE(test_post_send_returns_while_the_peer_reads_nothing)
+{
+    struct st_dev d;
+    struct st_qp a, b;
+    st_dev_open(&d);
+    struct st_qp_opts o = { .max_sge = 1, .max_send_wr = 32768, .max_recv_wr = 16, .max_inline = 64,
+                            .access = IBV_ACCESS_REMOTE_WRITE };
+    st_qp_pair(&d, &a, &b, &o);
+    size_t len = 64 << 10;
+    char *src = st_buf(len, 1), *dst = st_buf(len, 2), *rbuf = st_buf(len, 3);
+    unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    struct ibv_mr *smr = ibv_reg_mr(d.pd, src, len, acc), *dmr = ibv_reg_mr(d.pd, dst, len, acc),
+                  *rmr = ibv_reg_mr(d.pd, rbuf, len, acc);
+    EXPECT_TRUE(smr && dmr && rmr);
+    st_post_send(a.qp, 1, src, 64, smr->lkey, IBV_SEND_SIGNALED);
+    struct softnic_ctl_counters c = { 0 };
+    uint64_t end = st_now_ms() + WAIT_MS;
+    while (c.rnr_naks == 0 && st_now_ms() < end) {
+        EXPECT_EQ_INT(0, st_ctl()->qp_counters(b.qp, &c));
+        usleep(1000);
+    }
+    EXPECT_TRUE(c.rnr_naks > 0);
+    struct flood_job j = { .qp = a.qp, .src = src, .dst = dst, .lkey = smr->lkey,
+                           .rkey = dmr->rkey, .n = 32000 };
+    pthread_t t;
+    EXPECT_EQ_INT(0, pthread_create(&t, NULL, flood_main, &j));
+    bool done = wait_done(&j.done, WAIT_MS);
+    int posted = atomic_load(&j.posted);
+    st_post_recv(b.qp, 9, rbuf, 64, rmr->lkey);
+    pthread_join(t, NULL);
+    tap_diag("posted %d, %d by the posting thread", posted, (int)direct_wqes(a.qp));
+    if (!done)
+        tap_fail_at(__FILE__, __LINE__, "ibv_post_send blocked after %d posts", posted);
+    struct ibv_wc wc;
+    st_wait_wc(a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 1);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    ibv_dereg_mr(rmr);
+    st_qp_destroy(&a);
+    st_qp_destroy(&b);
+    st_dev_close(&d);
 }
 
 TAP_CASE(test_multi_sge_unaligned_write_and_send_are_byte_exact)

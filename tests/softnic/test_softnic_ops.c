@@ -5,6 +5,9 @@
 #include "sntest.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -571,6 +574,100 @@ TAP_CASE(test_qps_reset_and_reconnected_carry_traffic_again)
         st_qp_connect(&f.a, &ib);
         st_qp_connect(&f.b, &ia);
     }
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
+struct poster {
+    struct ibv_qp *qp;
+    char *src, *dst;
+    uint32_t lkey, rkey;
+    _Atomic int *stop;
+    _Atomic long posted;
+};
+
+static void *poster_main(void *arg)
+{
+    struct poster *p = arg;
+    while (!atomic_load(p->stop)) {
+        struct ibv_sge sge = { (uintptr_t)p->src, 1024, p->lkey };
+        struct ibv_send_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1,
+                                  .opcode = IBV_WR_RDMA_WRITE };
+        wr.wr.rdma.remote_addr = (uintptr_t)p->dst;
+        wr.wr.rdma.rkey = p->rkey;
+        struct ibv_send_wr *bad;
+        if (ibv_post_send(p->qp, &wr, &bad) == 0)   /* EINVAL while not RTS, ENOMEM when full */
+            atomic_fetch_add(&p->posted, 1);
+        else
+            sched_yield();
+    }
+    return NULL;
+}
+
+static long posted_sum(struct poster *p)
+{
+    return atomic_load(&p[0].posted) + atomic_load(&p[1].posted) + atomic_load(&p[2].posted);
+}
+
+/* Threads keep posting small writes (which a posting thread may transmit
+ * itself, requester.c) while the QP is reset and reconnected: whatever a
+ * post was writing when the reset came, the QP that comes back carries a
+ * signaled write (a transmit that outlived the reset marked the new
+ * connection dead, or wrote into a closed fd's successor). */
+TAP_CASE(test_reset_while_threads_post_leaves_a_working_qp)
+{
+    struct fixture f;
+    struct st_qp_opts o = { .max_send_wr = 256, .max_recv_wr = 16, .max_sge = 1 };
+    setup(&f, &o);
+    char *src = st_buf(65536, 61), *dst = st_buf(65536, 0);
+    struct ibv_mr *smr = reg(&f, src, 65536), *dmr = reg(&f, dst, 65536);
+    _Atomic int stop = 0;
+    struct poster p[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = (struct poster){ .qp = f.a.qp, .src = src, .dst = dst + 4096 * (i + 1),
+                                .lkey = smr->lkey, .rkey = dmr->rkey, .stop = &stop };
+        EXPECT_EQ_INT(0, pthread_create(&t[i], NULL, poster_main, &p[i]));
+    }
+    for (int round = 0; round < 200; round++) {
+        long seen = posted_sum(p);
+        while (posted_sum(p) < seen + 50)
+            sched_yield();
+        struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+        EXPECT_EQ_INT(0, ibv_modify_qp(f.a.qp, &a, IBV_QP_STATE));
+        EXPECT_EQ_INT(0, ibv_modify_qp(f.b.qp, &a, IBV_QP_STATE));
+        struct ibv_wc wc;
+        while (ibv_poll_cq(f.a.scq, 1, &wc) > 0)
+            ;
+        struct st_qp_info ia, ib;
+        st_qp_info(&f.d, &f.a, &ia);
+        st_qp_info(&f.d, &f.b, &ib);
+        st_qp_connect(&f.b, &ia);
+        st_qp_connect(&f.a, &ib);
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    st_fill(src, 1024, 5);
+    /* the posters may have left the queue full: it drains on a live QP */
+    struct ibv_sge sge = { (uintptr_t)src, 1024, smr->lkey };
+    struct ibv_send_wr wr = { .wr_id = 99, .sg_list = &sge, .num_sge = 1,
+                              .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED };
+    wr.wr.rdma.remote_addr = (uintptr_t)dst;
+    wr.wr.rdma.rkey = dmr->rkey;
+    struct ibv_send_wr *bad;
+    int rc;
+    uint64_t end = st_now_ms() + WAIT_MS;
+    while ((rc = ibv_post_send(f.a.qp, &wr, &bad)) == ENOMEM && st_now_ms() < end)
+        sched_yield();
+    EXPECT_EQ_INT(0, rc);
+    struct ibv_wc wc;
+    do
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    while (wc.status == IBV_WC_SUCCESS && wc.wr_id != 99);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 99);
+    EXPECT_MEMEQ(src, dst, 1024);
     ibv_dereg_mr(smr);
     ibv_dereg_mr(dmr);
     teardown(&f);
