@@ -1,0 +1,45 @@
+#!/bin/sh
+# tests/plugin/two_devices.sh: softnic as two one-port devices (the layout of
+# a ConnectX-4 or later, one device per port; bench/gpu_nccl_ib_vs_railnet.sh
+# compares both transports on it). railnet must expose each as its own NCCL
+# device (nothing to merge: one port each), carry traffic on both, put a
+# connection's bytes on the device it was opened on, and honour RAILNET_HCA.
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
+plugin=$top_builddir/.libs/libnccl-net-railnet.so
+nd=$top_builddir/tests/netdriver/netdriver
+[ -f "$plugin" ] || tap_skip_all "plugin not built"
+export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export SOFTNIC_DEVICES="softnic0:127.0.0.1;softnic1:127.0.0.2"
+tap_plan 4
+out=$(mktemp); trap 'rm -f "$out"' EXIT
+run() { "$nd" --plugin "$plugin" "$@" >"$out" 2>&1; }
+show() { grep -v ' INFO ' "$out" | tail -n 8 | tr '\n' ' '; }
+
+run probe; st=$?
+if grep -q '^devices: 2$' "$out" && grep -q '^device 0: name=softnic0 .* port=1 ' "$out" &&
+    grep -q '^device 1: name=softnic1 .* port=1 ' "$out"; then
+    tap_ok two_one_port_devices_are_two_nccl_devices
+else
+    tap_not_ok two_one_port_devices_are_two_nccl_devices "exit $st; $(show)"
+fi
+run traffic --ranks 2 --devs 2 --iters 20 --max-size 1M --seed 5 --timeout 120; st=$?
+if [ $st -eq 0 ] && grep -q '^netdriver traffic: ok' "$out"; then
+    tap_ok traffic_on_both_devices_is_byte_exact
+else
+    tap_not_ok traffic_on_both_devices_is_byte_exact "exit $st; $(show)"
+fi
+# 20 MiB through device 1: the sender's counters put them all on softnic1
+RAILNET_STATS=1 run bw --dev 1 --size 1M --iters 20 --timeout 60; st=$?
+if [ $st -eq 0 ] && grep -q 'stats: send softnic1 port 1 total: 20971520 bytes' "$out" &&
+    ! grep -Eq 'stats: send softnic0 port 1 total: [1-9]' "$out"; then
+    tap_ok a_connection_on_device_1_moves_its_bytes_there
+else
+    tap_not_ok a_connection_on_device_1_moves_its_bytes_there "exit $st; $(grep 'stats: send' "$out" | tr '\n' ' ') $(show)"
+fi
+RAILNET_HCA==softnic1 run probe; st=$?
+if grep -q '^devices: 1$' "$out" && grep -q '^device 0: name=softnic1 ' "$out"; then
+    tap_ok railnet_hca_keeps_the_named_device
+else
+    tap_not_ok railnet_hca_keeps_the_named_device "exit $st; $(show)"
+fi
+tap_done
