@@ -53,6 +53,11 @@
 # topology by device name), and with two devices but NCCL's default merge
 # level its first collective fails (it fuses NICs that have no PCI path
 # and loses the result; NCCL_NET_FORCE_MERGE does the same).
+# RAILNET_BENCH_LAYOUT=two runs every table on softnic as two one-port
+# devices (the ConnectX-4+ layout: equal ports for both transports; NCCL's
+# IB transport then with NCCL_NET_MERGE_LEVEL=LOC, see above); the default,
+# one, is softnic's one device with two ports, of which NCCL's IB transport
+# uses one.
 # The proto column is NCCL's all_reduce protocol (TUNING log, round 1):
 # IB's/railnet's, S = Simple.
 : "${top_builddir:=$(pwd)}"
@@ -78,6 +83,12 @@ colls=${RAILNET_BENCH_COLLS:-all_reduce,send_recv}
 rounds=${RAILNET_BENCH_ROUNDS:-3}
 args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-$((64 << 10))} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((256 << 20))} --colls $colls --iters ${RAILNET_BENCH_ITERS:-20} --target-bytes ${RAILNET_BENCH_TARGET_BYTES:-$((1 << 30))} --timeout 600"
 ld0=$LD_LIBRARY_PATH
+case ${RAILNET_BENCH_LAYOUT:-one} in
+    one) layout="one device, 2 ports" ;;
+    two) export SOFTNIC_DEVICES="softnic0:127.0.0.1;softnic1:127.0.0.2"
+         layout="two one-port devices" ;;
+    *) echo "RAILNET_BENCH_LAYOUT=$RAILNET_BENCH_LAYOUT: one or two" >&2; exit 2 ;;
+esac
 
 # run_one TRANSPORT TAG ROUND: one job; TRANSPORT is ib, railnet or vN
 # (the Nth of RAILNET_BENCH_VARIANTS: railnet, or with "ib:" NCCL's IB
@@ -93,7 +104,9 @@ run_one() {
           # NCCL's IB transport picks its GID from sysfs, which softnic cannot
           # provide in /sys: name softnic's RoCE v2 IPv4 GID index explicitly.
           ib:*) export NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_NET_GDR_LEVEL=$gdr \
-                      NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0}; v=${v#ib:} ;;
+                      NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0}; v=${v#ib:}
+                # fusing NICs without a PCI path breaks NCCL's topology
+                [ "${RAILNET_BENCH_LAYOUT:-one}" = two ] && export NCCL_NET_MERGE_LEVEL=LOC ;;
           *) export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_NET_GDR_LEVEL=$gdr ;;
       esac
       # a variant's settings last: it may name another NCCL_NET_PLUGIN
@@ -135,7 +148,7 @@ bench_one() {
     rn=$JOBDIR/bench_railnet_${tag}_r1.rank0.log
     ver=$(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$ib" | head -n 1)
     echo
-    echo "bus bandwidth ($colls), 2 ranks, softnic, NCCL ${ver:-?} ($sel), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, $(gpu_count) GPU(s), MPS $mps, $rounds rounds, medians"
+    echo "bus bandwidth ($colls), 2 ranks, softnic, NCCL ${ver:-?} ($sel), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, softnic as $layout, $(gpu_count) GPU(s), MPS $mps, $rounds rounds, medians"
     grep -hE "Using network|NET/IB : Using|NET/railnet: device 0:" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /'
     i=1
     for v in $RAILNET_BENCH_VARIANTS; do
