@@ -5,10 +5,9 @@
  * remote errors are ncclRemoteError), an async event of its device since
  * it was created (drained by errors.c, as for p2p comms: a port its QPs use
  * went down, one of its QPs became fatal, its CQ overran), a peer whose
- * socket closed while
- * requests to it are pending (after a grace period for completions still in
- * flight, well inside RAILNET_IB_TIMEOUT's retry budget), a post that
- * failed. From then on iput/iputSignal/test/ginProgress return it.
+ * socket closed while requests to it are pending (after a grace period for
+ * completions still in flight, well inside RAILNET_IB_TIMEOUT's retry
+ * budget), a post that failed. From then on iput/iputSignal/test/ginProgress return it.
  *
  * The GDAKI type's context is gin_gdaki.c's (createContext, destroyContext
  * and queryLastError go there for a collComm of that type).

@@ -178,9 +178,9 @@ static int t_port_down(struct gd_rank *r, void *arg)
                    ncclSystemError);
             bad = 1;
         } else {
-            printf("rank 0: port %d went down with %d put(s) in flight: collComm failed (ncclSystemError) within "
-                   "%.0f s\n",
-                   DOWN_PORT, open, ASYNC_FAIL_WITHIN_S);
+            printf("rank 0: port %d went down with %d put(s) in flight: collComm failed (ncclSystemError) after "
+                   "%.2f s (bound %.0f s)\n",
+                   DOWN_PORT, open, took, ASYNC_FAIL_WITHIN_S);
             bad = later_calls_fail(r, mh, reqs, e);
         }
     }
