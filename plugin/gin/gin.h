@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "errors.h"
 #include "handshake.h"
 #include "nccl_gin_v11.h"
 #include "qp.h"
@@ -151,8 +152,9 @@ struct gin_coll {
     uint64_t split_min;           /* RAILNET_SPLIT_MIN: a put this large is split over the peer's QPs */
     uint64_t signal_every;        /* RAILNET_GIN_SIGNAL_EVERY: at most this many work requests per signaled one */
     struct gin_stats stats;
-    uint64_t last_check_ns;
-    uint64_t cq_err_seen;         /* plugin/ib errors.c: IBV_EVENT_CQ_ERR events looked at */
+    uint64_t last_check_ns;       /* gin_check_peers */
+    uint64_t last_async_ns;       /* gin_check_async */
+    struct errors_watch async;    /* plugin/ib errors.c: the device's async events this collComm has seen */
     int gdaki_type;               /* NCCL was offered the GDAKI type (gin_gdaki.h) */
     struct gin_gdaki_res *gdaki;  /* its DEVX context, PD, QPs and tables; NULL until needed */
 };
@@ -213,10 +215,16 @@ void gin_fail(struct gin_coll *c, ncclResult_t err);
 /* A failed completion: one WARN naming device, peer rank, QP and status. */
 void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc);
 /* Every 50 ms while requests are pending: peers whose socket closed fail the
- * comm after a grace period for completions in flight; an overrun of its CQ
- * (IBV_EVENT_CQ_ERR, through plugin/ib's errors.c) fails it at once. Port
- * and QP async events are not read here: they show as failed completions. */
+ * comm after a grace period for completions in flight. */
 void gin_check_peers(struct gin_coll *c);
+/* Every 20 ms of progress, pending requests or not: the device's async
+ * events (drained by plugin/ib's errors.c) since the collComm was created
+ * fail it at once, with one WARN: a port its QPs use went down
+ * (IBV_EVENT_PORT_ERR, IBV_EVENT_DEVICE_FATAL), one of its QPs got a fatal
+ * event (IBV_EVENT_QP_FATAL, _REQ_ERR, _ACCESS_ERR), its CQ overran
+ * (IBV_EVENT_CQ_ERR). A collComm has no failover: its puts would otherwise
+ * wait out the QP retry budget. */
+void gin_check_async(struct gin_coll *c);
 /* createContext/destroyContext/queryLastError: see gin_errors.c. */
 ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
                                 ncclNetDeviceHandle_v11_t **dev_handle);

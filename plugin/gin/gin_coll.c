@@ -189,7 +189,7 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
         coll_free(c);
         return ncclSystemError;
     }
-    errors_cq_snapshot(c->ports[0].ctx, &c->cq_err_seen); /* only a later overrun fails c */
+    errors_watch_start(&c->async, c->ports, c->nports); /* only later async events fail c */
     if (mr_register_dev(dev, c->scratch, 4096, NCCL_PTR_HOST, 0, &c->scratch_mh) != ncclSuccess) {
         coll_free(c);
         return ncclSystemError;

@@ -2,11 +2,12 @@
  *
  * The first failure is sticky (gin_fail) and logged once: a failed
  * completion (its status mapped by plugin/ib's errors.c: retry exceeded and
- * remote errors are ncclRemoteError), an overrun of the collComm's CQ
- * (IBV_EVENT_CQ_ERR, drained by errors.c), a peer whose socket closed while
- * requests to it are pending (after a grace period for completions still in
- * flight, well inside RAILNET_IB_TIMEOUT's retry budget), a post that
- * failed. From then on iput/iputSignal/test/ginProgress return it.
+ * remote errors are ncclRemoteError), an async event of its device since
+ * it was created (drained by errors.c, as for p2p comms: a port its QPs use
+ * went down, one of its QPs became fatal, its CQ overran), a peer whose
+ * socket closed while requests to it are pending (after a grace period for
+ * completions still in flight, well inside RAILNET_IB_TIMEOUT's retry
+ * budget), a post that failed. From then on iput/iputSignal/test/ginProgress return it.
  *
  * The GDAKI type's context is gin_gdaki.c's (createContext, destroyContext
  * and queryLastError go there for a collComm of that type).
@@ -26,6 +27,7 @@
 #include "oob.h"
 
 #define PEER_CHECK_PERIOD_NS 50000000ull
+#define ASYNC_CHECK_PERIOD_NS 20000000ull
 #define PEER_GONE_GRACE_NS 2000000000ull
 #define GIN_CTX_MAGIC 0x58434947u
 
@@ -61,14 +63,6 @@ void gin_check_peers(struct gin_coll *c)
     if (c->error || now - c->last_check_ns < PEER_CHECK_PERIOD_NS)
         return;
     c->last_check_ns = now;
-    if (errors_cq_overran(c->ports[0].ctx, c->cq, &c->cq_err_seen)) {
-        WARN("NET/railnet/GIN: device %s, rank %d: IBV_EVENT_CQ_ERR on the collComm's CQ of %d entries: the CQ "
-             "overran and completions were lost; failing the GIN comm, whose %d pending request(s) could never "
-             "complete (please report this as a railnet bug)",
-             c->dev_name, c->rank, c->cq->cqe, c->pending);
-        gin_fail(c, ncclSystemError);
-        return;
-    }
     for (int p = 0; p < c->nranks; p++) {
         struct gin_peer *pe = &c->peers[p];
         if (pe->fd < 0)
@@ -82,6 +76,62 @@ void gin_check_peers(struct gin_coll *c)
             gin_fail(c, ncclRemoteError);
             return;
         }
+    }
+}
+
+/* The QP numbered qpn among c's (rank and index within the peer), or NULL. */
+static const struct gin_qp *gin_qp_of(const struct gin_coll *c, uint32_t qpn, int *rank)
+{
+    for (int p = 0; p < c->nranks; p++)
+        for (int i = 0; i < c->peers[p].nqps; i++) {
+            const struct ibv_qp *q = c->peers[p].qps[i].conn.qp;
+            if (q && q->qp_num == qpn) {
+                *rank = p;
+                return &c->peers[p].qps[i];
+            }
+        }
+    return NULL;
+}
+
+static int gin_owns_qp(const void *owner, uint32_t qpn)
+{
+    int rank;
+    return gin_qp_of(owner, qpn, &rank) != NULL;
+}
+
+void gin_check_async(struct gin_coll *c)
+{
+    uint64_t now = now_ns();
+    if (c->error || now - c->last_async_ns < ASYNC_CHECK_PERIOD_NS)
+        return;
+    c->last_async_ns = now;
+    struct errors_news n;
+    errors_watch_poll(&c->async, c->cq, gin_owns_qp, c, &n);
+    if (n.cq_overrun) {
+        WARN("NET/railnet/GIN: device %s, rank %d: IBV_EVENT_CQ_ERR on the collComm's CQ of %d entries: the CQ "
+             "overran and completions were lost; failing the GIN comm, whose %d pending request(s) could never "
+             "complete (please report this as a railnet bug)",
+             c->dev_name, c->rank, c->cq->cqe, c->pending);
+        gin_fail(c, ncclSystemError);
+        return;
+    }
+    if (n.down) {
+        /* every peer has one QP on each port of the device */
+        WARN("NET/railnet/GIN: device %s port %u, rank %d: IBV_EVENT_PORT_ERR (port went down); failing the GIN "
+             "comm (%d QPs on that port, one per rank; %d request(s) pending) rather than waiting out the QP "
+             "retry budget",
+             c->dev_name, c->async.port_num[__builtin_ctz(n.down)], c->rank, c->nranks, c->pending);
+        gin_fail(c, ncclSystemError);
+        return;
+    }
+    if (n.fatal_event) {
+        int peer = -1;
+        const struct gin_qp *q = gin_qp_of(c, n.fatal_qpn, &peer);
+        WARN("NET/railnet/GIN: device %s port %u, rank %d: QP 0x%x towards rank %d: %s; failing the GIN comm "
+             "(%d request(s) pending)",
+             c->dev_name, q && q->conn.port ? q->conn.port->port_num : 0, c->rank, n.fatal_qpn, peer,
+             errors_event_name(n.fatal_event), c->pending);
+        gin_fail(c, ncclSystemError);
     }
 }
 

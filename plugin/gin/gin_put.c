@@ -440,6 +440,7 @@ ncclResult_t gin_progress(void *coll_comm)
     for (int p = 0; p < c->nranks; p++)
         if (c->peers[p].head != c->peers[p].tail)
             peer_advance(c, (uint32_t)p);
+    gin_check_async(c);
     if (c->pending)
         gin_check_peers(c);
     return c->error;

@@ -23,6 +23,7 @@
 #include <infiniband/verbs.h>
 #include <stdint.h>
 
+#include "errors.h"
 #include "handshake.h"
 #include "nccl_net_v8.h"
 #include "qp.h"
@@ -138,10 +139,7 @@ struct comm {
     uint64_t last_peer_check_ns;
     uint64_t peer_gone_ns;      /* 0 while the peer socket is open */
     uint64_t last_async_ns;
-    uint64_t port_err_seen[HS_MAX_PORTS]; /* errors.c: async counters at creation */
-    uint64_t port_up_seen[HS_MAX_PORTS];
-    uint64_t fatal_seen;
-    uint64_t cq_err_seen;       /* errors.c: IBV_EVENT_CQ_ERR events looked at */
+    struct errors_watch async;  /* errors.c: the device's async events this comm has seen */
     int inflight;
     /* failover.c (data path, attached at the first isend/irecv): fo is NULL
      * when RAILNET_FAILOVER=0 or the device has one port; errors.c records

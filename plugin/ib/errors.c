@@ -169,7 +169,7 @@ static void drain(struct async_state *s)
     }
 }
 
-static const char *event_name(int e)
+const char *errors_event_name(int e)
 {
     switch (e) {
     case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL";
@@ -201,6 +201,79 @@ static int cq_overran(struct async_state *s, const struct ibv_cq *cq, uint64_t *
     return hit;
 }
 
+void errors_watch_start(struct errors_watch *w, const struct qp_port *ports, int nports)
+{
+    memset(w, 0, sizeof(*w));
+    if (nports < 1 || !ports[0].ctx)
+        return;
+    w->ctx = ports[0].ctx;
+    w->nports = nports < HS_MAX_PORTS ? nports : HS_MAX_PORTS;
+    for (int p = 0; p < w->nports; p++)
+        w->port_num[p] = ports[p].port_num;
+    errors_attach(w->ctx);
+    struct async_state *s = lookup(w->ctx);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    drain(s); /* what happened before the comm existed is not its business */
+    for (int p = 0; p < w->nports; p++) {
+        unsigned pn = w->port_num[p];
+        w->port_err_seen[p] = pn <= ERR_MAX_PORTS ? s->port_err[pn] : 0;
+        w->port_up_seen[p] = pn <= ERR_MAX_PORTS ? s->port_up[pn] : 0;
+    }
+    w->fatal_seen = s->nfatal;
+    w->cq_err_seen = s->ncq_err;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void errors_watch_poll(struct errors_watch *w, const struct ibv_cq *cq,
+                       int (*owns_qp)(const void *owner, uint32_t qpn), const void *owner, struct errors_news *n)
+{
+    memset(n, 0, sizeof(*n));
+    struct async_state *s = w->ctx ? lookup(w->ctx) : NULL;
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    drain(s);
+    n->cq_overrun = cq_overran(s, cq, &w->cq_err_seen);
+    for (int p = 0; p < w->nports; p++) {
+        unsigned pn = w->port_num[p];
+        if (pn > ERR_MAX_PORTS)
+            continue;
+        if (s->port_err[pn] != w->port_err_seen[p])
+            n->down |= 1u << p;
+        if (s->port_up[pn] != w->port_up_seen[p])
+            n->up |= 1u << p;
+        w->port_err_seen[p] = s->port_err[pn];
+        w->port_up_seen[p] = s->port_up[pn];
+    }
+    for (uint64_t k = w->fatal_seen; k < s->nfatal && !n->fatal_event; k++) {
+        if (s->nfatal - k > ERR_FATAL_RING)
+            continue; /* overwritten: more fatal events than the ring holds came meanwhile */
+        uint32_t qpn = s->fatal_qpn[k % ERR_FATAL_RING];
+        if (owns_qp && owns_qp(owner, qpn)) {
+            n->fatal_event = s->fatal_event[k % ERR_FATAL_RING];
+            n->fatal_qpn = qpn;
+        }
+    }
+    w->fatal_seen = s->nfatal;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Index of c's QP numbered qpn, or -1. */
+static int comm_qp_of(const struct comm *c, uint32_t qpn)
+{
+    for (int i = 0; i < c->nqps; i++)
+        if (c->qps[i].qp && c->qps[i].qp->qp_num == qpn)
+            return i;
+    return -1;
+}
+
+static int comm_owns_qp(const void *owner, uint32_t qpn)
+{
+    return comm_qp_of(owner, qpn) >= 0;
+}
+
 void errors_check_async(struct comm *c)
 {
     if (c->error || !c->ports[0].ctx)
@@ -209,107 +282,42 @@ void errors_check_async(struct comm *c)
     if (now - c->last_async_ns < ERR_ASYNC_PERIOD_NS)
         return;
     c->last_async_ns = now;
-    struct async_state *s = lookup(c->ports[0].ctx);
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->mu);
-    drain(s);
-    if (cq_overran(s, c->cq, &c->cq_err_seen)) {
-        pthread_mutex_unlock(&s->mu);
+    struct errors_news n;
+    errors_watch_poll(&c->async, c->cq, comm_owns_qp, c, &n);
+    const char *kind = c->kind == COMM_SEND ? "send" : "receive";
+    if (n.cq_overrun) {
         WARN("NET/railnet: device %s: IBV_EVENT_CQ_ERR on the %s comm's CQ of %d entries: the CQ overran and "
              "completions were lost; failing the %s connection (%d QPs), whose requests could never complete "
              "(the CQ is sized for all the work a comm can have in flight: please report this as a railnet bug)",
-             c->dev_name, c->kind == COMM_SEND ? "send" : "receive", c->cq->cqe,
-             c->kind == COMM_SEND ? "send" : "receive", c->nqps);
+             c->dev_name, kind, c->cq->cqe, kind, c->nqps);
         comm_fail(c, ncclSystemError);
         return;
     }
-    for (int p = 0; p < c->nports; p++) {
-        unsigned pn = c->ports[p].port_num;
-        if (c->fo && pn <= ERR_MAX_PORTS) {
-            /* failover handles the port; the newest of both events wins */
-            int down = s->port_err[pn] != c->port_err_seen[p], up = s->port_up[pn] != c->port_up_seen[p];
-            c->port_err_seen[p] = s->port_err[pn];
-            c->port_up_seen[p] = s->port_up[pn];
-            /* failover.c acts on them (down first when both came) */
-            if (down)
-                c->fo_ev_down |= 1u << p;
-            if (up)
-                c->fo_ev_up |= 1u << p;
-            continue;
-        }
-        if (pn <= ERR_MAX_PORTS && s->port_err[pn] != c->port_err_seen[p]) {
-            pthread_mutex_unlock(&s->mu);
-            WARN("NET/railnet: device %s port %u: IBV_EVENT_PORT_ERR (port went down); failing the %s "
-                 "connection (%d QPs)",
-                 c->dev_name, pn, c->kind == COMM_SEND ? "send" : "receive", c->nqps);
-            comm_fail(c, ncclSystemError);
-            return;
-        }
+    /* failover.c acts on port events when the comm has it (down first when
+     * both came); an up alone is kept for it in case it attaches later */
+    c->fo_ev_up |= n.up;
+    if (c->fo) {
+        c->fo_ev_down |= n.down;
+    } else if (n.down) {
+        WARN("NET/railnet: device %s port %u: IBV_EVENT_PORT_ERR (port went down); failing the %s "
+             "connection (%d QPs)",
+             c->dev_name, c->async.port_num[__builtin_ctz(n.down)], kind, c->nqps);
+        comm_fail(c, ncclSystemError);
+        return;
     }
-    for (uint64_t k = c->fatal_seen; k < s->nfatal; k++) {
-        if (s->nfatal - k > ERR_FATAL_RING)
-            continue;
-        uint32_t qpn = s->fatal_qpn[k % ERR_FATAL_RING];
-        for (int i = 0; i < c->nqps; i++) {
-            if (c->qps[i].qp && c->qps[i].qp->qp_num == qpn) {
-                int ev = s->fatal_event[k % ERR_FATAL_RING];
-                pthread_mutex_unlock(&s->mu);
-                WARN("NET/railnet: device %s port %u QP 0x%x: %s", c->dev_name, c->qps[i].port->port_num, qpn,
-                     event_name(ev));
-                comm_fail(c, ncclSystemError);
-                return;
-            }
-        }
+    if (n.fatal_event) {
+        int i = comm_qp_of(c, n.fatal_qpn);
+        WARN("NET/railnet: device %s port %u QP 0x%x: %s", c->dev_name, i >= 0 && c->qps[i].port ? c->qps[i].port->port_num : 0,
+             n.fatal_qpn, errors_event_name(n.fatal_event));
+        comm_fail(c, ncclSystemError);
     }
-    c->fatal_seen = s->nfatal;
-    pthread_mutex_unlock(&s->mu);
 }
 
 /* Snapshot of the event counters when a comm starts, so that only later
  * events fail it. */
 void errors_snapshot(struct comm *c)
 {
-    errors_attach(c->ports[0].ctx);
-    pthread_mutex_lock(&errors_mu);
-    struct async_state *s = state_of(c->ports[0].ctx);
-    pthread_mutex_unlock(&errors_mu);
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->mu);
-    drain(s);
-    for (int p = 0; p < c->nports; p++) {
-        c->port_err_seen[p] = c->ports[p].port_num <= ERR_MAX_PORTS ? s->port_err[c->ports[p].port_num] : 0;
-        c->port_up_seen[p] = c->ports[p].port_num <= ERR_MAX_PORTS ? s->port_up[c->ports[p].port_num] : 0;
-    }
-    c->fatal_seen = s->nfatal;
-    c->cq_err_seen = s->ncq_err;
-    pthread_mutex_unlock(&s->mu);
-}
-
-void errors_cq_snapshot(struct ibv_context *ctx, uint64_t *seen)
-{
-    *seen = 0;
-    errors_attach(ctx);
-    struct async_state *s = lookup(ctx);
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->mu);
-    drain(s);
-    *seen = s->ncq_err;
-    pthread_mutex_unlock(&s->mu);
-}
-
-int errors_cq_overran(struct ibv_context *ctx, const struct ibv_cq *cq, uint64_t *seen)
-{
-    struct async_state *s = lookup(ctx);
-    if (!s)
-        return 0;
-    pthread_mutex_lock(&s->mu);
-    drain(s);
-    int hit = cq_overran(s, cq, seen);
-    pthread_mutex_unlock(&s->mu);
-    return hit;
+    errors_watch_start(&c->async, c->ports, c->nports);
 }
 
 ncclResult_t errors_check_peer(struct comm *c, int have_pending)

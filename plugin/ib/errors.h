@@ -5,15 +5,19 @@
  * completions flushed after it are not. Async events of a device (port down,
  * QP fatal, CQ error) are drained without blocking by whichever thread
  * progresses a comm of that device, under a per-device lock, and recorded so
- * that every comm on the affected port or QP fails.
+ * that every comm on the affected port or QP fails. The GIN collComm
+ * (plugin/gin/gin_errors.c) watches the same events through errors_watch.
  *
- * Layer: comms (above comm.h: it fails comms; comm.c never calls it). */
+ * Layer: comms (above comm.h: it fails comms; comm.c never calls it; comm.h
+ * only embeds the plain struct errors_watch). */
 #ifndef RAILNET_IB_ERRORS_H
 #define RAILNET_IB_ERRORS_H
 
 #include <infiniband/verbs.h>
 
+#include "handshake.h"
 #include "nccl_net_v8.h"
+#include "qp.h"
 
 struct comm;
 
@@ -26,20 +30,49 @@ void errors_report_wc(struct comm *c, int qpi, const struct ibv_wc *wc);
 /* Registers the device context of c for async event draining (at comm
  * creation) and forgets a comm's context reference at close. */
 void errors_attach(struct ibv_context *ctx);
-/* Records the async-event counters at comm creation (calls errors_attach):
- * only events after this point fail c. */
+
+/* What one comm (a p2p comm, a GIN collComm) has seen of its device's async
+ * events: the per-device counters as they were when it last looked. Start
+ * it when the comm is created (only later events count), poll it as the
+ * comm progresses; the caller decides what an event means for it (failover
+ * acts on port events of a p2p comm, everything else fails the comm). */
+struct errors_watch {
+    struct ibv_context *ctx;              /* the device's (every port of a comm shares it) */
+    int nports;
+    unsigned port_num[HS_MAX_PORTS];
+    uint64_t port_err_seen[HS_MAX_PORTS]; /* IBV_EVENT_PORT_ERR per port */
+    uint64_t port_up_seen[HS_MAX_PORTS];  /* IBV_EVENT_PORT_ACTIVE per port */
+    uint64_t fatal_seen;                  /* QP fatal events (IBV_EVENT_QP_FATAL, _REQ_ERR, _ACCESS_ERR) */
+    uint64_t cq_err_seen;                 /* IBV_EVENT_CQ_ERR */
+};
+/* What errors_watch_poll found since the last look. */
+struct errors_news {
+    int cq_overrun;      /* the CQ got IBV_EVENT_CQ_ERR: completions were lost */
+    uint32_t down, up;   /* bit p: port p of the watch got IBV_EVENT_PORT_ERR / _PORT_ACTIVE
+                          * (IBV_EVENT_DEVICE_FATAL: every port down) */
+    int fatal_event;     /* 0, or the first fatal event of a QP owns_qp accepted ... */
+    uint32_t fatal_qpn;  /* ... and that QP's number */
+};
+/* Attaches ports[0].ctx and records its counters now. */
+void errors_watch_start(struct errors_watch *w, const struct qp_port *ports, int nports);
+/* Drains the device's pending events without blocking (under the device's
+ * lock), fills *n with what concerns w (owns_qp(owner, qpn): whether a QP
+ * that got a fatal event is the comm's; cq: the comm's CQ, compared by
+ * address only) and moves w's counters on. */
+void errors_watch_poll(struct errors_watch *w, const struct ibv_cq *cq,
+                       int (*owns_qp)(const void *owner, uint32_t qpn), const void *owner, struct errors_news *n);
+/* "IBV_EVENT_QP_FATAL" ... for a fatal_event. */
+const char *errors_event_name(int event);
+
+/* errors_watch_start on c's ports at comm creation: only events after this
+ * point fail c. */
 void errors_snapshot(struct comm *c);
-/* Drains pending async events (at most every 20 ms per comm) and fails c if
- * one of its ports went down, one of its QPs became fatal or its CQ overran
- * (IBV_EVENT_CQ_ERR: completions were lost, so its requests could never
- * complete): one WARN naming the device and the comm kind. */
+/* Polls c's watch (at most every 20 ms per comm) and fails c if one of its
+ * ports went down (without failover: with it, failover.c acts on the port
+ * events), one of its QPs became fatal or its CQ overran (IBV_EVENT_CQ_ERR:
+ * completions were lost, so its requests could never complete): one WARN
+ * naming the device, the port or QP, the event and the comm kind. */
 void errors_check_async(struct comm *c);
-/* The same CQ overrun check for a CQ that is not a comm's (the GIN
- * collComm's): errors_cq_snapshot attaches ctx and sets *seen to its
- * CQ_ERR events so far; errors_cq_overran drains ctx's events and tells
- * whether cq got IBV_EVENT_CQ_ERR since *seen (which moves on). */
-void errors_cq_snapshot(struct ibv_context *ctx, uint64_t *seen);
-int errors_cq_overran(struct ibv_context *ctx, const struct ibv_cq *cq, uint64_t *seen);
 /* Called when a request cannot progress: notices a peer that closed its
  * socket and, after a grace period for completions still in flight, fails
  * the comm with ncclRemoteError. Cheap: looks at the socket every 50 ms. */

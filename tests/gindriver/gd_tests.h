@@ -25,6 +25,13 @@
  *   cq-overrun - rank 0's collComm CQ shrunk to one entry (ibv_resize_cq)
  *            overruns under puts to rank 1 (RAILNET_GIN_SIGNAL_EVERY=1):
  *            test returns ncclSystemError, no hang;
+ *   port-down - (gd_async.c) rank 0 takes port 2 down while puts to rank 1
+ *            are in flight: a call returns ncclSystemError well inside the
+ *            QP retry budget (runs set it to 60 s), every later call too;
+ *   port-flap - rank 0's port 2 goes down and up before connect: the
+ *            collComm works; the same flap after creation fails it;
+ *   qp-fatal - rank 0 puts into a window rank 1 deregistered: rank 1's QP
+ *            gets IBV_EVENT_QP_ACCESS_ERR and its idle collComm fails;
  *   rate   - (bench) each rank streams `puts` puts of --size bytes to the
  *            next rank, `queue` in flight; rank 0 prints the put rate. */
 #ifndef RAILNET_GINDRIVER_GD_TESTS_H
@@ -53,5 +60,7 @@ int gd_test_run(const char *plugin, const char *name, struct gd_opts *o);
  * and gdaki-forged-KIND (gd_forge.c: a forged GW_GDAKI message refused). */
 int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o);
 int gd_forge_run(const char *plugin, const char *kind, struct gd_opts *o);
+/* port-down, port-flap, qp-fatal (gd_async.c): async events of the device. */
+int gd_async_run(const char *plugin, const char *name, struct gd_opts *o);
 
 #endif

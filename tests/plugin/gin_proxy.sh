@@ -5,14 +5,15 @@
 # random sizes and offsets, byte-checked; a deep queue; iputSignal ordering
 # and exact INC/ADD sums (needs softnic's RDMA atomics); deep queues with
 # selective signaling counted (RAILNET_STATS=1); a failed put amid unsignaled
-# ones; rogue handles; a killed peer; an overrun CQ.
+# ones; rogue handles; a killed peer; an overrun CQ; a port down, a port
+# flap before creation, a QP's fatal event (the device's async events).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 gd=$top_builddir/tests/gindriver/gindriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 19
+tap_plan 22
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -112,4 +113,30 @@ if grep -q '^cq-overrun: PASS' "$out" && [ "$(grep -c 'WARN' "$out")" = 1 ] &&
    grep -q "WARN NET/railnet/GIN: device softnic0, rank 0: IBV_EVENT_CQ_ERR on the collComm's CQ of 1 entries: the CQ overran and completions were lost" "$out"; then
     tap_ok cq_overrun_fails_the_collcomm_with_one_warn
 else tap_not_ok cq_overrun_fails_the_collcomm_with_one_warn "$(grep -v 'NCCL INFO' "$out")"; fi
+
+# the collComm's device async events (plugin/ib errors.c's watch), with a
+# QP retry budget of 60 s: failed completions alone would come far later
+# than the 20 s the driver allows
+retry60="SOFTNIC_RETRY_MIN_MS=60000 SOFTNIC_RETRY_CAP_MS=60000"
+env $retry60 "$gd" --plugin "$plugin" port-down >"$out" 2>&1
+if grep -q '^port-down: PASS' "$out" && [ "$(grep -c 'WARN' "$out")" = 1 ] &&
+   grep -q 'WARN NET/railnet/GIN: device softnic0 port 2, rank 0: IBV_EVENT_PORT_ERR (port went down); failing the GIN comm' "$out" &&
+   grep -q 'rank 0: later iput, iputSignal, ginProgress and test ([0-9]* pending) return 2' "$out"; then
+    tap_ok port_down_under_puts_fails_the_collcomm_with_one_warn_before_the_retry_budget
+else tap_not_ok port_down_under_puts_fails_the_collcomm_with_one_warn_before_the_retry_budget "$(grep -v 'NCCL INFO' "$out")"; fi
+# down and up before connect: the collComm works; the same flap after
+# creation (nothing in flight) fails it, with the one WARN
+env $retry60 "$gd" --plugin "$plugin" port-flap >"$out" 2>&1
+if grep -q '^port-flap: PASS' "$out" && grep -q 'a collComm created after the flap moved puts over both ports' "$out" &&
+   [ "$(grep -c 'WARN' "$out")" = 1 ] &&
+   grep -q 'WARN NET/railnet/GIN: device softnic0 port 2, rank 0: IBV_EVENT_PORT_ERR (port went down)' "$out"; then
+    tap_ok port_flap_before_creation_does_not_fail_the_collcomm_one_after_does
+else tap_not_ok port_flap_before_creation_does_not_fail_the_collcomm_one_after_does "$(grep -v 'NCCL INFO' "$out")"; fi
+# a put into a deregistered window: the target's QP (the responder) gets
+# IBV_EVENT_QP_ACCESS_ERR; the target's idle collComm fails naming it
+"$gd" --plugin "$plugin" qp-fatal >"$out" 2>&1
+if grep -q '^qp-fatal: PASS' "$out" && [ "$(grep -c 'WARN' "$out")" = 2 ] &&
+   grep -q 'WARN NET/railnet/GIN: device softnic0 port [12], rank 1: QP 0x[0-9a-f]* towards rank 0: IBV_EVENT_QP_ACCESS_ERR; failing the GIN comm' "$out"; then
+    tap_ok qp_fatal_event_fails_the_idle_collcomm_naming_the_qp
+else tap_not_ok qp_fatal_event_fails_the_idle_collcomm_naming_the_qp "$(grep -v 'NCCL INFO' "$out")"; fi
 tap_done

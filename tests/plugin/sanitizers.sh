@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 28
+tap_plan 31
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -64,6 +64,12 @@ san asan_gin_failed_put_amid_unsignaled $gd flush
 san asan_gin_rogue_handles $gd rogue
 san asan_gin_peer_killed $gd --ranks 3 kill
 san asan_gin_cq_overrun env RAILNET_GIN_SIGNAL_EVERY=1 $gd cq-overrun
+# the collComm's device async events: a port down with puts in flight, a
+# flap before creation (ignored) and after (fails it), a QP fatal event
+gd_retry="SOFTNIC_RETRY_MIN_MS=60000 SOFTNIC_RETRY_CAP_MS=60000"
+san asan_gin_port_down_fails_the_collcomm env $gd_retry $gd port-down
+san asan_gin_port_flap_before_creation_ignored env $gd_retry $gd port-flap
+san asan_gin_qp_fatal_event_fails_the_collcomm $gd qp-fatal
 # the GIN GDAKI type (issue 15): the CPU consumer posting as NCCL's device
 # code does, into DEVX queues in host memory; a bad rkey; a killed peer
 san asan_gin_gdaki_cpu_consumer env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 --rounds 60 gdaki
