@@ -36,20 +36,34 @@ static set_state_fn find_set_state(void)
     return f;
 }
 
-/* A context of its own on the first device (the plugin's is not reachable
- * before connect): softnic's port events reach every context. */
-static struct ibv_context *open_own_ctx(void)
+/* Takes port DOWN_PORT of the first device down and up through a context
+ * of its own (the plugin's is not reachable before connect: softnic's port
+ * events reach every context of the device), closed again afterwards.
+ * Returns 0 on success. */
+static int flap_on_own_ctx(set_state_fn set_state)
 {
     void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
     struct ibv_device **(*get_list)(int *) = NULL;
+    void (*free_list)(struct ibv_device **) = NULL;
     struct ibv_context *(*open_dev)(struct ibv_device *) = NULL;
+    int (*close_dev)(struct ibv_context *) = NULL;
     if (v) {
         *(void **)&get_list = dlsym(v, "ibv_get_device_list");
+        *(void **)&free_list = dlsym(v, "ibv_free_device_list");
         *(void **)&open_dev = dlsym(v, "ibv_open_device");
+        *(void **)&close_dev = dlsym(v, "ibv_close_device");
     }
+    if (!get_list || !free_list || !open_dev || !close_dev)
+        return 1;
     int n = 0;
-    struct ibv_device **list = get_list ? get_list(&n) : NULL;
-    return open_dev && list && n >= 1 ? open_dev(list[0]) : NULL;
+    struct ibv_device **list = get_list(&n);
+    struct ibv_context *own = list && n >= 1 ? open_dev(list[0]) : NULL;
+    int bad = !own || set_state(own, DOWN_PORT, 0) || set_state(own, DOWN_PORT, 1);
+    if (own)
+        close_dev(own);
+    if (list)
+        free_list(list);
+    return bad;
 }
 
 static int setup(struct gd_rank *r, size_t len, uint8_t **buf, void **mh)
@@ -204,8 +218,7 @@ static int t_port_flap(struct gd_rank *r, void *arg)
     if (!set_state)
         return 1;
     if (r->rank == 0) {
-        struct ibv_context *own = open_own_ctx();
-        if (!own || set_state(own, DOWN_PORT, 0) || set_state(own, DOWN_PORT, 1)) {
+        if (flap_on_own_ctx(set_state)) {
             printf("rank 0: cannot flap port %d before connect\n", DOWN_PORT);
             return 1;
         }

@@ -8,6 +8,7 @@
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 nd=$top_builddir/tests/netdriver/netdriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
+[ -x "$nd" ] || tap_skip_all "netdriver not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export SOFTNIC_DEVICES="softnic0:127.0.0.1;softnic1:127.0.0.2"
 tap_plan 4
