@@ -219,8 +219,9 @@ void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc);
 void gin_check_peers(struct gin_coll *c);
 /* Every 20 ms of progress, pending requests or not: the device's async
  * events (drained by plugin/ib's errors.c) since the collComm was created
- * fail it at once, with one WARN: a port its QPs use went down
- * (IBV_EVENT_PORT_ERR, IBV_EVENT_DEVICE_FATAL), one of its QPs got a fatal
+ * fail it at once, with one WARN naming the event: the device failed
+ * (IBV_EVENT_DEVICE_FATAL), a port its QPs use went down
+ * (IBV_EVENT_PORT_ERR), one of its QPs got a fatal
  * event (IBV_EVENT_QP_FATAL, _REQ_ERR, _ACCESS_ERR), its CQ overran
  * (IBV_EVENT_CQ_ERR). A collComm has no failover: its puts would otherwise
  * wait out the QP retry budget. */

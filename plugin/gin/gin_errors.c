@@ -115,6 +115,13 @@ void gin_check_async(struct gin_coll *c)
         gin_fail(c, ncclSystemError);
         return;
     }
+    if (n.device_fatal) {
+        WARN("NET/railnet/GIN: device %s, rank %d: IBV_EVENT_DEVICE_FATAL (the device failed: its ports and QPs "
+             "are gone); failing the GIN comm (%d request(s) pending)",
+             c->dev_name, c->rank, c->pending);
+        gin_fail(c, ncclSystemError);
+        return;
+    }
     if (n.down) {
         /* every peer has one QP on each port of the device */
         WARN("NET/railnet/GIN: device %s port %u, rank %d: IBV_EVENT_PORT_ERR (port went down); failing the GIN "

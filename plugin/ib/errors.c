@@ -26,6 +26,7 @@ struct async_state {
     uint32_t fatal_qpn[ERR_FATAL_RING];   /* QPs that got a fatal event, newest last */
     int fatal_event[ERR_FATAL_RING];
     uint64_t nfatal;
+    uint64_t ndev_fatal;                  /* IBV_EVENT_DEVICE_FATAL events */
     /* CQs that got IBV_EVENT_CQ_ERR (overrun: completions were lost),
      * newest last: compared by address only, never dereferenced (a CQ may
      * be gone by the time a comm looks) */
@@ -156,6 +157,8 @@ static void drain(struct async_state *s)
             break;
         }
         case IBV_EVENT_DEVICE_FATAL:
+            /* named as such, and every port is down with it */
+            s->ndev_fatal++;
             for (int p = 0; p <= ERR_MAX_PORTS; p++)
                 s->port_err[p]++;
             break;
@@ -223,6 +226,7 @@ void errors_watch_start(struct errors_watch *w, const struct qp_port *ports, int
     }
     w->fatal_seen = s->nfatal;
     w->cq_err_seen = s->ncq_err;
+    w->dev_fatal_seen = s->ndev_fatal;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -236,6 +240,8 @@ void errors_watch_poll(struct errors_watch *w, const struct ibv_cq *cq,
     pthread_mutex_lock(&s->mu);
     drain(s);
     n->cq_overrun = cq_overran(s, cq, &w->cq_err_seen);
+    n->device_fatal = s->ndev_fatal != w->dev_fatal_seen;
+    w->dev_fatal_seen = s->ndev_fatal;
     for (int p = 0; p < w->nports; p++) {
         unsigned pn = w->port_num[p];
         if (pn > ERR_MAX_PORTS)
@@ -290,6 +296,14 @@ void errors_check_async(struct comm *c)
              "completions were lost; failing the %s connection (%d QPs), whose requests could never complete "
              "(the CQ is sized for all the work a comm can have in flight: please report this as a railnet bug)",
              c->dev_name, kind, c->cq->cqe, kind, c->nqps);
+        comm_fail(c, ncclSystemError);
+        return;
+    }
+    if (n.device_fatal) {
+        /* no port of the device is left to fail over to */
+        WARN("NET/railnet: device %s: IBV_EVENT_DEVICE_FATAL (the device failed: its ports and QPs are gone); "
+             "failing the %s connection (%d QPs)",
+             c->dev_name, kind, c->nqps);
         comm_fail(c, ncclSystemError);
         return;
     }

@@ -44,10 +44,12 @@ struct errors_watch {
     uint64_t port_up_seen[HS_MAX_PORTS];  /* IBV_EVENT_PORT_ACTIVE per port */
     uint64_t fatal_seen;                  /* QP fatal events (IBV_EVENT_QP_FATAL, _REQ_ERR, _ACCESS_ERR) */
     uint64_t cq_err_seen;                 /* IBV_EVENT_CQ_ERR */
+    uint64_t dev_fatal_seen;              /* IBV_EVENT_DEVICE_FATAL */
 };
 /* What errors_watch_poll found since the last look. */
 struct errors_news {
     int cq_overrun;      /* the CQ got IBV_EVENT_CQ_ERR: completions were lost */
+    int device_fatal;    /* IBV_EVENT_DEVICE_FATAL (every port is in `down` too) */
     uint32_t down, up;   /* bit p: port p of the watch got IBV_EVENT_PORT_ERR / _PORT_ACTIVE
                           * (IBV_EVENT_DEVICE_FATAL: every port down) */
     int fatal_event;     /* 0, or the first fatal event of a QP owns_qp accepted ... */
@@ -69,7 +71,8 @@ const char *errors_event_name(int event);
 void errors_snapshot(struct comm *c);
 /* Polls c's watch (at most every 20 ms per comm) and fails c if one of its
  * ports went down (without failover: with it, failover.c acts on the port
- * events), one of its QPs became fatal or its CQ overran (IBV_EVENT_CQ_ERR:
+ * events), its device failed (IBV_EVENT_DEVICE_FATAL, with failover or
+ * not), one of its QPs became fatal or its CQ overran (IBV_EVENT_CQ_ERR:
  * completions were lost, so its requests could never complete): one WARN
  * naming the device, the port or QP, the event and the comm kind. */
 void errors_check_async(struct comm *c);

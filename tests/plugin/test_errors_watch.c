@@ -143,4 +143,40 @@ TAP_CASE(news_bits_are_the_watch_s_port_indexes)
     EXPECT_EQ_INT(0, set_state(ctx, 2, 1));
 }
 
+/* IBV_EVENT_DEVICE_FATAL is news of its own (the comms' WARNs name it) and
+ * every port of the watch is down with it; a watch started afterwards does
+ * not see it.  Last: the device stays failed until its ports are set up. */
+TAP_CASE(a_device_fatal_event_is_named_and_takes_every_port_down)
+{
+    struct qp_port ports[HS_MAX_PORTS];
+    struct ibv_context *ctx = open_ctx(ports);
+    int (*fatal)(struct ibv_context *);
+    void *v = dlopen(test_softnic_verbs(), RTLD_NOW | RTLD_NOLOAD);
+    *(void **)&fatal = v ? dlsym(v, "softnic_ctl_device_fatal") : NULL;
+    if (!fatal)
+        TAP_SKIP("softnic_ctl_device_fatal not found");
+    struct errors_watch w;
+    errors_watch_start(&w, ports, 2);
+    EXPECT_EQ_INT(0, fatal(ctx));
+    struct errors_news n;
+    double end = now_s() + WAIT_S;
+    do {
+        errors_watch_poll(&w, NULL, NULL, NULL, &n);
+        if (n.device_fatal)
+            break;
+        usleep(1000);
+    } while (now_s() < end);
+    EXPECT_EQ_INT(1, n.device_fatal);
+    EXPECT_EQ_INT(3u, n.down);
+    errors_watch_poll(&w, NULL, NULL, NULL, &n);
+    EXPECT_EQ_INT(0, n.device_fatal);
+    struct errors_watch late;
+    errors_watch_start(&late, ports, 2);
+    errors_watch_poll(&late, NULL, NULL, NULL, &n);
+    EXPECT_EQ_INT(0, n.device_fatal);
+    EXPECT_EQ_INT(0, n.down);
+    EXPECT_EQ_INT(0, set_state(ctx, 1, 1));
+    EXPECT_EQ_INT(0, set_state(ctx, 2, 1));
+}
+
 int main(int argc, char **argv) { return tap_run(argc, argv); }

@@ -54,6 +54,7 @@ static int (*set_state)(void *, uint8_t, int);
 static int (*set_latency)(void *, uint8_t, uint32_t);
 static int (*port_counters)(void *, uint8_t, struct ctl_counters *);
 static int (*objects)(struct ctl_objects *);
+static int (*device_fatal)(void *);
 
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
 {
@@ -87,6 +88,7 @@ static int load(void)
     *(void **)&set_latency = dlsym(v, "softnic_ctl_port_set_latency");
     *(void **)&port_counters = dlsym(v, "softnic_ctl_port_counters");
     *(void **)&objects = dlsym(v, "softnic_ctl_objects");
+    *(void **)&device_fatal = dlsym(v, "softnic_ctl_device_fatal");
     if (!set_state || !set_latency || !port_counters || !objects || !(ctx = built_open_first_device(v)))
         return -1;
     ncclNetProperties_v8_t props;
@@ -592,6 +594,32 @@ TAP_CASE(test_failover_off_port_down_fails_the_connection)
     EXPECT_TRUE(built_count(logbuf, "IBV_EVENT_PORT_ERR (port went down); failing") >= 1);
     EXPECT_EQ_INT(0, built_count(logbuf, "go on over port"));
     set_state(ctx, 2, 1);
+    pair_close(&p);
+}
+
+/* A failed device (IBV_EVENT_DEVICE_FATAL) leaves no port to fail over to:
+ * with failover on, the connection fails with one WARN naming the event,
+ * and nothing is replayed over "the other" port. */
+TAP_CASE(test_device_fatal_fails_the_connection_even_with_failover)
+{
+    if (load()) {
+        TAP_SKIP("the plugin or softnic is not available");
+        return;
+    }
+    EXPECT_TRUE(device_fatal != NULL);
+    struct pair p;
+    EXPECT_EQ_INT(0, pair_open(&p));
+    EXPECT_EQ_INT(0, xfer(&p, 4096, 1));
+    EXPECT_EQ_INT(0, device_fatal(ctx));
+    int r = 0;
+    uint64_t id = 2;
+    double end = built_now_s() + 30;
+    while (r == 0 && built_now_s() < end)
+        r = xfer(&p, 4096, id++);
+    EXPECT_TRUE(r > 0);
+    EXPECT_TRUE(built_count(logbuf, "IBV_EVENT_DEVICE_FATAL (the device failed") >= 1);
+    EXPECT_EQ_INT(0, built_count(logbuf, "IBV_EVENT_PORT_ERR"));
+    EXPECT_EQ_INT(0, built_count(logbuf, "go on over port"));
     pair_close(&p);
 }
 

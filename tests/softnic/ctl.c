@@ -54,6 +54,14 @@ EXPORT int softnic_ctl_port_set_state(struct ibv_context *ctx, uint8_t port, int
     return 0;
 }
 
+EXPORT int softnic_ctl_device_fatal(struct ibv_context *ctx)
+{
+    if (!ctx)
+        return EINVAL;
+    device_set_fatal(sn_device_of(ctx));
+    return 0;
+}
+
 EXPORT int softnic_ctl_port_set_rate(struct ibv_context *ctx, uint8_t port, uint64_t rate)
 {
     struct sn_port *p = ctl_port(ctx, port);

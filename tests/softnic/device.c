@@ -120,6 +120,17 @@ void device_port_set_state(struct sn_device *d, int port_num, bool up)
     async_post_dev(d, &ev);
 }
 
+void device_set_fatal(struct sn_device *d)
+{
+    struct ibv_async_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.element.port_num = 0;
+    ev.event_type = IBV_EVENT_DEVICE_FATAL;
+    async_post_dev(d, &ev);
+    for (int p = 1; sn_port_get(d, p); p++)
+        atomic_store(&sn_port_get(d, p)->state, IBV_PORT_DOWN);
+}
+
 int device_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 {
     struct sn_device *d = sn_device_of(c);

@@ -179,6 +179,10 @@ struct sn_device *sn_device_of(struct ibv_context *c);
 struct sn_port *sn_port_get(struct sn_device *d, int port_num);
 /* Port up/down: changes state and raises PORT_ACTIVE/PORT_ERR. */
 void device_port_set_state(struct sn_device *d, int port_num, bool up);
+/* The device fails as a ConnectX does on a catastrophic error: every
+ * context gets IBV_EVENT_DEVICE_FATAL and every port stops (no per-port
+ * events: the device announces its own end). */
+void device_set_fatal(struct sn_device *d);
 /* Queues an async event on every open context of d (or one context). */
 void async_post(struct sn_context *ctx, const struct ibv_async_event *ev);
 void async_post_dev(struct sn_device *d, const struct ibv_async_event *ev);

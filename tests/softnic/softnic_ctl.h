@@ -23,6 +23,10 @@ struct softnic_ctl_counters {
 /* Sets a port up (1) or down (0): IBV_EVENT_PORT_ACTIVE / _PORT_ERR on every
  * open context of the device; a down port moves no data. */
 int softnic_ctl_port_set_state(struct ibv_context *ctx, uint8_t port, int up);
+/* Fails the device of ctx (a ConnectX's catastrophic error): every context
+ * of it gets IBV_EVENT_DEVICE_FATAL and every port goes down, without
+ * port events.  There is no way back but a new process. */
+int softnic_ctl_device_fatal(struct ibv_context *ctx);
 /* Changes a port's egress rate (bytes/s, 0 = unlimited) and added latency. */
 int softnic_ctl_port_set_rate(struct ibv_context *ctx, uint8_t port, uint64_t bytes_per_s);
 int softnic_ctl_port_set_latency(struct ibv_context *ctx, uint8_t port, uint32_t usec);

@@ -5,7 +5,9 @@
  * benchmark's business, not a test's. */
 #include "sntest.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 
 #define WAIT_MS 10000
@@ -165,6 +167,39 @@ TAP_CASE(test_added_latency_delays_every_message)
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }
+
+/* softnic_ctl_device_fatal: one IBV_EVENT_DEVICE_FATAL on every context of
+ * the device, no port events, both ports down (until set up again). */
+TAP_CASE(test_device_fatal_posts_one_event_and_takes_the_ports_down)
+{
+    struct st_dev d, d2;
+    st_dev_open(&d);
+    st_dev_open(&d2);
+    int (*fatal)(struct ibv_context *);
+    *(void **)&fatal = dlsym(RTLD_DEFAULT, "softnic_ctl_device_fatal");
+    EXPECT_TRUE(fatal != NULL);
+    EXPECT_EQ_INT(EINVAL, fatal(NULL));
+    EXPECT_EQ_INT(0, fatal(d.ctx));
+    struct ibv_context *both[2] = { d.ctx, d2.ctx };
+    for (int i = 0; i < 2; i++) {
+        struct ibv_async_event ev;
+        EXPECT_EQ_INT(0, ibv_get_async_event(both[i], &ev));
+        EXPECT_EQ_INT(IBV_EVENT_DEVICE_FATAL, ev.event_type);
+        ibv_ack_async_event(&ev);
+        struct pollfd p = { .fd = both[i]->async_fd, .events = POLLIN };
+        EXPECT_EQ_INT(0, poll(&p, 1, 0));   /* nothing else: no port events */
+    }
+    for (uint8_t port = 1; port <= 2; port++) {
+        struct ibv_port_attr a;
+        EXPECT_EQ_INT(0, ibv_query_port(d.ctx, port, &a));
+        EXPECT_EQ_INT(IBV_PORT_DOWN, a.state);
+        EXPECT_EQ_INT(0, st_ctl()->port_set_state(d.ctx, port, 1));
+        EXPECT_EQ_INT(0, ibv_query_port(d.ctx, port, &a));
+        EXPECT_EQ_INT(IBV_PORT_ACTIVE, a.state);
+    }
+    st_dev_close(&d2);
+    st_dev_close(&d);
+}
 
 TAP_CASE(test_objects_count_live_qps_cqs_and_mrs)
 {
