@@ -152,6 +152,22 @@ static int later_calls_fail(struct gd_rank *r, void *mh, void **reqs, ncclResult
 
 /* ------------------------------------------------------------- port-down */
 
+/* device-fatal runs port-down's case with the whole device failing
+ * (softnic_ctl_device_fatal) instead of port 2 going down. */
+static int device_fatal_mode;
+
+/* Fails the device or takes port DOWN_PORT down; 0 on success. */
+static int fail_now(set_state_fn set_state, struct ibv_context *ctx)
+{
+    if (!device_fatal_mode)
+        return set_state(ctx, DOWN_PORT, 0);
+    int (*fatal)(struct ibv_context *) = NULL;
+    void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (v)
+        *(void **)&fatal = dlsym(v, "softnic_ctl_device_fatal");
+    return fatal ? fatal(ctx) : -1;
+}
+
 /* Rank 0 streams puts to rank 1 over both ports' QPs, takes port 2 down in
  * the middle and goes on: a call must return ncclSystemError well inside
  * the QP retry budget, and every later call too. Rank 1 only waits. */
@@ -177,24 +193,23 @@ static int t_port_down(struct gd_rank *r, void *arg)
         for (int q = 0; q < INFLIGHT; q++)
             open += reqs[q] != NULL;
         double t0 = gd_now();
-        if (set_state(c->ports[0].ctx, DOWN_PORT, 0)) {
-            printf("rank 0: cannot take port %d down\n", DOWN_PORT);
+        const char *what = device_fatal_mode ? "the device failed" : "port 2 went down";
+        if (fail_now(set_state, c->ports[0].ctx)) {
+            printf("rank 0: cannot make it so that %s\n", what);
             return 1;
         }
         e = stream(r, mh, 1, reqs, 0, t0 + ASYNC_FAIL_WITHIN_S);
         double took = gd_now() - t0;
         if (e == ncclSuccess) {
-            printf("rank 0: no error %.0f s after port %d went down with %d put(s) in flight\n", took, DOWN_PORT,
-                   open);
+            printf("rank 0: no error %.0f s after %s with %d put(s) in flight\n", took, what, open);
             bad = 1;
         } else if (e != ncclSystemError) {
-            printf("rank 0: port %d down reported as error %d, expected ncclSystemError (%d)\n", DOWN_PORT, e,
-                   ncclSystemError);
+            printf("rank 0: %s: reported as error %d, expected ncclSystemError (%d)\n", what, e, ncclSystemError);
             bad = 1;
         } else {
-            printf("rank 0: port %d went down with %d put(s) in flight: collComm failed (ncclSystemError) after "
-                   "%.2f s (bound %.0f s)\n",
-                   DOWN_PORT, open, took, ASYNC_FAIL_WITHIN_S);
+            printf("rank 0: %s with %d put(s) in flight: collComm failed (ncclSystemError) after %.2f s (bound "
+                   "%.0f s)\n",
+                   what, open, took, ASYNC_FAIL_WITHIN_S);
             bad = later_calls_fail(r, mh, reqs, e);
         }
     }
@@ -317,6 +332,10 @@ int gd_async_run(const char *plugin, const char *name, struct gd_opts *o)
 {
     if (!strcmp(name, "port-down"))
         return gd_run(plugin, 2, ASYNC_DEADLINE_S * 2, -1, o->seed, t_port_down, o);
+    if (!strcmp(name, "device-fatal")) {
+        device_fatal_mode = 1;
+        return gd_run(plugin, 2, ASYNC_DEADLINE_S * 2, -1, o->seed, t_port_down, o);
+    }
     if (!strcmp(name, "port-flap"))
         return gd_run(plugin, 2, ASYNC_DEADLINE_S * 2, -1, o->seed, t_port_flap, o);
     if (!strcmp(name, "qp-fatal"))

@@ -986,7 +986,8 @@ int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_rate, o);
     if (!strcmp(name, "cq-overrun"))
         return gd_run(plugin, 2, DEADLINE_S * 2, -1, o->seed, t_cq_overrun, o);
-    if (!strcmp(name, "port-down") || !strcmp(name, "port-flap") || !strcmp(name, "qp-fatal"))
+    if (!strcmp(name, "port-down") || !strcmp(name, "port-flap") || !strcmp(name, "qp-fatal") ||
+        !strcmp(name, "device-fatal"))
         return gd_async_run(plugin, name, o);
     if (!strcmp(name, "flush")) {
         o->shared = mmap(NULL, sizeof(struct flush_share), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -28,6 +28,8 @@
  *   port-down - (gd_async.c) rank 0 takes port 2 down while puts to rank 1
  *            are in flight: a call returns ncclSystemError well inside the
  *            QP retry budget (runs set it to 60 s), every later call too;
+ *   device-fatal - port-down's case with the whole device failing
+ *            (IBV_EVENT_DEVICE_FATAL, softnic_ctl_device_fatal);
  *   port-flap - rank 0's port 2 goes down and up before connect: the
  *            collComm works; the same flap after creation fails it;
  *   qp-fatal - rank 0 puts into a window rank 1 deregistered: rank 1's QP

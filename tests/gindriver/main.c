@@ -8,7 +8,7 @@
 #include "gd_tests.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|port-flap|qp-fatal|rate|probe|gdaki|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does,\n"
     "with ranks as processes of this host (softnic: LD_LIBRARY_PATH=.../tests/softnic).\n"
     "  mesh    iput full mesh, random sizes/offsets, byte-checked; deregistration\n"
@@ -24,6 +24,7 @@ static const char help[] =
     "          (run with RAILNET_GIN_SIGNAL_EVERY=1): test returns ncclSystemError, no hang\n"
     "  port-down  2 ranks: rank 0's port 2 goes down with puts in flight: calls return\n"
     "          ncclSystemError within 20 s (run with SOFTNIC_RETRY_MIN_MS=SOFTNIC_RETRY_CAP_MS=60000)\n"
+    "  device-fatal  port-down with the whole device failing (IBV_EVENT_DEVICE_FATAL)\n"
     "  port-flap  2 ranks: a port flap before connect does not fail the collComm, one after does\n"
     "  qp-fatal   2 ranks: a put into a deregistered window: the target's QP gets\n"
     "          IBV_EVENT_QP_ACCESS_ERR and its idle collComm fails\n"

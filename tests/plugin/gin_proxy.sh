@@ -13,7 +13,7 @@ gd=$top_builddir/tests/gindriver/gindriver
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-tap_plan 22
+tap_plan 23
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -124,6 +124,13 @@ if grep -q '^port-down: PASS' "$out" && [ "$(grep -c 'WARN' "$out")" = 1 ] &&
    grep -q 'rank 0: later iput, iputSignal, ginProgress and test ([0-9]* pending) return 2' "$out"; then
     tap_ok port_down_under_puts_fails_the_collcomm_with_one_warn_before_the_retry_budget
 else tap_not_ok port_down_under_puts_fails_the_collcomm_with_one_warn_before_the_retry_budget "$(grep -v 'NCCL INFO' "$out")"; fi
+# the whole device failing: the WARN names IBV_EVENT_DEVICE_FATAL, not a port
+env $retry60 "$gd" --plugin "$plugin" device-fatal >"$out" 2>&1
+if grep -q '^device-fatal: PASS' "$out" && [ "$(grep -c 'WARN' "$out")" = 1 ] &&
+   grep -q 'WARN NET/railnet/GIN: device softnic0, rank 0: IBV_EVENT_DEVICE_FATAL (the device failed' "$out" &&
+   grep -q 'rank 0: later iput, iputSignal, ginProgress and test ([0-9]* pending) return 2' "$out"; then
+    tap_ok device_fatal_under_puts_fails_the_collcomm_with_one_warn_naming_it
+else tap_not_ok device_fatal_under_puts_fails_the_collcomm_with_one_warn_naming_it "$(grep -v 'NCCL INFO' "$out")"; fi
 # down and up before connect: the collComm works; the same flap after
 # creation (nothing in flight) fails it, with the one WARN
 env $retry60 "$gd" --plugin "$plugin" port-flap >"$out" 2>&1
