@@ -174,6 +174,17 @@ static int xfer(struct pair *p, int size, uint64_t id)
     return 0;
 }
 
+/* 4 KiB messages from id first on until one fails, for at most 30 s: the
+ * first failure's result (0 when every message went through). */
+static int xfer_until_failure(struct pair *p, uint64_t first)
+{
+    int r = 0;
+    double end = built_now_s() + 30;
+    for (uint64_t id = first; r == 0 && built_now_s() < end; id++)
+        r = xfer(p, 4096, id);
+    return r;
+}
+
 /* RAILNET_GDR_FLUSH=2 cases: every receive is flushed (loopback READ) */
 static int do_flush;
 
@@ -562,11 +573,7 @@ TAP_CASE(test_both_ports_down_is_a_clear_error)
     EXPECT_EQ_INT(0, xfer(&p, 4096, 1));
     EXPECT_EQ_INT(0, set_state(ctx, 1, 0));
     EXPECT_EQ_INT(0, set_state(ctx, 2, 0));
-    int r = 0;
-    uint64_t id = 2;
-    double end = built_now_s() + 30;
-    while (r == 0 && built_now_s() < end)
-        r = xfer(&p, 4096, id++);
+    int r = xfer_until_failure(&p, 2);
     EXPECT_TRUE(r > 0); /* an ncclResult_t error, not a hang (-2) nor wrong bytes (-1) */
     EXPECT_TRUE(built_count(logbuf, "no port left") >= 1);
     set_state(ctx, 1, 1);
@@ -585,11 +592,7 @@ TAP_CASE(test_failover_off_port_down_fails_the_connection)
     EXPECT_EQ_INT(0, pair_open(&p));
     EXPECT_EQ_INT(0, xfer(&p, 4096, 1));
     EXPECT_EQ_INT(0, set_state(ctx, 2, 0));
-    int r = 0;
-    uint64_t id = 2;
-    double end = built_now_s() + 30;
-    while (r == 0 && built_now_s() < end)
-        r = xfer(&p, 4096, id++);
+    int r = xfer_until_failure(&p, 2);
     EXPECT_TRUE(r > 0);
     EXPECT_TRUE(built_count(logbuf, "IBV_EVENT_PORT_ERR (port went down); failing") >= 1);
     EXPECT_EQ_INT(0, built_count(logbuf, "go on over port"));
@@ -611,11 +614,7 @@ TAP_CASE(test_device_fatal_fails_the_connection_even_with_failover)
     EXPECT_EQ_INT(0, pair_open(&p));
     EXPECT_EQ_INT(0, xfer(&p, 4096, 1));
     EXPECT_EQ_INT(0, device_fatal(ctx));
-    int r = 0;
-    uint64_t id = 2;
-    double end = built_now_s() + 30;
-    while (r == 0 && built_now_s() < end)
-        r = xfer(&p, 4096, id++);
+    int r = xfer_until_failure(&p, 2);
     EXPECT_TRUE(r > 0);
     EXPECT_TRUE(built_count(logbuf, "IBV_EVENT_DEVICE_FATAL (the device failed") >= 1);
     EXPECT_EQ_INT(0, built_count(logbuf, "IBV_EVENT_PORT_ERR"));
