@@ -19,3 +19,11 @@ tap_check() {
 tap_done() { [ "$TAP_FAILED" -eq 0 ]; }
 # The whole script cannot run here: one SKIP with the reason.
 tap_skip_all() { echo "1..0 # SKIP $1"; exit 0; }
+# The scripts that drive the built plugin on softnic: sets $plugin, skips
+# the whole script when it is not built, and puts softnic's libraries first
+# on LD_LIBRARY_PATH (for this script and what it starts).
+plugin_on_softnic() {
+    plugin=$top_builddir/.libs/libnccl-net-railnet.so
+    [ -f "$plugin" ] || tap_skip_all "plugin not built"
+    export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+}

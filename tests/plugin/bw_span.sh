@@ -6,10 +6,8 @@
 # 64 MiB row"). The receiver checks the last message's bytes in its slot,
 # so a message placed in the wrong slot fails the run.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-plugin=$top_builddir/.libs/libnccl-net-railnet.so
+plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-[ -f "$plugin" ] || tap_skip_all "plugin not built"
-export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tap_plan 4
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 bw() { RAILNET_STATS=0 "$nd" --plugin "$plugin" bw --timeout 60 "$@" >"$out" 2>&1; }

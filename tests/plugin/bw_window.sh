@@ -7,10 +7,8 @@
 # message takes longer on the wire than posting the window does: the window
 # fills whatever the host's load. Every last message's bytes are checked.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-plugin=$top_builddir/.libs/libnccl-net-railnet.so
+plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-[ -f "$plugin" ] || tap_skip_all "plugin not built"
-export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tap_plan 3
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 case_window() { # name window size iters

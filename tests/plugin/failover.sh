@@ -18,11 +18,9 @@
 # nothing. Runs are short (sizes <= 256 KiB, 60 groups): the whole script
 # takes well under a minute on 2 cores. Longer soaks: bench/failover.sh.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-plugin=$top_builddir/.libs/libnccl-net-railnet.so
+plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-[ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$nd" ] || tap_skip_all "netdriver not built"
-export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Port 1 never fails here: a QP on it that ends in IBV_WC_RETRY_EXC_ERR only
 # means softnic's NIC threads were starved past the retry budget (seen at
 # load ~17 on 2 cores: "port 1 failed and no other port is up"). Every

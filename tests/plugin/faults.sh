@@ -3,10 +3,8 @@
 # clear error from test() on the surviving side, within a bounded time,
 # never a hang or a crash (netdriver's timeout kills a hung rank and fails).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-plugin=$top_builddir/.libs/libnccl-net-railnet.so
+plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-[ -f "$plugin" ] || tap_skip_all "plugin not built"
-export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # short QP timeouts so that retries run out in well under a second
 export RAILNET_IB_TIMEOUT=12 RAILNET_IB_RETRY_CNT=3
 tap_plan 4

@@ -5,10 +5,8 @@
 # verified), over QPs per connection x merged/unmerged ports x grouped
 # receives, then more ranks and the largest sizes.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-plugin=$top_builddir/.libs/libnccl-net-railnet.so
+plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-[ -f "$plugin" ] || tap_skip_all "plugin not built"
-export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tap_plan 19
 run() { # name env... -- netdriver traffic args
     name=$1; shift

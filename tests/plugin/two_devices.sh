@@ -5,11 +5,9 @@
 # device (nothing to merge: one port each), carry traffic on both, put a
 # connection's bytes on the device it was opened on, and honour RAILNET_HCA.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-plugin=$top_builddir/.libs/libnccl-net-railnet.so
+plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-[ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$nd" ] || tap_skip_all "netdriver not built"
-export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export SOFTNIC_DEVICES="softnic0:127.0.0.1;softnic1:127.0.0.2"
 tap_plan 4
 out=$(mktemp); trap 'rm -f "$out"' EXIT

@@ -11,11 +11,9 @@
 # namespaces are not permitted.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 . "$top_srcdir/tests/lib-netns.sh"
-plugin=$top_builddir/.libs/libnccl-net-railnet.so
+plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-[ -f "$plugin" ] || tap_skip_all "plugin not built"
 [ -x "$nd" ] || tap_skip_all "tests/netdriver/netdriver not built"
-export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 TMPD=$(mktemp -d /tmp/railnet_netns.XXXXXX)
 trap 'netns_down; rm -rf "$TMPD"' EXIT
 netns_up pn
