@@ -43,6 +43,39 @@ void *built_open_first_device(void *verbs)
     return open_dev && list && n >= 1 ? open_dev(list[0]) : NULL;
 }
 
+void built_log_append(char *buf, size_t size, const char *fmt, va_list ap)
+{
+    char line[4096];
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    size_t at = strlen(buf);
+    if (n < 0 || (size_t)n >= sizeof(line) || at + (size_t)n + 2 > size)
+        return;
+    memcpy(buf + at, line, (size_t)n);
+    buf[at + (size_t)n] = '\n';
+    buf[at + (size_t)n + 1] = '\0';
+}
+
+static char *warn_buf;
+static size_t warn_size;
+
+void built_capture_warns(char *buf, size_t size)
+{
+    warn_buf = buf;
+    warn_size = size;
+}
+
+void built_warn_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                       ...)
+{
+    (void)flags, (void)file, (void)line;
+    if (level != NCCL_LOG_WARN || !warn_buf)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    built_log_append(warn_buf, warn_size, fmt, ap);
+    va_end(ap);
+}
+
 double built_now_s(void)
 {
     struct timespec t;

@@ -6,6 +6,7 @@
 #ifndef RAILNET_TESTS_BUILT_PLUGIN_H
 #define RAILNET_TESTS_BUILT_PLUGIN_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "nccl_net_v8.h"
@@ -19,6 +20,19 @@ const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, void **verbs);
 /* The test's own context on softnic's first device (its port controls and
  * counters), opened through that handle; NULL when it cannot be. */
 void *built_open_first_device(void *verbs);
+
+/* Appends one formatted log line and a newline to the NUL-terminated log
+ * buf (size bytes) when the whole line fits; a line that does not is
+ * dropped (the loggers the tests give built_plugin_load keep what they
+ * captured whole). */
+void built_log_append(char *buf, size_t size, const char *fmt, va_list ap);
+
+/* A logger for built_plugin_load that keeps the plugin's WARN lines (and
+ * nothing else) in the buffer built_capture_warns named, by
+ * built_log_append. */
+void built_capture_warns(char *buf, size_t size);
+void built_warn_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                       ...);
 
 /* CLOCK_MONOTONIC in seconds: the tests' deadlines. */
 double built_now_s(void);

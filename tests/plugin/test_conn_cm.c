@@ -33,13 +33,9 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
     char *buf = level == NCCL_LOG_WARN ? warns : level == NCCL_LOG_INFO ? infos : NULL;
     if (!buf)
         return;
-    size_t at = strlen(buf);
     va_list ap;
     va_start(ap, fmt);
-    if (at < sizeof(warns) - 2) {
-        vsnprintf(buf + at, sizeof(warns) - at - 1, fmt, ap);
-        strcat(buf, "\n");
-    }
+    built_log_append(buf, sizeof(warns), fmt, ap); /* infos is as large */
     va_end(ap);
 }
 

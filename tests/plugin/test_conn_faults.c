@@ -12,7 +12,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,24 +24,10 @@
 static const ncclNet_v8_t *net;
 static char warns[8192];
 
-static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
-{
-    (void)flags, (void)file, (void)line;
-    if (level != NCCL_LOG_WARN)
-        return;
-    size_t at = strlen(warns);
-    va_list ap;
-    va_start(ap, fmt);
-    if (at < sizeof(warns) - 2) {
-        vsnprintf(warns + at, sizeof(warns) - at - 1, fmt, ap);
-        strcat(warns, "\n");
-    }
-    va_end(ap);
-}
-
 static int load(void)
 {
-    if (!(net = built_plugin_load(logger, NULL)))
+    built_capture_warns(warns, sizeof(warns));
+    if (!(net = built_plugin_load(built_warn_logger, NULL)))
         return -1;
     warns[0] = '\0';
     return 0;

@@ -20,7 +20,6 @@
 #include "built_plugin.h"
 
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,25 +35,11 @@ static char logbuf[1 << 15];
 static char dev_name[256];
 static int (*resize_cq)(struct ibv_cq *, int);
 
-static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
-{
-    (void)flags, (void)file, (void)line;
-    if (level != NCCL_LOG_WARN)
-        return;
-    size_t at = strlen(logbuf);
-    if (at > sizeof(logbuf) - 1024)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(logbuf + at, sizeof(logbuf) - at - 1, fmt, ap);
-    va_end(ap);
-    strcat(logbuf, "\n");
-}
-
 static int load(void)
 {
     void *v;
-    if (!(net = built_plugin_load(logger, &v)))
+    built_capture_warns(logbuf, sizeof(logbuf));
+    if (!(net = built_plugin_load(built_warn_logger, &v)))
         return -1;
     *(void **)&resize_cq = dlsym(v, "ibv_resize_cq");
     ncclNetProperties_v8_t props;
