@@ -110,9 +110,12 @@ void errors_report_wc(struct comm *c, int qpi, const struct ibv_wc *wc)
     comm_fail(c, (ncclResult_t)errors_wc_result(wc->status));
 }
 
-static struct async_state *state_of(struct ibv_context *ctx)
+/* The state of an attached context, with or without the list's lock
+ * (entries are only appended, the count last). */
+static struct async_state *lookup(struct ibv_context *ctx)
 {
-    for (int i = 0; i < errors_nctx; i++)
+    int n = __atomic_load_n(&errors_nctx, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
         if (errors_ctx[i].ctx == ctx)
             return &errors_ctx[i];
     return NULL;
@@ -121,7 +124,7 @@ static struct async_state *state_of(struct ibv_context *ctx)
 void errors_attach(struct ibv_context *ctx)
 {
     pthread_mutex_lock(&errors_mu);
-    if (!state_of(ctx) && errors_nctx < ERR_MAX_CTX) {
+    if (!lookup(ctx) && errors_nctx < ERR_MAX_CTX) {
         struct async_state *s = &errors_ctx[errors_nctx];
         memset(s, 0, sizeof(*s));
         pthread_mutex_init(&s->mu, NULL);
@@ -182,16 +185,6 @@ const char *errors_event_name(int e)
     }
 }
 
-/* The state of an attached context, without the list's lock (entries are
- * only appended). */
-static struct async_state *lookup(struct ibv_context *ctx)
-{
-    int n = __atomic_load_n(&errors_nctx, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n; i++)
-        if (errors_ctx[i].ctx == ctx)
-            return &errors_ctx[i];
-    return NULL;
-}
 
 /* Whether cq got IBV_EVENT_CQ_ERR among the events recorded since *seen;
  * *seen moves to the newest. Under s->mu. */
