@@ -498,6 +498,8 @@ bool requester_try_direct_locked(struct sn_qp *qp)
         return false;
     if (qp->sq_sent == qp->sq_tail)
         return true;
+    if (!wire_has_room_locked(qp))   /* before any key lookup: the cheaper refusal */
+        return false;
     uint32_t bytes = 0;
     for (uint64_t i = qp->sq_sent; i < qp->sq_tail; i++) {
         const struct sn_swqe *w = &qp->sq[i % qp->sq_size];
@@ -517,7 +519,7 @@ bool requester_try_direct_locked(struct sn_qp *qp)
         if (bytes > DIRECT_MAX_BYTES)
             return false;
     }
-    if (bytes > DIRECT_MAX_BYTES || !wire_has_room_locked(qp))
+    if (bytes > DIRECT_MAX_BYTES)
         return false;
     atomic_fetch_add(&qp->cnt.direct_wqes, qp->sq_tail - qp->sq_sent);
     qp->tx_busy = true;
