@@ -590,6 +590,7 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
     enum ibv_qp_state st = qp->attr.qp_state;
     if (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_ERR)
         err = EINVAL;
+    uint64_t now = sn_now_ns();
     for (; wr && !err; wr = wr->next) {
         uint32_t len = 0;
         if ((err = qp_check_send_wr(qp, wr, &len)))
@@ -614,6 +615,7 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
             w->rkey = wr->wr.rdma.rkey;
         }
         w->len = len;
+        w->posted_ns = now;
         w->inl = NULL;
         w->npin = 0;
         if (wr->send_flags & IBV_SEND_INLINE) {

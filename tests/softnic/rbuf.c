@@ -115,7 +115,7 @@ int rbuf_place(struct sn_rbuf *rb, struct sn_mr *mr, uint64_t addr, size_t len,
         if (avail) {
             size_t n = avail < len ? avail : len;
             if (vf_slow)
-                rate_take(&port->vf_rate, n);
+                rate_take(&port->vf_rate, n, sn_now_ns());
             int err = mr_write(mr, addr, rb->buf + rb->pos, n);
             if (err)
                 return err;
@@ -136,7 +136,7 @@ int rbuf_place(struct sn_rbuf *rb, struct sn_mr *mr, uint64_t addr, size_t len,
             if ((err = rbuf_recv(rb, rb->bounce, n, true, NULL)))
                 return err;
             if (vf_slow)
-                rate_take(&port->vf_rate, n);
+                rate_take(&port->vf_rate, n, sn_now_ns());
             if ((err = mr_write(mr, addr, rb->bounce, n)))
                 return err;
             addr += n;

@@ -102,6 +102,7 @@ static uint8_t wire_op_of(enum ibv_wr_opcode op)
 
 struct sn_tx_batch {
     int n;
+    uint64_t since_ns;   /* when its first WQE was posted (rate.c's credit) */
     struct sn_swqe w[BATCH_WQES];
     struct sn_wire_req hdr[BATCH_WQES];
     struct sn_wire_atomic atom[BATCH_WQES];
@@ -160,15 +161,13 @@ static uint64_t cma_payload(const struct iovec *v)
 
 /* Charges a pulled payload to the rate limit in PACE_BYTES pieces, each one
  * progress for the retry timer, as the wire's pieces are. */
-static void charge_pulled(struct sn_qp *qp, struct sn_port *port, uint64_t bytes)
+static void charge_pulled(struct sn_qp *qp, struct sn_port *port, uint64_t bytes, uint64_t since_ns)
 {
-    if (!port->tx_rate.rate) {
-        rate_take(&port->tx_rate, bytes);
+    if (!port->tx_rate.rate)
         return;
-    }
     while (bytes) {
         uint64_t n = bytes < PACE_BYTES ? bytes : PACE_BYTES;
-        rate_take(&port->tx_rate, n);
+        rate_take(&port->tx_rate, n, since_ns);
         bytes -= n;
         pthread_mutex_lock(&qp->lock);
         qp->last_progress_ns = sn_now_ns();
@@ -201,9 +200,9 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
             payload += cut;
             n++;
         }
-        rate_take(&port->tx_rate, payload);
+        rate_take(&port->tx_rate, payload, b->since_ns);
         if (pulled)
-            charge_pulled(qp, port, pulled);
+            charge_pulled(qp, port, pulled, b->since_ns);
         payload += pulled;
         /* counted before the bytes leave: once they are out, the peer may
          * answer and the WQE complete while this thread waits for the CPU,
@@ -405,6 +404,8 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
            !rd_gated_locked(qp)) {
         struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
         w->seq = qp->next_seq++;
+        if (b->n == 0)
+            b->since_ns = w->posted_ns;
         b->w[b->n++] = *w;
         qp->sq_sent++;
         if (!sn_wr_is_read_like(w->opcode))

@@ -93,7 +93,7 @@ static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t le
         if (err)
             return err;
         if (vf_slow)
-            rate_take(&rc->port->vf_rate, n);
+            rate_take(&rc->port->vf_rate, n, sn_now_ns());
         if ((err = mr_write(mr, addr, rc->bounce, n)))
             return err;
         rc->src_off += n;
@@ -375,6 +375,7 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
         return ECONNABORTED;
     }
     struct sn_wire_resp r = { .type = SN_RESP_READ, .seq = h->seq, .len = h->len };
+    uint64_t asked_ns = sn_now_ns();   /* the response's bytes wait from here */
     char *data = NULL, *bounce = NULL;
     int err = 0;
     if (h->len) {
@@ -398,7 +399,7 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
             iov[cnt++] = (struct iovec){ &r, sizeof(r) };
         if (n)
             iov[cnt++] = (struct iovec){ data + off, n };
-        rate_take(&rc->port->tx_rate, n);
+        rate_take(&rc->port->tx_rate, n, asked_ns);
         /* counted before they leave: the READ may complete at once */
         atomic_fetch_add(&rc->port->cnt.tx_bytes, n);
         err = wire_writev_all(rc->fd, iov, cnt);

@@ -97,8 +97,14 @@ struct sn_rate {
 };
 void rate_init(struct sn_rate *r, uint64_t rate);
 void rate_set(struct sn_rate *r, uint64_t rate);
-/* Charges len bytes; sleeps as long as the bucket is in debt. */
-void rate_take(struct sn_rate *r, uint64_t len);
+/* Charges len bytes that have been ready to go since since_ns (when their
+ * WQE was posted, or sn_now_ns() for bytes arriving now): the port earns
+ * credit only from then, never for idle time.  Sleeps as long as the
+ * bucket is in debt. */
+void rate_take(struct sn_rate *r, uint64_t len, uint64_t since_ns);
+/* rate_take's accounting at time now, for callers holding r->lock (and
+ * tests): returns how many ns the caller must wait before its bytes leave. */
+uint64_t rate_charge_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint64_t since_ns);
 uint64_t sn_now_ns(void);
 void sn_sleep_until_ns(uint64_t t);
 
@@ -330,6 +336,8 @@ struct sn_swqe {
     uint64_t compare_add, swap;    /* atomics: the WR's operands */
     uint32_t len;                  /* total payload (atomics: 8) */
     uint32_t seq;                  /* wire sequence, set when sent */
+    uint64_t posted_ns;            /* when ibv_post_send took it: the port's rate limit
+                                      earns credit from then on (rate.c) */
     int num_sge;
     struct ibv_sge sge[SN_MAX_SGE];
     char *inl;                     /* inline copy (malloc'd), or NULL */
