@@ -13,7 +13,7 @@
 # - Each softnic port is limited to RAILNET_BENCH_RATE bytes/s (a list;
 #   default "3125M 0": 3125M = 25 Gb/s, which softnic then advertises as
 #   1x EDR; "0" = no limit,
-#   advertised: the 4x link within softnic's memcpy calibration, README).
+#   advertised: the 4x link within softnic's copy calibration, README).
 #   NCCL picks channels and protocol from the advertised speed; unlimited
 #   softnic claimed 200 Gb/s per port before that calibration but carries
 #   a few GB/s, and NCCL then picks LL and 4 channels for 1 MiB on

@@ -6,11 +6,18 @@
  * that only pay on the claimed link (issue 16).
  *
  * What a port carries: its rate limit when one is set; otherwise this
- * host's calibration, measured once per process: one thread's memcpy over
- * a memory-bound span (softnic copies each payload byte at least once, and
- * the same-host fast path exactly once: it moves about that much), a
- * quarter of it when SOFTNIC_FASTPATH=0 (the TCP wire copies twice and
- * runs the stack: bench/softnic_fastpath.sh measures 0.2-0.3 of memcpy).
+ * host's calibration, measured once per process: what one thread moves
+ * with process_vm_readv, the same-host fast path's copy (cma.c), over a
+ * 4 MiB span, the size of NCCL's buffer of a channel, from which the fast
+ * path pulls its pieces; a memcpy of the same span where the kernel
+ * refuses the call; a quarter of it when SOFTNIC_FASTPATH=0 (the TCP wire
+ * copies twice and runs the stack: bench/softnic_fastpath.sh measures
+ * 0.2-0.3 of memcpy).  The earlier figure, a memcpy over 32 MiB, measured
+ * the VM's memory bandwidth: 5-12.5 GB/s on machines of one kind (4x QDR,
+ * FDR or EDR: NCCL's plan on softnic changed with the draw), and a third
+ * to a half of what one port carried there; process_vm_readv over 4 MiB
+ * gave 8-11.4 GB/s on the GPU and CI machines alike (ib_write_bw 1 MiB on
+ * CI: 9.5 GB/s).
  * A calibrated port takes 4x links only (a rate limit or SOFTNIC_LINK_RATE
  * any width): their steps of about 2x keep the measurement's jitter from
  * giving processes of one host different links.
@@ -30,11 +37,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-#define CAL_SPAN (32u << 20)
-#define CAL_PASSES 4
+#define CAL_SPAN (4u << 20)
+#define CAL_PASSES 16
 #define CAL_CACHE_FMT "/dev/shm/softnic-link-%u"
 #define CAL_CACHE_S 3600
 
@@ -54,19 +62,27 @@ static double thread_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Bytes/s of one thread's memcpy; the best of a few passes (what the
- * others lose is to caches and memory shared with the host's other
- * work).  About 20 ms of CPU. */
-static uint64_t memcpy_rate(void)
+/* Bytes/s one thread copies over CAL_SPAN: process_vm_readv from this
+ * process (the fast path's call), else memcpy; the best of a few passes
+ * (what the others lose is to caches and memory shared with the host's
+ * other work).  About 10 ms of CPU. */
+static uint64_t copy_rate(void)
 {
     char *a = malloc(CAL_SPAN), *b = malloc(CAL_SPAN);
     double best = 0;
+    bool cma = true;
     if (a && b) {
         memset(a, 1, CAL_SPAN);
         memset(b, 2, CAL_SPAN);
         for (int i = 0; i < CAL_PASSES; i++) {
+            char *dst = i & 1 ? a : b, *src = i & 1 ? b : a;
             double t0 = thread_cpu_s();
-            memcpy(i & 1 ? a : b, i & 1 ? b : a, CAL_SPAN);
+            if (cma) {
+                struct iovec l = { dst, CAL_SPAN }, r = { src, CAL_SPAN };
+                cma = process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)CAL_SPAN;
+            }
+            if (!cma)
+                memcpy(dst, src, CAL_SPAN);
             __asm__ volatile("" ::: "memory");
             double r = CAL_SPAN / (thread_cpu_s() - t0);
             best = r > best ? r : best;
@@ -102,10 +118,10 @@ static uint64_t cache_read(const char *path)
     return v;
 }
 
-/* One thread's memcpy rate as this host's processes agree on it: the
+/* One thread's copy rate as this host's processes agree on it: the
  * cached figure, else a measurement offered to the cache; when another
  * process got there first, its figure. */
-static uint64_t host_memcpy_rate(const struct sn_config *c)
+static uint64_t host_copy_rate(const struct sn_config *c)
 {
     char path[256], tmp[300];
     if (c->link_cache[0])
@@ -115,7 +131,7 @@ static uint64_t host_memcpy_rate(const struct sn_config *c)
     uint64_t v = cache_read(path);
     if (v)
         return v;
-    v = memcpy_rate();
+    v = copy_rate();
     if (!v)
         return 0;
     snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
@@ -144,10 +160,10 @@ static void calibrate(void)
         calibrated = c->link_rate;
         return;
     }
-    uint64_t m = host_memcpy_rate(c);
+    uint64_t m = host_copy_rate(c);
     calibrated = c->fastpath ? m : m / 4;
     if (c->debug)
-        SN_LOG("link: one-thread memcpy %.2f GB/s: unlimited ports carry %.2f GB/s", m / 1e9,
+        SN_LOG("link: one thread copies %.2f GB/s: unlimited ports carry %.2f GB/s", m / 1e9,
                calibrated / 1e9);
 }
 
