@@ -1,8 +1,6 @@
 /* plugin/ib/config.c: the one reader of RAILNET_* variables (config.h). */
 #include "config.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +8,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "parse.h"
 
 static struct rn_config cfg = {
     .gid_index = RN_AUTO,
@@ -33,50 +32,13 @@ static struct rn_config cfg = {
 };
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
-int config_parse_int(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 0);
-    if (errno || end == s || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 int config_parse_auto(const char *s, long long lo, long long hi, long long *out)
 {
     if (!strcasecmp(s, "auto")) {
         *out = RN_AUTO;
         return 0;
     }
-    return config_parse_int(s, lo, hi, out);
-}
-
-int config_parse_size(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || v < 0)
-        return -1;
-    int shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case '\0': break;
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    default: return -1;
-    }
-    if (shift && end[1] != '\0' && strcasecmp(end + 1, "i") && strcasecmp(end + 1, "ib") && strcasecmp(end + 1, "b"))
-        return -1;
-    if (v > (hi >> shift))
-        return -1;
-    v <<= shift;
-    if (v < lo)
-        return -1;
-    *out = v;
-    return 0;
+    return parse_int(s, lo, hi, out);
 }
 
 enum kind { K_INT, K_AUTO, K_SIZE, K_STR, K_QMEM, K_GIN, K_CM };
@@ -142,9 +104,9 @@ static void load(void)
             else
                 memcpy(v->dst, s, strlen(s) + 1);
             break;
-        case K_INT: bad = config_parse_int(s, v->lo, v->hi, &x); break;
+        case K_INT: bad = parse_int(s, v->lo, v->hi, &x); break;
         case K_AUTO: bad = config_parse_auto(s, v->lo, v->hi, &x); break;
-        case K_SIZE: bad = config_parse_size(s, v->lo, v->hi, &x); break;
+        case K_SIZE: bad = parse_size(s, v->lo, v->hi, &x); break;
         case K_QMEM:
             if (!strcasecmp(s, "host"))
                 x = 0;

@@ -48,11 +48,8 @@ enum rn_gin_mode { RN_GIN_AUTO = 0, RN_GIN_PROXY = 1, RN_GIN_GDAKI = 2, RN_GIN_O
 void config_load(void);
 const struct rn_config *rn_config(void);
 
-/* Parsers shared with the tests; each returns 0 or -1 (value untouched). */
-int config_parse_int(const char *s, long long lo, long long hi, long long *out);
-/* "auto" -> RN_AUTO, else an integer in [lo, hi]. */
+/* "auto" -> RN_AUTO, else an integer in [lo, hi] (parse.h's parse_int);
+ * 0 or -1 (value untouched). */
 int config_parse_auto(const char *s, long long lo, long long hi, long long *out);
-/* Bytes with optional K/M/G suffix (binary units). */
-int config_parse_size(const char *s, long long lo, long long hi, long long *out);
 
 #endif

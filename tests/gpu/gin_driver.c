@@ -30,6 +30,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "plugin/ib/parse.h"
+
 #include <errno.h>
 #include <execinfo.h>
 #include <getopt.h>
@@ -387,19 +389,21 @@ int main(int argc, char **argv)
         { "cases", required_argument, 0, 'c' },
         { "help", no_argument, 0, 'h' },            { 0, 0, 0, 0 }
     };
-    int c;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    int c, li;
+    long long v = 0;
+    while (li = -1, (c = getopt_long(argc, argv, "h", lo, &li)) != -1) {
+        int bad = 0; /* numbers whole or refused (parse.h) */
         switch (c) {
-        case 'r': o.rank = atoi(optarg); break;
-        case 'n': o.nranks = atoi(optarg); break;
-        case 'g': o.gpu = atoi(optarg); break;
+        case 'r': bad = parse_int(optarg, 0, 1 << 20, &v); o.rank = (int)v; break;
+        case 'n': bad = parse_int(optarg, 2, 1 << 20, &v); o.nranks = (int)v; break;
+        case 'g': bad = parse_int(optarg, 0, 1 << 10, &v); o.gpu = (int)v; break;
         case 'f': o.id_file = optarg; break;
         case 'm': o.mode = optarg; break;
-        case 't': o.timeout_s = atoi(optarg); break;
-        case 'b': o.min_bytes = strtoull(optarg, NULL, 0); break;
-        case 'e': o.max_bytes = strtoull(optarg, NULL, 0); break;
-        case 'i': o.iters = atoi(optarg); break;
-        case 'p': o.pp_iters = atoi(optarg); break;
+        case 't': bad = parse_int(optarg, 1, 1 << 20, &v); o.timeout_s = (int)v; break;
+        case 'b': bad = parse_size(optarg, 1, 1ll << 40, &v); o.min_bytes = (size_t)v; break;
+        case 'e': bad = parse_size(optarg, 1, 1ll << 40, &v); o.max_bytes = (size_t)v; break;
+        case 'i': bad = parse_int(optarg, 1, 1 << 30, &v); o.iters = (int)v; break;
+        case 'p': bad = parse_int(optarg, 1, 1 << 30, &v); o.pp_iters = (int)v; break;
         case 'c':
             if (parse_cases(optarg, &o.cases) != 0) {
                 fprintf(stderr, "--cases: numbers from 1 to %d, comma-separated\n", NCASES);
@@ -408,6 +412,11 @@ int main(int argc, char **argv)
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "bad value '%s' for --%s (sizes: bytes with an optional K/M/G suffix)\n", optarg,
+                    li >= 0 ? lo[li].name : "?");
+            return 2;
         }
     }
     int bench = strcmp(o.mode, "bench") == 0, killmode = strcmp(o.mode, "kill") == 0;

@@ -22,6 +22,7 @@
  * Values are small integers, exact in bf16, so sums compare exactly. */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include "plugin/ib/parse.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -503,19 +504,22 @@ int main(int argc, char **argv)
         { "types", required_argument, 0, 'y' }, { "target-bytes", required_argument, 0, 'T' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    int ch, li;
+    long long v = 0;
+    while (li = -1, (ch = getopt_long(argc, argv, "h", lo, &li)) != -1) {
+        /* numbers whole or refused: "512M" once read as 512 bytes */
+        int bad = 0;
         switch (ch) {
-        case 'r': o.rank = atoi(optarg); break;
-        case 'n': o.nranks = atoi(optarg); break;
-        case 'g': o.gpu = atoi(optarg); break;
+        case 'r': bad = parse_int(optarg, 0, 1 << 20, &v); o.rank = (int)v; break;
+        case 'n': bad = parse_int(optarg, 2, 1 << 20, &v); o.nranks = (int)v; break;
+        case 'g': bad = parse_int(optarg, 0, 1 << 10, &v); o.gpu = (int)v; break;
         case 'f': o.id_file = optarg; break;
         case 'm': o.mode = optarg; break;
-        case 'b': o.min_bytes = strtoull(optarg, NULL, 0); break;
-        case 'e': o.max_bytes = strtoull(optarg, NULL, 0); break;
-        case 't': o.timeout_s = atoi(optarg); break;
-        case 'i': o.iters = atoi(optarg); break;
-        case 'T': o.target_bytes = strtoull(optarg, NULL, 0); break;
+        case 'b': bad = parse_size(optarg, 4, 1ll << 40, &v); o.min_bytes = (size_t)v; break;
+        case 'e': bad = parse_size(optarg, 4, 1ll << 40, &v); o.max_bytes = (size_t)v; break;
+        case 't': bad = parse_int(optarg, 1, 1 << 20, &v); o.timeout_s = (int)v; break;
+        case 'i': bad = parse_int(optarg, 1, 1 << 30, &v); o.iters = (int)v; break;
+        case 'T': bad = parse_size(optarg, 0, 1ll << 50, &v); o.target_bytes = (size_t)v; break;
         case 'c': o.colls = parse_list(optarg, coll_name, NCOLL); break;
         case 'y': o.types = parse_list(optarg, type_name, 2); break;
         default:
@@ -525,6 +529,11 @@ int main(int argc, char **argv)
                    "          [--colls all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv]\n"
                    "          [--types fp32,bf16]\n", argv[0]);
             return ch == 'h' ? 0 : 2;
+        }
+        if (bad) {
+            fprintf(stderr, "bad value '%s' for --%s (sizes: bytes with an optional K/M/G suffix)\n", optarg,
+                    li >= 0 ? lo[li].name : "?");
+            return 2;
         }
     }
     if (o.rank < 0 || o.nranks < 2 || o.rank >= o.nranks || !o.id_file || o.min_bytes < 4 ||

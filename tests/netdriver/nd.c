@@ -1,6 +1,7 @@
 /* tests/netdriver/nd.c: rank orchestration and connection set-up of the
  * NCCL-like driver. */
 #include "nd.h"
+#include "plugin/ib/parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,18 +73,8 @@ long nd_check(const void *buf, size_t len, uint64_t id)
 
 long long nd_parse_size(const char *s)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 0);
-    if (errno || end == s || v < 0)
-        return -1;
-    switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
-    default: break;
-    }
-    return *end ? -1 : v;
+    long long v;
+    return parse_size(s, 0, 1ll << 40, &v) ? -1 : v;
 }
 
 static int full_io(int fd, void *buf, size_t len, int wr, double deadline)

@@ -3,17 +3,18 @@
 #include "../tap.h"
 #include "plugin/ib/config.h"
 #include "plugin/ib/devices.h"
+#include "plugin/ib/parse.h"
 
 TAP_CASE(test_parse_int_in_range_and_rejects_junk)
 {
     long long v = 0;
-    EXPECT_EQ_INT(0, config_parse_int("7", 0, 7, &v));
+    EXPECT_EQ_INT(0, parse_int("7", 0, 7, &v));
     EXPECT_EQ_INT(7, (int)v);
-    EXPECT_EQ_INT(-1, config_parse_int("8", 0, 7, &v));
-    EXPECT_EQ_INT(-1, config_parse_int("-1", 0, 7, &v));
-    EXPECT_EQ_INT(-1, config_parse_int("3x", 0, 7, &v));
-    EXPECT_EQ_INT(-1, config_parse_int("", 0, 7, &v));
-    EXPECT_EQ_INT(-1, config_parse_int("99999999999999999999", 0, 7, &v));
+    EXPECT_EQ_INT(-1, parse_int("8", 0, 7, &v));
+    EXPECT_EQ_INT(-1, parse_int("-1", 0, 7, &v));
+    EXPECT_EQ_INT(-1, parse_int("3x", 0, 7, &v));
+    EXPECT_EQ_INT(-1, parse_int("", 0, 7, &v));
+    EXPECT_EQ_INT(-1, parse_int("99999999999999999999", 0, 7, &v));
     EXPECT_EQ_INT(7, (int)v); /* untouched by failures */
 }
 
@@ -32,16 +33,16 @@ TAP_CASE(test_parse_auto_accepts_auto_and_numbers)
 TAP_CASE(test_parse_size_binary_suffixes_and_bounds)
 {
     long long v = 0;
-    EXPECT_EQ_INT(0, config_parse_size("128K", 4096, 1ll << 30, &v));
+    EXPECT_EQ_INT(0, parse_size("128K", 4096, 1ll << 30, &v));
     EXPECT_EQ_U64(131072, (uint64_t)v);
-    EXPECT_EQ_INT(0, config_parse_size("1MiB", 4096, 1ll << 30, &v));
+    EXPECT_EQ_INT(0, parse_size("1MiB", 4096, 1ll << 30, &v));
     EXPECT_EQ_U64(1048576, (uint64_t)v);
-    EXPECT_EQ_INT(0, config_parse_size("1G", 4096, 1ll << 30, &v));
-    EXPECT_EQ_INT(-1, config_parse_size("2G", 4096, 1ll << 30, &v));
-    EXPECT_EQ_INT(-1, config_parse_size("1K", 4096, 1ll << 30, &v));
-    EXPECT_EQ_INT(-1, config_parse_size("12Q", 0, 1ll << 30, &v));
-    EXPECT_EQ_INT(-1, config_parse_size("-4K", 0, 1ll << 30, &v));
-    EXPECT_EQ_INT(-1, config_parse_size("9999999999G", 0, 1ll << 62, &v));
+    EXPECT_EQ_INT(0, parse_size("1G", 4096, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, parse_size("2G", 4096, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, parse_size("1K", 4096, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, parse_size("12Q", 0, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, parse_size("-4K", 0, 1ll << 30, &v));
+    EXPECT_EQ_INT(-1, parse_size("9999999999G", 0, 1ll << 62, &v));
 }
 
 TAP_CASE(test_hca_filter_prefix_exact_port_and_exclude)

@@ -10,6 +10,7 @@
 
 #include "modes.h"
 #include "opts.h"
+#include "plugin/ib/parse.h"
 
 void wb_usage(FILE *out)
 {
@@ -68,40 +69,6 @@ void wb_usage(FILE *out)
             wb_gpu_initiated_built ? "" : "\n                           (not built in this version: no nvcc)");
 }
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 0);
-    if (!*s || *end || errno || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* "4096", "64K", "8M", "1G" (binary multiples, as perftest's sizes are). */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (!*s || errno || *s == '-')
-        return -1;
-    unsigned shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20;
-    else if (*end == 'g' || *end == 'G')
-        shift = 30;
-    if (shift)
-        end++;
-    if (*end || v > (1ull << 31) >> shift)
-        return -1;
-    *out = (size_t)(v << shift);
-    return 0;
-}
-
 static int parse_ports(const char *s, struct wb_opts *o)
 {
     char buf[64];
@@ -110,8 +77,8 @@ static int parse_ports(const char *s, struct wb_opts *o)
     strcpy(buf, s);
     o->nports = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        long v;
-        if (o->nports == WB_MAX_PORTS || parse_long(tok, 1, 255, &v))
+        long long v;
+        if (o->nports == WB_MAX_PORTS || parse_int(tok, 1, 255, &v))
             return -1;
         for (int i = 0; i < o->nports; i++)
             if (o->ports[i] == v)
@@ -171,8 +138,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
     o->timeout = 10;
     int ports_given = 0, size_given = 0, iters_given = 0, c, li;
     char optname[40];
-    long v;
-    size_t sz;
+    long long v, sz;
     opterr = 0;
     while (li = -1, (c = getopt_long(argc, argv, ":p:d:i:x:s:an:D:q:t:RhV", longopts, &li)) != -1) {
         /* The option as the user spelled it, for messages. */
@@ -182,12 +148,12 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
             snprintf(optname, sizeof(optname), "-%c", c == ':' || c == '?' ? optopt : c);
         switch (c) {
         case 'p':
-            if (parse_long(optarg, 0, 65535, &v)) goto bad;
+            if (parse_int(optarg, 0, 65535, &v)) goto bad;
             o->tcp_port = (int)v;
             break;
         case 'd': o->dev = optarg; break;
         case 'i':
-            if (parse_long(optarg, 1, 255, &v)) goto bad;
+            if (parse_int(optarg, 1, 255, &v)) goto bad;
             if (!ports_given) {
                 o->ports[0] = (int)v;
                 o->nports = 1;
@@ -203,20 +169,20 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
             ports_given = 1;
             break;
         case 'x':
-            if (parse_long(optarg, 0, 255, &v)) goto bad;
+            if (parse_int(optarg, 0, 255, &v)) goto bad;
             o->gid_index = (int)v;
             break;
         case 's':
-            if (parse_size(optarg, &sz) || sz == 0 || sz > (1u << 30)) {
+            if (parse_size(optarg, 1, 1 << 30, &sz)) {
                 fprintf(stderr, "railnet-write-bw: -s wants 1 byte to 1 GiB, not '%s'\n", optarg);
                 return -1;
             }
-            o->sizes[0] = sz;
+            o->sizes[0] = (size_t)sz;
             size_given = 1;
             break;
         case 'a': o->all_sizes = 1; break;
         case 'n':
-            if (parse_long(optarg, 1, 1000000000L, &v)) goto bad;
+            if (parse_int(optarg, 1, 1000000000L, &v)) goto bad;
             o->iters = v;
             iters_given = 1;
             break;
@@ -228,17 +194,17 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
             break;
         }
         case 'q':
-            if (parse_long(optarg, 1, WB_MAX_QPS, &v)) goto bad;
+            if (parse_int(optarg, 1, WB_MAX_QPS, &v)) goto bad;
             o->qps = (int)v;
             break;
         case 't':
-            if (parse_long(optarg, 1, 8192, &v)) goto bad;
+            if (parse_int(optarg, 1, 8192, &v)) goto bad;
             o->tx_depth = (int)v;
             break;
         case OPT_CUDA:
             o->use_cuda = 1;
             if (optarg) {
-                if (parse_long(optarg, 0, 1023, &v)) goto bad;
+                if (parse_int(optarg, 0, 1023, &v)) goto bad;
                 o->gpu = (int)v;
             }
             break;

@@ -1,0 +1,44 @@
+/* plugin/ib/parse.c: numbers given as text (parse.h). */
+#include "parse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <strings.h>
+
+int parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_size(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v < 0)
+        return -1;
+    int shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    default: return -1;
+    }
+    if (shift && end[1] != '\0' && strcasecmp(end + 1, "i") && strcasecmp(end + 1, "ib") && strcasecmp(end + 1, "b"))
+        return -1;
+    if (hi < 0 || v > (hi >> shift))
+        return -1;
+    v <<= shift;
+    if (v < lo)
+        return -1;
+    *out = v;
+    return 0;
+}
