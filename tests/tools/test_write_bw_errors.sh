@@ -77,9 +77,16 @@ else
     else tap_not_ok wb_use_cuda_without_driver_fails_with_reason "client $CLI_RC server $SRV_RC: $(cat "$TMPD"/cuda.*.err)"; fi
 fi
 
-# Nobody listens on this port: refused until --timeout, then exit 1.
-WB_PORT=$(wb_free_port)
+# Nobody listens on this port: refused until --timeout, then exit 1. The
+# port stays bound (not listening) while the client tries, so that no other
+# process on the host (a test running beside this one) takes it meanwhile.
+python3 -c 'import socket, time; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); time.sleep(30)' >"$TMPD/held.port" &
+held=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$TMPD/held.port" ] && break; sleep 0.2; done
+WB_PORT=$(cat "$TMPD/held.port")
+[ -n "$WB_PORT" ] || WB_PORT=$(wb_free_port) # no python3: a free port, not held
 timeout 20 "$WB" -p "$WB_PORT" --timeout 1 --json 127.0.0.1 >"$TMPD/r.out" 2>"$TMPD/r.err"; rc=$?
+kill $held 2>/dev/null; wait $held 2>/dev/null
 if [ $rc -eq 1 ] && grep -q "cannot reach server 127.0.0.1:$WB_PORT within 1 s" "$TMPD/r.err" &&
    grep -q '"error": "cannot reach server' "$TMPD/r.out"; then
     tap_ok wb_unreachable_server_fails_after_timeout_json_says_why
