@@ -58,6 +58,11 @@ uint64_t rate_charge_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint6
         return 0;
     double per_ns = (double)r->rate / 1e9;
     uint64_t from = r->last_ns;
+    /* Credit left over at the last charge was earned by bytes that waited
+     * then; bytes ready only since a later time find a port that had
+     * nothing to send in between, and an idle port keeps no credit. */
+    if (since_ns > r->last_ns && r->tokens > 0)
+        r->tokens = 0;
     if (now > r->last_ns) {
         if (r->tokens < 0) {
             /* time pays debt whether or not bytes wait */
@@ -80,7 +85,11 @@ uint64_t rate_charge_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint6
         r->last_ns = now;
     }
     r->tokens -= (double)len;
-    return r->tokens < 0 ? (uint64_t)(-r->tokens / per_ns) : 0;
+    if (r->tokens >= 0)
+        return 0;
+    /* the debt is as of last_ns, later than now for a caller whose clock
+     * was read before the last charge */
+    return (r->last_ns - now) + (uint64_t)(-r->tokens / per_ns);
 }
 
 void rate_take(struct sn_rate *r, uint64_t len, uint64_t since_ns)

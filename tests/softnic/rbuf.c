@@ -110,12 +110,16 @@ int rbuf_place(struct sn_rbuf *rb, struct sn_mr *mr, uint64_t addr, size_t len,
                struct sn_port *port)
 {
     bool vf_slow = mr->gpu && port && port->conf.vf && !(mr->access & IBV_ACCESS_RELAXED_ORDERING);
+    /* the payload waits for the VF's writes from here on: the time spent
+     * receiving and copying between its pieces is the VF catching up
+     * (rate.c), not time lost from its share */
+    uint64_t since = vf_slow ? sn_now_ns() : 0;
     while (len) {
         size_t avail = rb->len - rb->pos;
         if (avail) {
             size_t n = avail < len ? avail : len;
             if (vf_slow)
-                rate_take(&port->vf_rate, n, sn_now_ns());
+                rate_take(&port->vf_rate, n, since);
             int err = mr_write(mr, addr, rb->buf + rb->pos, n);
             if (err)
                 return err;
@@ -136,7 +140,7 @@ int rbuf_place(struct sn_rbuf *rb, struct sn_mr *mr, uint64_t addr, size_t len,
             if ((err = rbuf_recv(rb, rb->bounce, n, true, NULL)))
                 return err;
             if (vf_slow)
-                rate_take(&port->vf_rate, n, sn_now_ns());
+                rate_take(&port->vf_rate, n, since);
             if ((err = mr_write(mr, addr, rb->bounce, n)))
                 return err;
             addr += n;

@@ -86,6 +86,7 @@ static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t le
     if (!rc->bounce && !(rc->bounce = malloc(CMA_BOUNCE)))
         return ENOMEM;
     bool vf_slow = rc->port->conf.vf && !(mr->access & IBV_ACCESS_RELAXED_ORDERING);
+    uint64_t since = vf_slow ? sn_now_ns() : 0;   /* as rbuf_place's */
     while (len) {
         size_t n = len < CMA_BOUNCE ? len : CMA_BOUNCE;
         int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
@@ -93,7 +94,7 @@ static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t le
         if (err)
             return err;
         if (vf_slow)
-            rate_take(&rc->port->vf_rate, n, sn_now_ns());
+            rate_take(&rc->port->vf_rate, n, since);
         if ((err = mr_write(mr, addr, rc->bounce, n)))
             return err;
         rc->src_off += n;

@@ -98,9 +98,10 @@ struct sn_rate {
 void rate_init(struct sn_rate *r, uint64_t rate);
 void rate_set(struct sn_rate *r, uint64_t rate);
 /* Charges len bytes that have been ready to go since since_ns (when their
- * WQE was posted, or sn_now_ns() for bytes arriving now): the port earns
- * credit only from then, never for idle time.  Sleeps as long as the
- * bucket is in debt. */
+ * WQE was posted, a READ was asked for, or a VF placement began): the port
+ * earns credit only from then, never for idle time, and credit left from
+ * earlier bytes does not outlive a time the port had nothing to send.
+ * Sleeps as long as the bucket is in debt. */
 void rate_take(struct sn_rate *r, uint64_t len, uint64_t since_ns);
 /* rate_take's accounting at time now, for callers holding r->lock (and
  * tests): returns how many ns the caller must wait before its bytes leave. */

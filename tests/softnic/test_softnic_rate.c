@@ -105,6 +105,47 @@ TAP_CASE(test_a_stream_with_pauses_never_beats_the_line_rate)
     EXPECT_TRUE(bytes >= t - start - idle - 2);
 }
 
+TAP_CASE(test_credit_left_over_does_not_outlive_idle_time)
+{
+    /* 100 bytes that waited 1 ms leave 999,900 bytes of credit; the port
+     * then idles until 1 s, and a 1 MB message posted then takes its line
+     * time (the leftover made it wait 100 ns) */
+    port_at(0);
+    EXPECT_EQ_U64(0, charge(1 * MS, 100, 0));
+    EXPECT_NEAR(1000000, charge(1000 * MS, 1000000, 1000 * MS));
+    /* bytes that were waiting at the last charge keep it: 2 MB posted at
+     * 0.5 ms, charged 100 ns later, wait for 1 MB (1 MB and 100 bytes of
+     * credit, less the 100 bytes) */
+    port_at(0);
+    EXPECT_EQ_U64(0, charge(1 * MS, 100, 0));
+    EXPECT_NEAR(1000000, charge(1 * MS + 100, 2000000, MS / 2));
+}
+
+TAP_CASE(test_a_clock_read_before_the_last_charge_waits_for_it)
+{
+    /* 1 MB charged at 10 ms leaves at 11 ms; 1 MB more charged with a
+     * clock read at 9 ms leaves at 12 ms: a 3 ms wait from 9 ms */
+    port_at(0);
+    EXPECT_NEAR(1000000, charge(10 * MS, 1000000, 10 * MS));
+    EXPECT_NEAR(3000000, charge(9 * MS, 1000000, 9 * MS));
+}
+
+TAP_CASE(test_work_between_pieces_of_one_message_is_caught_up)
+{
+    /* a message of 16 pieces of 1 MB, each piece charged 100 us after the
+     * previous wait ended (the receive and copy a VF placement does
+     * between them), all with the message's start as since: the message
+     * takes its line time, 16 ms (with each piece's own charge time as
+     * since, 17.6 ms: the VF ran at 91% of its share) */
+    port_at(0);
+    uint64_t start = 10 * MS, t = start;
+    for (int i = 0; i < 16; i++) {
+        t += 100000;
+        t += charge(t, 1000000, start);
+    }
+    EXPECT_NEAR(16 * MS, t - start);
+}
+
 TAP_CASE(test_unlimited_port_never_waits)
 {
     rate_init(&r, 0);
