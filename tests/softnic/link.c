@@ -10,9 +10,11 @@
  * with process_vm_readv, the same-host fast path's copy (cma.c), over a
  * 4 MiB span, the size of NCCL's buffer of a channel, from which the fast
  * path pulls its pieces; a memcpy of the same span where the kernel
- * refuses the call; a quarter of it when SOFTNIC_FASTPATH=0 (the TCP wire
- * copies twice and runs the stack: bench/softnic_fastpath.sh measures
- * 0.2-0.3 of memcpy).  The earlier figure, a memcpy over 32 MiB, measured
+ * refuses the call.  A quarter of it when no peer can pull -- SOFTNIC_FASTPATH=0,
+ * a kernel (seccomp) that refuses process_vm_readv, or Yama's ptrace_scope
+ * 1-3 without CAP_SYS_PTRACE, which the fast path meets and a read of this
+ * process does not -- (the TCP wire copies twice and runs the stack:
+ * bench/softnic_fastpath.sh measures 0.2-0.3 of memcpy).  The earlier figure, a memcpy over 32 MiB, measured
  * the VM's memory bandwidth: 5-12.5 GB/s on machines of one kind (4x QDR,
  * FDR or EDR: NCCL's plan on softnic changed with the draw), and a third
  * to a half of what one port carried there; process_vm_readv over 4 MiB
@@ -65,7 +67,9 @@ static double thread_cpu_s(void)
 /* Bytes/s one thread copies over CAL_SPAN: process_vm_readv from this
  * process (the fast path's call), else memcpy; the best of a few passes
  * (what the others lose is to caches and memory shared with the host's
- * other work).  About 10 ms of CPU. */
+ * other work).  A pass where the kernel refuses the call or reads short
+ * (seccomp) turns the measurement into a memcpy's, from its first pass:
+ * no pass of the one is mixed into the other.  About 10 ms of CPU. */
 static uint64_t copy_rate(void)
 {
     char *a = malloc(CAL_SPAN), *b = malloc(CAL_SPAN);
@@ -79,10 +83,15 @@ static uint64_t copy_rate(void)
             double t0 = thread_cpu_s();
             if (cma) {
                 struct iovec l = { dst, CAL_SPAN }, r = { src, CAL_SPAN };
-                cma = process_vm_readv(getpid(), &l, 1, &r, 1, 0) == (ssize_t)CAL_SPAN;
-            }
-            if (!cma)
+                if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)CAL_SPAN) {
+                    cma = false;
+                    best = 0;
+                    i = -1;   /* all the passes again, by memcpy */
+                    continue;
+                }
+            } else {
                 memcpy(dst, src, CAL_SPAN);
+            }
             __asm__ volatile("" ::: "memory");
             double r = CAL_SPAN / (thread_cpu_s() - t0);
             best = r > best ? r : best;
@@ -151,6 +160,42 @@ static uint64_t host_copy_rate(const struct sn_config *c)
     return v;
 }
 
+/* Whether another process of this host may pull from this one with
+ * process_vm_readv, as the fast path's responder does (cma.c probes each
+ * peer and keeps the wire when the kernel says EPERM).  A read of this
+ * process by itself passes seccomp's test but not Yama's: the kernel
+ * exempts a process reading itself from ptrace_scope, and at scope 1 (the
+ * default of several distributions) and above a rank may read another
+ * that is not its descendant only with CAP_SYS_PTRACE. */
+static bool peers_may_pull(void)
+{
+    char src[8] = "softnic", dst[8];
+    struct iovec l = { dst, sizeof(dst) }, r = { src, sizeof(src) };
+    if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)sizeof(dst))
+        return false;   /* seccomp, or no such call */
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+    int scope = 0;
+    if (f) {
+        if (fscanf(f, "%d", &scope) != 1)
+            scope = 0;
+        fclose(f);
+    }
+    if (scope <= 0)
+        return true;
+    if (scope >= 3)
+        return false;
+    bool ptrace_cap = false;
+    char line[256];
+    unsigned long long eff;
+    if ((f = fopen("/proc/self/status", "re"))) {
+        while (fgets(line, sizeof(line), f))
+            if (sscanf(line, "CapEff: %llx", &eff) == 1)
+                ptrace_cap = eff >> 19 & 1;   /* CAP_SYS_PTRACE */
+        fclose(f);
+    }
+    return ptrace_cap;
+}
+
 /* Runs from softnic's own initialisation too (sysfs): it must not call
  * softnic_global(). */
 static void calibrate(void)
@@ -161,10 +206,12 @@ static void calibrate(void)
         return;
     }
     uint64_t m = host_copy_rate(c);
-    calibrated = c->fastpath ? m : m / 4;
+    /* without the fast path between processes, the wire carries the bytes */
+    bool pull = c->fastpath && peers_may_pull();
+    calibrated = pull ? m : m / 4;
     if (c->debug)
-        SN_LOG("link: one thread copies %.2f GB/s: unlimited ports carry %.2f GB/s", m / 1e9,
-               calibrated / 1e9);
+        SN_LOG("link: one thread copies %.2f GB/s: unlimited ports carry %.2f GB/s%s", m / 1e9,
+               calibrated / 1e9, c->fastpath && !pull ? " (peers may not pull: the wire)" : "");
 }
 
 uint64_t link_calibrated_rate(const struct sn_config *c)
