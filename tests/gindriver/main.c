@@ -6,6 +6,7 @@
 #include "../../tools/common/plugin_tables.h"
 #include "gd.h"
 #include "gd_tests.h"
+#include "parse.h"
 
 static const char help[] =
     "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
@@ -83,31 +84,38 @@ int main(int argc, char **argv)
     struct gd_opts o = { .ranks = 4, .rounds = 3, .puts = 32, .adds = 64, .queue = 256, .slot = 65536, .seed = 12345 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long x = 0;
+        int bad = 0;   /* numbers whole or refused (parse.h): "--slot 1M" was 1 byte */
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(help, stdout);
             return 0;
         } else if (!strcmp(a, "--plugin") && v)
             plugin = v, i++;
         else if (!strcmp(a, "--ranks") && v)
-            o.ranks = atoi(v), i++;
+            bad = parse_int(v, 1, 1 << 20, &x), o.ranks = (int)x, i++;
         else if (!strcmp(a, "--rounds") && v)
-            o.rounds = atoi(v), i++;
+            bad = parse_int(v, 1, 1 << 20, &x), o.rounds = (int)x, i++;
         else if (!strcmp(a, "--puts") && v)
-            o.puts = atoi(v), i++;
+            bad = parse_int(v, 1, 1 << 20, &x), o.puts = (int)x, i++;
         else if (!strcmp(a, "--queue") && v)
-            o.queue = atoi(v), i++;
+            bad = parse_int(v, 1, 1 << 20, &x), o.queue = (int)x, i++;
         else if (!strcmp(a, "--adds") && v)
-            o.adds = atoi(v), i++;
+            bad = parse_int(v, 1, 1 << 20, &x), o.adds = (int)x, i++;
         else if (!strcmp(a, "--slot") && v)
-            o.slot = (size_t)strtoull(v, NULL, 0), i++;
+            bad = parse_size(v, 1, 64 << 20, &x), o.slot = (size_t)x, i++;
         else if (!strcmp(a, "--size") && v)
-            o.size = (size_t)strtoull(v, NULL, 0), i++;
+            bad = parse_size(v, 1, 1 << 30, &x), o.size = (size_t)x, i++;
         else if (!strcmp(a, "--seed") && v)
             o.seed = strtoull(v, NULL, 0), i++;
         else if (a[0] != '-' && !cmd)
             cmd = a;
         else {
             fprintf(stderr, "gindriver: unknown argument %s\n%s", a, help);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "gindriver: bad value '%s' for %s (sizes: bytes with an optional K/M/G suffix)\n",
+                    v, a);
             return 2;
         }
     }

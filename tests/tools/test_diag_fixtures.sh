@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/tools/wb-lib.sh"
 [ -x "$DIAG" ] || tap_skip_all "railnet-diag not built"
 [ -e "$SOFTNIC_DIR/libibverbs.so.1" ] || tap_skip_all "softnic not built"
-tap_plan 14
+tap_plan 15
 FX=$TMPD/fx
 sh "$top_srcdir/tests/tools/mkfixtures.sh" "$FX" || { echo "Bail out! mkfixtures.sh failed"; exit 1; }
 
@@ -133,4 +133,13 @@ verdicts diag_absent_device_fails "$TMPD/d.txt" $rc 1 \
 if [ $rc -eq 2 ] && grep -q "sysfs root $FX/none does not exist" "$TMPD/u.err"; then
     tap_ok diag_missing_sysfs_root_exit_2
 else tap_not_ok diag_missing_sysfs_root_exit_2 "exit $rc: $(cat "$TMPD/u.err")"; fi
+
+# -s is a size as railnet-write-bw's (plugin/ib/parse.c): 64K is taken (the
+# sysfs root is then what fails), 64Q is a usage error naming the value
+"$DIAG" --sysfs-root "$FX/none" -s 64K >/dev/null 2>"$TMPD/s.err"; rc=$?
+"$DIAG" -s 64Q >/dev/null 2>>"$TMPD/s.err"; rc2=$?
+if [ $rc -eq 2 ] && grep -q "sysfs root" "$TMPD/s.err" && [ $rc2 -eq 2 ] &&
+   grep -q "invalid value for -s: 64Q" "$TMPD/s.err"; then
+    tap_ok diag_size_takes_suffixes_and_refuses_junk
+else tap_not_ok diag_size_takes_suffixes_and_refuses_junk "exit $rc/$rc2: $(cat "$TMPD/s.err")"; fi
 tap_done

@@ -246,6 +246,22 @@ TAP_CASE(test_opts_refuses_bad_combinations)
     EXPECT_EQ_INT(-1, parse(&o, "--mode=plugin --ports 1,2"));
     EXPECT_EQ_INT(-1, parse(&o, "-p 0 host"));
     EXPECT_EQ_INT(-1, parse(&o, "-s 2G"));
+    EXPECT_EQ_INT(-1, parse(&o, "-s 0"));
+    EXPECT_EQ_INT(-1, parse(&o, "-s 4Q"));
+    EXPECT_EQ_INT(-1, parse(&o, "-s 1M2"));
+}
+
+/* -s reads the project's sizes (plugin/ib/parse.c), as RAILNET_* and the
+ * drivers do: the KiB/MiB spellings too, 1 GiB at most */
+TAP_CASE(test_opts_size_spellings)
+{
+    struct wb_opts o;
+    EXPECT_EQ_INT(0, parse(&o, "-s 1MiB"));
+    EXPECT_EQ_U64(1048576, o.sizes[0]);
+    EXPECT_EQ_INT(0, parse(&o, "-s 8kb"));
+    EXPECT_EQ_U64(8192, o.sizes[0]);
+    EXPECT_EQ_INT(0, parse(&o, "-s 1G"));
+    EXPECT_EQ_U64(1u << 30, o.sizes[0]);
 }
 
 TAP_CASE(test_opts_gpu_initiated_rules)

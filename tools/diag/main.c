@@ -12,6 +12,7 @@
 #include "../common/strfmt.h"
 #include "../common/json.h"
 #include "diag.h"
+#include "parse.h"
 
 static void usage(FILE *out)
 {
@@ -31,7 +32,7 @@ static void usage(FILE *out)
 "  -i, --ib-port N        port used by --probe (default 1)\n"
 "  -x, --gid-index N      GID index used by --probe (default: the first RoCE v2\n"
 "                         IPv4 GID, else 0)\n"
-"  -s, --size BYTES       bytes per write in --probe (default 1048576)\n"
+"  -s, --size BYTES       bytes per write in --probe (default 1048576; K, M, G suffixes)\n"
 "  -n, --iters N          writes per probe row (default 200)\n"
 "      --gpu N            CUDA device for the GPU checks and the probe (default 0)\n"
 "      --json             machine-readable output\n"
@@ -41,16 +42,6 @@ static void usage(FILE *out)
 "\n"
 "Exit status: 0 when no check failed, 1 when a check failed, 2 on a usage or\n"
 "tool error. See railnet-diag(1).\n");
-}
-
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 0);
-    if (!*s || *end || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 static int parse_args(int argc, char **argv, struct diag_ctx *ctx)
@@ -82,7 +73,7 @@ static int parse_args(int argc, char **argv, struct diag_ctx *ctx)
     o->probe_iters = 200;
     o->cuda_dev = -1;
     int c;
-    long v;
+    long long v;
     while ((c = getopt_long(argc, argv, "d:i:x:s:n:vhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': o->dev = optarg; break;
@@ -99,23 +90,23 @@ static int parse_args(int argc, char **argv, struct diag_ctx *ctx)
         case OPT_LIB: o->ibverbs_lib = optarg; break;
         case OPT_PROBE: o->probe = 1; break;
         case 'i':
-            if (parse_long(optarg, 1, 255, &v)) goto bad;
+            if (parse_int(optarg, 1, 255, &v)) goto bad;
             o->probe_port = (int)v;
             break;
         case 'x':
-            if (parse_long(optarg, 0, 65535, &v)) goto bad;
+            if (parse_int(optarg, 0, 65535, &v)) goto bad;
             o->probe_gid_index = (int)v;
             break;
         case 's':
-            if (parse_long(optarg, 1, 1L << 30, &v)) goto bad;
+            if (parse_size(optarg, 1, 1L << 30, &v)) goto bad;
             o->probe_size = (size_t)v;
             break;
         case 'n':
-            if (parse_long(optarg, 1, 1000000, &v)) goto bad;
+            if (parse_int(optarg, 1, 1000000, &v)) goto bad;
             o->probe_iters = (int)v;
             break;
         case OPT_GPU:
-            if (parse_long(optarg, 0, 1023, &v)) goto bad;
+            if (parse_int(optarg, 0, 1023, &v)) goto bad;
             o->cuda_dev = (int)v;
             break;
         case OPT_JSON: o->json = 1; break;
