@@ -345,14 +345,27 @@ static uint64_t cache_value(const char *path)
     return n ? strtoull(buf, NULL, 10) : 0;
 }
 
+/* Points SOFTNIC_LINK_CACHE at a new file path[] (a mkstemp template):
+ * holding text aged age_s seconds, or, with text NULL, no file at all (no
+ * figure yet: this process measures). 0, or -1 when no file can be made. */
+static int use_link_cache(char *path, const char *text, time_t age_s)
+{
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    if (text)
+        write_cache(path, text, age_s);
+    else
+        unlink(path);
+    setenv("SOFTNIC_LINK_CACHE", path, 1);
+    return 0;
+}
+
 TAP_CASE(test_calibration_comes_from_the_host_cache_when_fresh)
 {
     char path[] = "/tmp/softnic_linkcache_XXXXXX";
-    int fd = mkstemp(path);
-    EXPECT_TRUE(fd >= 0);
-    close(fd);
-    write_cache(path, "30000000000\n", 60);
-    setenv("SOFTNIC_LINK_CACHE", path, 1);
+    EXPECT_EQ_INT(0, use_link_cache(path, "30000000000\n", 60));
     struct st_dev d;
     st_dev_open(&d);
     uint64_t rate = 0;
@@ -375,12 +388,8 @@ TAP_CASE(test_stale_or_malformed_host_cache_is_measured_over)
         pid_t pid = fork();
         if (pid == 0) {
             char path[] = "/tmp/softnic_linkcache_XXXXXX";
-            int fd = mkstemp(path);
-            if (fd < 0)
+            if (use_link_cache(path, bad[i], i == 0 ? 7200 : 60))
                 _exit(2);
-            close(fd);
-            write_cache(path, bad[i], i == 0 ? 7200 : 60);
-            setenv("SOFTNIC_LINK_CACHE", path, 1);
             struct st_dev d;
             st_dev_open(&d);
             uint64_t rate = 0;
@@ -430,12 +439,8 @@ TAP_CASE(test_calibration_counts_copying_not_waiting_for_a_cpu)
             if (pthread_create(&t[i], NULL, spin, &stop))
                 _exit(2);
         char path[] = "/tmp/softnic_linkcache_XXXXXX";
-        int fd = mkstemp(path);
-        if (fd < 0)
+        if (use_link_cache(path, NULL, 0))
             _exit(2);
-        close(fd);
-        unlink(path);   /* no figure yet: this process measures */
-        setenv("SOFTNIC_LINK_CACHE", path, 1);
         struct st_dev d;
         st_dev_open(&d);
         uint64_t rate = 0;
@@ -473,11 +478,7 @@ TAP_CASE(test_calibration_without_cross_memory_attach_is_the_wires)
         TAP_SKIP("no seccomp filter could be installed here");
     }
     char path[] = "/tmp/softnic_linkcache_XXXXXX";
-    int fd = mkstemp(path);
-    EXPECT_TRUE(fd >= 0);
-    close(fd);
-    unlink(path);   /* no figure yet: this process measures */
-    setenv("SOFTNIC_LINK_CACHE", path, 1);
+    EXPECT_EQ_INT(0, use_link_cache(path, NULL, 0));
     struct st_dev d;
     st_dev_open(&d);
     uint64_t rate = 0;
