@@ -92,6 +92,27 @@ uint64_t rate_charge_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint6
     return (r->last_ns - now) + (uint64_t)(-r->tokens / per_ns);
 }
 
+bool rate_charge_if_idle_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint64_t since_ns)
+{
+    if (!r->rate)
+        return true;
+    /* in debt at now: the line is still busy with bytes charged before */
+    if (r->tokens < 0 && (now <= r->last_ns || (double)(now - r->last_ns) * ((double)r->rate / 1e9) < -r->tokens))
+        return false;
+    (void)rate_charge_locked(r, now, len, since_ns);
+    return true;
+}
+
+bool rate_take_if_idle(struct sn_rate *r, uint64_t len, uint64_t since_ns)
+{
+    if (!r->rate)
+        return true;
+    pthread_mutex_lock(&r->lock);
+    bool ok = rate_charge_if_idle_locked(r, sn_now_ns(), len, since_ns);
+    pthread_mutex_unlock(&r->lock);
+    return ok;
+}
+
 void rate_take(struct sn_rate *r, uint64_t len, uint64_t since_ns)
 {
     if (!r->rate)

@@ -103,6 +103,7 @@ static uint8_t wire_op_of(enum ibv_wr_opcode op)
 struct sn_tx_batch {
     int n;
     uint64_t since_ns;   /* when its first WQE was posted (rate.c's credit) */
+    bool prepaid;        /* its bytes were charged to the rate limit already (a direct batch) */
     struct sn_swqe w[BATCH_WQES];
     struct sn_wire_req hdr[BATCH_WQES];
     struct sn_wire_atomic atom[BATCH_WQES];
@@ -200,9 +201,11 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
             payload += cut;
             n++;
         }
-        rate_take(&port->tx_rate, payload, b->since_ns);
-        if (pulled)
-            charge_pulled(qp, port, pulled, b->since_ns);
+        if (!b->prepaid) {
+            rate_take(&port->tx_rate, payload, b->since_ns);
+            if (pulled)
+                charge_pulled(qp, port, pulled, b->since_ns);
+        }
         payload += pulled;
         /* counted before the bytes leave: once they are out, the peer may
          * answer and the WQE complete while this thread waits for the CPU,
@@ -485,15 +488,16 @@ static bool wire_has_room_locked(struct sn_qp *qp)
  * small payload in host memory, or only the descriptor of one the
  * same-host peer pulls (cma.c).  This spares one thread wake-up per
  * message, which on a VM is most of a message's latency (a NIC reads the
- * WQE as the doorbell rings, too).  Everything else -- connecting,
- * pacing, added latency, faults, reads and atomics, CUDA memory, large
- * payloads on the wire, a connection without room -- stays with the
- * requester thread.  qp->lock held. */
+ * WQE as the doorbell rings, too).  On a paced port only a few KiB, and
+ * only while the line is free (rate_take_if_idle: no sleeping here).
+ * Everything else -- connecting, a busy paced line, added latency, faults,
+ * reads and atomics, CUDA memory, large payloads on the wire, a connection
+ * without room -- stays with the requester thread.  qp->lock held. */
 bool requester_try_direct_locked(struct sn_qp *qp)
 {
     struct sn_port *port = qp->port;
     if (qp->tx_busy || !qp->tx_batch || qp->stopping || qp->attr.qp_state != IBV_QPS_RTS ||
-        qp->out_fd < 0 || qp->conn_dead || !port || port->conf.rate || port->conf.latency_us ||
+        qp->out_fd < 0 || qp->conn_dead || !port || port->conf.latency_us ||
         port->conf.down_after_bytes || atomic_load(&port->state) != IBV_PORT_ACTIVE ||
         qp->sq_tail - qp->sq_sent > DIRECT_MAX_WQES)
         return false;
@@ -502,10 +506,12 @@ bool requester_try_direct_locked(struct sn_qp *qp)
     if (!wire_has_room_locked(qp))   /* before any key lookup: the cheaper refusal */
         return false;
     uint32_t bytes = 0;
+    uint64_t charged = 0;   /* what the rate limit counts: payloads, pulled or sent */
     for (uint64_t i = qp->sq_sent; i < qp->sq_tail; i++) {
         const struct sn_swqe *w = &qp->sq[i % qp->sq_size];
         if (sn_wr_is_read_like(w->opcode))
             return false;
+        charged += w->len;
         if (w->len && !w->inl) {
             if (!payload_in_host_memory(qp, w))
                 return false;
@@ -522,9 +528,18 @@ bool requester_try_direct_locked(struct sn_qp *qp)
     }
     if (bytes > DIRECT_MAX_BYTES)
         return false;
+    /* a paced port: a few KiB on a free line go now, without sleeping
+     * (a pulled payload moves at copy speed, so only small ones); a busy
+     * line, or more, waits for the requester thread's pacing */
+    bool paced = port->conf.rate != 0;
+    if (paced && (charged > DIRECT_MAX_BYTES ||
+                  !rate_take_if_idle(&port->tx_rate, charged, qp->sq[qp->sq_sent % qp->sq_size].posted_ns)))
+        return false;
     atomic_fetch_add(&qp->cnt.direct_wqes, qp->sq_tail - qp->sq_sent);
     qp->tx_busy = true;
+    qp->tx_batch->prepaid = paced;
     transmit_locked(qp, qp->tx_batch);
+    qp->tx_batch->prepaid = false;
     qp->tx_busy = false;
     if (qp->stopping)
         pthread_cond_broadcast(&qp->cond);   /* qp_engine_stop waits to close the fd */

@@ -106,6 +106,12 @@ void rate_take(struct sn_rate *r, uint64_t len, uint64_t since_ns);
 /* rate_take's accounting at time now, for callers holding r->lock (and
  * tests): returns how many ns the caller must wait before its bytes leave. */
 uint64_t rate_charge_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint64_t since_ns);
+/* For a caller that must not sleep (a posting thread): charges len and
+ * returns true when the line is free now (no debt left: the bytes go at
+ * once, as a NIC starts a WQE on an idle line, and the debt they leave is
+ * paid by the next charge); false, charging nothing, while it is busy. */
+bool rate_take_if_idle(struct sn_rate *r, uint64_t len, uint64_t since_ns);
+bool rate_charge_if_idle_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint64_t since_ns);
 uint64_t sn_now_ns(void);
 void sn_sleep_until_ns(uint64_t t);
 

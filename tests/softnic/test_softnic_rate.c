@@ -146,6 +146,26 @@ TAP_CASE(test_work_between_pieces_of_one_message_is_caught_up)
     EXPECT_NEAR(16 * MS, t - start);
 }
 
+TAP_CASE(test_a_free_line_takes_a_post_at_once_and_the_next_pays)
+{
+    /* a posting thread, which must not sleep, sends 4 KiB on a free line;
+     * the line is busy for its 4096 ns, which the next charge waits out */
+    port_at(0);
+    EXPECT_TRUE(rate_charge_if_idle_locked(&r, 10 * MS, 4096, 10 * MS));
+    EXPECT_NEAR(4096 + 1000, charge(10 * MS, 1000, 10 * MS));
+}
+
+TAP_CASE(test_a_busy_line_refuses_a_post_and_charges_nothing)
+{
+    /* 1 MB charged at 10 ms keeps the line until 11 ms: a post at 10.5 ms
+     * is refused, and a charge at 11 ms finds the line exactly free */
+    port_at(0);
+    charge(10 * MS, 1000000, 10 * MS);
+    EXPECT_TRUE(!rate_charge_if_idle_locked(&r, 10 * MS + 500000, 100, 10 * MS + 500000));
+    EXPECT_NEAR(1000, charge(11 * MS, 1000, 11 * MS));
+    EXPECT_TRUE(rate_charge_if_idle_locked(&r, 11 * MS + 1000, 100, 11 * MS + 1000));
+}
+
 TAP_CASE(test_unlimited_port_never_waits)
 {
     rate_init(&r, 0);
