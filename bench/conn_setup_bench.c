@@ -8,6 +8,7 @@
  * --reps times; the median is printed as "conns N ms X".
  * Usage: conn_setup_bench [--reps R] N... */
 #include "nccl_net_v8.h"
+#include "plugin/ib/parse.h"
 #include "tools/common/plugin_tables.h"
 
 #include <stdio.h>
@@ -74,14 +75,25 @@ static double setup(int n)
 int main(int argc, char **argv)
 {
     int reps = 5, a = 1;
+    long long x;
     if (argc > 2 && !strcmp(argv[1], "--reps")) {
-        reps = atoi(argv[2]);
+        if (parse_int(argv[2], 1, 99, &x)) {
+            fprintf(stderr, "conn_setup_bench: bad value '%s' for --reps: an integer in [1, 99]\n", argv[2]);
+            return 2;
+        }
+        reps = (int)x;
         a = 3;
     }
-    if (a >= argc || reps < 1 || reps > 99) {
+    if (a >= argc) {
         fprintf(stderr, "usage: conn_setup_bench [--reps R] N...\n");
         return 2;
     }
+    /* every count before the plugin is loaded: a bad one costs no run */
+    for (int i = a; i < argc; i++)
+        if (parse_int(argv[i], 1, MAXN, &x)) {
+            fprintf(stderr, "conn_setup_bench: bad connection count '%s': an integer in [1, %d]\n", argv[i], MAXN);
+            return 2;
+        }
     const char *top = getenv("top_builddir") ? getenv("top_builddir") : ".";
     char path[4096];
     snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top);
@@ -103,9 +115,8 @@ int main(int argc, char **argv)
         return 1;
     }
     for (; a < argc; a++) {
-        int n = atoi(argv[a]);
-        if (n < 1 || n > MAXN)
-            return 2;
+        (void)parse_int(argv[a], 1, MAXN, &x);   /* checked above */
+        int n = (int)x;
         double t[99];
         for (int r = 0; r < reps; r++) {
             t[r] = setup(n);

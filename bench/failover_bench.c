@@ -11,9 +11,11 @@
  *             next to the bandwidth of both ports before the failure.
  * --cycles down/up cycles, medians printed. Usage: failover_bench --help. */
 #include "nccl_net_v8.h"
+#include "plugin/ib/parse.h"
 #include "tools/common/plugin_tables.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +144,18 @@ static int run_for(struct flow *f, double seconds)
     return 0;
 }
 
+/* A decimal at least lo, whole ("1e9", "0.5"): 0 or -1, *out left alone. */
+static int parse_real(const char *s, double lo, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo))
+        return -1;
+    *out = v;
+    return 0;
+}
+
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -154,19 +168,27 @@ int main(int argc, char **argv)
     int size = 1 << 20, cycles = 3;
     double rate = 0, phase = 1.5;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--size") && i + 1 < argc)
-            size = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--cycles") && i + 1 < argc)
-            cycles = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--rate") && i + 1 < argc)
-            rate = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--phase") && i + 1 < argc)
-            phase = atof(argv[++i]);
+        const char *opt = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long x = 0;
+        int bad = 0;   /* numbers whole or refused (plugin/ib/parse.h) */
+        if (!strcmp(opt, "--size") && v)
+            bad = parse_size(v, 1, 64 << 20, &x), size = (int)x, i++;
+        else if (!strcmp(opt, "--cycles") && v)
+            bad = parse_int(v, 1, 50, &x), cycles = (int)x, i++;
+        else if (!strcmp(opt, "--rate") && v)
+            bad = parse_real(v, 0, &rate), i++;
+        else if (!strcmp(opt, "--phase") && v)
+            bad = parse_real(v, 1e-9, &phase), i++;
         else {
             printf("usage: %s [--size BYTES] [--cycles N] [--rate BYTES_PER_S of one port] [--phase S]\n"
                    "  top_builddir in the environment names the build tree (plugin, softnic)\n",
                    argv[0]);
             return strcmp(argv[i], "--help") ? 2 : 0;
+        }
+        if (bad) {
+            fprintf(stderr, "failover_bench: bad value '%s' for %s (--size: 1 B..64 MiB, K/M suffix; "
+                    "--cycles: 1..50; --rate: bytes/s; --phase: seconds over 0)\n", v, opt);
+            return 2;
         }
     }
     if (size < 1 || size > (64 << 20) || cycles < 1 || cycles > 50 || phase <= 0) {

@@ -1,6 +1,7 @@
 /* plugin/ib/parse.h: the project's parsers of numbers given as text: the
- * plugin's RAILNET_* values (config.c), the tools' options (railnet-write-bw)
- * and the test drivers' (netdriver, nccl_collectives). No dependencies.
+ * plugin's RAILNET_* values (config.c), the tools' options (railnet-write-bw,
+ * railnet-diag), the test drivers' (netdriver, gindriver, nccl_collectives)
+ * and the benches' (failover_bench, conn_setup_bench). No dependencies.
  *
  * Both take the whole string (trailing characters are an error), reject a
  * value outside [lo, hi] and leave *out alone on error; they return 0 or -1. */

@@ -1,4 +1,5 @@
 /* tests/gindriver/main.c: gindriver, the GIN driver of CI (gd.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,8 +106,15 @@ int main(int argc, char **argv)
             bad = parse_size(v, 1, 64 << 20, &x), o.slot = (size_t)x, i++;
         else if (!strcmp(a, "--size") && v)
             bad = parse_size(v, 1, 1 << 30, &x), o.size = (size_t)x, i++;
-        else if (!strcmp(a, "--seed") && v)
-            o.seed = strtoull(v, NULL, 0), i++;
+        else if (!strcmp(a, "--seed") && v) {
+            /* any 64-bit value (parse_int's long long would refuse the
+             * upper half), but whole: "12x" was seed 12 */
+            char *end;
+            errno = 0;
+            unsigned long long seed = strtoull(v, &end, 0);
+            bad = errno || end == v || *end || v[strspn(v, " \t")] == '-';
+            o.seed = seed, i++;
+        }
         else if (a[0] != '-' && !cmd)
             cmd = a;
         else {
@@ -114,8 +122,9 @@ int main(int argc, char **argv)
             return 2;
         }
         if (bad) {
-            fprintf(stderr, "gindriver: bad value '%s' for %s (sizes: bytes with an optional K/M/G suffix)\n",
-                    v, a);
+            fprintf(stderr,
+                    "gindriver: bad value '%s' for %s (counts: whole integers; sizes: bytes with an optional "
+                    "K/M/G suffix; --seed: 0 to 2^64-1)\n", v, a);
             return 2;
         }
     }

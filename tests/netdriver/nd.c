@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,10 +72,39 @@ long nd_check(const void *buf, size_t len, uint64_t id)
     return -1;
 }
 
-long long nd_parse_size(const char *s)
+static int nd_opt_refused(const char *opt, const char *s, const char *what, long long lo, long long hi)
+{
+    fprintf(stderr, "netdriver: bad value '%s' for %s: %s in [%lld, %lld]\n", s, opt, what, lo, hi);
+    return -1;
+}
+
+int nd_opt_int(const char *opt, const char *s, long long lo, long long hi, int *out)
 {
     long long v;
-    return parse_size(s, 0, 1ll << 40, &v) ? -1 : v;
+    if (hi > INT_MAX || lo < INT_MIN || parse_int(s, lo, hi, &v))
+        return nd_opt_refused(opt, s, "an integer", lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+int nd_opt_size(const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    if (parse_size(s, lo, hi, out))
+        return nd_opt_refused(opt, s, "bytes (K/M/G suffix)", lo, hi);
+    return 0;
+}
+
+int nd_opt_seconds(const char *opt, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0)) {
+        fprintf(stderr, "netdriver: bad value '%s' for %s: seconds over 0, fractions allowed\n", s, opt);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 static int full_io(int fd, void *buf, size_t len, int wr, double deadline)

@@ -97,7 +97,12 @@ uint64_t nd_rand(uint64_t *state);
 /* Loads and initialises the plugin in the calling process (child ranks). */
 const ncclNet_v8_t *nd_plugin_open(void);
 
-/* Parses a size with optional K/M/G suffix (binary units); -1 on error. */
-long long nd_parse_size(const char *s);
+/* An option's value, whole and within [lo, hi] (plugin/ib/parse.h): 0, or
+ * -1 after a message on stderr naming the option, the value and the range.
+ * *out is left alone on error. Sizes take a K/M/G suffix (binary units);
+ * seconds are a decimal over 0 (fractions allowed). */
+int nd_opt_int(const char *opt, const char *s, long long lo, long long hi, int *out);
+int nd_opt_size(const char *opt, const char *s, long long lo, long long hi, long long *out);
+int nd_opt_seconds(const char *opt, const char *s, double *out);
 
 #endif

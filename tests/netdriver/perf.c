@@ -13,6 +13,7 @@
  * run over the footprint of a large one: what tells a cost of the message
  * size from one of the memory it touches (README, "The 64 MiB row"). */
 #include <getopt.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,21 +321,26 @@ static int parse(int argc, char **argv, struct perf_opts *o, const char *help)
                                         { "timeout", 1, 0, 't' }, { "span", 1, 0, 'S' },  { "help", 0, 0, 'h' },
                                         { 0, 0, 0, 0 } };
     optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    int c, bad = 0;
+    while (!bad && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'm': o->min = nd_parse_size(optarg); break;
-        case 'M': o->max = nd_parse_size(optarg); break;
-        case 's': o->min = o->max = nd_parse_size(optarg); break;
-        case 'n': o->iters = atoi(optarg); break;
-        case 'w': o->window = atoi(optarg); break;
-        case 'd': o->dev = atoi(optarg); break;
-        case 't': o->timeout = atof(optarg); break;
-        case 'S': o->span = nd_parse_size(optarg); break;
+        case 'm': bad = nd_opt_size("--min", optarg, 0, 1ll << 30, &o->min); break;
+        case 'M': bad = nd_opt_size("--max", optarg, 0, 1ll << 30, &o->max); break;
+        case 's':
+            if (!(bad = nd_opt_size("--size", optarg, 0, 1ll << 30, &o->max)))
+                o->min = o->max;
+            break;
+        case 'n': bad = nd_opt_int("--iters", optarg, 0, INT_MAX, &o->iters); break;
+        case 'w': bad = nd_opt_int("--window", optarg, 1, PERF_MAX_WINDOW, &o->window); break;
+        case 'd': bad = nd_opt_int("--dev", optarg, 0, ND_MAX_DEVS - 1, &o->dev); break;
+        case 't': bad = nd_opt_seconds("--timeout", optarg, &o->timeout); break;
+        case 'S': bad = nd_opt_size("--span", optarg, 0, 1ll << 30, &o->span); break;
         case 'h': printf("%s", help); return 0;
         default: fprintf(stderr, "%s", help); return 2;
         }
     }
+    if (bad)
+        return 2;
     if (o->min < 0 || o->max < o->min || o->max > (1ll << 30) || o->window < 1 || o->window > PERF_MAX_WINDOW ||
         o->dev < 0 || o->dev >= ND_MAX_DEVS || o->timeout <= 0 || o->iters < 0 || o->span < 0 ||
         o->span > (1ll << 30)) {

@@ -16,7 +16,9 @@
  * SIGKILLs rank R --kill-after-ms after the connections are up and the other
  * ranks must end with an error from the plugin (exit 0) instead of hanging
  * (exit 4) or completing (exit 5). */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,6 +443,21 @@ static int traffic_rank(struct nd_world *w, void *arg)
     return status;
 }
 
+/* --seed: any 64-bit value, as strtoull takes it (parse_int's long long
+ * would refuse the upper half), but whole: "12x" was seed 12. */
+static int parse_seed(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *end || s[strspn(s, " \t")] == '-') {
+        fprintf(stderr, "netdriver: bad value '%s' for --seed: an integer in [0, 2^64)\n", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr,
@@ -471,40 +488,43 @@ int nd_cmd_traffic(int argc, char **argv)
     struct nd_flap fl = { .down_ms = 50, .up_ms = 100, .cycles = 1 };
     int flap_random = 0;
     optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    int c, bad = 0;
+    while (!bad && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'r': o.ranks = atoi(optarg); break;
-        case 'd': o.devs = atoi(optarg); break;
-        case 'i': o.iters = atoi(optarg); break;
-        case 's': o.max_size = nd_parse_size(optarg); break;
-        case 'n': o.max_recvs = atoi(optarg); break;
-        case 'f': o.inflight = atoi(optarg); break;
-        case 'S': o.seed = strtoull(optarg, NULL, 0); break;
-        case 'a': o.arena = nd_parse_size(optarg); break;
-        case 't': o.timeout = atof(optarg); break;
-        case 'k': o.kill_rank = atoi(optarg); break;
-        case 'K': o.kill_after_ms = atoi(optarg); break;
+        case 'r': bad = nd_opt_int("--ranks", optarg, 2, ND_MAX_RANKS, &o.ranks); break;
+        case 'd': bad = nd_opt_int("--devs", optarg, 1, ND_MAX_DEVS, &o.devs); break;
+        case 'i': bad = nd_opt_int("--iters", optarg, 0, INT_MAX, &o.iters); break;
+        case 's': bad = nd_opt_size("--max-size", optarg, 0, 64ll << 20, &o.max_size); break;
+        case 'n': bad = nd_opt_int("--max-recvs", optarg, 1, TR_MAX_RECVS, &o.max_recvs); break;
+        case 'f': bad = nd_opt_int("--inflight", optarg, 1, TR_MAX_INFLIGHT, &o.inflight); break;
+        case 'S': bad = parse_seed(optarg, &o.seed); break;
+        case 'a': bad = nd_opt_size("--arena", optarg, 0, 1ll << 40, &o.arena); break;
+        case 't': bad = nd_opt_seconds("--timeout", optarg, &o.timeout); break;
+        case 'k': bad = nd_opt_int("--kill-rank", optarg, -1, ND_MAX_RANKS - 1, &o.kill_rank); break;
+        case 'K': bad = nd_opt_int("--kill-after-ms", optarg, 0, INT_MAX, &o.kill_after_ms); break;
         case 'e': o.expect_error = 1; break;
         case 'C': fl.ctl_file = optarg; break;
         case 'P': {
-            char dev[64];
+            const char *colon = strchr(optarg, ':');
             int port;
-            if (fl.nports == 2 || sscanf(optarg, "%63[^:]:%d", dev, &port) != 2 || port < 1) {
+            if (fl.nports == 2 || !colon || colon == optarg || colon - optarg > 63) {
                 usage();
                 return 2;
             }
-            snprintf(fl.port[fl.nports++], sizeof(fl.port[0]), "%s %d", dev, port);
+            if (!(bad = nd_opt_int("--ctl-port's port", colon + 1, 1, 255, &port)))
+                snprintf(fl.port[fl.nports++], sizeof(fl.port[0]), "%.*s %d", (int)(colon - optarg), optarg, port);
             break;
         }
-        case 'D': fl.down_ms = atoi(optarg); break;
-        case 'U': fl.up_ms = atoi(optarg); break;
-        case 'Y': fl.cycles = atoi(optarg); break;
+        case 'D': bad = nd_opt_int("--down-ms", optarg, 0, INT_MAX, &fl.down_ms); break;
+        case 'U': bad = nd_opt_int("--up-ms", optarg, 0, INT_MAX, &fl.up_ms); break;
+        case 'Y': bad = nd_opt_int("--cycles", optarg, 0, INT_MAX, &fl.cycles); break;
         case 'A': fl.at_start = 1; break;
         case 'R': flap_random = 1; break;
         default: usage(); return c == 'h' ? 0 : 2;
         }
     }
+    if (bad)
+        return 2;
     if (o.max_size < 0 || o.max_size > (64ll << 20) || o.max_recvs < 1 || o.max_recvs > TR_MAX_RECVS ||
         o.inflight < 1 || o.inflight > TR_MAX_INFLIGHT || o.iters < 0 || o.timeout <= 0) {
         usage();

@@ -8,7 +8,7 @@
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-tap_plan 4
+tap_plan 6
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 bw() { RAILNET_STATS=0 "$nd" --plugin "$plugin" bw --timeout 60 "$@" >"$out" 2>&1; }
 show() { grep -v ' INFO ' "$out" | tail -n 8 | tr '\n' ' '; }
@@ -39,4 +39,28 @@ else
 fi
 bw --size 64K --span 2G; st=$?
 [ $st -eq 2 ] && tap_ok bw_refuses_a_span_over_1GiB || tap_not_ok bw_refuses_a_span_over_1GiB "exit $st"
+# every number whole and in range (plugin/ib/parse.h), or exit 2 with a
+# message naming the option, before any rank starts: atoi read '--iters 5x'
+# as 5 and '--window abc' as 0, strtoull '--seed 12x' as 12
+bad=""
+for args in "bw --iters 5x" "bw --window abc" "bw --dev 1.5" "bw --timeout 10s" "bw --size 64Q" \
+    "traffic --ranks 9" "traffic --inflight 0x" "traffic --seed 12x" "traffic --kill-after-ms -5" \
+    "traffic --ctl-port softnic0:2x" "traffic --timeout x"; do
+    "$nd" --plugin "$plugin" $args >"$out" 2>&1; st=$?
+    opt=$(echo "$args" | cut -d' ' -f2)
+    [ $st -eq 2 ] && grep -q "^netdriver: bad value '.*' for $opt" "$out" || bad="$bad [$args: exit $st]"
+done
+[ -z "$bad" ] && tap_ok netdriver_refuses_numbers_not_whole_or_out_of_range ||
+    tap_not_ok netdriver_refuses_numbers_not_whole_or_out_of_range "$bad"
+# and keeps what it took before: fractional seconds, hex counts, a 64-bit seed
+bw --size 4K --iters 0x3 --window 2 --timeout 30.5 --dev 0; st=$?
+st2=0
+"$nd" --plugin "$plugin" traffic --ranks 2 --iters 2 --max-size 4K --seed 0xffffffffffffffff --timeout 30.5 \
+    >"$out.t" 2>&1 || st2=$?
+if [ $st -eq 0 ] && grep -q '^ *4096 *3 ' "$out" && [ $st2 -eq 0 ] && grep -q 'seed 18446744073709551615' "$out.t"; then
+    tap_ok netdriver_takes_fractional_seconds_hex_counts_and_a_64_bit_seed
+else
+    tap_not_ok netdriver_takes_fractional_seconds_hex_counts_and_a_64_bit_seed "exit $st/$st2; $(show) $(tail -n 4 "$out.t" | tr '\n' ' ')"
+fi
+rm -f "$out.t"
 tap_done

@@ -11,7 +11,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 23
+tap_plan 24
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -40,6 +40,15 @@ grep -q 'RAILNET_GIN=bogus is not valid (accepted: auto, proxy, gdaki or off)' "
 for n in 2 5 8; do
     tap_check "iput_full_mesh_${n}_ranks_byte_checked" "$gd" --plugin "$plugin" --ranks $n --seed $((n * 77)) mesh
 done
+# --seed takes any 64-bit value but only whole: strtoull read "12x" as 12
+# (a refusal exits 2 before the plugin is loaded)
+st1=0; st2=0
+"$gd" --plugin "$plugin" --seed 12x probe >"$out" 2>&1 || st1=$?
+grep -q "^gindriver: bad value '12x' for --seed" "$out" || st1=x$st1
+"$gd" --plugin "$plugin" --seed 0xffffffffffffffff probe >"$out" 2>&1 || st2=$?
+[ "$st1" = 2 ] && [ $st2 -eq 0 ] && grep -q '^init: 0$' "$out" &&
+    tap_ok gindriver_seed_whole_up_to_2_64_or_refused ||
+    tap_not_ok gindriver_seed_whole_up_to_2_64_or_refused "exit $st1/$st2; $(tail -n 3 "$out" | tr '\n' ' ')"
 # puts up to 1 MiB: those of RAILNET_SPLIT_MIN (128 KiB) or more are cut
 # over both ports' QPs
 tap_check iput_split_over_both_ports_4_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 4 --slot 4194304 --puts 8 mesh
