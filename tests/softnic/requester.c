@@ -531,13 +531,15 @@ bool requester_try_direct_locked(struct sn_qp *qp)
     /* a paced port: a few KiB on a free line go now, without sleeping
      * (a pulled payload moves at copy speed, so only small ones); a busy
      * line, or more, waits for the requester thread's pacing */
-    bool paced = port->conf.rate != 0;
-    if (paced && (charged > DIRECT_MAX_BYTES ||
-                  !rate_take_if_idle(&port->tx_rate, charged, qp->sq[qp->sq_sent % qp->sq_size].posted_ns)))
+    if (port->tx_rate.rate && (charged > DIRECT_MAX_BYTES ||
+                               !rate_take_if_idle(&port->tx_rate, charged,
+                                                  qp->sq[qp->sq_sent % qp->sq_size].posted_ns)))
         return false;
     atomic_fetch_add(&qp->cnt.direct_wqes, qp->sq_tail - qp->sq_sent);
     qp->tx_busy = true;
-    qp->tx_batch->prepaid = paced;
+    /* charged above, or nothing to charge: batch_flush must never sleep
+     * here, also when a rate is set between the check and the flush */
+    qp->tx_batch->prepaid = true;
     transmit_locked(qp, qp->tx_batch);
     qp->tx_batch->prepaid = false;
     qp->tx_busy = false;
