@@ -4,7 +4,10 @@
 #   1. memcpy in one thread (the ceiling: softnic copies each byte at least
 #      once) and TCP loopback between two processes (softnic's wire);
 #   2. ib_write_bw / ib_read_bw at 1 MiB between two processes on softnic;
-#   3. ib_write_bw with a 500 MB/s port rate limit: measured / configured.
+#   3. ib_write_bw with a 500 MB/s port rate limit: measured / configured,
+#      at 1 MiB, and 1 KiB writes on one QP at 100 MB/s (a window of small
+#      WQEs, well within what softnic moves unpaced: the pacing must not
+#      hold them back a window at a time).
 # Issue 3 asks for >= 1.5 GB/s in (2) and (3) within 5 %.  perftest's MB/sec
 # are MiB/s (2^20 bytes), so every number here is in MiB/s.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -48,6 +51,8 @@ sn_pair bench_read 120 ib_read_bw -d softnic0 -x 0 -s 1048576 -n 3000
 read=$(avg_of "$SN_TMP/bench_read.cli")
 SOFTNIC_RATE=500Mi sn_pair bench_rate 120 ib_write_bw -d softnic0 -x 0 -s 1048576 -n 1500
 rate=$(avg_of "$SN_TMP/bench_rate.cli")
+SOFTNIC_RATE=100M sn_pair bench_rate_small 120 ib_write_bw -d softnic0 -x 0 -s 1024 -n 50000
+rate_small=$(avg_of "$SN_TMP/bench_rate_small.cli")
 
 printf '%-44s %10s\n' "measure (MiB/s, as perftest reports)" "value"
 printf '%-44s %10s\n' "memcpy, one thread (ceiling)" "$mem"
@@ -55,6 +60,8 @@ printf '%-44s %10s\n' "TCP loopback, 2 python processes" "$tcp"
 printf '%-44s %10s\n' "ib_write_bw 1 MiB on softnic" "$write"
 printf '%-44s %10s\n' "ib_read_bw 1 MiB on softnic" "$read"
 printf '%-44s %10s\n' "ib_write_bw, port limited to 500 MiB/s" "$rate"
-awk -v w="$write" -v t="$mem" -v r="$rate" 'BEGIN {
+printf '%-44s %10s\n' "ib_write_bw 1 KiB, port limited to 100 MB/s" "$rate_small"
+awk -v w="$write" -v t="$mem" -v r="$rate" -v rs="$rate_small" 'BEGIN {
     printf "ratio write/memcpy: %.2f   write >= 1.5 GB/s (1431 MiB/s): %s\n", w / t, (w >= 1431 ? "yes" : "NO");
-    printf "rate limit measured/configured: %.3f   within 5%%: %s\n", r / 500, ((r / 500 > 0.95 && r / 500 < 1.05) ? "yes" : "NO") }'
+    printf "rate limit measured/configured: %.3f   within 5%%: %s\n", r / 500, ((r / 500 > 0.95 && r / 500 < 1.05) ? "yes" : "NO");
+    printf "rate limit measured/configured, 1 KiB writes: %.3f\n", rs / (100e6 / 1048576) }'

@@ -132,8 +132,25 @@ static void batch_release(struct sn_tx_batch *b)
 
 /* Bytes paced as one piece: a large message is spread over time by the
  * rate limit instead of waiting for its whole debt and then bursting, and
- * each piece on the wire counts as progress for the retry timer. */
+ * each piece on the wire counts as progress for the retry timer.  On a
+ * paced port a piece is at most PACE_US of line time: a piece's bytes
+ * leave after its line time has passed, so a piece of 256 KiB at
+ * 100 MB/s held a whole window of small writes back for 2.6 ms, their
+ * completions and the next posts came only after it, and a 1 KiB stream
+ * on one QP ran at 0.87-0.90 of the rate (a NIC's line never waits for a
+ * whole window to be serialized before the first WQE completes). */
 #define PACE_BYTES (256 * 1024)
+#define PACE_MIN_BYTES 4096
+#define PACE_US 50
+
+static size_t pace_bytes(const struct sn_port *port)
+{
+    uint64_t rate = port->tx_rate.rate;
+    if (!rate)
+        return PACE_BYTES;
+    uint64_t n = rate / (1000000 / PACE_US);
+    return n < PACE_MIN_BYTES ? PACE_MIN_BYTES : n > PACE_BYTES ? PACE_BYTES : (size_t)n;
+}
 
 static bool is_cma(const struct sn_tx_batch *b, const struct iovec *v)
 {
@@ -160,14 +177,15 @@ static uint64_t cma_payload(const struct iovec *v)
     return n;
 }
 
-/* Charges a pulled payload to the rate limit in PACE_BYTES pieces, each one
+/* Charges a pulled payload to the rate limit in pieces of a pace, each one
  * progress for the retry timer, as the wire's pieces are. */
 static void charge_pulled(struct sn_qp *qp, struct sn_port *port, uint64_t bytes, uint64_t since_ns)
 {
     if (!port->tx_rate.rate)
         return;
+    uint64_t pace = pace_bytes(port);
     while (bytes) {
-        uint64_t n = bytes < PACE_BYTES ? bytes : PACE_BYTES;
+        uint64_t n = bytes < pace ? bytes : pace;
         rate_take(&port->tx_rate, n, since_ns);
         bytes -= n;
         pthread_mutex_lock(&qp->lock);
@@ -181,20 +199,21 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
     int err = 0;
     struct iovec *iov = b->iov;
     int left = b->niov;
+    size_t pace = pace_bytes(port);
     while (left > 0) {
-        /* the next piece: whole iovecs up to PACE_BYTES, the last payload
-         * one cut to fill it (headers are never cut) */
+        /* the next piece: whole iovecs up to a pace, the last payload one
+         * cut to fill it (headers are never cut) */
         size_t bytes = 0, payload = 0;
         int n = 0;
         uint64_t pulled = 0;
-        for (; n < left && bytes + iov[n].iov_len <= PACE_BYTES; n++) {
+        for (; n < left && bytes + iov[n].iov_len <= pace; n++) {
             bytes += iov[n].iov_len;
             payload += is_header(b, &iov[n]) ? 0 : iov[n].iov_len;
             pulled += is_cma(b, &iov[n]) ? cma_payload(&iov[n]) : 0;
         }
         struct iovec rest = { NULL, 0 };
-        if (n < left && bytes < PACE_BYTES && !is_header(b, &iov[n])) {
-            size_t cut = PACE_BYTES - bytes;
+        if (n < left && bytes < pace && !is_header(b, &iov[n])) {
+            size_t cut = pace - bytes;
             rest.iov_base = (char *)iov[n].iov_base + cut;
             rest.iov_len = iov[n].iov_len - cut;
             iov[n].iov_len = cut;
