@@ -15,7 +15,6 @@
 #include "tools/common/plugin_tables.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,18 +140,6 @@ static int run_for(struct flow *f, double seconds)
     while (now_s() < end)
         if (step(f) < 0)
             return -1;
-    return 0;
-}
-
-/* A decimal at least lo, whole ("1e9", "0.5"): 0 or -1, *out left alone. */
-static int parse_real(const char *s, double lo, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo))
-        return -1;
-    *out = v;
     return 0;
 }
 

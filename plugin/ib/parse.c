@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 int parse_int(const char *s, long long lo, long long hi, long long *out)
@@ -38,6 +39,28 @@ int parse_size(const char *s, long long lo, long long hi, long long *out)
         return -1;
     v <<= shift;
     if (v < lo)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_u64(const char *s, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *end || s[strspn(s, " \t")] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_real(const char *s, double lo, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo))
         return -1;
     *out = v;
     return 0;

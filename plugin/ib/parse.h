@@ -3,8 +3,8 @@
  * railnet-diag), the test drivers' (netdriver, gindriver, nccl_collectives)
  * and the benches' (failover_bench, conn_setup_bench). No dependencies.
  *
- * Both take the whole string (trailing characters are an error), reject a
- * value outside [lo, hi] and leave *out alone on error; they return 0 or -1. */
+ * Each takes the whole string (trailing characters are an error), rejects a
+ * value out of its range and leaves *out alone on error; 0 or -1. */
 #ifndef RAILNET_IB_PARSE_H
 #define RAILNET_IB_PARSE_H
 
@@ -14,5 +14,12 @@ int parse_int(const char *s, long long lo, long long hi, long long *out);
 /* A decimal byte count with an optional binary suffix: K, M or G, each
  * also as Ki/KiB/KB (1K = 1024), case-insensitive: "4096", "64K", "8MiB". */
 int parse_size(const char *s, long long lo, long long hi, long long *out);
+
+/* Any 64-bit unsigned value, decimal, 0x hexadecimal or 0 octal; a minus
+ * sign is refused (strtoull would wrap it). */
+int parse_u64(const char *s, unsigned long long *out);
+
+/* A decimal (strtod: "0.5", "1e9") at least lo; NaN is refused. */
+int parse_real(const char *s, double lo, double *out);
 
 #endif

@@ -1,5 +1,4 @@
 /* tests/gindriver/main.c: gindriver, the GIN driver of CI (gd.h). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,12 +106,9 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--size") && v)
             bad = parse_size(v, 1, 1 << 30, &x), o.size = (size_t)x, i++;
         else if (!strcmp(a, "--seed") && v) {
-            /* any 64-bit value (parse_int's long long would refuse the
-             * upper half), but whole: "12x" was seed 12 */
-            char *end;
-            errno = 0;
-            unsigned long long seed = strtoull(v, &end, 0);
-            bad = errno || end == v || *end || v[strspn(v, " \t")] == '-';
+            /* any 64-bit value, whole: "12x" was seed 12 */
+            unsigned long long seed = 0;
+            bad = parse_u64(v, &seed);
             o.seed = seed, i++;
         }
         else if (a[0] != '-' && !cmd)

@@ -96,10 +96,8 @@ int nd_opt_size(const char *opt, const char *s, long long lo, long long hi, long
 
 int nd_opt_seconds(const char *opt, const char *s, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v > 0)) {
+    double v;
+    if (parse_real(s, 0, &v) || v == 0) {
         fprintf(stderr, "netdriver: bad value '%s' for %s: seconds over 0, fractions allowed\n", s, opt);
         return -1;
     }

@@ -16,7 +16,6 @@
  * SIGKILLs rank R --kill-after-ms after the connections are up and the other
  * ranks must end with an error from the plugin (exit 0) instead of hanging
  * (exit 4) or completing (exit 5). */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -26,6 +25,7 @@
 
 #include "nd.h"
 #include "traffic.h"
+#include "plugin/ib/parse.h"
 
 #define TR_MAX_INFLIGHT NCCL_NET_MAX_REQUESTS
 #define TR_MAX_RECVS 8
@@ -443,14 +443,12 @@ static int traffic_rank(struct nd_world *w, void *arg)
     return status;
 }
 
-/* --seed: any 64-bit value, as strtoull takes it (parse_int's long long
+/* --seed: any 64-bit value (parse_u64; parse_int's long long
  * would refuse the upper half), but whole: "12x" was seed 12. */
 static int parse_seed(const char *s, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[strspn(s, " \t")] == '-') {
+    unsigned long long v;
+    if (parse_u64(s, &v)) {
         fprintf(stderr, "netdriver: bad value '%s' for --seed: an integer in [0, 2^64)\n", s);
         return -1;
     }

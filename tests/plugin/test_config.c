@@ -45,6 +45,35 @@ TAP_CASE(test_parse_size_binary_suffixes_and_bounds)
     EXPECT_EQ_INT(-1, parse_size("9999999999G", 0, 1ll << 62, &v));
 }
 
+TAP_CASE(test_parse_u64_whole_range_and_no_minus)
+{
+    unsigned long long v = 7;
+    EXPECT_EQ_INT(0, parse_u64("0xffffffffffffffff", &v));
+    EXPECT_EQ_U64(~0ull, (uint64_t)v);
+    EXPECT_EQ_INT(0, parse_u64("42", &v));
+    EXPECT_EQ_U64(42, (uint64_t)v);
+    EXPECT_EQ_INT(-1, parse_u64("12x", &v));
+    EXPECT_EQ_INT(-1, parse_u64(" -1", &v));
+    EXPECT_EQ_INT(-1, parse_u64("18446744073709551616", &v));
+    EXPECT_EQ_INT(-1, parse_u64("", &v));
+    EXPECT_EQ_U64(42, (uint64_t)v);
+}
+
+TAP_CASE(test_parse_real_whole_and_at_least_lo)
+{
+    double v = 7;
+    EXPECT_EQ_INT(0, parse_real("0.5", 0, &v));
+    EXPECT_TRUE(v == 0.5);
+    EXPECT_EQ_INT(0, parse_real("1e9", 0, &v));
+    EXPECT_TRUE(v == 1e9);
+    EXPECT_EQ_INT(-1, parse_real("-0.5", 0, &v));
+    EXPECT_EQ_INT(-1, parse_real("1.5s", 0, &v));
+    EXPECT_EQ_INT(-1, parse_real("nan", 0, &v));
+    EXPECT_EQ_INT(-1, parse_real("1e999", 0, &v));
+    EXPECT_EQ_INT(-1, parse_real("", 0, &v));
+    EXPECT_TRUE(v == 1e9);
+}
+
 TAP_CASE(test_hca_filter_prefix_exact_port_and_exclude)
 {
     EXPECT_EQ_INT(1, devices_filter_match("", "mlx5_0", 1));
