@@ -52,6 +52,15 @@ void rate_set(struct sn_rate *r, uint64_t rate)
     pthread_mutex_unlock(&r->lock);
 }
 
+/* The debt (bytes) still unpaid at now; 0 when the line is free. */
+static double debt_at(const struct sn_rate *r, uint64_t now)
+{
+    if (r->tokens >= 0)
+        return 0;
+    double paid = now > r->last_ns ? (double)(now - r->last_ns) * ((double)r->rate / 1e9) : 0;
+    return paid < -r->tokens ? -r->tokens - paid : 0;
+}
+
 uint64_t rate_charge_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint64_t since_ns)
 {
     if (!r->rate)
@@ -66,14 +75,9 @@ uint64_t rate_charge_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint6
     if (now > r->last_ns) {
         if (r->tokens < 0) {
             /* time pays debt whether or not bytes wait */
-            double paid = (double)(now - r->last_ns) * per_ns;
-            if (paid < -r->tokens) {
-                r->tokens += paid;
-                from = now;
-            } else {
-                from = r->last_ns + (uint64_t)(-r->tokens / per_ns);
-                r->tokens = 0;
-            }
+            double debt = debt_at(r, now);
+            from = debt > 0 ? now : r->last_ns + (uint64_t)(-r->tokens / per_ns);
+            r->tokens = -debt;
         }
         if (since_ns > from)
             from = since_ns;
@@ -96,8 +100,7 @@ bool rate_charge_if_idle_locked(struct sn_rate *r, uint64_t now, uint64_t len, u
 {
     if (!r->rate)
         return true;
-    /* in debt at now: the line is still busy with bytes charged before */
-    if (r->tokens < 0 && (now <= r->last_ns || (double)(now - r->last_ns) * ((double)r->rate / 1e9) < -r->tokens))
+    if (debt_at(r, now) > 0)   /* the line is still busy with bytes charged before */
         return false;
     (void)rate_charge_locked(r, now, len, since_ns);
     return true;
