@@ -37,13 +37,18 @@ struct fixture {
     struct st_qp a, b;
 };
 
-static void setup(struct fixture *f)
+static void setup_with(struct fixture *f, const struct st_qp_opts *o)
 {
     st_dev_open(&f->d);
+    st_qp_pair(&f->d, &f->a, &f->b, o);
+}
+
+static void setup(struct fixture *f)
+{
     struct st_qp_opts o = { .max_sge = 16, .max_send_wr = 256, .max_recv_wr = 256, .max_inline = 64,
                             .access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                       IBV_ACCESS_REMOTE_ATOMIC };
-    st_qp_pair(&f->d, &f->a, &f->b, &o);
+    setup_with(f, &o);
 }
 
 static void teardown(struct fixture *f)
@@ -278,46 +283,42 @@ static void *flood_main(void *arg)
  * comes, every write lands. */
 TAP_CASE(test_post_send_returns_while_the_peer_reads_nothing)
 {
-    struct st_dev d;
-    struct st_qp a, b;
-    st_dev_open(&d);
+    struct fixture f;
     struct st_qp_opts o = { .max_sge = 1, .max_send_wr = 32768, .max_recv_wr = 16, .max_inline = 64,
                             .access = IBV_ACCESS_REMOTE_WRITE };
-    st_qp_pair(&d, &a, &b, &o);
+    setup_with(&f, &o);
     size_t len = 64 << 10;
     char *src = st_buf(len, 1), *dst = st_buf(len, 2), *rbuf = st_buf(len, 3);
     unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    struct ibv_mr *smr = ibv_reg_mr(d.pd, src, len, acc), *dmr = ibv_reg_mr(d.pd, dst, len, acc),
-                  *rmr = ibv_reg_mr(d.pd, rbuf, len, acc);
+    struct ibv_mr *smr = ibv_reg_mr(f.d.pd, src, len, acc), *dmr = ibv_reg_mr(f.d.pd, dst, len, acc),
+                  *rmr = ibv_reg_mr(f.d.pd, rbuf, len, acc);
     EXPECT_TRUE(smr && dmr && rmr);
-    st_post_send(a.qp, 1, src, 64, smr->lkey, IBV_SEND_SIGNALED);
+    st_post_send(f.a.qp, 1, src, 64, smr->lkey, IBV_SEND_SIGNALED);
     struct softnic_ctl_counters c = { 0 };
     uint64_t end = st_now_ms() + WAIT_MS;
     while (c.rnr_naks == 0 && st_now_ms() < end) {
-        EXPECT_EQ_INT(0, st_ctl()->qp_counters(b.qp, &c));
+        EXPECT_EQ_INT(0, st_ctl()->qp_counters(f.b.qp, &c));
         usleep(1000);
     }
     EXPECT_TRUE(c.rnr_naks > 0);
-    struct flood_job j = { .qp = a.qp, .src = src, .dst = dst, .lkey = smr->lkey,
+    struct flood_job j = { .qp = f.a.qp, .src = src, .dst = dst, .lkey = smr->lkey,
                            .rkey = dmr->rkey, .n = 32000 };
     pthread_t t;
     EXPECT_EQ_INT(0, pthread_create(&t, NULL, flood_main, &j));
     bool done = wait_done(&j.done, WAIT_MS);
     int posted = atomic_load(&j.posted);
-    st_post_recv(b.qp, 9, rbuf, 64, rmr->lkey);
+    st_post_recv(f.b.qp, 9, rbuf, 64, rmr->lkey);
     pthread_join(t, NULL);
-    tap_diag("posted %d, %d by the posting thread", posted, (int)direct_wqes(a.qp));
+    tap_diag("posted %d, %d by the posting thread", posted, (int)direct_wqes(f.a.qp));
     if (!done)
         tap_fail_at(__FILE__, __LINE__, "ibv_post_send blocked after %d posts", posted);
     struct ibv_wc wc;
-    st_wait_wc(a.scq, &wc, WAIT_MS);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 1);
     ibv_dereg_mr(smr);
     ibv_dereg_mr(dmr);
     ibv_dereg_mr(rmr);
-    st_qp_destroy(&a);
-    st_qp_destroy(&b);
-    st_dev_close(&d);
+    teardown(&f);
 }
 
 TAP_CASE(test_multi_sge_unaligned_write_and_send_are_byte_exact)
