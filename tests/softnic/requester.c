@@ -573,6 +573,7 @@ void *requester_main(void *arg)
 {
     struct sn_qp *qp = arg;
     bool spin = sn_spin_on(), spun = false;
+    sn_nic_thread_init();
     pthread_mutex_lock(&qp->lock);
     while (!qp->stopping) {
         enum ibv_qp_state st = qp->attr.qp_state;

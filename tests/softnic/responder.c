@@ -608,6 +608,7 @@ static void *responder_main(void *arg)
     struct sn_rconn *rc = arg;
     struct sn_wire_hello h;
     int fd = rc->fd;
+    sn_nic_thread_init();
     if (read_hello(fd, &h) || !(rc->qp = wire_qp_attach(h.dst_qpn))) {
         close(fd);
         free(rc);

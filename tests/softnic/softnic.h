@@ -113,7 +113,13 @@ uint64_t rate_charge_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint6
 bool rate_take_if_idle(struct sn_rate *r, uint64_t len, uint64_t since_ns);
 bool rate_charge_if_idle_locked(struct sn_rate *r, uint64_t now, uint64_t len, uint64_t since_ns);
 uint64_t sn_now_ns(void);
+/* Sleeps until t (CLOCK_MONOTONIC ns), as late as the thread's timer slack
+ * lets the kernel make it: NIC threads call sn_nic_thread_init first. */
 void sn_sleep_until_ns(uint64_t t);
+/* What every NIC thread (requester, completer, responder, the wire's
+ * acceptor) does first: a timer slack of 1 us, so that its waits end when
+ * they are due. */
+void sn_nic_thread_init(void);
 
 /* ------------------------------------------------------------- spin.c */
 /* Before a NIC thread sleeps for lack of work it polls for up to

@@ -4,12 +4,15 @@
  * ordering, several ports, QPs and processes. */
 #include "sntest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -586,6 +589,65 @@ struct poster {
     _Atomic int *stop;
     _Atomic long posted;
 };
+
+/* A thread's timer slack (ns), from /proc; -1 when it cannot be read. */
+static long timerslack_of(long tid)
+{
+    char path[64];
+    /* listed under /proc/self/task, but only /proc/<tid> has the file */
+    snprintf(path, sizeof(path), "/proc/%ld/timerslack_ns", tid);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/* The NIC threads' rate-limit and added-latency waits end when due: each
+ * runs with a 1 us timer slack (the kernel's default 50 us stretched every
+ * wait of a paced port), and the application's own thread keeps its own. */
+TAP_CASE(test_nic_threads_wait_with_a_1us_timer_slack)
+{
+    long self = (long)syscall(SYS_gettid);
+    long before = timerslack_of(self);
+    if (before < 0)
+        TAP_SKIP("no /proc/<tid>/timerslack_ns here (kernel before 4.6)");
+    struct fixture f;
+    setup(&f, NULL);
+    char *src = st_buf(4096, 1), *dst = st_buf(4096, 2);
+    struct ibv_mr *smr = reg(&f, src, 4096), *dmr = reg(&f, dst, 4096);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 1, src, 4096, smr->lkey, (uintptr_t)dst, dmr->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
+    /* two QPs: a requester, a completer and (once connected) a responder each */
+    int others = 0, slow = 0;
+    DIR *d = opendir("/proc/self/task");
+    EXPECT_TRUE(d != NULL);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long tid = strtol(e->d_name, NULL, 10);
+        if (tid <= 0 || tid == self)
+            continue;
+        others++;
+        long v = timerslack_of(tid);
+        if (v != 1000) {
+            slow++;
+            tap_diag("thread %ld: timer slack %ld ns", tid, v);
+        }
+    }
+    if (d)
+        closedir(d);
+    EXPECT_TRUE(others >= 6);
+    EXPECT_EQ_INT(0, slow);
+    EXPECT_EQ_INT(before, timerslack_of(self));
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
 
 static void *poster_main(void *arg)
 {

@@ -110,6 +110,7 @@ static void *acceptor_main(void *arg)
 {
     (void)arg;
     struct pollfd pfd[1 + SN_MAX_BLOCKS * MAX_IPS];
+    sn_nic_thread_init();
     for (;;) {
         int n = 0;
         pfd[n++] = (struct pollfd){ .fd = W.wake[0], .events = POLLIN };
