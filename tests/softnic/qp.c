@@ -364,8 +364,10 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
         /* a write being placed finishes first (its responder's stream is
          * shut down: it reads what was buffered, no more); after this
          * returns nothing lands in this QP's memory (responder.c) */
+        qp->placing_waiters++;
         while (qp->placing > 0)
             pthread_cond_wait(&qp->cond, &qp->lock);
+        qp->placing_waiters--;
     }
     if (next == IBV_QPS_RTS && !qp->req_started)
         start = true;

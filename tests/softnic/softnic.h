@@ -413,6 +413,8 @@ struct sn_qp {
     int nresp;                     /* attached responder threads */
     int placing;                   /* responders writing into memory now:
                                     * ibv_modify_qp(ERR) returns when none is */
+    int placing_waiters;           /* ibv_modify_qp(ERR) calls waiting for that:
+                                    * the last placement wakes qp->cond only then */
     struct sn_rconn *rconns;
     struct sn_counters cnt;
 };
