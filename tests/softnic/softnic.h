@@ -139,6 +139,7 @@ struct sn_counters {
     _Atomic uint64_t errors, retries, rnr_naks;
     _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
     _Atomic uint64_t direct_wqes;   /* tx WQEs a posting thread transmitted (requester.c) */
+    _Atomic uint64_t post_calls;    /* ibv_post_send calls that queued send WQEs (qp.c) */
 };
 
 /* --------------------------------------------------------------- device */
