@@ -109,6 +109,14 @@ EXPORT int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out)
     return 0;
 }
 
+EXPORT int softnic_ctl_qp_post_calls(struct ibv_qp *qp, uint64_t *out)
+{
+    if (!qp || !out)
+        return EINVAL;
+    *out = atomic_load(&sn_qp_of(qp)->cnt.post_calls);
+    return 0;
+}
+
 EXPORT int softnic_ctl_spin_counts(uint64_t *started, uint64_t *found_work)
 {
     if (!started || !found_work)

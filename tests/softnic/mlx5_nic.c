@@ -260,43 +260,41 @@ static enum ibv_wr_opcode wr_opcode(uint8_t op)
     }
 }
 
-/* Posts op to the engine: 0, EAGAIN (not now: SQ full or QP not yet in
- * RTS; the WQE stays in the ring), or an mlx5 syndrome (as a negative). */
-static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
+/* Builds the engine WR of op into wr and sg (wr_id left to the poster):
+ * 0, or an mlx5 syndrome (as a negative) for a WQE the engine cannot take. */
+static int wr_build(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op, struct ibv_send_wr *wr,
+                    struct ibv_sge *sg)
 {
-    struct ibv_sge sg[MLX5_SN_MAX_SGE];
-    struct ibv_send_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = qp->next_seq;
-    wr.opcode = wr_opcode(op->opcode);
-    wr.send_flags = IBV_SEND_SIGNALED;
+    memset(wr, 0, sizeof(*wr));
+    wr->opcode = wr_opcode(op->opcode);
+    wr->send_flags = IBV_SEND_SIGNALED;
     if (op->fm_ce_se & MLX5_WQE_CTRL_SOLICITED)
-        wr.send_flags |= IBV_SEND_SOLICITED;
+        wr->send_flags |= IBV_SEND_SOLICITED;
     /* Any fence mode (fm, bits 5..7: initiator small fence, fence, strong
      * ordering, fence and small fence) becomes the verbs fence: the engine
      * executes a QP's WQEs in order, so the stronger modes hold as well. */
     if (op->fm_ce_se & 0xe0)
-        wr.send_flags |= IBV_SEND_FENCE;
-    wr.imm_data = op->imm;
+        wr->send_flags |= IBV_SEND_FENCE;
+    wr->imm_data = op->imm;
     if (op->opcode == MLX5_OPCODE_ATOMIC_FA || op->opcode == MLX5_OPCODE_ATOMIC_CS) {
-        wr.wr.atomic.remote_addr = op->raddr;
-        wr.wr.atomic.rkey = op->rkey;
+        wr->wr.atomic.remote_addr = op->raddr;
+        wr->wr.atomic.rkey = op->rkey;
         /* verbs names the CS operands the other way round */
-        wr.wr.atomic.compare_add = op->opcode == MLX5_OPCODE_ATOMIC_CS ? op->compare : op->swap_add;
-        wr.wr.atomic.swap = op->opcode == MLX5_OPCODE_ATOMIC_CS ? op->swap_add : 0;
+        wr->wr.atomic.compare_add = op->opcode == MLX5_OPCODE_ATOMIC_CS ? op->compare : op->swap_add;
+        wr->wr.atomic.swap = op->opcode == MLX5_OPCODE_ATOMIC_CS ? op->swap_add : 0;
     } else {
-        wr.wr.rdma.remote_addr = op->raddr;
-        wr.wr.rdma.rkey = op->rkey;
+        wr->wr.rdma.remote_addr = op->raddr;
+        wr->wr.rdma.rkey = op->rkey;
     }
-    wr.sg_list = sg;
+    wr->sg_list = sg;
     if (op->inl_len) {
         if (op->inl_len > qp->max_inline)
             return -MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
         sg[0].addr = (uintptr_t)op->inl;
         sg[0].length = op->inl_len;
         sg[0].lkey = 0;
-        wr.num_sge = 1;
-        wr.send_flags |= IBV_SEND_INLINE;
+        wr->num_sge = 1;
+        wr->send_flags |= IBV_SEND_INLINE;
     } else {
         if ((uint32_t)op->num_sge > qp->max_sge)
             return -MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
@@ -305,25 +303,57 @@ static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
             sg[i].length = op->sge[i].len;
             sg[i].lkey = op->sge[i].lkey;
         }
-        wr.num_sge = op->num_sge;
+        wr->num_sge = op->num_sge;
     }
-    int rc = ibv_post_send(qp->ibqp, &wr, &bad);
+    return 0;
+}
+
+/* Posts wr[0..n) to the engine as one list, wr_ids from qp->next_seq on;
+ * returns how many it took.  *res: 0 when all, else for the first one not
+ * taken EAGAIN (not now: SQ full or QP not yet in RTS; it stays in the
+ * ring) or an mlx5 syndrome (as a negative). */
+static int engine_post(struct mlx5_sn_qp *qp, struct ibv_send_wr *wr, int n, int *res)
+{
+    for (int i = 0; i < n; i++) {
+        wr[i].wr_id = qp->next_seq + (uint64_t)i;
+        wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+    }
+    struct ibv_send_wr *bad = NULL;
+    int rc = ibv_post_send(qp->ibqp, wr, &bad);
+    *res = 0;
     if (rc == 0)
-        return 0;
-    if (rc == ENOMEM)
-        return EAGAIN;
+        return n;
+    int taken = bad >= wr && bad < wr + n ? (int)(bad - wr) : 0;
+    if (rc == ENOMEM) {
+        *res = EAGAIN;
+        return taken;
+    }
     struct ibv_qp_attr a;
     struct ibv_qp_init_attr ia;
+    *res = -MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
     if (ibv_query_qp(qp->ibqp, &a, IBV_QP_STATE, &ia) == 0) {
         if (a.qp_state == IBV_QPS_RESET || a.qp_state == IBV_QPS_INIT ||
             a.qp_state == IBV_QPS_RTR)
-            return EAGAIN;      /* runs once the QP reaches RTS */
+            *res = EAGAIN;      /* runs once the QP reaches RTS */
         if (a.qp_state == IBV_QPS_ERR) {
             qp->error = true;
-            return -MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
+            *res = -MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
         }
     }
-    return -MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+    return taken;
+}
+
+/* Posts op to the engine alone: 0, EAGAIN, or an mlx5 syndrome (as a
+ * negative). */
+static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
+{
+    struct ibv_sge sg[MLX5_SN_MAX_SGE];
+    struct ibv_send_wr wr;
+    int rc = wr_build(qp, op, &wr, sg);
+    if (rc)
+        return rc;
+    engine_post(qp, &wr, 1, &rc);
+    return rc;
 }
 
 static uint64_t nic_now_ns(void);
@@ -406,6 +436,71 @@ static int wait_satisfied(const struct mlx5_sn_op *op)
     return -1;
 }
 
+/* WQEs found at one doorbell go to the engine as one post list: one
+ * ibv_post_send (one lock round trip, and one transmission of up to a
+ * batch by this thread, requester.c's fast path) instead of one each.  A
+ * list stops where that fast path would stop taking it (its
+ * DIRECT_MAX_WQES and DIRECT_MAX_BYTES): a list it refused would wait for
+ * the requester thread, where the WQEs one by one would each have gone
+ * at once. */
+#define NIC_POST_LIST 8
+#define NIC_POST_LIST_BYTES 4096
+
+/* Whether op is executed by the engine (not the NIC thread itself). */
+static bool op_is_engine(const struct mlx5_sn_op *op)
+{
+    return op->opcode != MLX5_OPCODE_NOP && op->opcode != MLX5_SN_OPCODE_WAIT;
+}
+
+/* Posts the well-formed engine WQEs from qp->ci on (up to NIC_POST_LIST,
+ * and below pi) as one list and records them in the pend ring.  Returns
+ * how many WQEs it consumed (0: the WQE at qp->ci is for the one-by-one
+ * path of qp_consume: a NOP, a WAIT, a bad WQE, or a QP in error), or -1
+ * when the engine takes none now (EAGAIN: they stay in the ring). */
+static int qp_consume_batch(struct mlx5_sn_qp *qp, const uint8_t *ring, uint16_t pi)
+{
+    static __thread struct mlx5_sn_op ops[NIC_POST_LIST];
+    static __thread struct ibv_send_wr wrs[NIC_POST_LIST];
+    static __thread struct ibv_sge sgs[NIC_POST_LIST][MLX5_SN_MAX_SGE];
+    if (qp->error)
+        return 0;
+    int n = 0;
+    uint64_t bytes = 0;
+    uint16_t at = qp->ci;
+    while (n < NIC_POST_LIST && at != pi && qp->pend_count + (uint32_t)n < qp->wqe_cnt) {
+        struct mlx5_sn_op *op = &ops[n];
+        if (mlx5_wqe_decode(ring, qp->wqe_cnt, at, qp->ibqp->qp_num, (uint16_t)(pi - at), op) != 0 ||
+            !op_is_engine(op) || (n > 0 && bytes + op->len > NIC_POST_LIST_BYTES) ||
+            wr_build(qp, op, &wrs[n], sgs[n]) != 0)
+            break;
+        bytes += op->len;
+        at = (uint16_t)(at + op->nbb);
+        n++;
+    }
+    if (n == 0)
+        return 0;
+    int res;
+    int taken = engine_post(qp, wrs, n, &res);
+    for (int i = 0; i < taken || (i == taken && res < 0); i++) {
+        struct mlx5_sn_pend e = { .wqe_idx = qp->ci, .opcode = ops[i].opcode,
+                                  .want_cqe = ops[i].signaled, .byte_cnt = (uint32_t)ops[i].len };
+        if (i < taken) {
+            e.kind = PEND_ENGINE;
+            e.seq = qp->next_seq++;
+        } else {
+            e.kind = PEND_LOCAL_ERR;        /* the engine refused this one */
+            e.syndrome = (uint8_t)-res;
+            if (!qp->error)
+                qp->stop_consuming = true;  /* nothing runs after a bad WQE */
+        }
+        pend_push(qp, &e);
+        qp->ci = (uint16_t)(qp->ci + ops[i].nbb);
+        qp->counters[0]++;
+    }
+    int done = taken + (res < 0 && taken < n ? 1 : 0);
+    return done ? done : -1;
+}
+
 /* Consumes posted WQEs up to the doorbell record; returns how many. */
 static int qp_consume(struct mlx5_sn_qp *qp)
 {
@@ -431,6 +526,15 @@ static int qp_consume(struct mlx5_sn_qp *qp)
         }
         /* Acquire: WQE bytes are read after the doorbell record. */
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        int n = qp_consume_batch(qp, ring, pi);
+        if (n < 0)
+            break;
+        if (n > 0) {
+            done += n;
+            if (qp->stop_consuming)
+                break;
+            continue;
+        }
         int syn = mlx5_wqe_decode(ring, qp->wqe_cnt, qp->ci, qp->ibqp->qp_num, avail, &op);
         e.opcode = op.opcode;
         e.want_cqe = op.signaled;

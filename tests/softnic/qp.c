@@ -364,8 +364,10 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
         /* a write being placed finishes first (its responder's stream is
          * shut down: it reads what was buffered, no more); after this
          * returns nothing lands in this QP's memory (responder.c) */
+        qp->placing_waiters++;
         while (qp->placing > 0)
             pthread_cond_wait(&qp->cond, &qp->lock);
+        qp->placing_waiters--;
     }
     if (next == IBV_QPS_RTS && !qp->req_started)
         start = true;
@@ -590,7 +592,7 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
     enum ibv_qp_state st = qp->attr.qp_state;
     if (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_ERR)
         err = EINVAL;
-    uint64_t now = sn_now_ns();
+    uint64_t now = sn_now_ns(), tail0 = qp->sq_tail;
     for (; wr && !err; wr = wr->next) {
         uint32_t len = 0;
         if ((err = qp_check_send_wr(qp, wr, &len)))
@@ -644,6 +646,8 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
     }
     if (err && bad)
         *bad = wr;
+    if (qp->sq_tail != tail0)
+        atomic_fetch_add(&qp->cnt.post_calls, 1);
     if (!requester_try_direct_locked(qp))
         pthread_cond_signal(&qp->req_cond);
     pthread_mutex_unlock(&qp->lock);

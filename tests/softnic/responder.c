@@ -128,7 +128,10 @@ static int place_live(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size
         return ECONNABORTED;
     int err = place(rc, mr, addr, len);
     pthread_mutex_lock(&qp->lock);
-    if (--qp->placing == 0)
+    /* Only ibv_modify_qp(ERR) waits for the count to reach 0: a broadcast
+     * for every write placed woke whatever else sleeps on qp->cond (an idle
+     * completer, one wake-up and two context switches per message) */
+    if (--qp->placing == 0 && qp->placing_waiters > 0)
         pthread_cond_broadcast(&qp->cond);
     pthread_mutex_unlock(&qp->lock);
     return err;

@@ -139,6 +139,7 @@ struct sn_counters {
     _Atomic uint64_t errors, retries, rnr_naks;
     _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
     _Atomic uint64_t direct_wqes;   /* tx WQEs a posting thread transmitted (requester.c) */
+    _Atomic uint64_t post_calls;    /* ibv_post_send calls that queued send WQEs (qp.c) */
 };
 
 /* --------------------------------------------------------------- device */
@@ -413,6 +414,8 @@ struct sn_qp {
     int nresp;                     /* attached responder threads */
     int placing;                   /* responders writing into memory now:
                                     * ibv_modify_qp(ERR) returns when none is */
+    int placing_waiters;           /* ibv_modify_qp(ERR) calls waiting for that:
+                                    * the last placement wakes qp->cond only then */
     struct sn_rconn *rconns;
     struct sn_counters cnt;
 };

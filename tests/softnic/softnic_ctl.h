@@ -46,6 +46,11 @@ int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t 
  * requester thread's wake-up. */
 int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out);
 
+/* ibv_post_send calls that queued send WQEs on a QP (a list counts once):
+ * for a QP made by mlx5dv_create_qp, how many post lists softnic's mlx5
+ * NIC thread made of the WQEs it found (mlx5_nic.c). */
+int softnic_ctl_qp_post_calls(struct ibv_qp *qp, uint64_t *out);
+
 /* This process's NIC threads' polls before sleeping (SOFTNIC_SPIN_US,
  * spin.c): how many began, and how many found work before their time ran
  * out (each a wake-up saved).  Both 0 with spinning off. */

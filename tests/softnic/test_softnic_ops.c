@@ -649,6 +649,105 @@ TAP_CASE(test_nic_threads_wait_with_a_1us_timer_slack)
     teardown(&f);
 }
 
+/* The threads of this process, from /proc/self/task: up to max tids. */
+static int task_list(long *tids, int max)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    EXPECT_TRUE(d != NULL);
+    for (struct dirent *e; d && (e = readdir(d)) && n < max;) {
+        long tid = strtol(e->d_name, NULL, 10);
+        if (tid > 0)
+            tids[n++] = tid;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* How often thread tid went to sleep (voluntary context switches); -1 when
+ * /proc does not say. */
+static long sleeps_of(long tid)
+{
+    char path[96], line[128];
+    snprintf(path, sizeof(path), "/proc/self/task/%ld/status", tid);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* A QP that only receives has a requester and a completer with nothing to
+ * do: writes placed into its memory must not wake them.  The responder
+ * broadcast qp->cond after every placement (for ibv_modify_qp(ERR), which
+ * waits for placements under way), and the idle completer sleeps on that
+ * condition: it woke, and went back to sleep, once per incoming write --
+ * on a GPU's one-way QP (bench_gdaki) a wake-up per message on the
+ * responder's path.  Now the placement wakes qp->cond only while
+ * ibv_modify_qp(ERR) waits.  Their own timeouts (20 ms, 100 ms) still wake
+ * them: those are allowed for. */
+TAP_CASE(test_writes_into_a_receiving_qp_do_not_wake_its_idle_threads)
+{
+    if (sleeps_of((long)syscall(SYS_gettid)) < 0)
+        TAP_SKIP("no voluntary_ctxt_switches in /proc/self/task/<tid>/status here");
+    struct fixture f;
+    struct st_qp_info ia, ib;
+    st_dev_open(&f.d);
+    st_qp_create(&f.d, &f.a, NULL, 256);
+    st_qp_create(&f.d, &f.b, NULL, 256);
+    st_qp_info(&f.d, &f.a, &ia);
+    st_qp_info(&f.d, &f.b, &ib);
+    long before[256], after[256], idle[256];
+    int nb = task_list(before, 256);
+    st_qp_connect(&f.b, &ia);       /* b's requester and completer start */
+    int na = task_list(after, 256), nidle = 0;
+    for (int i = 0; i < na; i++) {
+        bool old = false;
+        for (int k = 0; k < nb && !old; k++)
+            old = after[i] == before[k];
+        if (!old)
+            idle[nidle++] = after[i];
+    }
+    EXPECT_TRUE(nidle >= 2);
+    st_qp_connect(&f.a, &ib);
+    char *src = st_buf(64, 1), *dst = st_buf(64, 2);
+    struct ibv_mr *smr = reg(&f, src, 64), *dmr = reg(&f, dst, 64);
+    /* the first write connects a to b: b's responder thread starts */
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 0, src, 64, smr->lkey, (uintptr_t)dst, dmr->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+    long s0 = 0, s1 = 0;
+    for (int i = 0; i < nidle; i++)
+        s0 += sleeps_of(idle[i]);
+    uint64_t t0 = st_now_ms();
+    enum { N = 2000 };
+    for (int i = 1; i <= N; i++) {
+        /* one at a time: each placement is one chance to wake them */
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src, 64, smr->lkey, (uintptr_t)dst,
+                     dmr->rkey, 0, IBV_SEND_SIGNALED);
+        for (int n = 0; (n = ibv_poll_cq(f.a.scq, 1, &wc)) == 0;)
+            sched_yield();
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)i);
+    }
+    uint64_t ms = st_now_ms() - t0;
+    for (int i = 0; i < nidle; i++)
+        s1 += sleeps_of(idle[i]);
+    /* timeouts: at most one per 20 ms for each of them, and a few more */
+    long allowed = (long)(ms / 20 + 1) * nidle + 50;
+    tap_diag("%d writes in %llu ms: b's %d idle threads slept %ld times (allowed %ld)", N,
+             (unsigned long long)ms, nidle, s1 - s0, allowed);
+    EXPECT_TRUE(s1 - s0 <= allowed);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
 static void *poster_main(void *arg)
 {
     struct poster *p = arg;
