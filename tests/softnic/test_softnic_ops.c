@@ -590,6 +590,22 @@ struct poster {
     _Atomic long posted;
 };
 
+/* The threads of this process, from /proc/self/task: up to max tids. */
+static int task_list(long *tids, int max)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    EXPECT_TRUE(d != NULL);
+    for (struct dirent *e; d && (e = readdir(d)) && n < max;) {
+        long tid = strtol(e->d_name, NULL, 10);
+        if (tid > 0)
+            tids[n++] = tid;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 /* A thread's timer slack (ns), from /proc; -1 when it cannot be read. */
 static long timerslack_of(long tid)
 {
@@ -625,44 +641,24 @@ TAP_CASE(test_nic_threads_wait_with_a_1us_timer_slack)
     st_wait_wc(f.a.scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
     /* two QPs: a requester, a completer and (once connected) a responder each */
-    int others = 0, slow = 0;
-    DIR *d = opendir("/proc/self/task");
-    EXPECT_TRUE(d != NULL);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        long tid = strtol(e->d_name, NULL, 10);
-        if (tid <= 0 || tid == self)
+    long tids[256];
+    int n = task_list(tids, 256), others = 0, slow = 0;
+    for (int i = 0; i < n; i++) {
+        if (tids[i] == self)
             continue;
         others++;
-        long v = timerslack_of(tid);
+        long v = timerslack_of(tids[i]);
         if (v != 1000) {
             slow++;
-            tap_diag("thread %ld: timer slack %ld ns", tid, v);
+            tap_diag("thread %ld: timer slack %ld ns", tids[i], v);
         }
     }
-    if (d)
-        closedir(d);
     EXPECT_TRUE(others >= 6);
     EXPECT_EQ_INT(0, slow);
     EXPECT_EQ_INT(before, timerslack_of(self));
     ibv_dereg_mr(smr);
     ibv_dereg_mr(dmr);
     teardown(&f);
-}
-
-/* The threads of this process, from /proc/self/task: up to max tids. */
-static int task_list(long *tids, int max)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/task");
-    EXPECT_TRUE(d != NULL);
-    for (struct dirent *e; d && (e = readdir(d)) && n < max;) {
-        long tid = strtol(e->d_name, NULL, 10);
-        if (tid > 0)
-            tids[n++] = tid;
-    }
-    if (d)
-        closedir(d);
-    return n;
 }
 
 /* How often thread tid went to sleep (voluntary context switches); -1 when
