@@ -266,6 +266,9 @@ struct gdaki_bw_opts {
                              * fails the run with the queue's state (0: 60) */
     FILE *out;              /* where the table goes (NULL: stdout; set quiet to skip) */
     int quiet;              /* 1: print nothing */
+    int host_payload;       /* 1 (gdaki_bw_run_pair): source and target in pinned host
+                             * memory instead of GPU memory -- the kernel still posts;
+                             * only the NIC's payload reads and writes change */
 };
 
 struct gdaki_bw_result {

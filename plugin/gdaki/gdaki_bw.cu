@@ -240,10 +240,16 @@ extern "C" int gdaki_bw_run_pair(struct gdaki_pair *pair, const struct gdaki_bw_
         return -1;
     }
     BW_CHECK(cudaSetDevice(pair->cuda_dev), "cudaSetDevice");
-    BW_CHECK(cudaMalloc(&src, o->max_size), "cudaMalloc(src)");
-    BW_CHECK(cudaMalloc(&dst, o->max_size), "cudaMalloc(dst)");
+    if (o->host_payload) {
+        BW_CHECK(cudaHostAlloc(&src, o->max_size, cudaHostAllocDefault), "cudaHostAlloc(src)");
+        BW_CHECK(cudaHostAlloc(&dst, o->max_size, cudaHostAllocDefault), "cudaHostAlloc(dst)");
+        memset(src, 0x5a, o->max_size);
+    } else {
+        BW_CHECK(cudaMalloc(&src, o->max_size), "cudaMalloc(src)");
+        BW_CHECK(cudaMalloc(&dst, o->max_size), "cudaMalloc(dst)");
+        BW_CHECK(cudaMemset(src, 0x5a, o->max_size), "cudaMemset");
+    }
     BW_CHECK(cudaMalloc((void **)&sig, 8), "cudaMalloc(signal)");
-    BW_CHECK(cudaMemset(src, 0x5a, o->max_size), "cudaMemset");
     BW_CHECK(cudaMemset(sig, 0, 8), "cudaMemset");
     if (gdaki_pair_reg(pair, src, o->max_size, &msrc, err, errlen) < 0 ||
         gdaki_pair_reg(pair, dst, o->max_size, &mdst, err, errlen) < 0 ||
@@ -279,8 +285,13 @@ out:
     gdaki_pair_dereg(pair, &msrc);
     gdaki_pair_dereg(pair, &mdst);
     gdaki_pair_dereg(pair, &msig);
-    cudaFree(src);
-    cudaFree(dst);
+    if (o->host_payload) {
+        cudaFreeHost(src);
+        cudaFreeHost(dst);
+    } else {
+        cudaFree(src);
+        cudaFree(dst);
+    }
     cudaFree(sig);
     return rows;
 }

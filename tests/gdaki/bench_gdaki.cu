@@ -88,6 +88,20 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* The kernel's posts with payloads in pinned host memory: what the
+     * GPU-initiated path costs apart from the NIC's GPU-memory reads and
+     * writes (softnic: CUDA copies beside the running kernel) */
+    struct gdaki_bw_result gh[NSIZES];
+    bo.threads = 1;
+    bo.window = 128;
+    bo.lat_iters = iters / 10;
+    bo.host_payload = 1;
+    int nh = gdaki_bw_run_pair(p, &bo, gh, NSIZES, err, sizeof(err));
+    if (nh < 0) {
+        fprintf(stderr, "bench_gdaki: GPU, 1 thread, host payload: %s\n", err);
+        return 1;
+    }
+
     void *src, *dst;
     if (cudaMalloc(&src, 4096) != cudaSuccess || cudaMalloc(&dst, 4096) != cudaSuccess) {
         fprintf(stderr, "bench_gdaki: cudaMalloc failed\n");
@@ -103,9 +117,13 @@ int main(int argc, char **argv)
            in.dev_name, in.port, in.ibverbs_path ? in.ibverbs_path : "?", iters);
     printf("# rate: Mmsg/s, GPU 1 thread (window 128) | GPU 1 warp (window 4x32) | CPU (window 128)\n");
     printf("# lat:  us per write, post to completion, one at a time\n");
-    printf("%6s %10s %10s %10s %9s %9s %10s %10s %9s\n", "bytes", "gpu1_rate", "gpuw_rate",
-           "cpu_rate", "gpuw/cpu", "gpu1/cpu", "gpu_lat", "cpu_lat", "cpu/gpu");
+    printf("# host payload: the GPU 1-thread rows again with source and target in pinned host memory\n");
+    printf("%6s %10s %10s %10s %9s %9s %10s %10s %9s %11s %10s\n", "bytes", "gpu1_rate", "gpuw_rate",
+           "cpu_rate", "gpuw/cpu", "gpu1/cpu", "gpu_lat", "cpu_lat", "cpu/gpu", "gpu1h_rate",
+           "gpuh_lat");
     int n = n1 < nw ? n1 : nw;
+    if (nh < n)
+        n = nh;
     for (int i = 0; i < n; i++) {
         size_t size = g1[i].size;
         double t0 = now_us();
@@ -122,10 +140,10 @@ int main(int argc, char **argv)
         }
         double cpu_lat = (now_us() - t0) / lat_n;
         double cpu_rate = iters / rate_us;
-        printf("%6zu %10.4f %10.4f %10.4f %9.2f %9.2f %10.2f %10.2f %9.2f\n", size,
+        printf("%6zu %10.4f %10.4f %10.4f %9.2f %9.2f %10.2f %10.2f %9.2f %11.4f %10.2f\n", size,
                g1[i].msg_rate_mps, gw[i].msg_rate_mps, cpu_rate, gw[i].msg_rate_mps / cpu_rate,
                g1[i].msg_rate_mps / cpu_rate, g1[i].lat_us, cpu_lat,
-               g1[i].lat_us > 0 ? cpu_lat / g1[i].lat_us : 0.0);
+               g1[i].lat_us > 0 ? cpu_lat / g1[i].lat_us : 0.0, gh[i].msg_rate_mps, gh[i].lat_us);
     }
     gdaki_pair_dereg(p, &ms);
     gdaki_pair_dereg(p, &md);
