@@ -654,6 +654,174 @@ TAP_CASE(test_bad_wqe_inside_one_doorbell_stops_after_the_good_ones)
     gdaki_pair_close(p);
 }
 
+/* The CQEs ci .. ci+n-1 of q's CQ, read from the ring as the NIC wrote
+ * them (not consumed: gdaki_q_quiet stops at the first error CQE, these
+ * cases look at every one).  Waits for each up to a bound that only a
+ * hang reaches. */
+static void read_cqes(struct gdaki_qp_dev *q, uint64_t ci, int n, struct gdaki_cqe_view *out)
+{
+    for (int i = 0; i < n; i++) {
+        const struct mlx5_cqe64 *cqe = gdaki_q_cqe(q, ci + (uint64_t)i);
+        for (long spins = 0; !gdaki_cqe_is_sw_owned(cqe, ci + (uint64_t)i, q->cq_log); spins++) {
+            if (spins > 400000)    /* 20 s at least */
+                tap_fail_at(__FILE__, __LINE__, "CQE %d of %d never came", i + 1, n);
+            usleep(50);
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        gdaki_cqe_parse(cqe, &out[i]);
+    }
+}
+
+/* One post list of every shape the NIC thread gathers: an inline WRITE,
+ * a WRITE of three SGEs that spans two BBs, an ATOMIC_FA, and WRITEs
+ * signaled and not.  All reach the engine as one ibv_post_send (304
+ * bytes, 5 WQEs); only the signaled ones give a CQE, in WQE order, each
+ * naming its WQE; every payload and the atomic's old value land. */
+TAP_CASE(test_post_list_of_inline_sge_list_and_atomic_keeps_cqe_order)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    static uint8_t src[512];
+    static uint64_t dst[64], old[1];
+    fill(src, sizeof(src), 25);
+    dst[60] = 100;
+    struct gdaki_mr ms, md, mo;
+    reg(p, src, sizeof(src), &ms);
+    reg(p, dst, sizeof(dst), &md);
+    reg(p, old, sizeof(old), &mo);
+    uint8_t *d = (uint8_t *)dst;
+    const uint64_t inl = 0x0102030405060708ull;
+    uint64_t before = engine_posts(p), c0 = q->cq_ci;
+    uint64_t s = gdaki_q_reserve(q, 6);
+    EXPECT_TRUE(s != GDAKI_SLOT_ERROR);
+    /* s: inline WRITE of 8 bytes to dst[0], unsignaled */
+    gdaki_wqe_write_inline(gdaki_q_slot_ptr(q, s), (uint16_t)s, q->qpn, 0, md.addr, md.rkey, &inl, 8);
+    /* s+1, s+2: src 64..127, 192..255, 320..383 to dst bytes 64..255, signaled */
+    uint8_t *w = gdaki_q_slot_ptr(q, s + 1), *w2 = gdaki_q_slot_ptr(q, s + 2);
+    memset(w2, 0, 64);
+    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)w, (uint16_t)(s + 1), MLX5_OPCODE_RDMA_WRITE, 0, q->qpn,
+                   5, (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE, 0);
+    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(w + 16), md.addr + 64, md.rkey);
+    gdaki_set_data((struct mlx5_wqe_data_seg *)(w + 32), 64, ms.lkey, ms.addr + 64);
+    gdaki_set_data((struct mlx5_wqe_data_seg *)(w + 48), 64, ms.lkey, ms.addr + 192);
+    gdaki_set_data((struct mlx5_wqe_data_seg *)w2, 64, ms.lkey, ms.addr + 320);
+    /* s+3: ATOMIC_FA of 5 on dst[60], its old value to old[0], signaled */
+    struct gdaki_op a = { .laddr = mo.addr, .lkey = mo.lkey, .len = 8, .raddr = md.addr + 480,
+                          .rkey = md.rkey, .add = 5 };
+    gdaki_q_build(q, s + 3, GDAKI_KIND_ATOMIC_FA, &a, 1);
+    /* s+4: src 0..63 to dst bytes 256..319, unsignaled */
+    struct gdaki_op w4 = { .laddr = ms.addr, .lkey = ms.lkey, .len = 64, .raddr = md.addr + 256,
+                           .rkey = md.rkey };
+    gdaki_q_build(q, s + 4, GDAKI_KIND_WRITE, &w4, 0);
+    /* s+5: src 448..479 to dst bytes 448..479, signaled */
+    struct gdaki_op w5 = { .laddr = ms.addr + 448, .lkey = ms.lkey, .len = 32, .raddr = md.addr + 448,
+                           .rkey = md.rkey };
+    uint64_t db = gdaki_q_build(q, s + 5, GDAKI_KIND_WRITE, &w5, 1);
+    EXPECT_EQ_INT(0, gdaki_q_ring(q, s, 6, db));
+    EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    EXPECT_EQ_U64(1, engine_posts(p) - before);
+    EXPECT_EQ_U64(s + 6, q->done);
+    EXPECT_EQ_U64(3, q->cq_ci - c0);
+    struct gdaki_cqe_view v[3];
+    read_cqes(q, c0, 3, v);
+    const uint16_t want[3] = { (uint16_t)(s + 1), (uint16_t)(s + 3), (uint16_t)(s + 5) };
+    for (int i = 0; i < 3; i++) {
+        EXPECT_EQ_INT(MLX5_CQE_REQ, v[i].opcode);
+        EXPECT_EQ_INT(want[i], v[i].wqe_counter);
+    }
+    EXPECT_MEMEQ(&inl, d, 8);
+    EXPECT_MEMEQ(src + 64, d + 64, 64);
+    EXPECT_MEMEQ(src + 192, d + 128, 64);
+    EXPECT_MEMEQ(src + 320, d + 192, 64);
+    EXPECT_MEMEQ(src, d + 256, 64);
+    EXPECT_MEMEQ(src + 448, d + 448, 32);
+    EXPECT_EQ_U64(105, dst[60]);
+    EXPECT_EQ_U64(100, old[0]);
+    gdaki_pair_close(p);
+}
+
+/* Writes n WRITEs of 64 bytes (src + 64 i to dst + 64 i) at one doorbell;
+ * signaled[i] says which ask for a CQE; bad_rkey >= 0 spoils that one's
+ * rkey (it passes every local check: the responder refuses it). */
+static void post_writes_at_one_doorbell(struct gdaki_qp_dev *q, const struct gdaki_mr *ms,
+                                        const struct gdaki_mr *md, int n, const int *signaled,
+                                        int bad_rkey)
+{
+    uint64_t s = gdaki_q_reserve(q, (uint32_t)n), db = 0;
+    EXPECT_TRUE(s != GDAKI_SLOT_ERROR);
+    for (int i = 0; i < n; i++) {
+        struct gdaki_op op = { .laddr = ms->addr + 64u * (uint64_t)i, .lkey = ms->lkey, .len = 64,
+                               .raddr = md->addr + 64u * (uint64_t)i,
+                               .rkey = i == bad_rkey ? md->rkey ^ 0x5a5a00u : md->rkey };
+        db = gdaki_q_build(q, s + (uint64_t)i, GDAKI_KIND_WRITE, &op, signaled[i]);
+    }
+    EXPECT_EQ_INT(0, gdaki_q_ring(q, s, (uint32_t)n, db));
+}
+
+/* The QP goes to ERR (the application's ibv_modify_qp) before the WQEs'
+ * doorbell: the NIC thread has not seen the error, gathers them as one
+ * list, and the engine takes it and flushes it.  Every WQE, signaled or
+ * not, gets its flush CQE, in WQE order, and nothing lands. */
+TAP_CASE(test_post_list_into_a_qp_in_error_flushes_every_wqe_in_order)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    static uint8_t src[5 * 64], dst[5 * 64];
+    static const uint8_t zero[5 * 64];
+    fill(src, sizeof(src), 26);
+    struct gdaki_mr ms, md;
+    reg(p, src, sizeof(src), &ms);
+    reg(p, dst, sizeof(dst), &md);
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+    EXPECT_EQ_INT(0, p->v->modify_qp(p->sqp, &a, IBV_QP_STATE));
+    uint64_t before = engine_posts(p);
+    const int signaled[5] = { 1, 0, 1, 0, 1 };
+    post_writes_at_one_doorbell(q, &ms, &md, 5, signaled, -1);
+    struct gdaki_cqe_view v[5];
+    read_cqes(q, 0, 5, v);
+    for (int i = 0; i < 5; i++) {
+        EXPECT_EQ_INT(MLX5_CQE_REQ_ERR, v[i].opcode);
+        EXPECT_EQ_INT(MLX5_CQE_SYNDROME_WR_FLUSH_ERR, v[i].syndrome);
+        EXPECT_EQ_INT(i, v[i].wqe_counter);
+    }
+    EXPECT_EQ_U64(1, engine_posts(p) - before);
+    EXPECT_MEMEQ(zero, dst, sizeof(dst));
+    gdaki_pair_close(p);
+}
+
+/* A WQE the responder refuses (a bad rkey) third in a list of six: the
+ * two before it complete, it gets its remote access error CQE, the three
+ * after it (unsignaled ones included) flush, each CQE in WQE order, and
+ * nothing after it lands. */
+TAP_CASE(test_remote_error_inside_a_post_list_flushes_the_wqes_after_it)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    static uint8_t src[6 * 64], dst[6 * 64];
+    static const uint8_t zero[4 * 64];
+    fill(src, sizeof(src), 27);
+    struct gdaki_mr ms, md;
+    reg(p, src, sizeof(src), &ms);
+    reg(p, dst, sizeof(dst), &md);
+    uint64_t before = engine_posts(p);
+    const int signaled[6] = { 1, 1, 1, 0, 1, 0 };
+    post_writes_at_one_doorbell(q, &ms, &md, 6, signaled, 2);
+    struct gdaki_cqe_view v[6];
+    read_cqes(q, 0, 6, v);
+    for (int i = 0; i < 6; i++) {
+        EXPECT_EQ_INT(i, v[i].wqe_counter);
+        EXPECT_EQ_INT(i < 2 ? MLX5_CQE_REQ : MLX5_CQE_REQ_ERR, v[i].opcode);
+    }
+    EXPECT_EQ_INT(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, v[2].syndrome);
+    for (int i = 3; i < 6; i++)
+        EXPECT_EQ_INT(MLX5_CQE_SYNDROME_WR_FLUSH_ERR, v[i].syndrome);
+    EXPECT_EQ_U64(1, engine_posts(p) - before);
+    EXPECT_MEMEQ(src, dst, 2 * 64);
+    EXPECT_MEMEQ(zero, dst + 2 * 64, sizeof(zero));
+    EXPECT_EQ_INT(IBV_QPS_ERR, gdaki_pair_send_qp_state(p));
+    gdaki_pair_close(p);
+}
+
 /* ---- the CPU-proxy path the benchmark compares against ---- */
 
 TAP_CASE(test_cpu_verbs_loop_on_the_same_port_writes_byte_exact)
