@@ -688,7 +688,11 @@ int qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
     }
     if (err && bad)
         *bad = wr;
-    pthread_cond_broadcast(&qp->cond);
+    /* only a responder waiting for a receive (take_recv, an RNR wait)
+     * needs this; a broadcast per post woke whatever else sleeps on
+     * qp->cond, such as the idle completer of a QP that only receives */
+    if (qp->recv_waiters > 0)
+        pthread_cond_broadcast(&qp->cond);
     pthread_mutex_unlock(&qp->lock);
     return err;
 }

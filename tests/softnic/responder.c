@@ -249,8 +249,11 @@ static bool take_recv(struct sn_rconn *rc, const struct sn_wire_req *h, struct s
         }
         pthread_mutex_lock(&qp->lock);
         bool alive = qp_receiving(qp);
-        if (alive && !qp->ibqp.srq && qp->rq_count == 0)
+        if (alive && !qp->ibqp.srq && qp->rq_count == 0) {
+            qp->recv_waiters++;
             qp_wait(qp, 5);
+            qp->recv_waiters--;
+        }
         pthread_mutex_unlock(&qp->lock);
         if (!alive)
             return false;

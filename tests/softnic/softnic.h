@@ -416,6 +416,8 @@ struct sn_qp {
                                     * ibv_modify_qp(ERR) returns when none is */
     int placing_waiters;           /* ibv_modify_qp(ERR) calls waiting for that:
                                     * the last placement wakes qp->cond only then */
+    int recv_waiters;              /* responders waiting for a receive WQE (RNR):
+                                    * ibv_post_recv wakes qp->cond only then */
     struct sn_rconn *rconns;
     struct sn_counters cnt;
 };

@@ -677,6 +677,32 @@ static long sleeps_of(long tid)
     return v;
 }
 
+/* A connected pair a -> b whose QP b has never sent: the tids of the
+ * threads b's connect started (its requester and completer) go to idle. */
+static int pair_finding_b_threads(struct fixture *f, const struct st_qp_opts *o, long *idle, int max)
+{
+    struct st_qp_info ia, ib;
+    st_dev_open(&f->d);
+    st_qp_create(&f->d, &f->a, o, 256);
+    st_qp_create(&f->d, &f->b, o, 256);
+    st_qp_info(&f->d, &f->a, &ia);
+    st_qp_info(&f->d, &f->b, &ib);
+    long before[256], after[256];
+    int nb = task_list(before, 256);
+    st_qp_connect(&f->b, &ia);       /* b's requester and completer start */
+    int na = task_list(after, 256), nidle = 0;
+    for (int i = 0; i < na && nidle < max; i++) {
+        bool old = false;
+        for (int k = 0; k < nb && !old; k++)
+            old = after[i] == before[k];
+        if (!old)
+            idle[nidle++] = after[i];
+    }
+    EXPECT_TRUE(nidle >= 2);
+    st_qp_connect(&f->a, &ib);
+    return nidle;
+}
+
 /* A QP that only receives has a requester and a completer with nothing to
  * do: writes placed into its memory must not wake them.  The responder
  * broadcast qp->cond after every placement (for ibv_modify_qp(ERR), which
@@ -691,25 +717,8 @@ TAP_CASE(test_writes_into_a_receiving_qp_do_not_wake_its_idle_threads)
     if (sleeps_of((long)syscall(SYS_gettid)) < 0)
         TAP_SKIP("no voluntary_ctxt_switches in /proc/self/task/<tid>/status here");
     struct fixture f;
-    struct st_qp_info ia, ib;
-    st_dev_open(&f.d);
-    st_qp_create(&f.d, &f.a, NULL, 256);
-    st_qp_create(&f.d, &f.b, NULL, 256);
-    st_qp_info(&f.d, &f.a, &ia);
-    st_qp_info(&f.d, &f.b, &ib);
-    long before[256], after[256], idle[256];
-    int nb = task_list(before, 256);
-    st_qp_connect(&f.b, &ia);       /* b's requester and completer start */
-    int na = task_list(after, 256), nidle = 0;
-    for (int i = 0; i < na; i++) {
-        bool old = false;
-        for (int k = 0; k < nb && !old; k++)
-            old = after[i] == before[k];
-        if (!old)
-            idle[nidle++] = after[i];
-    }
-    EXPECT_TRUE(nidle >= 2);
-    st_qp_connect(&f.a, &ib);
+    long idle[256];
+    int nidle = pair_finding_b_threads(&f, NULL, idle, 256);
     char *src = st_buf(64, 1), *dst = st_buf(64, 2);
     struct ibv_mr *smr = reg(&f, src, 64), *dmr = reg(&f, dst, 64);
     /* the first write connects a to b: b's responder thread starts */
@@ -741,6 +750,56 @@ TAP_CASE(test_writes_into_a_receiving_qp_do_not_wake_its_idle_threads)
     EXPECT_TRUE(s1 - s0 <= allowed);
     ibv_dereg_mr(smr);
     ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
+/* Receives posted to a QP must not wake its idle threads either: only a
+ * responder waiting for a receive (an RNR wait) needs the wake-up, and
+ * ibv_post_recv broadcast qp->cond every time, waking the idle completer
+ * of a QP that only receives (a GDAKI pair's target, NCCL's receiver)
+ * once per post.  Their own timeouts are allowed for, as above. */
+TAP_CASE(test_receives_posted_to_a_qp_do_not_wake_its_idle_threads)
+{
+    if (sleeps_of((long)syscall(SYS_gettid)) < 0)
+        TAP_SKIP("no voluntary_ctxt_switches in /proc/self/task/<tid>/status here");
+    struct fixture f;
+    long idle[256];
+    struct st_qp_opts o = { .max_recv_wr = 1024 };
+    int nidle = pair_finding_b_threads(&f, &o, idle, 256);
+    char *buf = st_buf(64, 3);
+    struct ibv_mr *mr = reg(&f, buf, 64);
+    long s0 = 0, s1 = 0;
+    for (int i = 0; i < nidle; i++)
+        s0 += sleeps_of(idle[i]);
+    uint64_t t0 = st_now_ms();
+    enum { N = 1000 };
+    for (int i = 0; i < N; i++) {
+        /* one at a time, each a chance to wake them, with time for a
+         * woken thread to run and sleep again before the next */
+        st_post_recv(f.b.qp, (uint64_t)i, buf, 64, mr->lkey);
+        usleep(100);
+    }
+    uint64_t ms = st_now_ms() - t0;
+    for (int i = 0; i < nidle; i++)
+        s1 += sleeps_of(idle[i]);
+    long allowed = (long)(ms / 20 + 1) * nidle + 50;
+    tap_diag("%d receives posted in %llu ms: b's %d idle threads slept %ld times (allowed %ld)", N,
+             (unsigned long long)ms, nidle, s1 - s0, allowed);
+    EXPECT_TRUE(s1 - s0 <= allowed);
+    /* the receives are there: a send takes the first */
+    char *src = st_buf(64, 4);
+    struct ibv_mr *smr = reg(&f, src, 64);
+    struct ibv_sge sge = { (uintptr_t)src, 64, smr->lkey };
+    struct ibv_send_wr wr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                              .send_flags = IBV_SEND_SIGNALED };
+    struct ibv_send_wr *bad;
+    EXPECT_EQ_INT(0, ibv_post_send(f.a.qp, &wr, &bad));
+    struct ibv_wc wc;
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 0);
+    EXPECT_MEMEQ(src, buf, 64);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(mr);
     teardown(&f);
 }
 
