@@ -677,6 +677,42 @@ static long sleeps_of(long tid)
     return v;
 }
 
+/* How often a set of idle threads slept over a stretch of work: each
+ * may wake on its own timeouts (at most one per 20 ms) and a few times
+ * more, never once per operation. */
+struct idle_watch {
+    const long *tids;
+    int n;
+    long slept0;
+    uint64_t t0_ms;
+};
+
+static long idle_sleeps(const long *tids, int n)
+{
+    long s = 0;
+    for (int i = 0; i < n; i++)
+        s += sleeps_of(tids[i]);
+    return s;
+}
+
+static void idle_watch_start(struct idle_watch *w, const long *tids, int n)
+{
+    w->tids = tids;
+    w->n = n;
+    w->slept0 = idle_sleeps(tids, n);
+    w->t0_ms = st_now_ms();
+}
+
+static void idle_watch_expect_few(const struct idle_watch *w, int ops, const char *what)
+{
+    uint64_t ms = st_now_ms() - w->t0_ms;
+    long slept = idle_sleeps(w->tids, w->n) - w->slept0;
+    long allowed = (long)(ms / 20 + 1) * w->n + 50;
+    tap_diag("%d %s in %llu ms: b's %d idle threads slept %ld times (allowed %ld)", ops, what,
+             (unsigned long long)ms, w->n, slept, allowed);
+    EXPECT_TRUE(slept <= allowed);
+}
+
 /* A connected pair a -> b whose QP b has never sent: the tids of the
  * threads b's connect started (its requester and completer) go to idle. */
 static int pair_finding_b_threads(struct fixture *f, const struct st_qp_opts *o, long *idle, int max)
@@ -727,10 +763,8 @@ TAP_CASE(test_writes_into_a_receiving_qp_do_not_wake_its_idle_threads)
     struct ibv_wc wc;
     st_wait_wc(f.a.scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
-    long s0 = 0, s1 = 0;
-    for (int i = 0; i < nidle; i++)
-        s0 += sleeps_of(idle[i]);
-    uint64_t t0 = st_now_ms();
+    struct idle_watch w;
+    idle_watch_start(&w, idle, nidle);
     enum { N = 2000 };
     for (int i = 1; i <= N; i++) {
         /* one at a time: each placement is one chance to wake them */
@@ -740,14 +774,7 @@ TAP_CASE(test_writes_into_a_receiving_qp_do_not_wake_its_idle_threads)
             sched_yield();
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)i);
     }
-    uint64_t ms = st_now_ms() - t0;
-    for (int i = 0; i < nidle; i++)
-        s1 += sleeps_of(idle[i]);
-    /* timeouts: at most one per 20 ms for each of them, and a few more */
-    long allowed = (long)(ms / 20 + 1) * nidle + 50;
-    tap_diag("%d writes in %llu ms: b's %d idle threads slept %ld times (allowed %ld)", N,
-             (unsigned long long)ms, nidle, s1 - s0, allowed);
-    EXPECT_TRUE(s1 - s0 <= allowed);
+    idle_watch_expect_few(&w, N, "writes");
     ibv_dereg_mr(smr);
     ibv_dereg_mr(dmr);
     teardown(&f);
@@ -768,10 +795,8 @@ TAP_CASE(test_receives_posted_to_a_qp_do_not_wake_its_idle_threads)
     int nidle = pair_finding_b_threads(&f, &o, idle, 256);
     char *buf = st_buf(64, 3);
     struct ibv_mr *mr = reg(&f, buf, 64);
-    long s0 = 0, s1 = 0;
-    for (int i = 0; i < nidle; i++)
-        s0 += sleeps_of(idle[i]);
-    uint64_t t0 = st_now_ms();
+    struct idle_watch w;
+    idle_watch_start(&w, idle, nidle);
     enum { N = 1000 };
     for (int i = 0; i < N; i++) {
         /* one at a time, each a chance to wake them, with time for a
@@ -779,13 +804,7 @@ TAP_CASE(test_receives_posted_to_a_qp_do_not_wake_its_idle_threads)
         st_post_recv(f.b.qp, (uint64_t)i, buf, 64, mr->lkey);
         usleep(100);
     }
-    uint64_t ms = st_now_ms() - t0;
-    for (int i = 0; i < nidle; i++)
-        s1 += sleeps_of(idle[i]);
-    long allowed = (long)(ms / 20 + 1) * nidle + 50;
-    tap_diag("%d receives posted in %llu ms: b's %d idle threads slept %ld times (allowed %ld)", N,
-             (unsigned long long)ms, nidle, s1 - s0, allowed);
-    EXPECT_TRUE(s1 - s0 <= allowed);
+    idle_watch_expect_few(&w, N, "receives posted");
     /* the receives are there: a send takes the first */
     char *src = st_buf(64, 4);
     struct ibv_mr *smr = reg(&f, src, 64);
