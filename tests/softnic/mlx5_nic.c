@@ -343,18 +343,6 @@ static int engine_post(struct mlx5_sn_qp *qp, struct ibv_send_wr *wr, int n, int
     return taken;
 }
 
-/* Posts op to the engine alone: 0, EAGAIN, or an mlx5 syndrome (as a
- * negative). */
-static int qp_execute(struct mlx5_sn_qp *qp, const struct mlx5_sn_op *op)
-{
-    struct ibv_sge sg[MLX5_SN_MAX_SGE];
-    struct ibv_send_wr wr;
-    int rc = wr_build(qp, op, &wr, sg);
-    if (rc)
-        return rc;
-    engine_post(qp, &wr, 1, &rc);
-    return rc;
-}
 
 static uint64_t nic_now_ns(void);
 /* How long a doorbell record in GPU memory is re-read after a ring that
@@ -558,16 +546,13 @@ static int qp_consume(struct mlx5_sn_qp *qp)
                 e.kind = PEND_LOCAL_OK;
             }
         } else {
-            int rc = qp_execute(qp, &op);
-            if (rc == EAGAIN)
-                break;
-            if (rc < 0) {
-                e.kind = PEND_LOCAL_ERR;
-                e.syndrome = (uint8_t)-rc;
-            } else {
-                e.kind = PEND_ENGINE;
-                e.seq = qp->next_seq++;
-            }
+            /* an engine WQE qp_consume_batch left: one the engine cannot
+             * be given (wr_build's syndrome); every other one went there */
+            struct ibv_sge sg[MLX5_SN_MAX_SGE];
+            struct ibv_send_wr wr;
+            int rc = wr_build(qp, &op, &wr, sg);
+            e.kind = PEND_LOCAL_ERR;
+            e.syndrome = (uint8_t)(rc < 0 ? -rc : MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         }
         pend_push(qp, &e);
         qp->ci = (uint16_t)(qp->ci + op.nbb);

@@ -9,9 +9,9 @@
  * (dbrec[MLX5_SND_DBR], the producer counter in BBs), decodes the WQEs it
  * finds, executes them with ibv_post_send on the softnic QP (the engine
  * checks keys and bounds; the WQEs found at one look go as one post list,
- * at most what softnic's posting thread sends itself), and turns the completions of a hidden CQ into
- * mlx5 CQEs (owner bit, wqe_counter, MLX5_CQE_REQ_ERR + syndrome) in the
- * mlx5 ring of the user's send CQ.
+ * at most what softnic's posting thread sends itself), and turns the
+ * completions of a hidden CQ into mlx5 CQEs (owner bit, wqe_counter,
+ * MLX5_CQE_REQ_ERR + syndrome) in the mlx5 ring of the user's send CQ.
  *
  * Rules a ring user follows, as on real mlx5: write WQEs, then dbrec, then
  * (optionally) the UAR register; update the CQ doorbell record
