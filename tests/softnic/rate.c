@@ -24,7 +24,7 @@ uint64_t sn_now_ns(void)
 
 /* A rate-limit or added-latency wait is microseconds to a few hundred:
  * under the kernel's default 50 us timer slack every one of them ran late
- * (ib_write_lat 64 KiB on a 25 Gb/s port: 77-137 us typical for a 21 us
+ * (ib_write_lat 64 KiB on a 25 Gb/s port: 86-138 us typical for a 21 us
  * line time; NCCL's 64 KiB all_reduce at 25 Gb/s 2.3x slower than
  * unlimited, for both transports).  A NIC's serializer is not late. */
 void sn_nic_thread_init(void)
