@@ -31,6 +31,7 @@
 
 #include "gdaki_pair.h"
 #include "gdaki_queue.h"
+#include "parse.h"
 #include "railnet_gdaki.h"
 
 #define MAX_ROUNDS 31
@@ -152,21 +153,28 @@ static int verbs_lat(struct gdaki_pair *p, const struct bufs *b, size_t size, in
 int main(int argc, char **argv)
 {
     int rounds = 5, n = 20000, nlat = 2000, window = 8, only = -1, c;
+    long long v = 0;
     while ((c = getopt(argc, argv, "r:n:l:w:p:h")) != -1) {
+        /* each number whole and in range (parse.h), or the run is refused */
+        int bad = 0;
         switch (c) {
-        case 'r': rounds = atoi(optarg); break;
-        case 'n': n = atoi(optarg); break;
-        case 'l': nlat = atoi(optarg); break;
-        case 'w': window = atoi(optarg); break;
-        case 'p': only = strcmp(optarg, "verbs") == 0; break;
+        case 'r': bad = parse_int(optarg, 1, MAX_ROUNDS, &v); rounds = (int)v; break;
+        case 'n': bad = parse_int(optarg, 1, 1000000000, &v); n = (int)v; break;
+        case 'l': bad = parse_int(optarg, 1, 1000000000, &v); nlat = (int)v; break;
+        case 'w': bad = parse_int(optarg, 1, 128, &v); window = (int)v; break;
+        case 'p':
+            bad = strcmp(optarg, "mlx5") && strcmp(optarg, "verbs");
+            only = strcmp(optarg, "verbs") == 0;
+            break;
         default:
             fprintf(stderr, "usage: %s [-r rounds] [-n msgs] [-l lat_msgs] [-w window] [-p mlx5|verbs]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
-    }
-    if (rounds < 1 || rounds > MAX_ROUNDS || n < 1 || nlat < 1 || window < 1 || window > 128) {
-        fprintf(stderr, "rounds 1..%d, msgs >= 1, window 1..128\n", MAX_ROUNDS);
-        return 2;
+        if (bad) {
+            fprintf(stderr, "%s: -%c '%s': rounds 1..%d, msgs >= 1, window 1..128, path mlx5 or verbs\n",
+                    argv[0], c, optarg, MAX_ROUNDS);
+            return 2;
+        }
     }
     char err[512];
     struct gdaki_pair_opts o;
