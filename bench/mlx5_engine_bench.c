@@ -80,6 +80,16 @@ struct bufs {
     struct gdaki_mr src, dst;
 };
 
+/* -g: the time each mlx5 post takes at least, busy-waited after it (a
+ * GPU thread's post costs microseconds: its system-scope fences). */
+static double post_gap_us;
+
+static void post_gap(double since)
+{
+    while (post_gap_us > 0 && now_us() - since < post_gap_us)
+        ;
+}
+
 /* mlx5 path: n writes, at most window in flight; messages per second. */
 static int mlx5_rate(struct gdaki_qp_dev *q, const struct bufs *b, size_t size, int n, int window,
                      double *mps)
@@ -91,8 +101,10 @@ static int mlx5_rate(struct gdaki_qp_dev *q, const struct bufs *b, size_t size, 
     for (int i = 0; i < n; i++) {
         if (i >= window && gdaki_q_wait_done(q, base + (uint64_t)(i - window + 1)) < 0)
             return -1;
+        double p0 = now_us();
         if (gdaki_q_post1(q, GDAKI_KIND_WRITE, &op) == GDAKI_SLOT_ERROR)
             return -1;
+        post_gap(p0);
     }
     if (gdaki_q_quiet(q) < 0)
         return -1;
@@ -110,6 +122,7 @@ static int mlx5_lat(struct gdaki_qp_dev *q, const struct bufs *b, size_t size, i
     for (int i = 0; i < n; i++) {
         double t0 = now_us();
         uint64_t tk = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
+        post_gap(t0);
         if (tk == GDAKI_SLOT_ERROR || gdaki_q_wait_done(q, tk) < 0) {
             free(v);
             return -1;
@@ -154,7 +167,7 @@ int main(int argc, char **argv)
 {
     int rounds = 5, n = 20000, nlat = 2000, window = 8, only = -1, c;
     long long v = 0;
-    while ((c = getopt(argc, argv, "r:n:l:w:p:h")) != -1) {
+    while ((c = getopt(argc, argv, "r:n:l:w:p:g:h")) != -1) {
         /* each number whole and in range (parse.h), or the run is refused */
         int bad = 0;
         switch (c) {
@@ -162,12 +175,13 @@ int main(int argc, char **argv)
         case 'n': bad = parse_int(optarg, 1, 1000000000, &v); n = (int)v; break;
         case 'l': bad = parse_int(optarg, 1, 1000000000, &v); nlat = (int)v; break;
         case 'w': bad = parse_int(optarg, 1, 128, &v); window = (int)v; break;
+        case 'g': bad = parse_int(optarg, 0, 1000000, &v); post_gap_us = (double)v / 1000; break;
         case 'p':
             bad = strcmp(optarg, "mlx5") && strcmp(optarg, "verbs");
             only = strcmp(optarg, "verbs") == 0;
             break;
         default:
-            fprintf(stderr, "usage: %s [-r rounds] [-n msgs] [-l lat_msgs] [-w window] [-p mlx5|verbs]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-r rounds] [-n msgs] [-l lat_msgs] [-w window] [-p mlx5|verbs] [-g post_ns]\n", argv[0]);
             return c == 'h' ? 0 : 2;
         }
         if (bad) {

@@ -277,7 +277,10 @@ struct gdaki_bw_result {
     double usec;            /* GPU time of the measured messages */
     double msg_rate_mps;    /* million messages per second */
     double gbps;            /* payload Gbit/s */
+    double post_us;         /* per message, the time thread 0 spent posting (not waiting) */
     double lat_us;          /* put + quiet round, one thread, mean (0 when skipped) */
+    double lat_post_us;     /* of lat_us: the put, as the kernel's clock saw it */
+    double lat_wait_us;     /* of lat_us: the quiet, as the kernel's clock saw it */
 };
 
 /* Open a pair on opts->dev_name/port with the queue reachable from

@@ -18,17 +18,28 @@
         }                                                                                \
     } while (0)
 
+/* The GPU's global nanosecond clock. */
+static __device__ __forceinline__ uint64_t gpu_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 /* Each thread posts per_thread messages of op (every thread the same
  * buffers), waiting for completion every window messages.  Threads of a
- * full warp post together; *rc gets -1 if any quiet failed. */
+ * full warp post together; *rc gets -1 if any quiet failed.  phase_ns[0]
+ * gets the time thread 0 spent posting (its quiets excluded). */
 __global__ void gdaki_bw_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, long per_thread,
                                 int window, int warp_wide, int signal, uint64_t sig_raddr,
-                                uint32_t sig_rkey, int *rc)
+                                uint32_t sig_rkey, int *rc, unsigned long long *phase_ns)
 {
+    unsigned long long posting = 0;
     const enum gdaki_signal_op sop =
         (q->flags & GDAKI_QP_FLAG_NO_ATOMICS) ? GDAKI_SIGNAL_SET : GDAKI_SIGNAL_ADD;
     uint64_t ticket = 0;
     for (long i = 0; i < per_thread; i++) {
+        uint64_t t0 = gpu_ns();
         if (warp_wide)
             ticket = signal ? gdaki_put_signal_warp(q, &op, 1, sig_raddr, sig_rkey, 1, sop)
                             : gdaki_put_warp(q, &op, 1);
@@ -39,6 +50,7 @@ __global__ void gdaki_bw_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, long
             atomicExch(rc, -1);
             return;
         }
+        posting += gpu_ns() - t0;
         if ((i + 1) % window == 0) {
             int r = warp_wide ? gdaki_quiet_warp(q, ticket) : gdaki_quiet_thread(q, ticket);
             if (r < 0) {
@@ -50,18 +62,31 @@ __global__ void gdaki_bw_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, long
     int r = warp_wide ? gdaki_quiet_warp(q, ticket) : gdaki_quiet_thread(q, ticket);
     if (r < 0)
         atomicExch(rc, -1);
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        phase_ns[0] = posting;
 }
 
-/* One thread: n rounds of put + quiet (the latency of a GPU-initiated write). */
-__global__ void gdaki_lat_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int n, int *rc)
+/* One thread: n rounds of put + quiet (the latency of a GPU-initiated
+ * write).  phase_ns[0] sums the time in the put (reserve, WQE, doorbell),
+ * phase_ns[1] the time in the quiet (the NIC's turnaround as the kernel
+ * sees it), so a slow round says which side it was slow on. */
+__global__ void gdaki_lat_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int n, int *rc,
+                                 unsigned long long *phase_ns)
 {
+    unsigned long long post = 0, wait = 0;
     for (int i = 0; i < n; i++) {
+        uint64_t a = gpu_ns();
         uint64_t t = gdaki_put_thread(q, &op);
+        uint64_t b = gpu_ns();
         if (gdaki_quiet_thread(q, t) < 0) {
             *rc = -1;
             return;
         }
+        post += b - a;
+        wait += gpu_ns() - b;
     }
+    phase_ns[0] = post;
+    phase_ns[1] = wait;
 }
 
 /* Explain a failed run from the QP's error word. */
@@ -132,6 +157,7 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
 {
     int rc = -1, h_rc = 0;
     int *drc = NULL;
+    unsigned long long *dphase = NULL, hphase[3] = { 0, 0, 0 };
     cudaEvent_t t0 = NULL, t1 = NULL;
     /* Non-blocking: softnic copies GPU payloads with synchronous driver
      * copies on the legacy default stream, which must not wait for this
@@ -161,6 +187,7 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
     BW_CHECK(cudaSetDevice(pair->cuda_dev), "cudaSetDevice");
     BW_CHECK(cudaMalloc((void **)&drc, sizeof(int)), "cudaMalloc(rc)");
     BW_CHECK(cudaMemset(drc, 0, sizeof(int)), "cudaMemset");
+    BW_CHECK(cudaMalloc((void **)&dphase, sizeof(hphase)), "cudaMalloc(phase)");
     BW_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     BW_CHECK(cudaEventCreate(&t0), "cudaEventCreate");
     BW_CHECK(cudaEventCreate(&t1), "cudaEventCreate");
@@ -172,11 +199,11 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
     if (o->warmup > 0) {
         long w = (o->warmup + p.nthreads - 1) / p.nthreads;
         gdaki_bw_kernel<<<p.blocks, p.threads, 0, stream>>>(q, op, w, p.window, p.warp_wide, o->signal,
-                                                            sig_raddr, sig_rkey, drc);
+                                                            sig_raddr, sig_rkey, drc, dphase + 2);
     }
     BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
     gdaki_bw_kernel<<<p.blocks, p.threads, 0, stream>>>(q, op, per_thread, p.window, p.warp_wide,
-                                                        o->signal, sig_raddr, sig_rkey, drc);
+                                                        o->signal, sig_raddr, sig_rkey, drc, dphase + 2);
     BW_CHECK(cudaGetLastError(), "kernel launch");
     BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
     if (wait_event(t1, o->timeout_s > 0 ? o->timeout_s : 60, pair, err, errlen) < 0)
@@ -187,6 +214,8 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
         goto out;
     }
     BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
+    BW_CHECK(cudaMemcpy(&hphase[2], dphase + 2, sizeof(hphase[2]), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    r->post_us = (double)hphase[2] / 1e3 / per_thread;
     r->size = size;
     r->msgs = per_thread * p.nthreads;
     r->usec = ms * 1e3;
@@ -194,7 +223,7 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
     r->gbps = r->usec > 0 ? (double)r->msgs * (double)size * 8.0 / (r->usec * 1e3) : 0;
     if (p.lat_iters > 0) {
         BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
-        gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, p.lat_iters, drc);
+        gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, p.lat_iters, drc, dphase);
         BW_CHECK(cudaGetLastError(), "latency kernel launch");
         BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
         if (wait_event(t1, o->timeout_s > 0 ? o->timeout_s : 60, pair, err, errlen) < 0)
@@ -206,6 +235,9 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
         }
         BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
         r->lat_us = ms * 1e3 / p.lat_iters;
+        BW_CHECK(cudaMemcpy(hphase, dphase, 2 * sizeof(hphase[0]), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        r->lat_post_us = (double)hphase[0] / 1e3 / p.lat_iters;
+        r->lat_wait_us = (double)hphase[1] / 1e3 / p.lat_iters;
     }
     rc = 0;
 out:
@@ -216,6 +248,7 @@ out:
     if (stream)
         cudaStreamDestroy(stream);
     cudaFree(drc);
+    cudaFree(dphase);
     return rc;
 }
 

@@ -271,6 +271,45 @@ GDAKI_FN int gdaki_cqe_is_sw_owned(const struct mlx5_cqe64 *cqe, uint64_t ci, ui
     return (op_own & MLX5_CQE_OWNER_MASK) == ((ci >> log_cnt) & 1);
 }
 
+/* The last 8 bytes of a 64-byte CQE: sop_drop_qpn, wqe_counter, signature
+ * and op_own.  Taken in one aligned 8-byte load they are one
+ * single-copy-atomic read, so a send-CQ poller gets owner, opcode and WQE
+ * counter without a fence between the owner byte and the rest, and can
+ * have the loads of several entries in flight at once (over PCIe each
+ * dependent read is a round trip of microseconds). */
+#define GDAKI_CQE_TAIL_OFFSET 56
+
+GDAKI_FN uint64_t gdaki_cqe_tail_load(const struct mlx5_cqe64 *cqe)
+{
+    return gdaki_read_volatile64((const uint8_t *)cqe + GDAKI_CQE_TAIL_OFFSET);
+}
+
+/* Fills opcode, owner, wqe_counter and qpn of v from a tail word (byte_cnt,
+ * imm, syndrome and vendor_err are not in it: 0).  Returns whether the
+ * entry belongs to software for consumer index ci on a CQ of 2^log_cnt
+ * entries (gdaki_cqe_is_sw_owned's rule). */
+GDAKI_FN int gdaki_cqe_tail_parse(uint64_t tail, uint64_t ci, uint32_t log_cnt, struct gdaki_cqe_view *v)
+{
+    union {
+        uint64_t w;
+        uint8_t b[8];
+    } t;
+    t.w = tail;
+    /* byte i of the tail is byte 56 + i of the CQE, whatever the host order */
+    uint8_t op_own = t.b[7];
+    v->opcode = op_own >> 4;
+    v->owner = op_own & MLX5_CQE_OWNER_MASK;
+    v->wqe_counter = (uint16_t)((t.b[4] << 8) | t.b[5]);
+    v->qpn = ((uint32_t)t.b[1] << 16) | ((uint32_t)t.b[2] << 8) | t.b[3];
+    v->byte_cnt = 0;
+    v->imm = 0;
+    v->syndrome = 0;
+    v->vendor_err = 0;
+    if (v->opcode == MLX5_CQE_INVALID)
+        return 0;
+    return v->owner == ((ci >> log_cnt) & 1);
+}
+
 GDAKI_FN void gdaki_cqe_parse(const struct mlx5_cqe64 *cqe, struct gdaki_cqe_view *v)
 {
     uint8_t op_own = cqe->op_own;

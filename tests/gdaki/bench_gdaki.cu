@@ -12,11 +12,13 @@
  * Device: RAILNET_IBVERBS_LIB, else $top_builddir/tests/softnic's softnic.
  * Exit 0 after printing, 77 (skip) without a GPU. */
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "gdaki_port.h"
 #include "railnet_gdaki.h"
 
 #define NSIZES 10   /* 8 .. 4096 */
@@ -28,12 +30,84 @@ static double now_us(void)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+/* The floor under a GPU-posted write's latency on a NIC that is a CPU
+ * thread: a kernel stores a sequence number into pinned host memory and
+ * waits for a CPU thread to echo it back, n times. */
+__global__ void host_rtt_kernel(uint32_t *to_cpu, const uint32_t *to_gpu, int n)
+{
+    for (uint32_t i = 1; i <= (uint32_t)n; i++) {
+        gdaki_write_volatile32(to_cpu, i);
+        gdaki_fence_system();
+        while (gdaki_load_acquire32(to_gpu) != i)
+            gdaki_cpu_relax();
+    }
+}
+
+struct echo {
+    volatile uint32_t *from_gpu, *to_gpu;
+    uint32_t last;
+};
+
+static void *echo_main(void *arg)
+{
+    struct echo *e = (struct echo *)arg;
+    double until = now_us() + 30e6;
+    for (uint32_t seen = 0; seen != e->last && now_us() < until;) {
+        uint32_t v = *e->from_gpu;
+        if (v != seen) {
+            seen = v;
+            __atomic_store_n(e->to_gpu, v, __ATOMIC_RELEASE);
+        }
+    }
+    return NULL;
+}
+
+/* Microseconds per round trip, or a negative value when it failed. */
+static double host_rtt_us(int n)
+{
+    uint32_t *h = NULL, *d = NULL;
+    double us = -1;
+    cudaEvent_t t0 = NULL, t1 = NULL;
+    cudaStream_t st = NULL;
+    pthread_t th;
+    struct echo e;
+    float ms = 0;
+    if (cudaHostAlloc((void **)&h, 4096, cudaHostAllocMapped) != cudaSuccess)
+        return -1;
+    memset(h, 0, 4096);
+    if (cudaHostGetDevicePointer((void **)&d, h, 0) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreate(&t0) != cudaSuccess || cudaEventCreate(&t1) != cudaSuccess)
+        goto out;
+    e.from_gpu = h;
+    e.to_gpu = h + 32;      /* another cache line */
+    e.last = (uint32_t)n;
+    if (pthread_create(&th, NULL, echo_main, &e) != 0)
+        goto out;
+    cudaEventRecord(t0, st);
+    host_rtt_kernel<<<1, 1, 0, st>>>(d, d + 32, n);
+    cudaEventRecord(t1, st);
+    if (cudaEventSynchronize(t1) == cudaSuccess && cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess)
+        us = ms * 1e3 / n;
+    pthread_join(th, NULL);
+out:
+    if (t0)
+        cudaEventDestroy(t0);
+    if (t1)
+        cudaEventDestroy(t1);
+    if (st)
+        cudaStreamDestroy(st);
+    cudaFreeHost(h);
+    return us;
+}
+
 int main(int argc, char **argv)
 {
     char err[512];
     int iters = argc > 1 ? atoi(argv[1]) : 20000;
     if (iters < 100)
         iters = 100;
+    int lat_rtt_n = iters / 10;
     int ngpu = 0;
     if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0) {
         printf("bench_gdaki: skipped: no CUDA GPU on this machine\n");
@@ -118,9 +192,13 @@ int main(int argc, char **argv)
     printf("# rate: Mmsg/s, GPU 1 thread (window 128) | GPU 1 warp (window 4x32) | CPU (window 128)\n");
     printf("# lat:  us per write, post to completion, one at a time\n");
     printf("# host payload: the GPU 1-thread rows again with source and target in pinned host memory\n");
-    printf("%6s %10s %10s %10s %9s %9s %10s %10s %9s %11s %10s\n", "bytes", "gpu1_rate", "gpuw_rate",
-           "cpu_rate", "gpuw/cpu", "gpu1/cpu", "gpu_lat", "cpu_lat", "cpu/gpu", "gpu1h_rate",
-           "gpuh_lat");
+    printf("# gpu_post, gpu_wait: gpu_lat's put and quiet by the kernel's clock (gpuh_: host payload)\n");
+    printf("# gpu1_post, gpu1h_post: us per put in the 1-thread rate rows, quiets excluded\n");
+    printf("# GPU<->CPU round trip through pinned host memory (a store, a CPU thread's echo): %.2f us\n",
+           host_rtt_us(lat_rtt_n));
+    printf("%6s %10s %10s %10s %9s %9s %10s %10s %9s %11s %10s %9s %9s %9s %9s %9s %10s\n", "bytes", "gpu1_rate",
+           "gpuw_rate", "cpu_rate", "gpuw/cpu", "gpu1/cpu", "gpu_lat", "cpu_lat", "cpu/gpu", "gpu1h_rate",
+           "gpuh_lat", "gpu_post", "gpu_wait", "gpuh_post", "gpuh_wait", "gpu1_post", "gpu1h_post");
     int n = n1 < nw ? n1 : nw;
     if (nh < n)
         n = nh;
@@ -140,10 +218,12 @@ int main(int argc, char **argv)
         }
         double cpu_lat = (now_us() - t0) / lat_n;
         double cpu_rate = iters / rate_us;
-        printf("%6zu %10.4f %10.4f %10.4f %9.2f %9.2f %10.2f %10.2f %9.2f %11.4f %10.2f\n", size,
-               g1[i].msg_rate_mps, gw[i].msg_rate_mps, cpu_rate, gw[i].msg_rate_mps / cpu_rate,
+        printf("%6zu %10.4f %10.4f %10.4f %9.2f %9.2f %10.2f %10.2f %9.2f %11.4f %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f\n",
+               size, g1[i].msg_rate_mps, gw[i].msg_rate_mps, cpu_rate, gw[i].msg_rate_mps / cpu_rate,
                g1[i].msg_rate_mps / cpu_rate, g1[i].lat_us, cpu_lat,
-               g1[i].lat_us > 0 ? cpu_lat / g1[i].lat_us : 0.0, gh[i].msg_rate_mps, gh[i].lat_us);
+               g1[i].lat_us > 0 ? cpu_lat / g1[i].lat_us : 0.0, gh[i].msg_rate_mps, gh[i].lat_us,
+               g1[i].lat_post_us, g1[i].lat_wait_us, gh[i].lat_post_us, gh[i].lat_wait_us, g1[i].post_us,
+               gh[i].post_us);
     }
     gdaki_pair_dereg(p, &ms);
     gdaki_pair_dereg(p, &md);

@@ -284,6 +284,45 @@ TAP_CASE(test_cqe_invalid_opcode_is_never_sw_owned)
     EXPECT_TRUE(!gdaki_cqe_is_sw_owned(&e, 4, 2));
 }
 
+TAP_CASE(test_cqe_tail_word_gives_what_the_full_parse_gives)
+{
+    /* The tail poller (gdaki_q_poll) reads only the last 8 bytes. */
+    EXPECT_EQ_INT(GDAKI_CQE_TAIL_OFFSET, (int)offsetof(struct mlx5_cqe64, sop_drop_qpn));
+    EXPECT_EQ_INT(GDAKI_CQE_TAIL_OFFSET + 7, (int)offsetof(struct mlx5_cqe64, op_own));
+    const uint16_t counters[] = { 0, 1, 0x1234, 0xfffe, 0xffff };
+    for (unsigned i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        for (int owner = 0; owner < 2; owner++) {
+            struct mlx5_cqe64 e;
+            memset(&e, 0xa5, sizeof(e));
+            gdaki_cqe_write(&e, MLX5_CQE_REQ, owner, counters[i], 0xabcdef, 4096, 0, 0, 0);
+            struct gdaki_cqe_view full, tail;
+            gdaki_cqe_parse(&e, &full);
+            uint64_t ci = owner ? 4 : 0;    /* a CQ of 4: pass 1 expects owner 1 */
+            EXPECT_TRUE(gdaki_cqe_tail_parse(gdaki_cqe_tail_load(&e), ci, 2, &tail));
+            EXPECT_TRUE(!gdaki_cqe_tail_parse(gdaki_cqe_tail_load(&e), ci + 4, 2, &tail));
+            EXPECT_EQ_INT(full.opcode, tail.opcode);
+            EXPECT_EQ_INT(full.owner, tail.owner);
+            EXPECT_EQ_INT(full.wqe_counter, tail.wqe_counter);
+            EXPECT_EQ_INT(counters[i], tail.wqe_counter);
+            EXPECT_EQ_INT(full.qpn, tail.qpn);
+            EXPECT_EQ_INT(0xabcdef, (int)tail.qpn);
+        }
+    }
+    /* an error CQE: opcode in the tail, syndrome left to the caller */
+    struct mlx5_cqe64 e;
+    memset(&e, 0, sizeof(e));
+    gdaki_cqe_write(&e, MLX5_CQE_REQ_ERR, 0, 7, 0x102, 0, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, 0x88);
+    struct gdaki_cqe_view v;
+    EXPECT_TRUE(gdaki_cqe_tail_parse(gdaki_cqe_tail_load(&e), 0, 2, &v));
+    EXPECT_EQ_INT(MLX5_CQE_REQ_ERR, v.opcode);
+    EXPECT_EQ_INT(7, v.wqe_counter);
+    EXPECT_EQ_INT(0, v.syndrome);
+    /* never written */
+    memset(&e, 0, sizeof(e));
+    e.op_own = MLX5_CQE_INVALID << 4;
+    EXPECT_TRUE(!gdaki_cqe_tail_parse(gdaki_cqe_tail_load(&e), 0, 2, &v));
+}
+
 int main(int argc, char **argv)
 {
     return tap_run(argc, argv);
