@@ -16,7 +16,7 @@
  * median of the rounds and the ratio mlx5 / verbs (rate: >= 1 is the
  * engine path keeping up; latency: <= 1).
  *
- * Usage: mlx5_engine_bench [-r rounds] [-n msgs] [-l lat_msgs] [-w window] [-p mlx5|verbs]
+ * Usage: mlx5_engine_bench [-r rounds] [-n msgs] [-l lat_msgs] [-w window] [-p mlx5|verbs] [-g post_ns]
  * (-p: run one path only, for profilers: no table then)
  * softnic's libibverbs.so.1 is RAILNET_IBVERBS_LIB (else
  * $top_builddir/tests/softnic/libibverbs.so.1): point it at another build

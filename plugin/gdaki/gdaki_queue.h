@@ -187,9 +187,13 @@ GDAKI_FN int gdaki_q_ring(struct gdaki_qp_dev *q, uint64_t slot, uint32_t n, uin
      * record when the doorbell arrives. */
     gdaki_fence_system();
     gdaki_write_volatile64(q->db, db_value);
-    /* Doorbell register before the next poster's record/doorbell: keeps the
-     * producer counter the NIC sees monotonic. */
-    gdaki_fence_system();
+    /* No system fence here: the next poster's record and doorbell already
+     * come after ours.  It acquires ready from this release and then
+     * executes its own system fence before its record; fences are
+     * cumulative, so our record and doorbell precede its record and
+     * doorbell for every observer (and one thread's stores to one address
+     * stay in program order).  A third fence cost every post about 1.5 us
+     * on an H100 (bench_gdaki's gpu_post: 7.1 us with it, 5.6 without). */
     gdaki_store_release64(&q->ready, slot + n);
     return 0;
 }
