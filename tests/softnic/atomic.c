@@ -45,6 +45,13 @@ int atomic_execute(struct sn_mr *mr, uint64_t addr, bool cas, uint64_t swap_add,
         uint64_t next = apply(cas, cur, swap_add, compare);
         if (next != cur)
             err = mr_write(mr, addr, &next, sizeof(next));
+        /* landed before the lock goes: the next atomic reads it from
+         * another thread's stream (the responder defers its writes) */
+        if (gpu_writes_pending()) {
+            int e = gpu_flush();
+            if (!err)
+                err = e;
+        }
     }
     pthread_mutex_unlock(&gpu_atomic_lock);
     if (err)

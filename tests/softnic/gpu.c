@@ -224,6 +224,35 @@ static void *gpu_stage(const struct cudawrap *cu)
     return p;
 }
 
+/* Writes of this thread still in flight (gpu_defer_writes): whether there
+ * are any, the one stream they were issued on, and the bytes of the
+ * staging buffer they hold. */
+static __thread bool defer_on, pending;
+static __thread cudawrap_stream pend_st;
+static __thread size_t stage_held;
+
+void gpu_defer_writes(bool on)
+{
+    defer_on = on;
+}
+
+bool gpu_writes_pending(void)
+{
+    return pending;
+}
+
+int gpu_flush(void)
+{
+    int err = 0;
+    if (pending && cudawrap_peek()->stream_synchronize(pend_st) != 0) {
+        SN_LOG("gpu: a deferred copy into GPU memory failed");
+        err = EIO;
+    }
+    pending = false;
+    stage_held = 0;
+    return err;
+}
+
 /* len bytes between GPU memory at dev and host memory at host, in the
  * direction to_dev says, through the thread's staging buffer. */
 static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
@@ -236,9 +265,32 @@ static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
     if (err)
         return err;
     char *stage = gpu_stage(cu);
+    /* Copies in flight hold the front of the stage.  This copy goes behind
+     * them when it is on their stream (it runs after them, and its sync
+     * lands them too) and fits; else they land first. */
+    if (pending && !(pend_st == st && GPU_STAGE_BYTES - stage_held >= len) && (err = gpu_flush()))
+        return err;
+    if (to_dev && defer_on && stage && len <= GPU_STAGE_BYTES - stage_held) {
+        /* a deferred write: the caller lands it with gpu_flush */
+        char *h = stage + stage_held;
+        memcpy(h, host, len);
+        if (cu->memcpy_htod_async((cudawrap_devptr)(uintptr_t)dev, h, len, st) != 0) {
+            SN_LOG("gpu: copy of %zu bytes into GPU memory at %p failed", len, dev);
+            return EIO;
+        }
+        stage_held += (len + 63) & ~(size_t)63;
+        if (stage_held > GPU_STAGE_BYTES)
+            stage_held = GPU_STAGE_BYTES;
+        pending = true;
+        pend_st = st;
+        return 0;
+    }
+    if (stage)
+        stage += stage_held;
+    size_t room = GPU_STAGE_BYTES - stage_held;
     cudawrap_result r = 0;
     for (size_t off = 0; off < len && !r;) {
-        size_t n = stage && len - off > GPU_STAGE_BYTES ? GPU_STAGE_BYTES : len - off;
+        size_t n = stage && len - off > room ? room : len - off;
         char *h = stage ? stage : (char *)host + off;
         cudawrap_devptr d = (cudawrap_devptr)(uintptr_t)dev + off;
         if (to_dev) {
@@ -254,6 +306,9 @@ static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
             memcpy((char *)host + off, stage, n);
         off += n;
     }
+    /* the sync above also landed the deferred writes ahead of this copy */
+    pending = false;
+    stage_held = 0;
     if (r) {
         SN_LOG("gpu: copy of %zu bytes %s GPU memory at %p failed: CUresult %d", len, to_dev ? "into" : "from", dev, r);
         return EIO;

@@ -55,6 +55,7 @@ struct sn_rconn {
     bool ack_pending;
     uint32_t ack_seq;
     int err;                  /* first send error */
+    int deferred;             /* placements whose CUDA writes are in flight (land_writes) */
     int npend;
     struct pend_wc pend[PEND_WC];
     struct sn_rbuf rb;
@@ -104,6 +105,28 @@ static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t le
     return 0;
 }
 
+/* Lands the writes into CUDA memory this thread left in flight (gpu.c's
+ * gpu_defer_writes: one CUDA sync per batch of requests instead of one per
+ * write) before anything says they are there: an ACK or other response,
+ * a receive completion.  Their placements stay counted in qp->placing until
+ * then, so ibv_modify_qp(ERR) still returns only once nothing more lands. */
+static int land_writes(struct sn_rconn *rc)
+{
+    int err = gpu_writes_pending() ? gpu_flush() : 0;
+    if (rc->deferred) {
+        struct sn_qp *qp = rc->qp;
+        pthread_mutex_lock(&qp->lock);
+        qp->placing -= rc->deferred;
+        rc->deferred = 0;
+        if (qp->placing == 0 && qp->placing_waiters > 0)
+            pthread_cond_broadcast(&qp->cond);
+        pthread_mutex_unlock(&qp->lock);
+    }
+    if (err && !rc->err)
+        rc->err = err;
+    return err;
+}
+
 static bool qp_receiving(struct sn_qp *qp)
 {
     enum ibv_qp_state s = qp->attr.qp_state;
@@ -127,6 +150,13 @@ static int place_live(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size
     if (!live)
         return ECONNABORTED;
     int err = place(rc, mr, addr, len);
+    if (gpu_writes_pending()) {
+        if (!err) {
+            rc->deferred++;     /* given back by land_writes */
+            return 0;
+        }
+        land_writes(rc);
+    }
     pthread_mutex_lock(&qp->lock);
     /* Only ibv_modify_qp(ERR) waits for the count to reach 0: a broadcast
      * for every write placed woke whatever else sleeps on qp->cond (an idle
@@ -140,6 +170,7 @@ static int place_live(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size
 static int send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32_t seq,
                      uint32_t len)
 {
+    land_writes(rc);
     struct sn_wire_resp r = { .type = type, .syndrome = syndrome, .seq = seq, .len = len };
     int err = wire_send_all(rc->fd, &r, sizeof(r));
     if (err && !rc->err)
@@ -149,6 +180,7 @@ static int send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32
 
 static void push_pending_wcs(struct sn_rconn *rc)
 {
+    land_writes(rc);
     for (int i = 0; i < rc->npend; i++)
         cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &rc->pend[i].wc, rc->pend[i].solicited);
     rc->npend = 0;
@@ -395,6 +427,7 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
             data = mr_host_ptr(mr, h->raddr);
         }
     }
+    land_writes(rc);
     rc->ack_pending = false;   /* the response acknowledges everything before */
     /* header first, then the data in paced pieces: the requester's
      * completer is reading (not timing out) once the header is there */
@@ -456,6 +489,7 @@ static int do_atomic(struct sn_rconn *rc, const struct sn_wire_req *h)
     }
     struct sn_wire_resp r = { .type = SN_RESP_ATOMIC, .seq = h->seq, .len = SN_ATOMIC_SIZE };
     struct iovec iov[2] = { { &r, sizeof(r) }, { &old, sizeof(old) } };
+    land_writes(rc);
     rc->ack_pending = false;   /* the response acknowledges everything before */
     /* counted before they leave: the atomic may complete at once */
     atomic_fetch_add(&rc->port->cnt.tx_bytes, SN_ATOMIC_SIZE);
@@ -615,6 +649,7 @@ static void *responder_main(void *arg)
     struct sn_wire_hello h;
     int fd = rc->fd;
     sn_nic_thread_init();
+    gpu_defer_writes(true);
     if (read_hello(fd, &h) || !(rc->qp = wire_qp_attach(h.dst_qpn))) {
         close(fd);
         free(rc);

@@ -271,6 +271,14 @@ bool gpu_is_device_ptr(const void *ptr);
 void gpu_prepare(const void *ptr);
 int gpu_copy_to_device(void *dst, const void *src, size_t len);
 int gpu_copy_from_device(void *dst, const void *src, size_t len);
+/* gpu_defer_writes(true): this thread's copies into GPU memory of up to a
+ * staging buffer may return before they land (the responder's: one CUDA
+ * sync per batch, not per write).  gpu_flush lands them (0, or EIO when
+ * one failed); any other copy of the thread lands them too.  The caller
+ * flushes before it tells anyone the data is there. */
+void gpu_defer_writes(bool on);
+bool gpu_writes_pending(void);
+int gpu_flush(void);
 
 /* ------------------------------------------------------------- atomic.c */
 /* Executes an 8-byte RDMA atomic on [addr, addr+8) of mr (checked by the
