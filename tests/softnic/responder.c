@@ -43,6 +43,9 @@ struct pend_wc {
     bool solicited;
 };
 
+/* Placements whose CUDA writes may be in flight at once (land_writes). */
+#define LAND_MAX 32
+
 struct sn_rconn {
     int fd;
     struct sn_qp *qp;
@@ -56,6 +59,7 @@ struct sn_rconn {
     uint32_t ack_seq;
     int err;                  /* first send error */
     int deferred;             /* placements whose CUDA writes are in flight (land_writes) */
+    struct sn_mr *held[LAND_MAX]; /* and their MRs, a reference each until then */
     int npend;
     struct pend_wc pend[PEND_WC];
     struct sn_rbuf rb;
@@ -115,6 +119,8 @@ static int land_writes(struct sn_rconn *rc)
     int err = gpu_writes_pending() ? gpu_flush() : 0;
     if (rc->deferred) {
         struct sn_qp *qp = rc->qp;
+        for (int i = 0; i < rc->deferred; i++)
+            mr_put(rc->held[i]);
         pthread_mutex_lock(&qp->lock);
         qp->placing -= rc->deferred;
         rc->deferred = 0;
@@ -151,8 +157,11 @@ static int place_live(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size
         return ECONNABORTED;
     int err = place(rc, mr, addr, len);
     if (gpu_writes_pending()) {
-        if (!err) {
-            rc->deferred++;     /* given back by land_writes */
+        if (!err && rc->deferred < LAND_MAX) {
+            /* the placement and the MR (ibv_dereg_mr waits for it) are
+             * given back by land_writes */
+            atomic_fetch_add(&mr->refs, 1);
+            rc->held[rc->deferred++] = mr;
             return 0;
         }
         land_writes(rc);
