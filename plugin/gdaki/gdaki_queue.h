@@ -76,6 +76,26 @@ GDAKI_FN const struct mlx5_cqe64 *gdaki_q_cqe(const struct gdaki_qp_dev *q, uint
  * fails the owner test and is read again on the next pass. */
 #define GDAKI_POLL_AHEAD 8
 
+/* An entry that is not a success: its syndrome lies outside the tail, so
+ * the whole entry is read again after the owner byte (the NIC writes
+ * op_own last), with volatile loads (on the GPU a plain load may be served
+ * from a non-coherent L1 line of an earlier pass).  Sets q->err; -1. */
+GDAKI_FN int gdaki_q_record_error(struct gdaki_qp_dev *q, const struct mlx5_cqe64 *cqe)
+{
+    gdaki_fence_acquire_system();
+    union {
+        struct mlx5_cqe64 cqe;
+        uint64_t w[8];
+    } local;
+    for (int i = 0; i < 8; i++)
+        local.w[i] = gdaki_read_volatile64((const uint64_t *)cqe + i);
+    struct gdaki_cqe_view v;
+    gdaki_cqe_parse(&local.cqe, &v);
+    gdaki_store_release32(&q->err, GDAKI_ERR_VALID | ((uint32_t)v.opcode << 16) |
+                                       ((uint32_t)v.vendor_err << 8) | v.syndrome);
+    return -1;
+}
+
 GDAKI_FN int gdaki_q_poll(struct gdaki_qp_dev *q)
 {
     if (gdaki_load_acquire32(&q->err))
@@ -95,26 +115,14 @@ GDAKI_FN int gdaki_q_poll(struct gdaki_qp_dev *q)
                 more = 0;
                 break;
             }
-            if (v.opcode != MLX5_CQE_REQ) { /* a send CQ sees REQ or REQ_ERR only */
-                /* The error's syndrome lies outside the tail: read it after
-                 * the owner byte (the NIC writes op_own last). */
-                gdaki_fence_acquire_system();
-                const uint8_t *b = (const uint8_t *)gdaki_q_cqe(q, ci);
-                if (v.opcode == MLX5_CQE_REQ_ERR || v.opcode == MLX5_CQE_RESP_ERR) {
-                    v.syndrome = gdaki_read_volatile8(b + offsetof(struct mlx5_err_cqe, syndrome));
-                    v.vendor_err = gdaki_read_volatile8(b + offsetof(struct mlx5_err_cqe, vendor_err_synd));
-                }
-                uint32_t e = GDAKI_ERR_VALID | ((uint32_t)v.opcode << 16) |
-                             ((uint32_t)v.vendor_err << 8) | v.syndrome;
-                gdaki_store_release32(&q->err, e);
-                ci++;
-                n++;
-                rc = -1;
+            if (v.opcode != MLX5_CQE_REQ) /* a send CQ sees REQ or REQ_ERR only */
+                rc = gdaki_q_record_error(q, gdaki_q_cqe(q, ci));
+            ci++;
+            n++;
+            if (rc) {
                 more = 0;
                 break;
             }
-            ci++;
-            n++;
             uint64_t slot = gdaki_q_extend_counter(done, v.wqe_counter);
             if (slot + 1 > done)
                 done = slot + 1;

@@ -263,12 +263,16 @@ struct gdaki_cqe_view {
 /* Does the 64-byte CQE belong to software for consumer index ci on a CQ of
  * 2^log_cnt entries?  The NIC flips the owner bit on every pass over the
  * ring; a slot never written holds opcode MLX5_CQE_INVALID. */
-GDAKI_FN int gdaki_cqe_is_sw_owned(const struct mlx5_cqe64 *cqe, uint64_t ci, uint32_t log_cnt)
+GDAKI_FN int gdaki_op_own_is_sw(uint8_t op_own, uint64_t ci, uint32_t log_cnt)
 {
-    uint8_t op_own = gdaki_read_volatile8(&cqe->op_own);
     if ((op_own >> 4) == MLX5_CQE_INVALID)
         return 0;
     return (op_own & MLX5_CQE_OWNER_MASK) == ((ci >> log_cnt) & 1);
+}
+
+GDAKI_FN int gdaki_cqe_is_sw_owned(const struct mlx5_cqe64 *cqe, uint64_t ci, uint32_t log_cnt)
+{
+    return gdaki_op_own_is_sw(gdaki_read_volatile8(&cqe->op_own), ci, log_cnt);
 }
 
 /* The last 8 bytes of a 64-byte CQE: sop_drop_qpn, wqe_counter, signature
@@ -287,7 +291,7 @@ GDAKI_FN uint64_t gdaki_cqe_tail_load(const struct mlx5_cqe64 *cqe)
 /* Fills opcode, owner, wqe_counter and qpn of v from a tail word (byte_cnt,
  * imm, syndrome and vendor_err are not in it: 0).  Returns whether the
  * entry belongs to software for consumer index ci on a CQ of 2^log_cnt
- * entries (gdaki_cqe_is_sw_owned's rule). */
+ * entries (gdaki_op_own_is_sw). */
 GDAKI_FN int gdaki_cqe_tail_parse(uint64_t tail, uint64_t ci, uint32_t log_cnt, struct gdaki_cqe_view *v)
 {
     union {
@@ -305,9 +309,7 @@ GDAKI_FN int gdaki_cqe_tail_parse(uint64_t tail, uint64_t ci, uint32_t log_cnt, 
     v->imm = 0;
     v->syndrome = 0;
     v->vendor_err = 0;
-    if (v->opcode == MLX5_CQE_INVALID)
-        return 0;
-    return v->owner == ((ci >> log_cnt) & 1);
+    return gdaki_op_own_is_sw(op_own, ci, log_cnt);
 }
 
 GDAKI_FN void gdaki_cqe_parse(const struct mlx5_cqe64 *cqe, struct gdaki_cqe_view *v)

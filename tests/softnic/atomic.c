@@ -47,11 +47,9 @@ int atomic_execute(struct sn_mr *mr, uint64_t addr, bool cas, uint64_t swap_add,
             err = mr_write(mr, addr, &next, sizeof(next));
         /* landed before the lock goes: the next atomic reads it from
          * another thread's stream (the responder defers its writes) */
-        if (gpu_writes_pending()) {
-            int e = gpu_flush();
-            if (!err)
-                err = e;
-        }
+        int landed = gpu_flush();
+        if (!err)
+            err = landed;
     }
     pthread_mutex_unlock(&gpu_atomic_lock);
     if (err)

@@ -116,7 +116,7 @@ static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t le
  * then, so ibv_modify_qp(ERR) still returns only once nothing more lands. */
 static int land_writes(struct sn_rconn *rc)
 {
-    int err = gpu_writes_pending() ? gpu_flush() : 0;
+    int err = gpu_flush();
     if (rc->deferred) {
         struct sn_qp *qp = rc->qp;
         for (int i = 0; i < rc->deferred; i++)
