@@ -74,6 +74,11 @@ static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
 _Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
 #endif
 
+/* The most payload bytes a message may carry inside its WQE (GDAKI_OP_INLINE,
+ * gdaki_bw_opts.inline_max): what one 64-byte basic block holds after the
+ * ctrl, raddr and inline headers (gdaki_wqe.h's GDAKI_INLINE_MAX_1BB). */
+#define GDAKI_INLINE_MAX 28
+
 /* flags */
 #define GDAKI_QP_FLAG_GPU_QUEUE 0x1u  /* ring, dbrec and CQ live in GPU memory */
 #define GDAKI_QP_FLAG_NO_ATOMICS 0x2u /* the device has no RDMA atomics (atomic_cap NONE):
@@ -269,6 +274,10 @@ struct gdaki_bw_opts {
     int host_payload;       /* 1 (gdaki_bw_run_pair): source and target in pinned host
                              * memory instead of GPU memory -- the kernel still posts;
                              * only the NIC's payload reads and writes change */
+    int inline_max;         /* messages of at most this many bytes carry their payload
+                             * inside the WQE (GDAKI_OP_INLINE: the kernel reads the
+                             * source, the NIC does not); 0: none; at most
+                             * GDAKI_INLINE_MAX */
 };
 
 struct gdaki_bw_result {

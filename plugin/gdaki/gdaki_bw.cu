@@ -180,6 +180,10 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
                  p.threads, size, (unsigned long long)src->len);
         return -1;
     }
+    if (o->inline_max < 0 || o->inline_max > (int)GDAKI_INLINE_MAX) {
+        snprintf(err, errlen, "bad inline size %d (0..%u)", o->inline_max, GDAKI_INLINE_MAX);
+        return -1;
+    }
     if (o->signal && !sig_rkey) {
         snprintf(err, errlen, "put_signal asked for without a signal word");
         return -1;
@@ -196,6 +200,9 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
     op.len = (uint32_t)size;
     op.raddr = raddr;
     op.rkey = rkey;
+    /* the source is GPU memory or mapped host memory: the kernel reads it */
+    if (o->inline_max > 0 && size <= (size_t)o->inline_max)
+        op.flags = GDAKI_OP_INLINE;
     if (o->warmup > 0) {
         long w = (o->warmup + p.nthreads - 1) / p.nthreads;
         gdaki_bw_kernel<<<p.blocks, p.threads, 0, stream>>>(q, op, w, p.window, p.warp_wide, o->signal,

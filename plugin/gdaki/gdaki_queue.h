@@ -26,6 +26,12 @@
 #include "railnet_gdaki.h"
 #include "gdaki_wqe.h"
 
+#if defined(__cplusplus)
+static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_1BB, "railnet_gdaki.h's inline limit");
+#else
+_Static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_1BB, "railnet_gdaki.h's inline limit");
+#endif
+
 #define GDAKI_SLOT_ERROR UINT64_MAX
 /* CQEs one poller consumes before it hands the lock back. */
 #define GDAKI_POLL_BUDGET 64

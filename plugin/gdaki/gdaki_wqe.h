@@ -89,13 +89,48 @@ struct gdaki_op {
     uint32_t rkey;
     uint32_t imm;     /* WRITE_IMM immediate, host order */
     uint64_t add;     /* ATOMIC_FA addend */
+    uint32_t flags;   /* GDAKI_OP_* */
+    uint32_t pad;
 };
+
+/* op.flags: GDAKI_OP_INLINE says the posting thread itself can read the
+ * len bytes at laddr (GPU memory of its device, or memory mapped for it).
+ * A WRITE or WRITE_IMM of at most GDAKI_INLINE_MAX_1BB such bytes then
+ * carries them inside its WQE (lkey unused): the NIC takes the payload with
+ * the WQE instead of a DMA read of the buffer, and the buffer may be reused
+ * as soon as the post returns.  Longer payloads ignore the flag. */
+#define GDAKI_OP_INLINE 0x1u
+
+GDAKI_FN int gdaki_op_goes_inline(const struct gdaki_op *op)
+{
+    return (op->flags & GDAKI_OP_INLINE) && op->len <= GDAKI_INLINE_MAX_1BB;
+}
+
+/* WRITE or WRITE_IMM with len <= GDAKI_INLINE_MAX_1BB bytes from src inline:
+ * ctrl, raddr, the inline header, the payload zero-padded to the BB's end. */
+GDAKI_FN uint32_t gdaki_wqe_rdma_inline(void *wqe, uint8_t opcode, uint16_t idx, uint32_t qpn,
+                                        uint8_t fm_ce_se, uint64_t raddr, uint32_t rkey,
+                                        uint32_t imm_host, const void *src, uint32_t len)
+{
+    uint8_t *p = (uint8_t *)wqe;
+    uint32_t ds = 2 + (4 + len + GDAKI_DS_BYTES - 1) / GDAKI_DS_BYTES;
+    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, opcode, 0, qpn, (uint8_t)ds, fm_ce_se,
+                   opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? imm_host : 0);
+    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(p + 16), raddr, rkey);
+    ((struct mlx5_wqe_inl_data_seg *)(p + 32))->byte_count = gdaki_htobe32(len | MLX5_INLINE_SEG);
+    for (uint32_t i = 0; i < GDAKI_INLINE_MAX_1BB; i++)
+        p[36 + i] = i < len ? ((const uint8_t *)src)[i] : 0;
+    return 1;
+}
 
 /* WRITE (opcode MLX5_OPCODE_RDMA_WRITE) or WRITE_IMM into the 64-byte slot
  * wqe.  Returns the number of basic blocks used (1). */
 GDAKI_FN uint32_t gdaki_wqe_rdma(void *wqe, uint8_t opcode, uint16_t idx, uint32_t qpn,
                                  uint8_t fm_ce_se, const struct gdaki_op *op)
 {
+    if (opcode != MLX5_OPCODE_RDMA_READ && gdaki_op_goes_inline(op))
+        return gdaki_wqe_rdma_inline(wqe, opcode, idx, qpn, fm_ce_se, op->raddr, op->rkey, op->imm,
+                                     (const void *)(uintptr_t)op->laddr, op->len);
     uint8_t *p = (uint8_t *)wqe;
     gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, opcode, 0, qpn, GDAKI_DS_RDMA, fm_ce_se,
                    opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? op->imm : 0);
@@ -125,15 +160,8 @@ GDAKI_FN uint32_t gdaki_wqe_atomic_fa(void *wqe, uint16_t idx, uint32_t qpn, uin
 GDAKI_FN uint32_t gdaki_wqe_write_inline(void *wqe, uint16_t idx, uint32_t qpn, uint8_t fm_ce_se,
                                          uint64_t raddr, uint32_t rkey, const void *src, uint32_t len)
 {
-    uint8_t *p = (uint8_t *)wqe;
-    uint32_t ds = 2 + (4 + len + GDAKI_DS_BYTES - 1) / GDAKI_DS_BYTES;
-    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, MLX5_OPCODE_RDMA_WRITE, 0, qpn, (uint8_t)ds,
-                   fm_ce_se, 0);
-    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(p + 16), raddr, rkey);
-    ((struct mlx5_wqe_inl_data_seg *)(p + 32))->byte_count = gdaki_htobe32(len | MLX5_INLINE_SEG);
-    for (uint32_t i = 0; i < GDAKI_INLINE_MAX_1BB; i++)
-        p[36 + i] = i < len ? ((const uint8_t *)src)[i] : 0;
-    return 1;
+    return gdaki_wqe_rdma_inline(wqe, MLX5_OPCODE_RDMA_WRITE, idx, qpn, fm_ce_se, raddr, rkey, 0, src,
+                                 len);
 }
 
 /* NOP: occupies a slot, asks for a completion (used to fence a quiet). */

@@ -27,7 +27,11 @@
  * Usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096]
  *          [--windows 8,32] [--iters N] [--lat-iters N] [--plugin PATH]
  *          [--ibverbs PATH] [--cuda-dev N] [--dev NAME] [--port N]
- *          [--timeout S] [--verbose]
+ *          [--inline BYTES] [--timeout S] [--verbose]
+ * GPU messages of at most --inline bytes (default 28, what one 64-byte WQE
+ * holds) carry their payload inside the WQE: the kernel reads it from GPU
+ * memory as it builds the WQE, where the CPU path's NIC must copy it out of
+ * GPU memory (a CPU cannot load cudaMalloc memory).  --inline 0 turns it off.
  * --mem=host runs only the CPU-proxy half (host buffers, no GPU needed).
  * Paths default to $top_builddir/.libs/libnccl-net-railnet.so and
  * $top_builddir/tests/softnic/libibverbs.so.1 (RAILNET_IBVERBS_LIB wins).
@@ -58,6 +62,7 @@ struct bench_opts {
     const char *plugin, *ibverbs;
     const char *dev;          /* NULL: the first device */
     int port;                 /* 0: 1 */
+    int inline_max;           /* GPU messages of at most this many bytes go inline */
     int cuda_dev;
     double timeout;
     int verbose;
@@ -96,7 +101,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         { "iters", 1, 0, 'n' },    { "lat-iters", 1, 0, 'l' }, { "plugin", 1, 0, 'p' },
         { "ibverbs", 1, 0, 'i' },  { "cuda-dev", 1, 0, 'd' }, { "timeout", 1, 0, 't' },
         { "verbose", 0, 0, 'v' },  { "dev", 1, 0, 'D' },      { "port", 1, 0, 'P' },
-        { "help", 0, 0, 'h' },     { 0, 0, 0, 0 } };
+        { "inline", 1, 0, 'I' },   { "help", 0, 0, 'h' },     { 0, 0, 0, 0 } };
     long v[MAX_LIST];
     int c, k;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -127,6 +132,11 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         case 'v': o->verbose = 1; break;
         case 'D': o->dev = optarg; break;
         case 'P': o->port = atoi(optarg); break;
+        case 'I':
+            if (parse_list(optarg, 0, GDAKI_INLINE_MAX, v, 1) != 1)
+                return -1;
+            o->inline_max = (int)v[0];
+            break;
         case 'h': return 1;
         default: return -1;
         }
@@ -278,13 +288,16 @@ int main(int argc, char **argv)
     static const char usage[] =
         "usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096] [--windows 8,32]\n"
         "         [--iters N] [--lat-iters N] [--plugin PATH] [--ibverbs PATH] [--cuda-dev N]\n"
-        "         [--dev NAME] [--port N] [--timeout S] [--verbose]\n"
+        "         [--dev NAME] [--port N] [--inline BYTES] [--timeout S] [--verbose]\n"
         "  GPU-initiated writes vs isend through the plugin, same port, side by side.\n"
+        "  --inline: GPU messages of at most BYTES (0..28, default 28) carry their payload\n"
+        "  inside the WQE, read by the kernel instead of by the NIC (0: never).\n"
         "  --mem=host: the CPU-proxy half alone, host buffers (no GPU needed).\n"
         "  --dev/--port: the port of both paths (default: the first device, port 1);\n"
         "  RAILNET_HCA is set to it for the plugin.\n";
     struct bench_opts o = { .cuda = 1, .sizes = { 8, 64, 512, 4096 }, .nsizes = 4, .windows = { 8, 32 },
-                            .nwindows = 2, .iters = 20000, .lat_iters = 2000, .timeout = 60 };
+                            .nwindows = 2, .iters = 20000, .lat_iters = 2000, .timeout = 60,
+                            .inline_max = GDAKI_INLINE_MAX };
     int pr = parse(argc, argv, &o);
     if (pr != 0) {
         fputs(usage, pr > 0 ? stdout : stderr);
@@ -362,6 +375,8 @@ int main(int argc, char **argv)
         bufs_close(&b);
         goto fail;
     }
+    if (gpu)
+        (void)gpu_path_set_inline(gpup.gpu, o.inline_max);   /* range checked by parse */
 
     printf("# GPU-initiated RDMA WRITE (one CUDA thread, put_signal + quiet) vs the CPU-proxy path (isend/irecv "
            "through %s)\n", o.plugin);
@@ -369,6 +384,9 @@ int main(int argc, char **argv)
            info.port, proxy_path_describe(cpu.cpu), hca);
     printf("# %s buffers; rate: %ld messages, at most W in flight; latency: %ld messages one at a time, median\n",
            o.cuda ? "GPU (cudaMalloc)" : "host", o.iters, o.lat_iters);
+    if (gpu)
+        printf("# GPU messages of at most %d bytes carry their payload inside the WQE (--inline)\n",
+               o.inline_max);
     printf("# ratios > 1: GPU-initiated better (rate GPU/CPU, latency CPU/GPU)\n");
     printf("%6s %3s %12s %12s %8s %11s %11s %8s\n", "bytes", "W", "gpu_Mmsg/s", "cpu_Mmsg/s", "gpu/cpu",
            "gpu_lat_us", "cpu_lat_us", "cpu/gpu");

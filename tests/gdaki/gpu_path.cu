@@ -30,6 +30,7 @@ struct gpu_path {
     long lat_cap;
     int *drc;
     int slots;
+    int inline_max;            /* gpu_path_set_inline */
     double timeout_s;
     cudaStream_t stream;
 };
@@ -170,6 +171,14 @@ out:
     return rc;
 }
 
+extern "C" int gpu_path_set_inline(struct gpu_path *g, int inline_max)
+{
+    if (inline_max < 0 || inline_max > (int)GDAKI_INLINE_MAX)
+        return -1;
+    g->inline_max = inline_max;
+    return 0;
+}
+
 extern "C" void gpu_path_close(struct gpu_path *g)
 {
     if (!g)
@@ -282,6 +291,8 @@ static int gp_start(struct gpu_path *g, size_t size, long n, struct gdaki_op *op
     op->len = (uint32_t)size;
     op->raddr = g->dst.addr;
     op->rkey = g->dst.rkey;
+    if (size <= (size_t)g->inline_max)
+        op->flags = GDAKI_OP_INLINE;   /* the source slot is CUDA memory: the kernel reads it */
     /* on the kernel's stream: ordered before it (a non-blocking stream does
      * not wait for the legacy default stream) */
     GP_CHECK(cudaMemsetAsync(g->drc, 0, sizeof(int), g->stream), "cudaMemset(rc)");

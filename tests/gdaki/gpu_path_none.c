@@ -77,6 +77,12 @@ int gpu_path_lat(struct gpu_path *g, size_t size, long n, double *lat_us, char *
     return -1;
 }
 
+int gpu_path_set_inline(struct gpu_path *g, int inline_max)
+{
+    (void)g, (void)inline_max;
+    return -1;
+}
+
 void gpu_path_close(struct gpu_path *g)
 {
     (void)g;

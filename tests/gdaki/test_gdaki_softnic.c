@@ -206,6 +206,43 @@ TAP_CASE(test_quiet_returns_only_after_the_data_is_there)
     free(dst);
 }
 
+/* GDAKI_OP_INLINE: the payload travels in the WQE.  The source is
+ * overwritten as soon as each post returns, before quiet, and the receiver
+ * still gets what the source held at the post; the op names no MR (lkey 0),
+ * which a pointer segment would fail with a local protection error.  Every
+ * size from 1 to 28 bytes. */
+TAP_CASE(test_inline_put_carries_the_bytes_of_post_time)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    uint8_t *dst = calloc(1, 4096);
+    struct gdaki_mr md;
+    reg(p, dst, 4096, &md);
+    uint8_t src[GDAKI_INLINE_MAX_1BB], want[GDAKI_INLINE_MAX_1BB * 64];
+    uint64_t last = 0;
+    int n = 0;
+    for (uint32_t len = 1; len <= GDAKI_INLINE_MAX_1BB; len++, n++) {
+        fill(src, len, len);
+        memcpy(want + (size_t)n * GDAKI_INLINE_MAX_1BB, src, len);
+        struct gdaki_op op = { .laddr = (uintptr_t)src, .lkey = 0, .len = len,
+                               .raddr = md.addr + (uint64_t)n * 64, .rkey = md.rkey,
+                               .flags = GDAKI_OP_INLINE };
+        last = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
+        EXPECT_TRUE(last != GDAKI_SLOT_ERROR);
+        memset(src, 0xee, sizeof(src)); /* reused at once */
+    }
+    EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    EXPECT_TRUE(q->done >= last);
+    EXPECT_EQ_INT(0, (int)q->err);
+    for (int i = 0; i < n; i++) {
+        uint32_t len = (uint32_t)i + 1;
+        EXPECT_MEMEQ(want + (size_t)i * GDAKI_INLINE_MAX_1BB, dst + (size_t)i * 64, len);
+        EXPECT_EQ_INT(0, dst[(size_t)i * 64 + len]); /* nothing past the payload */
+    }
+    gdaki_pair_close(p);
+    free(dst);
+}
+
 /* ---- signals ---- */
 
 #define SIG_MSGS 300

@@ -109,6 +109,55 @@ TAP_CASE(test_inline_write_wqe_matches_hand_image)
     EXPECT_MEMEQ(image, w, 64);
 }
 
+/* GDAKI_OP_INLINE: a WRITE_IMM of up to 28 readable bytes carries them in
+ * the WQE (ds 2 + 2, the immediate kept, no pointer segment); 29 bytes, or
+ * a READ, keep the pointer segment. */
+TAP_CASE(test_inline_flag_puts_small_payload_in_the_wqe)
+{
+    _Alignas(64) uint8_t w[64];
+    uint8_t src[GDAKI_INLINE_MAX_1BB + 1];
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (uint8_t)(0x30 + i);
+    struct gdaki_op op = { .laddr = (uintptr_t)src, .lkey = 0x77, .len = GDAKI_INLINE_MAX_1BB,
+                           .raddr = 0x5000, .rkey = 0x99, .imm = 0x01020304, .flags = GDAKI_OP_INLINE };
+    EXPECT_EQ_INT(28, GDAKI_INLINE_MAX_1BB);
+    EXPECT_EQ_INT(1, gdaki_wqe_rdma(dirty_slot(w), MLX5_OPCODE_RDMA_WRITE_IMM, 3, 4, 0, &op));
+    static const uint8_t ctrl[16] = {
+        0x00, 0x00, 0x03, 0x09, 0x00, 0x00, 0x04, 0x04, 0, 0, 0, 0, 0x01, 0x02, 0x03, 0x04,
+    };
+    EXPECT_MEMEQ(ctrl, w, 16);
+    static const uint8_t hdr[4] = { 0x80, 0x00, 0x00, 0x1c }; /* MLX5_INLINE_SEG | 28 */
+    EXPECT_MEMEQ(hdr, w + 32, 4);
+    EXPECT_MEMEQ(src, w + 36, GDAKI_INLINE_MAX_1BB);
+    struct gdaki_wqe_view v;
+    EXPECT_EQ_INT(0, gdaki_wqe_parse(w, 64, &v));
+    EXPECT_EQ_INT(0, v.has_data);
+    EXPECT_EQ_INT(GDAKI_INLINE_MAX_1BB, v.len);
+    EXPECT_TRUE(v.inl == w + 36);
+    EXPECT_EQ_INT(0x01020304, v.imm);
+
+    op.len = 8;
+    gdaki_wqe_rdma(dirty_slot(w), MLX5_OPCODE_RDMA_WRITE, 3, 4, 0, &op);
+    EXPECT_EQ_INT(0, gdaki_wqe_parse(w, 64, &v));
+    EXPECT_EQ_INT(3, v.ds); /* ctrl, raddr, 4 + 8 bytes in one ds */
+    EXPECT_EQ_INT(8, v.len);
+    EXPECT_MEMEQ(src, v.inl, 8);
+    for (int i = 36 + 8; i < 64; i++)
+        EXPECT_EQ_INT(0, w[i]); /* the padding is zeroed, not the slot's old bytes */
+
+    op.len = GDAKI_INLINE_MAX_1BB + 1;
+    gdaki_wqe_rdma(dirty_slot(w), MLX5_OPCODE_RDMA_WRITE, 3, 4, 0, &op);
+    EXPECT_EQ_INT(0, gdaki_wqe_parse(w, 64, &v));
+    EXPECT_EQ_INT(1, v.has_data);
+    EXPECT_EQ_INT(0x77, v.lkey);
+    EXPECT_TRUE(v.laddr == (uintptr_t)src);
+
+    op.len = 8;
+    gdaki_wqe_rdma(dirty_slot(w), MLX5_OPCODE_RDMA_READ, 3, 4, 0, &op);
+    EXPECT_EQ_INT(0, gdaki_wqe_parse(w, 64, &v));
+    EXPECT_EQ_INT(1, v.has_data);
+}
+
 TAP_CASE(test_nop_wqe_has_one_ds)
 {
     _Alignas(64) uint8_t w[64];

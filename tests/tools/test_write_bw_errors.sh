@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/tools/wb-lib.sh"
 [ -x "$WB" ] || tap_skip_all "railnet-write-bw not built"
-tap_plan 22
+tap_plan 24
 
 # usage CASE EXPECTED_TEXT ARGS...: exit 2 and the text on stderr.
 usage() {
@@ -32,6 +32,10 @@ if [ $rc -eq 0 ] && grep -q -- '--use_cuda\[=GPU\]' "$TMPD/h.out" && grep -q -- 
     tap_ok wb_help_exit_0_lists_options
 else tap_not_ok wb_help_exit_0_lists_options "exit $rc"; fi
 
+# -I is the kernel's inline size: a CPU-posted write of GPU memory cannot
+# inline it.
+usage wb_inline_size_needs_gpu_initiated_exit_2 "-I applies to --gpu-initiated" -I 8 --use_cuda
+
 # --gpu-initiated: refused where it cannot apply (or, in a build without
 # nvcc, refused as not built); on a host without a GPU both sides say why
 # and exit 1 within the timeout, they do not crash or hang.
@@ -41,7 +45,9 @@ if "$WB" --help 2>/dev/null | grep -q 'not built in this version'; then
     tap_skip wb_gpu_initiated_rejects_cuda_vmm_exit_2 "--gpu-initiated not built (no nvcc)"
     tap_skip wb_gpu_initiated_mode_mismatch_fails_both_sides "--gpu-initiated not built (no nvcc)"
     tap_skip wb_gpu_initiated_without_gpu_fails_with_reason "--gpu-initiated not built (no nvcc)"
+    tap_skip wb_inline_size_out_of_range_exit_2 "--gpu-initiated not built (no nvcc)"
 else
+    usage wb_inline_size_out_of_range_exit_2 "invalid value for -I: '29'" --gpu-initiated -I 29
     usage wb_gpu_initiated_rejects_bidir_exit_2 "--bidir does not apply to --gpu-initiated" --gpu-initiated --bidir
     usage wb_gpu_initiated_rejects_dmabuf_exit_2 "--dmabuf does not apply to --gpu-initiated" --gpu-initiated --dmabuf
     usage wb_gpu_initiated_rejects_cuda_vmm_exit_2 "--cuda_vmm does not apply to --gpu-initiated" --gpu-initiated --cuda_vmm

@@ -81,6 +81,7 @@ static int run_size(void *arg, size_t size, struct wb_result *res, char *err, si
         .lat_iters = o->iters < GI_LAT_ITERS_MAX ? (int)o->iters : GI_LAT_ITERS_MAX,
         .timeout_s = o->timeout > GI_KERNEL_TIMEOUT_S ? (int)ceil(o->timeout) : GI_KERNEL_TIMEOUT_S,
         .quiet = 1,
+        .inline_max = o->inline_size > 0 ? o->inline_size : 0,
     };
     struct gdaki_bw_result r;
     struct gi_beat beat = { .s = c->s };

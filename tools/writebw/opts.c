@@ -57,6 +57,9 @@ void wb_usage(FILE *out)
 "                           of --use_cuda=GPU); -t is the window of writes in\n"
 "                           flight before the kernel waits; adds a column with\n"
 "                           the latency of one put + quiet%s\n"
+"  -I, --inline_size BYTES  --gpu-initiated: writes of at most BYTES (0..28,\n"
+"                           default 28) carry their payload inside the WQE:\n"
+"                           the kernel reads it, the NIC fetches no buffer\n"
 "      --report_gbits       report Gb/s instead of GB/s\n"
 "      --json               machine-readable output on stdout\n"
 "      --timeout SECONDS    give up on connecting to or hearing from the peer\n"
@@ -117,6 +120,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         { "report_gbits", no_argument, NULL, OPT_GBITS },
         { "json", no_argument, NULL, OPT_JSON },
         { "gpu-initiated", no_argument, NULL, OPT_GPUINIT },
+        { "inline_size", required_argument, NULL, 'I' },
         { "timeout", required_argument, NULL, OPT_TIMEOUT },
         { "cuda_vmm", no_argument, NULL, OPT_VMM },
         { "help", no_argument, NULL, 'h' },
@@ -128,6 +132,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
     o->ports[0] = 1;
     o->nports = 1;
     o->gid_index = -1;
+    o->inline_size = -1;
     o->sizes[0] = 65536;
     o->nsizes = 1;
     o->iters = 1000;
@@ -140,7 +145,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
     char optname[40];
     long long v, sz;
     opterr = 0;
-    while (li = -1, (c = getopt_long(argc, argv, ":p:d:i:x:s:an:D:q:t:RhV", longopts, &li)) != -1) {
+    while (li = -1, (c = getopt_long(argc, argv, ":p:d:i:x:s:an:D:q:t:I:RhV", longopts, &li)) != -1) {
         /* The option as the user spelled it, for messages. */
         if (li >= 0)
             snprintf(optname, sizeof(optname), "--%s", longopts[li].name);
@@ -200,6 +205,10 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         case 't':
             if (parse_int(optarg, 1, 8192, &v)) goto bad;
             o->tx_depth = (int)v;
+            break;
+        case 'I':
+            if (parse_int(optarg, 0, WB_GI_INLINE, &v)) goto bad;
+            o->inline_size = (int)v;
             break;
         case OPT_CUDA:
             o->use_cuda = 1;
@@ -310,6 +319,12 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         }
         /* GPU memory on both sides: the header and the peer say cuda:N. */
         o->use_cuda = 1;
+        if (o->inline_size < 0)
+            o->inline_size = WB_GI_INLINE;
+    } else if (o->inline_size >= 0) {
+        fprintf(stderr, "railnet-write-bw: -I applies to --gpu-initiated (the kernel reads the "
+                "payload into the WQE; a CPU cannot read GPU memory)\n");
+        return -1;
     }
     if (o->cuda_vmm && o->gpu_initiated) {
         fprintf(stderr, "railnet-write-bw: --cuda_vmm does not apply to --gpu-initiated (its "

@@ -20,6 +20,7 @@
 #define WB_DEFAULT_TCP_PORT 18515
 #define WB_ALL_MIN 2u
 #define WB_ALL_MAX (8u << 20)
+#define WB_GI_INLINE 28        /* -I default and limit: one WQE basic block's inline room */
 
 enum wb_mode { WB_MODE_VERBS, WB_MODE_PLUGIN };
 
@@ -49,6 +50,8 @@ struct wb_opts {
     int report_gbits;
     int json;
     int gpu_initiated;         /* --gpu-initiated (sets use_cuda; one QP, one way) */
+    int inline_size;           /* -I: --gpu-initiated writes of at most this many bytes
+                                * carry their payload in the WQE (default WB_GI_INLINE) */
     double timeout;            /* --timeout: TCP connect and peer silence */
     int rdma_cm;               /* -R: QPs connected through the RDMA CM (verbs mode) */
 };
