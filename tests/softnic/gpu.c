@@ -245,7 +245,7 @@ int gpu_flush(void)
 {
     int err = 0;
     if (pending && cudawrap_peek()->stream_synchronize(pend_st) != 0) {
-        SN_LOG("gpu: a deferred copy into GPU memory failed");
+        SN_LOG("gpu: a deferred copy from or into GPU memory failed");
         err = EIO;
     }
     pending = false;
@@ -324,4 +324,42 @@ int gpu_copy_to_device(void *dst, const void *src, size_t len)
 int gpu_copy_from_device(void *dst, const void *src, size_t len)
 {
     return gpu_copy((void *)(uintptr_t)src, dst, len, false);
+}
+
+int gpu_read_deferred(const void *src, size_t len, const void **out)
+{
+    const struct cudawrap *cu = gpu_driver();
+    if (!cu)
+        return ENODEV;
+    /* the stream first: it makes the memory's context current, which
+     * pinning the stage needs */
+    cudawrap_stream st;
+    void *dev = (void *)(uintptr_t)src;
+    int err = gpu_stream_for(dev, &st);
+    if (err)
+        return err;
+    char *stage = gpu_stage(cu);
+    if (!stage || len > GPU_STAGE_BYTES - stage_held)
+        return ENOSPC;
+    /* Copies on another stream (memory of another GPU) land first, in
+     * place: the stage keeps their bytes, which the caller still reads. */
+    if (pending && pend_st != st) {
+        if (cu->stream_synchronize(pend_st) != 0) {
+            SN_LOG("gpu: a deferred copy from or into GPU memory failed");
+            return EIO;
+        }
+        pending = false;
+    }
+    char *h = stage + stage_held;
+    if (cu->memcpy_dtoh_async(h, (cudawrap_devptr)(uintptr_t)src, len, st) != 0) {
+        SN_LOG("gpu: copy of %zu bytes from GPU memory at %p failed", len, src);
+        return EIO;
+    }
+    stage_held += (len + 63) & ~(size_t)63;
+    if (stage_held > GPU_STAGE_BYTES)
+        stage_held = GPU_STAGE_BYTES;
+    pending = true;
+    pend_st = st;
+    *out = h;
+    return 0;
 }

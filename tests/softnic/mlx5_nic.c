@@ -607,6 +607,10 @@ static void *nic_main(void *arg)
     /* The back-off sleeps below are a few microseconds: without this the
      * kernel's default 50 us timer slack stretches each of them. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    /* This thread is the NIC reading WQEs at the doorbell: the payload of a
+     * GPU-posted write (GPU memory) leaves from here, without waking the
+     * QP's requester thread (most of a message's latency on a busy host). */
+    mlx5_priv_thread_is_nic();
     uint64_t last_work = nic_now_ns();
     for (;;) {
         int work = 0;

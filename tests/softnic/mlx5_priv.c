@@ -17,6 +17,7 @@ static struct {
     bool (*gpu_is_device_ptr)(const void *);
     int (*gpu_read)(void *, const void *, size_t);
     int (*gpu_write)(void *, const void *, size_t);
+    void (*thread_is_nic)(void);
 } priv = { .once = PTHREAD_ONCE_INIT };
 
 /* The libibverbs this library was linked against (DT_NEEDED), found by
@@ -40,8 +41,9 @@ static void priv_load(void)
     priv.gpu_is_device_ptr = (bool (*)(const void *))sym("softnic_priv_gpu_is_device_ptr");
     priv.gpu_read = (int (*)(void *, const void *, size_t))sym("softnic_priv_gpu_read");
     priv.gpu_write = (int (*)(void *, const void *, size_t))sym("softnic_priv_gpu_write");
+    priv.thread_is_nic = (void (*)(void))sym("softnic_priv_thread_is_nic");
     if (!priv.is_softnic || !priv.set_destroy_hook || !priv.gpu_is_device_ptr || !priv.gpu_read ||
-        !priv.gpu_write) {
+        !priv.gpu_write || !priv.thread_is_nic) {
         priv.err = EOPNOTSUPP;
         return;
     }
@@ -72,4 +74,10 @@ int mlx5_priv_gpu_read(void *dst, const void *gpu_src, size_t len)
 int mlx5_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
 {
     return mlx5_priv_init() == 0 ? priv.gpu_write(gpu_dst, src, len) : EOPNOTSUPP;
+}
+
+void mlx5_priv_thread_is_nic(void)
+{
+    if (mlx5_priv_init() == 0)
+        priv.thread_is_nic();
 }

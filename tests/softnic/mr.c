@@ -176,14 +176,16 @@ int mr_get(uint32_t key, bool remote, struct ibv_pd *pd, int need_access, uint64
     return err;
 }
 
-bool mr_host_try(uint32_t key, struct ibv_pd *pd, uint64_t addr, uint64_t len)
+enum sn_mem mr_mem_try(uint32_t key, struct ibv_pd *pd, uint64_t addr, uint64_t len)
 {
     uint32_t idx = key >> 8;
     if (idx == 0 || idx >= MR_TABLE_SIZE || pthread_rwlock_tryrdlock(&mr_lock))
-        return false;
-    bool host = !mr_check_locked(idx, key, pd, 0, addr, len) && !mr_table[idx]->gpu;
+        return SN_MEM_UNKNOWN;
+    enum sn_mem m = mr_check_locked(idx, key, pd, 0, addr, len) ? SN_MEM_UNKNOWN
+                    : mr_table[idx]->gpu                       ? SN_MEM_CUDA
+                                                               : SN_MEM_HOST;
     pthread_rwlock_unlock(&mr_lock);
-    return host;
+    return m;
 }
 
 void mr_put(struct sn_mr *mr)

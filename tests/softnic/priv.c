@@ -37,6 +37,11 @@ EXPORT int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
     return gpu_copy_to_device(gpu_dst, src, len);
 }
 
+EXPORT void softnic_priv_thread_is_nic(void)
+{
+    requester_direct_copies_cuda(true);
+}
+
 void priv_qp_destroying(struct ibv_qp *qp)
 {
     softnic_priv_qp_hook h = atomic_load(&qp_hook);

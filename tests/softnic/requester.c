@@ -119,7 +119,16 @@ struct sn_tx_batch {
     int nrefs;
     void *bounces[BATCH_WQES * SN_MAX_SGE];
     int nbounces;
+    /* CUDA payloads read behind each other (gpu_read_deferred): the first
+     * WQE with one not yet landed (-1: none), and where each WQE's iovecs
+     * begin, to cut the batch there when the reads fail */
+    int gpu_first;
+    int iov_at[BATCH_WQES];
 };
+
+/* batch_add: WQE i's CUDA payload does not fit behind the batch's deferred
+ * reads; send what the batch holds and add WQE i again. */
+#define BATCH_STAGE_FULL (-2)
 
 static void batch_release(struct sn_tx_batch *b)
 {
@@ -256,8 +265,9 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
 /* Adds WQE i's frame to the iovec; on a local key error returns
  * IBV_WC_LOC_PROT_ERR (nothing of WQE i added). */
 static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t latency_us, int mtu,
-                     bool cma)
+                     bool cma, bool may_defer)
 {
+    int ret = IBV_WC_LOC_PROT_ERR;
     struct sn_swqe *w = &b->w[i];
     struct sn_wire_req *h = &b->hdr[i];
     memset(h, 0, sizeof(*h));
@@ -321,7 +331,26 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
                 *desc = (struct iovec){ NULL, 0 };
                 cma = false;
             }
-            if (mr->gpu) {
+            if (mr->gpu && may_defer) {
+                /* read behind the batch's other CUDA payloads: one sync for
+                 * all of them (batch_send), as a NIC keeps reads in flight */
+                const void *staged;
+                int r = gpu_read_deferred(src, sg->length, &staged);
+                if (r == ENOSPC && b->gpu_first >= 0) {
+                    ret = BATCH_STAGE_FULL;
+                    goto bad;
+                }
+                if (r == 0) {
+                    if (b->gpu_first < 0)
+                        b->gpu_first = i;
+                    src = (void *)(uintptr_t)staged;
+                } else if (r != ENOSPC) {
+                    goto bad;
+                }
+            }
+            if (mr->gpu && src == mr_host_ptr(mr, sg->addr)) {
+                /* bigger than the staging buffer, or no deferring: a copy
+                 * of its own (nothing of this batch is deferred then) */
                 void *bounce = malloc(sg->length);
                 if (!bounce || mr_read(mr, sg->addr, bounce, sg->length)) {
                     free(bounce);
@@ -354,7 +383,7 @@ bad:
     b->nrefs = first_ref;
     b->nbounces = first_bounce;
     b->niov = first_iov;
-    return IBV_WC_LOC_PROT_ERR;
+    return ret;
 }
 
 int requester_start(struct sn_qp *qp)
@@ -413,6 +442,23 @@ static void pin_pulled(struct sn_qp *qp, uint64_t idx, const struct sn_swqe *w,
     pthread_mutex_unlock(&qp->lock);
 }
 
+/* Lands the batch's deferred CUDA reads, then sends what it holds.  When
+ * the reads failed, the batch is cut before the first WQE that had one and
+ * *bad names that WQE (it and the rest complete in error).  Returns
+ * batch_flush's error. */
+static int batch_send(struct sn_qp *qp, int fd, struct sn_port *port, struct sn_tx_batch *b, int *bad)
+{
+    if (b->gpu_first >= 0) {
+        int first = b->gpu_first;
+        b->gpu_first = -1;
+        if (gpu_flush() != 0) {
+            b->niov = b->iov_at[first];
+            *bad = first;
+        }
+    }
+    return batch_flush(qp, fd, port, b);
+}
+
 /* Takes up to a batch of WQEs from sq_sent and puts them on the wire.
  * Called with qp->lock held and qp->tx_busy set by the caller (the
  * requester thread or a posting thread); returns with the lock held. */
@@ -440,18 +486,33 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
     pthread_mutex_unlock(&qp->lock);
 
     int err = 0, bad = -1;
-    for (int i = 0; i < b->n && !err; i++) {
-        if (b->niov + SN_MAX_SGE + 1 > BATCH_IOV)
-            err = batch_flush(qp, fd, port, b);
-        if (!err && batch_add(qp, b, i, latency, mtu, cma)) {
+    b->gpu_first = -1;
+    for (int i = 0; i < b->n && !err && bad < 0; i++) {
+        if (b->niov + SN_MAX_SGE + 1 > BATCH_IOV && (err = batch_send(qp, fd, port, b, &bad)))
+            break;
+        if (bad >= 0)
+            break;
+        b->iov_at[i] = b->niov;
+        int r = batch_add(qp, b, i, latency, mtu, cma, true);
+        if (r == BATCH_STAGE_FULL) {
+            if ((err = batch_send(qp, fd, port, b, &bad)) || bad >= 0)
+                break;
+            b->iov_at[i] = b->niov;
+            r = batch_add(qp, b, i, latency, mtu, cma, false);
+        }
+        if (r) {
             bad = i;
             break;
         }
         if (b->npin)
             pin_pulled(qp, first + (uint64_t)i, &b->w[i], b);
     }
-    if (!err)
-        err = batch_flush(qp, fd, port, b);
+    if (!err) {
+        int cut = -1;
+        err = batch_send(qp, fd, port, b, &cut);
+        if (cut >= 0 && (bad < 0 || cut < bad))
+            bad = cut;
+    }
     batch_release(b);
     pthread_mutex_lock(&qp->lock);
     if (bad >= 0)
@@ -462,20 +523,35 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
     }
 }
 
-/* True when WQE w's payload is all in host memory: a CUDA source would be
- * copied through a bounce buffer, which is no work for a posting thread.
- * A bad key, or a key table being changed (mr_host_try: never waited for
- * with qp->lock held), answers false too: the requester thread takes the
- * WQE.  The MR may go before the transmit looks it up again; batch_add
+/* Where WQE w's payload is: SN_MEM_HOST when all in host memory,
+ * SN_MEM_CUDA when some is CUDA memory (copied through a bounce buffer),
+ * SN_MEM_UNKNOWN for a bad key, or a key table being changed (mr_mem_try:
+ * never waited for with qp->lock held): the requester thread then takes
+ * the WQE.  The MR may go before the transmit looks it up again; batch_add
  * then completes the WQE in error, as it would on the requester thread. */
-static bool payload_in_host_memory(struct sn_qp *qp, const struct sn_swqe *w)
+static enum sn_mem payload_memory(struct sn_qp *qp, const struct sn_swqe *w)
 {
+    enum sn_mem all = SN_MEM_HOST;
     for (int s = 0; s < w->num_sge; s++) {
         const struct ibv_sge *sg = &w->sge[s];
-        if (sg->length && !mr_host_try(sg->lkey, qp->ibqp.pd, sg->addr, sg->length))
-            return false;
+        if (!sg->length)
+            continue;
+        enum sn_mem m = mr_mem_try(sg->lkey, qp->ibqp.pd, sg->addr, sg->length);
+        if (m == SN_MEM_UNKNOWN)
+            return SN_MEM_UNKNOWN;
+        if (m == SN_MEM_CUDA)
+            all = SN_MEM_CUDA;
     }
-    return true;
+    return all;
+}
+
+/* requester_direct_copies_cuda: whether this thread's posts may copy CUDA
+ * payloads themselves. */
+static __thread bool direct_copies_cuda;
+
+void requester_direct_copies_cuda(bool on)
+{
+    direct_copies_cuda = on;
 }
 
 /* Whether a direct batch (a few KiB) can be written to out_fd without
@@ -505,13 +581,15 @@ static bool wire_has_room_locked(struct sn_qp *qp)
 /* The posting thread may transmit itself when the requester has nothing
  * in hand and what the new WQEs put on the wire is small: inline data, a
  * small payload in host memory, or only the descriptor of one the
- * same-host peer pulls (cma.c).  This spares one thread wake-up per
+ * same-host peer pulls (cma.c); a small CUDA payload too when the poster is
+ * a NIC thread (requester_direct_copies_cuda).  This spares one thread wake-up per
  * message, which on a VM is most of a message's latency (a NIC reads the
  * WQE as the doorbell rings, too).  On a paced port only a few KiB, and
  * only while the line is free (rate_take_if_idle: no sleeping here).
  * Everything else -- connecting, a busy paced line, added latency, faults,
- * reads and atomics, CUDA memory, large payloads on the wire, a connection
- * without room -- stays with the requester thread.  qp->lock held. */
+ * reads and atomics, CUDA memory posted by an application thread, large
+ * payloads on the wire, a connection without room -- stays with the
+ * requester thread.  qp->lock held. */
 bool requester_try_direct_locked(struct sn_qp *qp)
 {
     struct sn_port *port = qp->port;
@@ -532,10 +610,17 @@ bool requester_try_direct_locked(struct sn_qp *qp)
             return false;
         charged += w->len;
         if (w->len && !w->inl) {
-            if (!payload_in_host_memory(qp, w))
+            enum sn_mem m = payload_memory(qp, w);
+            /* A NIC thread copies a CUDA payload only on an idle QP (one
+             * message at a time: the wake-up it saves is that message's
+             * latency); with WQEs in flight the requester thread's copies
+             * overlap the NIC thread's doorbell work instead. */
+            if (m == SN_MEM_UNKNOWN ||
+                (m == SN_MEM_CUDA && (!direct_copies_cuda || qp->sq_sent != qp->sq_head)))
                 return false;
-            /* a pulled payload leaves as its descriptor */
-            if (qp->cma_ok && w->len >= SN_CMA_MIN_BYTES) {
+            /* a pulled payload leaves as its descriptor; a CUDA one goes on
+             * the wire (another process cannot pull GPU memory) */
+            if (m == SN_MEM_HOST && qp->cma_ok && w->len >= SN_CMA_MIN_BYTES) {
                 bytes += (uint32_t)(sizeof(struct sn_wire_cma) +
                                     (size_t)w->num_sge * sizeof(struct sn_cma_seg));
                 continue;

@@ -248,12 +248,14 @@ struct sn_mr {
 int mr_get(uint32_t key, bool remote, struct ibv_pd *pd, int need_access,
            uint64_t addr, uint64_t len, struct sn_mr **out);
 void mr_put(struct sn_mr *mr);
-/* True when key is valid for [addr, addr+len) in pd and names host memory;
- * false too when the key table is being changed, without waiting for it:
- * for a caller holding a QP lock (requester.c's posting thread), since
- * ibv_rereg_mr holds the table while it waits for references that may go
- * only under that lock (a pulled WQE's, released as its ACK is processed). */
-bool mr_host_try(uint32_t key, struct ibv_pd *pd, uint64_t addr, uint64_t len);
+/* What key names for [addr, addr+len) in pd: host or CUDA memory, or
+ * SN_MEM_UNKNOWN for a key not valid there and when the key table is being
+ * changed, without waiting for it: for a caller holding a QP lock
+ * (requester.c's posting thread), since ibv_rereg_mr holds the table while
+ * it waits for references that may go only under that lock (a pulled WQE's,
+ * released as its ACK is processed). */
+enum sn_mem { SN_MEM_UNKNOWN, SN_MEM_HOST, SN_MEM_CUDA };
+enum sn_mem mr_mem_try(uint32_t key, struct ibv_pd *pd, uint64_t addr, uint64_t len);
 /* Copies between a registered region and host memory. */
 int mr_write(struct sn_mr *mr, uint64_t addr, const void *src, size_t len);
 int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len);
@@ -279,6 +281,16 @@ int gpu_copy_from_device(void *dst, const void *src, size_t len);
 void gpu_defer_writes(bool on);
 bool gpu_writes_pending(void);
 int gpu_flush(void);
+/* Reads of GPU memory that land later (the requester's: one CUDA sync per
+ * batch of payloads, as a NIC keeps several DMA reads in flight).
+ * gpu_read_deferred starts a copy of len bytes from src into this thread's
+ * staging buffer; *out is where they will be once gpu_flush returns 0, and
+ * stays valid until the thread's next copy after that flush.  ENOSPC when
+ * the stage has no room left for len (or the thread has no pinned stage):
+ * the caller lands what it has first, or copies with gpu_copy_from_device,
+ * which lands the deferred copies and then reuses the stage (only with
+ * nothing deferred still to be read). */
+int gpu_read_deferred(const void *src, size_t len, const void **out);
 
 /* ------------------------------------------------------------- atomic.c */
 /* Executes an 8-byte RDMA atomic on [addr, addr+8) of mr (checked by the
@@ -581,6 +593,13 @@ void *requester_main(void *arg);
  * the posting thread when that is safe and cheap (requester.c says when);
  * false when the requester thread must do it. */
 bool requester_try_direct_locked(struct sn_qp *qp);
+/* Lets the calling thread's direct transmits copy small CUDA payloads out
+ * of GPU memory themselves (a copy takes ~10 us), on a QP with nothing
+ * else in flight: for the mlx5 NIC thread,
+ * whose posts are a NIC taking WQEs at the doorbell.  An application's
+ * ibv_post_send leaves that copy to the requester thread, as a NIC's post
+ * returns at once. */
+void requester_direct_copies_cuda(bool on);
 void *completer_main(void *arg);
 /* Runs one incoming connection (fd accepted by wire.c). */
 void responder_spawn(int fd);
