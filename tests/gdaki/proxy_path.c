@@ -167,17 +167,20 @@ static void *slot_of(void *base, long i, int window)
     return (char *)base + (size_t)(i % window) * PATH_SLOT;
 }
 
-/* Receiver: up to window irecvs posted ahead, completed in order; a CUDA
- * receive is done once its iflush (if the plugin returns one) is done. */
+/* Receiver: up to window irecvs posted ahead, as NCCL's proxy drives a
+ * receive: receives are tested in order, each completed CUDA receive gets
+ * its iflush at once (if the plugin returns one), and flushes are tested
+ * in order behind them, so that several flushes may be in flight while the
+ * next receives complete.  A receive is done once its flush is. */
 static void *rx_main(void *arg)
 {
     struct phase *ph = arg;
     struct proxy_path *p = ph->p;
     const ncclNet_v8_t *net = p->net;
     const int w = ph->window;
-    void *ring[PATH_MAX_WINDOW] = { 0 };
-    int flushing[PATH_MAX_WINDOW] = { 0 };
-    long posted = 0, done = 0;
+    void *ring[PATH_MAX_WINDOW] = { 0 };    /* irecv of [received, posted) */
+    void *flush[PATH_MAX_WINDOW] = { 0 };   /* iflush of [done, received), or NULL */
+    long posted = 0, received = 0, done = 0;
     int tag = 1;
     if (p->o.thread_init)
         p->o.thread_init(p->o.thread_arg);
@@ -193,47 +196,50 @@ static void *rx_main(void *arg)
             }
             if (req) {
                 ring[posted % w] = req;
-                flushing[posted % w] = 0;
                 posted++;
                 progress = 1;
             }
         }
         if (!atomic_load(&ph->ready) && (posted == ph->n || posted - done == w))
             atomic_store(&ph->ready, 1);
-        if (done < posted) {
-            int k = (int)(done % w), fin = 0, got = -1;
+        if (received < posted) {
+            int k = (int)(received % w), fin = 0, got = -1;
             if (net->test(ring[k], &fin, &got) != ncclSuccess) {
-                snprintf(ph->rx_err, sizeof(ph->rx_err), "test of %s %ld returned an error",
-                         flushing[k] ? "iflush" : "irecv", done);
+                snprintf(ph->rx_err, sizeof(ph->rx_err), "test of irecv %ld returned an error", received);
                 goto fail;
             }
-            if (fin && !flushing[k]) {
+            if (fin) {
                 if (got != ph->size) {
-                    snprintf(ph->rx_err, sizeof(ph->rx_err), "irecv %ld completed with %d bytes, %d sent", done,
-                             got, ph->size);
+                    snprintf(ph->rx_err, sizeof(ph->rx_err), "irecv %ld completed with %d bytes, %d sent",
+                             received, got, ph->size);
                     goto fail;
                 }
-                void *freq = NULL;
+                ring[k] = NULL;
+                flush[k] = NULL;
                 if (p->o.ptr_type == NCCL_PTR_CUDA) {
-                    void *data = slot_of(p->o.dst, done, w);
+                    void *data = slot_of(p->o.dst, received, w);
                     int size = ph->size;
-                    if (net->iflush(p->rcomm, 1, &data, &size, &p->rmh, &freq) != ncclSuccess) {
-                        snprintf(ph->rx_err, sizeof(ph->rx_err), "iflush of receive %ld returned an error", done);
+                    if (net->iflush(p->rcomm, 1, &data, &size, &p->rmh, &flush[k]) != ncclSuccess) {
+                        snprintf(ph->rx_err, sizeof(ph->rx_err), "iflush of receive %ld returned an error",
+                                 received);
                         goto fail;
                     }
                 }
-                if (freq) {
-                    ring[k] = freq;
-                    flushing[k] = 1;
-                    fin = 0;
-                    progress = 1;
-                }
+                received++;
+                progress = 1;
+            }
+        }
+        if (done < received) {
+            int k = (int)(done % w), fin = 1, got = -1;
+            if (flush[k] && net->test(flush[k], &fin, &got) != ncclSuccess) {
+                snprintf(ph->rx_err, sizeof(ph->rx_err), "test of iflush %ld returned an error", done);
+                goto fail;
             }
             if (fin) {
-                ring[k] = NULL;
+                flush[k] = NULL;
                 done++;
+                progress = 1;
             }
-            progress |= fin;
         }
         if (atomic_load(&ph->stop))
             return NULL;
