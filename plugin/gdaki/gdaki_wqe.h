@@ -94,7 +94,11 @@ struct gdaki_op {
 };
 
 /* op.flags: GDAKI_OP_INLINE says the posting thread itself can read the
- * len bytes at laddr (GPU memory of its device, or memory mapped for it).
+ * len bytes at laddr (GPU memory of its device, or memory mapped for it;
+ * laddr is then that virtual address, as ibv_reg_mr registers it).  They
+ * are read with plain loads when the WQE is built: bytes another thread,
+ * the host or a NIC wrote must already be visible to the poster (the same
+ * fence or synchronization its own reads of them would need).
  * A WRITE or WRITE_IMM of at most GDAKI_INLINE_MAX_1BB such bytes then
  * carries them inside its WQE (lkey unused): the NIC takes the payload with
  * the WQE instead of a DMA read of the buffer, and the buffer may be reused

@@ -227,7 +227,7 @@ static void *gpu_stage(const struct cudawrap *cu)
 /* Writes of this thread still in flight (gpu_defer_writes): whether there
  * are any, the one stream they were issued on, and the bytes of the
  * staging buffer they hold. */
-static __thread bool defer_on, pending;
+static __thread bool defer_on, pending, failed;
 static __thread cudawrap_stream pend_st;
 static __thread size_t stage_held;
 
@@ -243,7 +243,8 @@ bool gpu_writes_pending(void)
 
 int gpu_flush(void)
 {
-    int err = 0;
+    int err = failed ? EIO : 0;
+    failed = false;
     if (pending && cudawrap_peek()->stream_synchronize(pend_st) != 0) {
         SN_LOG("gpu: a deferred copy from or into GPU memory failed");
         err = EIO;
@@ -344,11 +345,13 @@ int gpu_read_deferred(const void *src, size_t len, const void **out)
     /* Copies on another stream (memory of another GPU) land first, in
      * place: the stage keeps their bytes, which the caller still reads. */
     if (pending && pend_st != st) {
+        pending = false;
         if (cu->stream_synchronize(pend_st) != 0) {
+            /* the copies before this one are lost too: gpu_flush says so */
             SN_LOG("gpu: a deferred copy from or into GPU memory failed");
+            failed = true;
             return EIO;
         }
-        pending = false;
     }
     char *h = stage + stage_held;
     if (cu->memcpy_dtoh_async(h, (cudawrap_devptr)(uintptr_t)src, len, st) != 0) {

@@ -607,10 +607,6 @@ static void *nic_main(void *arg)
     /* The back-off sleeps below are a few microseconds: without this the
      * kernel's default 50 us timer slack stretches each of them. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    /* This thread is the NIC reading WQEs at the doorbell: the payload of a
-     * GPU-posted write (GPU memory) leaves from here, without waking the
-     * QP's requester thread (most of a message's latency on a busy host). */
-    mlx5_priv_thread_is_nic();
     uint64_t last_work = nic_now_ns();
     for (;;) {
         int work = 0;
@@ -620,9 +616,21 @@ static void *nic_main(void *arg)
             pthread_mutex_unlock(&nic.lock);
             break;
         }
+        int waiting = 0;   /* QPs with WQEs on the engine */
+        for (struct mlx5_sn_qp *qp = nic.qps; qp; qp = qp->next)
+            waiting += qp->pend_count != 0;
         for (struct mlx5_sn_qp *qp = nic.qps; qp; qp = qp->next) {
             work += qp_retire(qp);
+            /* This thread is the NIC reading WQEs at the doorbell: a small
+             * GPU-memory payload of an idle QP leaves from here, sparing
+             * the requester thread's wake-up (most of a message's latency
+             * on a busy host).  Only while no other QP waits on this
+             * thread: a CUDA copy can wait for the application's kernels,
+             * and with nic.lock held here no other QP's CQE would be
+             * written meanwhile. */
+            mlx5_priv_thread_is_nic(waiting - (qp->pend_count != 0) == 0);
             work += qp_consume(qp);
+            mlx5_priv_thread_is_nic(false);
             work += qp_retire(qp);
             busy |= qp->pend_count != 0;
         }

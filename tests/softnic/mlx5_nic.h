@@ -157,9 +157,9 @@ bool mlx5_priv_is_softnic(struct ibv_context *ctx);
 bool mlx5_priv_gpu_is_device_ptr(const void *p);
 int mlx5_priv_gpu_read(void *dst, const void *gpu_src, size_t len);
 int mlx5_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
-/* Marks the calling thread as the NIC's (softnic_priv_thread_is_nic); does
- * nothing next to another libibverbs. */
-void mlx5_priv_thread_is_nic(void);
+/* Marks the calling thread as the NIC's, or not (softnic_priv_thread_is_nic);
+ * does nothing next to another libibverbs or one without that entry. */
+void mlx5_priv_thread_is_nic(bool on);
 
 /* Page-aligned, page-multiple, zeroed host memory (GPU-mappable). */
 void *mlx5_sn_alloc_pages(size_t bytes);

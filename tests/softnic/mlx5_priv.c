@@ -17,7 +17,7 @@ static struct {
     bool (*gpu_is_device_ptr)(const void *);
     int (*gpu_read)(void *, const void *, size_t);
     int (*gpu_write)(void *, const void *, size_t);
-    void (*thread_is_nic)(void);
+    void (*thread_is_nic)(bool);
 } priv = { .once = PTHREAD_ONCE_INIT };
 
 /* The libibverbs this library was linked against (DT_NEEDED), found by
@@ -41,9 +41,11 @@ static void priv_load(void)
     priv.gpu_is_device_ptr = (bool (*)(const void *))sym("softnic_priv_gpu_is_device_ptr");
     priv.gpu_read = (int (*)(void *, const void *, size_t))sym("softnic_priv_gpu_read");
     priv.gpu_write = (int (*)(void *, const void *, size_t))sym("softnic_priv_gpu_write");
-    priv.thread_is_nic = (void (*)(void))sym("softnic_priv_thread_is_nic");
+    /* optional: without it the NIC thread leaves CUDA payloads to the
+     * requester threads, as before it existed */
+    priv.thread_is_nic = (void (*)(bool))sym("softnic_priv_thread_is_nic");
     if (!priv.is_softnic || !priv.set_destroy_hook || !priv.gpu_is_device_ptr || !priv.gpu_read ||
-        !priv.gpu_write || !priv.thread_is_nic) {
+        !priv.gpu_write) {
         priv.err = EOPNOTSUPP;
         return;
     }
@@ -76,8 +78,8 @@ int mlx5_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
     return mlx5_priv_init() == 0 ? priv.gpu_write(gpu_dst, src, len) : EOPNOTSUPP;
 }
 
-void mlx5_priv_thread_is_nic(void)
+void mlx5_priv_thread_is_nic(bool on)
 {
-    if (mlx5_priv_init() == 0)
-        priv.thread_is_nic();
+    if (mlx5_priv_init() == 0 && priv.thread_is_nic)
+        priv.thread_is_nic(on);
 }

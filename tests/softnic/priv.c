@@ -37,9 +37,9 @@ EXPORT int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
     return gpu_copy_to_device(gpu_dst, src, len);
 }
 
-EXPORT void softnic_priv_thread_is_nic(void)
+EXPORT void softnic_priv_thread_is_nic(bool on)
 {
-    requester_direct_copies_cuda(true);
+    requester_direct_copies_cuda(on);
 }
 
 void priv_qp_destroying(struct ibv_qp *qp)

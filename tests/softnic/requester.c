@@ -350,7 +350,10 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t la
             }
             if (mr->gpu && src == mr_host_ptr(mr, sg->addr)) {
                 /* bigger than the staging buffer, or no deferring: a copy
-                 * of its own (nothing of this batch is deferred then) */
+                 * of its own.  It reuses the stage from its start once it
+                 * lands, so nothing of this batch may be deferred here:
+                 * may_defer is false only right after batch_send, and
+                 * ENOSPC with reads deferred returned BATCH_STAGE_FULL. */
                 void *bounce = malloc(sg->length);
                 if (!bounce || mr_read(mr, sg->addr, bounce, sg->length)) {
                     free(bounce);

@@ -14,9 +14,10 @@
  *   to CUDA memory (gpu.c), for queues that live in GPU memory (DEVX user
  *   memory).  The copies are synchronous on a non-blocking stream of the
  *   calling thread; 0, ENODEV without CUDA, EFAULT/EIO on failure.
- * - softnic_priv_thread_is_nic(): the calling thread is a NIC's (libmlx5's
- *   doorbell thread): its posts may copy small CUDA payloads out of GPU
- *   memory and transmit them themselves (requester_direct_copies_cuda). */
+ * - softnic_priv_thread_is_nic(on): while on, the calling thread is a NIC's
+ *   (libmlx5's doorbell thread): its posts may copy small CUDA payloads out
+ *   of GPU memory and transmit them themselves on an idle QP
+ *   (requester_direct_copies_cuda). */
 #ifndef SOFTNIC_PRIV_H
 #define SOFTNIC_PRIV_H
 
@@ -31,7 +32,7 @@ int softnic_priv_set_destroy_hook(softnic_priv_qp_hook qp_gone, softnic_priv_cq_
 bool softnic_priv_gpu_is_device_ptr(const void *p);
 int softnic_priv_gpu_read(void *dst, const void *gpu_src, size_t len);
 int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
-void softnic_priv_thread_is_nic(void);
+void softnic_priv_thread_is_nic(bool on);
 
 /* Called by qp.c / cq.c. */
 void priv_qp_destroying(struct ibv_qp *qp);
