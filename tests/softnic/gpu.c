@@ -254,6 +254,17 @@ int gpu_flush(void)
     return err;
 }
 
+/* A copy of len bytes at the stage's free end was issued on st: its bytes
+ * stay held until the thread's next gpu_flush. */
+static void stage_hold(size_t len, cudawrap_stream st)
+{
+    stage_held += (len + 63) & ~(size_t)63;
+    if (stage_held > GPU_STAGE_BYTES)
+        stage_held = GPU_STAGE_BYTES;
+    pending = true;
+    pend_st = st;
+}
+
 /* len bytes between GPU memory at dev and host memory at host, in the
  * direction to_dev says, through the thread's staging buffer. */
 static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
@@ -279,11 +290,7 @@ static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
             SN_LOG("gpu: copy of %zu bytes into GPU memory at %p failed", len, dev);
             return EIO;
         }
-        stage_held += (len + 63) & ~(size_t)63;
-        if (stage_held > GPU_STAGE_BYTES)
-            stage_held = GPU_STAGE_BYTES;
-        pending = true;
-        pend_st = st;
+        stage_hold(len, st);
         return 0;
     }
     if (stage)
@@ -358,11 +365,7 @@ int gpu_read_deferred(const void *src, size_t len, const void **out)
         SN_LOG("gpu: copy of %zu bytes from GPU memory at %p failed", len, src);
         return EIO;
     }
-    stage_held += (len + 63) & ~(size_t)63;
-    if (stage_held > GPU_STAGE_BYTES)
-        stage_held = GPU_STAGE_BYTES;
-    pending = true;
-    pend_st = st;
+    stage_hold(len, st);
     *out = h;
     return 0;
 }
