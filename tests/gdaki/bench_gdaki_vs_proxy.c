@@ -27,7 +27,11 @@
  * Usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096]
  *          [--windows 8,32] [--iters N] [--lat-iters N] [--plugin PATH]
  *          [--ibverbs PATH] [--cuda-dev N] [--dev NAME] [--port N]
- *          [--inline BYTES] [--timeout S] [--verbose]
+ *          [--inline BYTES] [--rounds N] [--timeout S] [--verbose]
+ * --rounds (default 3): each size's phases run N times, GPU and CPU
+ * alternating; the table gives medians over the rounds, each ratio the
+ * median of the rounds' side-by-side ratios, and the range of those ratios
+ * (one machine's isend rate has varied by 40% between runs).
  * GPU messages of at most --inline bytes (default 28, what one 64-byte WQE
  * holds) carry their payload inside the WQE: the kernel reads it from GPU
  * memory as it builds the WQE, where the CPU path's NIC must copy it out of
@@ -51,6 +55,7 @@
 #include "railnet_gdaki.h"
 
 #define MAX_LIST 16
+#define MAX_ROUNDS 15
 
 struct bench_opts {
     int cuda;                 /* --mem=cuda (default) or host */
@@ -63,6 +68,7 @@ struct bench_opts {
     const char *dev;          /* NULL: the first device */
     int port;                 /* 0: 1 */
     int inline_max;           /* GPU messages of at most this many bytes go inline */
+    int rounds;               /* each size's phases, repeated and alternated */
     int cuda_dev;
     double timeout;
     int verbose;
@@ -101,7 +107,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         { "iters", 1, 0, 'n' },    { "lat-iters", 1, 0, 'l' }, { "plugin", 1, 0, 'p' },
         { "ibverbs", 1, 0, 'i' },  { "cuda-dev", 1, 0, 'd' }, { "timeout", 1, 0, 't' },
         { "verbose", 0, 0, 'v' },  { "dev", 1, 0, 'D' },      { "port", 1, 0, 'P' },
-        { "inline", 1, 0, 'I' },   { "help", 0, 0, 'h' },     { 0, 0, 0, 0 } };
+        { "inline", 1, 0, 'I' },   { "rounds", 1, 0, 'r' },   { "help", 0, 0, 'h' },
+        { 0, 0, 0, 0 } };
     long v[MAX_LIST];
     int c, k;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -136,6 +143,11 @@ static int parse(int argc, char **argv, struct bench_opts *o)
             if (parse_list(optarg, 0, GDAKI_INLINE_MAX, v, 1) != 1)
                 return -1;
             o->inline_max = (int)v[0];
+            break;
+        case 'r':
+            if (parse_list(optarg, 1, MAX_ROUNDS, v, 1) != 1)
+                return -1;
+            o->rounds = (int)v[0];
             break;
         case 'h': return 1;
         default: return -1;
@@ -283,21 +295,43 @@ static void fmt_num(char *out, size_t len, double v, int have)
         snprintf(out, len, "-");
 }
 
+/* Median of v[0..n) and, when lo/hi are given, its extremes (v is kept). */
+static double rounds_median(const double *v, int n, double *lo, double *hi)
+{
+    double c[MAX_ROUNDS], mean;
+    memcpy(c, v, (size_t)n * sizeof(double));
+    double m = path_median(c, n, &mean);
+    if (lo)
+        *lo = c[0], *hi = c[n - 1];
+    return m;
+}
+
+/* "lo-hi" of the rounds' ratios, or "-". */
+static void fmt_range(char *out, size_t len, double lo, double hi, int have)
+{
+    if (have)
+        snprintf(out, len, "%.3g-%.3g", lo, hi);
+    else
+        snprintf(out, len, "-");
+}
+
 int main(int argc, char **argv)
 {
     static const char usage[] =
         "usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096] [--windows 8,32]\n"
         "         [--iters N] [--lat-iters N] [--plugin PATH] [--ibverbs PATH] [--cuda-dev N]\n"
-        "         [--dev NAME] [--port N] [--inline BYTES] [--timeout S] [--verbose]\n"
+        "         [--dev NAME] [--port N] [--inline BYTES] [--rounds N] [--timeout S] [--verbose]\n"
         "  GPU-initiated writes vs isend through the plugin, same port, side by side.\n"
         "  --inline: GPU messages of at most BYTES (0..28, default 28) carry their payload\n"
         "  inside the WQE, read by the kernel instead of by the NIC (0: never).\n"
+        "  --rounds: each size's phases N times (1..15, default 3), GPU and CPU alternating;\n"
+        "  the table gives medians over the rounds and the range of the rounds' ratios.\n"
         "  --mem=host: the CPU-proxy half alone, host buffers (no GPU needed).\n"
         "  --dev/--port: the port of both paths (default: the first device, port 1);\n"
         "  RAILNET_HCA is set to it for the plugin.\n";
     struct bench_opts o = { .cuda = 1, .sizes = { 8, 64, 512, 4096 }, .nsizes = 4, .windows = { 8, 32 },
                             .nwindows = 2, .iters = 20000, .lat_iters = 2000, .timeout = 60,
-                            .inline_max = GDAKI_INLINE_MAX };
+                            .inline_max = GDAKI_INLINE_MAX, .rounds = 3 };
     int pr = parse(argc, argv, &o);
     if (pr != 0) {
         fputs(usage, pr > 0 ? stdout : stderr);
@@ -387,9 +421,12 @@ int main(int argc, char **argv)
     if (gpu)
         printf("# GPU messages of at most %d bytes carry their payload inside the WQE (--inline)\n",
                o.inline_max);
+    printf("# %d rounds per size, GPU and CPU phases alternating: rates and latencies are medians over the\n"
+           "# rounds, each ratio the median of the rounds' ratios (a round's pair ran side by side), and\n"
+           "# the last two columns the lowest and highest of a round's ratio\n", o.rounds);
     printf("# ratios > 1: GPU-initiated better (rate GPU/CPU, latency CPU/GPU)\n");
-    printf("%6s %3s %12s %12s %8s %11s %11s %8s\n", "bytes", "W", "gpu_Mmsg/s", "cpu_Mmsg/s", "gpu/cpu",
-           "gpu_lat_us", "cpu_lat_us", "cpu/gpu");
+    printf("%6s %3s %12s %12s %8s %11s %11s %8s %13s %13s\n", "bytes", "W", "gpu_Mmsg/s", "cpu_Mmsg/s",
+           "gpu/cpu", "gpu_lat_us", "cpu_lat_us", "cpu/gpu", "gpu/cpu_rnds", "cpu/gpu_rnds");
     fflush(stdout);
 
     double *lat = malloc((size_t)o.lat_iters * sizeof(double));
@@ -401,30 +438,49 @@ int main(int argc, char **argv)
     }
     for (int s = 0; s < o.nsizes; s++) {
         size_t size = o.sizes[s];
-        double grate[MAX_LIST] = { 0 }, crate[MAX_LIST] = { 0 };
-        double glat = 0, clat = 0, mean = 0;
+        /* [round][window]; latency per round */
+        double grate[MAX_ROUNDS][MAX_LIST] = { { 0 } }, crate[MAX_ROUNDS][MAX_LIST] = { { 0 } };
+        double glat[MAX_ROUNDS] = { 0 }, clat[MAX_ROUNDS] = { 0 }, mean = 0;
         if (bufs_fill(&b, size, err, sizeof(err)) < 0)
             goto done;
-        for (int w = 0; w < o.nwindows; w++) {
-            if (gpu && measure_rate(&gpup, &b, size, o.iters, o.windows[w], &grate[w], err, sizeof(err)) < 0)
+        for (int r = 0; r < o.rounds; r++) {
+            for (int w = 0; w < o.nwindows; w++) {
+                if (gpu &&
+                    measure_rate(&gpup, &b, size, o.iters, o.windows[w], &grate[r][w], err, sizeof(err)) < 0)
+                    goto path_fail_gpu;
+                if (measure_rate(&cpu, &b, size, o.iters, o.windows[w], &crate[r][w], err, sizeof(err)) < 0)
+                    goto path_fail_cpu;
+                checked += gpu ? 4 : 2;
+            }
+            if (gpu && measure_lat(&gpup, &b, size, o.lat_iters, lat, &glat[r], &mean, err, sizeof(err)) < 0)
                 goto path_fail_gpu;
-            if (measure_rate(&cpu, &b, size, o.iters, o.windows[w], &crate[w], err, sizeof(err)) < 0)
+            if (measure_lat(&cpu, &b, size, o.lat_iters, lat, &clat[r], &mean, err, sizeof(err)) < 0)
                 goto path_fail_cpu;
             checked += gpu ? 4 : 2;
         }
-        if (gpu && measure_lat(&gpup, &b, size, o.lat_iters, lat, &glat, &mean, err, sizeof(err)) < 0)
-            goto path_fail_gpu;
-        if (measure_lat(&cpu, &b, size, o.lat_iters, lat, &clat, &mean, err, sizeof(err)) < 0)
-            goto path_fail_cpu;
-        checked += gpu ? 4 : 2;
+        double lr[MAX_ROUNDS], lr_lo = 0, lr_hi = 0;
+        for (int r = 0; r < o.rounds; r++)
+            lr[r] = glat[r] > 0 ? clat[r] / glat[r] : 0;
+        double lat_ratio = rounds_median(lr, o.rounds, &lr_lo, &lr_hi);
+        double gl_med = rounds_median(glat, o.rounds, NULL, NULL), cl_med = rounds_median(clat, o.rounds, NULL, NULL);
         for (int w = 0; w < o.nwindows; w++) {
-            char g[32], rr[32], gl[32], cl[32], lr[32];
-            fmt_num(g, sizeof(g), grate[w], gpu);
-            fmt_num(rr, sizeof(rr), crate[w] > 0 ? grate[w] / crate[w] : 0, gpu);
-            fmt_num(gl, sizeof(gl), glat, gpu && w == 0);
-            fmt_num(cl, sizeof(cl), clat, w == 0);
-            fmt_num(lr, sizeof(lr), glat > 0 ? clat / glat : 0, gpu && w == 0);
-            printf("%6zu %3d %12s %12.4g %8s %11s %11s %8s\n", size, o.windows[w], g, crate[w], rr, gl, cl, lr);
+            double g[MAX_ROUNDS], c[MAX_ROUNDS], q[MAX_ROUNDS], q_lo = 0, q_hi = 0;
+            for (int r = 0; r < o.rounds; r++) {
+                g[r] = grate[r][w];
+                c[r] = crate[r][w];
+                q[r] = c[r] > 0 ? g[r] / c[r] : 0;
+            }
+            double rate_ratio = rounds_median(q, o.rounds, &q_lo, &q_hi);
+            char gs[32], rr[32], gl[32], cl[32], lrs[32], rq[40], rl[40];
+            fmt_num(gs, sizeof(gs), rounds_median(g, o.rounds, NULL, NULL), gpu);
+            fmt_num(rr, sizeof(rr), rate_ratio, gpu);
+            fmt_num(gl, sizeof(gl), gl_med, gpu && w == 0);
+            fmt_num(cl, sizeof(cl), cl_med, w == 0);
+            fmt_num(lrs, sizeof(lrs), lat_ratio, gpu && w == 0);
+            fmt_range(rq, sizeof(rq), q_lo, q_hi, gpu);
+            fmt_range(rl, sizeof(rl), lr_lo, lr_hi, gpu && w == 0);
+            printf("%6zu %3d %12s %12.4g %8s %11s %11s %8s %13s %13s\n", size, o.windows[w], gs,
+                   rounds_median(c, o.rounds, NULL, NULL), rr, gl, cl, lrs, rq, rl);
         }
         fflush(stdout);
     }

@@ -12,24 +12,26 @@ B=$top_builddir/tests/gdaki/bench_gdaki_vs_proxy
 tap_plan 4
 TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
-# Small runs: 4 sizes x windows 4 and 16; each size runs 2 rate phases and
-# 1 latency phase per path, each with its warm-up, each checked.
-ARGS="--iters 300 --lat-iters 40 --windows 4,16 --timeout 60"
+# Small runs: 4 sizes x windows 4 and 16, two rounds; each round of a size
+# runs 2 rate phases and 1 latency phase per path, each with its warm-up,
+# each checked.
+ARGS="--iters 300 --lat-iters 40 --windows 4,16 --rounds 2 --timeout 60"
 
 timeout 240 "$B" --mem=host $ARGS >"$TMPD/host.out" 2>"$TMPD/host.err"; rc=$?
 if [ $rc -eq 0 ]; then tap_ok bench_host_memory_cpu_half_completes
 else tap_not_ok bench_host_memory_cpu_half_completes "exit $rc: $(tail -n 5 "$TMPD/host.err")"; fi
 
-# Rows: bytes W gpu_rate cpu_rate ratio gpu_lat cpu_lat ratio; the GPU
-# columns are "-" here; the latency is on the first row of each size.
-rows=$(awk '!/^#/ && $1 ~ /^[0-9]+$/ && $4 + 0 > 0 && ($2 != 4 || $7 + 0 > 0) { print $1 "/" $2 }' \
+# Rows: bytes W gpu_rate cpu_rate ratio gpu_lat cpu_lat ratio and the two
+# ranges of the rounds' ratios; the GPU columns are "-" here; the latency is
+# on the first row of each size.
+rows=$(awk '!/^#/ && NF == 10 && $1 ~ /^[0-9]+$/ && $4 + 0 > 0 && ($2 != 4 || $7 + 0 > 0) { print $1 "/" $2 }' \
     "$TMPD/host.out" | tr '\n' ' ')
 want="8/4 8/16 64/4 64/16 512/4 512/16 4096/4 4096/16 "
 if [ "$rows" = "$want" ]; then tap_ok bench_host_memory_reports_positive_rate_and_latency_for_every_size
 else tap_not_ok bench_host_memory_reports_positive_rate_and_latency_for_every_size \
     "rows with positive numbers: '$rows', expected '$want': $(cat "$TMPD/host.out")"; fi
 
-if grep -q "^# received bytes verified after each of 24 phases" "$TMPD/host.out" &&
+if grep -q "^# received bytes verified after each of 48 phases" "$TMPD/host.out" &&
    grep -q "^# GPU-initiated half: skipped: " "$TMPD/host.out"; then
     tap_ok bench_host_memory_verifies_received_bytes_and_names_the_skipped_gpu_half
 else tap_not_ok bench_host_memory_verifies_received_bytes_and_names_the_skipped_gpu_half "$(cat "$TMPD/host.out")"; fi
@@ -37,7 +39,8 @@ else tap_not_ok bench_host_memory_verifies_received_bytes_and_names_the_skipped_
 timeout 240 "$B" --mem=cuda $ARGS >"$TMPD/cuda.out" 2>"$TMPD/cuda.err"; rc=$?
 if [ $rc -eq 77 ] && grep -q "skipped: " "$TMPD/cuda.out"; then
     tap_skip bench_gpu_memory_both_halves_verify_received_bytes "$(sed -n 's/.*skipped: //p' "$TMPD/cuda.out" | head -n 1)"
-elif [ $rc -eq 0 ] && grep -q "^# received bytes verified after each of 48 phases" "$TMPD/cuda.out"; then
+elif [ $rc -eq 0 ] && grep -q "^# received bytes verified after each of 96 phases" "$TMPD/cuda.out" &&
+     [ "$(awk '!/^#/ && NF == 10 && $9 ~ /^[0-9.e+-]+-[0-9.e+-]+$/ { n++ } END { print n + 0 }' "$TMPD/cuda.out")" = 8 ]; then
     tap_ok bench_gpu_memory_both_halves_verify_received_bytes
 else tap_not_ok bench_gpu_memory_both_halves_verify_received_bytes \
     "exit $rc: $(cat "$TMPD/cuda.out"; tail -n 5 "$TMPD/cuda.err")"; fi
