@@ -21,6 +21,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#if !defined(__CUDA_ARCH__)
+#include <string.h>
+#endif
 
 #include <infiniband/mlx5dv.h>
 
@@ -80,6 +83,63 @@ GDAKI_FN void gdaki_set_atomic(struct mlx5_wqe_atomic_seg *a, uint64_t swap_add,
 
 /* ------------------------------------------------------- whole WQEs (1 BB) */
 
+/* A WQE of one basic block is built in registers and written to its slot
+ * with four 16-byte stores (gdaki_bb_store).  On the GPU the ring is host
+ * memory (or GPU memory a NIC reads over PCIe): field by field, every store
+ * -- a byte store too -- was a PCIe write of its own, 30-60 of them for a
+ * put_signal's two WQEs, and the system fence before the doorbell record
+ * waits until all of them are done. */
+union gdaki_bb {
+    struct {
+        struct mlx5_wqe_ctrl_seg ctrl;
+        struct mlx5_wqe_raddr_seg raddr;
+        union {
+            struct {
+                struct mlx5_wqe_data_seg data;
+                uint64_t tail[2];
+            } rdma;
+            struct {
+                struct mlx5_wqe_atomic_seg atomic;
+                struct mlx5_wqe_data_seg data;
+            } atomic;
+            struct {
+                struct mlx5_wqe_inl_data_seg hdr;
+                uint8_t data[GDAKI_BB_BYTES - 2 * GDAKI_DS_BYTES - 4u];
+            } inl;
+        } u;
+    } seg;
+    uint64_t q[8];
+#if defined(__CUDA_ARCH__)
+    uint4 v[4];
+#endif
+} __attribute__((aligned(16)));
+
+#if defined(__cplusplus)
+static_assert(sizeof(union gdaki_bb) == 64 && offsetof(union gdaki_bb, seg.u.inl.data) == 36,
+              "one basic block, inline data after ctrl, raddr and the inline header");
+#else
+_Static_assert(sizeof(union gdaki_bb) == 64 && offsetof(union gdaki_bb, seg.u.inl.data) == 36,
+               "one basic block, inline data after ctrl, raddr and the inline header");
+#endif
+
+GDAKI_FN void gdaki_bb_clear(union gdaki_bb *bb)
+{
+    for (int i = 0; i < 8; i++)
+        bb->q[i] = 0;
+}
+
+/* Writes bb to the 64-byte slot (BB-aligned, so 16-byte aligned). */
+GDAKI_FN void gdaki_bb_store(void *slot, const union gdaki_bb *bb)
+{
+#if defined(__CUDA_ARCH__)
+    uint4 *d = (uint4 *)slot;
+    for (int i = 0; i < 4; i++)
+        d[i] = bb->v[i];
+#else
+    memcpy(slot, bb, sizeof(*bb));
+#endif
+}
+
 /* Parameters of one RDMA operation as the device API hands them over. */
 struct gdaki_op {
     uint64_t laddr;   /* local buffer (source of a write, target of an atomic result) */
@@ -116,14 +176,16 @@ GDAKI_FN uint32_t gdaki_wqe_rdma_inline(void *wqe, uint8_t opcode, uint16_t idx,
                                         uint8_t fm_ce_se, uint64_t raddr, uint32_t rkey,
                                         uint32_t imm_host, const void *src, uint32_t len)
 {
-    uint8_t *p = (uint8_t *)wqe;
+    union gdaki_bb bb;
+    gdaki_bb_clear(&bb);
     uint32_t ds = 2 + (4 + len + GDAKI_DS_BYTES - 1) / GDAKI_DS_BYTES;
-    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, opcode, 0, qpn, (uint8_t)ds, fm_ce_se,
+    gdaki_set_ctrl(&bb.seg.ctrl, idx, opcode, 0, qpn, (uint8_t)ds, fm_ce_se,
                    opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? imm_host : 0);
-    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(p + 16), raddr, rkey);
-    ((struct mlx5_wqe_inl_data_seg *)(p + 32))->byte_count = gdaki_htobe32(len | MLX5_INLINE_SEG);
-    for (uint32_t i = 0; i < GDAKI_INLINE_MAX_1BB; i++)
-        p[36 + i] = i < len ? ((const uint8_t *)src)[i] : 0;
+    gdaki_set_raddr(&bb.seg.raddr, raddr, rkey);
+    bb.seg.u.inl.hdr.byte_count = gdaki_htobe32(len | MLX5_INLINE_SEG);
+    for (uint32_t i = 0; i < len && i < GDAKI_INLINE_MAX_1BB; i++)
+        bb.seg.u.inl.data[i] = ((const uint8_t *)src)[i];
+    gdaki_bb_store(wqe, &bb);
     return 1;
 }
 
@@ -135,14 +197,15 @@ GDAKI_FN uint32_t gdaki_wqe_rdma(void *wqe, uint8_t opcode, uint16_t idx, uint32
     if (opcode != MLX5_OPCODE_RDMA_READ && gdaki_op_goes_inline(op))
         return gdaki_wqe_rdma_inline(wqe, opcode, idx, qpn, fm_ce_se, op->raddr, op->rkey, op->imm,
                                      (const void *)(uintptr_t)op->laddr, op->len);
-    uint8_t *p = (uint8_t *)wqe;
-    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, opcode, 0, qpn, GDAKI_DS_RDMA, fm_ce_se,
+    union gdaki_bb bb;
+    /* the unused tail is zeroed too: a parser of the reused slot sees no
+     * stale segment */
+    gdaki_bb_clear(&bb);
+    gdaki_set_ctrl(&bb.seg.ctrl, idx, opcode, 0, qpn, GDAKI_DS_RDMA, fm_ce_se,
                    opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? op->imm : 0);
-    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(p + 16), op->raddr, op->rkey);
-    gdaki_set_data((struct mlx5_wqe_data_seg *)(p + 32), op->len, op->lkey, op->laddr);
-    /* Zero the unused tail so a parser of the reused slot sees no stale segment. */
-    *(uint64_t *)(p + 48) = 0;
-    *(uint64_t *)(p + 56) = 0;
+    gdaki_set_raddr(&bb.seg.raddr, op->raddr, op->rkey);
+    gdaki_set_data(&bb.seg.u.rdma.data, op->len, op->lkey, op->laddr);
+    gdaki_bb_store(wqe, &bb);
     return 1;
 }
 
@@ -151,12 +214,13 @@ GDAKI_FN uint32_t gdaki_wqe_rdma(void *wqe, uint8_t opcode, uint16_t idx, uint32
 GDAKI_FN uint32_t gdaki_wqe_atomic_fa(void *wqe, uint16_t idx, uint32_t qpn, uint8_t fm_ce_se,
                                       const struct gdaki_op *op)
 {
-    uint8_t *p = (uint8_t *)wqe;
-    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, MLX5_OPCODE_ATOMIC_FA, 0, qpn, GDAKI_DS_ATOMIC,
-                   fm_ce_se, 0);
-    gdaki_set_raddr((struct mlx5_wqe_raddr_seg *)(p + 16), op->raddr, op->rkey);
-    gdaki_set_atomic((struct mlx5_wqe_atomic_seg *)(p + 32), op->add, 0);
-    gdaki_set_data((struct mlx5_wqe_data_seg *)(p + 48), 8, op->lkey, op->laddr);
+    union gdaki_bb bb;
+    gdaki_bb_clear(&bb);
+    gdaki_set_ctrl(&bb.seg.ctrl, idx, MLX5_OPCODE_ATOMIC_FA, 0, qpn, GDAKI_DS_ATOMIC, fm_ce_se, 0);
+    gdaki_set_raddr(&bb.seg.raddr, op->raddr, op->rkey);
+    gdaki_set_atomic(&bb.seg.u.atomic.atomic, op->add, 0);
+    gdaki_set_data(&bb.seg.u.atomic.data, 8, op->lkey, op->laddr);
+    gdaki_bb_store(wqe, &bb);
     return 1;
 }
 
@@ -171,10 +235,10 @@ GDAKI_FN uint32_t gdaki_wqe_write_inline(void *wqe, uint16_t idx, uint32_t qpn, 
 /* NOP: occupies a slot, asks for a completion (used to fence a quiet). */
 GDAKI_FN uint32_t gdaki_wqe_nop(void *wqe, uint16_t idx, uint32_t qpn, uint8_t fm_ce_se)
 {
-    uint8_t *p = (uint8_t *)wqe;
-    gdaki_set_ctrl((struct mlx5_wqe_ctrl_seg *)p, idx, MLX5_OPCODE_NOP, 0, qpn, 1, fm_ce_se, 0);
-    for (int i = 16; i < 64; i += 8)
-        *(uint64_t *)(p + i) = 0;
+    union gdaki_bb bb;
+    gdaki_bb_clear(&bb);
+    gdaki_set_ctrl(&bb.seg.ctrl, idx, MLX5_OPCODE_NOP, 0, qpn, 1, fm_ce_se, 0);
+    gdaki_bb_store(wqe, &bb);
     return 1;
 }
 
