@@ -18,14 +18,6 @@
         }                                                                                \
     } while (0)
 
-/* The GPU's global nanosecond clock. */
-static __device__ __forceinline__ uint64_t gpu_ns(void)
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /* Each thread posts per_thread messages of op (every thread the same
  * buffers), waiting for completion every window messages.  Threads of a
  * full warp post together; *rc gets -1 if any quiet failed.  phase_ns[0]
@@ -39,7 +31,7 @@ __global__ void gdaki_bw_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, long
         (q->flags & GDAKI_QP_FLAG_NO_ATOMICS) ? GDAKI_SIGNAL_SET : GDAKI_SIGNAL_ADD;
     uint64_t ticket = 0;
     for (long i = 0; i < per_thread; i++) {
-        uint64_t t0 = gpu_ns();
+        uint64_t t0 = gdaki_now_ns();
         if (warp_wide)
             ticket = signal ? gdaki_put_signal_warp(q, &op, 1, sig_raddr, sig_rkey, 1, sop)
                             : gdaki_put_warp(q, &op, 1);
@@ -50,7 +42,7 @@ __global__ void gdaki_bw_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, long
             atomicExch(rc, -1);
             return;
         }
-        posting += gpu_ns() - t0;
+        posting += gdaki_now_ns() - t0;
         if ((i + 1) % window == 0) {
             int r = warp_wide ? gdaki_quiet_warp(q, ticket) : gdaki_quiet_thread(q, ticket);
             if (r < 0) {
@@ -75,15 +67,15 @@ __global__ void gdaki_lat_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int
 {
     unsigned long long post = 0, wait = 0;
     for (int i = 0; i < n; i++) {
-        uint64_t a = gpu_ns();
+        uint64_t a = gdaki_now_ns();
         uint64_t t = gdaki_put_thread(q, &op);
-        uint64_t b = gpu_ns();
+        uint64_t b = gdaki_now_ns();
         if (gdaki_quiet_thread(q, t) < 0) {
             *rc = -1;
             return;
         }
         post += b - a;
-        wait += gpu_ns() - b;
+        wait += gdaki_now_ns() - b;
     }
     phase_ns[0] = post;
     phase_ns[1] = wait;

@@ -54,6 +54,15 @@ __device__ __forceinline__ unsigned gdaki_lane_id(void)
     return l;
 }
 
+/* The GPU's global nanosecond clock (%globaltimer), the same on every SM:
+ * what the benches time a kernel's posts and quiets with. */
+__device__ __forceinline__ uint64_t gdaki_now_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 __device__ __forceinline__ unsigned gdaki_block_tid(void)
 {
     return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);

@@ -104,7 +104,7 @@ union gdaki_bb {
             } atomic;
             struct {
                 struct mlx5_wqe_inl_data_seg hdr;
-                uint8_t data[GDAKI_BB_BYTES - 2 * GDAKI_DS_BYTES - 4u];
+                uint8_t data[GDAKI_INLINE_MAX_1BB];
             } inl;
         } u;
     } seg;

@@ -35,14 +35,6 @@ struct gpu_path {
     cudaStream_t stream;
 };
 
-/* The GPU's nanosecond clock, the same on every SM. */
-__device__ __forceinline__ uint64_t gp_now_ns(void)
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /* Message i of a phase: slot i % window of both buffers. */
 __device__ __forceinline__ struct gdaki_op gp_op_of(const struct gdaki_op *base, long i, int window)
 {
@@ -58,7 +50,7 @@ __global__ void gp_rate_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int w
 {
     uint64_t ticket[PATH_MAX_WINDOW];
     uint64_t last = 0;
-    uint64_t t0 = gp_now_ns();
+    uint64_t t0 = gdaki_now_ns();
     for (long i = 0; i < n; i++) {
         int k = (int)(i % window);
         /* at most window messages in flight: message i - window must be
@@ -80,7 +72,7 @@ __global__ void gp_rate_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int w
         return;
     }
     times[0] = t0;
-    times[1] = gp_now_ns();
+    times[1] = gdaki_now_ns();
 }
 
 __global__ void gp_lat_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int window, long n, uint64_t sig_raddr,
@@ -88,13 +80,13 @@ __global__ void gp_lat_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int wi
 {
     for (long i = 0; i < n; i++) {
         struct gdaki_op m = gp_op_of(&op, i, window);
-        uint64_t t0 = gp_now_ns();
+        uint64_t t0 = gdaki_now_ns();
         uint64_t t = gdaki_put_signal_thread(q, &m, sig_raddr, sig_rkey, (uint64_t)i + 1, GDAKI_SIGNAL_SET);
         if (gdaki_quiet_thread(q, t) < 0) {
             *rc = -1;
             return;
         }
-        lat_ns[i] = gp_now_ns() - t0;
+        lat_ns[i] = gdaki_now_ns() - t0;
     }
 }
 
