@@ -568,20 +568,39 @@ static uint64_t engine_posts(struct gdaki_pair *p)
     return n;
 }
 
-/* Writes n WQEs (kind[i]; WRITEs of len bytes from src + i * len to dst +
- * i * len), every one signaled, and rings the doorbell once for all. */
-static void post_at_one_doorbell(struct gdaki_qp_dev *q, const struct gdaki_mr *ms,
-                                 const struct gdaki_mr *md, const int *kind, int n, uint32_t len)
+/* Builds n WQEs at one reservation: kind[i] (NULL: every one a WRITE) of
+ * len bytes from src + i * len to dst + i * len, signaled[i] (NULL: every
+ * one), the rkey of WQE bad_rkey spoiled (-1: none; it passes every local
+ * check: the responder refuses it).  Returns the first slot and in *db the
+ * doorbell value of the last WQE; ring_all rings once for all of them. */
+static uint64_t build_at_one_doorbell(struct gdaki_qp_dev *q, const struct gdaki_mr *ms,
+                                      const struct gdaki_mr *md, int n, uint32_t len, const int *kind,
+                                      const int *signaled, int bad_rkey, uint64_t *db)
 {
     uint64_t slot = gdaki_q_reserve(q, (uint32_t)n);
     EXPECT_TRUE(slot != GDAKI_SLOT_ERROR);
-    uint64_t db = 0;
     for (int i = 0; i < n; i++) {
         struct gdaki_op op = { .laddr = ms->addr + (uint64_t)i * len, .lkey = ms->lkey, .len = len,
-                               .raddr = md->addr + (uint64_t)i * len, .rkey = md->rkey };
-        db = gdaki_q_build(q, slot + (uint64_t)i, kind[i], &op, 1);
+                               .raddr = md->addr + (uint64_t)i * len,
+                               .rkey = i == bad_rkey ? md->rkey ^ 0x5a5a00u : md->rkey };
+        *db = gdaki_q_build(q, slot + (uint64_t)i, kind ? kind[i] : GDAKI_KIND_WRITE, &op,
+                            signaled ? signaled[i] : 1);
     }
+    return slot;
+}
+
+static void ring_all(struct gdaki_qp_dev *q, uint64_t slot, int n, uint64_t db)
+{
     EXPECT_EQ_INT(0, gdaki_q_ring(q, slot, (uint32_t)n, db));
+}
+
+/* Writes n WQEs (kind[i]), every one signaled, and rings the doorbell once
+ * for all. */
+static void post_at_one_doorbell(struct gdaki_qp_dev *q, const struct gdaki_mr *ms,
+                                 const struct gdaki_mr *md, const int *kind, int n, uint32_t len)
+{
+    uint64_t db = 0, slot = build_at_one_doorbell(q, ms, md, n, len, kind, NULL, -1, &db);
+    ring_all(q, slot, n, db);
 }
 
 /* Eight small writes behind one doorbell reach softnic's engine as one
@@ -670,16 +689,9 @@ TAP_CASE(test_bad_wqe_inside_one_doorbell_stops_after_the_good_ones)
     reg(p, src, sizeof(src), &ms);
     reg(p, dst, sizeof(dst), &md);
     /* build the eight, spoil the fifth's opcode, then ring once */
-    uint64_t slot = gdaki_q_reserve(q, 8);
-    EXPECT_TRUE(slot != GDAKI_SLOT_ERROR);
-    uint64_t db = 0;
-    for (int i = 0; i < 8; i++) {
-        struct gdaki_op op = { .laddr = ms.addr + (uint64_t)i * 64, .lkey = ms.lkey, .len = 64,
-                               .raddr = md.addr + (uint64_t)i * 64, .rkey = md.rkey };
-        db = gdaki_q_build(q, slot + (uint64_t)i, GDAKI_KIND_WRITE, &op, 1);
-    }
+    uint64_t db = 0, slot = build_at_one_doorbell(q, &ms, &md, 8, 64, NULL, NULL, -1, &db);
     ((uint8_t *)gdaki_q_slot_ptr(q, slot + 4))[3] = 0x55;    /* no such mlx5 opcode */
-    EXPECT_EQ_INT(0, gdaki_q_ring(q, slot, 8, db));
+    ring_all(q, slot, 8, db);
     EXPECT_EQ_INT(-1, gdaki_q_quiet(q));
     EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) |
                       MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, q->err & 0xffff00ffu);
@@ -777,22 +789,14 @@ TAP_CASE(test_post_list_of_inline_sge_list_and_atomic_keeps_cqe_order)
     gdaki_pair_close(p);
 }
 
-/* Writes n WRITEs of 64 bytes (src + 64 i to dst + 64 i) at one doorbell;
- * signaled[i] says which ask for a CQE; bad_rkey >= 0 spoils that one's
- * rkey (it passes every local check: the responder refuses it). */
+/* n WRITEs of 64 bytes at one doorbell; signaled[i] says which ask for a
+ * CQE; bad_rkey >= 0 spoils that one's rkey (build_at_one_doorbell). */
 static void post_writes_at_one_doorbell(struct gdaki_qp_dev *q, const struct gdaki_mr *ms,
                                         const struct gdaki_mr *md, int n, const int *signaled,
                                         int bad_rkey)
 {
-    uint64_t s = gdaki_q_reserve(q, (uint32_t)n), db = 0;
-    EXPECT_TRUE(s != GDAKI_SLOT_ERROR);
-    for (int i = 0; i < n; i++) {
-        struct gdaki_op op = { .laddr = ms->addr + 64u * (uint64_t)i, .lkey = ms->lkey, .len = 64,
-                               .raddr = md->addr + 64u * (uint64_t)i,
-                               .rkey = i == bad_rkey ? md->rkey ^ 0x5a5a00u : md->rkey };
-        db = gdaki_q_build(q, s + (uint64_t)i, GDAKI_KIND_WRITE, &op, signaled[i]);
-    }
-    EXPECT_EQ_INT(0, gdaki_q_ring(q, s, (uint32_t)n, db));
+    uint64_t db = 0, slot = build_at_one_doorbell(q, ms, md, n, 64, NULL, signaled, bad_rkey, &db);
+    ring_all(q, slot, n, db);
 }
 
 /* The QP goes to ERR (the application's ibv_modify_qp) before the WQEs'
