@@ -26,8 +26,13 @@
  * - err != 0 once any completion came back in error; it is never cleared
  *   (the QP is in the error state).  Its layout: 1 << 31 | CQE opcode << 16 |
  *   vendor syndrome << 8 | syndrome.
- * - every WQE railnet posts is one basic block, so a CQE whose wqe_counter
- *   is c completes all slots up to and including c. */
+ * - a WQE spans one basic block, except a thread's inline put of more than
+ *   GDAKI_INLINE_MAX_1BB bytes (up to 4).  A CQE whose wqe_counter is c
+ *   completes every slot below c plus the BBs of the WQE at c: the poller
+ *   learns that count from span[c mod 2^sq_log] (BBs beyond the first, set
+ *   by the poster of a signaled multi-BB WQE and cleared by the poller; 0
+ *   otherwise), as libmlx5 keeps a table of where each WQE starts.  With
+ *   span NULL every WQE is one basic block. */
 #ifndef RAILNET_GDAKI_H
 #define RAILNET_GDAKI_H
 
@@ -55,7 +60,8 @@ struct gdaki_qp_dev {
     uint32_t cq_log;
     uint32_t cqe_size;      /* 64 or 128 */
     uint32_t flags;         /* GDAKI_QP_* */
-    uint8_t pad0[128 - 72];      /* the fixed block above is 72 bytes */
+    uint8_t *span;          /* 2^sq_log bytes, zeroed, or NULL (see above) */
+    uint8_t pad0[128 - 80];      /* the fixed block above is 80 bytes */
     /* ---- posting state, shared by every poster and the poller ---- */
     uint64_t resv;
     uint8_t pad1[128 - 8];
@@ -75,9 +81,12 @@ _Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
 #endif
 
 /* The most payload bytes a message may carry inside its WQE (GDAKI_OP_INLINE,
- * gdaki_bw_opts.inline_max): what one 64-byte basic block holds after the
- * ctrl, raddr and inline headers (gdaki_wqe.h's GDAKI_INLINE_MAX_1BB). */
-#define GDAKI_INLINE_MAX 28
+ * gdaki_bw_opts.inline_max): four 64-byte basic blocks less the ctrl, raddr
+ * and inline headers, the inline size perftest's ib_write_lat uses by
+ * default.  A thread's put or put_signal takes up to this many; the warp and
+ * block scopes, and queues without a span table, at most what one basic
+ * block holds (gdaki_wqe.h's GDAKI_INLINE_MAX_1BB, 28). */
+#define GDAKI_INLINE_MAX 220
 
 /* flags */
 #define GDAKI_QP_FLAG_GPU_QUEUE 0x1u  /* ring, dbrec and CQ live in GPU memory */

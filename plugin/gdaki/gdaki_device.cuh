@@ -11,6 +11,9 @@
  *   own op and active=0 when it has none; one reservation and one doorbell
  *   for the warp.  _block: every thread of the (1-, 2- or 3-D) block calls;
  *   one reservation and one doorbell for the block.
+ * - GDAKI_OP_INLINE in op->flags (gdaki_wqe.h): a thread's put, put_imm or
+ *   put_signal carries up to GDAKI_INLINE_MAX bytes inside its WQE (up to
+ *   4 basic blocks); the warp and block scopes up to GDAKI_INLINE_MAX_1BB.
  * - put returns a ticket (the slot counter after the posted WQEs): quiet on
  *   that scope returns once every WQE up to its ticket has completed, i.e.
  *   the data is at the target and the source may be reused.  quiet returns
@@ -80,7 +83,6 @@ __device__ __forceinline__ uint64_t gdaki_build_signal(struct gdaki_qp_dev *q, u
                                                        uint64_t sig_raddr, uint32_t sig_rkey,
                                                        uint64_t value, enum gdaki_signal_op sop)
 {
-    void *w = gdaki_q_slot_ptr(q, slot);
     if (sop == GDAKI_SIGNAL_ADD) {
         struct gdaki_op a = { 0 };
         a.laddr = q->scratch_addr + (slot & 63) * 8;
@@ -91,9 +93,7 @@ __device__ __forceinline__ uint64_t gdaki_build_signal(struct gdaki_qp_dev *q, u
         a.add = value;
         return gdaki_q_build(q, slot, GDAKI_KIND_ATOMIC_FA, &a, 1);
     }
-    gdaki_wqe_write_inline(w, (uint16_t)slot, q->qpn, (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE, sig_raddr,
-                           sig_rkey, &value, 8);
-    return gdaki_q_db_value(w);
+    return gdaki_q_build_signal_set(q, slot, sig_raddr, sig_rkey, value);
 }
 
 __device__ __forceinline__ int gdaki_signal_refused(const struct gdaki_qp_dev *q,
@@ -121,14 +121,16 @@ __device__ __forceinline__ uint64_t gdaki_put_signal_thread(struct gdaki_qp_dev 
 {
     if (gdaki_signal_refused(q, sop))
         return GDAKI_SLOT_ERROR;
-    uint64_t slot = gdaki_q_reserve(q, 2);
+    /* the data WQE asks for no CQE: it may take several BBs (inline) */
+    uint32_t nbb = gdaki_q_op_bbs(q, GDAKI_KIND_WRITE, op, 0);
+    uint64_t slot = gdaki_q_reserve(q, nbb + 1);
     if (slot == GDAKI_SLOT_ERROR)
         return GDAKI_SLOT_ERROR;
-    gdaki_q_build(q, slot, GDAKI_KIND_WRITE, op, 0);
-    uint64_t db = gdaki_build_signal(q, slot + 1, sig_raddr, sig_rkey, value, sop);
-    if (gdaki_q_ring(q, slot, 2, db) < 0)
+    gdaki_q_build_bbs(q, slot, GDAKI_KIND_WRITE, op, 0, nbb);
+    uint64_t db = gdaki_build_signal(q, slot + nbb, sig_raddr, sig_rkey, value, sop);
+    if (gdaki_q_ring(q, slot, nbb + 1, db) < 0)
         return GDAKI_SLOT_ERROR;
-    return slot + 2;
+    return slot + nbb + 1;
 }
 
 /* Wait for every WQE up to ticket (0: everything reserved so far). */

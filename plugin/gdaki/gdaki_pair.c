@@ -246,7 +246,7 @@ int gdaki_pair_build_send(struct gdaki_pair *pr, uint32_t depth, char *err, size
     ea.cap.max_recv_wr = 1;
     ea.cap.max_send_sge = 1;
     ea.cap.max_recv_sge = 1;
-    ea.cap.max_inline_data = GDAKI_INLINE_MAX_1BB;
+    ea.cap.max_inline_data = GDAKI_INLINE_MAX;
     ea.comp_mask = IBV_QP_INIT_ATTR_PD;
     ea.pd = pr->pd;
     pr->sqp = pr->v->mlx5dv_create_qp(pr->ctx, &ea, NULL);
@@ -352,6 +352,13 @@ static int fill_desc(struct gdaki_pair *pr, char *err, size_t errlen)
     q->cqe_size = pr->dvcq.cqe_size;
     q->flags = (pr->atomics ? 0 : GDAKI_QP_FLAG_NO_ATOMICS) |
                (pr->queue_mem == GDAKI_QUEUE_MEM_GPU ? GDAKI_QP_FLAG_GPU_QUEUE : 0);
+    free(pr->span);
+    pr->span = calloc(1, (size_t)1 << sq_log);
+    if (!pr->span) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    q->span = pr->span;
     return 0;
 }
 
@@ -393,8 +400,21 @@ static int make_device_desc(struct gdaki_pair *pr, int cuda_dev, char *err, size
         return -1;
     }
     d.db = (uint64_t *)(uintptr_t)p;
+    /* the device descriptor's own span table (zeroed) right behind it: the
+     * kernel's posts and polls never share the host descriptor's counters */
+    size_t span_bytes = (size_t)1 << d.sq_log;
+    if (gdaki_cuda_alloc(sizeof(d) + span_bytes, &pr->ddesc, err, errlen) < 0)
+        return -1;
+    d.span = (uint8_t *)(uintptr_t)(pr->ddesc + sizeof(d));
     pr->dview = d;
-    if (gdaki_cuda_alloc(sizeof(d), &pr->ddesc, err, errlen) < 0)
+    uint8_t *zero = calloc(1, span_bytes);
+    if (!zero) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = gdaki_cuda_htod(pr->ddesc + sizeof(d), zero, span_bytes, err, errlen);
+    free(zero);
+    if (rc < 0)
         return -1;
     return gdaki_cuda_htod(pr->ddesc, &d, sizeof(d), err, errlen);
 }
@@ -686,6 +706,7 @@ void gdaki_pair_close(struct gdaki_pair *pr)
             pr->v->close_device(pr->ctx);
     }
     free(pr->desc);
+    free(pr->span);
     free(pr->scratch);
     free(pr);
 }

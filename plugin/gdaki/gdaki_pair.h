@@ -37,6 +37,7 @@ struct gdaki_pair {
     void *scratch;          /* atomic results land here */
     struct ibv_mr *scratch_mr;
     struct gdaki_qp_dev *desc;  /* host descriptor, 128-byte aligned */
+    uint8_t *span;              /* the host descriptor's span table (railnet_gdaki.h) */
     struct gdaki_qp_dev dview;  /* the device copy's values (device addresses), once made */
     uint64_t ddesc;             /* device copy (CUdeviceptr), 0 without CUDA */
     struct gdaki_host_reg regs[GDAKI_PAIR_MAX_REGS];

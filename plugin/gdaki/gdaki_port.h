@@ -158,6 +158,19 @@ GDAKI_FN void gdaki_fence_acquire_system(void)
 #endif
 }
 
+/* Fence between reading a NIC-written word and reads of what another thread
+ * of this device (or host) wrote before the NIC was told about it: that
+ * thread's system fence already published those writes, so this side only
+ * keeps its later reads after the first one. */
+GDAKI_FN void gdaki_fence_acquire_device(void)
+{
+#if defined(__CUDA_ARCH__)
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
 /* A volatile read of memory the NIC writes behind the compiler's back. */
 GDAKI_FN uint8_t gdaki_read_volatile8(const void *p)
 {
@@ -167,6 +180,11 @@ GDAKI_FN uint8_t gdaki_read_volatile8(const void *p)
 GDAKI_FN uint64_t gdaki_read_volatile64(const void *p)
 {
     return *(const volatile uint64_t *)p;
+}
+
+GDAKI_FN void gdaki_write_volatile8(void *p, uint8_t v)
+{
+    *(volatile uint8_t *)p = v;
 }
 
 GDAKI_FN void gdaki_write_volatile32(void *p, uint32_t v)

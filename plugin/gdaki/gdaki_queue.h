@@ -12,8 +12,11 @@
  *    WQE, ready := slot + n.  Doorbells therefore reach the NIC in slot order
  *    and the producer counter it sees never moves backwards.
  * 4. complete: one poller at a time (poll_lock) consumes CQEs by owner bit,
- *    raises done to (the completed WQE's slot + 1) and returns the CQEs to
- *    the NIC through the CQ doorbell record.
+ *    raises done past the completed WQE (its slot + 1, plus the BBs the
+ *    span table says it has beyond the first) and returns the CQEs to the
+ *    NIC through the CQ doorbell record.  Only a signaled WQE of several
+ *    BBs writes its span entry (before its doorbell); the poller clears it
+ *    as it consumes the CQE, before the slot can be reserved again.
  * Every waiter bails out with -1 once err is set: an error CQE moves the QP
  * to the error state and no later slot will ever complete.
  *
@@ -27,9 +30,9 @@
 #include "gdaki_wqe.h"
 
 #if defined(__cplusplus)
-static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_1BB, "railnet_gdaki.h's inline limit");
+static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_WQE, "railnet_gdaki.h's inline limit");
 #else
-_Static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_1BB, "railnet_gdaki.h's inline limit");
+_Static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_WQE, "railnet_gdaki.h's inline limit");
 #endif
 
 #define GDAKI_SLOT_ERROR UINT64_MAX
@@ -110,7 +113,7 @@ GDAKI_FN int gdaki_q_poll(struct gdaki_qp_dev *q)
         return 0;
     uint64_t ci = gdaki_read_volatile64(&q->cq_ci); /* written by the last lock holder */
     uint64_t done = gdaki_load_acquire64(&q->done);
-    int n = 0, rc = 0;
+    int n = 0, rc = 0, fenced = 0;
     for (int more = 1; more && n < GDAKI_POLL_BUDGET;) {
         uint64_t tail[GDAKI_POLL_AHEAD];
         for (int k = 0; k < GDAKI_POLL_AHEAD; k++)
@@ -130,8 +133,21 @@ GDAKI_FN int gdaki_q_poll(struct gdaki_qp_dev *q)
                 break;
             }
             uint64_t slot = gdaki_q_extend_counter(done, v.wqe_counter);
-            if (slot + 1 > done)
-                done = slot + 1;
+            uint64_t end = slot + 1;
+            if (q->span) {
+                if (!fenced) { /* the span entry was written before the doorbell this CQE answers */
+                    gdaki_fence_acquire_device();
+                    fenced = 1;
+                }
+                uint8_t *e = &q->span[slot & (gdaki_q_slots(q) - 1)];
+                uint8_t extra = gdaki_read_volatile8(e);
+                if (extra) {
+                    end += extra;
+                    gdaki_write_volatile8(e, 0);
+                }
+            }
+            if (end > done)
+                done = end;
         }
     }
     if (n) {
@@ -187,6 +203,10 @@ GDAKI_FN uint64_t gdaki_q_db_value(const void *ctrl)
  * Returns 0, or -1 if the QP failed while waiting for its turn. */
 GDAKI_FN int gdaki_q_ring(struct gdaki_qp_dev *q, uint64_t slot, uint32_t n, uint64_t db_value)
 {
+    /* the record's and register's addresses are read before the fences,
+     * not behind them */
+    uint32_t *dbrec = q->dbrec;
+    uint64_t *db = q->db;
     while (gdaki_load_acquire64(&q->ready) != slot) {
         if (gdaki_load_acquire32(&q->err))
             return -1;
@@ -196,11 +216,11 @@ GDAKI_FN int gdaki_q_ring(struct gdaki_qp_dev *q, uint64_t slot, uint32_t n, uin
      * group's barrier) reach memory before the doorbell record says they
      * are there: the NIC may fetch the ring as soon as it sees the record. */
     gdaki_fence_system();
-    gdaki_write_volatile32(q->dbrec, gdaki_htobe32((uint32_t)((slot + n) & 0xffff)));
+    gdaki_write_volatile32(dbrec, gdaki_htobe32((uint32_t)((slot + n) & 0xffff)));
     /* Doorbell record before the doorbell register: the NIC reads the
      * record when the doorbell arrives. */
     gdaki_fence_system();
-    gdaki_write_volatile64(q->db, db_value);
+    gdaki_write_volatile64(db, db_value);
     /* No system fence here: the next poster's record and doorbell already
      * come after ours.  It acquires ready from this release and then
      * executes its own system fence before its record; fences are
@@ -223,41 +243,94 @@ enum gdaki_kind {
 };
 
 /* Build the WQE of op in slot (CQ_UPDATE when signaled). Returns the
- * doorbell value of that WQE. */
+ * doorbell value of that WQE, taken from the registers it was built in. */
 GDAKI_FN uint64_t gdaki_q_build(struct gdaki_qp_dev *q, uint64_t slot, int kind,
                                 const struct gdaki_op *op, int signaled)
 {
-    void *w = gdaki_q_slot_ptr(q, slot);
+    union gdaki_bb bb;
     uint8_t ce = signaled ? (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE : 0;
     uint16_t idx = (uint16_t)slot;
     switch (kind) {
     case GDAKI_KIND_WRITE_IMM:
-        gdaki_wqe_rdma(w, MLX5_OPCODE_RDMA_WRITE_IMM, idx, q->qpn, ce, op);
+        gdaki_bb_rdma(&bb, MLX5_OPCODE_RDMA_WRITE_IMM, idx, q->qpn, ce, op);
         break;
     case GDAKI_KIND_ATOMIC_FA:
-        gdaki_wqe_atomic_fa(w, idx, q->qpn, ce, op);
+        gdaki_bb_atomic_fa(&bb, idx, q->qpn, ce, op);
         break;
     case GDAKI_KIND_NOP:
-        gdaki_wqe_nop(w, idx, q->qpn, ce);
+        gdaki_bb_nop(&bb, idx, q->qpn, ce);
         break;
     default:
-        gdaki_wqe_rdma(w, MLX5_OPCODE_RDMA_WRITE, idx, q->qpn, ce, op);
+        gdaki_bb_rdma(&bb, MLX5_OPCODE_RDMA_WRITE, idx, q->qpn, ce, op);
         break;
     }
-    return gdaki_q_db_value(w);
+    gdaki_bb_store(gdaki_q_slot_ptr(q, slot), &bb);
+    return gdaki_q_db_value(&bb.seg.ctrl);
 }
 
-/* Post one operation; returns the ticket (slot + 1) to wait on, or
- * GDAKI_SLOT_ERROR. */
+/* The signaled inline WRITE of the 8-byte value into a signal word, in
+ * slot.  Returns its doorbell value. */
+GDAKI_FN uint64_t gdaki_q_build_signal_set(struct gdaki_qp_dev *q, uint64_t slot, uint64_t sig_raddr,
+                                           uint32_t sig_rkey, uint64_t value)
+{
+    union gdaki_bb bb;
+    gdaki_bb_rdma_inline(&bb, MLX5_OPCODE_RDMA_WRITE, (uint16_t)slot, q->qpn,
+                         (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE, sig_raddr, sig_rkey, 0, &value, 8);
+    gdaki_bb_store(gdaki_q_slot_ptr(q, slot), &bb);
+    return gdaki_q_db_value(&bb.seg.ctrl);
+}
+
+/* Basic blocks the WQE of op takes on q: several only for a WRITE or
+ * WRITE_IMM whose payload goes inline past one BB (GDAKI_OP_INLINE, at most
+ * GDAKI_INLINE_MAX bytes), and, when it asks for a CQE, only where the
+ * poller can learn its size (q->span).  Otherwise one: a payload of at most
+ * GDAKI_INLINE_MAX_1BB bytes still goes inline (gdaki_wqe_rdma), a longer
+ * one by pointer. */
+GDAKI_FN uint32_t gdaki_q_op_bbs(const struct gdaki_qp_dev *q, int kind, const struct gdaki_op *op,
+                                 int signaled)
+{
+    if ((kind != GDAKI_KIND_WRITE && kind != GDAKI_KIND_WRITE_IMM) || !(op->flags & GDAKI_OP_INLINE) ||
+        op->len <= GDAKI_INLINE_MAX_1BB || op->len > GDAKI_INLINE_MAX_WQE || (signaled && !q->span))
+        return 1;
+    uint32_t nbb = gdaki_inline_bbs(op->len);
+    return nbb < gdaki_q_window(q) ? nbb : 1;
+}
+
+/* Build the WQE of op in nbb slots from slot (nbb from gdaki_q_op_bbs).
+ * Returns its doorbell value. */
+GDAKI_FN uint64_t gdaki_q_build_bbs(struct gdaki_qp_dev *q, uint64_t slot, int kind,
+                                    const struct gdaki_op *op, int signaled, uint32_t nbb)
+{
+    if (nbb <= 1)
+        return gdaki_q_build(q, slot, kind, op, signaled);
+    const uint8_t opcode = kind == GDAKI_KIND_WRITE_IMM ? MLX5_OPCODE_RDMA_WRITE_IMM : MLX5_OPCODE_RDMA_WRITE;
+    const uint8_t ce = signaled ? (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE : 0;
+    uint64_t db = 0;
+    for (uint32_t i = 0; i < nbb; i++) {
+        union gdaki_bb bb;
+        gdaki_wqe_inline_bb(&bb, i, opcode, (uint16_t)slot, q->qpn, ce, op->raddr, op->rkey, op->imm,
+                            (const void *)(uintptr_t)op->laddr, op->len);
+        if (i == 0)
+            db = gdaki_q_db_value(&bb.seg.ctrl);
+        gdaki_bb_store(gdaki_q_slot_ptr(q, slot + i), &bb);
+    }
+    if (signaled) /* published by gdaki_q_ring's fence, cleared by the poller */
+        q->span[slot & (gdaki_q_slots(q) - 1)] = (uint8_t)(nbb - 1);
+    return db;
+}
+
+/* Post one operation; returns the ticket (the slot after its WQE) to wait
+ * on, or GDAKI_SLOT_ERROR. */
 GDAKI_FN uint64_t gdaki_q_post1(struct gdaki_qp_dev *q, int kind, const struct gdaki_op *op)
 {
-    uint64_t slot = gdaki_q_reserve(q, 1);
+    uint32_t nbb = gdaki_q_op_bbs(q, kind, op, 1);
+    uint64_t slot = gdaki_q_reserve(q, nbb);
     if (slot == GDAKI_SLOT_ERROR)
         return GDAKI_SLOT_ERROR;
-    uint64_t db = gdaki_q_build(q, slot, kind, op, 1);
-    if (gdaki_q_ring(q, slot, 1, db) < 0)
+    uint64_t db = gdaki_q_build_bbs(q, slot, kind, op, 1, nbb);
+    if (gdaki_q_ring(q, slot, nbb, db) < 0)
         return GDAKI_SLOT_ERROR;
-    return slot + 1;
+    return slot + nbb;
 }
 
 /* WRITE then ATOMIC_FA of add on the 8-byte signal word (sig_raddr, sig_rkey):
@@ -267,21 +340,22 @@ GDAKI_FN uint64_t gdaki_q_post1(struct gdaki_qp_dev *q, int kind, const struct g
 GDAKI_FN uint64_t gdaki_q_post_signal(struct gdaki_qp_dev *q, const struct gdaki_op *op,
                                       uint64_t sig_raddr, uint32_t sig_rkey, uint64_t add)
 {
-    uint64_t slot = gdaki_q_reserve(q, 2);
+    uint32_t nbb = gdaki_q_op_bbs(q, GDAKI_KIND_WRITE, op, 0);
+    uint64_t slot = gdaki_q_reserve(q, nbb + 1);
     if (slot == GDAKI_SLOT_ERROR)
         return GDAKI_SLOT_ERROR;
-    gdaki_q_build(q, slot, GDAKI_KIND_WRITE, op, 0);
+    gdaki_q_build_bbs(q, slot, GDAKI_KIND_WRITE, op, 0, nbb);
     struct gdaki_op a = { 0 };
-    a.laddr = q->scratch_addr + ((slot + 1) & 63) * 8;
+    a.laddr = q->scratch_addr + ((slot + nbb) & 63) * 8;
     a.lkey = q->scratch_lkey;
     a.len = 8;
     a.raddr = sig_raddr;
     a.rkey = sig_rkey;
     a.add = add;
-    uint64_t db = gdaki_q_build(q, slot + 1, GDAKI_KIND_ATOMIC_FA, &a, 1);
-    if (gdaki_q_ring(q, slot, 2, db) < 0)
+    uint64_t db = gdaki_q_build(q, slot + nbb, GDAKI_KIND_ATOMIC_FA, &a, 1);
+    if (gdaki_q_ring(q, slot, nbb + 1, db) < 0)
         return GDAKI_SLOT_ERROR;
-    return slot + 2;
+    return slot + nbb + 1;
 }
 
 /* WRITE, then an inline RDMA WRITE of value into the 8-byte signal word:
@@ -292,16 +366,15 @@ GDAKI_FN uint64_t gdaki_q_post_signal(struct gdaki_qp_dev *q, const struct gdaki
 GDAKI_FN uint64_t gdaki_q_post_signal_set(struct gdaki_qp_dev *q, const struct gdaki_op *op,
                                           uint64_t sig_raddr, uint32_t sig_rkey, uint64_t value)
 {
-    uint64_t slot = gdaki_q_reserve(q, 2);
+    uint32_t nbb = gdaki_q_op_bbs(q, GDAKI_KIND_WRITE, op, 0);
+    uint64_t slot = gdaki_q_reserve(q, nbb + 1);
     if (slot == GDAKI_SLOT_ERROR)
         return GDAKI_SLOT_ERROR;
-    gdaki_q_build(q, slot, GDAKI_KIND_WRITE, op, 0);
-    void *w = gdaki_q_slot_ptr(q, slot + 1);
-    gdaki_wqe_write_inline(w, (uint16_t)(slot + 1), q->qpn, (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE,
-                           sig_raddr, sig_rkey, &value, 8);
-    if (gdaki_q_ring(q, slot, 2, gdaki_q_db_value(w)) < 0)
+    gdaki_q_build_bbs(q, slot, GDAKI_KIND_WRITE, op, 0, nbb);
+    uint64_t db = gdaki_q_build_signal_set(q, slot + nbb, sig_raddr, sig_rkey, value);
+    if (gdaki_q_ring(q, slot, nbb + 1, db) < 0)
         return GDAKI_SLOT_ERROR;
-    return slot + 2;
+    return slot + nbb + 1;
 }
 
 /* Wait for every slot reserved so far (this caller's and all earlier ones). */

@@ -300,6 +300,103 @@ static void puts_byte_exact(int blocks, int threads, int scope, size_t max_size)
     CK(cudaFree(rc));
 }
 
+/* ------------------------------------------------- inline puts (GPU) */
+
+#define INL_STRIDE 256
+
+/* One thread: puts of every inline size 1..GDAKI_INLINE_MAX, twice, from
+ * one GPU source buffer that the kernel refills before each put and
+ * overwrites right after it (an inline put's source is reusable once the
+ * post returns); even messages alone, odd ones as put_signal.  lkey 0: a
+ * pointer segment would fail with a protection error. */
+__global__ void k_inline(struct gdaki_qp_dev *q, uint8_t *src, uint64_t dst, uint32_t rkey, uint64_t sig,
+                         int msgs, int *rc)
+{
+    uint64_t t = 0;
+    for (int n = 0; n < msgs; n++) {
+        uint32_t len = (uint32_t)(n % GDAKI_INLINE_MAX) + 1;
+        for (uint32_t i = 0; i < len; i++)
+            src[i] = pattern((size_t)n * INL_STRIDE + i, 5);
+        struct gdaki_op op = { 0 };
+        op.laddr = (uint64_t)(uintptr_t)src;
+        op.len = len;
+        op.raddr = dst + (uint64_t)n * INL_STRIDE;
+        op.rkey = rkey;
+        op.flags = GDAKI_OP_INLINE;
+        t = (n & 1) ? gdaki_put_signal_thread(q, &op, sig, rkey, (uint64_t)n, GDAKI_SIGNAL_SET)
+                    : gdaki_put_thread(q, &op);
+        if (t == GDAKI_SLOT_ERROR) {
+            *rc = -1;
+            return;
+        }
+        for (uint32_t i = 0; i < GDAKI_INLINE_MAX; i++)
+            src[i] = 0xee;
+    }
+    if (gdaki_quiet_thread(q, t) < 0)
+        *rc = -1;
+}
+
+__global__ void k_inline_check(const uint8_t *dst, int msgs, unsigned long long *bad)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)msgs * INL_STRIDE;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / INL_STRIDE, k = i % INL_STRIDE;
+        uint32_t len = (uint32_t)(n % GDAKI_INLINE_MAX) + 1;
+        if (dst[i] != (k < len ? pattern(i, 5) : 0))
+            atomicAdd(bad, 1ull);
+    }
+}
+
+/* Inline puts of 1 to 4 basic blocks from a kernel wrap a 16-WQE ring many
+ * times; every byte lands, the counters end equal and the device span
+ * table is clear again. */
+static void inline_puts_from_the_gpu(void)
+{
+    struct gdaki_pair *p = open_pair(16);
+    const int msgs = 2 * GDAKI_INLINE_MAX;
+    const size_t bytes = (size_t)msgs * INL_STRIDE;
+    uint8_t *src, *dst;
+    int *rc;
+    unsigned long long *bad;
+    CK(cudaMalloc(&src, GDAKI_INLINE_MAX));
+    CK(cudaMalloc(&dst, bytes + 64));
+    CK(cudaMemset(dst, 0, bytes + 64));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    CK(cudaMallocManaged(&bad, sizeof(*bad)));
+    *rc = 0;
+    *bad = 0;
+    struct gdaki_mr md;
+    reg(p, dst, bytes + 64, &md);
+    SYNC();
+    k_inline<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), src, md.addr, md.rkey, md.addr + bytes, msgs, rc);
+    wait_kernel(p);
+    struct gdaki_qp_dev d = read_desc(p);
+    if (*rc != 0)
+        tap_fail_at(__FILE__, __LINE__, "an inline put or quiet failed, err 0x%08x", d.err);
+    k_inline_check<<<64, 256>>>(dst, msgs, bad);
+    SYNC();
+    EXPECT_EQ_U64(0, *bad);
+    EXPECT_EQ_U64(d.resv, d.done);
+    EXPECT_TRUE(d.resv > 8ull << d.sq_log);   /* many passes over the ring */
+    EXPECT_EQ_INT(0, d.err);
+    EXPECT_TRUE(d.span != NULL);
+    uint8_t span[1 << 15];
+    CK(cudaMemcpy(span, d.span, (size_t)1 << d.sq_log, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < ((size_t)1 << d.sq_log); i++)
+        EXPECT_EQ_INT(0, span[i]);
+    gdaki_pair_dereg(p, &md);
+    gdaki_pair_close(p);
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    CK(cudaFree(rc));
+    CK(cudaFree(bad));
+}
+
+TAP_CASE(test_inline_puts_of_one_to_four_bbs_from_the_gpu_byte_exact)
+{
+    inline_puts_from_the_gpu();
+}
+
 TAP_CASE(test_one_thread_puts_8B_to_4MiB_byte_exact)
 {
     puts_byte_exact(1, 1, SCOPE_THREAD, 4u << 20);
@@ -844,6 +941,12 @@ TAP_CASE(test_gpu_queue_pair_is_made_in_gpu_memory)
     tap_diag("%s: DEVX QP %u, %u slots, %u CQEs in GPU memory, UAR mapped as %s", in.dev_name,
              in.send_qpn, in.sq_slots, in.cq_entries, in.uar_io_registered ? "I/O memory" : "host memory");
     gdaki_pair_close(p);
+}
+
+TAP_CASE(test_gpu_queue_inline_puts_of_one_to_four_bbs_byte_exact)
+{
+    gpu_queue();
+    inline_puts_from_the_gpu();
 }
 
 TAP_CASE(test_gpu_queue_one_thread_puts_8B_to_4MiB_byte_exact)

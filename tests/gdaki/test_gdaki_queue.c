@@ -56,6 +56,33 @@ TAP_CASE(test_group_larger_than_the_window_is_refused_without_reserving)
     EXPECT_EQ_U64(8, q.resv);
 }
 
+/* How many BBs an op's WQE takes: several only for an inline WRITE or
+ * WRITE_IMM past 28 bytes; a signaled one only with a span table, where
+ * the poller can learn its size; never more than the window. */
+TAP_CASE(test_op_takes_several_bbs_only_inline_and_where_its_cqe_can_be_read)
+{
+    uint8_t span[32] = { 0 };
+    struct gdaki_qp_dev q = { .sq_log = 5, .cq_log = 5, .span = span };
+    struct gdaki_op op = { .len = 100, .flags = GDAKI_OP_INLINE };
+    EXPECT_EQ_INT(3, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
+    EXPECT_EQ_INT(3, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE_IMM, &op, 0));
+    EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_ATOMIC_FA, &op, 1));
+    op.len = GDAKI_INLINE_MAX + 1;
+    EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));   /* by pointer */
+    op.len = 28;
+    EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
+    op.len = 100;
+    op.flags = 0;
+    EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
+    op.flags = GDAKI_OP_INLINE;
+    q.span = NULL;
+    EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
+    EXPECT_EQ_INT(3, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 0));  /* unsignaled: no CQE to read */
+    q.span = span;
+    q.cq_log = 1;                                                      /* a window of 2 */
+    EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
+}
+
 /* ---- posting threads ---- */
 
 struct poster {

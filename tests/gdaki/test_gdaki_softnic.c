@@ -63,8 +63,11 @@ TAP_CASE(test_mlx5dv_qp_exposes_rings_the_protocol_needs)
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
     struct gdaki_pair_info in;
     gdaki_pair_get_info(p, &in);
-    EXPECT_EQ_INT(16, in.sq_slots);
-    EXPECT_EQ_INT(4, q->sq_log);
+    /* 16 WQEs of up to 4 BBs (GDAKI_INLINE_MAX bytes inline), as libmlx5
+     * sizes the ring for the QP's max_inline_data */
+    EXPECT_EQ_INT(16 * gdaki_inline_bbs(GDAKI_INLINE_MAX), in.sq_slots);
+    EXPECT_EQ_INT(6, q->sq_log);
+    EXPECT_TRUE(q->span != NULL);
     EXPECT_EQ_INT(64, q->cqe_size);
     EXPECT_TRUE(in.cq_entries >= 16);
     EXPECT_EQ_INT(in.send_qpn, q->qpn);
@@ -239,6 +242,85 @@ TAP_CASE(test_inline_put_carries_the_bytes_of_post_time)
         EXPECT_MEMEQ(want + (size_t)i * GDAKI_INLINE_MAX_1BB, dst + (size_t)i * 64, len);
         EXPECT_EQ_INT(0, dst[(size_t)i * 64 + len]); /* nothing past the payload */
     }
+    gdaki_pair_close(p);
+    free(dst);
+}
+
+/* Inline puts of every size from 1 to GDAKI_INLINE_MAX bytes, twice, on a
+ * ring of 64 BBs: WQEs of 1 to 4 BBs, signaled, wrapping the ring's end
+ * many times (softnic reads a WQE across the wrap as a ConnectX does).
+ * Each completion must free exactly its BBs: quiet ends with done equal to
+ * resv (a CQE taken for one BB would leave quiet waiting; one taken for
+ * too many would let a poster overwrite a WQE the NIC has not read) and
+ * every span entry cleared.  Sources are overwritten after each post. */
+TAP_CASE(test_inline_puts_of_several_bbs_wrap_the_ring_and_complete)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    enum { MSGS = 2 * GDAKI_INLINE_MAX, STRIDE = 256 };
+    uint8_t *dst = calloc(MSGS, STRIDE), *want = calloc(MSGS, STRIDE);
+    struct gdaki_mr md;
+    reg(p, dst, (size_t)MSGS * STRIDE, &md);
+    uint8_t src[GDAKI_INLINE_MAX];
+    uint64_t bbs = 0;
+    for (int n = 0; n < MSGS; n++) {
+        uint32_t len = (uint32_t)(n % GDAKI_INLINE_MAX) + 1;
+        fill(src, len, (unsigned)n);
+        memcpy(want + (size_t)n * STRIDE, src, len);
+        struct gdaki_op op = { .laddr = (uintptr_t)src, .lkey = 0, .len = len,
+                               .raddr = md.addr + (uint64_t)n * STRIDE, .rkey = md.rkey,
+                               .flags = GDAKI_OP_INLINE };
+        uint64_t before = q->resv;
+        uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
+        EXPECT_TRUE(t != GDAKI_SLOT_ERROR);
+        EXPECT_EQ_U64(gdaki_inline_bbs(len), t - before);
+        bbs += t - before;
+        memset(src, 0xee, sizeof(src));
+    }
+    EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    EXPECT_EQ_INT(0, (int)q->err);
+    EXPECT_EQ_U64(bbs, q->resv);
+    EXPECT_EQ_U64(q->resv, q->done);
+    EXPECT_TRUE(bbs > 8 * (uint64_t)gdaki_q_slots(q)); /* the ring wrapped many times */
+    for (uint32_t i = 0; i < gdaki_q_slots(q); i++)
+        EXPECT_EQ_INT(0, q->span[i]);
+    EXPECT_MEMEQ(want, dst, (size_t)MSGS * STRIDE);
+    gdaki_pair_close(p);
+    free(dst);
+    free(want);
+}
+
+/* put_signal with an inline payload of several BBs: the data WQE asks for
+ * no CQE (no span entry), the signal's CQE completes both; the receiver
+ * sees the signal and the data. */
+TAP_CASE(test_inline_put_signal_of_several_bbs_lands_data_then_signal)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    uint8_t *dst = calloc(1, 4096);
+    struct gdaki_mr md;
+    reg(p, dst, 4096, &md);
+    uint8_t src[GDAKI_INLINE_MAX];
+    static const uint32_t lens[] = { 29, 93, 157, GDAKI_INLINE_MAX };
+    for (int round = 0; round < 40; round++) {
+        uint32_t len = lens[round % 4];
+        fill(src, len, (unsigned)round);
+        uint8_t want[GDAKI_INLINE_MAX];
+        memcpy(want, src, len);
+        struct gdaki_op op = { .laddr = (uintptr_t)src, .lkey = 0, .len = len,
+                               .raddr = md.addr + 64, .rkey = md.rkey, .flags = GDAKI_OP_INLINE };
+        uint64_t before = q->resv;
+        uint64_t t = gdaki_q_post_signal_set(q, &op, md.addr, md.rkey, (uint64_t)round + 1);
+        EXPECT_TRUE(t != GDAKI_SLOT_ERROR);
+        EXPECT_EQ_U64(gdaki_inline_bbs(len) + 1, t - before);
+        memset(src, 0xee, sizeof(src));
+        EXPECT_EQ_INT(0, gdaki_q_wait_done(q, t));
+        uint64_t sig;
+        memcpy(&sig, dst, 8);
+        EXPECT_EQ_U64((uint64_t)round + 1, sig);
+        EXPECT_MEMEQ(want, dst + 64, len);
+    }
+    EXPECT_EQ_U64(q->resv, q->done);
     gdaki_pair_close(p);
     free(dst);
 }

@@ -109,6 +109,53 @@ TAP_CASE(test_inline_write_wqe_matches_hand_image)
     EXPECT_MEMEQ(image, w, 64);
 }
 
+/* An inline WRITE_IMM of several basic blocks: the first BB holds ctrl
+ * (ds counting every 16-byte unit of the WQE), raddr, the inline header and
+ * 28 payload bytes, each later BB 64 more, zero past the payload; read back
+ * whole, it parses to the payload.  gdaki_inline_bbs at each BB boundary. */
+TAP_CASE(test_inline_wqe_of_several_bbs_matches_hand_layout)
+{
+    EXPECT_EQ_INT(1, gdaki_inline_bbs(1));
+    EXPECT_EQ_INT(1, gdaki_inline_bbs(28));
+    EXPECT_EQ_INT(2, gdaki_inline_bbs(29));
+    EXPECT_EQ_INT(2, gdaki_inline_bbs(92));
+    EXPECT_EQ_INT(3, gdaki_inline_bbs(93));
+    EXPECT_EQ_INT(4, gdaki_inline_bbs(157));
+    EXPECT_EQ_INT(4, gdaki_inline_bbs(220));
+    EXPECT_EQ_INT(220, GDAKI_INLINE_MAX_WQE);
+    uint8_t src[GDAKI_INLINE_MAX_WQE];
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (uint8_t)(0x41 + i * 7);
+    static const uint32_t lens[] = { 29, 100, 220 };
+    for (size_t t = 0; t < sizeof(lens) / sizeof(lens[0]); t++) {
+        uint32_t len = lens[t], nbb = gdaki_inline_bbs(len);
+        _Alignas(64) uint8_t w[4 * 64];
+        memset(w, 0xcc, sizeof(w));
+        for (uint32_t i = 0; i < nbb; i++) {
+            union gdaki_bb bb;
+            gdaki_wqe_inline_bb(&bb, i, MLX5_OPCODE_RDMA_WRITE_IMM, 9, 0x123, MLX5_WQE_CTRL_CQ_UPDATE,
+                                0x7000, 0x55, 0xa1b2c3d4, src, len);
+            memcpy(w + 64 * i, &bb, 64);
+        }
+        uint32_t ds = 2 + (4 + len + 15) / 16;
+        const uint8_t ctrl[16] = { 0x00, 0x00, 0x09, 0x09, 0x00, 0x01, 0x23, (uint8_t)ds, 0, 0, 0,
+                                   MLX5_WQE_CTRL_CQ_UPDATE, 0xa1, 0xb2, 0xc3, 0xd4 };
+        EXPECT_MEMEQ(ctrl, w, 16);
+        const uint8_t hdr[4] = { 0x80, 0x00, 0x00, (uint8_t)len };
+        EXPECT_MEMEQ(hdr, w + 32, 4);
+        EXPECT_MEMEQ(src, w + 36, len);
+        for (uint32_t i = 36 + len; i < 64 * nbb; i++)
+            EXPECT_EQ_INT(0, w[i]);
+        struct gdaki_wqe_view v;
+        EXPECT_EQ_INT(0, gdaki_wqe_parse(w, 64 * nbb, &v));
+        EXPECT_EQ_INT(nbb, v.nbb);
+        EXPECT_EQ_INT(0, v.has_data);
+        EXPECT_EQ_INT(len, v.len);
+        EXPECT_MEMEQ(src, v.inl, len);
+        EXPECT_EQ_INT(0x7000, (int)v.raddr);
+    }
+}
+
 /* GDAKI_OP_INLINE: a WRITE_IMM of up to 28 readable bytes carries them in
  * the WQE (ds 2 + 2, the immediate kept, no pointer segment); 29 bytes, or
  * a READ, keep the pointer segment. */

@@ -20,7 +20,8 @@
 #define WB_DEFAULT_TCP_PORT 18515
 #define WB_ALL_MIN 2u
 #define WB_ALL_MAX (8u << 20)
-#define WB_GI_INLINE 28        /* -I default and limit: one WQE basic block's inline room */
+#define WB_GI_INLINE 220       /* -I default and limit: railnet_gdaki.h's GDAKI_INLINE_MAX
+                                * (4 basic blocks; perftest's ib_write_lat default) */
 
 enum wb_mode { WB_MODE_VERBS, WB_MODE_PLUGIN };
 
