@@ -45,6 +45,9 @@ extern "C" {
 #endif
 
 #define GDAKI_ERR_VALID 0x80000000u
+/* err when a CQE named a WQE past every reserved slot: no CQE opcode is
+ * 0xff, so this says the completion accounting broke, not the NIC. */
+#define GDAKI_ERR_PROTOCOL (GDAKI_ERR_VALID | 0xff0000u)
 
 struct gdaki_qp_dev {
     /* ---- fixed after setup ---- */
@@ -83,9 +86,11 @@ _Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
 /* The most payload bytes a message may carry inside its WQE (GDAKI_OP_INLINE,
  * gdaki_bw_opts.inline_max): four 64-byte basic blocks less the ctrl, raddr
  * and inline headers, the inline size perftest's ib_write_lat uses by
- * default.  A thread's put or put_signal takes up to this many; the warp and
- * block scopes, and queues without a span table, at most what one basic
- * block holds (gdaki_wqe.h's GDAKI_INLINE_MAX_1BB, 28). */
+ * default.  A thread's put, put_imm or put_signal takes up to this many.
+ * One basic block (gdaki_wqe.h's GDAKI_INLINE_MAX_1BB, 28 bytes) is the
+ * limit for the warp and block scopes, for a signaled WQE on a queue
+ * without a span table, and on a queue whose window is no larger than the
+ * WQE; past it the op goes by pointer (its lkey must be valid). */
 #define GDAKI_INLINE_MAX 220
 
 /* flags */

@@ -246,7 +246,11 @@ int gdaki_pair_build_send(struct gdaki_pair *pr, uint32_t depth, char *err, size
     ea.cap.max_recv_wr = 1;
     ea.cap.max_send_sge = 1;
     ea.cap.max_recv_sge = 1;
-    ea.cap.max_inline_data = GDAKI_INLINE_MAX;
+    /* One BB's worth: the kernel builds its own multi-BB inline WQEs, and
+     * asking libmlx5 for more would size the ring for its largest WQE
+     * (with its default RC overhead, 7 BBs a WQE at 220 bytes) where the
+     * CQ bounds the window at about depth BBs anyway. */
+    ea.cap.max_inline_data = GDAKI_INLINE_MAX_1BB;
     ea.comp_mask = IBV_QP_INIT_ATTR_PD;
     ea.pd = pr->pd;
     pr->sqp = pr->v->mlx5dv_create_qp(pr->ctx, &ea, NULL);

@@ -113,8 +113,10 @@ GDAKI_FN int gdaki_q_poll(struct gdaki_qp_dev *q)
         return 0;
     uint64_t ci = gdaki_read_volatile64(&q->cq_ci); /* written by the last lock holder */
     uint64_t done = gdaki_load_acquire64(&q->done);
-    int n = 0, rc = 0, fenced = 0;
+    uint64_t resv = 0; /* read when a completion reaches past it */
+    int n = 0, rc = 0;
     for (int more = 1; more && n < GDAKI_POLL_BUDGET;) {
+        int fenced = 0; /* once per batch of tails: span loads come after them */
         uint64_t tail[GDAKI_POLL_AHEAD];
         for (int k = 0; k < GDAKI_POLL_AHEAD; k++)
             tail[k] = gdaki_cqe_tail_load(gdaki_q_cqe(q, ci + (uint64_t)k));
@@ -146,17 +148,27 @@ GDAKI_FN int gdaki_q_poll(struct gdaki_qp_dev *q)
                     gdaki_write_volatile8(e, 0);
                 }
             }
+            /* A completion past every reserved slot means the accounting is
+             * broken (a stale span entry, a lost CQE): stop the QP with an
+             * error rather than let posters overwrite WQEs the NIC has not
+             * read. */
+            if (end > resv && (resv = gdaki_load_acquire64(&q->resv)) < end) {
+                gdaki_store_release32(&q->err, GDAKI_ERR_PROTOCOL);
+                rc = -1;
+                more = 0;
+                break;
+            }
             if (end > done)
                 done = end;
         }
     }
     if (n) {
         gdaki_write_volatile64(&q->cq_ci, ci);
-        /* Publish the new done to waiting posters (release: their reuse of
-         * the freed slots comes after our reads of the CQEs). */
-        gdaki_atomic_max64(&q->done, done);
-        /* CQE reads complete before the NIC may overwrite those entries. */
+        /* CQE reads and span clears complete before the new done lets a
+         * poster reuse those slots (and their span entries), and before the
+         * NIC may overwrite those CQEs. */
         gdaki_fence_system();
+        gdaki_atomic_max64(&q->done, done);
         gdaki_write_volatile32(&q->cq_dbrec[GDAKI_CQ_DBR_CI],
                                gdaki_htobe32((uint32_t)(ci & GDAKI_CQ_CI_MASK)));
     }

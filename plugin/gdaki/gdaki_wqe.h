@@ -183,6 +183,33 @@ GDAKI_FN uint32_t gdaki_inline_bbs(uint32_t len)
     return (2 * GDAKI_DS_BYTES + 4u + len + GDAKI_BB_BYTES - 1) / GDAKI_BB_BYTES;
 }
 
+#if defined(__CUDA_ARCH__)
+/* Word w of the payload (bytes 4w..4w+3 of s, zero past n), in memory
+ * order: one 4-byte load where s is 4-aligned and the word is whole, else
+ * byte loads. */
+__device__ __forceinline__ uint32_t gdaki_inline_word(const uint8_t *s, uint32_t n, uint32_t w)
+{
+    uint32_t at = 4 * w;
+    if (at + 4 <= n && ((uintptr_t)s & 3) == 0)
+        return *(const uint32_t *)(s + at);
+    uint32_t v = 0;
+    for (uint32_t j = 0; j < 4; j++)
+        if (at + j < n)
+            v |= (uint32_t)s[at + j] << (8 * j);
+    return v;
+}
+
+/* words payload words into bb->w[first..first + words), every index a
+ * constant once unrolled: the union stays in registers (an index known
+ * only at run time would put it in local memory). */
+#define GDAKI_INLINE_FILL(bb, first, words, s, n)                             \
+    do {                                                                      \
+        _Pragma("unroll") for (uint32_t w_ = 0; w_ < (words); w_++)           \
+            if (4 * w_ < (n))                                                 \
+                (bb)->w[(first) + w_] = gdaki_inline_word((s), (n), w_);      \
+    } while (0)
+#endif
+
 /* Basic block i of a WRITE or WRITE_IMM carrying len (at most
  * GDAKI_INLINE_MAX_WQE) bytes from src inline, built in bb: the first holds
  * ctrl, raddr, the inline header and 28 bytes, each later one 64 more; the
@@ -193,7 +220,7 @@ GDAKI_FN void gdaki_wqe_inline_bb(union gdaki_bb *bb, uint32_t i, uint8_t opcode
                                   uint32_t imm_host, const void *src, uint32_t len)
 {
     gdaki_bb_clear(bb);
-    uint32_t at = 0, room = GDAKI_INLINE_MAX_1BB, word = 9; /* data at byte 36 of the first BB */
+    uint32_t at = 0, room = GDAKI_INLINE_MAX_1BB;
     if (i == 0) {
         uint32_t ds = 2 + (4 + len + GDAKI_DS_BYTES - 1) / GDAKI_DS_BYTES;
         gdaki_set_ctrl(&bb->seg.ctrl, idx, opcode, 0, qpn, (uint8_t)ds, fm_ce_se,
@@ -203,22 +230,19 @@ GDAKI_FN void gdaki_wqe_inline_bb(union gdaki_bb *bb, uint32_t i, uint8_t opcode
     } else {
         at = GDAKI_INLINE_MAX_1BB + (i - 1) * GDAKI_BB_BYTES;
         room = GDAKI_BB_BYTES;
-        word = 0;
     }
     uint32_t n = len > at ? len - at : 0;
     if (n > room)
         n = room;
     const uint8_t *s = (const uint8_t *)src + at;
-    uint8_t *d = (uint8_t *)&bb->w[word];
 #if defined(__CUDA_ARCH__)
-    uint32_t k = 0;
-    if (((uintptr_t)s & 3) == 0) /* word loads where the source allows: 4x fewer loads */
-        for (; k + 4 <= n; k += 4)
-            bb->w[word + k / 4] = *(const uint32_t *)(s + k);
-    for (; k < n; k++)
-        d[k] = s[k];
+    if (i == 0)
+        GDAKI_INLINE_FILL(bb, 9, GDAKI_INLINE_MAX_1BB / 4, s, n); /* data at byte 36 */
+    else
+        GDAKI_INLINE_FILL(bb, 0, GDAKI_BB_BYTES / 4, s, n);
 #else
-    memcpy(d, s, n);
+    if (n)
+        memcpy(i == 0 ? bb->seg.u.inl.data : (uint8_t *)bb->w, s, n);
 #endif
 }
 
@@ -228,7 +252,8 @@ GDAKI_FN void gdaki_wqe_inline_bb(union gdaki_bb *bb, uint32_t i, uint8_t opcode
  * slot, it would be a load across PCIe on the GPU, about 1 us a put. */
 
 /* WRITE or WRITE_IMM with len <= GDAKI_INLINE_MAX_1BB bytes from src inline:
- * ctrl, raddr, the inline header, the payload zero-padded to the BB's end. */
+ * ctrl, raddr, the inline header, the payload zero-padded to the BB's end.
+ * Callers check len (gdaki_op_goes_inline); a longer one would be cut. */
 GDAKI_FN void gdaki_bb_rdma_inline(union gdaki_bb *bb, uint8_t opcode, uint16_t idx, uint32_t qpn,
                                    uint8_t fm_ce_se, uint64_t raddr, uint32_t rkey, uint32_t imm_host,
                                    const void *src, uint32_t len)

@@ -376,6 +376,9 @@ static void inline_puts_from_the_gpu(void)
     k_inline_check<<<64, 256>>>(dst, msgs, bad);
     SYNC();
     EXPECT_EQ_U64(0, *bad);
+    uint64_t sig = 0;   /* the last put_signal's value: message msgs - 1 (odd) */
+    CK(cudaMemcpy(&sig, dst + bytes, 8, cudaMemcpyDeviceToHost));
+    EXPECT_EQ_U64((uint64_t)msgs - 1, sig);
     EXPECT_EQ_U64(d.resv, d.done);
     EXPECT_TRUE(d.resv > 8ull << d.sq_log);   /* many passes over the ring */
     EXPECT_EQ_INT(0, d.err);
@@ -395,6 +398,100 @@ static void inline_puts_from_the_gpu(void)
 TAP_CASE(test_inline_puts_of_one_to_four_bbs_from_the_gpu_byte_exact)
 {
     inline_puts_from_the_gpu();
+}
+
+/* Many threads of many blocks post inline puts and put_signals of 1 to 4
+ * BBs on one queue at once (thread scope), each message into its thread's
+ * own rotation of 4 destination slots, waiting before it reuses one; span
+ * entries are written and cleared by different threads.  The last 4
+ * messages of every thread are checked byte for byte. */
+#define MTI_BLOCKS 4
+#define MTI_THREADS 64
+#define MTI_MSGS 48
+
+__host__ __device__ static inline uint32_t mti_len(unsigned t, int i)
+{
+    return (uint32_t)((i * 37 + (int)t * 11) % GDAKI_INLINE_MAX) + 1;
+}
+
+__global__ void k_inline_mt(struct gdaki_qp_dev *q, uint64_t dst, uint32_t rkey, uint64_t sig, int *rc)
+{
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    uint8_t src[GDAKI_INLINE_MAX];
+    uint64_t ticket[4] = { 0, 0, 0, 0 };
+    for (int i = 0; i < MTI_MSGS; i++) {
+        uint32_t len = mti_len(t, i);
+        for (uint32_t k = 0; k < len; k++)
+            src[k] = pattern(((size_t)t * MTI_MSGS + i) * INL_STRIDE + k, 9);
+        if (ticket[i % 4] && gdaki_quiet_thread(q, ticket[i % 4]) < 0) {
+            atomicExch(rc, -1);
+            return;
+        }
+        struct gdaki_op op = { 0 };
+        op.laddr = (uint64_t)(uintptr_t)src;
+        op.len = len;
+        op.raddr = dst + ((uint64_t)t * 4 + (uint64_t)(i % 4)) * INL_STRIDE;
+        op.rkey = rkey;
+        op.flags = GDAKI_OP_INLINE;
+        uint64_t k = (i & 1) ? gdaki_put_signal_thread(q, &op, sig, rkey, 1, GDAKI_SIGNAL_SET)
+                             : gdaki_put_thread(q, &op);
+        if (k == GDAKI_SLOT_ERROR) {
+            atomicExch(rc, -1);
+            return;
+        }
+        ticket[i % 4] = k;
+    }
+    for (int j = 0; j < 4; j++)
+        if (gdaki_quiet_thread(q, ticket[j]) < 0)
+            atomicExch(rc, -1);
+}
+
+static void inline_puts_from_many_gpu_threads(void)
+{
+    struct gdaki_pair *p = open_pair(16);
+    const int nthr = MTI_BLOCKS * MTI_THREADS;
+    const size_t bytes = (size_t)nthr * 4 * INL_STRIDE;
+    uint8_t *dst;
+    int *rc;
+    CK(cudaMalloc(&dst, bytes + 64));
+    CK(cudaMemset(dst, 0, bytes + 64));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    *rc = 0;
+    struct gdaki_mr md;
+    reg(p, dst, bytes + 64, &md);
+    SYNC();
+    k_inline_mt<<<MTI_BLOCKS, MTI_THREADS, 0, post_stream()>>>(gdaki_pair_qp_device(p), md.addr, md.rkey,
+                                                                md.addr + bytes, rc);
+    wait_kernel(p);
+    struct gdaki_qp_dev d = read_desc(p);
+    if (*rc != 0)
+        tap_fail_at(__FILE__, __LINE__, "an inline put or quiet failed, err 0x%08x", d.err);
+    uint8_t *h = (uint8_t *)malloc(bytes);
+    CK(cudaMemcpy(h, dst, bytes, cudaMemcpyDeviceToHost));
+    for (int t = 0; t < nthr; t++)
+        for (int i = MTI_MSGS - 4; i < MTI_MSGS; i++) {
+            const uint8_t *b = h + ((size_t)t * 4 + (size_t)(i % 4)) * INL_STRIDE;
+            uint32_t len = mti_len((unsigned)t, i);
+            for (uint32_t k = 0; k < len; k++)
+                if (b[k] != pattern(((size_t)t * MTI_MSGS + i) * INL_STRIDE + k, 9))
+                    tap_fail_at(__FILE__, __LINE__, "thread %d message %d byte %u", t, i, k);
+        }
+    free(h);
+    EXPECT_EQ_U64(d.resv, d.done);
+    EXPECT_EQ_INT(0, d.err);
+    uint8_t span[1 << 15];
+    CK(cudaMemcpy(span, d.span, (size_t)1 << d.sq_log, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < ((size_t)1 << d.sq_log); i++)
+        EXPECT_EQ_INT(0, span[i]);
+    gdaki_pair_dereg(p, &md);
+    gdaki_pair_close(p);
+    CK(cudaFree(dst));
+    CK(cudaFree(rc));
+}
+
+TAP_CASE(test_inline_puts_from_many_gpu_threads_byte_exact)
+{
+    inline_puts_from_many_gpu_threads();
 }
 
 TAP_CASE(test_one_thread_puts_8B_to_4MiB_byte_exact)
@@ -947,6 +1044,12 @@ TAP_CASE(test_gpu_queue_inline_puts_of_one_to_four_bbs_byte_exact)
 {
     gpu_queue();
     inline_puts_from_the_gpu();
+}
+
+TAP_CASE(test_gpu_queue_inline_puts_from_many_gpu_threads_byte_exact)
+{
+    gpu_queue();
+    inline_puts_from_many_gpu_threads();
 }
 
 TAP_CASE(test_gpu_queue_one_thread_puts_8B_to_4MiB_byte_exact)

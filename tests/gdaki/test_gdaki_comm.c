@@ -88,9 +88,7 @@ static void attached_qp_writes(enum gdaki_queue_mem mem)
     EXPECT_EQ_INT(mem, info.queue_mem);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(ps);
     EXPECT_TRUE(q->sq && q->db && q->cq);
-    /* depth 32: a DEVX ring of 32 BBs; a verbs QP sized by libmlx5 for 32
-     * WQEs of up to 4 BBs each (GDAKI_INLINE_MAX bytes inline) */
-    EXPECT_EQ_INT(mem == GDAKI_QUEUE_MEM_HOST ? 7 : 5, (int)q->sq_log);
+    EXPECT_EQ_INT(5, q->sq_log);    /* depth 32 */
     EXPECT_EQ_INT(IBV_QPS_RTS, gdaki_pair_send_qp_state(ps));
 
     char err[512];

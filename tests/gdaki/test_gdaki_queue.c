@@ -79,7 +79,13 @@ TAP_CASE(test_op_takes_several_bbs_only_inline_and_where_its_cqe_can_be_read)
     EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
     EXPECT_EQ_INT(3, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 0));  /* unsignaled: no CQE to read */
     q.span = span;
+    op.len = GDAKI_INLINE_MAX;                                         /* 4 BBs */
+    q.cq_log = 3;                                                      /* a window of 8 */
+    EXPECT_EQ_INT(4, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
+    q.cq_log = 2;                                  /* 4: no room for its signal behind it */
+    EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
     q.cq_log = 1;                                                      /* a window of 2 */
+    op.len = 100;
     EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
 }
 

@@ -21,9 +21,9 @@
 #include "../common/strfmt.h"
 #include "modes.h"
 #include "railnet_gdaki.h"
+#include "tcp.h"
 
 _Static_assert(WB_GI_INLINE == GDAKI_INLINE_MAX, "-I's limit is the GPU path's inline limit");
-#include "tcp.h"
 
 const int wb_gpu_initiated_built = 1;
 
