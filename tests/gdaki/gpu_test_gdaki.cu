@@ -302,6 +302,17 @@ static void puts_byte_exact(int blocks, int threads, int scope, size_t max_size)
 
 /* ------------------------------------------------- inline puts (GPU) */
 
+/* Every entry of the device descriptor's span table is back to 0: each
+ * signaled multi-BB WQE's CQE was consumed and cleared its entry. */
+static void expect_span_clear(const struct gdaki_qp_dev *d)
+{
+    EXPECT_TRUE(d->span != NULL);
+    uint8_t span[1 << 15];
+    CK(cudaMemcpy(span, d->span, (size_t)1 << d->sq_log, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < ((size_t)1 << d->sq_log); i++)
+        EXPECT_EQ_INT(0, span[i]);
+}
+
 #define INL_STRIDE 256
 
 /* One thread: puts of every inline size 1..GDAKI_INLINE_MAX, twice, from
@@ -382,11 +393,7 @@ static void inline_puts_from_the_gpu(void)
     EXPECT_EQ_U64(d.resv, d.done);
     EXPECT_TRUE(d.resv > 8ull << d.sq_log);   /* many passes over the ring */
     EXPECT_EQ_INT(0, d.err);
-    EXPECT_TRUE(d.span != NULL);
-    uint8_t span[1 << 15];
-    CK(cudaMemcpy(span, d.span, (size_t)1 << d.sq_log, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < ((size_t)1 << d.sq_log); i++)
-        EXPECT_EQ_INT(0, span[i]);
+    expect_span_clear(&d);
     gdaki_pair_dereg(p, &md);
     gdaki_pair_close(p);
     CK(cudaFree(src));
@@ -479,10 +486,7 @@ static void inline_puts_from_many_gpu_threads(void)
     free(h);
     EXPECT_EQ_U64(d.resv, d.done);
     EXPECT_EQ_INT(0, d.err);
-    uint8_t span[1 << 15];
-    CK(cudaMemcpy(span, d.span, (size_t)1 << d.sq_log, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < ((size_t)1 << d.sq_log); i++)
-        EXPECT_EQ_INT(0, span[i]);
+    expect_span_clear(&d);
     gdaki_pair_dereg(p, &md);
     gdaki_pair_close(p);
     CK(cudaFree(dst));

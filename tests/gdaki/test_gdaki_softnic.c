@@ -207,6 +207,14 @@ TAP_CASE(test_quiet_returns_only_after_the_data_is_there)
     free(dst);
 }
 
+/* Every span entry is back to 0: each signaled multi-BB WQE's CQE was
+ * consumed and cleared its entry. */
+static void expect_span_clear(const struct gdaki_qp_dev *q)
+{
+    for (uint32_t i = 0; i < gdaki_q_slots(q); i++)
+        EXPECT_EQ_INT(0, q->span[i]);
+}
+
 /* GDAKI_OP_INLINE: the payload travels in the WQE.  The source is
  * overwritten as soon as each post returns, before quiet, and the receiver
  * still gets what the source held at the post; the op names no MR (lkey 0),
@@ -280,8 +288,7 @@ TAP_CASE(test_inline_puts_of_several_bbs_wrap_the_ring_and_complete)
     EXPECT_EQ_U64(bbs, q->resv);
     EXPECT_EQ_U64(q->resv, q->done);
     EXPECT_TRUE(bbs > 8 * (uint64_t)gdaki_q_slots(q)); /* the ring wrapped many times */
-    for (uint32_t i = 0; i < gdaki_q_slots(q); i++)
-        EXPECT_EQ_INT(0, q->span[i]);
+    expect_span_clear(q);
     EXPECT_MEMEQ(want, dst, (size_t)MSGS * STRIDE);
     gdaki_pair_close(p);
     free(dst);
@@ -399,8 +406,7 @@ TAP_CASE(test_concurrent_posters_of_inline_wqes_of_several_bbs)
     EXPECT_EQ_INT(0, (int)q->err);
     EXPECT_EQ_U64(q->resv, q->done);
     EXPECT_TRUE(q->resv > 65536);
-    for (uint32_t i = 0; i < gdaki_q_slots(q); i++)
-        EXPECT_EQ_INT(0, q->span[i]);
+    expect_span_clear(q);
     /* the last message of each destination slot is what it holds */
     for (int id = 0; id < MT_THREADS; id++)
         for (int i = MT_MSGS - 8; i < MT_MSGS; i++) {
