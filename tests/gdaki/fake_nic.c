@@ -32,12 +32,25 @@ static void complete(struct fake_nic *n, uint8_t opcode, uint16_t wqe_idx, uint3
     n->cq_pi++;
 }
 
-/* Execute the WQE of slot ci.  Returns 0, or -1 after an error CQE. */
-static int execute(struct fake_nic *n, uint64_t ci)
+/* Execute the WQE that starts at slot ci, of at most avail BBs below the
+ * doorbell record.  Returns the BBs it took, or -1 after an error CQE. */
+static int execute(struct fake_nic *n, uint64_t ci, uint32_t avail)
 {
-    const uint8_t *w = gdaki_q_slot_ptr(&n->q, ci);
+    /* the WQE's BBs, copied out of the ring (a WQE may wrap past its end):
+     * ds in the ctrl segment says how many */
+    uint8_t w[16 * 64];
+    memcpy(w, gdaki_q_slot_ptr(&n->q, ci), 64);
+    uint32_t ds = gdaki_be32toh(((const struct mlx5_wqe_ctrl_seg *)w)->qpn_ds) & 0x3f;
+    uint32_t nbb = ds ? (ds * 16 + 63) / 64 : 1;
+    if (nbb > avail) {
+        violation(n, "slot %llu: a WQE of %u BBs with %u below the doorbell record",
+                  (unsigned long long)ci, nbb, avail);
+        nbb = avail;
+    }
+    for (uint32_t i = 1; i < nbb; i++)
+        memcpy(w + 64 * i, gdaki_q_slot_ptr(&n->q, ci + i), 64);
     struct gdaki_wqe_view v;
-    if (gdaki_wqe_parse(w, 64, &v) < 0) {
+    if (gdaki_wqe_parse(w, 64 * nbb, &v) < 0) {
         complete(n, MLX5_CQE_REQ_ERR, (uint16_t)ci, 0, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
         return -1;
     }
@@ -67,7 +80,7 @@ static int execute(struct fake_nic *n, uint64_t ci)
     n->executed++;
     if (v.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE)
         complete(n, MLX5_CQE_REQ, (uint16_t)ci, v.len, 0);
-    return 0;
+    return (int)nbb;
 }
 
 static void *nic_main(void *arg)
@@ -90,11 +103,12 @@ static void *nic_main(void *arg)
             continue;
         }
         while ((uint16_t)ci != pi) {
-            if (execute(n, ci) < 0) {
+            int nbb = execute(n, ci, (uint16_t)(pi - (uint16_t)ci));
+            if (nbb < 0) {
                 n->errored = 1;
                 break;
             }
-            ci++;
+            ci += (uint64_t)nbb;
         }
     }
     return NULL;
@@ -117,6 +131,13 @@ int fake_nic_start(struct fake_nic *n, uint32_t sq_log, uint32_t cq_log, uint32_
         memset(n->cq + i * 64, 0, 64);
         n->cq[i * 64 + 63] = MLX5_CQE_INVALID << 4;
     }
+    n->span = calloc(1, (size_t)1 << sq_log);
+    if (!n->span) {
+        free(sq);
+        free(cq);
+        return -1;
+    }
+    n->q.span = n->span;
     n->q.sq = n->sq;
     n->q.dbrec = &n->dbrec[MLX5_SND_DBR];
     n->q.db = &n->db;
@@ -149,5 +170,6 @@ void fake_nic_stop(struct fake_nic *n)
     }
     free(n->sq);
     free(n->cq);
-    n->sq = n->cq = NULL;
+    free(n->span);
+    n->sq = n->cq = n->span = NULL;
 }

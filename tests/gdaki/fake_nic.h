@@ -3,7 +3,8 @@
  *
  * It does what a ConnectX does with the bytes, and checks what a ConnectX
  * would trip on: it follows the send doorbell record, executes each WQE in
- * slot order (WRITE, WRITE_IMM, inline WRITE, ATOMIC_FA, NOP; addresses are
+ * slot order (WRITE, WRITE_IMM, inline WRITE of up to 16 BBs, across the
+ * ring's end, ATOMIC_FA, NOP; addresses are
  * plain pointers in this process and the only valid key is FAKE_NIC_KEY),
  * writes a CQE for every CQ_UPDATE WQE (owner bit = pass parity), and turns
  * a malformed WQE or a bad key into an error CQE after which it stops
@@ -30,6 +31,7 @@ struct fake_nic {
     struct gdaki_qp_dev q;   /* host descriptor handed to the posters */
     uint8_t *sq;
     uint8_t *cq;
+    uint8_t *span;           /* the descriptor's span table */
     uint32_t dbrec[2];
     uint32_t cq_dbrec[2];
     uint64_t db;             /* the "UAR register" */
