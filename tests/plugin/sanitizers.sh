@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 31
+tap_plan 33
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
@@ -86,6 +86,10 @@ san asan_softnic_verbs_ex "$asan/tests/softnic/test_softnic_verbs_ex"
 san asan_softnic_nccl_gdaki_probe "$asan/tests/softnic/test_softnic_nccl_gdaki_probe"
 # the same-host fast path (process_vm_readv pulls, pins, killed peers; issue 16)
 san asan_softnic_fastpath "$asan/tests/softnic/test_softnic_fastpath"
+# the GPU-initiated path's queue protocol on CPU posters: many posters,
+# multi-BB inline WQEs and their span table, against fake_nic and softnic
+san asan_gdaki_queue_protocol "$asan/tests/gdaki/test_gdaki_queue"
+san asan_gdaki_on_softnic "$asan/tests/gdaki/test_gdaki_softnic"
 
 if grep -q '^RAILNET_SAN_FLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
     tap_skip valgrind_memcheck_traffic_clean "this build is itself instrumented with ASan, which valgrind cannot run (a plain build runs this case)"
