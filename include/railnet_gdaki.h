@@ -84,14 +84,18 @@ _Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
 #endif
 
 /* The most payload bytes a message may carry inside its WQE (GDAKI_OP_INLINE,
- * gdaki_bw_opts.inline_max): four 64-byte basic blocks less the ctrl, raddr
- * and inline headers, the inline size perftest's ib_write_lat uses by
- * default.  A thread's put, put_imm or put_signal takes up to this many.
+ * gdaki_bw_opts.inline_max): a WQE of 63 16-byte units (the ctrl segment's
+ * 6-bit ds; 1008 bytes, within the 1 KB, 16 basic blocks, a ConnectX takes)
+ * less the ctrl, raddr and inline headers.  A thread's put, put_imm or
+ * put_signal takes up to this many.
  * One basic block (gdaki_wqe.h's GDAKI_INLINE_MAX_1BB, 28 bytes) is the
  * limit for the warp and block scopes, for a signaled WQE on a queue
  * without a span table, and on a queue whose window is no larger than the
  * WQE; past it the op goes by pointer (its lkey must be valid). */
-#define GDAKI_INLINE_MAX 220
+#define GDAKI_INLINE_MAX 972
+/* What the tool and the bench inline by default: 220 bytes, four basic
+ * blocks, the inline size perftest's ib_write_lat uses by default. */
+#define GDAKI_INLINE_DEFAULT 220
 
 /* flags */
 #define GDAKI_QP_FLAG_GPU_QUEUE 0x1u  /* ring, dbrec and CQ live in GPU memory */

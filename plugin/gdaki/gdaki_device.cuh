@@ -13,7 +13,7 @@
  *   one reservation and one doorbell for the block.
  * - GDAKI_OP_INLINE in op->flags (gdaki_wqe.h): a thread's put, put_imm or
  *   put_signal carries up to GDAKI_INLINE_MAX bytes inside its WQE (up to
- *   4 basic blocks); the warp and block scopes up to GDAKI_INLINE_MAX_1BB.
+ *   16 basic blocks); the warp and block scopes up to GDAKI_INLINE_MAX_1BB.
  * - put returns a ticket (the slot counter after the posted WQEs): quiet on
  *   that scope returns once every WQE up to its ticket has completed, i.e.
  *   the data is at the target and the source may be reused.  quiet returns

@@ -168,9 +168,12 @@ struct gdaki_op {
  * be valid. */
 #define GDAKI_OP_INLINE 0x1u
 
-/* The most basic blocks an inline WQE takes, and the payload they hold. */
-#define GDAKI_INLINE_BBS_MAX 4u
-#define GDAKI_INLINE_MAX_WQE (GDAKI_INLINE_BBS_MAX * GDAKI_BB_BYTES - 2 * GDAKI_DS_BYTES - 4u)
+/* The largest WQE: ds is 6 bits, so 63 units of 16 bytes (16 basic
+ * blocks), and the inline payload it holds after ctrl, raddr and the
+ * inline header. */
+#define GDAKI_WQE_MAX_DS 63u
+#define GDAKI_INLINE_BBS_MAX 16u
+#define GDAKI_INLINE_MAX_WQE ((GDAKI_WQE_MAX_DS - 2) * GDAKI_DS_BYTES - 4u)
 
 GDAKI_FN int gdaki_op_goes_inline(const struct gdaki_op *op)
 {

@@ -32,8 +32,8 @@
  * alternating; the table gives medians over the rounds, each ratio the
  * median of the rounds' side-by-side ratios, and the range of those ratios
  * (one machine's isend rate has varied by 40% between runs).
- * GPU messages of at most --inline bytes (default 220, GDAKI_INLINE_MAX: a
- * WQE of four 64-byte blocks, perftest's ib_write_lat default) carry their payload inside the WQE: the kernel reads it from GPU
+ * GPU messages of at most --inline bytes (default 220, GDAKI_INLINE_DEFAULT,
+ * perftest's ib_write_lat default; at most GDAKI_INLINE_MAX, 972) carry their payload inside the WQE: the kernel reads it from GPU
  * memory as it builds the WQE, where the CPU path's NIC must copy it out of
  * GPU memory (a CPU cannot load cudaMalloc memory).  --inline 0 turns it off.
  * --mem=host runs only the CPU-proxy half (host buffers, no GPU needed).
@@ -322,7 +322,7 @@ int main(int argc, char **argv)
         "         [--iters N] [--lat-iters N] [--plugin PATH] [--ibverbs PATH] [--cuda-dev N]\n"
         "         [--dev NAME] [--port N] [--inline BYTES] [--rounds N] [--timeout S] [--verbose]\n"
         "  GPU-initiated writes vs isend through the plugin, same port, side by side.\n"
-        "  --inline: GPU messages of at most BYTES (0..220, default 220) carry their payload\n"
+        "  --inline: GPU messages of at most BYTES (0..972, default 220) carry their payload\n"
         "  inside the WQE, read by the kernel instead of by the NIC (0: never).\n"
         "  --rounds: each size's phases N times (1..15, default 3), GPU and CPU alternating;\n"
         "  the table gives medians over the rounds and the range of the rounds' ratios.\n"
@@ -331,7 +331,7 @@ int main(int argc, char **argv)
         "  RAILNET_HCA is set to it for the plugin.\n";
     struct bench_opts o = { .cuda = 1, .sizes = { 8, 64, 512, 4096 }, .nsizes = 4, .windows = { 8, 32 },
                             .nwindows = 2, .iters = 20000, .lat_iters = 2000, .timeout = 60,
-                            .inline_max = GDAKI_INLINE_MAX, .rounds = 3 };
+                            .inline_max = GDAKI_INLINE_DEFAULT, .rounds = 3 };
     int pr = parse(argc, argv, &o);
     if (pr != 0) {
         fputs(usage, pr > 0 ? stdout : stderr);

@@ -313,7 +313,7 @@ static void expect_span_clear(const struct gdaki_qp_dev *d)
         EXPECT_EQ_INT(0, span[i]);
 }
 
-#define INL_STRIDE 256
+#define INL_STRIDE 1024
 
 /* One thread: puts of every inline size 1..GDAKI_INLINE_MAX, twice, from
  * one GPU source buffer that the kernel refills before each put and
@@ -358,12 +358,12 @@ __global__ void k_inline_check(const uint8_t *dst, int msgs, unsigned long long 
     }
 }
 
-/* Inline puts of 1 to 4 basic blocks from a kernel wrap a 16-WQE ring many
+/* Inline puts of 1 to 16 basic blocks from a kernel wrap a 64-BB ring many
  * times; every byte lands, the counters end equal and the device span
  * table is clear again. */
 static void inline_puts_from_the_gpu(void)
 {
-    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_pair *p = open_pair(64);
     const int msgs = 2 * GDAKI_INLINE_MAX;
     const size_t bytes = (size_t)msgs * INL_STRIDE;
     uint8_t *src, *dst;
@@ -402,12 +402,12 @@ static void inline_puts_from_the_gpu(void)
     CK(cudaFree(bad));
 }
 
-TAP_CASE(test_inline_puts_of_one_to_four_bbs_from_the_gpu_byte_exact)
+TAP_CASE(test_inline_puts_of_one_to_sixteen_bbs_from_the_gpu_byte_exact)
 {
     inline_puts_from_the_gpu();
 }
 
-/* Many threads of many blocks post inline puts and put_signals of 1 to 4
+/* Many threads of many blocks post inline puts and put_signals of 1 to 16
  * BBs on one queue at once (thread scope), each message into its thread's
  * own rotation of 4 destination slots, waiting before it reuses one; span
  * entries are written and cleared by different threads.  The last 4
@@ -455,7 +455,7 @@ __global__ void k_inline_mt(struct gdaki_qp_dev *q, uint64_t dst, uint32_t rkey,
 
 static void inline_puts_from_many_gpu_threads(void)
 {
-    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_pair *p = open_pair(64);
     const int nthr = MTI_BLOCKS * MTI_THREADS;
     const size_t bytes = (size_t)nthr * 4 * INL_STRIDE;
     uint8_t *dst;
@@ -1044,7 +1044,7 @@ TAP_CASE(test_gpu_queue_pair_is_made_in_gpu_memory)
     gdaki_pair_close(p);
 }
 
-TAP_CASE(test_gpu_queue_inline_puts_of_one_to_four_bbs_byte_exact)
+TAP_CASE(test_gpu_queue_inline_puts_of_one_to_sixteen_bbs_byte_exact)
 {
     gpu_queue();
     inline_puts_from_the_gpu();

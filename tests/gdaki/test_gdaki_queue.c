@@ -79,11 +79,14 @@ TAP_CASE(test_op_takes_several_bbs_only_inline_and_where_its_cqe_can_be_read)
     EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
     EXPECT_EQ_INT(3, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 0));  /* unsignaled: no CQE to read */
     q.span = span;
-    op.len = GDAKI_INLINE_MAX;                                         /* 4 BBs */
+    op.len = 220;                                                      /* 4 BBs */
     q.cq_log = 3;                                                      /* a window of 8 */
     EXPECT_EQ_INT(4, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
     q.cq_log = 2;                                  /* 4: no room for its signal behind it */
     EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
+    op.len = GDAKI_INLINE_MAX;                                         /* 16 BBs */
+    q.cq_log = 5;
+    EXPECT_EQ_INT(16, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
     q.cq_log = 1;                                                      /* a window of 2 */
     op.len = 100;
     EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
@@ -119,10 +122,13 @@ static void *poster_main(void *arg)
                                .len = (uint32_t)len, .raddr = (uintptr_t)(p->dst + off),
                                .rkey = FAKE_NIC_KEY, .flags = p->inl ? GDAKI_OP_INLINE : 0 };
         uint64_t t;
-        if (p->inl && (i & 1)) {
+        const int with_signal = p->inl && (i & 1);
+        /* the data WQE's BBs (one where the window has no room for more) */
+        p->bbs += gdaki_q_op_bbs(&p->nic->q, GDAKI_KIND_WRITE, &op, !with_signal);
+        if (with_signal) {
             t = gdaki_q_post_signal_set(&p->nic->q, &op, (uintptr_t)&p->sig, FAKE_NIC_KEY, (uint64_t)i);
             p->wqes += 2;
-            p->bbs += 1;   /* the signal's; the data's below */
+            p->bbs += 1;
         } else {
             t = gdaki_q_post1(&p->nic->q, GDAKI_KIND_WRITE, &op);
             p->wqes += 1;
@@ -131,7 +137,6 @@ static void *poster_main(void *arg)
             p->rc = -1;
             return NULL;
         }
-        p->bbs += p->inl && len > GDAKI_INLINE_MAX_1BB ? gdaki_inline_bbs((uint32_t)len) : 1;
         if (p->quiet_every && i % p->quiet_every == p->quiet_every - 1 && gdaki_q_quiet(&p->nic->q) < 0) {
             p->rc = -2;
             return NULL;
@@ -204,7 +209,7 @@ static void run_posters(uint32_t sq_log, uint32_t cq_log, int nthreads, int coun
     run_posters_how(sq_log, cq_log, nthreads, count, max_len, quiet_every, 0);
 }
 
-/* Inline puts of 1..220 bytes (1-4 BBs, signaled) and put_signals of them
+/* Inline puts of 1..972 bytes (1-16 BBs, signaled) and put_signals of them
  * from several threads: the NIC finds every WQE at the slot the counters
  * say, whole, below the doorbell record, with its own idx (a slot
  * overwritten before the NIC read it would show a foreign idx), and the
@@ -216,7 +221,8 @@ TAP_CASE(test_concurrent_posters_of_inline_wqes_of_several_bbs)
 
 TAP_CASE(test_inline_posters_with_interleaved_quiets_on_a_small_ring)
 {
-    run_posters_how(3, 3, 3, 600, GDAKI_INLINE_MAX, 5, 1); /* 8 BBs: a 4-BB put and its signal fill most of it */
+    /* 8 BBs: a 4-BB put and its signal fill most of it; longer ones go by pointer */
+    run_posters_how(3, 3, 3, 600, GDAKI_INLINE_MAX, 5, 1);
 }
 
 TAP_CASE(test_single_poster_writes_arrive_across_ring_wraps)

@@ -253,7 +253,7 @@ TAP_CASE(test_inline_put_carries_the_bytes_of_post_time)
 }
 
 /* Inline puts of every size from 1 to GDAKI_INLINE_MAX bytes, twice, on a
- * ring of 64 BBs: WQEs of 1 to 4 BBs, signaled, wrapping the ring's end
+ * ring of 64 BBs: WQEs of 1 to 16 BBs, signaled, wrapping the ring's end
  * many times (softnic reads a WQE across the wrap as a ConnectX does).
  * Each completion must free exactly its BBs: quiet ends with done equal to
  * resv (a CQE taken for one BB would leave quiet waiting; one taken for
@@ -261,9 +261,9 @@ TAP_CASE(test_inline_put_carries_the_bytes_of_post_time)
  * every span entry cleared.  Sources are overwritten after each post. */
 TAP_CASE(test_inline_puts_of_several_bbs_wrap_the_ring_and_complete)
 {
-    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_pair *p = open_pair(64);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
-    enum { MSGS = 2 * GDAKI_INLINE_MAX, STRIDE = 256 };
+    enum { MSGS = 2 * GDAKI_INLINE_MAX, STRIDE = 1024 };
     uint8_t *dst = calloc(MSGS, STRIDE), *want = calloc(MSGS, STRIDE);
     struct gdaki_mr md;
     reg(p, dst, (size_t)MSGS * STRIDE, &md);
@@ -300,15 +300,15 @@ TAP_CASE(test_inline_puts_of_several_bbs_wrap_the_ring_and_complete)
  * sees the signal and the data. */
 TAP_CASE(test_inline_put_signal_of_several_bbs_lands_data_then_signal)
 {
-    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_pair *p = open_pair(64);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
     uint8_t *dst = calloc(1, 4096);
     struct gdaki_mr md;
     reg(p, dst, 4096, &md);
     uint8_t src[GDAKI_INLINE_MAX];
-    static const uint32_t lens[] = { 29, 93, 157, GDAKI_INLINE_MAX };
+    static const uint32_t lens[] = { 29, 93, 157, 220, 512, GDAKI_INLINE_MAX };
     for (int round = 0; round < 40; round++) {
-        uint32_t len = lens[round % 4];
+        uint32_t len = lens[round % 6];
         fill(src, len, (unsigned)round);
         uint8_t want[GDAKI_INLINE_MAX];
         memcpy(want, src, len);
@@ -331,14 +331,14 @@ TAP_CASE(test_inline_put_signal_of_several_bbs_lands_data_then_signal)
 }
 
 /* Four threads post on one queue at once, each its own messages: inline
- * puts (signaled, 1-4 BBs, span entries) and put_signals (unsignaled data
- * of 1-4 BBs, one-BB signal) of every size 1..220, on a 64-BB ring, past
+ * puts (signaled, 1-16 BBs, span entries) and put_signals (unsignaled data
+ * of 1-16 BBs, one-BB signal) of 1..972 bytes, on a 64-BB ring, past
  * the 16-bit WQE counter.  Span entries are written by posters and cleared
  * by whichever thread polls, for slots other threads reuse next: every
  * byte lands, done ends at resv, every entry is clear. */
 #define MT_THREADS 4
 #define MT_MSGS 6000
-#define MT_STRIDE 256
+#define MT_STRIDE 1024
 
 struct mt_poster {
     struct gdaki_qp_dev *q;

@@ -122,14 +122,15 @@ TAP_CASE(test_inline_wqe_of_several_bbs_matches_hand_layout)
     EXPECT_EQ_INT(3, gdaki_inline_bbs(93));
     EXPECT_EQ_INT(4, gdaki_inline_bbs(157));
     EXPECT_EQ_INT(4, gdaki_inline_bbs(220));
-    EXPECT_EQ_INT(220, GDAKI_INLINE_MAX_WQE);
+    EXPECT_EQ_INT(16, gdaki_inline_bbs(972));
+    EXPECT_EQ_INT(972, GDAKI_INLINE_MAX_WQE);  /* ds 63: the 6-bit field's most */
     uint8_t src[GDAKI_INLINE_MAX_WQE];
     for (size_t i = 0; i < sizeof(src); i++)
         src[i] = (uint8_t)(0x41 + i * 7);
-    static const uint32_t lens[] = { 29, 100, 220 };
+    static const uint32_t lens[] = { 29, 100, 220, 512, GDAKI_INLINE_MAX_WQE };
     for (size_t t = 0; t < sizeof(lens) / sizeof(lens[0]); t++) {
         uint32_t len = lens[t], nbb = gdaki_inline_bbs(len);
-        _Alignas(64) uint8_t w[4 * 64];
+        _Alignas(64) uint8_t w[16 * 64];
         memset(w, 0xcc, sizeof(w));
         for (uint32_t i = 0; i < nbb; i++) {
             union gdaki_bb bb;
@@ -141,7 +142,7 @@ TAP_CASE(test_inline_wqe_of_several_bbs_matches_hand_layout)
         const uint8_t ctrl[16] = { 0x00, 0x00, 0x09, 0x09, 0x00, 0x01, 0x23, (uint8_t)ds, 0, 0, 0,
                                    MLX5_WQE_CTRL_CQ_UPDATE, 0xa1, 0xb2, 0xc3, 0xd4 };
         EXPECT_MEMEQ(ctrl, w, 16);
-        const uint8_t hdr[4] = { 0x80, 0x00, 0x00, (uint8_t)len };
+        const uint8_t hdr[4] = { 0x80, 0x00, (uint8_t)(len >> 8), (uint8_t)len };
         EXPECT_MEMEQ(hdr, w + 32, 4);
         EXPECT_MEMEQ(src, w + 36, len);
         for (uint32_t i = 36 + len; i < 64 * nbb; i++)

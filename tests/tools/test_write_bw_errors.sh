@@ -47,7 +47,7 @@ if "$WB" --help 2>/dev/null | grep -q 'not built in this version'; then
     tap_skip wb_gpu_initiated_without_gpu_fails_with_reason "--gpu-initiated not built (no nvcc)"
     tap_skip wb_inline_size_out_of_range_exit_2 "--gpu-initiated not built (no nvcc)"
 else
-    usage wb_inline_size_out_of_range_exit_2 "invalid value for -I: '221'" --gpu-initiated -I 221
+    usage wb_inline_size_out_of_range_exit_2 "invalid value for -I: '973'" --gpu-initiated -I 973
     usage wb_gpu_initiated_rejects_bidir_exit_2 "--bidir does not apply to --gpu-initiated" --gpu-initiated --bidir
     usage wb_gpu_initiated_rejects_dmabuf_exit_2 "--dmabuf does not apply to --gpu-initiated" --gpu-initiated --dmabuf
     usage wb_gpu_initiated_rejects_cuda_vmm_exit_2 "--cuda_vmm does not apply to --gpu-initiated" --gpu-initiated --cuda_vmm

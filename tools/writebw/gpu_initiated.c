@@ -23,7 +23,8 @@
 #include "railnet_gdaki.h"
 #include "tcp.h"
 
-_Static_assert(WB_GI_INLINE == GDAKI_INLINE_MAX, "-I's limit is the GPU path's inline limit");
+_Static_assert(WB_GI_INLINE == GDAKI_INLINE_MAX && WB_GI_INLINE_DEFAULT == GDAKI_INLINE_DEFAULT,
+               "-I's limit and default are the GPU path's");
 
 const int wb_gpu_initiated_built = 1;
 

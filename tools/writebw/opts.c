@@ -57,7 +57,7 @@ void wb_usage(FILE *out)
 "                           of --use_cuda=GPU); -t is the window of writes in\n"
 "                           flight before the kernel waits; adds a column with\n"
 "                           the latency of one put + quiet%s\n"
-"  -I, --inline_size BYTES  --gpu-initiated: writes of at most BYTES (0..220,\n"
+"  -I, --inline_size BYTES  --gpu-initiated: writes of at most BYTES (0..972,\n"
 "                           default 220) carry their payload inside the WQE:\n"
 "                           the kernel reads it, the NIC fetches no buffer\n"
 "      --report_gbits       report Gb/s instead of GB/s\n"
@@ -320,7 +320,7 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         /* GPU memory on both sides: the header and the peer say cuda:N. */
         o->use_cuda = 1;
         if (o->inline_size < 0)
-            o->inline_size = WB_GI_INLINE;
+            o->inline_size = WB_GI_INLINE_DEFAULT;
     } else if (o->inline_size >= 0) {
         fprintf(stderr, "railnet-write-bw: -I applies to --gpu-initiated (the kernel reads the "
                 "payload into the WQE; a CPU cannot read GPU memory)\n");

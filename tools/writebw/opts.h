@@ -20,8 +20,8 @@
 #define WB_DEFAULT_TCP_PORT 18515
 #define WB_ALL_MIN 2u
 #define WB_ALL_MAX (8u << 20)
-#define WB_GI_INLINE 220       /* -I default and limit: railnet_gdaki.h's GDAKI_INLINE_MAX
-                                * (4 basic blocks; perftest's ib_write_lat default) */
+#define WB_GI_INLINE 972       /* -I limit: railnet_gdaki.h's GDAKI_INLINE_MAX (a 16-BB WQE) */
+#define WB_GI_INLINE_DEFAULT 220 /* -I default: GDAKI_INLINE_DEFAULT, perftest's ib_write_lat's */
 
 enum wb_mode { WB_MODE_VERBS, WB_MODE_PLUGIN };
 
