@@ -31,8 +31,12 @@
 
 #if defined(__cplusplus)
 static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_WQE, "railnet_gdaki.h's inline limit");
+static_assert((2 * GDAKI_DS_BYTES + 4 + GDAKI_INLINE_MAX_WQE + GDAKI_BB_BYTES - 1) / GDAKI_BB_BYTES ==
+                  GDAKI_INLINE_BBS_MAX, "the largest inline WQE's basic blocks");
 #else
 _Static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_WQE, "railnet_gdaki.h's inline limit");
+_Static_assert((2 * GDAKI_DS_BYTES + 4 + GDAKI_INLINE_MAX_WQE + GDAKI_BB_BYTES - 1) / GDAKI_BB_BYTES ==
+                   GDAKI_INLINE_BBS_MAX, "the largest inline WQE's basic blocks");
 #endif
 
 #define GDAKI_SLOT_ERROR UINT64_MAX

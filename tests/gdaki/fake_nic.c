@@ -38,7 +38,7 @@ static int execute(struct fake_nic *n, uint64_t ci, uint32_t avail)
 {
     /* the WQE's BBs, copied out of the ring (a WQE may wrap past its end):
      * ds in the ctrl segment says how many */
-    uint8_t w[16 * 64];
+    uint8_t w[GDAKI_INLINE_BBS_MAX * 64];   /* the largest WQE (ds 63) */
     memcpy(w, gdaki_q_slot_ptr(&n->q, ci), 64);
     uint32_t ds = gdaki_be32toh(((const struct mlx5_wqe_ctrl_seg *)w)->qpn_ds) & 0x3f;
     uint32_t nbb = ds ? (ds * 16 + 63) / 64 : 1;
