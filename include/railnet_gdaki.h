@@ -27,7 +27,7 @@
  *   (the QP is in the error state).  Its layout: 1 << 31 | CQE opcode << 16 |
  *   vendor syndrome << 8 | syndrome.
  * - a WQE spans one basic block, except a thread's inline put of more than
- *   GDAKI_INLINE_MAX_1BB bytes (up to 4).  A CQE whose wqe_counter is c
+ *   GDAKI_INLINE_MAX_1BB bytes (up to 16).  A CQE whose wqe_counter is c
  *   completes every slot below c plus the BBs of the WQE at c: the poller
  *   learns that count from span[c mod 2^sq_log] (BBs beyond the first, set
  *   by the poster of a signaled multi-BB WQE and cleared by the poller; 0

@@ -78,6 +78,7 @@ static int execute(struct fake_nic *n, uint64_t ci, uint32_t avail)
         break;
     }
     n->executed++;
+    n->executed_bbs += nbb;
     if (v.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE)
         complete(n, MLX5_CQE_REQ, (uint16_t)ci, v.len, 0);
     return (int)nbb;

@@ -40,6 +40,7 @@ struct fake_nic {
     int stop;                /* set by fake_nic_stop */
     int paused;              /* while set, the NIC executes nothing */
     uint64_t executed;       /* WQEs executed */
+    uint64_t executed_bbs;   /* the basic blocks they took (their ds) */
     uint64_t cq_pi;
     int errored;
     int violations;

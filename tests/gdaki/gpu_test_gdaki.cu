@@ -318,18 +318,20 @@ static void expect_span_clear(const struct gdaki_qp_dev *d)
 /* One thread: puts of every inline size 1..GDAKI_INLINE_MAX, twice, from
  * one GPU source buffer that the kernel refills before each put and
  * overwrites right after it (an inline put's source is reusable once the
- * post returns); even messages alone, odd ones as put_signal.  lkey 0: a
- * pointer segment would fail with a protection error. */
+ * post returns); even messages alone, odd ones as put_signal.  The source
+ * starts at offsets 0-3 in turn, so the byte loads of a misaligned source
+ * run too.  lkey 0: a pointer segment would fail with a protection error. */
 __global__ void k_inline(struct gdaki_qp_dev *q, uint8_t *src, uint64_t dst, uint32_t rkey, uint64_t sig,
                          int msgs, int *rc)
 {
     uint64_t t = 0;
     for (int n = 0; n < msgs; n++) {
         uint32_t len = (uint32_t)(n % GDAKI_INLINE_MAX) + 1;
+        uint8_t *s = src + (n & 3);
         for (uint32_t i = 0; i < len; i++)
-            src[i] = pattern((size_t)n * INL_STRIDE + i, 5);
+            s[i] = pattern((size_t)n * INL_STRIDE + i, 5);
         struct gdaki_op op = { 0 };
-        op.laddr = (uint64_t)(uintptr_t)src;
+        op.laddr = (uint64_t)(uintptr_t)s;
         op.len = len;
         op.raddr = dst + (uint64_t)n * INL_STRIDE;
         op.rkey = rkey;
@@ -340,7 +342,7 @@ __global__ void k_inline(struct gdaki_qp_dev *q, uint8_t *src, uint64_t dst, uin
             *rc = -1;
             return;
         }
-        for (uint32_t i = 0; i < GDAKI_INLINE_MAX; i++)
+        for (uint32_t i = 0; i < GDAKI_INLINE_MAX + 3; i++)
             src[i] = 0xee;
     }
     if (gdaki_quiet_thread(q, t) < 0)
@@ -369,7 +371,7 @@ static void inline_puts_from_the_gpu(void)
     uint8_t *src, *dst;
     int *rc;
     unsigned long long *bad;
-    CK(cudaMalloc(&src, GDAKI_INLINE_MAX));
+    CK(cudaMalloc(&src, GDAKI_INLINE_MAX + 3));
     CK(cudaMalloc(&dst, bytes + 64));
     CK(cudaMemset(dst, 0, bytes + 64));
     CK(cudaMallocManaged(&rc, sizeof(int)));

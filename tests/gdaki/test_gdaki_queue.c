@@ -87,6 +87,8 @@ TAP_CASE(test_op_takes_several_bbs_only_inline_and_where_its_cqe_can_be_read)
     op.len = GDAKI_INLINE_MAX;                                         /* 16 BBs */
     q.cq_log = 5;
     EXPECT_EQ_INT(16, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
+    q.cq_log = 4;                                  /* 16: no room for its signal behind it */
+    EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
     q.cq_log = 1;                                                      /* a window of 2 */
     op.len = 100;
     EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
@@ -193,6 +195,7 @@ static void run_posters_how(uint32_t sq_log, uint32_t cq_log, int nthreads, int 
     EXPECT_EQ_U64(bbs, nic.q.resv);
     EXPECT_EQ_U64(bbs, nic.q.ready);
     EXPECT_EQ_U64(bbs, nic.q.done);
+    EXPECT_EQ_U64(bbs, nic.executed_bbs);   /* what the NIC found, by each WQE's ds */
     EXPECT_EQ_U64(wqes, nic.executed);
     EXPECT_EQ_INT(0, nic.q.err);
     for (int t = 0; t < nthreads; t++) {
@@ -221,7 +224,8 @@ TAP_CASE(test_concurrent_posters_of_inline_wqes_of_several_bbs)
 
 TAP_CASE(test_inline_posters_with_interleaved_quiets_on_a_small_ring)
 {
-    /* 8 BBs: a 4-BB put and its signal fill most of it; longer ones go by pointer */
+    /* a window of 8 BBs: puts of up to 7 BBs (412 bytes) go inline, longer
+     * ones by pointer */
     run_posters_how(3, 3, 3, 600, GDAKI_INLINE_MAX, 5, 1);
 }
 

@@ -30,19 +30,24 @@ static const char *softnic_lib(void)
     return test_softnic_verbs();
 }
 
-static struct gdaki_pair *open_pair(uint32_t depth)
+static struct gdaki_pair *open_pair_mem(uint32_t depth, enum gdaki_queue_mem mem)
 {
     struct gdaki_pair_opts o;
     EXPECT_EQ_INT(0, gdaki_pair_opts_default(&o, err, sizeof(err)));
     o.ibverbs_lib = softnic_lib();
     o.sq_depth = depth;
-    o.queue_mem = GDAKI_QUEUE_MEM_HOST;
+    o.queue_mem = mem;
     if (access(o.ibverbs_lib, R_OK) != 0)
         TAP_SKIP("softnic's libibverbs.so.1 is not built (run from make check)");
     struct gdaki_pair *p = NULL;
     if (gdaki_pair_open(&o, &p, err, sizeof(err)) != 0)
         tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);
     return p;
+}
+
+static struct gdaki_pair *open_pair(uint32_t depth)
+{
+    return open_pair_mem(depth, GDAKI_QUEUE_MEM_HOST);
 }
 
 static void reg(struct gdaki_pair *p, void *buf, size_t len, struct gdaki_mr *mr)
@@ -259,9 +264,9 @@ TAP_CASE(test_inline_put_carries_the_bytes_of_post_time)
  * resv (a CQE taken for one BB would leave quiet waiting; one taken for
  * too many would let a poster overwrite a WQE the NIC has not read) and
  * every span entry cleared.  Sources are overwritten after each post. */
-TAP_CASE(test_inline_puts_of_several_bbs_wrap_the_ring_and_complete)
+static void inline_puts_of_several_bbs(enum gdaki_queue_mem mem)
 {
-    struct gdaki_pair *p = open_pair(64);
+    struct gdaki_pair *p = open_pair_mem(64, mem);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
     enum { MSGS = 2 * GDAKI_INLINE_MAX, STRIDE = 1024 };
     uint8_t *dst = calloc(MSGS, STRIDE), *want = calloc(MSGS, STRIDE);
@@ -293,6 +298,18 @@ TAP_CASE(test_inline_puts_of_several_bbs_wrap_the_ring_and_complete)
     gdaki_pair_close(p);
     free(dst);
     free(want);
+}
+
+TAP_CASE(test_inline_puts_of_several_bbs_wrap_the_ring_and_complete)
+{
+    inline_puts_of_several_bbs(GDAKI_QUEUE_MEM_HOST);
+}
+
+/* The same on a QP made with DEVX (ring and CQ in host memory, as the GPU
+ * path's host-devx queue), which softnic runs through the same engine. */
+TAP_CASE(test_inline_puts_of_several_bbs_on_a_devx_qp)
+{
+    inline_puts_of_several_bbs(GDAKI_QUEUE_MEM_HOST_DEVX);
 }
 
 /* put_signal with an inline payload of several BBs: the data WQE asks for
