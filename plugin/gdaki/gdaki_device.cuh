@@ -76,26 +76,6 @@ __device__ __forceinline__ unsigned gdaki_block_size(void)
     return blockDim.x * blockDim.y * blockDim.z;
 }
 
-/* Build the signal WQE in slot: SET (inline write of value) or ADD
- * (ATOMIC_FA; its old value lands in the QP's scratch word).  Always asks
- * for a CQE: it is the last WQE of its group. */
-__device__ __forceinline__ uint64_t gdaki_build_signal(struct gdaki_qp_dev *q, uint64_t slot,
-                                                       uint64_t sig_raddr, uint32_t sig_rkey,
-                                                       uint64_t value, enum gdaki_signal_op sop)
-{
-    if (sop == GDAKI_SIGNAL_ADD) {
-        struct gdaki_op a = { 0 };
-        a.laddr = q->scratch_addr + (slot & 63) * 8;
-        a.lkey = q->scratch_lkey;
-        a.len = 8;
-        a.raddr = sig_raddr;
-        a.rkey = sig_rkey;
-        a.add = value;
-        return gdaki_q_build(q, slot, GDAKI_KIND_ATOMIC_FA, &a, 1);
-    }
-    return gdaki_q_build_signal_set(q, slot, sig_raddr, sig_rkey, value);
-}
-
 __device__ __forceinline__ int gdaki_signal_refused(const struct gdaki_qp_dev *q,
                                                     enum gdaki_signal_op sop)
 {
@@ -121,16 +101,7 @@ __device__ __forceinline__ uint64_t gdaki_put_signal_thread(struct gdaki_qp_dev 
 {
     if (gdaki_signal_refused(q, sop))
         return GDAKI_SLOT_ERROR;
-    /* the data WQE asks for no CQE: it may take several BBs (inline) */
-    uint32_t nbb = gdaki_q_op_bbs(q, GDAKI_KIND_WRITE, op, 0);
-    uint64_t slot = gdaki_q_reserve(q, nbb + 1);
-    if (slot == GDAKI_SLOT_ERROR)
-        return GDAKI_SLOT_ERROR;
-    gdaki_q_build_bbs(q, slot, GDAKI_KIND_WRITE, op, 0, nbb);
-    uint64_t db = gdaki_build_signal(q, slot + nbb, sig_raddr, sig_rkey, value, sop);
-    if (gdaki_q_ring(q, slot, nbb + 1, db) < 0)
-        return GDAKI_SLOT_ERROR;
-    return slot + nbb + 1;
+    return gdaki_q_post_with_signal(q, op, sig_raddr, sig_rkey, value, sop);
 }
 
 /* Wait for every WQE up to ticket (0: everything reserved so far). */
@@ -169,7 +140,7 @@ __device__ __forceinline__ uint64_t gdaki_post_warp(struct gdaki_qp_dev *q, cons
     if (active) /* only the group's last WQE asks for a CQE: it completes all */
         db = gdaki_q_build(q, base + rank, GDAKI_KIND_WRITE, op, !with_signal && rank == n - 1);
     if (with_signal && lane == leader)
-        db = gdaki_build_signal(q, base + n, sig_raddr, sig_rkey, value, sop);
+        db = gdaki_q_build_signal(q, base + n, sig_raddr, sig_rkey, value, sop);
     /* The doorbell carries the ctrl qword of the last WQE. */
     const unsigned last_lane = with_signal ? leader : 31 - __clz(want);
     db = __shfl_sync(mask, db, last_lane);
@@ -247,7 +218,7 @@ __device__ __forceinline__ uint64_t gdaki_post_block(struct gdaki_qp_dev *q, con
             s_db = db;
     }
     if (with_signal && tid == 0)
-        s_db = gdaki_build_signal(q, base + n, sig_raddr, sig_rkey, value, sop);
+        s_db = gdaki_q_build_signal(q, base + n, sig_raddr, sig_rkey, value, sop);
     /* Every thread's WQE stores (and s_db) before thread 0's doorbell. */
     __syncthreads();
     if (tid == 0)

@@ -31,12 +31,12 @@
 
 #if defined(__cplusplus)
 static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_WQE, "railnet_gdaki.h's inline limit");
-static_assert((2 * GDAKI_DS_BYTES + 4 + GDAKI_INLINE_MAX_WQE + GDAKI_BB_BYTES - 1) / GDAKI_BB_BYTES ==
-                  GDAKI_INLINE_BBS_MAX, "the largest inline WQE's basic blocks");
+static_assert((GDAKI_WQE_MAX_DS + GDAKI_DS_PER_BB - 1) / GDAKI_DS_PER_BB == GDAKI_INLINE_BBS_MAX,
+              "the largest inline WQE's basic blocks");
 #else
 _Static_assert(GDAKI_INLINE_MAX == GDAKI_INLINE_MAX_WQE, "railnet_gdaki.h's inline limit");
-_Static_assert((2 * GDAKI_DS_BYTES + 4 + GDAKI_INLINE_MAX_WQE + GDAKI_BB_BYTES - 1) / GDAKI_BB_BYTES ==
-                   GDAKI_INLINE_BBS_MAX, "the largest inline WQE's basic blocks");
+_Static_assert((GDAKI_WQE_MAX_DS + GDAKI_DS_PER_BB - 1) / GDAKI_DS_PER_BB == GDAKI_INLINE_BBS_MAX,
+               "the largest inline WQE's basic blocks");
 #endif
 
 #define GDAKI_SLOT_ERROR UINT64_MAX
@@ -284,11 +284,23 @@ GDAKI_FN uint64_t gdaki_q_build(struct gdaki_qp_dev *q, uint64_t slot, int kind,
     return gdaki_q_db_value(&bb.seg.ctrl);
 }
 
-/* The signaled inline WRITE of the 8-byte value into a signal word, in
- * slot.  Returns its doorbell value. */
-GDAKI_FN uint64_t gdaki_q_build_signal_set(struct gdaki_qp_dev *q, uint64_t slot, uint64_t sig_raddr,
-                                           uint32_t sig_rkey, uint64_t value)
+/* The signal WQE in slot, the last of its group, so it asks for a CQE:
+ * SET writes value inline into the 8-byte word at (sig_raddr, sig_rkey);
+ * ADD is an ATOMIC_FA of value there, its old value landing in this QP's
+ * scratch word for the slot.  Returns its doorbell value. */
+GDAKI_FN uint64_t gdaki_q_build_signal(struct gdaki_qp_dev *q, uint64_t slot, uint64_t sig_raddr,
+                                       uint32_t sig_rkey, uint64_t value, enum gdaki_signal_op sop)
 {
+    if (sop == GDAKI_SIGNAL_ADD) {
+        struct gdaki_op a = { 0 };
+        a.laddr = q->scratch_addr + (slot & 63) * 8;
+        a.lkey = q->scratch_lkey;
+        a.len = 8;
+        a.raddr = sig_raddr;
+        a.rkey = sig_rkey;
+        a.add = value;
+        return gdaki_q_build(q, slot, GDAKI_KIND_ATOMIC_FA, &a, 1);
+    }
     union gdaki_bb bb;
     gdaki_bb_rdma_inline(&bb, MLX5_OPCODE_RDMA_WRITE, (uint16_t)slot, q->qpn,
                          (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE, sig_raddr, sig_rkey, 0, &value, 8);
@@ -349,48 +361,40 @@ GDAKI_FN uint64_t gdaki_q_post1(struct gdaki_qp_dev *q, int kind, const struct g
     return slot + nbb;
 }
 
-/* WRITE then ATOMIC_FA of add on the 8-byte signal word (sig_raddr, sig_rkey):
- * two slots, one doorbell.  The atomic runs after the write on this RC QP,
- * so a receiver that sees the signal sees the data (see wait_signal).
- * The atomic's old value lands in this QP's scratch word for the slot. */
-GDAKI_FN uint64_t gdaki_q_post_signal(struct gdaki_qp_dev *q, const struct gdaki_op *op,
-                                      uint64_t sig_raddr, uint32_t sig_rkey, uint64_t add)
+/* The WRITE of op (no CQE: it may take several BBs, inline), then its
+ * signal WQE (gdaki_q_build_signal), one doorbell for both.  The signal
+ * runs after the write on this RC QP, so a receiver that sees it sees the
+ * data (see wait_signal): an atomic is ordered behind the write, and the QP
+ * places its writes in order (GDAKI_SIGNAL_SET in railnet_gdaki.h; SET
+ * works without device atomics, on softnic too).  Returns the ticket, or
+ * GDAKI_SLOT_ERROR. */
+GDAKI_FN uint64_t gdaki_q_post_with_signal(struct gdaki_qp_dev *q, const struct gdaki_op *op,
+                                           uint64_t sig_raddr, uint32_t sig_rkey, uint64_t value,
+                                           enum gdaki_signal_op sop)
 {
     uint32_t nbb = gdaki_q_op_bbs(q, GDAKI_KIND_WRITE, op, 0);
     uint64_t slot = gdaki_q_reserve(q, nbb + 1);
     if (slot == GDAKI_SLOT_ERROR)
         return GDAKI_SLOT_ERROR;
     gdaki_q_build_bbs(q, slot, GDAKI_KIND_WRITE, op, 0, nbb);
-    struct gdaki_op a = { 0 };
-    a.laddr = q->scratch_addr + ((slot + nbb) & 63) * 8;
-    a.lkey = q->scratch_lkey;
-    a.len = 8;
-    a.raddr = sig_raddr;
-    a.rkey = sig_rkey;
-    a.add = add;
-    uint64_t db = gdaki_q_build(q, slot + nbb, GDAKI_KIND_ATOMIC_FA, &a, 1);
+    uint64_t db = gdaki_q_build_signal(q, slot + nbb, sig_raddr, sig_rkey, value, sop);
     if (gdaki_q_ring(q, slot, nbb + 1, db) < 0)
         return GDAKI_SLOT_ERROR;
     return slot + nbb + 1;
 }
 
-/* WRITE, then an inline RDMA WRITE of value into the 8-byte signal word:
- * two slots, one doorbell, one CQE (on the signal).  The signal write comes
- * after the data write on this RC QP, and the QP places its writes in order
- * (GDAKI_SIGNAL_SET in railnet_gdaki.h), so a receiver that sees value sees
- * the data.  Works without device atomics (softnic). */
+/* WRITE then ATOMIC_FA of add on the signal word. */
+GDAKI_FN uint64_t gdaki_q_post_signal(struct gdaki_qp_dev *q, const struct gdaki_op *op,
+                                      uint64_t sig_raddr, uint32_t sig_rkey, uint64_t add)
+{
+    return gdaki_q_post_with_signal(q, op, sig_raddr, sig_rkey, add, GDAKI_SIGNAL_ADD);
+}
+
+/* WRITE then an inline WRITE of value into the signal word. */
 GDAKI_FN uint64_t gdaki_q_post_signal_set(struct gdaki_qp_dev *q, const struct gdaki_op *op,
                                           uint64_t sig_raddr, uint32_t sig_rkey, uint64_t value)
 {
-    uint32_t nbb = gdaki_q_op_bbs(q, GDAKI_KIND_WRITE, op, 0);
-    uint64_t slot = gdaki_q_reserve(q, nbb + 1);
-    if (slot == GDAKI_SLOT_ERROR)
-        return GDAKI_SLOT_ERROR;
-    gdaki_q_build_bbs(q, slot, GDAKI_KIND_WRITE, op, 0, nbb);
-    uint64_t db = gdaki_q_build_signal_set(q, slot + nbb, sig_raddr, sig_rkey, value);
-    if (gdaki_q_ring(q, slot, nbb + 1, db) < 0)
-        return GDAKI_SLOT_ERROR;
-    return slot + nbb + 1;
+    return gdaki_q_post_with_signal(q, op, sig_raddr, sig_rkey, value, GDAKI_SIGNAL_SET);
 }
 
 /* Wait for every slot reserved so far (this caller's and all earlier ones). */

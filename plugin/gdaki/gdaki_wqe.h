@@ -180,10 +180,17 @@ GDAKI_FN int gdaki_op_goes_inline(const struct gdaki_op *op)
     return (op->flags & GDAKI_OP_INLINE) && op->len <= GDAKI_INLINE_MAX_1BB;
 }
 
-/* Basic blocks of a WRITE or WRITE_IMM carrying len bytes inline. */
+/* The ds (16-byte units) of a WRITE or WRITE_IMM carrying len bytes
+ * inline: ctrl, raddr, then the inline header and payload rounded up. */
+GDAKI_FN uint32_t gdaki_inline_ds(uint32_t len)
+{
+    return 2 + (4 + len + GDAKI_DS_BYTES - 1) / GDAKI_DS_BYTES;
+}
+
+/* The basic blocks such a WQE takes. */
 GDAKI_FN uint32_t gdaki_inline_bbs(uint32_t len)
 {
-    return (2 * GDAKI_DS_BYTES + 4u + len + GDAKI_BB_BYTES - 1) / GDAKI_BB_BYTES;
+    return (gdaki_inline_ds(len) + GDAKI_DS_PER_BB - 1) / GDAKI_DS_PER_BB;
 }
 
 #if defined(__CUDA_ARCH__)
@@ -225,8 +232,7 @@ GDAKI_FN void gdaki_wqe_inline_bb(union gdaki_bb *bb, uint32_t i, uint8_t opcode
     gdaki_bb_clear(bb);
     uint32_t at = 0, room = GDAKI_INLINE_MAX_1BB;
     if (i == 0) {
-        uint32_t ds = 2 + (4 + len + GDAKI_DS_BYTES - 1) / GDAKI_DS_BYTES;
-        gdaki_set_ctrl(&bb->seg.ctrl, idx, opcode, 0, qpn, (uint8_t)ds, fm_ce_se,
+        gdaki_set_ctrl(&bb->seg.ctrl, idx, opcode, 0, qpn, (uint8_t)gdaki_inline_ds(len), fm_ce_se,
                        opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? imm_host : 0);
         gdaki_set_raddr(&bb->seg.raddr, raddr, rkey);
         bb->seg.u.inl.hdr.byte_count = gdaki_htobe32(len | MLX5_INLINE_SEG);
