@@ -92,10 +92,11 @@ GDAKI_FN uint32_t gdaki_atomic_cas32(uint32_t *p, uint32_t expect, uint32_t desi
 GDAKI_FN uint64_t gdaki_load_acquire64(const uint64_t *p)
 {
 #if defined(__CUDA_ARCH__)
-    uint64_t v = *(const volatile uint64_t *)p;
     /* Orders the counter read before whatever the caller reads on its strength
-     * (a CQE, a WQE slot another thread has freed). */
-    __threadfence();
+     * (a CQE, a WQE slot another thread has freed).  An acquire load, not a
+     * volatile load and a full fence: spin loops run it every pass. */
+    uint64_t v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 #else
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -105,8 +106,8 @@ GDAKI_FN uint64_t gdaki_load_acquire64(const uint64_t *p)
 GDAKI_FN uint32_t gdaki_load_acquire32(const uint32_t *p)
 {
 #if defined(__CUDA_ARCH__)
-    uint32_t v = *(const volatile uint32_t *)p;
-    __threadfence();
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 #else
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -118,8 +119,7 @@ GDAKI_FN uint32_t gdaki_load_acquire32(const uint32_t *p)
 GDAKI_FN void gdaki_store_release64(uint64_t *p, uint64_t v)
 {
 #if defined(__CUDA_ARCH__)
-    __threadfence();
-    *(volatile uint64_t *)p = v;
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 #else
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
@@ -128,8 +128,7 @@ GDAKI_FN void gdaki_store_release64(uint64_t *p, uint64_t v)
 GDAKI_FN void gdaki_store_release32(uint32_t *p, uint32_t v)
 {
 #if defined(__CUDA_ARCH__)
-    __threadfence();
-    *(volatile uint32_t *)p = v;
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 #else
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
@@ -137,11 +136,16 @@ GDAKI_FN void gdaki_store_release32(uint32_t *p, uint32_t v)
 
 /* Fence between stores that the NIC observes (WQE bytes, doorbell record,
  * doorbell register): orders them for every observer in the system, PCIe
- * devices included. */
+ * devices included.  On the GPU an acquire-release fence at system scope:
+ * the posting path needs earlier stores (and reads) before later stores,
+ * never the single total order of fence.sc.  With this fence and the
+ * acquire loads and release stores above in place of fence.sc and
+ * volatile accesses beside full fences, a post went from 5.63-5.70 us to
+ * 4.64-4.87 us (bench_gdaki's gpu_post on an H100, alternating runs). */
 GDAKI_FN void gdaki_fence_system(void)
 {
 #if defined(__CUDA_ARCH__)
-    __threadfence_system();
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
 #else
     __atomic_thread_fence(__ATOMIC_SEQ_CST); /* mfence: also drains write-combining stores */
 #endif
