@@ -93,9 +93,13 @@ _Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
  * without a span table, and on a queue whose window is no larger than the
  * WQE; past it the op goes by pointer (its lkey must be valid). */
 #define GDAKI_INLINE_MAX 972
-/* What the tool and the bench inline by default: 220 bytes, four basic
- * blocks, the inline size perftest's ib_write_lat uses by default. */
-#define GDAKI_INLINE_DEFAULT 220
+/* The most bytes gdaki_q_inline_flags (gdaki_queue.h) lets go inline while
+ * a QP has WQEs outstanding: 220, four basic blocks, the inline size
+ * perftest's ib_write_lat uses by default.  Longer inline payloads go
+ * inline only on an idle QP. */
+#define GDAKI_INLINE_BUSY_MAX 220
+/* What the tool and the bench inline by default (with that rule). */
+#define GDAKI_INLINE_DEFAULT GDAKI_INLINE_MAX
 
 /* flags */
 #define GDAKI_QP_FLAG_GPU_QUEUE 0x1u  /* ring, dbrec and CQ live in GPU memory */
@@ -305,9 +309,12 @@ struct gdaki_bw_result {
     double msg_rate_mps;    /* million messages per second */
     double gbps;            /* payload Gbit/s */
     double post_us;         /* per message, the time thread 0 spent posting (not waiting) */
-    double lat_us;          /* put + quiet round, one thread, mean (0 when skipped) */
-    double lat_post_us;     /* of lat_us: the put, as the kernel's clock saw it */
-    double lat_wait_us;     /* of lat_us: the quiet, as the kernel's clock saw it */
+    double lat_us;          /* put + quiet round, one thread, median by the kernel's
+                             * clock (perftest's t_typical; 0 when skipped) */
+    double lat_avg_us;      /* the same rounds' mean, by CUDA events: a few
+                             * stalled rounds move it, not lat_us */
+    double lat_post_us;     /* mean time of a round's put, as the kernel's clock saw it */
+    double lat_wait_us;     /* mean time of a round's quiet, as the kernel's clock saw it */
 };
 
 /* Open a pair on opts->dev_name/port with the queue reachable from

@@ -2,6 +2,7 @@
  * --gpu-initiated and the GPU benchmark (contract in railnet_gdaki.h). */
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,9 +36,12 @@ __global__ void gdaki_bw_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, long
         if (warp_wide)
             ticket = signal ? gdaki_put_signal_warp(q, &op, 1, sig_raddr, sig_rkey, 1, sop)
                             : gdaki_put_warp(q, &op, 1);
-        else
-            ticket = signal ? gdaki_put_signal_thread(q, &op, sig_raddr, sig_rkey, 1, sop)
-                            : gdaki_put_thread(q, &op);
+        else {
+            struct gdaki_op m = op;
+            m.flags = gdaki_q_inline_flags(q, &op);
+            ticket = signal ? gdaki_put_signal_thread(q, &m, sig_raddr, sig_rkey, 1, sop)
+                            : gdaki_put_thread(q, &m);
+        }
         if (ticket == GDAKI_SLOT_ERROR) {
             atomicExch(rc, -1);
             return;
@@ -61,21 +65,26 @@ __global__ void gdaki_bw_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, long
 /* One thread: n rounds of put + quiet (the latency of a GPU-initiated
  * write).  phase_ns[0] sums the time in the put (reserve, WQE, doorbell),
  * phase_ns[1] the time in the quiet (the NIC's turnaround as the kernel
- * sees it), so a slow round says which side it was slow on. */
+ * sees it), so a slow round says which side it was slow on; round_ns[i] is
+ * round i's whole time, for the median. */
 __global__ void gdaki_lat_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int n, int *rc,
-                                 unsigned long long *phase_ns)
+                                 unsigned long long *phase_ns, unsigned long long *round_ns)
 {
     unsigned long long post = 0, wait = 0;
     for (int i = 0; i < n; i++) {
+        struct gdaki_op m = op;
+        m.flags = gdaki_q_inline_flags(q, &op);
         uint64_t a = gdaki_now_ns();
-        uint64_t t = gdaki_put_thread(q, &op);
+        uint64_t t = gdaki_put_thread(q, &m);
         uint64_t b = gdaki_now_ns();
         if (gdaki_quiet_thread(q, t) < 0) {
             *rc = -1;
             return;
         }
+        uint64_t c = gdaki_now_ns();
         post += b - a;
-        wait += gdaki_now_ns() - b;
+        wait += c - b;
+        round_ns[i] = c - a;
     }
     phase_ns[0] = post;
     phase_ns[1] = wait;
@@ -125,6 +134,20 @@ static int wait_event(cudaEvent_t ev, int timeout_s, struct gdaki_pair *pair, ch
     }
 }
 
+static int cmp_ull(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of n > 0 round times in ns, in us (sorts v). */
+static double median_us(unsigned long long *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_ull);
+    double m = n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2;
+    return m / 1e3;
+}
+
 /* Sweep parameters with their defaults applied. */
 struct bw_params {
     int threads, blocks, window, warp_wide, lat_iters;
@@ -149,7 +172,7 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
 {
     int rc = -1, h_rc = 0;
     int *drc = NULL;
-    unsigned long long *dphase = NULL, hphase[3] = { 0, 0, 0 };
+    unsigned long long *dphase = NULL, hphase[3] = { 0, 0, 0 }, *dround = NULL, *hround = NULL;
     cudaEvent_t t0 = NULL, t1 = NULL;
     /* Non-blocking: softnic copies GPU payloads with synchronous driver
      * copies on the legacy default stream, which must not wait for this
@@ -221,8 +244,14 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
     r->msg_rate_mps = r->usec > 0 ? (double)r->msgs / r->usec : 0;
     r->gbps = r->usec > 0 ? (double)r->msgs * (double)size * 8.0 / (r->usec * 1e3) : 0;
     if (p.lat_iters > 0) {
+        BW_CHECK(cudaMalloc((void **)&dround, (size_t)p.lat_iters * sizeof(*dround)), "cudaMalloc(rounds)");
+        hround = (unsigned long long *)malloc((size_t)p.lat_iters * sizeof(*hround));
+        if (!hround) {
+            snprintf(err, errlen, "out of memory for %d latency rounds", p.lat_iters);
+            goto out;
+        }
         BW_CHECK(cudaEventRecord(t0, stream), "cudaEventRecord");
-        gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, p.lat_iters, drc, dphase);
+        gdaki_lat_kernel<<<1, 1, 0, stream>>>(q, op, p.lat_iters, drc, dphase, dround);
         BW_CHECK(cudaGetLastError(), "latency kernel launch");
         BW_CHECK(cudaEventRecord(t1, stream), "cudaEventRecord");
         if (wait_event(t1, o->timeout_s > 0 ? o->timeout_s : 60, pair, err, errlen) < 0)
@@ -233,10 +262,13 @@ extern "C" int gdaki_bw_write_size(struct gdaki_pair *pair, const struct gdaki_m
             goto out;
         }
         BW_CHECK(cudaEventElapsedTime(&ms, t0, t1), "cudaEventElapsedTime");
-        r->lat_us = ms * 1e3 / p.lat_iters;
+        r->lat_avg_us = ms * 1e3 / p.lat_iters;
         BW_CHECK(cudaMemcpy(hphase, dphase, 2 * sizeof(hphase[0]), cudaMemcpyDeviceToHost), "cudaMemcpy");
         r->lat_post_us = (double)hphase[0] / 1e3 / p.lat_iters;
         r->lat_wait_us = (double)hphase[1] / 1e3 / p.lat_iters;
+        BW_CHECK(cudaMemcpy(hround, dround, (size_t)p.lat_iters * sizeof(*hround), cudaMemcpyDeviceToHost),
+                 "cudaMemcpy(rounds)");
+        r->lat_us = median_us(hround, p.lat_iters);
     }
     rc = 0;
 out:
@@ -248,6 +280,8 @@ out:
         cudaStreamDestroy(stream);
     cudaFree(drc);
     cudaFree(dphase);
+    cudaFree(dround);
+    free(hround);
     return rc;
 }
 

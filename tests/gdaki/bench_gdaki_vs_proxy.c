@@ -32,8 +32,9 @@
  * alternating; the table gives medians over the rounds, each ratio the
  * median of the rounds' side-by-side ratios, and the range of those ratios
  * (one machine's isend rate has varied by 40% between runs).
- * GPU messages of at most --inline bytes (default 220, GDAKI_INLINE_DEFAULT,
- * perftest's ib_write_lat default; at most GDAKI_INLINE_MAX, 972) carry their payload inside the WQE: the kernel reads it from GPU
+ * GPU messages of at most --inline bytes (default and most GDAKI_INLINE_MAX,
+ * 972; past GDAKI_INLINE_BUSY_MAX, 220, only while the QP has nothing in
+ * flight: gdaki_q_inline_flags) carry their payload inside the WQE: the kernel reads it from GPU
  * memory as it builds the WQE, where the CPU path's NIC must copy it out of
  * GPU memory (a CPU cannot load cudaMalloc memory).  --inline 0 turns it off.
  * --mem=host runs only the CPU-proxy half (host buffers, no GPU needed).
@@ -322,8 +323,9 @@ int main(int argc, char **argv)
         "         [--iters N] [--lat-iters N] [--plugin PATH] [--ibverbs PATH] [--cuda-dev N]\n"
         "         [--dev NAME] [--port N] [--inline BYTES] [--rounds N] [--timeout S] [--verbose]\n"
         "  GPU-initiated writes vs isend through the plugin, same port, side by side.\n"
-        "  --inline: GPU messages of at most BYTES (0..972, default 220) carry their payload\n"
-        "  inside the WQE, read by the kernel instead of by the NIC (0: never).\n"
+        "  --inline: GPU messages of at most BYTES (0..972, default 972) carry their payload\n"
+        "  inside the WQE, read by the kernel instead of by the NIC (0: never); past 220\n"
+        "  bytes only while the QP has no message in flight.\n"
         "  --rounds: each size's phases N times (1..15, default 3), GPU and CPU alternating;\n"
         "  the table gives medians over the rounds and the range of the rounds' ratios.\n"
         "  --mem=host: the CPU-proxy half alone, host buffers (no GPU needed).\n"

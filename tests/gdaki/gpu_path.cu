@@ -60,6 +60,7 @@ __global__ void gp_rate_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int w
             return;
         }
         struct gdaki_op m = gp_op_of(&op, i, window);
+        m.flags = gdaki_q_inline_flags(q, &m);
         last = gdaki_put_signal_thread(q, &m, sig_raddr, sig_rkey, (uint64_t)i + 1, GDAKI_SIGNAL_SET);
         if (last == GDAKI_SLOT_ERROR) {
             *rc = -1;
@@ -80,6 +81,7 @@ __global__ void gp_lat_kernel(struct gdaki_qp_dev *q, struct gdaki_op op, int wi
 {
     for (long i = 0; i < n; i++) {
         struct gdaki_op m = gp_op_of(&op, i, window);
+        m.flags = gdaki_q_inline_flags(q, &m);
         uint64_t t0 = gdaki_now_ns();
         uint64_t t = gdaki_put_signal_thread(q, &m, sig_raddr, sig_rkey, (uint64_t)i + 1, GDAKI_SIGNAL_SET);
         if (gdaki_quiet_thread(q, t) < 0) {

@@ -94,6 +94,31 @@ TAP_CASE(test_op_takes_several_bbs_only_inline_and_where_its_cqe_can_be_read)
     EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
 }
 
+/* The inline rule for callers that set GDAKI_OP_INLINE by size: up to
+ * GDAKI_INLINE_BUSY_MAX bytes always, longer only while every reserved slot
+ * is seen complete; other flags pass through. */
+TAP_CASE(test_long_inline_payloads_go_by_pointer_while_writes_are_in_flight)
+{
+    struct gdaki_qp_dev q = { .sq_log = 6, .cq_log = 6 };
+    struct gdaki_op op = { .len = GDAKI_INLINE_BUSY_MAX + 1, .flags = GDAKI_OP_INLINE | 0x8u };
+    EXPECT_EQ_INT(GDAKI_OP_INLINE | 0x8u, gdaki_q_inline_flags(&q, &op));    /* idle: inline */
+    q.resv = 5;
+    q.ready = 5;
+    q.done = 4;                                                                 /* one in flight */
+    EXPECT_EQ_INT(0x8u, gdaki_q_inline_flags(&q, &op));
+    op.len = GDAKI_INLINE_MAX;
+    EXPECT_EQ_INT(0x8u, gdaki_q_inline_flags(&q, &op));
+    op.len = GDAKI_INLINE_BUSY_MAX;                                             /* 4 BBs: always */
+    EXPECT_EQ_INT(GDAKI_OP_INLINE | 0x8u, gdaki_q_inline_flags(&q, &op));
+    op.len = GDAKI_INLINE_MAX;
+    op.flags = 0x8u;                                                            /* never asked */
+    EXPECT_EQ_INT(0x8u, gdaki_q_inline_flags(&q, &op));
+    op.flags = GDAKI_OP_INLINE;
+    q.done = 5;                                                                 /* idle again */
+    EXPECT_EQ_INT(GDAKI_OP_INLINE, gdaki_q_inline_flags(&q, &op));
+    EXPECT_EQ_INT(16, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 0));
+}
+
 /* ---- posting threads ---- */
 
 struct poster {

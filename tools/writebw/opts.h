@@ -21,7 +21,7 @@
 #define WB_ALL_MIN 2u
 #define WB_ALL_MAX (8u << 20)
 #define WB_GI_INLINE 972       /* -I limit: railnet_gdaki.h's GDAKI_INLINE_MAX (a 16-BB WQE) */
-#define WB_GI_INLINE_DEFAULT 220 /* -I default: GDAKI_INLINE_DEFAULT, perftest's ib_write_lat's */
+#define WB_GI_INLINE_DEFAULT 972 /* -I default: GDAKI_INLINE_DEFAULT (past 220 bytes on an idle QP only) */
 
 enum wb_mode { WB_MODE_VERBS, WB_MODE_PLUGIN };
 

@@ -65,7 +65,7 @@ void out_header(struct out_report *r)
         printf(" Duration         : %g s per size\n", o->duration);
     printf(RULE);
     /* --gpu-initiated times the whole kernel on the GPU: the peak is the
-     * average; its extra column is the latency of one put + quiet. */
+     * average; its extra column is the median latency of one put + quiet. */
     printf(" #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]%s\n",
            unit(r), unit(r), o->gpu_initiated ? "   Lat[usec]" : "");
     fflush(stdout);
