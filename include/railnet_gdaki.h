@@ -27,7 +27,8 @@
  *   (the QP is in the error state).  Its layout: 1 << 31 | CQE opcode << 16 |
  *   vendor syndrome << 8 | syndrome.
  * - a WQE spans one basic block, except a thread's inline put of more than
- *   GDAKI_INLINE_MAX_1BB bytes (up to 16).  A CQE whose wqe_counter is c
+ *   GDAKI_INLINE_MAX_1BB bytes (up to 16, and up to max_wqe_bbs when set:
+ *   a longer one goes by pointer).  A CQE whose wqe_counter is c
  *   completes every slot below c plus the BBs of the WQE at c: the poller
  *   learns that count from span[c mod 2^sq_log] (BBs beyond the first, set
  *   by the poster of a signaled multi-BB WQE and cleared by the poller; 0
@@ -64,7 +65,9 @@ struct gdaki_qp_dev {
     uint32_t cqe_size;      /* 64 or 128 */
     uint32_t flags;         /* GDAKI_QP_* */
     uint8_t *span;          /* 2^sq_log bytes, zeroed, or NULL (see above) */
-    uint8_t pad0[128 - 80];      /* the fixed block above is 80 bytes */
+    uint32_t max_wqe_bbs;   /* the most BBs one WQE may span on this device
+                             * (max_wqe_sz_sq / 64); 0: unknown, taken as 16 */
+    uint8_t pad0[128 - 84];      /* the fixed block above is 84 bytes */
     /* ---- posting state, shared by every poster and the poller ---- */
     uint64_t resv;
     uint8_t pad1[128 - 8];

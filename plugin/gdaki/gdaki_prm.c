@@ -149,6 +149,13 @@ void prm_qp_simple_in(void *in, uint16_t opcode, uint32_t qpn)
     PRM_SET(in, PRM_QP_CMD_QPN, qpn);
 }
 
+void prm_query_hca_cap_in(void *in)
+{
+    memset(in, 0, PRM_QUERY_HCA_CAP_IN_BYTES);
+    PRM_SET(in, PRM_IN_OPCODE, PRM_OP_QUERY_HCA_CAP);
+    PRM_SET(in, PRM_IN_OP_MOD, PRM_HCA_CAP_GENERAL_CURRENT);
+}
+
 const char *prm_status_str(uint8_t status)
 {
     switch (status) {

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 /* ---- command opcodes and statuses ---- */
+#define PRM_OP_QUERY_HCA_CAP 0x100
 #define PRM_OP_CREATE_CQ 0x400
 #define PRM_OP_DESTROY_CQ 0x401
 #define PRM_OP_QUERY_CQ 0x402
@@ -65,6 +66,8 @@
 #define PRM_QUERY_QP_IN_BYTES 0x10
 #define PRM_QUERY_QP_OUT_BYTES 0x110
 #define PRM_OUT_BYTES 0x10          /* create / modify outputs */
+#define PRM_QUERY_HCA_CAP_IN_BYTES 0x10
+#define PRM_QUERY_HCA_CAP_OUT_BYTES (0x10 + 0x1000)
 
 /* ---- fields: bit offset, width ---- */
 /* every input / output */
@@ -74,6 +77,12 @@
 #define PRM_OUT_STATUS 0x00, 8
 #define PRM_OUT_SYNDROME 0x20, 32
 #define PRM_OUT_OBJ_ID 0x48, 24     /* cqn of CREATE_CQ, qpn of CREATE_QP */
+
+/* QUERY_HCA_CAP: op_mod is the capability type << 1 | current (1) or
+ * maximum (0) values; the output's capability starts at 0x80. */
+#define PRM_HCA_CAP_GENERAL_CURRENT 0x1
+#define PRM_HCA_CAP(o) (0x80 + (o))
+#define PRM_HCA_CAP_MAX_WQE_SZ_SQ PRM_HCA_CAP(0x290), 16   /* bytes */
 
 /* CREATE_CQ: cqc at 0x80 */
 #define PRM_CQC(o) (0x80 + (o))
@@ -192,6 +201,7 @@ void prm_init2rtr_in(void *in, uint32_t qpn, const struct prm_rtr_params *p);
 void prm_rtr2rts_in(void *in, uint32_t qpn, uint32_t sq_psn, uint8_t ack_timeout, uint8_t retry,
                     uint8_t rnr_retry, uint8_t log_sra_max);
 void prm_qp_simple_in(void *in, uint16_t opcode, uint32_t qpn);  /* 2ERR, 2RST, QUERY_QP */
+void prm_query_hca_cap_in(void *in);   /* general device capabilities, current values */
 
 /* A command's outcome: status and syndrome from out. */
 static inline uint8_t prm_out_status(const void *out)

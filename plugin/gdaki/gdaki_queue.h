@@ -310,8 +310,9 @@ GDAKI_FN uint64_t gdaki_q_build_signal(struct gdaki_qp_dev *q, uint64_t slot, ui
 
 /* Basic blocks the WQE of op takes on q: several only for a WRITE or
  * WRITE_IMM whose payload goes inline past one BB (GDAKI_OP_INLINE, at most
- * GDAKI_INLINE_MAX bytes), and, when it asks for a CQE, only where the
- * poller can learn its size (q->span).  Otherwise one: a payload of at most
+ * GDAKI_INLINE_MAX bytes) in a WQE the device takes (q->max_wqe_bbs), and,
+ * when it asks for a CQE, only where the poller can learn its size
+ * (q->span).  Otherwise one: a payload of at most
  * GDAKI_INLINE_MAX_1BB bytes still goes inline (gdaki_wqe_rdma), a longer
  * one by pointer. */
 GDAKI_FN uint32_t gdaki_q_op_bbs(const struct gdaki_qp_dev *q, int kind, const struct gdaki_op *op,
@@ -321,7 +322,7 @@ GDAKI_FN uint32_t gdaki_q_op_bbs(const struct gdaki_qp_dev *q, int kind, const s
         op->len <= GDAKI_INLINE_MAX_1BB || op->len > GDAKI_INLINE_MAX_WQE || (signaled && !q->span))
         return 1;
     uint32_t nbb = gdaki_inline_bbs(op->len);
-    return nbb < gdaki_q_window(q) ? nbb : 1;
+    return nbb < gdaki_q_window(q) && (!q->max_wqe_bbs || nbb <= q->max_wqe_bbs) ? nbb : 1;
 }
 
 /* The flags to post op with on q now, for a caller that set GDAKI_OP_INLINE

@@ -134,6 +134,7 @@ int ibvwrap_open_mlx5(struct ibvwrap *v, char *err, size_t errlen)
     *(void **)&v->mlx5dv_devx_obj_modify = dlvsym(h, "mlx5dv_devx_obj_modify", "MLX5_1.7");
     *(void **)&v->mlx5dv_devx_obj_query = dlvsym(h, "mlx5dv_devx_obj_query", "MLX5_1.7");
     *(void **)&v->mlx5dv_devx_obj_destroy = dlvsym(h, "mlx5dv_devx_obj_destroy", "MLX5_1.7");
+    *(void **)&v->mlx5dv_devx_general_cmd = dlvsym(h, "mlx5dv_devx_general_cmd", "MLX5_1.7");
     struct link_map *lm = NULL;
     if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name)
         snprintf(v->mlx5_path, sizeof(v->mlx5_path), "%s", lm->l_name);

@@ -95,6 +95,9 @@ struct ibvwrap {
     int (*mlx5dv_devx_obj_query)(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen,
                                  void *out, size_t outlen);
     int (*mlx5dv_devx_obj_destroy)(struct mlx5dv_devx_obj *obj);
+    /* optional: a device-wide command (QUERY_HCA_CAP) */
+    int (*mlx5dv_devx_general_cmd)(struct ibv_context *ctx, const void *in, size_t inlen, void *out,
+                                   size_t outlen);
     /* libibverbs, for the RoCE next-hop MAC of a DEVX QP (optional use) */
     struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
     int (*destroy_ah)(struct ibv_ah *ah);

@@ -481,6 +481,77 @@ TAP_CASE(test_long_inline_put_goes_inline_when_idle_and_by_pointer_behind_anothe
     CK(cudaFree(rc));
 }
 
+/* The device's largest WQE (max_wqe_bbs, from QUERY_HCA_CAP on a ConnectX;
+ * softnic leaves it 0) set to 8 BBs in the device descriptor: from a kernel
+ * a 476-byte inline put takes 8 BBs and a 972-byte one goes by pointer in
+ * one; both land. */
+__global__ void k_put_lens(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst, uint32_t rkey,
+                           uint64_t *bbs, int *rc)
+{
+    const uint32_t lens[2] = { 476, GDAKI_INLINE_MAX };
+    for (int n = 0; n < 2; n++) {
+        struct gdaki_op op = { 0 };
+        op.laddr = src + (uint64_t)n * INL_STRIDE;
+        op.lkey = lkey;
+        op.len = lens[n];
+        op.raddr = dst + (uint64_t)n * INL_STRIDE;
+        op.rkey = rkey;
+        op.flags = GDAKI_OP_INLINE;
+        uint64_t before = gdaki_read_volatile64(&q->resv);
+        uint64_t t = gdaki_put_thread(q, &op);
+        if (t == GDAKI_SLOT_ERROR || gdaki_quiet_thread(q, t) < 0) {
+            *rc = -1;
+            return;
+        }
+        bbs[n] = t - before;
+    }
+}
+
+TAP_CASE(test_inline_put_past_the_devices_largest_wqe_goes_by_pointer_from_the_gpu)
+{
+    struct gdaki_pair *p = open_pair(64);
+    uint8_t *src, *dst;
+    uint64_t *bbs;
+    int *rc;
+    CK(cudaMalloc(&src, 2 * INL_STRIDE));
+    CK(cudaMalloc(&dst, 2 * INL_STRIDE));
+    CK(cudaMemset(dst, 0, 2 * INL_STRIDE));
+    CK(cudaMallocManaged(&bbs, 2 * sizeof(*bbs)));
+    CK(cudaMallocManaged(&rc, sizeof(int)));
+    *rc = 0;
+    k_fill<<<8, 256>>>(src, 2 * INL_STRIDE, 23);
+    struct gdaki_mr ms, md;
+    reg(p, src, 2 * INL_STRIDE, &ms);
+    reg(p, dst, 2 * INL_STRIDE, &md);
+    struct gdaki_qp_dev *dq = gdaki_pair_qp_device(p);
+    struct gdaki_qp_dev d = read_desc(p);
+    EXPECT_EQ_INT(0, (int)d.max_wqe_bbs);   /* softnic does not answer QUERY_HCA_CAP */
+    const uint32_t eight = 8;
+    CK(cudaMemcpy(&dq->max_wqe_bbs, &eight, sizeof(eight), cudaMemcpyHostToDevice));
+    SYNC();
+    k_put_lens<<<1, 1, 0, post_stream()>>>(dq, ms.addr, ms.lkey, md.addr, md.rkey, bbs, rc);
+    wait_kernel(p);
+    d = read_desc(p);
+    if (*rc != 0)
+        tap_fail_at(__FILE__, __LINE__, "a put or quiet failed, err 0x%08x", d.err);
+    EXPECT_EQ_U64(8, bbs[0]);
+    EXPECT_EQ_U64(1, bbs[1]);
+    uint8_t h[2 * INL_STRIDE];
+    CK(cudaMemcpy(h, dst, sizeof(h), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < sizeof(h); i++)
+        if (h[i] != (i % INL_STRIDE < (i < INL_STRIDE ? 476u : GDAKI_INLINE_MAX) ? pattern(i, 23) : 0)) {
+            tap_fail_at(__FILE__, __LINE__, "byte %zu: 0x%02x", i, h[i]);
+            break;
+        }
+    gdaki_pair_dereg(p, &ms);
+    gdaki_pair_dereg(p, &md);
+    gdaki_pair_close(p);
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    CK(cudaFree(bbs));
+    CK(cudaFree(rc));
+}
+
 /* Many threads of many blocks post inline puts and put_signals of 1 to 16
  * BBs on one queue at once (thread scope), each message into its thread's
  * own rotation of 4 destination slots, waiting before it reuses one; span

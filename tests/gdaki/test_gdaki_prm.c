@@ -185,6 +185,25 @@ TAP_CASE(test_query_qp_image_and_output_decoding)
     EXPECT_STREQ("BAD_RESOURCE", prm_status_str(PRM_STATUS_BAD_RES));
 }
 
+/* QUERY_HCA_CAP of the general capabilities' current values, and the
+ * largest send WQE in its output (cmd_hca_cap bits 0x290-0x29f, after the
+ * 16-byte output header: bytes 0x62-0x63). */
+TAP_CASE(test_query_hca_cap_image_and_max_wqe_sz_sq)
+{
+    uint8_t in[PRM_QUERY_HCA_CAP_IN_BYTES];
+    memset(in, 0xee, sizeof(in));
+    prm_query_hca_cap_in(in);
+    const struct byte want[] = { { 0x00, 0x01 }, { 0x01, 0x00 }, { 0x07, 0x01 } };
+    expect_image(in, sizeof(in), want, sizeof(want) / sizeof(want[0]));
+    static uint8_t out[PRM_QUERY_HCA_CAP_OUT_BYTES];
+    memset(out, 0, sizeof(out));
+    out[0x62] = 0x03;
+    out[0x63] = 0xf0;                  /* 1008 bytes: 16 basic blocks less a ds unit */
+    out[0x61] = 0xff;                  /* num_of_diagnostic_counters' low byte stays out */
+    out[0x64] = 0xff;
+    EXPECT_EQ_U64(1008, PRM_GET(out, PRM_HCA_CAP_MAX_WQE_SZ_SQ));
+}
+
 int main(int argc, char **argv)
 {
     return tap_run(argc, argv);
