@@ -409,23 +409,25 @@ TAP_CASE(test_inline_puts_of_one_to_sixteen_bbs_from_the_gpu_byte_exact)
     inline_puts_from_the_gpu();
 }
 
-/* gdaki_q_inline_flags on the GPU: a 512-byte put asking for inline goes
- * inline (9 BBs) on an idle QP, and by pointer (1 BB, the registered
- * source) right behind it, while the first is still outstanding (nobody
- * has polled, so done stays behind resv).  bbs[0..1] get the BBs each took. */
-__global__ void k_inline_policy(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst,
-                                uint32_t rkey, uint64_t *bbs, int *rc)
+/* One thread posts two puts that ask for inline, lens[0] then lens[1] bytes
+ * from a registered source, back to back (the first still outstanding when
+ * the second is posted: nobody has polled, so done stays behind resv);
+ * with rule, through gdaki_q_inline_flags.  bbs[n] gets the BBs each took. */
+__global__ void k_two_inline_puts(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst,
+                                  uint32_t rkey, uint32_t len0, uint32_t len1, int rule, uint64_t *bbs,
+                                  int *rc)
 {
     uint64_t t = 0;
     for (int n = 0; n < 2; n++) {
         struct gdaki_op op = { 0 };
         op.laddr = src + (uint64_t)n * INL_STRIDE;
         op.lkey = lkey;
-        op.len = 512;
+        op.len = n ? len1 : len0;
         op.raddr = dst + (uint64_t)n * INL_STRIDE;
         op.rkey = rkey;
         op.flags = GDAKI_OP_INLINE;
-        op.flags = gdaki_q_inline_flags(q, &op);
+        if (rule)
+            op.flags = gdaki_q_inline_flags(q, &op);
         uint64_t before = gdaki_read_volatile64(&q->resv);
         t = gdaki_put_thread(q, &op);
         if (t == GDAKI_SLOT_ERROR) {
@@ -438,7 +440,10 @@ __global__ void k_inline_policy(struct gdaki_qp_dev *q, uint64_t src, uint32_t l
         *rc = -1;
 }
 
-TAP_CASE(test_long_inline_put_goes_inline_when_idle_and_by_pointer_behind_another)
+/* k_two_inline_puts on a fresh pair whose device descriptor says
+ * max_wqe_bbs (0: as the device said); checks the BBs each put took and
+ * every byte (each message's, and nothing past it). */
+static void two_inline_puts(uint32_t max_wqe_bbs, int rule, const uint32_t lens[2], const uint64_t want_bbs[2])
 {
     struct gdaki_pair *p = open_pair(64);
     uint8_t *src, *dst;
@@ -454,19 +459,24 @@ TAP_CASE(test_long_inline_put_goes_inline_when_idle_and_by_pointer_behind_anothe
     struct gdaki_mr ms, md;
     reg(p, src, 2 * INL_STRIDE, &ms);
     reg(p, dst, 2 * INL_STRIDE, &md);
-    SYNC();
-    k_inline_policy<<<1, 1, 0, post_stream()>>>(gdaki_pair_qp_device(p), ms.addr, ms.lkey, md.addr, md.rkey,
-                                                 bbs, rc);
-    wait_kernel(p);
+    struct gdaki_qp_dev *dq = gdaki_pair_qp_device(p);
     struct gdaki_qp_dev d = read_desc(p);
+    EXPECT_EQ_INT(0, (int)d.max_wqe_bbs);   /* softnic does not answer QUERY_HCA_CAP */
+    if (max_wqe_bbs)
+        CK(cudaMemcpy(&dq->max_wqe_bbs, &max_wqe_bbs, sizeof(max_wqe_bbs), cudaMemcpyHostToDevice));
+    SYNC();
+    k_two_inline_puts<<<1, 1, 0, post_stream()>>>(dq, ms.addr, ms.lkey, md.addr, md.rkey, lens[0], lens[1], rule,
+                                                  bbs, rc);
+    wait_kernel(p);
+    d = read_desc(p);
     if (*rc != 0)
         tap_fail_at(__FILE__, __LINE__, "a put or quiet failed, err 0x%08x", d.err);
-    EXPECT_EQ_U64(gdaki_inline_bbs(512), bbs[0]);
-    EXPECT_EQ_U64(1, bbs[1]);
+    EXPECT_EQ_U64(want_bbs[0], bbs[0]);
+    EXPECT_EQ_U64(want_bbs[1], bbs[1]);
     uint8_t h[2 * INL_STRIDE];
     CK(cudaMemcpy(h, dst, sizeof(h), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < sizeof(h); i++)   /* each message's 512 bytes, nothing past them */
-        if (h[i] != (i % INL_STRIDE < 512 ? pattern(i, 21) : 0)) {
+    for (size_t i = 0; i < sizeof(h); i++)
+        if (h[i] != (i % INL_STRIDE < lens[i / INL_STRIDE] ? pattern(i, 21) : 0)) {
             tap_fail_at(__FILE__, __LINE__, "byte %zu: 0x%02x", i, h[i]);
             break;
         }
@@ -481,75 +491,23 @@ TAP_CASE(test_long_inline_put_goes_inline_when_idle_and_by_pointer_behind_anothe
     CK(cudaFree(rc));
 }
 
-/* The device's largest WQE (max_wqe_bbs, from QUERY_HCA_CAP on a ConnectX;
- * softnic leaves it 0) set to 8 BBs in the device descriptor: from a kernel
- * a 476-byte inline put takes 8 BBs and a 972-byte one goes by pointer in
- * one; both land. */
-__global__ void k_put_lens(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, uint64_t dst, uint32_t rkey,
-                           uint64_t *bbs, int *rc)
+/* gdaki_q_inline_flags on the GPU: a 512-byte put asking for inline goes
+ * inline (9 BBs) on an idle QP, and by pointer (1 BB) right behind it. */
+TAP_CASE(test_long_inline_put_goes_inline_when_idle_and_by_pointer_behind_another)
 {
-    const uint32_t lens[2] = { 476, GDAKI_INLINE_MAX };
-    for (int n = 0; n < 2; n++) {
-        struct gdaki_op op = { 0 };
-        op.laddr = src + (uint64_t)n * INL_STRIDE;
-        op.lkey = lkey;
-        op.len = lens[n];
-        op.raddr = dst + (uint64_t)n * INL_STRIDE;
-        op.rkey = rkey;
-        op.flags = GDAKI_OP_INLINE;
-        uint64_t before = gdaki_read_volatile64(&q->resv);
-        uint64_t t = gdaki_put_thread(q, &op);
-        if (t == GDAKI_SLOT_ERROR || gdaki_quiet_thread(q, t) < 0) {
-            *rc = -1;
-            return;
-        }
-        bbs[n] = t - before;
-    }
+    const uint32_t lens[2] = { 512, 512 };
+    const uint64_t want[2] = { gdaki_inline_bbs(512), 1 };
+    two_inline_puts(0, 1, lens, want);
 }
 
+/* The device's largest WQE (max_wqe_bbs, from QUERY_HCA_CAP on a ConnectX)
+ * set to 8 BBs in the device descriptor: a 476-byte inline put takes 8 BBs
+ * and a 972-byte one goes by pointer in one. */
 TAP_CASE(test_inline_put_past_the_devices_largest_wqe_goes_by_pointer_from_the_gpu)
 {
-    struct gdaki_pair *p = open_pair(64);
-    uint8_t *src, *dst;
-    uint64_t *bbs;
-    int *rc;
-    CK(cudaMalloc(&src, 2 * INL_STRIDE));
-    CK(cudaMalloc(&dst, 2 * INL_STRIDE));
-    CK(cudaMemset(dst, 0, 2 * INL_STRIDE));
-    CK(cudaMallocManaged(&bbs, 2 * sizeof(*bbs)));
-    CK(cudaMallocManaged(&rc, sizeof(int)));
-    *rc = 0;
-    k_fill<<<8, 256>>>(src, 2 * INL_STRIDE, 23);
-    struct gdaki_mr ms, md;
-    reg(p, src, 2 * INL_STRIDE, &ms);
-    reg(p, dst, 2 * INL_STRIDE, &md);
-    struct gdaki_qp_dev *dq = gdaki_pair_qp_device(p);
-    struct gdaki_qp_dev d = read_desc(p);
-    EXPECT_EQ_INT(0, (int)d.max_wqe_bbs);   /* softnic does not answer QUERY_HCA_CAP */
-    const uint32_t eight = 8;
-    CK(cudaMemcpy(&dq->max_wqe_bbs, &eight, sizeof(eight), cudaMemcpyHostToDevice));
-    SYNC();
-    k_put_lens<<<1, 1, 0, post_stream()>>>(dq, ms.addr, ms.lkey, md.addr, md.rkey, bbs, rc);
-    wait_kernel(p);
-    d = read_desc(p);
-    if (*rc != 0)
-        tap_fail_at(__FILE__, __LINE__, "a put or quiet failed, err 0x%08x", d.err);
-    EXPECT_EQ_U64(8, bbs[0]);
-    EXPECT_EQ_U64(1, bbs[1]);
-    uint8_t h[2 * INL_STRIDE];
-    CK(cudaMemcpy(h, dst, sizeof(h), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < sizeof(h); i++)
-        if (h[i] != (i % INL_STRIDE < (i < INL_STRIDE ? 476u : GDAKI_INLINE_MAX) ? pattern(i, 23) : 0)) {
-            tap_fail_at(__FILE__, __LINE__, "byte %zu: 0x%02x", i, h[i]);
-            break;
-        }
-    gdaki_pair_dereg(p, &ms);
-    gdaki_pair_dereg(p, &md);
-    gdaki_pair_close(p);
-    CK(cudaFree(src));
-    CK(cudaFree(dst));
-    CK(cudaFree(bbs));
-    CK(cudaFree(rc));
+    const uint32_t lens[2] = { 476, GDAKI_INLINE_MAX };
+    const uint64_t want[2] = { 8, 1 };
+    two_inline_puts(8, 0, lens, want);
 }
 
 /* Many threads of many blocks post inline puts and put_signals of 1 to 16
