@@ -27,8 +27,8 @@
  *   (the QP is in the error state).  Its layout: 1 << 31 | CQE opcode << 16 |
  *   vendor syndrome << 8 | syndrome.
  * - a WQE spans one basic block, except a thread's inline put of more than
- *   GDAKI_INLINE_MAX_1BB bytes (up to 16, and up to max_wqe_bbs when set:
- *   a longer one goes by pointer).  A CQE whose wqe_counter is c
+ *   GDAKI_INLINE_MAX_1BB bytes (up to 16, within max_wqe_ds when set: a
+ *   longer one goes by pointer).  A CQE whose wqe_counter is c
  *   completes every slot below c plus the BBs of the WQE at c: the poller
  *   learns that count from span[c mod 2^sq_log] (BBs beyond the first, set
  *   by the poster of a signaled multi-BB WQE and cleared by the poller; 0
@@ -65,8 +65,9 @@ struct gdaki_qp_dev {
     uint32_t cqe_size;      /* 64 or 128 */
     uint32_t flags;         /* GDAKI_QP_* */
     uint8_t *span;          /* 2^sq_log bytes, zeroed, or NULL (see above) */
-    uint32_t max_wqe_bbs;   /* the most BBs one WQE may span on this device
-                             * (max_wqe_sz_sq / 64); 0: unknown, taken as 16 */
+    uint32_t max_wqe_ds;    /* the most 16-byte units one send WQE may hold on
+                             * this device (max_wqe_sz_sq / 16, at most 63);
+                             * 0: unknown, taken as 63 (16 BBs) */
     uint8_t pad0[128 - 84];      /* the fixed block above is 84 bytes */
     /* ---- posting state, shared by every poster and the poller ---- */
     uint64_t resv;
@@ -94,7 +95,9 @@ _Static_assert(sizeof(struct gdaki_qp_dev) == 512, "gdaki_qp_dev layout");
  * One basic block (gdaki_wqe.h's GDAKI_INLINE_MAX_1BB, 28 bytes) is the
  * limit for the warp and block scopes, for a signaled WQE on a queue
  * without a span table, and on a queue whose window is no larger than the
- * WQE; past it the op goes by pointer (its lkey must be valid). */
+ * WQE; past it the op goes by pointer (its lkey must be valid).  A device
+ * that states a smaller largest send WQE (gdaki_qp_dev.max_wqe_ds) gets
+ * longer payloads by pointer too. */
 #define GDAKI_INLINE_MAX 972
 /* The most bytes gdaki_q_inline_flags (gdaki_queue.h) lets go inline while
  * a QP has WQEs outstanding: 220, four basic blocks, the inline size
@@ -299,9 +302,11 @@ struct gdaki_bw_opts {
     int host_payload;       /* 1 (gdaki_bw_run_pair): source and target in pinned host
                              * memory instead of GPU memory -- the kernel still posts;
                              * only the NIC's payload reads and writes change */
-    int inline_max;         /* messages of at most this many bytes carry their payload
-                             * inside the WQE (GDAKI_OP_INLINE: the kernel reads the
-                             * source, the NIC does not); 0: none; at most
+    int inline_max;         /* messages of at most this many bytes ask to carry their
+                             * payload inside the WQE (GDAKI_OP_INLINE: the kernel
+                             * reads the source, the NIC does not), past
+                             * GDAKI_INLINE_BUSY_MAX only on an idle QP
+                             * (gdaki_q_inline_flags); 0: none; at most
                              * GDAKI_INLINE_MAX */
 };
 

@@ -13,7 +13,10 @@
  *   one reservation and one doorbell for the block.
  * - GDAKI_OP_INLINE in op->flags (gdaki_wqe.h): a thread's put, put_imm or
  *   put_signal carries up to GDAKI_INLINE_MAX bytes inside its WQE (up to
- *   16 basic blocks); the warp and block scopes up to GDAKI_INLINE_MAX_1BB.
+ *   16 basic blocks, within the device's largest WQE, q->max_wqe_ds); the
+ *   warp and block scopes up to GDAKI_INLINE_MAX_1BB.  A kernel may pass
+ *   op->flags through gdaki_q_inline_flags to inline long payloads only on
+ *   an idle QP.
  * - put returns a ticket (the slot counter after the posted WQEs): quiet on
  *   that scope returns once every WQE up to its ticket has completed, i.e.
  *   the data is at the target and the source may be reused.  quiet returns

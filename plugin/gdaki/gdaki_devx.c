@@ -134,7 +134,7 @@ static int alloc_region(struct gdaki_pair *pr, struct gdaki_devx *d, char *err, 
     return rc;
 }
 
-uint32_t gdaki_devx_max_wqe_bbs(const struct ibvwrap *v, struct ibv_context *ctx)
+uint32_t gdaki_devx_max_wqe_ds(const struct ibvwrap *v, struct ibv_context *ctx)
 {
     static uint8_t out[PRM_QUERY_HCA_CAP_OUT_BYTES];   /* 4 KiB: not on the stack */
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -144,13 +144,11 @@ uint32_t gdaki_devx_max_wqe_bbs(const struct ibvwrap *v, struct ibv_context *ctx
     prm_query_hca_cap_in(in);
     pthread_mutex_lock(&mu);
     memset(out, 0, sizeof(out));
-    uint32_t bbs = 0;
-    if (v->mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)) == 0 &&
-        prm_out_status(out) == PRM_STATUS_OK)
-        bbs = (uint32_t)(PRM_GET(out, PRM_HCA_CAP_MAX_WQE_SZ_SQ) / MLX5_SEND_WQE_BB);
+    uint32_t ds = 0;
+    if (v->mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)) == 0)
+        ds = prm_max_wqe_ds(out);
     pthread_mutex_unlock(&mu);
-    /* a device that says 0 bytes said nothing usable */
-    return bbs > GDAKI_INLINE_BBS_MAX ? GDAKI_INLINE_BBS_MAX : bbs;
+    return ds;
 }
 
 int gdaki_devx_create(struct gdaki_pair *pr, uint32_t depth, int gpu, char *err, size_t errlen)

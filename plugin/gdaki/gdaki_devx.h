@@ -27,12 +27,12 @@ uint32_t gdaki_devx_qpn(const struct gdaki_pair *pr);
 /* INIT -> RTR -> RTS toward remote (our PSN is pr->psn). */
 int gdaki_devx_connect(struct gdaki_pair *pr, const struct gdaki_qp_info *remote, char *err,
                        size_t errlen);
-/* The most basic blocks one send WQE may span on ctx's device: its
- * max_wqe_sz_sq / 64 (QUERY_HCA_CAP, at most 16), or 0 when the device
- * will not say (no DEVX context, or a firmware that refuses the command:
- * softnic); callers then take the 16 that the ds field counts, as the mlx5
- * kernel driver does. */
-uint32_t gdaki_devx_max_wqe_bbs(const struct ibvwrap *v, struct ibv_context *ctx);
+/* The most 16-byte units one send WQE may hold on ctx's device
+ * (QUERY_HCA_CAP's max_wqe_sz_sq: prm_max_wqe_ds), or 0 when the device
+ * will not say (a context the kernel gives no DEVX, or a firmware that
+ * refuses the command: softnic); callers then take the 63 that the ds
+ * field counts, as the mlx5 kernel driver assumes 16 basic blocks. */
+uint32_t gdaki_devx_max_wqe_ds(const struct ibvwrap *v, struct ibv_context *ctx);
 /* enum ibv_qp_state of the QP (QUERY_QP), or -1. */
 int gdaki_devx_state(struct gdaki_pair *pr);
 void gdaki_devx_destroy(struct gdaki_pair *pr);

@@ -354,7 +354,7 @@ static int fill_desc(struct gdaki_pair *pr, char *err, size_t errlen)
     q->sq_log = sq_log;
     q->cq_log = cq_log;
     q->cqe_size = pr->dvcq.cqe_size;
-    q->max_wqe_bbs = gdaki_devx_max_wqe_bbs(pr->v, pr->ctx);
+    q->max_wqe_ds = gdaki_devx_max_wqe_ds(pr->v, pr->ctx);
     q->flags = (pr->atomics ? 0 : GDAKI_QP_FLAG_NO_ATOMICS) |
                (pr->queue_mem == GDAKI_QUEUE_MEM_GPU ? GDAKI_QP_FLAG_GPU_QUEUE : 0);
     free(pr->span);

@@ -96,7 +96,7 @@ GDAKI_FN uint64_t gdaki_load_acquire64(const uint64_t *p)
      * (a CQE, a WQE slot another thread has freed).  An acquire load, not a
      * volatile load and a full fence: spin loops run it every pass. */
     uint64_t v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 #else
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -107,7 +107,7 @@ GDAKI_FN uint32_t gdaki_load_acquire32(const uint32_t *p)
 {
 #if defined(__CUDA_ARCH__)
     uint32_t v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 #else
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -115,11 +115,12 @@ GDAKI_FN uint32_t gdaki_load_acquire32(const uint32_t *p)
 }
 
 /* Store that earlier stores of this thread are ordered before (release), as
- * seen by other threads of the GPU (or CPU). */
+ * seen by other threads of the same device (GPU scope on the GPU: a CPU or
+ * NIC observer needs gdaki_fence_system first). */
 GDAKI_FN void gdaki_store_release64(uint64_t *p, uint64_t v)
 {
 #if defined(__CUDA_ARCH__)
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+    asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 #else
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
@@ -128,7 +129,7 @@ GDAKI_FN void gdaki_store_release64(uint64_t *p, uint64_t v)
 GDAKI_FN void gdaki_store_release32(uint32_t *p, uint32_t v)
 {
 #if defined(__CUDA_ARCH__)
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+    asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 #else
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif

@@ -156,6 +156,14 @@ void prm_query_hca_cap_in(void *in)
     PRM_SET(in, PRM_IN_OP_MOD, PRM_HCA_CAP_GENERAL_CURRENT);
 }
 
+uint32_t prm_max_wqe_ds(const void *out)
+{
+    if (prm_out_status(out) != PRM_STATUS_OK)
+        return 0;
+    uint64_t ds = PRM_GET(out, PRM_HCA_CAP_MAX_WQE_SZ_SQ) / 16;
+    return ds < 2 ? 0 : ds > 63 ? 63 : (uint32_t)ds;
+}
+
 const char *prm_status_str(uint8_t status)
 {
     switch (status) {

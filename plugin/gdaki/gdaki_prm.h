@@ -202,6 +202,11 @@ void prm_rtr2rts_in(void *in, uint32_t qpn, uint32_t sq_psn, uint8_t ack_timeout
                     uint8_t rnr_retry, uint8_t log_sra_max);
 void prm_qp_simple_in(void *in, uint16_t opcode, uint32_t qpn);  /* 2ERR, 2RST, QUERY_QP */
 void prm_query_hca_cap_in(void *in);   /* general device capabilities, current values */
+/* From a QUERY_HCA_CAP output: the most 16-byte units one send WQE may
+ * hold (max_wqe_sz_sq / 16, at most 63, the ds field's most); 0 when the
+ * command failed, or the device says less than the smallest WQE (2 units:
+ * nothing usable). */
+uint32_t prm_max_wqe_ds(const void *out);
 
 /* A command's outcome: status and syndrome from out. */
 static inline uint8_t prm_out_status(const void *out)

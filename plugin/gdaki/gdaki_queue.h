@@ -310,7 +310,7 @@ GDAKI_FN uint64_t gdaki_q_build_signal(struct gdaki_qp_dev *q, uint64_t slot, ui
 
 /* Basic blocks the WQE of op takes on q: several only for a WRITE or
  * WRITE_IMM whose payload goes inline past one BB (GDAKI_OP_INLINE, at most
- * GDAKI_INLINE_MAX bytes) in a WQE the device takes (q->max_wqe_bbs), and,
+ * GDAKI_INLINE_MAX bytes) in a WQE the device takes (q->max_wqe_ds), and,
  * when it asks for a CQE, only where the poller can learn its size
  * (q->span).  Otherwise one: a payload of at most
  * GDAKI_INLINE_MAX_1BB bytes still goes inline (gdaki_wqe_rdma), a longer
@@ -322,7 +322,7 @@ GDAKI_FN uint32_t gdaki_q_op_bbs(const struct gdaki_qp_dev *q, int kind, const s
         op->len <= GDAKI_INLINE_MAX_1BB || op->len > GDAKI_INLINE_MAX_WQE || (signaled && !q->span))
         return 1;
     uint32_t nbb = gdaki_inline_bbs(op->len);
-    return nbb < gdaki_q_window(q) && (!q->max_wqe_bbs || nbb <= q->max_wqe_bbs) ? nbb : 1;
+    return nbb < gdaki_q_window(q) && (!q->max_wqe_ds || gdaki_inline_ds(op->len) <= q->max_wqe_ds) ? nbb : 1;
 }
 
 /* The flags to post op with on q now, for a caller that set GDAKI_OP_INLINE

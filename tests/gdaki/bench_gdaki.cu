@@ -38,7 +38,7 @@ __global__ void host_rtt_kernel(uint32_t *to_cpu, const uint32_t *to_gpu, int n)
     for (uint32_t i = 1; i <= (uint32_t)n; i++) {
         gdaki_write_volatile32(to_cpu, i);
         gdaki_fence_system();
-        while (gdaki_load_acquire32(to_gpu) != i)
+        while (*(const volatile uint32_t *)to_gpu != i)   /* a CPU writes it: system scope */
             gdaki_cpu_relax();
     }
 }
@@ -190,7 +190,7 @@ int main(int argc, char **argv)
     printf("# GPU-initiated vs CPU-posted RDMA WRITE, %s port %d (%s), GPU buffers, %d msgs/size\n",
            in.dev_name, in.port, in.ibverbs_path ? in.ibverbs_path : "?", iters);
     printf("# rate: Mmsg/s, GPU 1 thread (window 128) | GPU 1 warp (window 4x32) | CPU (window 128)\n");
-    printf("# lat:  us per write, post to completion, one at a time\n");
+    printf("# lat:  us per write, post to completion, one at a time, mean (both sides)\n");
     printf("# host payload: the GPU 1-thread rows again with source and target in pinned host memory\n");
     printf("# gpu_post, gpu_wait: gpu_lat's put and quiet by the kernel's clock (gpuh_: host payload)\n");
     printf("# gpu1_post, gpu1h_post: us per put in the 1-thread rate rows, quiets excluded\n");
@@ -220,8 +220,8 @@ int main(int argc, char **argv)
         double cpu_rate = iters / rate_us;
         printf("%6zu %10.4f %10.4f %10.4f %9.2f %9.2f %10.2f %10.2f %9.2f %11.4f %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f\n",
                size, g1[i].msg_rate_mps, gw[i].msg_rate_mps, cpu_rate, gw[i].msg_rate_mps / cpu_rate,
-               g1[i].msg_rate_mps / cpu_rate, g1[i].lat_us, cpu_lat,
-               g1[i].lat_us > 0 ? cpu_lat / g1[i].lat_us : 0.0, gh[i].msg_rate_mps, gh[i].lat_us,
+               g1[i].msg_rate_mps / cpu_rate, g1[i].lat_avg_us, cpu_lat,
+               g1[i].lat_avg_us > 0 ? cpu_lat / g1[i].lat_avg_us : 0.0, gh[i].msg_rate_mps, gh[i].lat_avg_us,
                g1[i].lat_post_us, g1[i].lat_wait_us, gh[i].lat_post_us, gh[i].lat_wait_us, g1[i].post_us,
                gh[i].post_us);
     }

@@ -62,8 +62,9 @@ int gpu_path_rate(struct gpu_path *g, size_t size, long n, int window, double *r
                   size_t errlen);
 int gpu_path_lat(struct gpu_path *g, size_t size, long n, double *lat_us, char *err, size_t errlen);
 /* Messages of at most inline_max bytes (0..GDAKI_INLINE_MAX, default 0)
- * carry their payload inside the WQE (GDAKI_OP_INLINE): the kernel reads
- * the source slot, the NIC does not.  0, or -1 for a size out of range. */
+ * carry their payload inside the WQE (GDAKI_OP_INLINE: the kernel reads
+ * the source slot, the NIC does not), past GDAKI_INLINE_BUSY_MAX only on an
+ * idle QP (gdaki_q_inline_flags).  0, or -1 for a size out of range. */
 int gpu_path_set_inline(struct gpu_path *g, int inline_max);
 void gpu_path_close(struct gpu_path *g);
 

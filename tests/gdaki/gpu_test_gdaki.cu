@@ -441,9 +441,9 @@ __global__ void k_two_inline_puts(struct gdaki_qp_dev *q, uint64_t src, uint32_t
 }
 
 /* k_two_inline_puts on a fresh pair whose device descriptor says
- * max_wqe_bbs (0: as the device said); checks the BBs each put took and
+ * max_wqe_ds (0: as the device said); checks the BBs each put took and
  * every byte (each message's, and nothing past it). */
-static void two_inline_puts(uint32_t max_wqe_bbs, int rule, const uint32_t lens[2], const uint64_t want_bbs[2])
+static void two_inline_puts(uint32_t max_wqe_ds, int rule, const uint32_t lens[2], const uint64_t want_bbs[2])
 {
     struct gdaki_pair *p = open_pair(64);
     uint8_t *src, *dst;
@@ -461,9 +461,9 @@ static void two_inline_puts(uint32_t max_wqe_bbs, int rule, const uint32_t lens[
     reg(p, dst, 2 * INL_STRIDE, &md);
     struct gdaki_qp_dev *dq = gdaki_pair_qp_device(p);
     struct gdaki_qp_dev d = read_desc(p);
-    EXPECT_EQ_INT(0, (int)d.max_wqe_bbs);   /* softnic does not answer QUERY_HCA_CAP */
-    if (max_wqe_bbs)
-        CK(cudaMemcpy(&dq->max_wqe_bbs, &max_wqe_bbs, sizeof(max_wqe_bbs), cudaMemcpyHostToDevice));
+    EXPECT_EQ_INT(0, (int)d.max_wqe_ds);   /* softnic does not answer QUERY_HCA_CAP */
+    if (max_wqe_ds)
+        CK(cudaMemcpy(&dq->max_wqe_ds, &max_wqe_ds, sizeof(max_wqe_ds), cudaMemcpyHostToDevice));
     SYNC();
     k_two_inline_puts<<<1, 1, 0, post_stream()>>>(dq, ms.addr, ms.lkey, md.addr, md.rkey, lens[0], lens[1], rule,
                                                   bbs, rc);
@@ -500,14 +500,14 @@ TAP_CASE(test_long_inline_put_goes_inline_when_idle_and_by_pointer_behind_anothe
     two_inline_puts(0, 1, lens, want);
 }
 
-/* The device's largest WQE (max_wqe_bbs, from QUERY_HCA_CAP on a ConnectX)
- * set to 8 BBs in the device descriptor: a 476-byte inline put takes 8 BBs
- * and a 972-byte one goes by pointer in one. */
+/* The device's largest WQE (max_wqe_ds, from QUERY_HCA_CAP on a ConnectX)
+ * set to 512 bytes (32 units) in the device descriptor: a 476-byte inline
+ * put takes 8 BBs and a 972-byte one goes by pointer in one. */
 TAP_CASE(test_inline_put_past_the_devices_largest_wqe_goes_by_pointer_from_the_gpu)
 {
     const uint32_t lens[2] = { 476, GDAKI_INLINE_MAX };
     const uint64_t want[2] = { 8, 1 };
-    two_inline_puts(8, 0, lens, want);
+    two_inline_puts(32, 0, lens, want);
 }
 
 /* Many threads of many blocks post inline puts and put_signals of 1 to 16

@@ -198,10 +198,23 @@ TAP_CASE(test_query_hca_cap_image_and_max_wqe_sz_sq)
     static uint8_t out[PRM_QUERY_HCA_CAP_OUT_BYTES];
     memset(out, 0, sizeof(out));
     out[0x62] = 0x03;
-    out[0x63] = 0xf0;                  /* 1008 bytes: 16 basic blocks less a ds unit */
+    out[0x63] = 0xf0;                  /* 1008 bytes: 63 units of 16, the largest ds */
     out[0x61] = 0xff;                  /* num_of_diagnostic_counters' low byte stays out */
     out[0x64] = 0xff;
     EXPECT_EQ_U64(1008, PRM_GET(out, PRM_HCA_CAP_MAX_WQE_SZ_SQ));
+    EXPECT_EQ_INT(63, (int)prm_max_wqe_ds(out));     /* a 63-unit WQE fits 1008 bytes */
+    out[0x62] = 0x04;
+    out[0x63] = 0x00;                                /* 1024 */
+    EXPECT_EQ_INT(63, (int)prm_max_wqe_ds(out));     /* no more than ds counts */
+    out[0x62] = 0x02;                                /* 512: 32 units, 8 BBs */
+    EXPECT_EQ_INT(32, (int)prm_max_wqe_ds(out));
+    out[0x62] = 0x00;
+    out[0x63] = 0x1f;                                /* 31 bytes: nothing usable */
+    EXPECT_EQ_INT(0, (int)prm_max_wqe_ds(out));
+    out[0x62] = 0x02;
+    out[0x63] = 0x00;
+    out[0] = PRM_STATUS_BAD_OP;                      /* refused (softnic): unknown */
+    EXPECT_EQ_INT(0, (int)prm_max_wqe_ds(out));
 }
 
 int main(int argc, char **argv)

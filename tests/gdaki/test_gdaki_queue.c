@@ -92,9 +92,9 @@ TAP_CASE(test_op_takes_several_bbs_only_inline_and_where_its_cqe_can_be_read)
     q.cq_log = 1;                                                      /* a window of 2 */
     op.len = 100;
     EXPECT_EQ_INT(1, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
-    /* a device whose largest send WQE is 512 bytes (max_wqe_sz_sq): 8 BBs */
+    /* a device whose largest send WQE is 512 bytes (max_wqe_sz_sq): 32 units */
     q.cq_log = 5;
-    q.max_wqe_bbs = 8;
+    q.max_wqe_ds = 32;                                                 /* 512 bytes */
     op.len = 476;                                                      /* 8 BBs: fits */
     EXPECT_EQ_INT(8, gdaki_q_op_bbs(&q, GDAKI_KIND_WRITE, &op, 1));
     op.len = 477;                                                      /* 9: by pointer */

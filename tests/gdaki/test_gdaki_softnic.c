@@ -268,7 +268,7 @@ static void inline_puts_of_several_bbs(enum gdaki_queue_mem mem)
 {
     struct gdaki_pair *p = open_pair_mem(64, mem);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
-    EXPECT_EQ_INT(0, (int)q->max_wqe_bbs);   /* softnic's firmware does not say: 16 */
+    EXPECT_EQ_INT(0, (int)q->max_wqe_ds);   /* softnic's firmware does not say: 63 */
     enum { MSGS = 2 * GDAKI_INLINE_MAX, STRIDE = 1024 };
     uint8_t *dst = calloc(MSGS, STRIDE), *want = calloc(MSGS, STRIDE);
     struct gdaki_mr md;
@@ -322,8 +322,8 @@ TAP_CASE(test_inline_put_longer_than_the_devices_largest_wqe_goes_by_pointer)
 {
     struct gdaki_pair *p = open_pair(64);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
-    EXPECT_EQ_INT(0, (int)q->max_wqe_bbs);
-    q->max_wqe_bbs = 8;
+    EXPECT_EQ_INT(0, (int)q->max_wqe_ds);
+    q->max_wqe_ds = 32;   /* 512 bytes */
     uint8_t *src = calloc(1, 4096), *dst = calloc(1, 4096);
     struct gdaki_mr ms, md;
     reg(p, src, 4096, &ms);
