@@ -348,6 +348,54 @@ TAP_CASE(test_inline_put_longer_than_the_devices_largest_wqe_goes_by_pointer)
     free(dst);
 }
 
+/* A NIC that states its largest send WQE (SOFTNIC_MAX_WQE_SZ_SQ=512: softnic
+ * then answers QUERY_HCA_CAP, as a ConnectX does, and fails a longer WQE):
+ * a DEVX queue learns 32 units at setup, a 476-byte inline put takes 8
+ * BBs and a 972-byte one goes by pointer, both land; a queue that did not
+ * know the limit (max_wqe_ds 0) has its 16-BB WQE fail with a local length
+ * error, not executed. */
+TAP_CASE(test_the_nics_largest_wqe_is_learned_and_bounds_inline_puts)
+{
+    setenv("SOFTNIC_MAX_WQE_SZ_SQ", "512", 1);   /* this case's process only */
+    struct gdaki_pair *p = open_pair_mem(64, GDAKI_QUEUE_MEM_HOST_DEVX);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    EXPECT_EQ_INT(32, (int)q->max_wqe_ds);
+    uint8_t *src = calloc(1, 4096), *dst = calloc(1, 4096);
+    struct gdaki_mr ms, md;
+    reg(p, src, 4096, &ms);
+    reg(p, dst, 4096, &md);
+    static const uint32_t lens[] = { 476, GDAKI_INLINE_MAX };
+    static const uint64_t bbs[] = { 8, 1 };
+    for (int i = 0; i < 2; i++) {
+        fill(src, lens[i], 90u + (unsigned)i);
+        struct gdaki_op op = { .laddr = ms.addr, .lkey = ms.lkey, .len = lens[i],
+                               .raddr = md.addr + (uint64_t)i * 1024, .rkey = md.rkey,
+                               .flags = GDAKI_OP_INLINE };
+        uint64_t before = q->resv;
+        uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
+        EXPECT_TRUE(t != GDAKI_SLOT_ERROR);
+        EXPECT_EQ_U64(bbs[i], t - before);
+        EXPECT_EQ_INT(0, gdaki_q_wait_done(q, t));
+        EXPECT_MEMEQ(src, dst + (size_t)i * 1024, lens[i]);
+    }
+    /* the limit unknown to the poster: the NIC refuses the 63-unit WQE */
+    q->max_wqe_ds = 0;
+    memset(dst + 2048, 0, 1024);
+    fill(src, GDAKI_INLINE_MAX, 92u);
+    struct gdaki_op op = { .laddr = ms.addr, .lkey = ms.lkey, .len = GDAKI_INLINE_MAX,
+                           .raddr = md.addr + 2048, .rkey = md.rkey, .flags = GDAKI_OP_INLINE };
+    uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
+    EXPECT_TRUE(t != GDAKI_SLOT_ERROR);
+    EXPECT_EQ_INT(-1, gdaki_q_wait_done(q, t));
+    EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) | MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
+                  q->err & 0xffff00ffu);
+    uint8_t zero[1024] = { 0 };
+    EXPECT_MEMEQ(zero, dst + 2048, 1024);
+    gdaki_pair_close(p);
+    free(src);
+    free(dst);
+}
+
 /* put_signal with an inline payload of several BBs: the data WQE asks for
  * no CQE (no span entry), the signal's CQE completes both; the receiver
  * sees the signal and the data. */

@@ -12,7 +12,10 @@
  *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
  *      SOFTNIC_LINK_RATE (what unlimited ports advertise; see link.c),
- *      SOFTNIC_LINK_CACHE (where the host's calibration is shared; link.c).
+ *      SOFTNIC_LINK_CACHE (where the host's calibration is shared; link.c),
+ *      SOFTNIC_MAX_WQE_SZ_SQ (a firmware that answers QUERY_HCA_CAP with
+ *      this largest send WQE, 16..1024 bytes, and refuses larger WQEs;
+ *      unset: QUERY_HCA_CAP is refused as not modelled; mlx5_devx.c).
  *
  * File format (SOFTNIC_CONF), one directive per line, '#' starts a comment:
  *     device <name>                       starts a device (max 4)
@@ -362,6 +365,12 @@ int config_load(struct sn_config *c)
     }
     if (!err && (v = getenv("SOFTNIC_VF_BASE_RATE")) && *v && parse_u64(v, &c->vf_base_rate))
         err = EINVAL;
+    err = err ? err : env_u32("SOFTNIC_MAX_WQE_SZ_SQ", &c->max_wqe_sz_sq);
+    if (!err && c->max_wqe_sz_sq && (c->max_wqe_sz_sq < 16 || c->max_wqe_sz_sq > 1024)) {
+        SN_LOG("config: SOFTNIC_MAX_WQE_SZ_SQ=%u outside 16..1024 bytes, not stated", c->max_wqe_sz_sq);
+        c->max_wqe_sz_sq = 0;
+        err = EINVAL;
+    }
     err = err ? err : env_u32("SOFTNIC_SPIN_US", &c->spin_us);
     if (!err && c->spin_us > SPIN_US_MAX) {
         SN_LOG("config: SOFTNIC_SPIN_US=%u above %u, not spinning", c->spin_us, SPIN_US_MAX);

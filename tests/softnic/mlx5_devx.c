@@ -686,6 +686,18 @@ EXPORT int mlx5dv_devx_general_cmd(struct ibv_context *ctx, const void *in, size
     if (!mailbox_args(in, inlen, out, outlen))
         return EINVAL;
     memset(out, 0, outlen);
-    /* No capability query or other general command is modelled. */
-    return refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
+    /* QUERY_HCA_CAP of the general capabilities, only with a stated largest
+     * send WQE (SOFTNIC_MAX_WQE_SZ_SQ): every other field reads 0.  Without
+     * one, as every other general command, it is not modelled (NCCL's
+     * GDAKI probe then goes on without it: test_softnic_nccl_gdaki_probe). */
+    uint32_t max_sq = mlx5_priv_max_wqe_sz_sq();
+    if (PRM_GET(in, PRM_IN_OPCODE) != PRM_OP_QUERY_HCA_CAP || !max_sq ||
+        (PRM_GET(in, PRM_IN_OP_MOD) >> 1) != 0)
+        return refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
+    if (inlen < PRM_QUERY_HCA_CAP_IN_BYTES)
+        return refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
+    if (outlen < PRM_QUERY_HCA_CAP_OUT_BYTES)
+        return refuse(out, PRM_STATUS_BAD_OUTP_LEN, SYN_OUTLEN);
+    PRM_SET(out, PRM_HCA_CAP_MAX_WQE_SZ_SQ, max_sq);
+    return 0;
 }

@@ -160,6 +160,9 @@ int mlx5_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
 /* Marks the calling thread as the NIC's, or not (softnic_priv_thread_is_nic);
  * does nothing next to another libibverbs or one without that entry. */
 void mlx5_priv_thread_is_nic(bool on);
+/* The largest send WQE this NIC states in bytes (SOFTNIC_MAX_WQE_SZ_SQ,
+ * read once), 0 when none. */
+uint32_t mlx5_priv_max_wqe_sz_sq(void);
 
 /* Page-aligned, page-multiple, zeroed host memory (GPU-mappable). */
 void *mlx5_sn_alloc_pages(size_t bytes);

@@ -18,6 +18,7 @@ static struct {
     int (*gpu_read)(void *, const void *, size_t);
     int (*gpu_write)(void *, const void *, size_t);
     void (*thread_is_nic)(bool);
+    uint32_t max_wqe_sz_sq;
 } priv = { .once = PTHREAD_ONCE_INIT };
 
 /* The libibverbs this library was linked against (DT_NEEDED), found by
@@ -44,6 +45,9 @@ static void priv_load(void)
     /* optional: without it the NIC thread leaves CUDA payloads to the
      * requester threads, as before it existed */
     priv.thread_is_nic = (void (*)(bool))sym("softnic_priv_thread_is_nic");
+    /* optional: without it the NIC states no largest WQE */
+    uint32_t (*max_sq)(void) = (uint32_t (*)(void))sym("softnic_priv_max_wqe_sz_sq");
+    priv.max_wqe_sz_sq = max_sq ? max_sq() : 0;
     if (!priv.is_softnic || !priv.set_destroy_hook || !priv.gpu_is_device_ptr || !priv.gpu_read ||
         !priv.gpu_write) {
         priv.err = EOPNOTSUPP;
@@ -76,6 +80,11 @@ int mlx5_priv_gpu_read(void *dst, const void *gpu_src, size_t len)
 int mlx5_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
 {
     return mlx5_priv_init() == 0 ? priv.gpu_write(gpu_dst, src, len) : EOPNOTSUPP;
+}
+
+uint32_t mlx5_priv_max_wqe_sz_sq(void)
+{
+    return mlx5_priv_init() == 0 ? priv.max_wqe_sz_sq : 0;
 }
 
 void mlx5_priv_thread_is_nic(bool on)

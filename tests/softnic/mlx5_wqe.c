@@ -60,6 +60,7 @@ int mlx5_wqe_decode(const void *sq, uint32_t wqe_cnt, uint16_t idx,
 
     if (ds == 0 || (qpn_ds & 0xc0))
         return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+    op->ds = ds;
     op->nbb = (ds * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
     if (op->nbb > avail || op->nbb > wqe_cnt)
         return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;

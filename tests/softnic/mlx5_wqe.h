@@ -36,6 +36,7 @@ struct mlx5_sn_op {
     uint8_t fm_ce_se;
     uint16_t wqe_idx;           /* counter from the ctrl segment */
     uint32_t nbb;               /* BBs the WQE occupies */
+    uint32_t ds;                /* its 16-byte units (the ctrl segment's ds) */
     bool signaled;              /* CE asks for a CQE */
     uint32_t imm;               /* as in the WQE (network order) */
     uint64_t raddr;

@@ -42,6 +42,11 @@ EXPORT void softnic_priv_thread_is_nic(bool on)
     requester_direct_copies_cuda(on);
 }
 
+EXPORT uint32_t softnic_priv_max_wqe_sz_sq(void)
+{
+    return softnic_global()->conf.max_wqe_sz_sq;
+}
+
 void priv_qp_destroying(struct ibv_qp *qp)
 {
     softnic_priv_qp_hook h = atomic_load(&qp_hook);

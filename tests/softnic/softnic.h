@@ -82,6 +82,9 @@ struct sn_config {
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
+    uint32_t max_wqe_sz_sq;    /* SOFTNIC_MAX_WQE_SZ_SQ: the largest send WQE in bytes,
+                                * stated by QUERY_HCA_CAP and enforced on mlx5 rings;
+                                * 0 = the command is refused, 16 BBs taken (mlx5_devx.c) */
 };
 
 /* Parses SOFTNIC_CONF / SOFTNIC_DEVICES / SOFTNIC_* (the only reader of the

@@ -17,7 +17,9 @@
  * - softnic_priv_thread_is_nic(on): while on, the calling thread is a NIC's
  *   (libmlx5's doorbell thread): its posts may copy small CUDA payloads out
  *   of GPU memory and transmit them themselves on an idle QP
- *   (requester_direct_copies_cuda). */
+ *   (requester_direct_copies_cuda).
+ * - softnic_priv_max_wqe_sz_sq(): the largest send WQE in bytes that this
+ *   NIC states (SOFTNIC_MAX_WQE_SZ_SQ), 0 when it states none. */
 #ifndef SOFTNIC_PRIV_H
 #define SOFTNIC_PRIV_H
 
@@ -33,6 +35,7 @@ bool softnic_priv_gpu_is_device_ptr(const void *p);
 int softnic_priv_gpu_read(void *dst, const void *gpu_src, size_t len);
 int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
 void softnic_priv_thread_is_nic(bool on);
+uint32_t softnic_priv_max_wqe_sz_sq(void);
 
 /* Called by qp.c / cq.c. */
 void priv_qp_destroying(struct ibv_qp *qp);

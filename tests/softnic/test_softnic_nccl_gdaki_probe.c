@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <infiniband/mlx5dv.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -179,6 +180,61 @@ TAP_CASE(test_devx_context_refuses_hca_cap_query_with_a_prm_status)
     uint32_t eqn = 99;
     EXPECT_EQ_INT(0, mlx5dv_devx_query_eqn(ctx, 0, &eqn));
     EXPECT_EQ_INT(0, eqn);
+    EXPECT_EQ_INT(0, ibv_close_device(ctx));
+}
+
+/* With SOFTNIC_MAX_WQE_SZ_SQ set, softnic's firmware states that largest
+ * send WQE in QUERY_HCA_CAP's general capabilities (current values), every
+ * other field 0; a short output is refused as a ConnectX refuses it, and
+ * other capability types stay not modelled. */
+TAP_CASE(test_devx_context_answers_hca_cap_query_with_a_stated_largest_wqe)
+{
+    setenv("SOFTNIC_MAX_WQE_SZ_SQ", "512", 1);   /* this case's process only */
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    EXPECT_TRUE(list && n >= 1);
+    struct mlx5dv_context_attr ca = { .flags = MLX5DV_CONTEXT_FLAGS_DEVX };
+    struct ibv_context *ctx = mlx5dv_open_device(list[0], &ca);
+    ibv_free_device_list(list);
+    EXPECT_TRUE(ctx != NULL);
+    uint32_t in[4];
+    static uint8_t out[0x10 + 0x1000];
+    memset(in, 0, sizeof(in));
+    in[0] = htobe32((uint32_t)QUERY_HCA_CAP << 16);
+    in[1] = htobe32(1);                       /* op_mod: general capabilities, current */
+    memset(out, 0xee, sizeof(out));
+    EXPECT_EQ_INT(0, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
+    EXPECT_EQ_INT(0, out[0]);                 /* status OK */
+    EXPECT_EQ_INT(0x02, out[0x62]);           /* max_wqe_sz_sq, big-endian: 512 */
+    EXPECT_EQ_INT(0x00, out[0x63]);
+    EXPECT_EQ_INT(0, out[0x10] | out[0x61] | out[0x64] | out[0x100f]);
+    EXPECT_EQ_INT(EREMOTEIO, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, 0x100));
+    EXPECT_EQ_INT(0x51, out[0]);              /* BAD_OUTP_LEN */
+    in[1] = htobe32(2 << 1 | 1);              /* another capability type */
+    EXPECT_EQ_INT(EREMOTEIO, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
+    EXPECT_EQ_INT(PRM_BAD_OP, out[0]);
+    EXPECT_EQ_INT(0, ibv_close_device(ctx));
+}
+
+/* A largest WQE outside 16..1024 bytes is logged and not stated: the
+ * command stays refused. */
+TAP_CASE(test_a_largest_wqe_out_of_range_is_not_stated)
+{
+    setenv("SOFTNIC_MAX_WQE_SZ_SQ", "2000", 1);
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    EXPECT_TRUE(list && n >= 1);   /* softnic still lists its devices */
+    struct mlx5dv_context_attr ca = { .flags = MLX5DV_CONTEXT_FLAGS_DEVX };
+    struct ibv_context *ctx = mlx5dv_open_device(list[0], &ca);
+    ibv_free_device_list(list);
+    EXPECT_TRUE(ctx != NULL);
+    uint32_t in[4];
+    static uint8_t out[0x10 + 0x1000];
+    memset(in, 0, sizeof(in));
+    in[0] = htobe32((uint32_t)QUERY_HCA_CAP << 16);
+    in[1] = htobe32(1);
+    EXPECT_EQ_INT(EREMOTEIO, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
+    EXPECT_EQ_INT(PRM_BAD_OP, out[0]);
     EXPECT_EQ_INT(0, ibv_close_device(ctx));
 }
 
