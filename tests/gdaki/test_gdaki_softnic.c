@@ -313,11 +313,31 @@ TAP_CASE(test_inline_puts_of_several_bbs_on_a_devx_qp)
     inline_puts_of_several_bbs(GDAKI_QUEUE_MEM_HOST_DEVX);
 }
 
-/* A device whose largest send WQE is smaller than 16 BBs (max_wqe_sz_sq,
- * read by QUERY_HCA_CAP: softnic's firmware refuses the command, so the
- * descriptor says 0, the 16 a ds counts).  With the limit at 8 BBs a
- * 476-byte inline put still takes 8 and a 972-byte one goes by pointer in
- * one, and both land. */
+/* On a queue whose largest WQE is 512 bytes (max_wqe_ds 32): a 476-byte
+ * inline put takes 8 BBs and a 972-byte one goes by pointer in one; both
+ * land in dst (1 KiB apart).  src and dst are 4 KiB, registered as ms, md. */
+static void puts_within_a_512_byte_wqe(struct gdaki_qp_dev *q, uint8_t *src, uint8_t *dst,
+                                       const struct gdaki_mr *ms, const struct gdaki_mr *md)
+{
+    static const uint32_t lens[] = { 476, GDAKI_INLINE_MAX };
+    static const uint64_t bbs[] = { 8, 1 };
+    for (int i = 0; i < 2; i++) {
+        fill(src, lens[i], 70u + (unsigned)i);
+        struct gdaki_op op = { .laddr = ms->addr, .lkey = ms->lkey, .len = lens[i],
+                               .raddr = md->addr + (uint64_t)i * 1024, .rkey = md->rkey,
+                               .flags = GDAKI_OP_INLINE };
+        uint64_t before = q->resv;
+        uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
+        EXPECT_TRUE(t != GDAKI_SLOT_ERROR);
+        EXPECT_EQ_U64(bbs[i], t - before);
+        EXPECT_EQ_INT(0, gdaki_q_wait_done(q, t));
+        EXPECT_MEMEQ(src, dst + (size_t)i * 1024, lens[i]);
+    }
+}
+
+/* A device whose largest send WQE is smaller than 16 BBs, set by hand on a
+ * verbs queue (softnic's firmware refuses QUERY_HCA_CAP unless told
+ * otherwise, so the descriptor says 0: 63 units). */
 TAP_CASE(test_inline_put_longer_than_the_devices_largest_wqe_goes_by_pointer)
 {
     struct gdaki_pair *p = open_pair(64);
@@ -328,20 +348,7 @@ TAP_CASE(test_inline_put_longer_than_the_devices_largest_wqe_goes_by_pointer)
     struct gdaki_mr ms, md;
     reg(p, src, 4096, &ms);
     reg(p, dst, 4096, &md);
-    static const uint32_t lens[] = { 476, GDAKI_INLINE_MAX };
-    static const uint64_t bbs[] = { 8, 1 };
-    for (int i = 0; i < 2; i++) {
-        fill(src, lens[i], 70u + (unsigned)i);
-        struct gdaki_op op = { .laddr = ms.addr, .lkey = ms.lkey, .len = lens[i],
-                               .raddr = md.addr + (uint64_t)i * 1024, .rkey = md.rkey,
-                               .flags = GDAKI_OP_INLINE };
-        uint64_t before = q->resv;
-        uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
-        EXPECT_TRUE(t != GDAKI_SLOT_ERROR);
-        EXPECT_EQ_U64(bbs[i], t - before);
-        EXPECT_EQ_INT(0, gdaki_q_wait_done(q, t));
-        EXPECT_MEMEQ(src, dst + (size_t)i * 1024, lens[i]);
-    }
+    puts_within_a_512_byte_wqe(q, src, dst, &ms, &md);
     EXPECT_EQ_INT(0, (int)q->err);
     gdaki_pair_close(p);
     free(src);
@@ -364,20 +371,7 @@ TAP_CASE(test_the_nics_largest_wqe_is_learned_and_bounds_inline_puts)
     struct gdaki_mr ms, md;
     reg(p, src, 4096, &ms);
     reg(p, dst, 4096, &md);
-    static const uint32_t lens[] = { 476, GDAKI_INLINE_MAX };
-    static const uint64_t bbs[] = { 8, 1 };
-    for (int i = 0; i < 2; i++) {
-        fill(src, lens[i], 90u + (unsigned)i);
-        struct gdaki_op op = { .laddr = ms.addr, .lkey = ms.lkey, .len = lens[i],
-                               .raddr = md.addr + (uint64_t)i * 1024, .rkey = md.rkey,
-                               .flags = GDAKI_OP_INLINE };
-        uint64_t before = q->resv;
-        uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
-        EXPECT_TRUE(t != GDAKI_SLOT_ERROR);
-        EXPECT_EQ_U64(bbs[i], t - before);
-        EXPECT_EQ_INT(0, gdaki_q_wait_done(q, t));
-        EXPECT_MEMEQ(src, dst + (size_t)i * 1024, lens[i]);
-    }
+    puts_within_a_512_byte_wqe(q, src, dst, &ms, &md);
     /* the limit unknown to the poster: the NIC refuses the 63-unit WQE */
     q->max_wqe_ds = 0;
     memset(dst + 2048, 0, 1024);

@@ -161,21 +161,40 @@ TAP_CASE(test_gdaki_context_devx_calls_are_refused_on_a_plain_context)
     st_dev_close(&d);
 }
 
-TAP_CASE(test_devx_context_refuses_hca_cap_query_with_a_prm_status)
+/* The first device opened with MLX5DV_CONTEXT_FLAGS_DEVX. */
+static struct ibv_context *devx_context(void)
 {
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
-    EXPECT_TRUE(list && n >= 1);
+    EXPECT_TRUE(list && n >= 1);   /* softnic lists its devices whatever the knob says */
     struct mlx5dv_context_attr ca = { .flags = MLX5DV_CONTEXT_FLAGS_DEVX };
     struct ibv_context *ctx = mlx5dv_open_device(list[0], &ca);
     ibv_free_device_list(list);
     EXPECT_TRUE(ctx != NULL);
-    uint32_t in[4], out[64];
+    return ctx;
+}
+
+/* QUERY_HCA_CAP with op_mod into out (outlen bytes, first set to 0xee);
+ * mlx5dv_devx_general_cmd's return. */
+static int hca_cap_query(struct ibv_context *ctx, uint32_t op_mod, uint8_t *out, size_t outlen)
+{
+    uint32_t in[4];
     memset(in, 0, sizeof(in));
     in[0] = htobe32((uint32_t)QUERY_HCA_CAP << 16);
-    memset(out, 0xee, sizeof(out));
-    EXPECT_EQ_INT(EREMOTEIO, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
-    EXPECT_EQ_INT(PRM_BAD_OP, ((uint8_t *)out)[0]);
+    in[1] = htobe32(op_mod);
+    memset(out, 0xee, outlen);
+    return mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, outlen);
+}
+
+#define HCA_CAP_OUT_BYTES (0x10 + 0x1000)
+#define GENERAL_CURRENT 1   /* op_mod: general capabilities (type 0), current values */
+
+TAP_CASE(test_devx_context_refuses_hca_cap_query_with_a_prm_status)
+{
+    struct ibv_context *ctx = devx_context();
+    uint8_t out[256];
+    EXPECT_EQ_INT(EREMOTEIO, hca_cap_query(ctx, 0, out, sizeof(out)));
+    EXPECT_EQ_INT(PRM_BAD_OP, out[0]);
     /* the EQN a DEVX CQ names is there */
     uint32_t eqn = 99;
     EXPECT_EQ_INT(0, mlx5dv_devx_query_eqn(ctx, 0, &eqn));
@@ -190,28 +209,16 @@ TAP_CASE(test_devx_context_refuses_hca_cap_query_with_a_prm_status)
 TAP_CASE(test_devx_context_answers_hca_cap_query_with_a_stated_largest_wqe)
 {
     setenv("SOFTNIC_MAX_WQE_SZ_SQ", "512", 1);   /* this case's process only */
-    int n = 0;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    EXPECT_TRUE(list && n >= 1);
-    struct mlx5dv_context_attr ca = { .flags = MLX5DV_CONTEXT_FLAGS_DEVX };
-    struct ibv_context *ctx = mlx5dv_open_device(list[0], &ca);
-    ibv_free_device_list(list);
-    EXPECT_TRUE(ctx != NULL);
-    uint32_t in[4];
-    static uint8_t out[0x10 + 0x1000];
-    memset(in, 0, sizeof(in));
-    in[0] = htobe32((uint32_t)QUERY_HCA_CAP << 16);
-    in[1] = htobe32(1);                       /* op_mod: general capabilities, current */
-    memset(out, 0xee, sizeof(out));
-    EXPECT_EQ_INT(0, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
+    struct ibv_context *ctx = devx_context();
+    static uint8_t out[HCA_CAP_OUT_BYTES];
+    EXPECT_EQ_INT(0, hca_cap_query(ctx, GENERAL_CURRENT, out, sizeof(out)));
     EXPECT_EQ_INT(0, out[0]);                 /* status OK */
     EXPECT_EQ_INT(0x02, out[0x62]);           /* max_wqe_sz_sq, big-endian: 512 */
     EXPECT_EQ_INT(0x00, out[0x63]);
     EXPECT_EQ_INT(0, out[0x10] | out[0x61] | out[0x64] | out[0x100f]);
-    EXPECT_EQ_INT(EREMOTEIO, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, 0x100));
+    EXPECT_EQ_INT(EREMOTEIO, hca_cap_query(ctx, GENERAL_CURRENT, out, 0x100));
     EXPECT_EQ_INT(0x51, out[0]);              /* BAD_OUTP_LEN */
-    in[1] = htobe32(2 << 1 | 1);              /* another capability type */
-    EXPECT_EQ_INT(EREMOTEIO, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
+    EXPECT_EQ_INT(EREMOTEIO, hca_cap_query(ctx, 2 << 1 | 1, out, sizeof(out)));   /* another type */
     EXPECT_EQ_INT(PRM_BAD_OP, out[0]);
     EXPECT_EQ_INT(0, ibv_close_device(ctx));
 }
@@ -221,19 +228,9 @@ TAP_CASE(test_devx_context_answers_hca_cap_query_with_a_stated_largest_wqe)
 TAP_CASE(test_a_largest_wqe_out_of_range_is_not_stated)
 {
     setenv("SOFTNIC_MAX_WQE_SZ_SQ", "2000", 1);
-    int n = 0;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    EXPECT_TRUE(list && n >= 1);   /* softnic still lists its devices */
-    struct mlx5dv_context_attr ca = { .flags = MLX5DV_CONTEXT_FLAGS_DEVX };
-    struct ibv_context *ctx = mlx5dv_open_device(list[0], &ca);
-    ibv_free_device_list(list);
-    EXPECT_TRUE(ctx != NULL);
-    uint32_t in[4];
-    static uint8_t out[0x10 + 0x1000];
-    memset(in, 0, sizeof(in));
-    in[0] = htobe32((uint32_t)QUERY_HCA_CAP << 16);
-    in[1] = htobe32(1);
-    EXPECT_EQ_INT(EREMOTEIO, mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)));
+    struct ibv_context *ctx = devx_context();
+    static uint8_t out[HCA_CAP_OUT_BYTES];
+    EXPECT_EQ_INT(EREMOTEIO, hca_cap_query(ctx, GENERAL_CURRENT, out, sizeof(out)));
     EXPECT_EQ_INT(PRM_BAD_OP, out[0]);
     EXPECT_EQ_INT(0, ibv_close_device(ctx));
 }
