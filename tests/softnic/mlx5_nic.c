@@ -434,16 +434,21 @@ static int wait_satisfied(const struct mlx5_sn_op *op)
 #define NIC_POST_LIST 8
 #define NIC_POST_LIST_BYTES 4096
 
-/* Whether op is executed by the engine (not the NIC thread itself). */
-/* A WQE larger than the largest this device states (SOFTNIC_MAX_WQE_SZ_SQ,
- * QUERY_HCA_CAP's max_wqe_sz_sq) fails as a ConnectX fails it: a local
- * length error. */
-static bool wqe_too_long(const struct mlx5_sn_op *op)
+/* mlx5_wqe_decode of the WQE at idx, on this device: a well-formed WQE
+ * larger than the largest the device states (SOFTNIC_MAX_WQE_SZ_SQ,
+ * QUERY_HCA_CAP's max_wqe_sz_sq) fails as a ConnectX fails it, with a
+ * local length error. */
+static int nic_decode(const struct mlx5_sn_qp *qp, const uint8_t *ring, uint16_t idx, uint16_t avail,
+                      struct mlx5_sn_op *op)
 {
+    int syn = mlx5_wqe_decode(ring, qp->wqe_cnt, idx, qp->ibqp->qp_num, avail, op);
     uint32_t max = mlx5_priv_max_wqe_sz_sq();
-    return max && op->ds * 16 > max;
+    if (!syn && max && op->ds * 16 > max)
+        syn = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+    return syn;
 }
 
+/* Whether op is executed by the engine (not the NIC thread itself). */
 static bool op_is_engine(const struct mlx5_sn_op *op)
 {
     return op->opcode != MLX5_OPCODE_NOP && op->opcode != MLX5_SN_OPCODE_WAIT;
@@ -466,9 +471,8 @@ static int qp_consume_batch(struct mlx5_sn_qp *qp, const uint8_t *ring, uint16_t
     uint16_t at = qp->ci;
     while (n < NIC_POST_LIST && at != pi && qp->pend_count + (uint32_t)n < qp->wqe_cnt) {
         struct mlx5_sn_op *op = &ops[n];
-        if (mlx5_wqe_decode(ring, qp->wqe_cnt, at, qp->ibqp->qp_num, (uint16_t)(pi - at), op) != 0 ||
-            wqe_too_long(op) || !op_is_engine(op) || (n > 0 && bytes + op->len > NIC_POST_LIST_BYTES) ||
-            wr_build(qp, op, &wrs[n], sgs[n]) != 0)
+        if (nic_decode(qp, ring, at, (uint16_t)(pi - at), op) != 0 || !op_is_engine(op) ||
+            (n > 0 && bytes + op->len > NIC_POST_LIST_BYTES) || wr_build(qp, op, &wrs[n], sgs[n]) != 0)
             break;
         bytes += op->len;
         at = (uint16_t)(at + op->nbb);
@@ -532,9 +536,7 @@ static int qp_consume(struct mlx5_sn_qp *qp)
                 break;
             continue;
         }
-        int syn = mlx5_wqe_decode(ring, qp->wqe_cnt, qp->ci, qp->ibqp->qp_num, avail, &op);
-        if (!syn && wqe_too_long(&op))
-            syn = MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+        int syn = nic_decode(qp, ring, qp->ci, avail, &op);
         e.opcode = op.opcode;
         e.want_cqe = op.signaled;
         e.byte_cnt = (uint32_t)op.len;
