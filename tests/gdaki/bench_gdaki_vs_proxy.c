@@ -27,7 +27,9 @@
  * Usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096]
  *          [--windows 8,32] [--iters N] [--lat-iters N] [--plugin PATH]
  *          [--ibverbs PATH] [--cuda-dev N] [--dev NAME] [--port N]
- *          [--inline BYTES] [--rounds N] [--timeout S] [--verbose]
+ *          [--inline BYTES] [--rounds N] [--timeout S] [--verbose] [--gpu-only]
+ * --gpu-only runs the GPU half alone (with SOFTNIC_STATS=1, softnic's
+ * counters at exit are then the GPU path's own).
  * --rounds (default 3): each size's phases run N times, GPU and CPU
  * alternating; the table gives medians over the rounds, each ratio the
  * median of the rounds' side-by-side ratios, and the range of those ratios
@@ -57,6 +59,7 @@
 
 #define MAX_LIST 16
 #define MAX_ROUNDS 15
+#define LAT_WARM_MIN 10   /* messages of a latency phase's warm-up, at least */
 
 struct bench_opts {
     int cuda;                 /* --mem=cuda (default) or host */
@@ -73,6 +76,7 @@ struct bench_opts {
     int cuda_dev;
     double timeout;
     int verbose;
+    int gpu_only;             /* --gpu-only: the CPU-proxy half is not run */
 };
 
 /* The two buffers and how to reach them from the host. */
@@ -109,7 +113,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         { "ibverbs", 1, 0, 'i' },  { "cuda-dev", 1, 0, 'd' }, { "timeout", 1, 0, 't' },
         { "verbose", 0, 0, 'v' },  { "dev", 1, 0, 'D' },      { "port", 1, 0, 'P' },
         { "inline", 1, 0, 'I' },   { "rounds", 1, 0, 'r' },   { "help", 0, 0, 'h' },
-        { 0, 0, 0, 0 } };
+        { "gpu-only", 0, 0, 'G' }, { 0, 0, 0, 0 } };
     long v[MAX_LIST];
     int c, k;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -150,10 +154,13 @@ static int parse(int argc, char **argv, struct bench_opts *o)
                 return -1;
             o->rounds = (int)v[0];
             break;
+        case 'G': o->gpu_only = 1; break;
         case 'h': return 1;
         default: return -1;
         }
     }
+    if (o->gpu_only && !o->cuda)
+        return -1;   /* --mem=host has no GPU half */
     if (optind != argc || o->iters < 1 || o->lat_iters < 1 || o->timeout <= 0 || o->cuda_dev < 0 || o->port < 0)
         return -1;
     return 0;
@@ -277,7 +284,7 @@ static int measure_rate(struct path *p, struct bench_bufs *b, size_t size, long 
 static int measure_lat(struct path *p, struct bench_bufs *b, size_t size, long n, double *lat, double *med,
                        double *mean, char *err, size_t errlen)
 {
-    long nw = n / 10 > 10 ? n / 10 : 10;
+    long nw = n / 10 > LAT_WARM_MIN ? n / 10 : LAT_WARM_MIN;   /* lat holds max(n, LAT_WARM_MIN) */
     if (bufs_clear(b, err, errlen) || path_lat(p, size, nw, lat, err, errlen) ||
         bufs_check(b, size, nw, PATH_MAX_WINDOW, err, errlen))
         return -1;
@@ -322,10 +329,12 @@ int main(int argc, char **argv)
         "usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096] [--windows 8,32]\n"
         "         [--iters N] [--lat-iters N] [--plugin PATH] [--ibverbs PATH] [--cuda-dev N]\n"
         "         [--dev NAME] [--port N] [--inline BYTES] [--rounds N] [--timeout S] [--verbose]\n"
+        "         [--gpu-only]\n"
         "  GPU-initiated writes vs isend through the plugin, same port, side by side.\n"
         "  --inline: GPU messages of at most BYTES (0..972, default 972) carry their payload\n"
         "  inside the WQE, read by the kernel instead of by the NIC (0: never); past 220\n"
         "  bytes only while the QP has no message in flight.\n"
+        "  --gpu-only: the GPU-initiated half alone (the CPU-proxy columns print -).\n"
         "  --rounds: each size's phases N times (1..15, default 3), GPU and CPU alternating;\n"
         "  the table gives medians over the rounds and the range of the rounds' ratios.\n"
         "  --mem=host: the CPU-proxy half alone, host buffers (no GPU needed).\n"
@@ -431,7 +440,8 @@ int main(int argc, char **argv)
            "gpu/cpu", "gpu_lat_us", "cpu_lat_us", "cpu/gpu", "gpu/cpu_rnds", "cpu/gpu_rnds");
     fflush(stdout);
 
-    double *lat = malloc((size_t)o.lat_iters * sizeof(double));
+    /* room for the timed run and for measure_lat's warm-up (at least 10) */
+    double *lat = malloc((size_t)(o.lat_iters > LAT_WARM_MIN ? o.lat_iters : LAT_WARM_MIN) * sizeof(double));
     long checked = 0;
     int rc = 1;
     if (!lat) {
@@ -450,15 +460,16 @@ int main(int argc, char **argv)
                 if (gpu &&
                     measure_rate(&gpup, &b, size, o.iters, o.windows[w], &grate[r][w], err, sizeof(err)) < 0)
                     goto path_fail_gpu;
-                if (measure_rate(&cpu, &b, size, o.iters, o.windows[w], &crate[r][w], err, sizeof(err)) < 0)
+                if (!o.gpu_only &&
+                    measure_rate(&cpu, &b, size, o.iters, o.windows[w], &crate[r][w], err, sizeof(err)) < 0)
                     goto path_fail_cpu;
-                checked += gpu ? 4 : 2;
+                checked += (gpu ? 2 : 0) + (o.gpu_only ? 0 : 2);
             }
             if (gpu && measure_lat(&gpup, &b, size, o.lat_iters, lat, &glat[r], &mean, err, sizeof(err)) < 0)
                 goto path_fail_gpu;
-            if (measure_lat(&cpu, &b, size, o.lat_iters, lat, &clat[r], &mean, err, sizeof(err)) < 0)
+            if (!o.gpu_only && measure_lat(&cpu, &b, size, o.lat_iters, lat, &clat[r], &mean, err, sizeof(err)) < 0)
                 goto path_fail_cpu;
-            checked += gpu ? 4 : 2;
+            checked += (gpu ? 2 : 0) + (o.gpu_only ? 0 : 2);
         }
         double lr[MAX_ROUNDS], lr_lo = 0, lr_hi = 0;
         for (int r = 0; r < o.rounds; r++)
@@ -475,14 +486,17 @@ int main(int argc, char **argv)
             double rate_ratio = rounds_median(q, o.rounds, &q_lo, &q_hi);
             char gs[32], rr[32], gl[32], cl[32], lrs[32], rq[40], rl[40];
             fmt_num(gs, sizeof(gs), rounds_median(g, o.rounds, NULL, NULL), gpu);
-            fmt_num(rr, sizeof(rr), rate_ratio, gpu);
+            int both = gpu && !o.gpu_only;
+            char cs[32];
+            fmt_num(cs, sizeof(cs), rounds_median(c, o.rounds, NULL, NULL), !o.gpu_only);
+            fmt_num(rr, sizeof(rr), rate_ratio, both);
             fmt_num(gl, sizeof(gl), gl_med, gpu && w == 0);
-            fmt_num(cl, sizeof(cl), cl_med, w == 0);
-            fmt_num(lrs, sizeof(lrs), lat_ratio, gpu && w == 0);
-            fmt_range(rq, sizeof(rq), q_lo, q_hi, gpu);
-            fmt_range(rl, sizeof(rl), lr_lo, lr_hi, gpu && w == 0);
-            printf("%6zu %3d %12s %12.4g %8s %11s %11s %8s %13s %13s\n", size, o.windows[w], gs,
-                   rounds_median(c, o.rounds, NULL, NULL), rr, gl, cl, lrs, rq, rl);
+            fmt_num(cl, sizeof(cl), cl_med, !o.gpu_only && w == 0);
+            fmt_num(lrs, sizeof(lrs), lat_ratio, both && w == 0);
+            fmt_range(rq, sizeof(rq), q_lo, q_hi, both);
+            fmt_range(rl, sizeof(rl), lr_lo, lr_hi, both && w == 0);
+            printf("%6zu %3d %12s %12s %8s %11s %11s %8s %13s %13s\n", size, o.windows[w], gs, cs, rr, gl, cl,
+                   lrs, rq, rl);
         }
         fflush(stdout);
     }
