@@ -6,6 +6,8 @@
 #     dlopen'ed plugin (tests/gdaki/bench_gdaki_vs_proxy);
 #  2. against a CPU thread's raw ibv_post_send on the same pair
 #     (tests/gdaki/bench_gdaki): the part of (1)'s gap that is the plugin's.
+#  then what the CUDA driver calls behind softnic's copies of GPU payloads
+#     cost (tests/gdaki/bench_cuda_copy), the floor under every such message;
 #  3. the tool's per-write latency (railnet-write-bw --gpu-initiated, client
 #     and server as two processes on this GPU) against (1)'s one-process
 #     GPU latency, without and with an MPS daemon (tests/gpu/lib-mps.sh says
@@ -28,6 +30,8 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/gdaki-bench.XXXXXX")
 run bench_gdaki_vs_proxy --mem=cuda | tee "$out/proxy"
 echo
 run bench_gdaki
+echo
+run bench_cuda_copy
 echo
 
 # 3. The tool's "Lat[usec]" (one thread, put + quiet, as (1)'s gpu_lat_us).

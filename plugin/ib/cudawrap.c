@@ -66,6 +66,9 @@ static const struct entry {
     E(mem_map, "cuMemMap", "", 0),
     E(mem_unmap, "cuMemUnmap", "", 0),
     E(mem_set_access, "cuMemSetAccess", "", 0),
+    E(stream_write_value64, "cuStreamWriteValue64", "_v2", 0),
+    /* by its versioned name, as cuCtxCreate_v4: the 12.0 ABI has no batch */
+    E(memcpy_batch_async, "cuMemcpyBatchAsync_v2", "", 0),
 };
 #undef E
 

@@ -36,6 +36,15 @@ typedef struct CUstream_st *cudawrap_stream;  /* CUstream */
 struct CUmemAllocationProp_st;                /* CUmemAllocationProp */
 struct CUmemAccessDesc_st;                    /* CUmemAccessDesc */
 
+/* CUmemcpyAttributes (cuda.h, CUDA 12.8): how cuMemcpyBatchAsync may read
+ * the sources of the copies it applies to. */
+struct cudawrap_memcpy_attr {
+    int src_access_order;                     /* CUmemcpySrcAccessOrder */
+    struct { int type, id; } src_loc_hint, dst_loc_hint; /* CUmemLocation */
+    unsigned int flags;                       /* CUmemcpyFlags */
+};
+#define CUDAWRAP_MEMCPY_SRC_ACCESS_ORDER_STREAM 1 /* sources read in stream order */
+
 struct cudawrap {
     int driver_version;      /* cuDriverGetVersion: 1000 * major + 10 * minor */
     int via_proc_address;    /* 1: entries came from cuGetProcAddress_v2 */
@@ -89,6 +98,14 @@ struct cudawrap {
     cudawrap_result (*mem_unmap)(cudawrap_devptr p, size_t len);
     cudawrap_result (*mem_set_access)(cudawrap_devptr p, size_t len, const struct CUmemAccessDesc_st *desc,
                                       size_t count);
+    /* optional: cuStreamWriteValue64 (8 bytes written by the GPU's front end, in stream order) */
+    cudawrap_result (*stream_write_value64)(cudawrap_stream s, cudawrap_devptr addr, unsigned long long v,
+                                            unsigned int flags);
+    /* optional: CUDA 13's cuMemcpyBatchAsync (exported as _v2; CUDA 12.8's
+     * had one more argument), several copies in one call on stream s */
+    cudawrap_result (*memcpy_batch_async)(cudawrap_devptr *dsts, cudawrap_devptr *srcs, size_t *sizes,
+                                          size_t count, struct cudawrap_memcpy_attr *attrs, size_t *attr_idxs,
+                                          size_t num_attrs, cudawrap_stream s);
 };
 
 /* Loads the table on the first call; NULL with the reason in err (may be

@@ -207,6 +207,7 @@ void *completer_main(void *arg)
     struct sn_rbuf rb;
     bool have_rb = false, eof = false;
     sn_nic_thread_init();
+    sn_stats_role(SN_ROLE_COMPLETER);
     pthread_mutex_lock(&qp->lock);
     while (!qp->stopping) {
         check_timeout_locked(qp, &rb, have_rb, eof);

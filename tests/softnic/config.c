@@ -15,7 +15,8 @@
  *      SOFTNIC_LINK_CACHE (where the host's calibration is shared; link.c),
  *      SOFTNIC_MAX_WQE_SZ_SQ (a firmware that answers QUERY_HCA_CAP with
  *      this largest send WQE, 16..1024 bytes, and refuses larger WQEs;
- *      unset: QUERY_HCA_CAP is refused as not modelled; mlx5_devx.c).
+ *      unset: QUERY_HCA_CAP is refused as not modelled; mlx5_devx.c),
+ *      SOFTNIC_STATS (1: per-thread-role counters on stderr at exit; stats.c).
  *
  * File format (SOFTNIC_CONF), one directive per line, '#' starts a comment:
  *     device <name>                       starts a device (max 4)
@@ -359,6 +360,9 @@ int config_load(struct sn_config *c)
     uint32_t fast = (uint32_t)c->fastpath;
     err = err ? err : env_u32("SOFTNIC_FASTPATH", &fast);
     c->fastpath = fast != 0;
+    uint32_t stats = 0;
+    err = err ? err : env_u32("SOFTNIC_STATS", &stats);
+    c->stats = stats != 0;
     if (!err && (v = getenv("SOFTNIC_LINK_RATE")) && *v && parse_u64(v, &c->link_rate)) {
         SN_LOG("config: bad SOFTNIC_LINK_RATE=%s", v);
         err = EINVAL;

@@ -39,6 +39,7 @@ EXPORT int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
 
 EXPORT void softnic_priv_thread_is_nic(bool on)
 {
+    sn_stats_role(SN_ROLE_MLX5);
     requester_direct_copies_cuda(on);
 }
 

@@ -482,6 +482,8 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
         if (!sn_wr_is_read_like(w->opcode))
             bytes += w->len;
     }
+    sn_stat_add(SN_ST_TX_BATCHES, 1);
+    sn_stat_add(SN_ST_TX_WQES, (uint64_t)b->n);
     int fd = qp->out_fd;
     bool cma = qp->cma_ok;
     uint32_t latency = port->conf.latency_us;
@@ -662,6 +664,7 @@ void *requester_main(void *arg)
     struct sn_qp *qp = arg;
     bool spin = sn_spin_on(), spun = false;
     sn_nic_thread_init();
+    sn_stats_role(SN_ROLE_REQUESTER);
     pthread_mutex_lock(&qp->lock);
     while (!qp->stopping) {
         enum ibv_qp_state st = qp->attr.qp_state;

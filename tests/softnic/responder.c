@@ -199,6 +199,7 @@ static void send_ack(struct sn_rconn *rc)
 {
     if (rc->ack_pending) {
         rc->ack_pending = false;
+        sn_stat_add(SN_ST_ACKS, 1);
         send_resp(rc, SN_RESP_ACK, 0, rc->ack_seq, 0);
     }
 }
@@ -587,6 +588,7 @@ static int do_request(struct sn_rconn *rc)
     }
     if (err)
         return err;
+    sn_stat_add(SN_ST_REQUESTS, 1);
     if (h.op != SN_OP_READ && !atomic) {
         struct sn_qp *qp = rc->qp;
         int mtu = qp->attr.path_mtu;
@@ -658,6 +660,7 @@ static void *responder_main(void *arg)
     struct sn_wire_hello h;
     int fd = rc->fd;
     sn_nic_thread_init();
+    sn_stats_role(SN_ROLE_RESPONDER);
     gpu_defer_writes(true);
     if (read_hello(fd, &h) || !(rc->qp = wire_qp_attach(h.dst_qpn))) {
         close(fd);

@@ -82,6 +82,7 @@ struct sn_config {
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
+    int stats;                 /* SOFTNIC_STATS: per-role counters on stderr at exit (stats.c) */
     uint32_t max_wqe_sz_sq;    /* SOFTNIC_MAX_WQE_SZ_SQ: the largest send WQE in bytes,
                                 * stated by QUERY_HCA_CAP and enforced on mlx5 rings;
                                 * 0 = the command is refused, 16 BBs taken (mlx5_devx.c) */
@@ -267,6 +268,26 @@ static inline char *mr_host_ptr(struct sn_mr *mr, uint64_t addr)
     return mr->base + (addr - mr->iova);
 }
 
+/* ------------------------------------------------------------- stats.c */
+/* Counters of softnic's work by the role of the thread doing it, printed on
+ * stderr at exit with SOFTNIC_STATS=1 (stats.c says what for).  A thread
+ * names its role once (sn_stats_role; unnamed threads count as the
+ * application's); sn_stat_add is a no-op while stats are off. */
+enum sn_role { SN_ROLE_APP, SN_ROLE_REQUESTER, SN_ROLE_RESPONDER, SN_ROLE_COMPLETER, SN_ROLE_MLX5,
+               SN_ROLE_N };
+enum sn_stat {
+    SN_ST_DTOH, SN_ST_DTOH_BYTES,   /* copies out of GPU memory, and their bytes */
+    SN_ST_HTOD, SN_ST_HTOD_BYTES,   /* copies into it */
+    SN_ST_COPY_CALLS, SN_ST_COPY_NS, /* the driver's copy calls (one may batch several), their time */
+    SN_ST_SYNC, SN_ST_SYNC_NS,      /* stream syncs, and the time they waited */
+    SN_ST_TX_BATCHES, SN_ST_TX_WQES, /* requester batches, and the WQEs in them */
+    SN_ST_ACKS, SN_ST_REQUESTS,     /* responder ACKs sent, requests executed */
+    SN_ST_N
+};
+bool sn_stats_on(void);
+void sn_stats_role(enum sn_role r);
+void sn_stat_add(enum sn_stat s, uint64_t v);
+
 /* --------------------------------------------------------------- gpu.c */
 /* True when ptr is CUDA device memory (libcuda loaded on demand). */
 bool gpu_is_device_ptr(const void *ptr);
@@ -287,7 +308,9 @@ int gpu_flush(void);
 /* Reads of GPU memory that land later (the requester's: one CUDA sync per
  * batch of payloads, as a NIC keeps several DMA reads in flight).
  * gpu_read_deferred starts a copy of len bytes from src into this thread's
- * staging buffer; *out is where they will be once gpu_flush returns 0, and
+ * staging buffer (the reads of one flush go to the driver together, in one
+ * batch where it has cuMemcpyBatchAsync); *out is where they will be once
+ * gpu_flush returns 0, and
  * stays valid until the thread's next copy after that flush.  ENOSPC when
  * the stage has no room left for len (or the thread has no pinned stage):
  * the caller lands what it has first, or copies with gpu_copy_from_device,
