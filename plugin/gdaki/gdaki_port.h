@@ -78,10 +78,19 @@ GDAKI_FN uint64_t gdaki_atomic_max64(uint64_t *p, uint64_t v)
 #endif
 }
 
+/* Compare-and-swap with acquire and release semantics, on the GPU as on the
+ * host: gdaki_q_poll takes its lock with it and then reads what the last
+ * holder wrote before its releasing store.  atomicCAS is relaxed; after it
+ * the lock's new holder could read a stale cq_ci and take a CQE twice. */
 GDAKI_FN uint32_t gdaki_atomic_cas32(uint32_t *p, uint32_t expect, uint32_t desired)
 {
 #if defined(__CUDA_ARCH__)
-    return atomicCAS((unsigned int *)p, expect, desired);
+    uint32_t old;
+    asm volatile("atom.acq_rel.gpu.cas.b32 %0, [%1], %2, %3;"
+                 : "=r"(old)
+                 : "l"(p), "r"(expect), "r"(desired)
+                 : "memory");
+    return old;
 #else
     __atomic_compare_exchange_n(p, &expect, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     return expect;
