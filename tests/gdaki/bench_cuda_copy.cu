@@ -222,8 +222,15 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof(pairs) / sizeof(pairs[0]) && !rc; k++) {
         struct pair_arg x = { pairs[k][0], &a, 0, 0, 0, ctx }, y = { pairs[k][1], &b, 0, 0, 0, ctx };
         pthread_t tx, ty;
-        pthread_create(&tx, NULL, pair_thread, &x);
-        pthread_create(&ty, NULL, pair_thread, &y);
+        if (pthread_create(&tx, NULL, pair_thread, &x) != 0) {
+            rc = 1;
+            break;
+        }
+        if (pthread_create(&ty, NULL, pair_thread, &y) != 0) {
+            pthread_join(tx, NULL);
+            rc = 1;
+            break;
+        }
         pthread_join(tx, NULL);
         pthread_join(ty, NULL);
         if (x.rc || y.rc) {

@@ -27,9 +27,11 @@
  * Usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096]
  *          [--windows 8,32] [--iters N] [--lat-iters N] [--plugin PATH]
  *          [--ibverbs PATH] [--cuda-dev N] [--dev NAME] [--port N]
- *          [--inline BYTES] [--rounds N] [--timeout S] [--verbose] [--gpu-only]
- * --gpu-only runs the GPU half alone (with SOFTNIC_STATS=1, softnic's
- * counters at exit are then the GPU path's own).
+ *          [--inline BYTES] [--rounds N] [--timeout S] [--verbose]
+ *          [--gpu-only | --cpu-only]
+ * --gpu-only / --cpu-only run one half alone (with SOFTNIC_STATS=1,
+ * softnic's counters at exit are then that path's own); --cpu-only keeps
+ * the GPU buffers of --mem=cuda.
  * --rounds (default 3): each size's phases run N times, GPU and CPU
  * alternating; the table gives medians over the rounds, each ratio the
  * median of the rounds' side-by-side ratios, and the range of those ratios
@@ -77,6 +79,7 @@ struct bench_opts {
     double timeout;
     int verbose;
     int gpu_only;             /* --gpu-only: the CPU-proxy half is not run */
+    int cpu_only;             /* --cpu-only: the GPU half is not run (its buffers are) */
 };
 
 /* The two buffers and how to reach them from the host. */
@@ -113,7 +116,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         { "ibverbs", 1, 0, 'i' },  { "cuda-dev", 1, 0, 'd' }, { "timeout", 1, 0, 't' },
         { "verbose", 0, 0, 'v' },  { "dev", 1, 0, 'D' },      { "port", 1, 0, 'P' },
         { "inline", 1, 0, 'I' },   { "rounds", 1, 0, 'r' },   { "help", 0, 0, 'h' },
-        { "gpu-only", 0, 0, 'G' }, { 0, 0, 0, 0 } };
+        { "gpu-only", 0, 0, 'G' }, { "cpu-only", 0, 0, 'C' }, { 0, 0, 0, 0 } };
     long v[MAX_LIST];
     int c, k;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -155,11 +158,12 @@ static int parse(int argc, char **argv, struct bench_opts *o)
             o->rounds = (int)v[0];
             break;
         case 'G': o->gpu_only = 1; break;
+        case 'C': o->cpu_only = 1; break;
         case 'h': return 1;
         default: return -1;
         }
     }
-    if (o->gpu_only && !o->cuda)
+    if ((o->gpu_only && !o->cuda) || (o->gpu_only && o->cpu_only))
         return -1;   /* --mem=host has no GPU half */
     if (optind != argc || o->iters < 1 || o->lat_iters < 1 || o->timeout <= 0 || o->cuda_dev < 0 || o->port < 0)
         return -1;
@@ -329,12 +333,13 @@ int main(int argc, char **argv)
         "usage: bench_gdaki_vs_proxy [--mem=cuda|host] [--sizes 8,64,512,4096] [--windows 8,32]\n"
         "         [--iters N] [--lat-iters N] [--plugin PATH] [--ibverbs PATH] [--cuda-dev N]\n"
         "         [--dev NAME] [--port N] [--inline BYTES] [--rounds N] [--timeout S] [--verbose]\n"
-        "         [--gpu-only]\n"
+        "         [--gpu-only | --cpu-only]\n"
         "  GPU-initiated writes vs isend through the plugin, same port, side by side.\n"
         "  --inline: GPU messages of at most BYTES (0..972, default 972) carry their payload\n"
         "  inside the WQE, read by the kernel instead of by the NIC (0: never); past 220\n"
         "  bytes only while the QP has no message in flight.\n"
-        "  --gpu-only: the GPU-initiated half alone (the CPU-proxy columns print -).\n"
+        "  --gpu-only: the GPU-initiated half alone (the CPU-proxy columns print -);\n"
+        "  --cpu-only: the CPU-proxy half alone, on the same (GPU) buffers.\n"
         "  --rounds: each size's phases N times (1..15, default 3), GPU and CPU alternating;\n"
         "  the table gives medians over the rounds and the range of the rounds' ratios.\n"
         "  --mem=host: the CPU-proxy half alone, host buffers (no GPU needed).\n"
@@ -378,7 +383,9 @@ int main(int argc, char **argv)
             printf("bench_gdaki_vs_proxy: skipped: %s (--mem=host runs the CPU-proxy half alone)\n", err);
             return 77;
         }
-        gpu = 1;
+        gpu = !o.cpu_only;
+        if (o.cpu_only)
+            printf("# GPU-initiated half: skipped: --cpu-only\n");
     } else {
         if (gpu_path_probe(o.cuda_dev, err, sizeof(err)) < 0)
             printf("# GPU-initiated half: skipped: %s\n", err);

@@ -9,7 +9,7 @@
 . "$top_srcdir/tests/lib.sh"
 B=$top_builddir/tests/gdaki/bench_gdaki_vs_proxy
 [ -x "$B" ] || tap_skip_all "bench_gdaki_vs_proxy not built"
-tap_plan 7
+tap_plan 9
 TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 # Small runs: 4 sizes x windows 4 and 16, two rounds; each round of a size
@@ -47,6 +47,17 @@ else tap_not_ok bench_one_latency_message_runs_its_warm_up_within_bounds "exit $
 "$B" --mem=host --gpu-only >"$TMPD/go.out" 2>&1; rc=$?
 if [ $rc -eq 2 ] && grep -q "^usage: " "$TMPD/go.out"; then tap_ok bench_gpu_only_with_host_memory_is_a_usage_error
 else tap_not_ok bench_gpu_only_with_host_memory_is_a_usage_error "exit $rc: $(cat "$TMPD/go.out")"; fi
+"$B" --gpu-only --cpu-only >"$TMPD/gc.out" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q "^usage: " "$TMPD/gc.out"; then tap_ok bench_gpu_only_and_cpu_only_together_is_a_usage_error
+else tap_not_ok bench_gpu_only_and_cpu_only_together_is_a_usage_error "exit $rc: $(cat "$TMPD/gc.out")"; fi
+timeout 120 "$B" --cpu-only --sizes 8,4096 --windows 4 --iters 200 --lat-iters 20 --rounds 1 >"$TMPD/conly.out" 2>"$TMPD/conly.err"; rc=$?
+if [ $rc -eq 77 ] && grep -q "skipped: " "$TMPD/conly.out"; then
+    tap_skip bench_cpu_only_on_gpu_buffers_runs_no_gpu_phase "$(sed -n 's/.*skipped: //p' "$TMPD/conly.out" | head -n 1)"
+elif [ $rc -eq 0 ] && grep -q "^# received bytes verified after each of 8 phases" "$TMPD/conly.out" &&
+     grep -q "^# GPU-initiated half: skipped: --cpu-only" "$TMPD/conly.out" &&
+     [ "$(awk '!/^#/ && NF == 10 && $1 ~ /^[0-9]+$/ && $3 == "-" && $4 + 0 > 0 && $7 + 0 > 0 { n++ } END { print n + 0 }' "$TMPD/conly.out")" = 2 ]; then
+    tap_ok bench_cpu_only_on_gpu_buffers_runs_no_gpu_phase
+else tap_not_ok bench_cpu_only_on_gpu_buffers_runs_no_gpu_phase "exit $rc: $(cat "$TMPD/conly.out"; tail -n 5 "$TMPD/conly.err")"; fi
 timeout 120 "$B" --gpu-only --sizes 8,4096 --windows 4 --iters 200 --lat-iters 20 --rounds 1 >"$TMPD/gonly.out" 2>"$TMPD/gonly.err"; rc=$?
 if [ $rc -eq 77 ] && grep -q "skipped: " "$TMPD/gonly.out"; then
     tap_skip bench_gpu_only_runs_no_cpu_phase "$(sed -n 's/.*skipped: //p' "$TMPD/gonly.out" | head -n 1)"

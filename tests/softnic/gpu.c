@@ -133,10 +133,24 @@ void gpu_prepare(const void *dptr)
         (void)gpu_copy_ctx(dptr);
 }
 
+/* The context current to this thread as far as softnic set it. */
+static __thread cudawrap_ctx current;
+
+static int ctx_enter(const struct cudawrap *cu, cudawrap_ctx ctx)
+{
+    if (current != ctx) {
+        if (cu->ctx_set_current(ctx) != 0)
+            return EFAULT;
+        current = ctx;
+    }
+    return 0;
+}
+
 /* The NIC thread's copy stream for GPU memory at dptr: a non-blocking
- * stream, per thread and context (gpu_copy_ctx), made current to the
- * thread. */
-static int gpu_stream_for(const void *dptr, cudawrap_stream *out)
+ * stream, per thread and context (gpu_copy_ctx, in *ctx_out), made current
+ * to the thread.  A copy issued on it later enters *ctx_out again first:
+ * landing copies of another stream may have entered theirs meanwhile. */
+static int gpu_stream_for(const void *dptr, cudawrap_stream *out, cudawrap_ctx *ctx_out)
 {
     const struct cudawrap *cu = cudawrap_peek();
     cudawrap_ctx ctx = gpu_copy_ctx(dptr);
@@ -145,12 +159,9 @@ static int gpu_stream_for(const void *dptr, cudawrap_stream *out)
         return EFAULT;
     }
     static __thread struct { cudawrap_ctx ctx; cudawrap_stream stream; } cache[4];
-    static __thread cudawrap_ctx current;
-    if (current != ctx) {
-        if (cu->ctx_set_current(ctx) != 0)
-            return EFAULT;
-        current = ctx;
-    }
+    if (ctx_enter(cu, ctx))
+        return EFAULT;
+    *ctx_out = ctx;
     for (int i = 0; i < 4; i++) {
         if (cache[i].ctx == ctx) {
             *out = cache[i].stream;
@@ -260,6 +271,7 @@ static cudawrap_result gpu_sync(const struct cudawrap *cu, cudawrap_stream st)
  * staging buffer they hold. */
 static __thread bool defer_on, pending, failed;
 static __thread cudawrap_stream pend_st;
+static __thread cudawrap_ctx pend_ctx;   /* pend_st's context: queued reads are issued in it */
 static __thread size_t stage_held;
 
 /* Deferred reads not yet given to the driver (the requester's CUDA
@@ -286,27 +298,32 @@ static int queue_issue(const struct cudawrap *cu)
     if (!n)
         return 0;
     queue.n = 0;
+    /* the stream's own context: the thread may have entered another one
+     * since (a copy of memory of another GPU or of no context) */
+    if (ctx_enter(cu, pend_ctx)) {
+        SN_LOG("gpu: cannot enter the context of %d queued reads", n);
+        failed = true;
+        return EIO;
+    }
+    cudawrap_result r = -1;
     if (n > 1 && cu->memcpy_batch_async && !atomic_load_explicit(&batch_broken, memory_order_relaxed)) {
         struct cudawrap_memcpy_attr attr = { .src_access_order = CUDAWRAP_MEMCPY_SRC_ACCESS_ORDER_STREAM };
         size_t idx = 0;
         bool on = sn_stats_on();
         uint64_t t0 = on ? sn_now_ns() : 0;
-        cudawrap_result r = cu->memcpy_batch_async(queue.dst, queue.src, queue.len, (size_t)n, &attr, &idx, 1,
-                                                   pend_st);
-        if (on) {
-            sn_stat_add(SN_ST_COPY_NS, sn_now_ns() - t0);
-            sn_stat_add(SN_ST_COPY_CALLS, 1);
-            sn_stat_add(SN_ST_DTOH, (uint64_t)n);
-            for (int i = 0; i < n; i++)
-                sn_stat_add(SN_ST_DTOH_BYTES, queue.len[i]);
-        }
-        if (r == 0)
+        r = cu->memcpy_batch_async(queue.dst, queue.src, queue.len, (size_t)n, &attr, &idx, 1, pend_st);
+        if (r == 0) {
+            if (on) {
+                sn_stat_add(SN_ST_COPY_NS, sn_now_ns() - t0);
+                sn_stat_add(SN_ST_COPY_CALLS, 1);
+                sn_stat_add(SN_ST_DTOH, (uint64_t)n);
+                for (int i = 0; i < n; i++)
+                    sn_stat_add(SN_ST_DTOH_BYTES, queue.len[i]);
+            }
             return 0;
-        /* nothing of a refused batch was queued: one call each instead */
-        SN_LOG("gpu: cuMemcpyBatchAsync refused %d copies (%s): one call per copy from now on", n,
-               cudawrap_error_string(r));
-        atomic_store(&batch_broken, true);
+        }
     }
+    /* one call each (nothing of a refused batch was queued) */
     for (int i = 0; i < n; i++) {
         if (gpu_issue(cu, false, queue.src[i], (void *)(uintptr_t)queue.dst[i], queue.len[i], pend_st) != 0) {
             SN_LOG("gpu: copy of %zu bytes from GPU memory at 0x%llx failed", queue.len[i], queue.src[i]);
@@ -314,6 +331,10 @@ static int queue_issue(const struct cudawrap *cu)
             return EIO;
         }
     }
+    if (r != -1 && !atomic_exchange(&batch_broken, true))
+        /* the same copies went one by one: the driver refuses batches */
+        SN_LOG("gpu: cuMemcpyBatchAsync refused %d copies (%s), which went one by one: one call per copy "
+               "from now on", n, cudawrap_error_string(r));
     return 0;
 }
 
@@ -344,13 +365,14 @@ int gpu_flush(void)
 
 /* A copy of len bytes at the stage's free end was issued on st: its bytes
  * stay held until the thread's next gpu_flush. */
-static void stage_hold(size_t len, cudawrap_stream st)
+static void stage_hold(size_t len, cudawrap_stream st, cudawrap_ctx ctx)
 {
     stage_held += (len + 63) & ~(size_t)63;
     if (stage_held > GPU_STAGE_BYTES)
         stage_held = GPU_STAGE_BYTES;
     pending = true;
     pend_st = st;
+    pend_ctx = ctx;
 }
 
 /* len bytes between GPU memory at dev and host memory at host, in the
@@ -361,7 +383,8 @@ static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
     if (!cu)
         return ENODEV;
     cudawrap_stream st;
-    int err = gpu_stream_for(dev, &st);
+    cudawrap_ctx ctx;
+    int err = gpu_stream_for(dev, &st, &ctx);
     if (err)
         return err;
     char *stage = gpu_stage(cu);
@@ -376,7 +399,7 @@ static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
          * it (never batched: a batch's copies land in any order, and a
          * kernel polling a flag the last write sets must find the payload
          * before it there), landed by gpu_flush. */
-        if (queue.n && queue_issue(cu))
+        if ((queue.n && queue_issue(cu)) || ctx_enter(cu, ctx))
             return EIO;
         char *h = stage + stage_held;
         memcpy(h, host, len);
@@ -384,11 +407,11 @@ static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
             SN_LOG("gpu: copy of %zu bytes into GPU memory at %p failed", len, dev);
             return EIO;
         }
-        stage_hold(len, st);
+        stage_hold(len, st, ctx);
         return 0;
     }
     /* this copy runs behind the queued reads */
-    if (queue.n && queue_issue(cu))
+    if ((queue.n && queue_issue(cu)) || ctx_enter(cu, ctx))
         return EIO;
     if (stage)
         stage += stage_held;
@@ -439,8 +462,9 @@ int gpu_read_deferred(const void *src, size_t len, const void **out)
     /* the stream first: it makes the memory's context current, which
      * pinning the stage needs */
     cudawrap_stream st;
+    cudawrap_ctx ctx;
     void *dev = (void *)(uintptr_t)src;
-    int err = gpu_stream_for(dev, &st);
+    int err = gpu_stream_for(dev, &st, &ctx);
     if (err)
         return err;
     char *stage = gpu_stage(cu);
@@ -462,7 +486,7 @@ int gpu_read_deferred(const void *src, size_t len, const void **out)
     if (queue.n == QUEUE_MAX && queue_issue(cu))
         return EIO;
     char *h = stage + stage_held;
-    stage_hold(len, st);
+    stage_hold(len, st, ctx);
     queue.dst[queue.n] = (cudawrap_devptr)(uintptr_t)h;
     queue.src[queue.n] = (cudawrap_devptr)(uintptr_t)src;
     queue.len[queue.n++] = len;

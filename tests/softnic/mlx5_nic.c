@@ -620,6 +620,7 @@ static void *nic_main(void *arg)
     /* The back-off sleeps below are a few microseconds: without this the
      * kernel's default 50 us timer slack stretches each of them. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    mlx5_priv_thread_is_nic(false);   /* names this thread's role (SOFTNIC_STATS) from its first copy */
     uint64_t last_work = nic_now_ns();
     for (;;) {
         int work = 0;

@@ -37,6 +37,8 @@ EXPORT int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len)
     return gpu_copy_to_device(gpu_dst, src, len);
 }
 
+/* Only softnic's mlx5 NIC thread calls this (on or off): it is that
+ * thread's role for SOFTNIC_STATS either way. */
 EXPORT void softnic_priv_thread_is_nic(bool on)
 {
     sn_stats_role(SN_ROLE_MLX5);

@@ -75,8 +75,8 @@ __attribute__((destructor)) static void stats_print(void)
             ADD(" %llu stream syncs, %.2f us each (%.3f s);", (unsigned long long)c[SN_ST_SYNC],
                 per(c[SN_ST_SYNC_NS], c[SN_ST_SYNC]) / 1e3, c[SN_ST_SYNC_NS] / 1e9);
         if (c[SN_ST_TX_BATCHES])
-            ADD(" %llu batches sent, %.2f WQEs each;", (unsigned long long)c[SN_ST_TX_BATCHES],
-                per(c[SN_ST_TX_WQES], c[SN_ST_TX_BATCHES]));
+            ADD(" %llu batches sent, %llu WQEs (%.2f each);", (unsigned long long)c[SN_ST_TX_BATCHES],
+                (unsigned long long)c[SN_ST_TX_WQES], per(c[SN_ST_TX_WQES], c[SN_ST_TX_BATCHES]));
         if (c[SN_ST_REQUESTS])
             ADD(" %llu requests executed, %llu ACKs sent;", (unsigned long long)c[SN_ST_REQUESTS],
                 (unsigned long long)c[SN_ST_ACKS]);
