@@ -46,6 +46,12 @@ extern "C" {
 #endif
 
 #define GDAKI_ERR_VALID 0x80000000u
+/* The QP's err word once a CQE reported an error: the CQE's opcode, vendor
+ * syndrome and syndrome (gdaki_q_record_error). */
+#define GDAKI_ERR_WORD(opcode, vendor_err, syndrome) \
+    (GDAKI_ERR_VALID | ((uint32_t)(opcode) << 16) | ((uint32_t)(vendor_err) << 8) | (uint32_t)(syndrome))
+/* An err word without its vendor syndrome, which is the device's own. */
+#define GDAKI_ERR_NO_VENDOR(err) ((uint32_t)(err) & 0xffff00ffu)
 /* err when a CQE named a WQE past every reserved slot: no CQE opcode is
  * 0xff, so this says the completion accounting broke, not the NIC. */
 #define GDAKI_ERR_PROTOCOL (GDAKI_ERR_VALID | 0xff0000u)

@@ -104,8 +104,7 @@ GDAKI_FN int gdaki_q_record_error(struct gdaki_qp_dev *q, const struct mlx5_cqe6
         local.w[i] = gdaki_read_volatile64((const uint64_t *)cqe + i);
     struct gdaki_cqe_view v;
     gdaki_cqe_parse(&local.cqe, &v);
-    gdaki_store_release32(&q->err, GDAKI_ERR_VALID | ((uint32_t)v.opcode << 16) |
-                                       ((uint32_t)v.vendor_err << 8) | v.syndrome);
+    gdaki_store_release32(&q->err, GDAKI_ERR_WORD(v.opcode, v.vendor_err, v.syndrome));
     return -1;
 }
 

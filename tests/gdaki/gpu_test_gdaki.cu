@@ -1041,7 +1041,7 @@ static void error_case(int how, uint8_t syndrome)
     EXPECT_EQ_INT(-1, qrc[1]);
     EXPECT_EQ_INT(-1, qrc[2]);
     struct gdaki_qp_dev d = read_desc(p);
-    EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) | syndrome, d.err & 0xffff00ffu);
+    EXPECT_EQ_U64(GDAKI_ERR_WORD(MLX5_CQE_REQ_ERR, 0, syndrome), GDAKI_ERR_NO_VENDOR(d.err));
     EXPECT_EQ_INT(IBV_QPS_ERR, gdaki_pair_send_qp_state(p));
     gdaki_pair_close(p);
     CK(cudaFree(src));

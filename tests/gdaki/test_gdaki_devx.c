@@ -242,7 +242,7 @@ static void expect_error_cqe(int bad_opcode, uint8_t syndrome)
         w[3] = 0x55;
     EXPECT_EQ_INT(0, gdaki_q_ring(q, slot, 1, gdaki_q_db_value(w)));
     EXPECT_EQ_INT(-1, gdaki_q_quiet(q));
-    EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) | syndrome, q->err & 0xffff00ffu);
+    EXPECT_EQ_U64(GDAKI_ERR_WORD(MLX5_CQE_REQ_ERR, 0, syndrome), GDAKI_ERR_NO_VENDOR(q->err));
     EXPECT_EQ_U64(1, q->done);
     EXPECT_EQ_INT(IBV_QPS_ERR, gdaki_pair_send_qp_state(p));
     uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);

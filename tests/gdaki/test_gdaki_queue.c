@@ -447,7 +447,7 @@ TAP_CASE(test_malformed_wqe_gives_error_completion)
     EXPECT_EQ_INT(0, gdaki_q_ring(&nic.q, slot, 1, gdaki_q_db_value(w)));
     EXPECT_EQ_INT(-1, gdaki_q_quiet(&nic.q));
     uint32_t err = nic.q.err;
-    EXPECT_EQ_U64(GDAKI_ERR_VALID | (MLX5_CQE_REQ_ERR << 16) | MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, err);
+    EXPECT_EQ_U64(GDAKI_ERR_WORD(MLX5_CQE_REQ_ERR, 0, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR), err);
     /* The good WQE before it completed. */
     EXPECT_EQ_U64(1, nic.q.done);
     /* Later posts fail instead of hanging. */
@@ -465,8 +465,7 @@ TAP_CASE(test_bad_rkey_gives_remote_access_error)
     op.rkey = 0xbad;
     EXPECT_TRUE(gdaki_q_post1(&nic.q, GDAKI_KIND_WRITE, &op) != GDAKI_SLOT_ERROR);
     EXPECT_EQ_INT(-1, gdaki_q_quiet(&nic.q));
-    EXPECT_EQ_U64(GDAKI_ERR_VALID | (MLX5_CQE_REQ_ERR << 16) | MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
-                  nic.q.err);
+    EXPECT_EQ_U64(GDAKI_ERR_WORD(MLX5_CQE_REQ_ERR, 0, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR), nic.q.err);
     fake_nic_stop(&nic);
 }
 

@@ -381,8 +381,8 @@ TAP_CASE(test_the_nics_largest_wqe_is_learned_and_bounds_inline_puts)
     uint64_t t = gdaki_q_post1(q, GDAKI_KIND_WRITE, &op);
     EXPECT_TRUE(t != GDAKI_SLOT_ERROR);
     EXPECT_EQ_INT(-1, gdaki_q_wait_done(q, t));
-    EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) | MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
-                  q->err & 0xffff00ffu);
+    EXPECT_EQ_U64(GDAKI_ERR_WORD(MLX5_CQE_REQ_ERR, 0, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR),
+                  GDAKI_ERR_NO_VENDOR(q->err));
     uint8_t zero[1024] = { 0 };
     EXPECT_MEMEQ(zero, dst + 2048, 1024);
     gdaki_pair_close(p);
@@ -715,7 +715,7 @@ static void expect_error_cqe(void (*mangle)(uint8_t *w, struct gdaki_op *op), ui
     mangle(w, &bad);
     EXPECT_EQ_INT(0, gdaki_q_ring(q, slot, 1, gdaki_q_db_value(w)));
     EXPECT_EQ_INT(-1, gdaki_q_quiet(q));
-    EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) | syndrome, q->err & 0xffff00ffu);
+    EXPECT_EQ_U64(GDAKI_ERR_WORD(MLX5_CQE_REQ_ERR, 0, syndrome), GDAKI_ERR_NO_VENDOR(q->err));
     EXPECT_EQ_U64(1, q->done);
     EXPECT_EQ_INT(IBV_QPS_ERR, gdaki_pair_send_qp_state(p));
     /* After the error, posting and quiet fail instead of hanging. */
@@ -990,8 +990,8 @@ TAP_CASE(test_bad_wqe_inside_one_doorbell_stops_after_the_good_ones)
     ((uint8_t *)gdaki_q_slot_ptr(q, slot + 4))[3] = 0x55;    /* no such mlx5 opcode */
     ring_all(q, slot, 8, db);
     EXPECT_EQ_INT(-1, gdaki_q_quiet(q));
-    EXPECT_EQ_U64(GDAKI_ERR_VALID | ((uint32_t)MLX5_CQE_REQ_ERR << 16) |
-                      MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, q->err & 0xffff00ffu);
+    EXPECT_EQ_U64(GDAKI_ERR_WORD(MLX5_CQE_REQ_ERR, 0, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR),
+                  GDAKI_ERR_NO_VENDOR(q->err));
     EXPECT_EQ_U64(4, q->done);
     EXPECT_MEMEQ(src, dst, 4 * 64);
     static const uint8_t zero[4 * 64];
