@@ -15,6 +15,7 @@
 extern "C" {
 #include "cudawrap.h"
 }
+#include "path_result.h"   /* path_median */
 
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -41,12 +42,6 @@ __global__ void spin(volatile int *stop)
 {
     while (!*stop)
         ;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* One thread's buffers and stream. */
@@ -110,7 +105,7 @@ static bool pat_usable(enum pat p)
 /* Median of rounds of p on l into *med, mean into *mean. */
 static int time_pat(enum pat p, struct lane *l, double *med, double *mean)
 {
-    double *t = (double *)malloc(sizeof(double) * (size_t)rounds), sum = 0;
+    double *t = (double *)malloc(sizeof(double) * (size_t)rounds);
     if (!t)
         return -1;
     for (long i = 0; i < rounds / 10; i++)   /* warm-up */
@@ -125,11 +120,8 @@ static int time_pat(enum pat p, struct lane *l, double *med, double *mean)
             return -1;
         }
         t[i] = now_us() - t0;
-        sum += t[i];
     }
-    qsort(t, (size_t)rounds, sizeof(double), cmp);
-    *med = t[rounds / 2];
-    *mean = sum / (double)rounds;
+    *med = path_median(t, rounds, mean);
     free(t);
     return 0;
 }
