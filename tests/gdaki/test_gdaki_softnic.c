@@ -1160,6 +1160,76 @@ TAP_CASE(test_remote_error_inside_a_post_list_flushes_the_wqes_after_it)
     gdaki_pair_close(p);
 }
 
+/* ---- the polls of a GPU-driven QP's completer and its peer's responder ---- */
+
+/* softnic_ctl_ack_poll_counts of the pair's softnic. */
+static void ack_polls(struct gdaki_pair *p, uint32_t *us, uint64_t *started, uint64_t *found)
+{
+    struct gdaki_pair_info in;
+    gdaki_pair_get_info(p, &in);
+    void *h = dlopen(in.ibverbs_path, RTLD_LAZY | RTLD_NOLOAD);
+    int (*fn)(uint32_t *, uint64_t *, uint64_t *) = NULL;
+    if (h)
+        *(void **)&fn = dlsym(h, "softnic_ctl_ack_poll_counts");
+    if (!fn)
+        tap_fail_at(__FILE__, __LINE__, "softnic_ctl_ack_poll_counts not found in %s", in.ibverbs_path);
+    EXPECT_EQ_INT(0, fn(us, started, found));
+    dlclose(h);
+}
+
+/* 200 writes one at a time on the dv QP (as a kernel's put + quiet loop
+ * posts them), SOFTNIC_ACK_POLL_US set to poll_us by this case's child
+ * before softnic reads its configuration: with a poll time the completer
+ * polls for the ACKs and the responder for the next write, and polls find
+ * them (on loopback each comes well within 2 ms; on two cores the two
+ * threads share one polling slot, spin.c), with 0 nothing polls.  Every
+ * write byte-exact either way. */
+static void ack_polls_when_asked(const char *poll_us)
+{
+    setenv("SOFTNIC_ACK_POLL_US", poll_us, 1);
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    size_t n = 200 * 64;
+    uint8_t *src = malloc(n), *dst = calloc(1, n);
+    fill(src, n, 23);
+    struct gdaki_mr ms, md;
+    reg(p, src, n, &ms);
+    reg(p, dst, n, &md);
+    uint32_t us = 0;
+    uint64_t s0, f0, s1, f1;
+    ack_polls(p, &us, &s0, &f0);
+    for (int i = 0; i < 200; i++) {
+        struct gdaki_op op = { .laddr = ms.addr + (uint64_t)i * 64, .lkey = ms.lkey, .len = 64,
+                               .raddr = md.addr + (uint64_t)i * 64, .rkey = md.rkey };
+        EXPECT_TRUE(gdaki_q_post1(q, GDAKI_KIND_WRITE, &op) != GDAKI_SLOT_ERROR);
+        EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    }
+    ack_polls(p, &us, &s1, &f1);
+    tap_diag("SOFTNIC_ACK_POLL_US=%s: %u us in force, %llu polls begun, %llu saw the ACK, over 200 writes",
+             poll_us, us, (unsigned long long)(s1 - s0), (unsigned long long)(f1 - f0));
+    EXPECT_EQ_INT(atoi(poll_us), (int)us);
+    if (us) {
+        EXPECT_TRUE(s1 > s0);
+        EXPECT_TRUE(f1 > f0);
+    } else {
+        EXPECT_EQ_U64(s0, s1);
+    }
+    EXPECT_MEMEQ(src, dst, n);
+    gdaki_pair_close(p);
+    free(src);
+    free(dst);
+}
+
+TAP_CASE(test_dv_qp_completer_and_responder_poll_when_asked)
+{
+    ack_polls_when_asked("2000");
+}
+
+TAP_CASE(test_dv_qp_threads_never_poll_when_told_not_to)
+{
+    ack_polls_when_asked("0");
+}
+
 /* ---- the CPU-proxy path the benchmark compares against ---- */
 
 TAP_CASE(test_cpu_verbs_loop_on_the_same_port_writes_byte_exact)

@@ -11,6 +11,7 @@
  *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG,
  *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
+ *      SOFTNIC_ACK_POLL_US (a GPU-driven QP's completer and responder poll; spin.c),
  *      SOFTNIC_LINK_RATE (what unlimited ports advertise; see link.c),
  *      SOFTNIC_LINK_CACHE (where the host's calibration is shared; link.c),
  *      SOFTNIC_MAX_WQE_SZ_SQ (a firmware that answers QUERY_HCA_CAP with
@@ -38,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int parse_u64(const char *s, uint64_t *out)
 {
@@ -145,6 +147,21 @@ static int port_keys(struct sn_port_conf *p, char *list, const char *seps)
  * with SOFTNIC_SPIN_US in its environment, for both transports). */
 #define SPIN_US_MAX 100000u
 
+/* A QP that a GPU drives (an mlx5 dv or DEVX QP, its WQEs rung by a kernel)
+ * has a GPU thread waiting in quiet for each CQE, and its completer, asleep
+ * on its socket, pays a wake-up for every ACK: most of what a kernel-posted
+ * write waits for beyond the copies.  A ConnectX writes the CQE as the ACK
+ * arrives, and takes the next request as it arrives.  So within
+ * SOFTNIC_ACK_POLL_US of such a QP's last post or ACK, its completer polls
+ * its connection for up to that long before it sleeps, and the responder
+ * its requests reach (told by the connection's hello, SN_HELLO_POLL) polls
+ * that long for the next request, within spin.c's cap of a quarter of the
+ * cores spinning.  Default: ACK_POLL_US on hosts of at
+ * least ACK_POLL_MIN_CORES cores (the GPU machines), 0 on fewer (CI's two,
+ * where a poll takes the core the responder needs to send the ACK). */
+#define ACK_POLL_US 1000u
+#define ACK_POLL_MIN_CORES 8
+
 static void config_defaults(struct sn_config *c)
 {
     memset(c, 0, sizeof(*c));
@@ -158,6 +175,7 @@ static void config_defaults(struct sn_config *c)
     c->rnr_cap_ms = 2000;
     c->vf_base_rate = 2000000000ull;
     c->fastpath = 1;
+    c->ack_poll_us = sysconf(_SC_NPROCESSORS_ONLN) >= ACK_POLL_MIN_CORES ? ACK_POLL_US : 0;
 }
 
 static int config_file(struct sn_config *c, const char *path)
@@ -379,6 +397,12 @@ int config_load(struct sn_config *c)
     if (!err && c->spin_us > SPIN_US_MAX) {
         SN_LOG("config: SOFTNIC_SPIN_US=%u above %u, not spinning", c->spin_us, SPIN_US_MAX);
         c->spin_us = 0;
+        err = EINVAL;
+    }
+    err = err ? err : env_u32("SOFTNIC_ACK_POLL_US", &c->ack_poll_us);
+    if (!err && c->ack_poll_us > SPIN_US_MAX) {
+        SN_LOG("config: SOFTNIC_ACK_POLL_US=%u above %u, not polling", c->ack_poll_us, SPIN_US_MAX);
+        c->ack_poll_us = 0;
         err = EINVAL;
     }
     if ((v = getenv("SOFTNIC_SYSFS")) && *v)

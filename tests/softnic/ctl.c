@@ -125,6 +125,23 @@ EXPORT int softnic_ctl_spin_counts(uint64_t *started, uint64_t *found_work)
     return 0;
 }
 
+EXPORT int softnic_ctl_ack_poll_counts(uint32_t *us, uint64_t *started, uint64_t *found_ack)
+{
+    if (!us || !started || !found_ack)
+        return EINVAL;
+    *us = softnic_global()->conf.ack_poll_us;
+    ack_poll_counts(started, found_ack);
+    return 0;
+}
+
+EXPORT int softnic_ctl_gpu_value_writes(uint64_t *out)
+{
+    if (!out)
+        return EINVAL;
+    *out = gpu_value_writes();
+    return 0;
+}
+
 EXPORT int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t *out)
 {
     struct sn_port *p = ctl_port(ctx, port);

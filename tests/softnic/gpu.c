@@ -290,6 +290,48 @@ static __thread struct {
     int n;
 } queue;
 static _Atomic bool batch_broken;   /* the driver refused a batch: one call per copy from then on */
+static _Atomic bool value_broken;   /* the driver refused a cuStreamWriteValue64: copies from then on */
+static _Atomic uint64_t value_writes;   /* those it took (gpu_value_writes) */
+
+uint64_t gpu_value_writes(void)
+{
+    return atomic_load_explicit(&value_writes, memory_order_relaxed);
+}
+
+/* An 8-byte write behind a deferred write on the same stream (a
+ * put_signal's signal behind its payload) goes to the GPU's front end as
+ * cuStreamWriteValue64 instead of a copy.  It is in stream order, behind a
+ * memory barrier (flags 0), so it lands after the payload as a copy would.
+ * Beside a spinning kernel a 4 KiB payload and its 8-byte signal landed in
+ * 10.05 us against 11.08 us as two copies (bench_cuda_copy); alone, with a
+ * sync of its own, it took ~1 us longer than a copy, so a first write
+ * stays a copy.  false: the caller copies. */
+static bool write_value(const struct cudawrap *cu, cudawrap_devptr dev, const void *host, size_t len,
+                        cudawrap_stream st)
+{
+    if (len != 8 || (dev & 7) || !pending || !cu->stream_write_value64 ||
+        atomic_load_explicit(&value_broken, memory_order_relaxed))
+        return false;
+    uint64_t v;
+    memcpy(&v, host, sizeof(v));
+    bool on = sn_stats_on();
+    uint64_t t0 = on ? sn_now_ns() : 0;
+    cudawrap_result r = cu->stream_write_value64(st, dev, v, 0);
+    if (r != 0) {
+        if (!atomic_exchange(&value_broken, true))
+            SN_LOG("gpu: cuStreamWriteValue64 refused an 8-byte write (%s): copies from now on",
+                   cudawrap_error_string(r));
+        return false;
+    }
+    atomic_fetch_add_explicit(&value_writes, 1, memory_order_relaxed);
+    if (on) {
+        sn_stat_add(SN_ST_COPY_NS, sn_now_ns() - t0);
+        sn_stat_add(SN_ST_COPY_CALLS, 1);
+        sn_stat_add(SN_ST_HTOD, 1);
+        sn_stat_add(SN_ST_HTOD_BYTES, len);
+    }
+    return true;
+}
 
 /* Gives the queued reads to the driver, on pend_st. */
 static int queue_issue(const struct cudawrap *cu)
@@ -401,6 +443,8 @@ static int gpu_copy(void *dev, void *host, size_t len, bool to_dev)
          * before it there), landed by gpu_flush. */
         if ((queue.n && queue_issue(cu)) || ctx_enter(cu, ctx))
             return EIO;
+        if (write_value(cu, d0, host, len, st))
+            return 0;   /* held nothing of the stage; pending already */
         char *h = stage + stage_held;
         memcpy(h, host, len);
         if (gpu_issue(cu, true, d0, h, len, st) != 0) {

@@ -711,6 +711,7 @@ static int qp_engine_create(struct ibv_context *ctx, struct mlx5_sn_qp *qp,
     }
     if (!qp->ibqp)
         return errno ? errno : EINVAL;
+    mlx5_priv_qp_poll_acks(qp->ibqp);
     if (ea.cap.max_inline_data < qp->max_inline)
         qp->max_inline = ea.cap.max_inline_data;
     return 0;

@@ -163,6 +163,9 @@ void mlx5_priv_thread_is_nic(bool on);
 /* The largest send WQE this NIC states in bytes (SOFTNIC_MAX_WQE_SZ_SQ,
  * read once), 0 when none. */
 uint32_t mlx5_priv_max_wqe_sz_sq(void);
+/* Tells softnic that a GPU drives engine QP qp (softnic_priv_qp_poll_acks);
+ * nothing with a softnic that predates it. */
+void mlx5_priv_qp_poll_acks(struct ibv_qp *qp);
 
 /* Page-aligned, page-multiple, zeroed host memory (GPU-mappable). */
 void *mlx5_sn_alloc_pages(size_t bytes);

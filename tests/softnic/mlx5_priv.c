@@ -18,6 +18,7 @@ static struct {
     int (*gpu_read)(void *, const void *, size_t);
     int (*gpu_write)(void *, const void *, size_t);
     void (*thread_is_nic)(bool);
+    int (*qp_poll_acks)(struct ibv_qp *);
     uint32_t max_wqe_sz_sq;
 } priv = { .once = PTHREAD_ONCE_INIT };
 
@@ -45,6 +46,8 @@ static void priv_load(void)
     /* optional: without it the NIC thread leaves CUDA payloads to the
      * requester threads, as before it existed */
     priv.thread_is_nic = (void (*)(bool))sym("softnic_priv_thread_is_nic");
+    /* optional: without it completers sleep until an ACK comes */
+    priv.qp_poll_acks = (int (*)(struct ibv_qp *))sym("softnic_priv_qp_poll_acks");
     /* optional: without it the NIC states no largest WQE */
     uint32_t (*max_sq)(void) = (uint32_t (*)(void))sym("softnic_priv_max_wqe_sz_sq");
     priv.max_wqe_sz_sq = max_sq ? max_sq() : 0;
@@ -91,4 +94,10 @@ void mlx5_priv_thread_is_nic(bool on)
 {
     if (mlx5_priv_init() == 0 && priv.thread_is_nic)
         priv.thread_is_nic(on);
+}
+
+void mlx5_priv_qp_poll_acks(struct ibv_qp *qp)
+{
+    if (mlx5_priv_init() == 0 && priv.qp_poll_acks)
+        (void)priv.qp_poll_acks(qp);
 }

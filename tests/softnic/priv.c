@@ -45,6 +45,19 @@ EXPORT void softnic_priv_thread_is_nic(bool on)
     requester_direct_copies_cuda(on);
 }
 
+/* The mlx5 layer's engine QPs: a GPU rings their doorbells and waits for
+ * their CQEs (config.c, SOFTNIC_ACK_POLL_US). */
+EXPORT int softnic_priv_qp_poll_acks(struct ibv_qp *ibqp)
+{
+    if (!ibqp)
+        return EINVAL;
+    struct sn_qp *qp = sn_qp_of(ibqp);
+    pthread_mutex_lock(&qp->lock);
+    qp->poll_acks = true;
+    pthread_mutex_unlock(&qp->lock);
+    return 0;
+}
+
 EXPORT uint32_t softnic_priv_max_wqe_sz_sq(void)
 {
     return softnic_global()->conf.max_wqe_sz_sq;

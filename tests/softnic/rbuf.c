@@ -38,7 +38,7 @@ static int rbuf_recv(struct sn_rbuf *rb, void *dst, size_t len, bool all, size_t
 {
     if (rb->before_block)
         rb->before_block(rb->arg);
-    if (!all && sn_spin_on()) {
+    if (!all && (sn_spin_on() || rb->poll_next)) {
         /* take what the socket holds; if nothing, poll a while before
          * sleeping in recv (spin.c) */
         ssize_t n = recv(rb->fd, dst, len, MSG_DONTWAIT);
@@ -51,7 +51,8 @@ static int rbuf_recv(struct sn_rbuf *rb, void *dst, size_t len, bool all, size_t
             return ECONNRESET;
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return errno;
-        sn_spin_readable(rb->fd);
+        if (!(rb->poll_next && sn_ack_poll_readable(rb->fd)))
+            sn_spin_readable(rb->fd);
     }
     size_t done = 0;
     while (done < len) {

@@ -16,6 +16,7 @@ struct sn_rbuf {
     char *bounce;
     void (*before_block)(void *arg);   /* runs before each blocking recv */
     void *arg;
+    bool poll_next;    /* the peer is GPU-driven: poll before sleeping (sn_ack_poll_readable) */
 };
 
 int rbuf_init(struct sn_rbuf *rb, int fd);

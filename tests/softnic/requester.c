@@ -62,7 +62,7 @@ static int await_hello_answer(struct sn_qp *qp, int fd, bool *cma)
 }
 
 static int requester_connect(struct sn_qp *qp, struct sn_port *port, union ibv_gid dgid,
-                             uint32_t dqpn, uint8_t rnr_retry, int *fd_out, bool *cma)
+                             uint32_t dqpn, uint8_t rnr_retry, bool gpu_driven, int *fd_out, bool *cma)
 {
     int fd;
     *cma = false;
@@ -78,6 +78,8 @@ static int requester_connect(struct sn_qp *qp, struct sn_port *port, union ibv_g
     h.src_qpn = qp->ibqp.qp_num;
     memcpy(h.src_gid, port->gid.raw, 16);
     cma_hello_fill(&h);
+    if (gpu_driven)
+        h.hflags |= SN_HELLO_POLL;
     if ((err = wire_send_all(fd, &h, sizeof(h))) ||
         ((h.hflags & SN_HELLO_CMA) && (err = await_hello_answer(qp, fd, cma)))) {
         close(fd);
@@ -707,10 +709,11 @@ void *requester_main(void *arg)
             union ibv_gid dgid = qp->attr.ah_attr.grh.dgid;
             uint32_t dqpn = qp->attr.dest_qp_num;
             uint8_t rnr = qp->attr.rnr_retry;
+            bool gpu_driven = qp->poll_acks;
             pthread_mutex_unlock(&qp->lock);
             int fd = -1;
             bool cma = false;
-            int err = requester_connect(qp, port, dgid, dqpn, rnr, &fd, &cma);
+            int err = requester_connect(qp, port, dgid, dqpn, rnr, gpu_driven, &fd, &cma);
             pthread_mutex_lock(&qp->lock);
             if (qp->stopping) {
                 if (fd >= 0)

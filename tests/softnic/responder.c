@@ -688,6 +688,10 @@ static void *responder_main(void *arg)
     if (ok && !(err = rbuf_init(&rc->rb, fd))) {
         rc->rb.before_block = flush_ack;
         rc->rb.arg = rc;
+        /* a GPU-driven requester (a kernel's put + quiet loop) sends its
+         * next request a round trip after this one's ACK: poll for it, as
+         * its completer polls for the ACK (config.c, SOFTNIC_ACK_POLL_US) */
+        rc->rb.poll_next = (h.hflags & SN_HELLO_POLL) != 0;
         while (!(err = do_request(rc)))
             ;
         /* a peer closing is normal; anything else is a softnic problem worth a line */

@@ -83,6 +83,8 @@ struct sn_config {
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
     int stats;                 /* SOFTNIC_STATS: per-role counters on stderr at exit (stats.c) */
+    uint32_t ack_poll_us;      /* SOFTNIC_ACK_POLL_US: how long the completer of a QP that a
+                                * GPU drives polls for an ACK it awaits (config.c) */
     uint32_t max_wqe_sz_sq;    /* SOFTNIC_MAX_WQE_SZ_SQ: the largest send WQE in bytes,
                                 * stated by QUERY_HCA_CAP and enforced on mlx5 rings;
                                 * 0 = the command is refused, 16 BBs taken (mlx5_devx.c) */
@@ -136,6 +138,14 @@ bool sn_spin_readable(int fd);
 bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop);
 /* Spins begun and spins that found work, for softnic_ctl_spin_counts. */
 void spin_counts(uint64_t *started, uint64_t *found);
+/* The completer of a QP that a GPU drives (sn_qp.poll_acks), within
+ * conf.ack_poll_us of the QP's last post or ACK, and the responder of its
+ * requests (SN_HELLO_POLL) before each blocking read, poll their
+ * connection for up to conf.ack_poll_us before they sleep: true once fd
+ * has something to read.  Polls begun and those that found something, for
+ * softnic_ctl_ack_poll_counts. */
+bool sn_ack_poll_readable(int fd);
+void ack_poll_counts(uint64_t *started, uint64_t *found);
 
 /* ---------------------------------------------------------- counters.c */
 struct sn_counters {
@@ -304,6 +314,10 @@ int gpu_copy_from_device(void *dst, const void *src, size_t len);
  * flushes before it tells anyone the data is there. */
 void gpu_defer_writes(bool on);
 bool gpu_writes_pending(void);
+/* Deferred 8-byte writes that went to the GPU as cuStreamWriteValue64 (a
+ * put_signal's signal behind its payload), for
+ * softnic_ctl_gpu_value_writes. */
+uint64_t gpu_value_writes(void);
 int gpu_flush(void);
 /* Reads of GPU memory that land later (the requester's: one CUDA sync per
  * batch of payloads, as a NIC keeps several DMA reads in flight).
@@ -457,6 +471,8 @@ struct sn_qp {
     pthread_t req_thread, comp_thread;
     bool req_started, comp_started;
     bool stopping;
+    bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
+                                    * completer polls for ACKs it awaits (spin.c) */
     int nresp;                     /* attached responder threads */
     int placing;                   /* responders writing into memory now:
                                     * ibv_modify_qp(ERR) returns when none is */
@@ -530,6 +546,9 @@ struct sn_wire_hello {
     uint64_t token;
 };
 #define SN_HELLO_CMA 1
+/* the requesting QP is one a GPU drives (sn_qp.poll_acks): the responder
+ * polls for its next request before it sleeps (SOFTNIC_ACK_POLL_US) */
+#define SN_HELLO_POLL 2
 
 /* Request header; WRITE/SEND payload of len bytes follows. */
 struct sn_wire_req {

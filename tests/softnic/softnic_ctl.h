@@ -56,6 +56,19 @@ int softnic_ctl_qp_post_calls(struct ibv_qp *qp, uint64_t *out);
  * out (each a wake-up saved).  Both 0 with spinning off. */
 int softnic_ctl_spin_counts(uint64_t *started, uint64_t *found_work);
 
+/* The polls of QPs that a GPU drives (mlx5 dv and DEVX QPs,
+ * SOFTNIC_ACK_POLL_US, spin.c): their completers' for ACKs and their
+ * peers' responders' for the next request.  *us the poll time in force
+ * (0: off), how many polls began, and how many saw what they waited for
+ * come before their time ran out (each a wake-up saved). */
+int softnic_ctl_ack_poll_counts(uint32_t *us, uint64_t *started, uint64_t *found_ack);
+
+/* This process's RDMA WRITEs of 8 bytes into GPU memory that softnic's
+ * responders landed with cuStreamWriteValue64, behind a payload copy on
+ * the same stream still in flight (a put_signal's signal: gpu.c), rather
+ * than with a copy of their own. */
+int softnic_ctl_gpu_value_writes(uint64_t *out);
+
 /* The rate (bytes/s) a port without a rate limit advertises its link
  * within (SOFTNIC_LINK_RATE, or this process's calibration: link.c). */
 int softnic_ctl_link_rate(uint64_t *bytes_per_s);

@@ -19,7 +19,9 @@
  *   of GPU memory and transmit them themselves on an idle QP
  *   (requester_direct_copies_cuda).
  * - softnic_priv_max_wqe_sz_sq(): the largest send WQE in bytes that this
- *   NIC states (SOFTNIC_MAX_WQE_SZ_SQ), 0 when it states none. */
+ *   NIC states (SOFTNIC_MAX_WQE_SZ_SQ), 0 when it states none.
+ * - softnic_priv_qp_poll_acks(qp): qp is an engine QP that a GPU drives:
+ *   its completer polls for the ACKs it awaits (SOFTNIC_ACK_POLL_US). */
 #ifndef SOFTNIC_PRIV_H
 #define SOFTNIC_PRIV_H
 
@@ -36,6 +38,7 @@ int softnic_priv_gpu_read(void *dst, const void *gpu_src, size_t len);
 int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
 void softnic_priv_thread_is_nic(bool on);
 uint32_t softnic_priv_max_wqe_sz_sq(void);
+int softnic_priv_qp_poll_acks(struct ibv_qp *qp);
 
 /* Called by qp.c / cq.c. */
 void priv_qp_destroying(struct ibv_qp *qp);

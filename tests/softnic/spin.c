@@ -1,5 +1,7 @@
 /* spin.c: the bounded poll of a NIC thread that ran out of work, before it
- * sleeps (SOFTNIC_SPIN_US; config.c says why and the default). */
+ * sleeps (SOFTNIC_SPIN_US; config.c says why and the default), and the
+ * polls of a GPU-driven QP's completer (for ACKs) and of its peer's
+ * responder (for requests) (SOFTNIC_ACK_POLL_US). */
 #include "softnic.h"
 
 #include <poll.h>
@@ -11,13 +13,14 @@
  * take them from the threads with work (NCCL's proxy, the other rank). */
 static int g_spinning;
 static uint64_t g_started, g_found;   /* softnic_ctl_spin_counts */
+static uint64_t g_ack_started, g_ack_found;   /* softnic_ctl_ack_poll_counts */
 
 static uint64_t spin_ns(void)
 {
     return (uint64_t)softnic_global()->conf.spin_us * 1000u;
 }
 
-static bool spin_enter(void)
+static bool spin_enter(uint64_t *started)
 {
     static int max;   /* set once; racing first callers store the same value */
     if (!__atomic_load_n(&max, __ATOMIC_RELAXED)) {
@@ -25,17 +28,17 @@ static bool spin_enter(void)
         __atomic_store_n(&max, n > 1 ? (int)n : 1, __ATOMIC_RELAXED);
     }
     if (__atomic_add_fetch(&g_spinning, 1, __ATOMIC_RELAXED) <= __atomic_load_n(&max, __ATOMIC_RELAXED)) {
-        __atomic_add_fetch(&g_started, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(started, 1, __ATOMIC_RELAXED);
         return true;
     }
     __atomic_sub_fetch(&g_spinning, 1, __ATOMIC_RELAXED);
     return false;
 }
 
-static void spin_leave(bool found)
+static void spin_leave(bool found, uint64_t *found_count)
 {
     if (found)
-        __atomic_add_fetch(&g_found, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(found_count, 1, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&g_spinning, 1, __ATOMIC_RELAXED);
 }
 
@@ -50,10 +53,10 @@ bool sn_spin_on(void)
     return spin_ns() != 0;
 }
 
-bool sn_spin_readable(int fd)
+/* Polls fd for up to ns; started/found count the poll. */
+static bool poll_readable(int fd, uint64_t ns, uint64_t *started, uint64_t *found)
 {
-    uint64_t ns = spin_ns();
-    if (!ns || fd < 0 || !spin_enter())
+    if (!ns || fd < 0 || !spin_enter(started))
         return false;
     uint64_t until = sn_now_ns() + ns;
     struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -64,14 +67,31 @@ bool sn_spin_readable(int fd)
          * completer would sleep in recv where it expects data */
         ready = poll(&p, 1, 0) > 0;
     while (!ready && sn_now_ns() < until);
-    spin_leave(ready);
+    spin_leave(ready, found);
     return ready;
+}
+
+bool sn_spin_readable(int fd)
+{
+    return poll_readable(fd, spin_ns(), &g_started, &g_found);
+}
+
+bool sn_ack_poll_readable(int fd)
+{
+    return poll_readable(fd, (uint64_t)softnic_global()->conf.ack_poll_us * 1000u, &g_ack_started,
+                         &g_ack_found);
+}
+
+void ack_poll_counts(uint64_t *started, uint64_t *found)
+{
+    *started = __atomic_load_n(&g_ack_started, __ATOMIC_RELAXED);
+    *found = __atomic_load_n(&g_ack_found, __ATOMIC_RELAXED);
 }
 
 bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop)
 {
     uint64_t ns = spin_ns();
-    if (!ns || !spin_enter())
+    if (!ns || !spin_enter(&g_started))
         return false;
     uint64_t until = sn_now_ns() + ns;
     bool changed = false;
@@ -82,6 +102,6 @@ bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop)
         if (!changed)
             sched_yield();
     } while (!changed && sn_now_ns() < until);
-    spin_leave(changed);
+    spin_leave(changed, &g_found);
     return changed;
 }
