@@ -973,6 +973,39 @@ TAP_CASE(test_post_list_holds_at_most_4KiB_of_payload)
     gdaki_pair_close(p);
 }
 
+/* The 4 KiB counts payload by pointer: a put_signal of 4 KiB (the payload
+ * WRITE, then the 8-byte signal as an inline WRITE, at one doorbell) is one
+ * list, so the responder takes both in one batch (one sync, one ACK, the
+ * signal behind its payload) rather than as two transmissions. */
+TAP_CASE(test_post_list_of_4KiB_payload_takes_its_inline_signal_too)
+{
+    struct gdaki_pair *p = open_pair(16);
+    struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
+    static uint8_t src[4096], dst[4096];
+    static uint64_t sig[1];
+    fill(src, sizeof(src), 29);
+    struct gdaki_mr ms, md, mg;
+    reg(p, src, sizeof(src), &ms);
+    reg(p, dst, sizeof(dst), &md);
+    reg(p, sig, sizeof(sig), &mg);
+    const uint64_t want = 0x5151000000000001ull;
+    uint64_t before = engine_posts(p);
+    uint64_t s = gdaki_q_reserve(q, 2);
+    EXPECT_TRUE(s != GDAKI_SLOT_ERROR);
+    struct gdaki_op w = { .laddr = ms.addr, .lkey = ms.lkey, .len = 4096, .raddr = md.addr, .rkey = md.rkey };
+    gdaki_q_build(q, s, GDAKI_KIND_WRITE, &w, 0);
+    uint8_t *last = gdaki_q_slot_ptr(q, s + 1);
+    gdaki_wqe_write_inline(last, (uint16_t)(s + 1), q->qpn, (uint8_t)MLX5_WQE_CTRL_CQ_UPDATE, mg.addr, mg.rkey,
+                           &want, 8);
+    EXPECT_EQ_INT(0, gdaki_q_ring(q, s, 2, gdaki_q_db_value(last)));
+    EXPECT_EQ_INT(0, gdaki_q_quiet(q));
+    EXPECT_EQ_U64(1, engine_posts(p) - before);
+    EXPECT_EQ_U64(s + 2, q->done);
+    EXPECT_MEMEQ(src, dst, sizeof(src));
+    EXPECT_EQ_U64(want, sig[0]);
+    gdaki_pair_close(p);
+}
+
 /* A bad WQE in the middle of a doorbell's WQEs: the ones before it are
  * posted and complete, it gets the error CQE, nothing after it runs. */
 TAP_CASE(test_bad_wqe_inside_one_doorbell_stops_after_the_good_ones)

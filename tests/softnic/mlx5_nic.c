@@ -430,7 +430,9 @@ static int wait_satisfied(const struct mlx5_sn_op *op)
  * list stops where that fast path would stop taking it (its
  * DIRECT_MAX_WQES and DIRECT_MAX_BYTES): a list it refused would wait for
  * the requester thread, where the WQEs one by one would each have gone
- * at once. */
+ * at once.  The bytes are those of payloads by pointer; inline data rides
+ * in its WQEs (a put_signal's 8-byte signal stays in its 4 KiB payload's
+ * list, so the responder lands both in one batch). */
 #define NIC_POST_LIST 8
 #define NIC_POST_LIST_BYTES 4096
 
@@ -471,10 +473,12 @@ static int qp_consume_batch(struct mlx5_sn_qp *qp, const uint8_t *ring, uint16_t
     uint16_t at = qp->ci;
     while (n < NIC_POST_LIST && at != pi && qp->pend_count + (uint32_t)n < qp->wqe_cnt) {
         struct mlx5_sn_op *op = &ops[n];
-        if (nic_decode(qp, ring, at, (uint16_t)(pi - at), op) != 0 || !op_is_engine(op) ||
-            (n > 0 && bytes + op->len > NIC_POST_LIST_BYTES) || wr_build(qp, op, &wrs[n], sgs[n]) != 0)
+        if (nic_decode(qp, ring, at, (uint16_t)(pi - at), op) != 0 || !op_is_engine(op))
             break;
-        bytes += op->len;
+        uint64_t by_ptr = op->inl_len ? 0 : op->len;
+        if ((n > 0 && bytes + by_ptr > NIC_POST_LIST_BYTES) || wr_build(qp, op, &wrs[n], sgs[n]) != 0)
+            break;
+        bytes += by_ptr;
         at = (uint16_t)(at + op->nbb);
         n++;
     }

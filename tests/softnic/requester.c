@@ -25,7 +25,9 @@
 #define BATCH_BYTES (256 * 1024)
 #define BATCH_IOV 1000
 
-/* A posting thread transmits at most this much itself (see below). */
+/* A posting thread transmits at most this much itself (see below): WQEs,
+ * and bytes of payload by pointer (inline data, at most max_inline_data a
+ * WQE, comes on top: a put_signal's signal travels with its payload). */
 #define DIRECT_MAX_WQES 8
 #define DIRECT_MAX_BYTES 4096
 /* ... and only while the peer has acknowledged all but this much */
@@ -633,7 +635,8 @@ bool requester_try_direct_locked(struct sn_qp *qp)
                 continue;
             }
         }
-        bytes += w->len;
+        if (!w->inl)
+            bytes += w->len;
         if (bytes > DIRECT_MAX_BYTES)
             return false;
     }
