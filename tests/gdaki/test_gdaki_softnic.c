@@ -1195,28 +1195,37 @@ TAP_CASE(test_remote_error_inside_a_post_list_flushes_the_wqes_after_it)
 
 /* ---- the polls of a GPU-driven QP's completer and its peer's responder ---- */
 
-/* softnic_ctl_ack_poll_counts of the pair's softnic. */
-static void ack_polls(struct gdaki_pair *p, uint32_t *us, uint64_t *started, uint64_t *found)
+/* softnic_ctl_ack_polls of the pair's softnic (its layout, as
+ * softnic_ctl.h states it). */
+struct ack_polls {
+    uint32_t us;
+    uint64_t completer_asked, completer_polls, completer_found;
+    uint64_t responder_asked, responder_polls, responder_found;
+    uint64_t responder_conns;
+};
+
+static void ack_polls(struct gdaki_pair *p, struct ack_polls *out)
 {
     struct gdaki_pair_info in;
     gdaki_pair_get_info(p, &in);
     void *h = dlopen(in.ibverbs_path, RTLD_LAZY | RTLD_NOLOAD);
-    int (*fn)(uint32_t *, uint64_t *, uint64_t *) = NULL;
+    int (*fn)(struct ack_polls *) = NULL;
     if (h)
-        *(void **)&fn = dlsym(h, "softnic_ctl_ack_poll_counts");
+        *(void **)&fn = dlsym(h, "softnic_ctl_ack_polls");
     if (!fn)
-        tap_fail_at(__FILE__, __LINE__, "softnic_ctl_ack_poll_counts not found in %s", in.ibverbs_path);
-    EXPECT_EQ_INT(0, fn(us, started, found));
+        tap_fail_at(__FILE__, __LINE__, "softnic_ctl_ack_polls not found in %s", in.ibverbs_path);
+    EXPECT_EQ_INT(0, fn(out));
     dlclose(h);
 }
 
 /* 200 writes one at a time on the dv QP (as a kernel's put + quiet loop
  * posts them), SOFTNIC_ACK_POLL_US set to poll_us by this case's child
- * before softnic reads its configuration: with a poll time the completer
- * polls for the ACKs and the responder for the next write, and polls find
- * them (on loopback each comes well within 2 ms; on two cores the two
- * threads share one polling slot, spin.c), with 0 nothing polls.  Every
- * write byte-exact either way. */
+ * before softnic reads its configuration.  With a poll time the completer
+ * asks to poll for its ACKs, and the connection's hello has the responder
+ * ask to poll for requests.  Which of them polls, and whether a poll sees
+ * its ACK or request in time, depends on the host (on two cores spin.c's
+ * cap lets one thread poll at a time) and is only reported.  With 0
+ * nothing asks.  Every write byte-exact either way. */
 static void ack_polls_when_asked(const char *poll_us)
 {
     setenv("SOFTNIC_ACK_POLL_US", poll_us, 1);
@@ -1228,24 +1237,35 @@ static void ack_polls_when_asked(const char *poll_us)
     struct gdaki_mr ms, md;
     reg(p, src, n, &ms);
     reg(p, dst, n, &md);
-    uint32_t us = 0;
-    uint64_t s0, f0, s1, f1;
-    ack_polls(p, &us, &s0, &f0);
+    struct ack_polls a0, a1;
+    ack_polls(p, &a0);
     for (int i = 0; i < 200; i++) {
         struct gdaki_op op = { .laddr = ms.addr + (uint64_t)i * 64, .lkey = ms.lkey, .len = 64,
                                .raddr = md.addr + (uint64_t)i * 64, .rkey = md.rkey };
         EXPECT_TRUE(gdaki_q_post1(q, GDAKI_KIND_WRITE, &op) != GDAKI_SLOT_ERROR);
         EXPECT_EQ_INT(0, gdaki_q_quiet(q));
     }
-    ack_polls(p, &us, &s1, &f1);
-    tap_diag("SOFTNIC_ACK_POLL_US=%s: %u us in force, %llu polls begun, %llu saw the ACK, over 200 writes",
-             poll_us, us, (unsigned long long)(s1 - s0), (unsigned long long)(f1 - f0));
-    EXPECT_EQ_INT(atoi(poll_us), (int)us);
-    if (us) {
-        EXPECT_TRUE(s1 > s0);
-        EXPECT_TRUE(f1 > f0);
+    ack_polls(p, &a1);
+    tap_diag("SOFTNIC_ACK_POLL_US=%s: %u us in force; over 200 writes the completer asked for %llu polls, "
+             "began %llu, %llu saw the ACK; the responder asked for %llu, began %llu, %llu saw the request; "
+             "%llu polling connections",
+             poll_us, a1.us, (unsigned long long)(a1.completer_asked - a0.completer_asked),
+             (unsigned long long)(a1.completer_polls - a0.completer_polls),
+             (unsigned long long)(a1.completer_found - a0.completer_found),
+             (unsigned long long)(a1.responder_asked - a0.responder_asked),
+             (unsigned long long)(a1.responder_polls - a0.responder_polls),
+             (unsigned long long)(a1.responder_found - a0.responder_found),
+             (unsigned long long)a1.responder_conns);
+    EXPECT_EQ_INT(atoi(poll_us), (int)a1.us);
+    if (a1.us) {
+        EXPECT_TRUE(a1.completer_asked > a0.completer_asked);
+        EXPECT_TRUE(a1.responder_asked > a0.responder_asked);
+        EXPECT_TRUE(a1.completer_polls + a1.responder_polls > a0.completer_polls + a0.responder_polls);
+        EXPECT_EQ_U64(1, a1.responder_conns);   /* the pair's one connection */
     } else {
-        EXPECT_EQ_U64(s0, s1);
+        EXPECT_EQ_U64(a0.completer_asked, a1.completer_asked);
+        EXPECT_EQ_U64(a0.responder_asked, a1.responder_asked);
+        EXPECT_EQ_U64(0, a1.responder_conns);
     }
     EXPECT_MEMEQ(src, dst, n);
     gdaki_pair_close(p);

@@ -234,7 +234,7 @@ void *completer_main(void *arg)
         int err = 0;
         if (rb.pos == rb.len) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
-            int n = (awaiting && sn_ack_poll_readable(fd)) || sn_spin_readable(fd) ? 1 : poll(&p, 1, 20);
+            int n = (awaiting && sn_ack_poll_readable(fd, SN_POLL_COMPLETER)) || sn_spin_readable(fd) ? 1 : poll(&p, 1, 20);
             if (n <= 0) {
                 pthread_mutex_lock(&qp->lock);
                 continue;

@@ -156,9 +156,10 @@ static int port_keys(struct sn_port_conf *p, char *list, const char *seps)
  * its connection for up to that long before it sleeps, and the responder
  * its requests reach (told by the connection's hello, SN_HELLO_POLL) polls
  * that long for the next request, within spin.c's cap of a quarter of the
- * cores spinning.  Default: ACK_POLL_US on hosts of at
- * least ACK_POLL_MIN_CORES cores (the GPU machines), 0 on fewer (CI's two,
- * where a poll takes the core the responder needs to send the ACK). */
+ * cores spinning.  Default: ACK_POLL_US where the process may run on at
+ * least ACK_POLL_MIN_CORES CPUs (sn_usable_cores: the GPU machines), 0 on
+ * fewer (CI's two, where a poll takes the core the responder needs to send
+ * the ACK; a 2-CPU container on a large host alike). */
 #define ACK_POLL_US 1000u
 #define ACK_POLL_MIN_CORES 8
 
@@ -175,7 +176,7 @@ static void config_defaults(struct sn_config *c)
     c->rnr_cap_ms = 2000;
     c->vf_base_rate = 2000000000ull;
     c->fastpath = 1;
-    c->ack_poll_us = sysconf(_SC_NPROCESSORS_ONLN) >= ACK_POLL_MIN_CORES ? ACK_POLL_US : 0;
+    c->ack_poll_us = sn_usable_cores() >= ACK_POLL_MIN_CORES ? ACK_POLL_US : 0;
 }
 
 static int config_file(struct sn_config *c, const char *path)

@@ -125,12 +125,20 @@ EXPORT int softnic_ctl_spin_counts(uint64_t *started, uint64_t *found_work)
     return 0;
 }
 
-EXPORT int softnic_ctl_ack_poll_counts(uint32_t *us, uint64_t *started, uint64_t *found_ack)
+EXPORT int softnic_ctl_ack_polls(struct softnic_ctl_ack_polls *out)
 {
-    if (!us || !started || !found_ack)
+    if (!out)
         return EINVAL;
-    *us = softnic_global()->conf.ack_poll_us;
-    ack_poll_counts(started, found_ack);
+    uint64_t asked[SN_POLL_KINDS], started[SN_POLL_KINDS], found[SN_POLL_KINDS];
+    memset(out, 0, sizeof(*out));
+    out->us = softnic_global()->conf.ack_poll_us;
+    ack_poll_counts(asked, started, found, &out->responder_conns);
+    out->completer_asked = asked[SN_POLL_COMPLETER];
+    out->responder_asked = asked[SN_POLL_RESPONDER];
+    out->completer_polls = started[SN_POLL_COMPLETER];
+    out->completer_found = found[SN_POLL_COMPLETER];
+    out->responder_polls = started[SN_POLL_RESPONDER];
+    out->responder_found = found[SN_POLL_RESPONDER];
     return 0;
 }
 
@@ -138,8 +146,7 @@ EXPORT int softnic_ctl_gpu_value_writes(uint64_t *out)
 {
     if (!out)
         return EINVAL;
-    *out = gpu_value_writes();
-    return 0;
+    return gpu_value_writes(out);
 }
 
 EXPORT int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t *out)

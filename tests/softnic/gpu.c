@@ -293,9 +293,13 @@ static _Atomic bool batch_broken;   /* the driver refused a batch: one call per 
 static _Atomic bool value_broken;   /* the driver refused a cuStreamWriteValue64: copies from then on */
 static _Atomic uint64_t value_writes;   /* those it took (gpu_value_writes) */
 
-uint64_t gpu_value_writes(void)
+int gpu_value_writes(uint64_t *n)
 {
-    return atomic_load_explicit(&value_writes, memory_order_relaxed);
+    const struct cudawrap *cu = gpu_driver();
+    *n = atomic_load_explicit(&value_writes, memory_order_relaxed);
+    return cu && cu->stream_write_value64 && !atomic_load_explicit(&value_broken, memory_order_relaxed)
+               ? 0
+               : ENOTSUP;
 }
 
 /* An 8-byte write behind a deferred write on the same stream (a

@@ -51,7 +51,9 @@ static int rbuf_recv(struct sn_rbuf *rb, void *dst, size_t len, bool all, size_t
             return ECONNRESET;
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return errno;
-        if (!(rb->poll_next && sn_ack_poll_readable(rb->fd)))
+        /* past an ACK poll that found nothing, SOFTNIC_SPIN_US's own
+         * poll comes on top (both bounded) */
+        if (!(rb->poll_next && sn_ack_poll_readable(rb->fd, SN_POLL_RESPONDER)))
             sn_spin_readable(rb->fd);
     }
     size_t done = 0;

@@ -143,9 +143,16 @@ void spin_counts(uint64_t *started, uint64_t *found);
  * requests (SN_HELLO_POLL) before each blocking read, poll their
  * connection for up to conf.ack_poll_us before they sleep: true once fd
  * has something to read.  Polls begun and those that found something, for
- * softnic_ctl_ack_poll_counts. */
-bool sn_ack_poll_readable(int fd);
-void ack_poll_counts(uint64_t *started, uint64_t *found);
+ * softnic_ctl_ack_polls. */
+enum sn_poll_kind { SN_POLL_COMPLETER, SN_POLL_RESPONDER, SN_POLL_KINDS };
+bool sn_ack_poll_readable(int fd, enum sn_poll_kind kind);
+/* A responder connection told by its hello to poll, with polling on. */
+void sn_ack_poll_conn(void);
+void ack_poll_counts(uint64_t asked[SN_POLL_KINDS], uint64_t started[SN_POLL_KINDS], uint64_t found[SN_POLL_KINDS],
+                     uint64_t *conns);
+/* The CPUs this process may run on (sched_getaffinity), at least 1: the
+ * spin cap's and SOFTNIC_ACK_POLL_US's default's measure of the host. */
+int sn_usable_cores(void);
 
 /* ---------------------------------------------------------- counters.c */
 struct sn_counters {
@@ -316,8 +323,9 @@ void gpu_defer_writes(bool on);
 bool gpu_writes_pending(void);
 /* Deferred 8-byte writes that went to the GPU as cuStreamWriteValue64 (a
  * put_signal's signal behind its payload), for
- * softnic_ctl_gpu_value_writes. */
-uint64_t gpu_value_writes(void);
+ * softnic_ctl_gpu_value_writes: 0, or ENOTSUP when the driver has no such
+ * call or refused one (*n is set either way). */
+int gpu_value_writes(uint64_t *n);
 int gpu_flush(void);
 /* Reads of GPU memory that land later (the requester's: one CUDA sync per
  * batch of payloads, as a NIC keeps several DMA reads in flight).

@@ -58,15 +58,24 @@ int softnic_ctl_spin_counts(uint64_t *started, uint64_t *found_work);
 
 /* The polls of QPs that a GPU drives (mlx5 dv and DEVX QPs,
  * SOFTNIC_ACK_POLL_US, spin.c): their completers' for ACKs and their
- * peers' responders' for the next request.  *us the poll time in force
- * (0: off), how many polls began, and how many saw what they waited for
- * come before their time ran out (each a wake-up saved). */
-int softnic_ctl_ack_poll_counts(uint32_t *us, uint64_t *started, uint64_t *found_ack);
+ * peers' responders' for the next request, each how many were asked for,
+ * how many began (spin.c's cap of polling threads refuses the rest), and
+ * how many saw what they waited for come before their time ran out (each
+ * a wake-up saved); and the responder connections whose hello asked them
+ * to poll while polling is on. */
+struct softnic_ctl_ack_polls {
+    uint32_t us;                    /* the poll time in force, 0: off */
+    uint64_t completer_asked, completer_polls, completer_found;
+    uint64_t responder_asked, responder_polls, responder_found;
+    uint64_t responder_conns;
+};
+int softnic_ctl_ack_polls(struct softnic_ctl_ack_polls *out);
 
 /* This process's RDMA WRITEs of 8 bytes into GPU memory that softnic's
  * responders landed with cuStreamWriteValue64, behind a payload copy on
  * the same stream still in flight (a put_signal's signal: gpu.c), rather
- * than with a copy of their own. */
+ * than with a copy of their own.  ENOTSUP when the CUDA driver has no such
+ * call or refused one (every such write is then a copy). */
 int softnic_ctl_gpu_value_writes(uint64_t *out);
 
 /* The rate (bytes/s) a port without a rate limit advertises its link

@@ -8,12 +8,26 @@
 #include <sched.h>
 #include <unistd.h>
 
-/* At most a quarter of the host's cores spin in one process at a time: a
+/* At most a quarter of the CPUs this process may use spin in it at a time: a
  * process has three threads per QP, and spinning beyond the cores would
  * take them from the threads with work (NCCL's proxy, the other rank). */
 static int g_spinning;
 static uint64_t g_started, g_found;   /* softnic_ctl_spin_counts */
-static uint64_t g_ack_started, g_ack_found;   /* softnic_ctl_ack_poll_counts */
+/* softnic_ctl_ack_polls: per kind of poller (sn_poll_kind), and the
+ * responder connections told to poll */
+static uint64_t g_ack_asked[SN_POLL_KINDS], g_ack_started[SN_POLL_KINDS], g_ack_found[SN_POLL_KINDS],
+    g_poll_conns;
+
+int sn_usable_cores(void)
+{
+    cpu_set_t set;
+    /* the CPUs this process may run on (a container's or taskset's share),
+     * not the host's */
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
 
 static uint64_t spin_ns(void)
 {
@@ -24,7 +38,7 @@ static bool spin_enter(uint64_t *started)
 {
     static int max;   /* set once; racing first callers store the same value */
     if (!__atomic_load_n(&max, __ATOMIC_RELAXED)) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+        long n = sn_usable_cores() / 4;
         __atomic_store_n(&max, n > 1 ? (int)n : 1, __ATOMIC_RELAXED);
     }
     if (__atomic_add_fetch(&g_spinning, 1, __ATOMIC_RELAXED) <= __atomic_load_n(&max, __ATOMIC_RELAXED)) {
@@ -76,16 +90,28 @@ bool sn_spin_readable(int fd)
     return poll_readable(fd, spin_ns(), &g_started, &g_found);
 }
 
-bool sn_ack_poll_readable(int fd)
+bool sn_ack_poll_readable(int fd, enum sn_poll_kind kind)
 {
-    return poll_readable(fd, (uint64_t)softnic_global()->conf.ack_poll_us * 1000u, &g_ack_started,
-                         &g_ack_found);
+    if (softnic_global()->conf.ack_poll_us && fd >= 0)
+        __atomic_add_fetch(&g_ack_asked[kind], 1, __ATOMIC_RELAXED);   /* the cap may refuse it */
+    return poll_readable(fd, (uint64_t)softnic_global()->conf.ack_poll_us * 1000u, &g_ack_started[kind],
+                         &g_ack_found[kind]);
 }
 
-void ack_poll_counts(uint64_t *started, uint64_t *found)
+void sn_ack_poll_conn(void)
 {
-    *started = __atomic_load_n(&g_ack_started, __ATOMIC_RELAXED);
-    *found = __atomic_load_n(&g_ack_found, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_poll_conns, 1, __ATOMIC_RELAXED);
+}
+
+void ack_poll_counts(uint64_t asked[SN_POLL_KINDS], uint64_t started[SN_POLL_KINDS], uint64_t found[SN_POLL_KINDS],
+                     uint64_t *conns)
+{
+    for (int k = 0; k < SN_POLL_KINDS; k++) {
+        asked[k] = __atomic_load_n(&g_ack_asked[k], __ATOMIC_RELAXED);
+        started[k] = __atomic_load_n(&g_ack_started[k], __ATOMIC_RELAXED);
+        found[k] = __atomic_load_n(&g_ack_found[k], __ATOMIC_RELAXED);
+    }
+    *conns = __atomic_load_n(&g_poll_conns, __ATOMIC_RELAXED);
 }
 
 bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop)

@@ -153,6 +153,60 @@ TAP_CASE(test_posting_thread_transmits_small_and_pulled_payloads)
     teardown(&f);
 }
 
+/* A 4 KiB payload and an 8-byte inline WRITE posted in one list (a
+ * put_signal's shape) leave from the posting thread itself on an idle QP:
+ * requester.c's 4 KiB counts payload by pointer, inline data on top (4104
+ * bytes were once refused, and the pair waited for the requester thread's
+ * wake-up).  On the wire alone (SOFTNIC_FASTPATH=0, set before softnic
+ * reads its configuration in this case's child), where the payload's bytes
+ * count; as above, "taken" means in at least one of 20 rounds. */
+TAP_CASE(test_posting_thread_sends_a_4KiB_payload_with_its_inline_signal)
+{
+    setenv("SOFTNIC_FASTPATH", "0", 1);
+    struct fixture f;
+    setup(&f);
+    size_t len = 4096;
+    char *src = st_buf(len, 1), *dst = st_buf(len + 64, 2);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len + 64);
+    int taken = 0;
+    for (int r = 0; r < 20 && smr && dmr; r++) {
+        st_fill(src, len, 60u + (unsigned)r);
+        uint64_t sig = 0x5151000000000000ull + (uint64_t)r, d0 = direct_wqes(f.a.qp);
+        struct ibv_sge sg = { .addr = (uintptr_t)src, .length = (uint32_t)len, .lkey = smr->lkey };
+        struct ibv_sge sgi = { .addr = (uintptr_t)&sig, .length = 8 };
+        struct ibv_send_wr w[2], *bad = NULL;
+        memset(w, 0, sizeof(w));
+        w[0].wr_id = 1;
+        w[0].opcode = IBV_WR_RDMA_WRITE;
+        w[0].sg_list = &sg;
+        w[0].num_sge = 1;
+        w[0].wr.rdma.remote_addr = (uintptr_t)dst;
+        w[0].wr.rdma.rkey = dmr->rkey;
+        w[0].next = &w[1];
+        w[1].wr_id = 2;
+        w[1].opcode = IBV_WR_RDMA_WRITE;
+        w[1].sg_list = &sgi;
+        w[1].num_sge = 1;
+        w[1].send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+        w[1].wr.rdma.remote_addr = (uintptr_t)dst + len;
+        w[1].wr.rdma.rkey = dmr->rkey;
+        EXPECT_EQ_INT(0, ibv_post_send(f.a.qp, w, &bad));
+        struct ibv_wc wc;
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+        EXPECT_MEMEQ(src, dst, len);
+        uint64_t got;
+        memcpy(&got, dst + len, 8);
+        EXPECT_EQ_U64(sig, got);
+        taken += direct_wqes(f.a.qp) - d0 == 2;
+    }
+    tap_diag("%d of 20 payload + signal pairs sent by the posting thread", taken);
+    EXPECT_TRUE(taken >= 1);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
 struct rereg_job {
     struct ibv_mr *mr;
     _Atomic int done;
