@@ -62,6 +62,20 @@ static void fill(uint8_t *b, size_t n, unsigned seed)
         b[i] = (uint8_t)(i * 131 + seed * 7 + 1);
 }
 
+/* n bytes of source (filled from seed) and zeroed destination in host
+ * memory, both registered on p; the caller frees them after closing p. */
+static void host_bufs(struct gdaki_pair *p, size_t n, unsigned seed, uint8_t **src, uint8_t **dst,
+                      struct gdaki_mr *ms, struct gdaki_mr *md)
+{
+    *src = malloc(n);
+    *dst = calloc(1, n);
+    if (!*src || !*dst)
+        tap_fail_at(__FILE__, __LINE__, "out of memory for %zu bytes", n);
+    fill(*src, n, seed);
+    reg(p, *src, n, ms);
+    reg(p, *dst, n, md);
+}
+
 TAP_CASE(test_mlx5dv_qp_exposes_rings_the_protocol_needs)
 {
     struct gdaki_pair *p = open_pair(16);
@@ -190,11 +204,9 @@ TAP_CASE(test_quiet_returns_only_after_the_data_is_there)
     struct gdaki_pair *p = open_pair(16);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
     size_t n = 4u << 20;
-    uint8_t *src = malloc(n), *dst = calloc(1, n);
-    fill(src, n, 9);
+    uint8_t *src, *dst;
     struct gdaki_mr ms, md;
-    reg(p, src, n, &ms);
-    reg(p, dst, n, &md);
+    host_bufs(p, n, 9, &src, &dst, &ms, &md);
     for (int round = 0; round < 3; round++) {
         memset(dst, 0, n);
         src[n - 1] = (uint8_t)(0x40 + round);
@@ -1232,11 +1244,9 @@ static void ack_polls_when_asked(const char *poll_us)
     struct gdaki_pair *p = open_pair(16);
     struct gdaki_qp_dev *q = gdaki_pair_qp_host(p);
     size_t n = 200 * 64;
-    uint8_t *src = malloc(n), *dst = calloc(1, n);
-    fill(src, n, 23);
+    uint8_t *src, *dst;
     struct gdaki_mr ms, md;
-    reg(p, src, n, &ms);
-    reg(p, dst, n, &md);
+    host_bufs(p, n, 23, &src, &dst, &ms, &md);
     struct ack_polls a0, a1;
     ack_polls(p, &a0);
     for (int i = 0; i < 200; i++) {
@@ -1289,11 +1299,9 @@ TAP_CASE(test_cpu_verbs_loop_on_the_same_port_writes_byte_exact)
 {
     struct gdaki_pair *p = open_pair(16);
     size_t n = 64 * 1024;
-    uint8_t *src = malloc(n), *dst = calloc(1, n);
-    fill(src, n, 17);
+    uint8_t *src, *dst;
     struct gdaki_mr ms, md;
-    reg(p, src, n, &ms);
-    reg(p, dst, n, &md);
+    host_bufs(p, n, 17, &src, &dst, &ms, &md);
     if (gdaki_pair_cpu_write_loop(p, &ms, &md, n, 50, 8, err, sizeof(err)) != 0)
         tap_fail_at(__FILE__, __LINE__, "cpu loop: %s", err);
     EXPECT_MEMEQ(src, dst, n);
