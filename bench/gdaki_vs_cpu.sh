@@ -11,7 +11,10 @@
 #  3. the tool's per-write latency (railnet-write-bw --gpu-initiated, client
 #     and server as two processes on this GPU) against (1)'s one-process
 #     GPU latency, without and with an MPS daemon (tests/gpu/lib-mps.sh says
-#     why two processes on one GPU wait for time slices without it).
+#     why two processes on one GPU wait for time slices without it), and,
+#     where the machine has two GPUs, with the server on the second
+#     (--use_cuda=1): two processes on two GPUs share no time slices, as
+#     two hosts' ranks do not.
 # A program that exits 77 (no GPU) prints why and counts as skipped.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
@@ -36,8 +39,8 @@ echo
 
 # 3. The tool's "Lat[usec]" (one thread, put + quiet, as (1)'s gpu_lat_us).
 WB=$top_builddir/tools/railnet-write-bw
-tool_lat() { # SIZE: the client's latency column, or "-"
-    timeout 120 "$WB" -p 0 --gpu-initiated -n 1000 -s "$1" >"$out/srv" 2>"$out/srv.err" &
+tool_lat() { # SIZE [SERVER_GPU]: the client's latency column, or "-"
+    timeout 120 "$WB" -p 0 --gpu-initiated ${2:+--use_cuda=$2} -n 1000 -s "$1" >"$out/srv" 2>"$out/srv.err" &
     sp=$!
     port=
     for _ in $(seq 100); do
@@ -62,17 +65,26 @@ if [ -x "$WB" ] && ! "$WB" --help 2>/dev/null | grep -q 'not built in this versi
         echo "# no MPS daemon here: the MPS column is empty"
         : >"$out/mps"
     fi
+    if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then
+        for s in 8 64 512 4096; do echo "$s $(tool_lat $s 1)"; done >"$out/two"
+    else
+        echo "# one GPU here: the two-GPU column is empty"
+        : >"$out/two"
+    fi
     echo "# railnet-write-bw --gpu-initiated (2 processes) vs bench_gdaki_vs_proxy (1 process), per-write latency, us"
-    echo "# ratio tool/bench (1.0: the tool measures what the bench measures)"
-    printf '%6s %10s %12s %10s %12s %10s\n' bytes bench_us tool_us ratio tool_mps_us ratio_mps
+    echo "# ratio tool/bench (1.0: the tool measures what the bench measures); 2gpu: server on GPU 1, no MPS"
+    printf '%6s %10s %12s %10s %12s %10s %12s %10s\n' bytes bench_us tool_us ratio tool_mps_us ratio_mps \
+        tool_2gpu_us ratio_2gpu
     for s in 8 64 512 4096; do
         b=$(awk -v s="$s" '$1 == s && $2 == 8 { print $6 }' "$out/proxy")
         t=$(awk -v s="$s" '$1 == s { print $2 }' "$out/nomps")
         m=$(awk -v s="$s" '$1 == s { print $2 }' "$out/mps")
-        awk -v s="$s" -v b="${b:--}" -v t="${t:--}" -v m="${m:--}" 'BEGIN {
+        w=$(awk -v s="$s" '$1 == s { print $2 }' "$out/two")
+        awk -v s="$s" -v b="${b:--}" -v t="${t:--}" -v m="${m:--}" -v w="${w:--}" 'BEGIN {
             r = (b + 0 > 0 && t + 0 > 0) ? sprintf("%.2f", t / b) : "-"
             q = (b + 0 > 0 && m + 0 > 0) ? sprintf("%.2f", m / b) : "-"
-            printf "%6s %10s %12s %10s %12s %10s\n", s, b, t, r, m, q }'
+            u = (b + 0 > 0 && w + 0 > 0) ? sprintf("%.2f", w / b) : "-"
+            printf "%6s %10s %12s %10s %12s %10s %12s %10s\n", s, b, t, r, m, q, w, u }'
     done
 fi
 exit $rc
