@@ -571,9 +571,9 @@ void requester_direct_copies_cuda(bool on)
  * connection holds; with at most a few of them, 16 KiB on the wire, the
  * socket buffers (16 KiB to send, 128 KiB to receive by default) have room
  * for a direct batch (at most 4 KiB by pointer and DIRECT_MAX_WQES inline
- * payloads of SN_MAX_INLINE: 12 KiB and headers).  No system call: poll() for POLLOUT would cost one
- * per post, and says only that half the send buffer is free.  qp->lock
- * held. */
+ * payloads of SN_MAX_INLINE: 12 KiB and headers).  No system call: poll()
+ * for POLLOUT would cost one per post, and says only that half the send
+ * buffer is free.  qp->lock held. */
 static bool wire_has_room_locked(struct sn_qp *qp)
 {
     if (qp->sq_sent - qp->sq_head > DIRECT_MAX_UNACKED_WQES)
