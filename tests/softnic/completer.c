@@ -220,8 +220,8 @@ void *completer_main(void *arg)
         /* an ACK, or a post, within the poll time: the next ACK is due
          * soon (a put + quiet loop posts a few us after each CQE, when
          * this thread would be asleep already); idle longer, it sleeps */
-        bool awaiting = qp->poll_acks &&
-                        sn_now_ns() - qp->last_progress_ns < (uint64_t)softnic_global()->conf.ack_poll_us * 1000u;
+        uint64_t poll_ns = (uint64_t)softnic_global()->conf.ack_poll_us * 1000u;
+        bool awaiting = qp->poll_acks && sn_now_ns() - qp->last_progress_ns < poll_ns;
         pthread_mutex_unlock(&qp->lock);
         if (!have_rb) {
             if (rbuf_init(&rb, fd)) {
@@ -234,7 +234,8 @@ void *completer_main(void *arg)
         int err = 0;
         if (rb.pos == rb.len) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
-            int n = (awaiting && sn_ack_poll_readable(fd, SN_POLL_COMPLETER)) || sn_spin_readable(fd) ? 1 : poll(&p, 1, 20);
+            bool ready = (awaiting && sn_ack_poll_readable(fd, SN_POLL_COMPLETER)) || sn_spin_readable(fd);
+            int n = ready ? 1 : poll(&p, 1, 20);
             if (n <= 0) {
                 pthread_mutex_lock(&qp->lock);
                 continue;

@@ -148,8 +148,8 @@ enum sn_poll_kind { SN_POLL_COMPLETER, SN_POLL_RESPONDER, SN_POLL_KINDS };
 bool sn_ack_poll_readable(int fd, enum sn_poll_kind kind);
 /* A responder connection told by its hello to poll, with polling on. */
 void sn_ack_poll_conn(void);
-void ack_poll_counts(uint64_t asked[SN_POLL_KINDS], uint64_t started[SN_POLL_KINDS], uint64_t found[SN_POLL_KINDS],
-                     uint64_t *conns);
+void ack_poll_counts(uint64_t asked[SN_POLL_KINDS], uint64_t started[SN_POLL_KINDS],
+                     uint64_t found[SN_POLL_KINDS], uint64_t *conns);
 /* The CPUs this process may run on (sched_getaffinity), at least 1: the
  * spin cap's and SOFTNIC_ACK_POLL_US's default's measure of the host. */
 int sn_usable_cores(void);

@@ -103,8 +103,8 @@ void sn_ack_poll_conn(void)
     __atomic_add_fetch(&g_poll_conns, 1, __ATOMIC_RELAXED);
 }
 
-void ack_poll_counts(uint64_t asked[SN_POLL_KINDS], uint64_t started[SN_POLL_KINDS], uint64_t found[SN_POLL_KINDS],
-                     uint64_t *conns)
+void ack_poll_counts(uint64_t asked[SN_POLL_KINDS], uint64_t started[SN_POLL_KINDS],
+                     uint64_t found[SN_POLL_KINDS], uint64_t *conns)
 {
     for (int k = 0; k < SN_POLL_KINDS; k++) {
         asked[k] = __atomic_load_n(&g_ack_asked[k], __ATOMIC_RELAXED);
