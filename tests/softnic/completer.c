@@ -220,8 +220,7 @@ void *completer_main(void *arg)
         /* an ACK, or a post, within the poll time: the next ACK is due
          * soon (a put + quiet loop posts a few us after each CQE, when
          * this thread would be asleep already); idle longer, it sleeps */
-        uint64_t poll_ns = (uint64_t)softnic_global()->conf.ack_poll_us * 1000u;
-        bool awaiting = qp->poll_acks && sn_now_ns() - qp->last_progress_ns < poll_ns;
+        bool awaiting = qp->poll_acks && sn_now_ns() - qp->last_progress_ns < sn_ack_poll_ns();
         pthread_mutex_unlock(&qp->lock);
         if (!have_rb) {
             if (rbuf_init(&rb, fd)) {

@@ -348,6 +348,19 @@ static int env_u32(const char *var, uint32_t *out)
     return 0;
 }
 
+/* env_u32 of a poll time in us, at most SPIN_US_MAX: a larger value is
+ * logged ("... above N, <off>"), not used (*out = 0), and EINVAL. */
+static int env_poll_us(const char *var, uint32_t *out, const char *off)
+{
+    int err = env_u32(var, out);
+    if (!err && *out > SPIN_US_MAX) {
+        SN_LOG("config: %s=%u above %u, %s", var, *out, SPIN_US_MAX, off);
+        *out = 0;
+        err = EINVAL;
+    }
+    return err;
+}
+
 int config_load(struct sn_config *c)
 {
     int err = 0;
@@ -394,18 +407,8 @@ int config_load(struct sn_config *c)
         c->max_wqe_sz_sq = 0;
         err = EINVAL;
     }
-    err = err ? err : env_u32("SOFTNIC_SPIN_US", &c->spin_us);
-    if (!err && c->spin_us > SPIN_US_MAX) {
-        SN_LOG("config: SOFTNIC_SPIN_US=%u above %u, not spinning", c->spin_us, SPIN_US_MAX);
-        c->spin_us = 0;
-        err = EINVAL;
-    }
-    err = err ? err : env_u32("SOFTNIC_ACK_POLL_US", &c->ack_poll_us);
-    if (!err && c->ack_poll_us > SPIN_US_MAX) {
-        SN_LOG("config: SOFTNIC_ACK_POLL_US=%u above %u, not polling", c->ack_poll_us, SPIN_US_MAX);
-        c->ack_poll_us = 0;
-        err = EINVAL;
-    }
+    err = err ? err : env_poll_us("SOFTNIC_SPIN_US", &c->spin_us, "not spinning");
+    err = err ? err : env_poll_us("SOFTNIC_ACK_POLL_US", &c->ack_poll_us, "not polling");
     if ((v = getenv("SOFTNIC_SYSFS")) && *v)
         snprintf(c->sysfs_dir, sizeof(c->sysfs_dir), "%s", v);
     if ((v = getenv("SOFTNIC_CTL_FILE")) && *v)

@@ -236,6 +236,16 @@ static void *gpu_stage(const struct cudawrap *cu)
     return p;
 }
 
+/* SOFTNIC_STATS (stats.c): one driver call, begun at t0 (sn_now_ns), that
+ * issued `copies` copies into (to_dev) or out of GPU memory, `bytes` in all. */
+static void count_copy_call(uint64_t t0, bool to_dev, uint64_t copies, uint64_t bytes)
+{
+    sn_stat_add(SN_ST_COPY_NS, sn_now_ns() - t0);
+    sn_stat_add(SN_ST_COPY_CALLS, 1);
+    sn_stat_add(to_dev ? SN_ST_HTOD : SN_ST_DTOH, copies);
+    sn_stat_add(to_dev ? SN_ST_HTOD_BYTES : SN_ST_DTOH_BYTES, bytes);
+}
+
 /* The driver's async copy and stream sync, counted for SOFTNIC_STATS
  * (stats.c): how many, how many bytes, and how long each call took. */
 static cudawrap_result gpu_issue(const struct cudawrap *cu, bool to_dev, cudawrap_devptr dev, void *host,
@@ -245,12 +255,8 @@ static cudawrap_result gpu_issue(const struct cudawrap *cu, bool to_dev, cudawra
     uint64_t t0 = on ? sn_now_ns() : 0;
     cudawrap_result r = to_dev ? cu->memcpy_htod_async(dev, host, len, st)
                                : cu->memcpy_dtoh_async(host, dev, len, st);
-    if (on) {
-        sn_stat_add(SN_ST_COPY_NS, sn_now_ns() - t0);
-        sn_stat_add(SN_ST_COPY_CALLS, 1);
-        sn_stat_add(to_dev ? SN_ST_HTOD : SN_ST_DTOH, 1);
-        sn_stat_add(to_dev ? SN_ST_HTOD_BYTES : SN_ST_DTOH_BYTES, len);
-    }
+    if (on)
+        count_copy_call(t0, to_dev, 1, len);
     return r;
 }
 
@@ -328,12 +334,8 @@ static bool write_value(const struct cudawrap *cu, cudawrap_devptr dev, const vo
         return false;
     }
     atomic_fetch_add_explicit(&value_writes, 1, memory_order_relaxed);
-    if (on) {
-        sn_stat_add(SN_ST_COPY_NS, sn_now_ns() - t0);
-        sn_stat_add(SN_ST_COPY_CALLS, 1);
-        sn_stat_add(SN_ST_HTOD, 1);
-        sn_stat_add(SN_ST_HTOD_BYTES, len);
-    }
+    if (on)
+        count_copy_call(t0, true, 1, len);
     return true;
 }
 
@@ -360,11 +362,10 @@ static int queue_issue(const struct cudawrap *cu)
         r = cu->memcpy_batch_async(queue.dst, queue.src, queue.len, (size_t)n, &attr, &idx, 1, pend_st);
         if (r == 0) {
             if (on) {
-                sn_stat_add(SN_ST_COPY_NS, sn_now_ns() - t0);
-                sn_stat_add(SN_ST_COPY_CALLS, 1);
-                sn_stat_add(SN_ST_DTOH, (uint64_t)n);
+                uint64_t bytes = 0;
                 for (int i = 0; i < n; i++)
-                    sn_stat_add(SN_ST_DTOH_BYTES, queue.len[i]);
+                    bytes += queue.len[i];
+                count_copy_call(t0, false, (uint64_t)n, bytes);
             }
             return 0;
         }

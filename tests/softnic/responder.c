@@ -691,7 +691,7 @@ static void *responder_main(void *arg)
         /* a GPU-driven requester (a kernel's put + quiet loop) sends its
          * next request a round trip after this one's ACK: poll for it, as
          * its completer polls for the ACK (config.c, SOFTNIC_ACK_POLL_US) */
-        rc->rb.poll_next = (h.hflags & SN_HELLO_POLL) && softnic_global()->conf.ack_poll_us;
+        rc->rb.poll_next = (h.hflags & SN_HELLO_POLL) && sn_ack_poll_ns();
         if (rc->rb.poll_next)
             sn_ack_poll_conn();
         while (!(err = do_request(rc)))

@@ -145,6 +145,7 @@ void spin_counts(uint64_t *started, uint64_t *found);
  * has something to read.  Polls begun and those that found something, for
  * softnic_ctl_ack_polls. */
 enum sn_poll_kind { SN_POLL_COMPLETER, SN_POLL_RESPONDER, SN_POLL_KINDS };
+uint64_t sn_ack_poll_ns(void);   /* conf.ack_poll_us in ns, 0: off */
 bool sn_ack_poll_readable(int fd, enum sn_poll_kind kind);
 /* A responder connection told by its hello to poll, with polling on. */
 void sn_ack_poll_conn(void);

@@ -90,12 +90,17 @@ bool sn_spin_readable(int fd)
     return poll_readable(fd, spin_ns(), &g_started, &g_found);
 }
 
+uint64_t sn_ack_poll_ns(void)
+{
+    return (uint64_t)softnic_global()->conf.ack_poll_us * 1000u;
+}
+
 bool sn_ack_poll_readable(int fd, enum sn_poll_kind kind)
 {
-    if (softnic_global()->conf.ack_poll_us && fd >= 0)
+    uint64_t ns = sn_ack_poll_ns();
+    if (ns && fd >= 0)
         __atomic_add_fetch(&g_ack_asked[kind], 1, __ATOMIC_RELAXED);   /* the cap may refuse it */
-    return poll_readable(fd, (uint64_t)softnic_global()->conf.ack_poll_us * 1000u, &g_ack_started[kind],
-                         &g_ack_found[kind]);
+    return poll_readable(fd, ns, &g_ack_started[kind], &g_ack_found[kind]);
 }
 
 void sn_ack_poll_conn(void)
