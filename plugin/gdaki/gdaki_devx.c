@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <infiniband/mlx5dv.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,18 +135,17 @@ static int alloc_region(struct gdaki_pair *pr, struct gdaki_devx *d, char *err, 
 
 uint32_t gdaki_devx_max_wqe_ds(const struct ibvwrap *v, struct ibv_context *ctx)
 {
-    static uint8_t out[PRM_QUERY_HCA_CAP_OUT_BYTES];   /* 4 KiB: not on the stack */
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     uint8_t in[PRM_QUERY_HCA_CAP_IN_BYTES];
     if (!v->mlx5dv_devx_general_cmd || !ctx)
         return 0;
+    uint8_t *out = calloc(1, PRM_QUERY_HCA_CAP_OUT_BYTES);   /* 4 KiB: not on the stack */
+    if (!out)
+        return 0;
     prm_query_hca_cap_in(in);
-    pthread_mutex_lock(&mu);
-    memset(out, 0, sizeof(out));
     uint32_t ds = 0;
-    if (v->mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, sizeof(out)) == 0)
+    if (v->mlx5dv_devx_general_cmd(ctx, in, sizeof(in), out, PRM_QUERY_HCA_CAP_OUT_BYTES) == 0)
         ds = prm_max_wqe_ds(out);
-    pthread_mutex_unlock(&mu);
+    free(out);
     return ds;
 }
 

@@ -14,7 +14,6 @@ extern "C" {
 }
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@ extern "C" {
 #include <unistd.h>
 
 #include "gdaki_device.cuh"
+#include "softnic_sym.h"
 
 static char err[512];
 
@@ -826,16 +826,9 @@ __global__ void k_signal(struct gdaki_qp_dev *q, uint64_t src, uint32_t lkey, co
  * call or refused one; ENOENT when the verbs library is not softnic. */
 static int value_writes(struct gdaki_pair *p, uint64_t *n)
 {
-    struct gdaki_pair_info in;
-    gdaki_pair_get_info(p, &in);
-    void *h = dlopen(in.ibverbs_path, RTLD_LAZY | RTLD_NOLOAD);
     int (*fn)(uint64_t *) = NULL;
-    if (h)
-        *(void **)&fn = dlsym(h, "softnic_ctl_gpu_value_writes");
-    int rc = fn ? fn(n) : ENOENT;
-    if (h)
-        dlclose(h);
-    return rc;
+    *(void **)&fn = softnic_sym(p, "softnic_ctl_gpu_value_writes");
+    return fn ? fn(n) : ENOENT;
 }
 
 static void signal_arrives_after_its_data(void)

@@ -5,7 +5,6 @@
  * host), and softnic's real libibverbs.so.1 + libmlx5.so.1 (from
  * $top_builddir/tests/softnic) execute them through its verbs engine,
  * RDMA atomics (GDAKI_SIGNAL_ADD, ATOMIC_FA/CS WQEs) included. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include "gdaki_queue.h"
 #include "railnet_gdaki.h"
 #include "cpu_posters.h"
+#include "softnic_sym.h"
 #include "tap.h"
 #include "build_paths.h"
 
@@ -863,17 +863,12 @@ TAP_CASE(test_atomic_without_result_segment_gives_local_length_error_cqe)
  * its WQEs run on): the ibv_post_send calls softnic's mlx5 NIC thread made. */
 static uint64_t engine_posts(struct gdaki_pair *p)
 {
-    struct gdaki_pair_info in;
-    gdaki_pair_get_info(p, &in);
-    void *h = dlopen(in.ibverbs_path, RTLD_LAZY | RTLD_NOLOAD);
     int (*fn)(struct ibv_qp *, uint64_t *) = NULL;
-    if (h)
-        *(void **)&fn = dlsym(h, "softnic_ctl_qp_post_calls");
+    *(void **)&fn = softnic_sym(p, "softnic_ctl_qp_post_calls");
     if (!fn)
-        tap_fail_at(__FILE__, __LINE__, "softnic_ctl_qp_post_calls not found in %s", in.ibverbs_path);
+        tap_fail_at(__FILE__, __LINE__, "softnic_ctl_qp_post_calls not found in the pair's libibverbs");
     uint64_t n = 0;
     EXPECT_EQ_INT(0, fn(p->sqp, &n));
-    dlclose(h);
     return n;
 }
 
@@ -1218,16 +1213,11 @@ struct ack_polls {
 
 static void ack_polls(struct gdaki_pair *p, struct ack_polls *out)
 {
-    struct gdaki_pair_info in;
-    gdaki_pair_get_info(p, &in);
-    void *h = dlopen(in.ibverbs_path, RTLD_LAZY | RTLD_NOLOAD);
     int (*fn)(struct ack_polls *) = NULL;
-    if (h)
-        *(void **)&fn = dlsym(h, "softnic_ctl_ack_polls");
+    *(void **)&fn = softnic_sym(p, "softnic_ctl_ack_polls");
     if (!fn)
-        tap_fail_at(__FILE__, __LINE__, "softnic_ctl_ack_polls not found in %s", in.ibverbs_path);
+        tap_fail_at(__FILE__, __LINE__, "softnic_ctl_ack_polls not found in the pair's libibverbs");
     EXPECT_EQ_INT(0, fn(out));
-    dlclose(h);
 }
 
 /* 200 writes one at a time on the dv QP (as a kernel's put + quiet loop
