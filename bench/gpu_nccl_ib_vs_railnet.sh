@@ -59,7 +59,9 @@
 # one, is softnic's one device with two ports, of which NCCL's IB transport
 # uses one.
 # The proto column is NCCL's all_reduce protocol (TUNING log, round 1):
-# IB's/railnet's, S = Simple.
+# IB's/railnet's, S = Simple. Both transports see softnic's sysfs view
+# (SOFTNIC_SYSFS, default a directory of the run), with the device's PCIe
+# link that caps railnet's merged device (see below).
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -89,6 +91,13 @@ case ${RAILNET_BENCH_LAYOUT:-one} in
          layout="two one-port devices" ;;
     *) echo "RAILNET_BENCH_LAYOUT=$RAILNET_BENCH_LAYOUT: one or two" >&2; exit 2 ;;
 esac
+
+# softnic's sysfs view, as a NIC has one (both transports): node, ports,
+# GIDs and the device's PCIe link, which caps railnet's merged device at
+# what the host moves through the NIC (plugin/ib/hostlink.h); NCCL places
+# a NIC whose path is no PCI device under the CPU, as without the view. A
+# variant "SOFTNIC_SYSFS=" runs without it (railnet: its ports' sum).
+export SOFTNIC_SYSFS="${SOFTNIC_SYSFS-$JOBDIR/sysfs}"
 
 # run_one TRANSPORT TAG ROUND: one job; TRANSPORT is ib, railnet or vN
 # (the Nth of RAILNET_BENCH_VARIANTS: railnet, or with "ib:" NCCL's IB
@@ -150,6 +159,7 @@ bench_one() {
     echo
     echo "bus bandwidth ($colls), 2 ranks, softnic, NCCL ${ver:-?} ($sel), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, softnic as $layout, $(gpu_count) GPU(s), MPS $mps, $rounds rounds, medians"
     grep -hE "Using network|NET/IB : Using|NET/railnet: device 0:" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /'
+    echo "# softnic's sysfs view: ${SOFTNIC_SYSFS:-none}"
     i=1
     for v in $RAILNET_BENCH_VARIANTS; do
         case $v in ib:*) w="NCCL's IB transport with ${v#ib:}" ;; *) w="railnet with $v" ;; esac

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "hostlink.h"
 #include "ibvwrap.h"
 #include "log.h"
 
@@ -224,6 +225,13 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
         r->ports[i].port_idx = (uint8_t)i;
         r->speed_mbps += p[i].speed;
     }
+    /* ports share their NIC's PCIe link: never promise NCCL more than it
+     * carries (hostlink.h) */
+    char link[48] = "";
+    int ports_mbps = r->speed_mbps;
+    uint64_t host = hostlink_mbps(r->pci_path, link, sizeof(link));
+    if (host && host < (uint64_t)r->speed_mbps)
+        r->speed_mbps = (int)host;
     oob_address(r);
     r->ptr_support = NCCL_PTR_HOST | (probe_gpu ? probe_gpu(ndevs, r) : 0);
     ndevs++;
@@ -232,8 +240,11 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
         size_t at = strlen(ports);
         snprintf(ports + at, sizeof(ports) - at, "%s%u", i ? "+" : "", p[i].qp.port_num);
     }
-    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: %s port %s (%s, %d Mb/s%s), pci %s", ndevs - 1, r->name,
-         ports, r->link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "RoCE", r->speed_mbps,
+    char capped[96] = "";
+    if (r->speed_mbps < ports_mbps)
+        snprintf(capped, sizeof(capped), ": ports %d Mb/s, capped by its PCIe link %s", ports_mbps, link);
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: %s port %s (%s, %d Mb/s%s%s), pci %s", ndevs - 1, r->name,
+         ports, r->link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "RoCE", r->speed_mbps, capped,
          merged ? ", ports merged" : "", r->pci_path ? r->pci_path : "unknown");
 }
 

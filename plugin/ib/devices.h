@@ -32,7 +32,7 @@ struct rn_device {
     uint8_t link_layer;      /* IBV_LINK_LAYER_* */
     int nports;
     struct qp_port ports[HS_MAX_PORTS];
-    int speed_mbps;          /* sum over the ports */
+    int speed_mbps;          /* sum over the ports, at most the PCIe link's (hostlink.h) */
     int ptr_support;         /* NCCL_PTR_* bits, from a real test registration */
     int max_qp;
     struct oob_addr oob;     /* where listen binds */

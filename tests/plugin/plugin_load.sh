@@ -1,14 +1,15 @@
 #!/bin/sh
 # tests/plugin/plugin_load.sh: the plugin as NCCL loads it. Two exported
 # symbols (ncclNetPlugin_v8, ncclGinPlugin_v11); init succeeds and reports 0 devices without an RDMA library or
-# device; on softnic the properties are what DESIGN.md promises; RAILNET_*
+# device; on softnic the properties are what DESIGN.md promises (a merged
+# device's speed at most its PCIe link's); RAILNET_*
 # values steer discovery and bad ones are named in a WARN.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 nd=$top_builddir/tests/netdriver/netdriver
 sn=$top_builddir/tests/softnic
 [ -f "$plugin" ] || tap_skip_all "plugin not built"
-tap_plan 12
+tap_plan 13
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 syms=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^_' | sort | tr '\n' ' ')
@@ -37,6 +38,16 @@ grep -q 'softnic0: 2 active Ethernet ports merged into one device' "$out" && tap
     tap_not_ok merge_decision_logged "$(grep railnet "$out")"
 grep -q 'GID index 0 (::ffff:127.0.0.1, RoCE v2) picked automatically' "$out" && tap_ok roce_v2_ipv4_gid_auto_picked ||
     tap_not_ok roce_v2_ipv4_gid_auto_picked "$(grep GID "$out")"
+
+# with the NIC's sysfs, its PCIe link caps the merged speed: softnic's two
+# 200 Gb/s ports stand for a PCIe 4.0 x16 link (252 Gb/s of data), as two
+# HDR ports on a ConnectX-6 do
+sys=$(mktemp -d); trap 'rm -f "$out"; rm -rf "$sys"' EXIT
+SOFTNIC_SYSFS=$sys NCCL_DEBUG=INFO "$nd" --plugin "$plugin" probe >"$out" 2>&1
+if grep -q "^device 0: name=softnic0 pciPath=$sys/class/infiniband/softnic0/device .*speed=252061 port=1" "$out" &&
+   grep -q 'device 0: softnic0 port 1+2 (RoCE, 252061 Mb/s: ports 400000 Mb/s, capped by its PCIe link 16.0 GT/s x16, ports merged)' "$out"; then
+    tap_ok merged_speed_capped_by_the_pcie_link_in_sysfs
+else tap_not_ok merged_speed_capped_by_the_pcie_link_in_sysfs "$(grep -E '^device|railnet: device' "$out")"; fi
 
 RAILNET_MERGE_PORTS=0 "$nd" --plugin "$plugin" probe >"$out" 2>&1
 if grep -q '^devices: 2$' "$out" && grep -q '^device 0: name=softnic0:1 .*speed=200000 port=1' "$out" &&

@@ -3,6 +3,7 @@
 #include "../tap.h"
 #include "plugin/ib/config.h"
 #include "plugin/ib/devices.h"
+#include "plugin/ib/hostlink.h"
 #include "plugin/ib/parse.h"
 
 TAP_CASE(test_parse_int_in_range_and_rejects_junk)
@@ -98,6 +99,27 @@ TAP_CASE(test_port_speed_from_verbs_codes)
     EXPECT_EQ_INT(50000, devices_port_speed_mbps(32, 16));  /* EDR 2x */
     EXPECT_EQ_INT(0, devices_port_speed_mbps(3, 2));
     EXPECT_EQ_INT(0, devices_port_speed_mbps(64, 3));
+}
+
+/* sysfs's texts of a PCIe link, as kernels of several ages write them */
+TAP_CASE(test_pcie_link_from_sysfs_texts)
+{
+    EXPECT_EQ_U64(252061, hostlink_parse_mbps("16.0 GT/s PCIe", "16")); /* 4.0 x16 */
+    EXPECT_EQ_U64(63015, hostlink_parse_mbps("8 GT/s", "8\n"));         /* 3.0 x8 */
+    EXPECT_EQ_U64(504123, hostlink_parse_mbps("32.0 GT/s PCIe", "16"));
+    EXPECT_EQ_U64(968000, hostlink_parse_mbps("64.0 GT/s PCIe", "16")); /* FLIT: 242/256 */
+    EXPECT_EQ_U64(16000, hostlink_parse_mbps("5.0 GT/s", "4"));         /* 8b/10b */
+    EXPECT_EQ_U64(2000, hostlink_parse_mbps("2.5 GT/s PCIe", "1"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("Unknown", "16"));   /* a VF's */
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("16.0 GT/s PCIe", "0"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("16.0 GT/s PCIe", "x16"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("16.0 GT/s PCIe", "64"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("12.0 GT/s", "8"));  /* no such rate */
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("16.0 Gb/s", "8"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("", "8"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps(NULL, "8"));
+    EXPECT_EQ_U64(0, hostlink_mbps(NULL, NULL, 0));
+    EXPECT_EQ_U64(0, hostlink_mbps("/nonexistent", NULL, 0));
 }
 
 int main(int argc, char **argv) { return tap_run(argc, argv); }

@@ -270,19 +270,30 @@ void link_of_port(const struct sn_config *c, const struct sn_port *p, uint8_t *w
     link_search(cal, cal * 8 / 1000000 >= 10000, width, speed);
 }
 
-void link_rate_string(uint8_t width, uint8_t speed, char *buf, size_t len)
+static uint32_t lanes_of(uint8_t width)
 {
-    uint32_t mbps = 0, lanes = 0;
-    const char *name = "?";
-    for (size_t l = 0; l < sizeof(lane) / sizeof(lane[0]); l++)
-        if (lane[l].code == speed) {
-            mbps = lane[l].mbps;
-            name = lane[l].name;
-        }
     for (size_t w = 0; w < sizeof(wid) / sizeof(wid[0]); w++)
         if (wid[w].code == width)
-            lanes = wid[w].lanes;
-    uint32_t total = mbps * lanes;
+            return wid[w].lanes;
+    return 0;
+}
+
+uint32_t link_mbps(uint8_t width, uint8_t speed)
+{
+    for (size_t l = 0; l < sizeof(lane) / sizeof(lane[0]); l++)
+        if (lane[l].code == speed)
+            return lane[l].mbps * lanes_of(width);
+    return 0;
+}
+
+void link_rate_string(uint8_t width, uint8_t speed, char *buf, size_t len)
+{
+    uint32_t lanes = lanes_of(width);
+    const char *name = "?";
+    for (size_t l = 0; l < sizeof(lane) / sizeof(lane[0]); l++)
+        if (lane[l].code == speed)
+            name = lane[l].name;
+    uint32_t total = link_mbps(width, speed);
     /* as the kernel writes it: "200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X SDR)" */
     if (total % 1000)
         snprintf(buf, len, "%u.%u Gb/sec (%uX %s)", total / 1000, total % 1000 / 100, lanes, name);

@@ -616,8 +616,22 @@ void link_for_rate(uint64_t rate, uint8_t *width, uint8_t *speed);
 /* What port p advertises: its rate limit's link, or the calibration's. */
 void link_of_port(const struct sn_config *c, const struct sn_port *p, uint8_t *width,
                   uint8_t *speed);
+/* Mb/s of a width x speed (0 for codes that name no link). */
+uint32_t link_mbps(uint8_t width, uint8_t speed);
 /* sysfs's ports/<n>/rate text for a width x speed. */
 void link_rate_string(uint8_t width, uint8_t speed, char *buf, size_t len);
+
+/* ---------------------------------------------------------- hostlink.c */
+/* The PCIe link device d stands for: tenths of GT/s per lane, lanes, and
+ * the Mb/s of data they carry (railnet_pcie.h). */
+struct sn_host_link {
+    unsigned gts_x10;
+    unsigned width;
+    uint64_t mbps;
+};
+void hostlink_of_device(const struct sn_config *c, const struct sn_device *d, struct sn_host_link *out);
+/* sysfs's current_link_speed text: "8.0 GT/s PCIe". */
+void hostlink_speed_string(const struct sn_host_link *l, char *buf, size_t len);
 
 /* ------------------------------------------------------------- cma.c */
 /* Payloads below this go on the wire: a syscall costs more than the copy. */

@@ -1,6 +1,8 @@
 /* sysfs.c: with SOFTNIC_SYSFS=<dir>, a /sys-like view of the devices is
  * written at start under <dir>/class/infiniband/<dev>/ (node_guid,
- * node_type, fw_ver, hca_type, ports/<n>/{state,phys_state,rate,
+ * node_type, fw_ver, hca_type, device/{vendor,device,current_link_speed,
+ * current_link_width,max_link_*} -- the PCIe link of hostlink.c --,
+ * ports/<n>/{state,phys_state,rate,
  * link_layer,lid,gids/0,gid_attrs/types/0,gid_attrs/ndevs/0,pkeys/0}) and
  * <dir>/class/infiniband_verbs/uverbs<i>/{ibdev,abi_version}, so that
  * device discovery that reads sysfs can be tested.  The port state files
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static void mkdirs(const char *path)
 {
@@ -37,7 +40,11 @@ static void put(const char *dir, const char *name, const char *fmt, ...)
     *slash = '\0';
     mkdirs(path);
     *slash = '/';
-    FILE *f = fopen(path, "w");
+    /* the ranks of a job write one view at once: each file appears whole
+     * (rename), so a reader never sees one truncated by another writer */
+    char tmp[1100];
+    snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
     if (!f) {
         SN_LOG("sysfs: cannot write %s: %s", path, strerror(errno));
         return;
@@ -46,7 +53,10 @@ static void put(const char *dir, const char *name, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(f, fmt, ap);
     va_end(ap);
-    fclose(f);
+    if (fclose(f) || rename(tmp, path)) {
+        SN_LOG("sysfs: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
 }
 
 void sysfs_write_tree(struct softnic *s)
@@ -66,6 +76,14 @@ void sysfs_write_tree(struct softnic *s)
         put(dir, "board_id", "SOFTNIC\n");
         put(dir, "device/vendor", "0x1de5\n");
         put(dir, "device/device", "0x5001\n");
+        struct sn_host_link hl;
+        char gts[32];
+        hostlink_of_device(&s->conf, d, &hl);
+        hostlink_speed_string(&hl, gts, sizeof(gts));
+        put(dir, "device/current_link_speed", "%s\n", gts);
+        put(dir, "device/current_link_width", "%u\n", hl.width);
+        put(dir, "device/max_link_speed", "%s\n", gts);
+        put(dir, "device/max_link_width", "%u\n", hl.width);
         for (int p = 0; p < d->nports; p++) {
             struct sn_port *port = &d->port[p];
             char pdir[1024];

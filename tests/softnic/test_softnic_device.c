@@ -541,6 +541,59 @@ TAP_CASE(test_rate_limit_is_advertised_exactly_in_verbs_and_sysfs)
     rm_dir(dir);
 }
 
+static void sysfs_device_file(const char *dir, const char *name, char *buf, size_t len)
+{
+    char dev[1200];
+    snprintf(dev, sizeof(dev), "%s/class/infiniband/softnic0/device", dir);
+    read_text(dev, name, buf, len);
+}
+
+/* The device's PCIe link (hostlink.c): the fastest within what the host
+ * moves, at least its fastest port's link.  9 GB/s = 72 Gb/s: ports 60 Gb/s
+ * (12x DDR), link 2.0 x16 = 64 Gb/s (3.0 x8 carries 63); 25 GB/s = 200 Gb/s: ports 200 Gb/s, no
+ * link of at most 200 carries one port (4.0 x8 = 126), so the slowest that
+ * does, 4.0 x16 = 252 Gb/s (of the equal 5.0 x8, the wider) -- a dual-port
+ * HDR ConnectX-6's. */
+TAP_CASE(test_sysfs_device_link_is_the_pcie_link_the_host_carries)
+{
+    static const struct { const char *rate, *speed, *width; } want[] = {
+        { "9G", "5.0 GT/s PCIe", "16" },
+        { "25G", "16.0 GT/s PCIe", "16" },
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        pid_t pid = fork();
+        EXPECT_TRUE(pid >= 0);
+        if (pid == 0) {
+            /* softnic reads its configuration once a process */
+            char dir[] = "/tmp/softnic_sysfs_XXXXXX";
+            if (!mkdtemp(dir))
+                _exit(2);
+            setenv("SOFTNIC_SYSFS", dir, 1);
+            setenv("SOFTNIC_LINK_RATE", want[i].rate, 1);
+            struct st_dev d;
+            st_dev_open(&d);
+            char speed[64], width[16], maxs[64], maxw[16];
+            sysfs_device_file(dir, "current_link_speed", speed, sizeof(speed));
+            sysfs_device_file(dir, "current_link_width", width, sizeof(width));
+            sysfs_device_file(dir, "max_link_speed", maxs, sizeof(maxs));
+            sysfs_device_file(dir, "max_link_width", maxw, sizeof(maxw));
+            st_dev_close(&d);
+            char cmd[200];
+            snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+            int rmrc = system(cmd);
+            int ok = !strcmp(speed, want[i].speed) && !strcmp(width, want[i].width) &&
+                     !strcmp(maxs, speed) && !strcmp(maxw, width) && rmrc == 0;
+            if (!ok)
+                fprintf(stderr, "# SOFTNIC_LINK_RATE=%s: %s x%s (max %s x%s), want %s x%s\n", want[i].rate,
+                        speed, width, maxs, maxw, want[i].speed, want[i].width);
+            _exit(ok ? 0 : 1);
+        }
+        int st = 0;
+        EXPECT_EQ_INT(pid, waitpid(pid, &st, 0));
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+}
+
 TAP_CASE(test_config_file_defines_devices_and_ports)
 {
     char path[] = "/tmp/softnic_conf_XXXXXX";

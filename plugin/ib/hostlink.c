@@ -1,0 +1,61 @@
+/* plugin/ib/hostlink.c: a device's PCIe link from sysfs (hostlink.h). */
+#include "hostlink.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "railnet_pcie.h"
+
+uint64_t hostlink_parse_mbps(const char *speed, const char *width)
+{
+    if (!speed || !width)
+        return 0;
+    char *end;
+    double gts = strtod(speed, &end);
+    if (end == speed || gts <= 0 || gts > 1000)
+        return 0;
+    while (*end == ' ')
+        end++;
+    if (strncmp(end, "GT/s", 4) != 0)
+        return 0;
+    char *wend;
+    long w = strtol(width, &wend, 10);
+    while (*wend == ' ' || *wend == '\n')
+        wend++;
+    if (wend == width || *wend || w < 1 || w > 32)
+        return 0;
+    return railnet_pcie_mbps((unsigned)(gts * 10 + 0.5), (unsigned)w);
+}
+
+static int read_line(const char *dir, const char *name, char *buf, size_t len)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+        return -1;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int ok = fgets(buf, (int)len, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return -1;
+    buf[strcspn(buf, "\n")] = '\0';
+    return 0;
+}
+
+uint64_t hostlink_mbps(const char *pci_path, char *desc, size_t desclen)
+{
+    char speed[64], width[16];
+    if (!pci_path || read_line(pci_path, "current_link_speed", speed, sizeof(speed)) ||
+        read_line(pci_path, "current_link_width", width, sizeof(width)))
+        return 0;
+    uint64_t m = hostlink_parse_mbps(speed, width);
+    if (m && desc) {
+        size_t n = strcspn(speed, "P"); /* "16.0 GT/s PCIe": the rate alone */
+        while (n > 0 && speed[n - 1] == ' ')
+            n--;
+        snprintf(desc, desclen, "%.*s x%s", (int)n, speed, width);
+    }
+    return m;
+}
