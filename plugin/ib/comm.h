@@ -132,6 +132,20 @@ struct comm {
     struct qp_port ports[HS_MAX_PORTS];
     struct ibv_cq *cq;
     int nqps;
+    /* On a device whose PCIe link bounds it (devices_host_bound), the QP
+     * (if live) of this comm's unsplit messages or CTS writes: comms of
+     * one kind take the QPs in turn as they are built, so a process's
+     * connections spread over the ports while each keeps one QP busy. A
+     * second port adds little bandwidth there, and on softnic (unlimited
+     * ports: the host's copies bound it) round robin per message left each
+     * QP's threads idle half the time: 0.88-0.98 of NCCL's IB transport at
+     * 64 KiB-2 MiB against 0.96-1.08 with a home QP, issue 16. Elsewhere
+     * (home_qp 0) whole messages take the live QPs in turn, as a
+     * connection then needs both ports' bandwidth (25 Gb/s ports: 1.19-1.29
+     * of IB at 64-128 KiB send_recv, 1.03 with a home QP). */
+    int home_qp;
+    unsigned home;
+    unsigned rr;
     struct qp_conn qps[COMM_MAX_QPS];
     struct qp_params qpp;
     int ready;
@@ -170,7 +184,6 @@ struct send_comm {
     uint32_t remote_sizes_rkey[HS_MAX_PORTS];
     uint64_t head;              /* sequence number of the receive being matched */
     uint8_t used;               /* bit r: entry r of the head slot already matched */
-    unsigned rr;                /* round-robin QP for unsplit messages */
     uint64_t split_min;
 };
 

@@ -230,8 +230,10 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
     char link[48] = "";
     int ports_mbps = r->speed_mbps;
     uint64_t host = hostlink_mbps(r->pci_path, link, sizeof(link));
-    if (host && host < (uint64_t)r->speed_mbps)
+    if (host && host < (uint64_t)r->speed_mbps) {
         r->speed_mbps = (int)host;
+        r->host_bound = np > 1;
+    }
     oob_address(r);
     r->ptr_support = NCCL_PTR_HOST | (probe_gpu ? probe_gpu(ndevs, r) : 0);
     ndevs++;
@@ -396,6 +398,12 @@ ncclResult_t devices_properties(int dev, ncclNetProperties_v8_t *props)
     props->netDeviceType = NCCL_NET_DEVICE_HOST;
     props->netDeviceVersion = 0;
     return ncclSuccess;
+}
+
+int devices_host_bound(int dev)
+{
+    const struct rn_device *r = devices_get(dev);
+    return r ? r->host_bound : 0;
 }
 
 int devices_nports(int dev)

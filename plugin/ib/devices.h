@@ -33,6 +33,7 @@ struct rn_device {
     int nports;
     struct qp_port ports[HS_MAX_PORTS];
     int speed_mbps;          /* sum over the ports, at most the PCIe link's (hostlink.h) */
+    int host_bound;          /* 1: the PCIe link carries less than the ports together */
     int ptr_support;         /* NCCL_PTR_* bits, from a real test registration */
     int max_qp;
     struct oob_addr oob;     /* where listen binds */
@@ -48,6 +49,11 @@ ncclResult_t devices_properties(int dev, ncclNetProperties_v8_t *props);
 
 /* What comms need. */
 int devices_nports(int dev);
+/* 1 when device dev's PCIe link, not its ports, bounds what it moves (a
+ * link read from sysfs slower than the ports' sum): a connection then
+ * keeps its whole messages on one QP (comm.h, home) instead of spreading
+ * them over ports that cannot add bandwidth together. */
+int devices_host_bound(int dev);
 ncclResult_t devices_qp_ports(int dev, struct qp_port *ports, int *nports, char *name, size_t namelen);
 ncclResult_t devices_handle_info(int dev, uint64_t *guid, uint8_t *link_layer, uint8_t *nports,
                                  struct oob_addr *addr);

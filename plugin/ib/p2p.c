@@ -251,8 +251,9 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
     return ncclSuccess;
 }
 
-/* Messages up to split_min go whole on one live QP (round robin); larger
- * ones in one chunk per live QP. */
+/* Messages up to split_min go whole on the comm's home QP (the next live
+ * one when it is down) or on the live QPs in turn (comm.h, home_qp);
+ * larger ones in one chunk per live QP. */
 static ncclResult_t send_post(struct send_comm *sc, struct request *r, const struct cts_entry *e,
                               unsigned slot, unsigned sub, char *data, uint64_t size, void *mh)
 {
@@ -267,7 +268,14 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
     uint64_t chunk;
     if (size <= sc->split_min || nlive == 1) {
         nq = 1;
-        first = sc->rr++ % (unsigned)nlive;
+        if (c->home_qp) {
+            int q = failover_pick_qp(c->qp_live, c->nqps, (int)(c->home % (unsigned)c->nqps));
+            first = 0;
+            while (live[first] != q)
+                first++;
+        } else {
+            first = c->rr++ % (unsigned)nlive;
+        }
         chunk = size;
     } else {
         chunk = (size + (uint64_t)nlive - 1) / (uint64_t)nlive;
@@ -399,11 +407,12 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         return c->error;
     }
     unsigned slot = (unsigned)(rc->next_seq % COMM_SLOTS);
-    int qpi = failover_pick_qp(c->qp_live, c->nqps, (int)(slot % (unsigned)c->nqps));
+    int home = (int)((c->home_qp ? c->home : slot) % (unsigned)c->nqps);
+    int qpi = failover_pick_qp(c->qp_live, c->nqps, home);
     if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr) {
         if (p2p_progress(c) != ncclSuccess)
             return c->error;
-        qpi = failover_pick_qp(c->qp_live, c->nqps, (int)(slot % (unsigned)c->nqps));
+        qpi = failover_pick_qp(c->qp_live, c->nqps, home);
         if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
             return errors_check_peer(c, 1);
     }

@@ -1,11 +1,15 @@
 /* plugin/ib/p2p.h: the data path of a connection (DESIGN.md §2 steps 3-5).
  *
  * - p2p_irecv posts one CTS slot (n entries, n <= 8) into the sender's ring
- *   with one RDMA WRITE; *request == NULL when the slot of the receive posted
- *   32 receives ago is still in use (NCCL retries).
+ *   with one RDMA WRITE (on the comm's home QP, or the QPs in turn: comm.h,
+ *   home_qp); *request == NULL
+ *   when the slot of the receive posted 32 receives ago is still in use
+ *   (NCCL retries).
  * - p2p_isend matches its tag against the head CTS slot; *request == NULL
  *   while the receiver has not posted it yet. Messages up to
- *   RAILNET_SPLIT_MIN go whole on one live QP (round-robin); larger ones are
+ *   RAILNET_SPLIT_MIN go whole on the comm's home QP (the next live one
+ *   while it is down) or on the live QPs in turn (comm.h, home_qp); larger
+ *   ones are
  *   split in balanced 4 KiB-aligned chunks, one per live QP. Each chunk's
  *   write carries an immediate naming the chunk (comm.h IMM_*).
  * - p2p_test progresses the comm's CQ; a receive is done once every chunk of

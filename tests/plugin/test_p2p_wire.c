@@ -12,7 +12,12 @@
  *    limit costs 4 bytes more (the size write);
  *  - thousands of messages one at a time (clear-to-send writes mostly
  *    unsignaled, receives posted again in batches) keep flowing, and the
- *    receiver's NIC never runs out of receives (no RNR wait).
+ *    receiver's NIC never runs out of receives (no RNR wait);
+ *  - on both ports of the merged device (one QP each), where the PCIe link
+ *    bounds the device a connection's unsplit messages and clear-to-send
+ *    writes stay on one QP and two connections take the two ports; where
+ *    the ports bound it they take both ports in turn; a split message
+ *    uses both either way.
  * Waits are bounded (a hang fails a case) but never decide a result. */
 #include "../tap.h"
 #include "nccl_net_v8.h"
@@ -42,10 +47,10 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
     (void)level, (void)flags, (void)file, (void)line, (void)fmt;
 }
 
-static int load(void)
+static int load_with(const char *hca, const char *merge)
 {
-    setenv("RAILNET_HCA", "=softnic0:1", 1);
-    setenv("RAILNET_MERGE_PORTS", "0", 1);
+    setenv("RAILNET_HCA", hca, 1);
+    setenv("RAILNET_MERGE_PORTS", merge, 1);
     setenv("RAILNET_QPS_PER_CONN", "1", 1);
     void *v;
     if (!(net = built_plugin_load(logger, &v)))
@@ -56,12 +61,22 @@ static int load(void)
     return 0;
 }
 
-static struct ctl_counters port1(void)
+static int load(void)
+{
+    return load_with("=softnic0:1", "0");
+}
+
+static struct ctl_counters port_n(uint8_t port)
 {
     struct ctl_counters c;
     memset(&c, 0, sizeof(c));
-    port_counters(ctx, 1, &c);
+    port_counters(ctx, port, &c);
     return c;
+}
+
+static struct ctl_counters port1(void)
+{
+    return port_n(1);
 }
 
 /* One message of size bytes into a receive of posted bytes, checked: 0, a
@@ -166,6 +181,77 @@ TAP_CASE(test_thousands_of_messages_one_at_a_time_never_starve_the_receive_queue
     EXPECT_EQ_U64(before.rnr_naks, after.rnr_naks);
     EXPECT_EQ_U64(before.errors, after.errors);
     built_pair_close(net, &p);
+}
+
+/* tx bytes of ports 1 and 2 while n messages of size bytes go over p */
+static void tx_on_ports(struct built_pair *p, int size, int n, uint64_t *id, uint64_t tx[2])
+{
+    uint64_t b1 = port_n(1).tx_bytes, b2 = port_n(2).tx_bytes;
+    for (int i = 0; i < n; i++)
+        EXPECT_EQ_INT(0, xfer(p, size, size, (*id)++));
+    tx[0] = port_n(1).tx_bytes - b1;
+    tx[1] = port_n(2).tx_bytes - b2;
+}
+
+/* Two connections on both ports of the merged device (one QP each),
+ * n 64 KiB messages each (unsplit), then 1 MiB ones (split): tx bytes per
+ * port of a's and b's small messages and of a's large ones. */
+static void two_connections(uint64_t ta[2], uint64_t tb[2], uint64_t tl[2])
+{
+    struct built_pair a, b;
+    EXPECT_EQ_INT(0, built_pair_open(net, &a, MSG_MAX));
+    EXPECT_EQ_INT(0, built_pair_open(net, &b, MSG_MAX));
+    uint64_t id = 1;
+    tx_on_ports(&a, 65536, 40, &id, ta);
+    tx_on_ports(&b, 65536, 40, &id, tb);
+    tx_on_ports(&a, MSG_MAX, 4, &id, tl);
+    printf("# 64 KiB x 40: connection a port 1/2 %llu/%llu bytes, b %llu/%llu\n", (unsigned long long)ta[0],
+           (unsigned long long)ta[1], (unsigned long long)tb[0], (unsigned long long)tb[1]);
+    built_pair_close(net, &b);
+    built_pair_close(net, &a);
+}
+
+/* Where the NIC's PCIe link carries less than its ports together (sysfs:
+ * softnic's 2 x 200 Gb/s on 16.0 GT/s x16), a second port adds little:
+ * each connection keeps its unsplit messages and clear-to-send writes on
+ * one QP (on softnic a QP's threads sleep when idle, and round robin per
+ * message left each half idle), and the connections share out the ports;
+ * a split message still uses both. */
+TAP_CASE(test_host_bound_device_keeps_a_connection_on_its_home_qp)
+{
+    char dir[] = "/tmp/rn_p2p_sysfs_XXXXXX";
+    EXPECT_TRUE(mkdtemp(dir) != NULL);
+    setenv("SOFTNIC_SYSFS", dir, 1);
+    setenv("SOFTNIC_LINK_RATE", "25G", 1);
+    if (load_with("softnic0", "1"))
+        TAP_SKIP("the plugin or softnic is not available");
+    uint64_t ta[2], tb[2], tl[2];
+    two_connections(ta, tb, tl);
+    const uint64_t payload = 40ull * 65536;
+    int ha = ta[0] >= payload ? 0 : 1, hb = tb[0] >= payload ? 0 : 1;
+    /* payload and clear-to-send all on the home port, nothing on the other */
+    EXPECT_TRUE(ta[ha] >= payload && ta[!ha] == 0);
+    EXPECT_TRUE(tb[hb] >= payload && tb[!hb] == 0);
+    EXPECT_TRUE(ha != hb);
+    EXPECT_TRUE(tl[0] >= 2 * (uint64_t)MSG_MAX && tl[1] >= 2 * (uint64_t)MSG_MAX);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    EXPECT_EQ_INT(0, system(cmd));
+}
+
+/* Where the ports bound the device (no PCIe link known here), a
+ * connection's whole messages take both ports in turn: it needs both
+ * ports' bandwidth. */
+TAP_CASE(test_port_bound_device_spreads_a_connections_messages_over_the_ports)
+{
+    if (load_with("softnic0", "1"))
+        TAP_SKIP("the plugin or softnic is not available");
+    uint64_t ta[2], tb[2], tl[2];
+    two_connections(ta, tb, tl);
+    const uint64_t half = 20ull * 65536;
+    EXPECT_TRUE(ta[0] >= half && ta[1] >= half);
+    EXPECT_TRUE(tb[0] >= half && tb[1] >= half);
+    EXPECT_TRUE(tl[0] >= 2 * (uint64_t)MSG_MAX && tl[1] >= 2 * (uint64_t)MSG_MAX);
 }
 
 int main(int argc, char **argv) { return tap_run(argc, argv); }
