@@ -8,7 +8,8 @@
 #  - 100 seeded runs (seed printed in each case's name): every run completes
 #    with every byte right (RAILNET_FAILOVER=1, the default);
 #  - port 2 down while the connections are being made: the job completes;
-#  - port 2 flapping every 50 ms: the job completes;
+#  - port 2 flapping every 50 ms: the job completes, also where the
+#    device's PCIe link bounds it and connections keep a home QP;
 #  - both ports down: every rank gets an error from the plugin (no hang,
 #    no completion) and the WARN says no port is left;
 #  - RAILNET_FAILOVER=0: port 2 down fails the connections (today's error).
@@ -28,7 +29,7 @@ nd=$top_builddir/tests/netdriver/netdriver
 # budget is raised beyond any starvation, as the sanitizer plan does.
 export SOFTNIC_RETRY_MIN_MS=${SOFTNIC_RETRY_MIN_MS:-10000} SOFTNIC_RETRY_CAP_MS=${SOFTNIC_RETRY_CAP_MS:-10000}
 RUNS=${FAILOVER_RUNS:-100}
-tap_plan $((RUNS + 7))
+tap_plan $((RUNS + 8))
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 ctl=$dir/ctl
@@ -68,6 +69,16 @@ done
 traffic --ranks 3 --iters 150 --max-size 1M --seed 301 --timeout 120 --down-ms 50 --up-ms 50 --cycles 20
 if printf '%s\n' "$out" | grep -q '^netdriver traffic: ok'; then tap_ok port2_flapping_every_50ms
 else tap_not_ok port2_flapping_every_50ms "$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 12 | sed 's/^/# /')"; fi
+
+# the same where the NIC's PCIe link bounds the device (softnic's sysfs
+# view): connections keep their whole messages on a home QP, half of them
+# on port 2, and move to port 1 while it is down
+export SOFTNIC_SYSFS=$dir/sysfs SOFTNIC_LINK_RATE=25G
+traffic --ranks 3 --iters 150 --max-size 1M --seed 302 --timeout 120 --down-ms 50 --up-ms 50 --cycles 20
+unset SOFTNIC_SYSFS SOFTNIC_LINK_RATE
+if printf '%s\n' "$out" | grep -q '^netdriver traffic: ok' && printf '%s\n' "$out" | grep -q 'capped by its PCIe link'; then
+    tap_ok port2_flapping_every_50ms_with_home_qps
+else tap_not_ok port2_flapping_every_50ms_with_home_qps "$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 12 | sed 's/^/# /')"; fi
 
 traffic --ranks 2 --iters 0 --max-size 64K --seed 401 --timeout 30 --expect-error \
     --ctl-port softnic0:1 --ctl-port softnic0:2 --down-ms 50 --up-ms 0
