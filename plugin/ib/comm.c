@@ -191,10 +191,9 @@ static void area_free(void *buf, struct ibv_mr *mr)
 /* comm_init, then the connection-state areas of that side. */
 static ncclResult_t comm_build(struct comm *c, int kind, int dev, int nqps, const struct area areas[2])
 {
-    static unsigned next_home[2]; /* per kind: send comms and receive comms each spread */
     ncclResult_t res = comm_init(c, kind, dev, nqps);
-    c->home_qp = devices_host_bound(dev);
-    c->home = __atomic_fetch_add(&next_home[kind == COMM_SEND ? 0 : 1], 1u, __ATOMIC_RELAXED);
+    c->keep_home = devices_host_bound(dev);
+    c->home = devices_next_home(dev, kind == COMM_SEND);
     for (int i = 0; i < 2 && res == ncclSuccess; i++)
         res = area_make(c, &areas[i]);
     return res;

@@ -133,19 +133,17 @@ struct comm {
     struct ibv_cq *cq;
     int nqps;
     /* On a device whose PCIe link bounds it (devices_host_bound), the QP
-     * (if live) of this comm's unsplit messages or CTS writes: comms of
-     * one kind take the QPs in turn as they are built, so a process's
-     * connections spread over the ports while each keeps one QP busy. A
-     * second port adds little bandwidth there, and on softnic (unlimited
-     * ports: the host's copies bound it) round robin per message left each
-     * QP's threads idle half the time: 0.88-0.98 of NCCL's IB transport at
-     * 64 KiB-2 MiB against 0.96-1.08 with a home QP, issue 16. Elsewhere
-     * (home_qp 0) whole messages take the live QPs in turn, as a
-     * connection then needs both ports' bandwidth (25 Gb/s ports: 1.19-1.29
-     * of IB at 64-128 KiB send_recv, 1.03 with a home QP). */
-    int home_qp;
+     * (if live) of this comm's unsplit messages and CTS writes: the
+     * device's comms of one kind take the QPs in turn as they are built,
+     * so connections spread over the ports while each keeps one QP busy.
+     * A second port adds little bandwidth there, and on softnic a QP's
+     * threads sleep between messages that round robin sends elsewhere.
+     * Elsewhere (keep_home 0) whole messages take the live QPs in turn: a
+     * connection may need both ports' bandwidth. Measured: README, "NCCL's
+     * plan on a host-bound NIC". */
+    int keep_home;
     unsigned home;
-    unsigned rr;
+    unsigned rr;                /* the next live QP in turn for a whole message (keep_home 0) */
     struct qp_conn qps[COMM_MAX_QPS];
     struct qp_params qpp;
     int ready;
@@ -173,6 +171,13 @@ struct comm {
     struct request reqs[2 * COMM_SLOTS];
     struct stats stats;
 };
+
+/* The QP to try first (failover_pick_qp) for a whole message or the CTS
+ * write of receive slot `turn`: the home QP, or the QPs in turn. */
+static inline int comm_qp_hint(const struct comm *c, unsigned turn)
+{
+    return (int)((c->keep_home ? c->home : turn) % (unsigned)c->nqps);
+}
 
 struct send_comm {
     struct comm c;

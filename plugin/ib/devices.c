@@ -406,6 +406,12 @@ int devices_host_bound(int dev)
     return r ? r->host_bound : 0;
 }
 
+unsigned devices_next_home(int dev, int send)
+{
+    struct rn_device *r = dev >= 0 && dev < ndevs ? &devs[dev] : NULL;
+    return r ? __atomic_fetch_add(&r->next_home[send ? 0 : 1], 1u, __ATOMIC_RELAXED) : 0;
+}
+
 int devices_nports(int dev)
 {
     const struct rn_device *r = devices_get(dev);

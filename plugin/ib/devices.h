@@ -34,6 +34,7 @@ struct rn_device {
     struct qp_port ports[HS_MAX_PORTS];
     int speed_mbps;          /* sum over the ports, at most the PCIe link's (hostlink.h) */
     int host_bound;          /* 1: the PCIe link carries less than the ports together */
+    unsigned next_home[2];   /* the next send / receive comm's home QP (devices_next_home) */
     int ptr_support;         /* NCCL_PTR_* bits, from a real test registration */
     int max_qp;
     struct oob_addr oob;     /* where listen binds */
@@ -54,6 +55,9 @@ int devices_nports(int dev);
  * keeps its whole messages on one QP (comm.h, home) instead of spreading
  * them over ports that cannot add bandwidth together. */
 int devices_host_bound(int dev);
+/* The home QP index (modulo the comm's QPs) of device dev's next send
+ * (send 1) or receive comm: each kind takes the QPs in turn. Thread-safe. */
+unsigned devices_next_home(int dev, int send);
 ncclResult_t devices_qp_ports(int dev, struct qp_port *ports, int *nports, char *name, size_t namelen);
 ncclResult_t devices_handle_info(int dev, uint64_t *guid, uint8_t *link_layer, uint8_t *nports,
                                  struct oob_addr *addr);

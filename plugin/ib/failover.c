@@ -343,7 +343,7 @@ static void cts_redo(struct fo_comm *f)
             f->cts_redo &= ~(1u << s);
             continue;
         }
-        int q = failover_pick_qp(c->qp_live, c->nqps, (int)(s % (unsigned)c->nqps));
+        int q = failover_pick_qp(c->qp_live, c->nqps, comm_qp_hint(c, s));
         if (q < 0 || rc->cts_unpolled[q] >= c->qpp.max_send_wr)
             return; /* room later */
         if (p2p_post_cts(rc, s, q) != ncclSuccess)

@@ -11,13 +11,23 @@ uint64_t hostlink_parse_mbps(const char *speed, const char *width)
 {
     if (!speed || !width)
         return 0;
-    char *end;
-    double gts = strtod(speed, &end);
-    if (end == speed || gts <= 0 || gts > 1000)
+    /* tenths of GT/s by hand: strtod would follow the host's locale */
+    const char *end = speed;
+    unsigned long tenths = 0;
+    if (*end < '0' || *end > '9')
         return 0;
+    while (*end >= '0' && *end <= '9' && tenths < 100000)
+        tenths = tenths * 10 + (unsigned long)(*end++ - '0');
+    tenths *= 10;
+    if (*end == '.' && end[1] >= '0' && end[1] <= '9') {
+        tenths += (unsigned long)(end[1] - '0');
+        end += 2;
+        while (*end >= '0' && *end <= '9')
+            end++;
+    }
     while (*end == ' ')
         end++;
-    if (strncmp(end, "GT/s", 4) != 0)
+    if (tenths == 0 || tenths > 10000 || strncmp(end, "GT/s", 4) != 0)
         return 0;
     char *wend;
     long w = strtol(width, &wend, 10);
@@ -25,7 +35,7 @@ uint64_t hostlink_parse_mbps(const char *speed, const char *width)
         wend++;
     if (wend == width || *wend || w < 1 || w > 32)
         return 0;
-    return railnet_pcie_mbps((unsigned)(gts * 10 + 0.5), (unsigned)w);
+    return railnet_pcie_mbps((unsigned)tenths, (unsigned)w);
 }
 
 static int read_line(const char *dir, const char *name, char *buf, size_t len)

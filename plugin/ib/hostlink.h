@@ -1,12 +1,15 @@
 /* plugin/ib/hostlink.h: the PCIe link between an RDMA device and host
  * memory, from sysfs.
  *
- * The ports of one NIC share that link: railnet's device (its ports merged
- * or not) advertises to NCCL no more than the link carries (devices.c).
- * NCCL caps a NIC by its PCIe link only where its topology can place the
- * NIC on a PCI path; a merged device's summed speed, or a NIC without such
- * a path (softnic), would otherwise promise more than the host moves and
- * steer NCCL to plans for that speed (issue 16). */
+ * The ports of one verbs device share that link (a ConnectX-3's two ports,
+ * softnic's; a ConnectX-4 or later shows each port as its own device):
+ * railnet's device advertises to NCCL no more than the link carries
+ * (devices.c). NCCL's topology weighs a NIC's PCI path by max_link_*,
+ * but a merged device's summed speed, or a NIC on no PCI path (softnic),
+ * escapes it and would promise more than the host moves, steering NCCL to
+ * plans for that speed (issue 16). current_link_* is read on purpose: it
+ * is the rate the link trained to, lower than max_link_* on a slot that
+ * is narrower or slower than the card. */
 #ifndef RAILNET_HOSTLINK_H
 #define RAILNET_HOSTLINK_H
 
@@ -16,7 +19,8 @@
 /* Mb/s of data a link carries, from the texts of sysfs's
  * current_link_speed ("16.0 GT/s PCIe", "8 GT/s", "2.5 GT/s") and
  * current_link_width ("16"); 0 when either does not name a PCIe link
- * ("Unknown", "0", a rate PCIe does not define: a VF, an emulated device). */
+ * ("Unknown", "0", a rate PCIe does not define: a VF, an emulated device).
+ * Independent of the locale. */
 uint64_t hostlink_parse_mbps(const char *speed, const char *width);
 
 /* The same read from <pci_path>/current_link_{speed,width}; 0 when

@@ -252,7 +252,7 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
 }
 
 /* Messages up to split_min go whole on the comm's home QP (the next live
- * one when it is down) or on the live QPs in turn (comm.h, home_qp);
+ * one when it is down) or on the live QPs in turn (comm.h, keep_home);
  * larger ones in one chunk per live QP. */
 static ncclResult_t send_post(struct send_comm *sc, struct request *r, const struct cts_entry *e,
                               unsigned slot, unsigned sub, char *data, uint64_t size, void *mh)
@@ -268,8 +268,9 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
     uint64_t chunk;
     if (size <= sc->split_min || nlive == 1) {
         nq = 1;
-        if (c->home_qp) {
-            int q = failover_pick_qp(c->qp_live, c->nqps, (int)(c->home % (unsigned)c->nqps));
+        if (c->keep_home) {
+            /* live[] ascends: the home QP, or the next live one after it */
+            int q = failover_pick_qp(c->qp_live, c->nqps, comm_qp_hint(c, 0));
             first = 0;
             while (live[first] != q)
                 first++;
@@ -407,7 +408,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         return c->error;
     }
     unsigned slot = (unsigned)(rc->next_seq % COMM_SLOTS);
-    int home = (int)((c->home_qp ? c->home : slot) % (unsigned)c->nqps);
+    int home = comm_qp_hint(c, slot);
     int qpi = failover_pick_qp(c->qp_live, c->nqps, home);
     if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr) {
         if (p2p_progress(c) != ncclSuccess)

@@ -2,13 +2,13 @@
  *
  * - p2p_irecv posts one CTS slot (n entries, n <= 8) into the sender's ring
  *   with one RDMA WRITE (on the comm's home QP, or the QPs in turn: comm.h,
- *   home_qp); *request == NULL
+ *   keep_home); *request == NULL
  *   when the slot of the receive posted 32 receives ago is still in use
  *   (NCCL retries).
  * - p2p_isend matches its tag against the head CTS slot; *request == NULL
  *   while the receiver has not posted it yet. Messages up to
  *   RAILNET_SPLIT_MIN go whole on the comm's home QP (the next live one
- *   while it is down) or on the live QPs in turn (comm.h, home_qp); larger
+ *   while it is down) or on the live QPs in turn (comm.h, keep_home); larger
  *   ones are
  *   split in balanced 4 KiB-aligned chunks, one per live QP. Each chunk's
  *   write carries an immediate naming the chunk (comm.h IMM_*).

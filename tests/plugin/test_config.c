@@ -117,6 +117,10 @@ TAP_CASE(test_pcie_link_from_sysfs_texts)
     EXPECT_EQ_U64(0, hostlink_parse_mbps("12.0 GT/s", "8"));  /* no such rate */
     EXPECT_EQ_U64(0, hostlink_parse_mbps("16.0 Gb/s", "8"));
     EXPECT_EQ_U64(0, hostlink_parse_mbps("", "8"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("nan GT/s", "8"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("-8.0 GT/s", "8"));
+    EXPECT_EQ_U64(0, hostlink_parse_mbps("99999999999999999999 GT/s", "8"));
+    EXPECT_EQ_U64(63015, hostlink_parse_mbps("8.0GT/s", "8"));
     EXPECT_EQ_U64(0, hostlink_parse_mbps(NULL, "8"));
     EXPECT_EQ_U64(0, hostlink_mbps(NULL, NULL, 0));
     EXPECT_EQ_U64(0, hostlink_mbps("/nonexistent", NULL, 0));

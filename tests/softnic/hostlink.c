@@ -1,19 +1,17 @@
 /* hostlink.c: the PCIe link a softnic device stands for, which sysfs shows
  * as a NIC's device/current_link_speed and current_link_width (sysfs.c).
  *
- * On a ConnectX the ports of one NIC share one PCIe link to host memory:
- * two 200 Gb/s ports on a PCIe 4.0 x16 link (252 Gb/s of data) move 252
- * together, not 400.  softnic's ports share the host in the same way: what
- * its device moves is bounded by what the host copies (issue 16: on a GPU
- * machine NCCL's IB transport moved 10.4 GB/s through one unlimited port
- * and railnet 10.9 through both), the figure that link.c calibrates (or
- * SOFTNIC_LINK_RATE names).  The host link is therefore the fastest PCIe
- * link within that figure, but never below the fastest port's own link,
- * which that port alone must be able to carry; on equal data rates the
- * wider link of the older generation, as NICs of those speeds were built.
- * A plugin that merges the ports of a device into one (railnet) caps their
- * summed speed by this link, as NCCL's topology caps a NIC by the PCIe
- * link it reads from sysfs. */
+ * The ports of one verbs device share one PCIe link to host memory (a
+ * ConnectX-3's two FDR ports on PCIe 3.0 x8 move 63 Gb/s together, not
+ * 112).  softnic's ports share the host in the same way: on unlimited
+ * ports what its device moves is bounded by what the host copies, the
+ * figure link.c calibrates (or SOFTNIC_LINK_RATE names), whichever port
+ * carries it (README, "NCCL's plan on a host-bound NIC").  The host link
+ * is therefore the fastest PCIe link within that figure, but never below
+ * the fastest port's own link, which that port alone must be able to
+ * carry; on equal data rates the wider link of the older generation, as
+ * NICs of those speeds were built.  A plugin that merges the ports of a
+ * device into one (railnet) caps their summed speed by this link. */
 #include "softnic.h"
 
 #include <stdio.h>

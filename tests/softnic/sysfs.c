@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,17 +37,23 @@ static void put(const char *dir, const char *name, const char *fmt, ...)
 {
     char path[1024];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
+    /* the ranks of a job write one view at once: each file appears whole
+     * (rename), so a reader never sees one truncated by another writer;
+     * a hidden, unique name until then */
+    char tmp[1100];
     char *slash = strrchr(path, '/');
     *slash = '\0';
     mkdirs(path);
+    snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", path, slash + 1);
     *slash = '/';
-    /* the ranks of a job write one view at once: each file appears whole
-     * (rename), so a reader never sees one truncated by another writer */
-    char tmp[1100];
-    snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 && fchmod(fd, 0644) == 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         SN_LOG("sysfs: cannot write %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         return;
     }
     va_list ap;

@@ -549,11 +549,12 @@ static void sysfs_device_file(const char *dir, const char *name, char *buf, size
 }
 
 /* The device's PCIe link (hostlink.c): the fastest within what the host
- * moves, at least its fastest port's link.  9 GB/s = 72 Gb/s: ports 60 Gb/s
- * (12x DDR), link 2.0 x16 = 64 Gb/s (3.0 x8 carries 63); 25 GB/s = 200 Gb/s: ports 200 Gb/s, no
- * link of at most 200 carries one port (4.0 x8 = 126), so the slowest that
- * does, 4.0 x16 = 252 Gb/s (of the equal 5.0 x8, the wider) -- a dual-port
- * HDR ConnectX-6's. */
+ * moves, at least its fastest port's link.
+ * - 9 GB/s = 72 Gb/s: ports 60 Gb/s (12x DDR); link 2.0 x16 = 64 Gb/s
+ *   (3.0 x8 carries 63).
+ * - 25 GB/s = 200 Gb/s: ports 200 Gb/s; no link of at most 200 carries
+ *   one port (4.0 x8 = 126), so the slowest that does: 4.0 x16 = 252 Gb/s
+ *   (of the equal 5.0 x8, the wider). */
 TAP_CASE(test_sysfs_device_link_is_the_pcie_link_the_host_carries)
 {
     static const struct { const char *rate, *speed, *width; } want[] = {
