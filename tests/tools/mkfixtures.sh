@@ -10,8 +10,10 @@
 #                 own root ports, hypervisor flag, NUMA -1, MTU 1500, kernel 5.4
 #   acs-switch    like baremetal-pf but with ACS P2P redirection on the switch
 #                 downstream ports, IOMMU translating (DMA-FQ), InfiniBand link,
+#                 a PCIe 4.0 x16 link (252 Gb/s) under the 400 Gb/s port,
 #                 and a second GPU on the other socket
-#   cross-socket  NIC on CPU 0, its only GPU on CPU 1 (SYS distance)
+#   cross-socket  NIC on CPU 0, its only GPU on CPU 1 (SYS distance); the NIC's
+#                 PCIe link trained at 8 GT/s x8 of its 32 GT/s x16
 #   host-vf       bare metal using a VF of the PF (physfn link) as mlx5_2
 set -eu
 out=${1:?usage: mkfixtures.sh OUTDIR}
@@ -102,10 +104,11 @@ dmi() { mkdir -p "$1/class/dmi/id"; echo "$2" > "$1/class/dmi/id/sys_vendor"; ec
 
 # Config spaces of the parts used below. DevCap low bits 2 = 512 B payload.
 # Device Control 0x5937: RlxdOrd+ ExtTag+ NoSnoop+ MaxPayload 256 MaxReadReq 4096.
-cx7_pf_config() { # FILE DEVCTL ATS_ENABLED
+# LNKSTA, LNKCAP (default 0x1105, 0x00415105: 32 GT/s x16, its full link).
+cx7_pf_config() { # FILE DEVCTL ATS_ENABLED [LNKSTA] [LNKCAP]
     cfg_header "$1" 0x15b3 0x1021 0x020000 0x80
     cap_ptr "$1" 0x60
-    pcie "$1" 0x60 0x48 0 0x10008fe2 "$2" 0x00415105 0x1105   # 32 GT/s x16
+    pcie "$1" 0x60 0x48 0 0x10008fe2 "$2" "${5:-0x00415105}" "${4:-0x1105}"
     cap "$1" 0x48 0x03 0x9c; cap "$1" 0x9c 0x11 0xc0; cap "$1" 0xc0 0x09 0x40; cap "$1" 0x40 0x01 0x00
     ecap "$1" 0x100 0x0001 0x150 2      # AER
     ecap "$1" 0x150 0x0003 0x180        # device serial number
@@ -193,7 +196,7 @@ proc "$p" 6.8.0-45-generic no "BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=/dev/nv
 s=$out/acs-switch/sys; p=$out/acs-switch/proc
 rm -rf "$out/acs-switch"; mkdir -p "$s" "$p"
 switch_host "$s" 0x001d             # SrcValid ReqRedir CmpltRedir UpstreamFwd
-cx7_pf_config "$s/devices/$nic/config" 0x5937 1
+cx7_pf_config "$s/devices/$nic/config" 0x5937 1 0x1104 0x00415104   # a 16 GT/s x16 host: 252 Gb/s
 port "$s" "$nic" mlx5_0 1 InfiniBand "400 Gb/sec (4X NDR)"
 gid "$s" "$nic" mlx5_0 1 0 fe80:0000:0000:0000:a088:c203:0012:3456 "IB/RoCE v1"
 # a second GPU on the other socket, which the NIC must not be paired with
@@ -244,7 +247,7 @@ bridge_config "$s/devices/$rp0/config" 0x8086 0x352a 4 0x0000
 fn "$s/devices/$rp1" 0x8086 0x352a 0x060400 1
 bridge_config "$s/devices/$rp1/config" 0x8086 0x352a 4 0x0000
 fn "$s/devices/$nic" 0x15b3 0x1021 0x020000 0
-cx7_pf_config "$s/devices/$nic/config" 0x5937 0
+cx7_pf_config "$s/devices/$nic/config" 0x5937 0 0x1083   # trained at 8 GT/s x8
 fn "$s/devices/$gpu" 0x10de 0x2330 0x030200 1
 h100_config "$s/devices/$gpu/config" 0x2930
 for d in $rp0 $rp1 $nic $gpu; do link_bus "$s" "$d"; done

@@ -69,6 +69,7 @@ verdicts diag_baremetal_pf_verdicts "$TMPD/baremetal-pf.txt" $TXT_RC 0 \
     'OK pci.relaxed_ordering mlx5_0 NIC 0000:18:00.0: Enable Relaxed Ordering on' \
     'OK pci.max_read_req mlx5_0 NIC 0000:18:00.0: Max_Read_Request_Size 4096 B' \
     'OK port.link mlx5_0:1 Ethernet link, ACTIVE, 400 Gb/sec' \
+    'OK pci.link mlx5_0 NIC 0000:18:00.0: PCIe link 32.0 GT/s x16 \(504 Gb/s\), as capable' \
     'OK port.mtu mlx5_0:1 netdev ens1np0 MTU 9000' \
     'OK port.roce_v2_gid mlx5_0:1 RoCE v2 GID at index 3' \
     'OK topo.gpu_distance mlx5_0 PIX: GPU 0000:19:00.0 is behind the same PCIe switch' \
@@ -86,6 +87,7 @@ verdicts diag_vm_vf_ro_disabled_verdicts "$TMPD/vm-vf.txt" $TXT_RC 1 \
     'WARN nic.function mlx5_0 SR-IOV virtual function 0000:01:00.0' \
     'FAIL pci.relaxed_ordering mlx5_0 NIC 0000:01:00.0: Enable Relaxed Ordering off \(SR-IOV VF / VM\)' \
     'SKIP pci.max_payload mlx5_0 VF 0000:01:00.0: Max_Payload_Size is reserved in a VF \(reads 128 B here\)' \
+    'SKIP pci.link mlx5_0 VF 0000:01:00.0: its PCIe link is its PF.s, which this host does not show' \
     'WARN port.mtu mlx5_0:1 netdev eth1 MTU 1500: RoCE MTU only 1024' \
     'OK port.roce_v2_gid mlx5_0:1 RoCE v2 GID at index 1' \
     'WARN topo.gpu_distance mlx5_0 PHB: nearest GPU 0000:02:00.0' \
@@ -103,6 +105,7 @@ verdicts diag_acs_switch_verdicts "$TMPD/acs-switch.txt" $TXT_RC 0 \
     'WARN pci.acs mlx5_0 ACS redirection on 0000:17:00.0 \(P2P Request Redirect, P2P Completion Redirect, Upstream Forwarding\), 0000:17:01.0' \
     'WARN nic.iommu mlx5_0 IOMMU group 17 translates DMA \(DMA-FQ\)' \
     'OK pci.ats mlx5_0 NIC 0000:18:00.0: ATS capable, enabled' \
+    'WARN pci.link mlx5_0 NIC 0000:18:00.0: PCIe link 16.0 GT/s x16 \(252 Gb/s\) carries less than its ports. 400 Gb/s' \
     'OK port.link mlx5_0:1 InfiniBand link' \
     'OK topo.gpu_distance mlx5_0 PIX: GPU 0000:19:00.0' \
     'OK pci.relaxed_ordering 0000:98:00.0 GPU 0000:98:00.0'
@@ -111,7 +114,8 @@ json_agrees diag_acs_switch_json acs-switch
 diag cross-socket
 verdicts diag_cross_socket_gpu_is_sys "$TMPD/cross-socket.txt" $TXT_RC 0 \
     'WARN topo.gpu_distance mlx5_0 SYS: nearest GPU 0000:98:00.0 is attached to another CPU' \
-    'WARN topo.numa mlx5_0 NIC on NUMA node 0, nearest GPU 0000:98:00.0 on node 1'
+    'WARN topo.numa mlx5_0 NIC on NUMA node 0, nearest GPU 0000:98:00.0 on node 1' \
+    'WARN pci.link mlx5_0 NIC 0000:16:00.0: PCIe link trained at 8.0 GT/s x8 \(63 Gb/s\) of 32.0 GT/s x16 \(504 Gb/s\)'
 
 diag host-vf
 verdicts diag_host_vf_judged_by_its_pf "$TMPD/host-vf.txt" $TXT_RC 0 \
@@ -119,6 +123,7 @@ verdicts diag_host_vf_judged_by_its_pf "$TMPD/host-vf.txt" $TXT_RC 0 \
     'WARN nic.function mlx5_2 SR-IOV virtual function 0000:18:00.2 of PF 0000:18:00.0' \
     'WARN pci.relaxed_ordering mlx5_2 VF 0000:18:00.2: Enable Relaxed Ordering reads 0 \(reserved in a VF\); its PF 0000:18:00.0 has it on' \
     'OK pci.max_payload mlx5_2 VF 0000:18:00.2: Max_Payload_Size is the PF.s: 0000:18:00.0 256 B' \
+    'OK pci.link mlx5_2 NIC PF 0000:18:00.0 of VF 0000:18:00.2: PCIe link 32.0 GT/s x16' \
     'OK port.mtu mlx5_2:1 netdev ens1f0v0 MTU 9000'
 json_agrees diag_host_vf_json host-vf
 

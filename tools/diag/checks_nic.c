@@ -1,6 +1,6 @@
 /* tools/diag/checks_nic.c: per RDMA device: PF or VF, IOMMU mode, the PCIe
- * checks of its function, its ports (state, speed, MTU, RoCE v2 GID), and its
- * distance to the nearest GPU. */
+ * checks of its function, its ports (state, speed, MTU, RoCE v2 GID), its
+ * PCIe link against its ports, and its distance to the nearest GPU. */
 #include "config.h"
 
 #include <dirent.h>
@@ -197,6 +197,35 @@ static void check_port(struct diag_ctx *ctx, const char *dev_dir, const char *de
     }
 }
 
+/* Mb/s of sysfs's ports/<n>/rate text: "400 Gb/sec (4X NDR)", "2.5 Gb/sec
+ * (1X SDR)"; 0 when it names none. */
+static uint64_t rate_mbps(const char *rate)
+{
+    uint64_t m = 0;
+    const char *c = rate;
+    if (*c < '0' || *c > '9')
+        return 0;
+    while (*c >= '0' && *c <= '9' && m < 10000000)
+        m = m * 10 + (uint64_t)(*c++ - '0');
+    m *= 1000;
+    if (*c == '.' && c[1] >= '0' && c[1] <= '9')
+        m += (uint64_t)(c[1] - '0') * 100;
+    return strstr(rate, "Gb/sec") ? m : 0;
+}
+
+/* The ports' advertised rates together (ports/<n>/rate), Mb/s. */
+static uint64_t ports_mbps(const char *dev_dir, char **ports, int np)
+{
+    uint64_t sum = 0;
+    for (int j = 0; j < np; j++) {
+        char p[PATH_MAX], rate[64] = "";
+        str_fmt(p, sizeof(p), "%s/ports/%s/rate", dev_dir, ports[j]);
+        if (!path_read(p, rate, sizeof(rate)))
+            sum += rate_mbps(rate);
+    }
+    return sum;
+}
+
 void diag_check_nics(struct diag_ctx *ctx)
 {
     char cls[PATH_MAX], *names[DIAG_MAX_NICS];
@@ -224,6 +253,8 @@ void diag_check_nics(struct diag_ctx *ctx)
         int np = list_dir(path_join(p, sizeof(p), dev_dir, "ports"), ports, 8);
         for (int j = 0; j < np; j++)
             check_port(ctx, dev_dir, names[i], ports[j]);
+        if (have_pci)
+            diag_check_pcie_link(ctx, &fn, names[i], is_vf, ports_mbps(dev_dir, ports, np));
         free_names(ports, np);
         if (have_pci)
             diag_check_topology(ctx, &fn, names[i]);

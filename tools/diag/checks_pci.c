@@ -10,6 +10,7 @@
 #include "../common/strfmt.h"
 #include "diag.h"
 #include "pcicfg.h"
+#include "railnet_pcie.h"
 
 int diag_is_known_vf_id(unsigned vendor, unsigned device)
 {
@@ -45,6 +46,65 @@ static int load_pf_pcie(const struct pci_fn *vf, char *pf_bdf, size_t len, struc
         return -1;
     pcicfg_pcie(&pfcfg, pi);
     return pi->offset < 0 ? -1 : 0;
+}
+
+static void link_text(char *buf, size_t len, int speed, int width)
+{
+    unsigned g = pcicfg_link_gts_x10(speed);
+    str_fmt(buf, len, "%u.%u GT/s x%d (%llu Gb/s)", g / 10, g % 10, width,
+            (unsigned long long)(railnet_pcie_mbps(g, (unsigned)width) / 1000));
+}
+
+void diag_check_pcie_link(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject, int is_vf,
+                          uint64_t ports_mbps)
+{
+    static struct pcicfg cfg; /* 4 KiB, single-threaded tool */
+    struct pcie_info pi;
+    char pf_bdf[64] = "", ev[512], cur[64], max[64], fix[512], who[160];
+    str_fmt(who, sizeof(who), "%s", fn->bdf);
+    if (is_vf) {
+        /* a VF's link registers describe no link of its own: the PF's is it */
+        if (load_pf_pcie(fn, pf_bdf, sizeof(pf_bdf), &pi)) {
+            report_add(&ctx->rep, DIAG_SKIP, "pci.link", subject, NULL, NULL,
+                       "VF %s: its PCIe link is its PF's, which this host does not show", fn->bdf);
+            return;
+        }
+        str_fmt(who, sizeof(who), "PF %s of VF %s", pf_bdf, fn->bdf);
+    } else {
+        if (load_cfg(fn->dir, &cfg) || cfg.len < 256)
+            return; /* pci.config already says why */
+        pcicfg_pcie(&cfg, &pi);
+        if (pi.offset < 0)
+            return;
+    }
+    uint64_t cur_mbps = railnet_pcie_mbps(pcicfg_link_gts_x10(pi.link_speed), (unsigned)pi.link_width);
+    uint64_t max_mbps = railnet_pcie_mbps(pcicfg_link_gts_x10(pi.link_speed_max), (unsigned)pi.link_width_max);
+    if (!cur_mbps || !max_mbps) {
+        report_add(&ctx->rep, DIAG_SKIP, "pci.link", subject, NULL, NULL,
+                   "%s: Link Status speed %d width %d, Link Capabilities speed %d width %d: not a link "
+                   "to judge", who, pi.link_speed, pi.link_width, pi.link_speed_max, pi.link_width_max);
+        return;
+    }
+    link_text(cur, sizeof(cur), pi.link_speed, pi.link_width);
+    link_text(max, sizeof(max), pi.link_speed_max, pi.link_width_max);
+    str_fmt(ev, sizeof(ev), "%s config space: Link Status %s, Link Capabilities %s; ports %llu Gb/s", who, cur,
+            max, (unsigned long long)(ports_mbps / 1000));
+    if (pi.link_speed < pi.link_speed_max || pi.link_width < pi.link_width_max) {
+        str_fmt(fix, sizeof(fix), "put the NIC in a slot of its width and generation, check the BIOS "
+                "slot settings (link speed, bifurcation) and reseat it; a NIC trains to its full link "
+                "when nothing limits it (lspci -vv -s %s: LnkSta)", who);
+        report_add(&ctx->rep, DIAG_WARN, "pci.link", subject, ev, fix,
+                   "NIC %s: PCIe link trained at %s of %s", who, cur, max);
+    } else if (ports_mbps && cur_mbps < ports_mbps) {
+        report_add(&ctx->rep, DIAG_WARN, "pci.link", subject, ev,
+                   "a slot of the NIC's own generation gives its ports their rate; until then expect "
+                   "at most the link's (railnet advertises the link's rate to NCCL)",
+                   "NIC %s: PCIe link %s carries less than its ports' %llu Gb/s", who, cur,
+                   (unsigned long long)(ports_mbps / 1000));
+    } else {
+        report_add(&ctx->rep, DIAG_OK, "pci.link", subject, ev, NULL, "NIC %s: PCIe link %s, as capable",
+                   who, cur);
+    }
 }
 
 void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject,

@@ -9,6 +9,7 @@
 #define RAILNET_TOOLS_DIAG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "report.h"
 #include "sysfs.h"
@@ -85,6 +86,11 @@ int diag_probe(struct diag_ctx *ctx);
 void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn,
                               const char *subject, int is_nic, int is_vf);
 void diag_check_topology(struct diag_ctx *ctx, const struct pci_fn *nic, const char *subject);
+/* pci.link: the NIC's PCIe link as trained against what it can train to,
+ * and its data rate against its ports' (ports_mbps, 0 when unknown); a VF
+ * is judged by its PF where the host shows it. */
+void diag_check_pcie_link(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject, int is_vf,
+                          uint64_t ports_mbps);
 
 /* True when vendor:device is a Mellanox/NVIDIA ConnectX virtual function. */
 int diag_is_known_vf_id(unsigned vendor, unsigned device);

@@ -105,6 +105,18 @@ void pcicfg_pcie(const struct pcicfg *cfg, struct pcie_info *out)
     out->mrrs = 128 << ((devctl >> 12) & 0x7);
     out->relaxed_ordering = !!(devctl & PCIE_DEVCTL_RELAXED_ORDERING);
     out->no_snoop = !!(devctl & PCIE_DEVCTL_NO_SNOOP);
+    uint32_t lnkcap = pcicfg_r32(cfg, base + 0x0c);
+    uint16_t lnksta = pcicfg_r16(cfg, base + 0x12);
+    out->link_speed_max = (int)(lnkcap & 0xf);
+    out->link_width_max = (int)((lnkcap >> 4) & 0x3f);
+    out->link_speed = lnksta & 0xf;
+    out->link_width = (lnksta >> 4) & 0x3f;
+}
+
+unsigned pcicfg_link_gts_x10(int code)
+{
+    static const unsigned gts[] = { 0, 25, 50, 80, 160, 320, 640 };
+    return code > 0 && code < (int)(sizeof(gts) / sizeof(gts[0])) ? gts[code] : 0;
 }
 
 void pcicfg_acs(const struct pcicfg *cfg, struct acs_info *out)

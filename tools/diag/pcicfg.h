@@ -57,6 +57,10 @@ struct pcie_info {
     int relaxed_ordering; /* Device Control Enable Relaxed Ordering */
     int no_snoop;         /* Device Control Enable No Snoop */
     uint16_t devctl;      /* raw Device Control */
+    /* Link Capabilities (what the function can train to) and Link Status
+     * (what it trained to): speed codes 1-6 = 2.5-64 GT/s, width in lanes */
+    int link_speed_max, link_width_max;
+    int link_speed, link_width;
 };
 
 struct acs_info {
@@ -88,6 +92,9 @@ int pcicfg_find_ecap(const struct pcicfg *cfg, uint16_t id);
 
 /* Each fills its struct; offset -1 when the capability is absent. */
 void pcicfg_pcie(const struct pcicfg *cfg, struct pcie_info *out);
+/* Tenths of GT/s per lane of a Link Capabilities / Status speed code
+ * (1 -> 25 ... 6 -> 640); 0 for a code PCIe does not define. */
+unsigned pcicfg_link_gts_x10(int code);
 void pcicfg_acs(const struct pcicfg *cfg, struct acs_info *out);
 void pcicfg_ats(const struct pcicfg *cfg, struct ats_info *out);
 
