@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 34
+tap_plan 35
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -50,6 +50,11 @@ fi
 # raised so that a starved NIC thread on the surviving port does not look
 # like a dead link; failover.sh checks the timing behaviour uninstrumented)
 san asan_port2_flapping_under_traffic env SOFTNIC_RETRY_MIN_MS=2000 $nd traffic --ranks 3 --iters 40 --max-size 1M --seed 5 --timeout 120 \
+    --ctl-file "$asan/failover.ctl" --down-ms 60 --up-ms 80 --cycles 4
+# the same where the PCIe link bounds the device (softnic's sysfs view):
+# connections on home QPs (comm.h keep_home) move off port 2 and back
+san asan_port2_flapping_with_home_qps env SOFTNIC_RETRY_MIN_MS=2000 SOFTNIC_SYSFS="$asan/sysfs" SOFTNIC_LINK_RATE=25G \
+    $nd traffic --ranks 3 --iters 40 --max-size 1M --seed 6 --timeout 120 \
     --ctl-file "$asan/failover.ctl" --down-ms 60 --up-ms 80 --cycles 4
 san asan_failover_recovery_and_churn env RAILNET_CHURN_CYCLES=200 TEST_FAILOVER_NO_RSS=1 "$asan/tests/plugin/test_failover"
 # a comm whose CQ overruns (IBV_EVENT_CQ_ERR) fails instead of hanging
