@@ -5,29 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
 #include "railnet_pcie.h"
 
 uint64_t hostlink_parse_mbps(const char *speed, const char *width)
 {
     if (!speed || !width)
         return 0;
-    /* tenths of GT/s by hand: strtod would follow the host's locale */
-    const char *end = speed;
-    unsigned long tenths = 0;
-    if (*end < '0' || *end > '9')
+    const char *end;
+    unsigned long long tenths;
+    if (parse_tenths_prefix(speed, 10000, &tenths, &end))
         return 0;
-    while (*end >= '0' && *end <= '9' && tenths < 100000)
-        tenths = tenths * 10 + (unsigned long)(*end++ - '0');
-    tenths *= 10;
-    if (*end == '.' && end[1] >= '0' && end[1] <= '9') {
-        tenths += (unsigned long)(end[1] - '0');
-        end += 2;
-        while (*end >= '0' && *end <= '9')
-            end++;
-    }
     while (*end == ' ')
         end++;
-    if (tenths == 0 || tenths > 10000 || strncmp(end, "GT/s", 4) != 0)
+    if (tenths == 0 || strncmp(end, "GT/s", 4) != 0)
         return 0;
     char *wend;
     long w = strtol(width, &wend, 10);

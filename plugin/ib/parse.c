@@ -65,3 +65,28 @@ int parse_real(const char *s, double lo, double *out)
     *out = v;
     return 0;
 }
+
+int parse_tenths_prefix(const char *s, unsigned long long hi, unsigned long long *out, const char **end)
+{
+    const char *c = s;
+    unsigned long long v = 0;
+    if (!isdigit((unsigned char)*c))
+        return -1;
+    while (isdigit((unsigned char)*c)) {
+        v = v * 10 + (unsigned long long)(*c++ - '0');
+        if (v > hi)
+            return -1;
+    }
+    v *= 10;
+    if (*c == '.' && isdigit((unsigned char)c[1])) {
+        v += (unsigned long long)(c[1] - '0');
+        for (c += 2; isdigit((unsigned char)*c); c++)
+            ;
+    }
+    if (v > hi)
+        return -1;
+    *out = v;
+    if (end)
+        *end = c;
+    return 0;
+}

@@ -3,8 +3,9 @@
  * railnet-diag), the test drivers' (netdriver, gindriver, nccl_collectives)
  * and the benches' (failover_bench, conn_setup_bench). No dependencies.
  *
- * Each takes the whole string (trailing characters are an error), rejects a
- * value out of its range and leaves *out alone on error; 0 or -1. */
+ * Each takes the whole string (trailing characters are an error) but for
+ * parse_tenths_prefix, rejects a value out of its range and leaves *out
+ * alone on error; 0 or -1. */
 #ifndef RAILNET_IB_PARSE_H
 #define RAILNET_IB_PARSE_H
 
@@ -21,5 +22,11 @@ int parse_u64(const char *s, unsigned long long *out);
 
 /* A decimal (strtod: "0.5", "1e9") at least lo; NaN is refused. */
 int parse_real(const char *s, double lo, double *out);
+
+/* The decimal that starts s, in tenths, whatever the locale (sysfs's
+ * "16.0 GT/s PCIe" -> 160, "2.5 Gb/sec" -> 25, "400" -> 4000; digits past
+ * the first decimal are read and dropped), at most hi tenths; *end (may be
+ * NULL) points past it. */
+int parse_tenths_prefix(const char *s, unsigned long long hi, unsigned long long *out, const char **end);
 
 #endif

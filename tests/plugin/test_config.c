@@ -101,6 +101,34 @@ TAP_CASE(test_port_speed_from_verbs_codes)
     EXPECT_EQ_INT(0, devices_port_speed_mbps(64, 3));
 }
 
+/* sysfs's leading decimals, in tenths */
+TAP_CASE(test_tenths_prefix_of_sysfs_texts)
+{
+    unsigned long long v = 7;
+    const char *end = NULL;
+    EXPECT_EQ_INT(0, parse_tenths_prefix("16.0 GT/s PCIe", 10000, &v, &end));
+    EXPECT_EQ_U64(160, v);
+    EXPECT_STREQ(" GT/s PCIe", end);
+    EXPECT_EQ_INT(0, parse_tenths_prefix("2.5 Gb/sec (1X SDR)", 100, &v, NULL));
+    EXPECT_EQ_U64(25, v);
+    EXPECT_EQ_INT(0, parse_tenths_prefix("400", 100000, &v, &end));
+    EXPECT_EQ_U64(4000, v);
+    EXPECT_STREQ("", end);
+    EXPECT_EQ_INT(0, parse_tenths_prefix("2.57x", 100, &v, &end)); /* digits past the first dropped */
+    EXPECT_EQ_U64(25, v);
+    EXPECT_STREQ("x", end);
+    EXPECT_EQ_INT(0, parse_tenths_prefix("8.GT/s", 100, &v, &end)); /* a dot without a digit stays */
+    EXPECT_EQ_U64(80, v);
+    EXPECT_STREQ(".GT/s", end);
+    v = 7;
+    EXPECT_EQ_INT(-1, parse_tenths_prefix("1000.1", 10000, &v, NULL)); /* 10001 tenths */
+    EXPECT_EQ_INT(-1, parse_tenths_prefix("99999999999999999999999", 10000, &v, NULL));
+    EXPECT_EQ_INT(-1, parse_tenths_prefix(" 8", 100, &v, NULL));
+    EXPECT_EQ_INT(-1, parse_tenths_prefix("-8", 100, &v, NULL));
+    EXPECT_EQ_INT(-1, parse_tenths_prefix(".5", 100, &v, NULL));
+    EXPECT_EQ_U64(7, v); /* left alone on error */
+}
+
 /* sysfs's texts of a PCIe link, as kernels of several ages write them */
 TAP_CASE(test_pcie_link_from_sysfs_texts)
 {

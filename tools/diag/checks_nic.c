@@ -11,6 +11,7 @@
 
 #include "../common/strfmt.h"
 #include "diag.h"
+#include "parse.h"
 #include "pcicfg.h"
 
 static int cmp_str(const void *a, const void *b)
@@ -201,16 +202,11 @@ static void check_port(struct diag_ctx *ctx, const char *dev_dir, const char *de
  * (1X SDR)"; 0 when it names none. */
 static uint64_t rate_mbps(const char *rate)
 {
-    uint64_t m = 0;
-    const char *c = rate;
-    if (*c < '0' || *c > '9')
+    unsigned long long tenths;
+    const char *end;
+    if (parse_tenths_prefix(rate, 100000000, &tenths, &end))
         return 0;
-    while (*c >= '0' && *c <= '9' && m < 10000000)
-        m = m * 10 + (uint64_t)(*c++ - '0');
-    m *= 1000;
-    if (*c == '.' && c[1] >= '0' && c[1] <= '9')
-        m += (uint64_t)(c[1] - '0') * 100;
-    return strstr(rate, "Gb/sec") ? m : 0;
+    return strstr(end, "Gb/sec") ? tenths * 100 : 0;
 }
 
 /* The ports' advertised rates together (ports/<n>/rate), Mb/s. */
