@@ -237,20 +237,18 @@ void diag_check_nics(struct diag_ctx *ctx)
         struct pci_fn fn;
         int have_pci = !pci_fn_load(path_join(p, sizeof(p), dev_dir, "device"), &fn);
         int is_vf = 0;
+        char *ports[8];
+        int np = list_dir(path_join(p, sizeof(p), dev_dir, "ports"), ports, 8);
         if (have_pci) {
             check_function(ctx, names[i], &fn, &is_vf);
             check_iommu_group(ctx, names[i], &fn);
-            diag_check_pcie_function(ctx, &fn, names[i], 1, is_vf);
+            diag_check_pcie_function(ctx, &fn, names[i], 1, is_vf, ports_mbps(dev_dir, ports, np));
         } else {
             report_add(&ctx->rep, DIAG_SKIP, "nic.function", names[i], NULL, NULL,
                        "no PCI function behind %s/device (software device?)", names[i]);
         }
-        char *ports[8];
-        int np = list_dir(path_join(p, sizeof(p), dev_dir, "ports"), ports, 8);
         for (int j = 0; j < np; j++)
             check_port(ctx, dev_dir, names[i], ports[j]);
-        if (have_pci)
-            diag_check_pcie_link(ctx, &fn, names[i], is_vf, ports_mbps(dev_dir, ports, np));
         free_names(ports, np);
         if (have_pci)
             diag_check_topology(ctx, &fn, names[i]);

@@ -55,41 +55,35 @@ static void link_text(char *buf, size_t len, int speed, int width)
             (unsigned long long)(railnet_pcie_mbps(g, (unsigned)width) / 1000));
 }
 
-void diag_check_pcie_link(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject, int is_vf,
-                          uint64_t ports_mbps)
+/* pci.link of a NIC from its PCI Express capability `li`: its own, or its
+ * PF's (pf_bdf set) for a VF, whose link registers describe no link of
+ * its own; li NULL: a VF whose PF this host does not show. */
+static void check_link(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject,
+                       const struct pcie_info *li, const char *pf_bdf, uint64_t ports_mbps)
 {
-    static struct pcicfg cfg; /* 4 KiB, single-threaded tool */
-    struct pcie_info pi;
-    char pf_bdf[64] = "", ev[512], cur[64], max[64], fix[512], who[160];
-    str_fmt(who, sizeof(who), "%s", fn->bdf);
-    if (is_vf) {
-        /* a VF's link registers describe no link of its own: the PF's is it */
-        if (load_pf_pcie(fn, pf_bdf, sizeof(pf_bdf), &pi)) {
-            report_add(&ctx->rep, DIAG_SKIP, "pci.link", subject, NULL, NULL,
-                       "VF %s: its PCIe link is its PF's, which this host does not show", fn->bdf);
-            return;
-        }
-        str_fmt(who, sizeof(who), "PF %s of VF %s", pf_bdf, fn->bdf);
-    } else {
-        if (load_cfg(fn->dir, &cfg) || cfg.len < 256)
-            return; /* pci.config already says why */
-        pcicfg_pcie(&cfg, &pi);
-        if (pi.offset < 0)
-            return;
+    char ev[512], cur[64], max[64], fix[512], who[160];
+    if (!li) {
+        report_add(&ctx->rep, DIAG_SKIP, "pci.link", subject, NULL, NULL,
+                   "VF %s: its PCIe link is its PF's, which this host does not show", fn->bdf);
+        return;
     }
-    uint64_t cur_mbps = railnet_pcie_mbps(pcicfg_link_gts_x10(pi.link_speed), (unsigned)pi.link_width);
-    uint64_t max_mbps = railnet_pcie_mbps(pcicfg_link_gts_x10(pi.link_speed_max), (unsigned)pi.link_width_max);
+    if (pf_bdf)
+        str_fmt(who, sizeof(who), "PF %s of VF %s", pf_bdf, fn->bdf);
+    else
+        str_fmt(who, sizeof(who), "%s", fn->bdf);
+    uint64_t cur_mbps = railnet_pcie_mbps(pcicfg_link_gts_x10(li->link_speed), (unsigned)li->link_width);
+    uint64_t max_mbps = railnet_pcie_mbps(pcicfg_link_gts_x10(li->link_speed_max), (unsigned)li->link_width_max);
     if (!cur_mbps || !max_mbps) {
         report_add(&ctx->rep, DIAG_SKIP, "pci.link", subject, NULL, NULL,
                    "%s: Link Status speed %d width %d, Link Capabilities speed %d width %d: not a link "
-                   "to judge", who, pi.link_speed, pi.link_width, pi.link_speed_max, pi.link_width_max);
+                   "to judge", who, li->link_speed, li->link_width, li->link_speed_max, li->link_width_max);
         return;
     }
-    link_text(cur, sizeof(cur), pi.link_speed, pi.link_width);
-    link_text(max, sizeof(max), pi.link_speed_max, pi.link_width_max);
+    link_text(cur, sizeof(cur), li->link_speed, li->link_width);
+    link_text(max, sizeof(max), li->link_speed_max, li->link_width_max);
     str_fmt(ev, sizeof(ev), "%s config space: Link Status %s, Link Capabilities %s; ports %llu Gb/s", who, cur,
             max, (unsigned long long)(ports_mbps / 1000));
-    if (pi.link_speed < pi.link_speed_max || pi.link_width < pi.link_width_max) {
+    if (li->link_speed < li->link_speed_max || li->link_width < li->link_width_max) {
         str_fmt(fix, sizeof(fix), "put the NIC in a slot of its width and generation, check the BIOS "
                 "slot settings (link speed, bifurcation) and reseat it; a NIC trains to its full link "
                 "when nothing limits it (lspci -vv -s %s: LnkSta)", who);
@@ -108,7 +102,7 @@ void diag_check_pcie_link(struct diag_ctx *ctx, const struct pci_fn *fn, const c
 }
 
 void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject,
-                              int is_nic, int is_vf)
+                              int is_nic, int is_vf, uint64_t ports_mbps)
 {
     static struct pcicfg cfg; /* 4 KiB: keep it off the stack; the tool is single-threaded */
     char ev[1024], fix[1024];
@@ -240,6 +234,9 @@ void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn, con
         report_add(&ctx->rep, DIAG_OK, "pci.ats", subject, ev, NULL,
                    "%s %s: ATS capable, %s", who, fn->bdf, ats.enabled ? "enabled" : "not enabled");
     }
+
+    if (is_nic)
+        check_link(ctx, fn, subject, !is_vf ? &pi : have_pf ? &pf : NULL, have_pf ? pf_bdf : NULL, ports_mbps);
 }
 
 enum topo_dist { TOPO_PIX, TOPO_PXB, TOPO_PHB, TOPO_NODE, TOPO_SYS };

@@ -82,15 +82,13 @@ void diag_check_gpu_paths(struct diag_ctx *ctx);
  * appends the verdict (probe.*) to the report. Returns 0 when the probe ran
  * (whatever it found), -1 when it could not run at all (reported as FAIL). */
 int diag_probe(struct diag_ctx *ctx);
-/* checks_pci.c helpers shared by the NIC and GPU checks. */
+/* checks_pci.c helpers shared by the NIC and GPU checks. For a NIC,
+ * diag_check_pcie_function also judges its PCIe link (pci.link: as trained
+ * against what it can train to, and its data rate against its ports'
+ * ports_mbps, 0 when unknown; a VF's is its PF's where the host shows it). */
 void diag_check_pcie_function(struct diag_ctx *ctx, const struct pci_fn *fn,
-                              const char *subject, int is_nic, int is_vf);
+                              const char *subject, int is_nic, int is_vf, uint64_t ports_mbps);
 void diag_check_topology(struct diag_ctx *ctx, const struct pci_fn *nic, const char *subject);
-/* pci.link: the NIC's PCIe link as trained against what it can train to,
- * and its data rate against its ports' (ports_mbps, 0 when unknown); a VF
- * is judged by its PF where the host shows it. */
-void diag_check_pcie_link(struct diag_ctx *ctx, const struct pci_fn *fn, const char *subject, int is_vf,
-                          uint64_t ports_mbps);
 
 /* True when vendor:device is a Mellanox/NVIDIA ConnectX virtual function. */
 int diag_is_known_vf_id(unsigned vendor, unsigned device);

@@ -198,7 +198,7 @@ int main(int argc, char **argv)
     diag_check_host(&ctx);
     diag_check_nics(&ctx);
     for (int i = 0; i < ctx.ngpus; i++)
-        diag_check_pcie_function(&ctx, &ctx.gpus[i], ctx.gpus[i].bdf, 0, 0);
+        diag_check_pcie_function(&ctx, &ctx.gpus[i], ctx.gpus[i].bdf, 0, 0, 0);
     diag_check_gpu_paths(&ctx);
     if (ctx.opts.probe)
         diag_probe(&ctx);
