@@ -2,16 +2,15 @@
  *
  * - p2p_irecv posts one CTS slot (n entries, n <= 8) into the sender's ring
  *   with one RDMA WRITE (on the comm's home QP, or the QPs in turn: comm.h,
- *   keep_home); *request == NULL
- *   when the slot of the receive posted 32 receives ago is still in use
- *   (NCCL retries).
+ *   keep_home); *request == NULL when the slot of the receive posted 32
+ *   receives ago is still in use (NCCL retries).
  * - p2p_isend matches its tag against the head CTS slot; *request == NULL
  *   while the receiver has not posted it yet. Messages up to
  *   RAILNET_SPLIT_MIN go whole on the comm's home QP (the next live one
- *   while it is down) or on the live QPs in turn (comm.h, keep_home); larger
- *   ones are
- *   split in balanced 4 KiB-aligned chunks, one per live QP. Each chunk's
- *   write carries an immediate naming the chunk (comm.h IMM_*).
+ *   while it is down) or on the live QPs in turn (comm.h, keep_home);
+ *   larger ones are split in balanced 4 KiB-aligned chunks, one per live
+ *   QP. Each chunk's write carries an immediate naming the chunk (comm.h
+ *   IMM_*).
  * - p2p_test progresses the comm's CQ; a receive is done once every chunk of
  *   each of its messages delivered its immediate (each chunk counted once); a
  *   send once every chunk's write completed or a failover sync found it landed
