@@ -372,9 +372,16 @@ int devices_count(void)
     return ndevs;
 }
 
-const struct rn_device *devices_get(int dev)
+/* The one bounds check on a device index; writable for the counters
+ * (devices_next_home), const to everyone else (devices_get). */
+static struct rn_device *device_at(int dev)
 {
     return dev >= 0 && dev < ndevs ? &devs[dev] : NULL;
+}
+
+const struct rn_device *devices_get(int dev)
+{
+    return device_at(dev);
 }
 
 ncclResult_t devices_properties(int dev, ncclNetProperties_v8_t *props)
@@ -408,7 +415,7 @@ int devices_host_bound(int dev)
 
 unsigned devices_next_home(int dev, int send)
 {
-    struct rn_device *r = dev >= 0 && dev < ndevs ? &devs[dev] : NULL;
+    struct rn_device *r = device_at(dev);
     return r ? __atomic_fetch_add(&r->next_home[send ? 0 : 1], 1u, __ATOMIC_RELAXED) : 0;
 }
 
