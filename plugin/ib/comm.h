@@ -60,30 +60,57 @@ struct cts_entry {
 _Static_assert(sizeof(struct cts_entry) == HS_CTS_ENTRY_SIZE, "CTS entry is 64 bytes on the wire");
 
 /* Immediate data of the write carrying one chunk of a message: bits 0-4
- * slot, 5-7 sub (index in the grouped receive), 8-11 number of chunks of the
- * message - 1, 12-15 this chunk's index, 16 the parity of the receive's
- * sequence / COMM_SLOTS (which use of the slot), 17 size-in-immediate flag,
- * 18-31 size when the flag is set: up to IMM_SIZE_MAX bytes, or
- * IMM_SIZE_POSTED for a message as large as the receive it fills (the
- * sender read that size in the CTS entry; most NCCL steps fill their
- * buffer); else the size was written into the receiver's sizes area
- * beforehand, on the QP of chunk 0, a second write per message. Chunk
- * index and parity let the receiver count each chunk once, whichever QP
- * carried it: a chunk written again after a port failed (failover.h) is
- * neither counted twice nor counted for the slot's next receive. */
+ * slot, 5-7 sub (index in the grouped receive), 8 the parity of the
+ * receive's sequence / COMM_SLOTS (which use of the slot), 9 the message's
+ * size is in the immediate(s), 10 the message is split over QPs.
+ * - Whole (bit 10 clear: one chunk): bits 11-31 the size, up to
+ *   IMM_WHOLE_MAX bytes, or IMM_WHOLE_POSTED for a message as large as the
+ *   receive it fills (the sender read that size in the CTS entry).
+ * - Split: bits 11-14 number of chunks - 1, 15-18 this chunk's index,
+ *   19-31 its piece of the size: chunk k < IMM_PIECES carries size bits
+ *   13k..13k+12 and the receiver ORs the pieces as chunks land, so a
+ *   message of n chunks carries sizes below 2^(13 min(n, IMM_PIECES))
+ *   (64 MiB over two QPs).
+ * Without bit 9 the size was written into the receiver's sizes area
+ * beforehand, on the QP of chunk 0: a second write per message, which
+ * NCCL's partial steps (LL's, the last of a Simple transfer) would pay on
+ * every message if the size field were narrow. Chunk index and parity let
+ * the receiver count each chunk once, whichever QP carried it: a chunk
+ * written again after a port failed (failover.h) is neither counted twice
+ * nor counted for the slot's next receive. */
 #define IMM_SLOT(i) ((i) & 0x1fu)
 #define IMM_SUB(i) (((i) >> 5) & 0x7u)
-#define IMM_NQ(i) ((((i) >> 8) & 0xfu) + 1u)
-#define IMM_CHUNK(i) (((i) >> 12) & 0xfu)
-#define IMM_PARITY(i) (((i) >> 16) & 1u)
-#define IMM_HAS_SIZE(i) (((i) >> 17) & 1u)
-#define IMM_SIZE(i) ((i) >> 18)
-#define IMM_SIZE_MAX ((1u << 14) - 2u)
-#define IMM_SIZE_POSTED ((1u << 14) - 1u)
+#define IMM_PARITY(i) (((i) >> 8) & 1u)
+#define IMM_HAS_SIZE(i) (((i) >> 9) & 1u)
+#define IMM_SPLIT(i) (((i) >> 10) & 1u)
+#define IMM_NQ(i) (IMM_SPLIT(i) ? (((i) >> 11) & 0xfu) + 1u : 1u)
+#define IMM_CHUNK(i) (IMM_SPLIT(i) ? ((i) >> 15) & 0xfu : 0u)
+#define IMM_WHOLE_SIZE(i) ((i) >> 11)
+#define IMM_WHOLE_MAX ((1u << 21) - 2u)
+#define IMM_WHOLE_POSTED ((1u << 21) - 1u)
+#define IMM_PIECE(i) ((i) >> 19)
+#define IMM_PIECE_BITS 13u
+#define IMM_PIECES 4u
 #define IMM_SEQ_PARITY(seq) ((unsigned)((seq) / COMM_SLOTS) & 1u)
-#define IMM_MAKE(slot, sub, nq, k, par, has, size) \
-    ((uint32_t)(slot) | (uint32_t)(sub) << 5 | (uint32_t)((nq) - 1) << 8 | (uint32_t)(k) << 12 | \
-     (uint32_t)(par) << 16 | (uint32_t)(has) << 17 | (uint32_t)(has ? (size) : 0) << 18)
+
+/* The immediate of chunk k of nq; size: the whole message's size field
+ * (its size or IMM_WHOLE_POSTED) when nq == 1, else the message's size. */
+static inline uint32_t imm_make(unsigned slot, unsigned sub, unsigned nq, unsigned k, unsigned parity, int has_size,
+                                uint64_t size)
+{
+    uint32_t v = slot | sub << 5 | parity << 8 | (uint32_t)(has_size != 0) << 9;
+    if (nq <= 1)
+        return v | (has_size ? (uint32_t)size << 11 : 0u);
+    uint32_t piece = has_size && k < IMM_PIECES ? (uint32_t)(size >> (IMM_PIECE_BITS * k)) & 0x1fffu : 0u;
+    return v | 1u << 10 | (nq - 1) << 11 | k << 15 | piece << 19;
+}
+
+/* Whether a split message of nq chunks carries its size in its pieces. */
+static inline int imm_pieces_carry(unsigned nq, uint64_t size)
+{
+    unsigned bits = IMM_PIECE_BITS * (nq < IMM_PIECES ? nq : IMM_PIECES);
+    return bits >= 64 || size < (1ull << bits);
+}
 
 enum req_type { REQ_FREE = 0, REQ_SEND, REQ_RECV, REQ_FLUSH };
 
@@ -99,6 +126,7 @@ struct request {
     int size[COMM_MAX_RECVS];   /* send: bytes; recv: bytes received */
     int posted[COMM_MAX_RECVS]; /* recv: posted sizes */
     uint16_t seen[COMM_MAX_RECVS]; /* recv: chunks received per sub (bit k: chunk k) */
+    uint64_t pieces[COMM_MAX_RECVS]; /* recv: a split message's size pieces ORed so far, per sub */
     int subs_done;
     int slot;
     uint64_t seq;
@@ -108,7 +136,7 @@ struct request {
     uint64_t raddr;
     uint32_t rkey[HS_MAX_PORTS];
     uint64_t chunk;     /* bytes per chunk */
-    uint32_t imm_size;  /* the immediate's size field (IMM_SIZE_POSTED: the posted size), when imm_has_size */
+    uint64_t imm_size;  /* imm_make's size: a whole message's field (IMM_WHOLE_POSTED: the posted size), or a split one's size */
     uint8_t imm_has_size; /* 0: chunk 0 writes the size into the receiver's sizes area first */
     uint16_t unacked;   /* bit k: chunk k not known to have landed */
     uint16_t replayed;  /* bit k: chunk k was written again and is in flight */

@@ -21,8 +21,9 @@
 #include <stdint.h>
 
 #define HS_MAGIC 0x544e4c52u /* "RLNT" in memory order */
-#define HS_VERSION 3 /* 2: chunk index in the immediate, failover messages on the socket;
-                      3: a size field of all ones in the immediate means the posted size */
+#define HS_VERSION 4 /* 2: chunk index in the immediate, failover messages on the socket;
+                      3: a size field of all ones in the immediate means the posted size;
+                      4: 21-bit sizes of whole messages, split ones' size in pieces (comm.h) */
 #define HS_HANDLE_SIZE 128   /* NCCL_NET_HANDLE_MAXSIZE */
 #define HS_HANDLE_USED 52    /* bytes of the handle that carry fields; the rest is zero */
 #define HS_HEADER_SIZE 16

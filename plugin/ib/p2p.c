@@ -49,14 +49,18 @@ static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
     if (r->seen[sub] & (1u << k))
         return; /* written again after a failover: counted once */
     r->seen[sub] |= (uint16_t)(1u << k);
+    if (IMM_SPLIT(imm) && k < IMM_PIECES)
+        r->pieces[sub] |= (uint64_t)IMM_PIECE(imm) << (IMM_PIECE_BITS * k);
     if (c->fo_pub) /* what the sender reads after a failure */
         __atomic_store_n(&c->fo_pub[slot * COMM_MAX_RECVS + sub],
                          (uint32_t)((r->seq + 1) & 0xffff) << 16 | r->seen[sub], __ATOMIC_RELEASE);
     if (r->seen[sub] != all)
         return;
     uint64_t size;
-    if (IMM_HAS_SIZE(imm))
-        size = IMM_SIZE(imm) == IMM_SIZE_POSTED ? (uint64_t)r->posted[sub] : IMM_SIZE(imm);
+    if (IMM_HAS_SIZE(imm) && IMM_SPLIT(imm))
+        size = r->pieces[sub];
+    else if (IMM_HAS_SIZE(imm))
+        size = IMM_WHOLE_SIZE(imm) == IMM_WHOLE_POSTED ? (uint64_t)r->posted[sub] : IMM_WHOLE_SIZE(imm);
     else /* written before chunk 0, on its QP: already placed */
         size = __atomic_load_n(&rc->sizes[slot * COMM_MAX_RECVS + sub], __ATOMIC_ACQUIRE);
     if (size > (uint64_t)r->posted[sub]) {
@@ -208,7 +212,7 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
     wr_data.wr_id = WR_ID_GEN(WR_SEND, c->qp_gen[qpi], qpi, k, r->index);
     wr_data.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr_data.send_flags = IBV_SEND_SIGNALED;
-    wr_data.imm_data = htonl(IMM_MAKE(slot, sub, r->nq, k, IMM_SEQ_PARITY(r->seq), has_size, r->imm_size));
+    wr_data.imm_data = htonl(imm_make(slot, sub, r->nq, k, IMM_SEQ_PARITY(r->seq), has_size, r->imm_size));
     wr_data.wr.rdma.remote_addr = r->raddr + off;
     wr_data.wr.rdma.rkey = r->rkey[p];
     if (len) {
@@ -248,6 +252,8 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
         return ncclSystemError;
     }
     stats_tx(&c->stats, qpi, len);
+    if (head != &wr_data)
+        stats_size_write(&c->stats);
     return ncclSuccess;
 }
 
@@ -295,10 +301,15 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
     r->slot = (int)slot;
     r->unacked = (uint16_t)((1u << nq) - 1u);
     r->replayed = 0;
-    /* the size rides in the immediate when it can: small, or the whole
-     * posted receive (no separate write of the size then) */
-    r->imm_has_size = size <= IMM_SIZE_MAX || size == e->size;
-    r->imm_size = size <= IMM_SIZE_MAX ? (uint32_t)size : IMM_SIZE_POSTED;
+    /* the size rides in the immediate(s) when it can (comm.h): no
+     * separate write of the size then */
+    if (nq == 1) {
+        r->imm_has_size = size <= IMM_WHOLE_MAX || size == e->size;
+        r->imm_size = size <= IMM_WHOLE_MAX ? size : IMM_WHOLE_POSTED;
+    } else {
+        r->imm_has_size = (uint8_t)imm_pieces_carry(nq, size);
+        r->imm_size = size;
+    }
     for (unsigned k = 0; k < nq; k++) {
         ncclResult_t res = p2p_post_chunk(sc, r, k, live[(first + k) % (unsigned)nlive]);
         if (res != ncclSuccess) {
@@ -442,6 +453,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         r->posted[i] = sizes[i];
         r->size[i] = 0;
         r->seen[i] = 0;
+        r->pieces[i] = 0;
     }
     r->n = n;
     r->slot = (int)slot;

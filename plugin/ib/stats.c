@@ -34,6 +34,9 @@ void stats_print(const struct stats *s, int send, const char *dev_name, const st
             INFO(NCCL_NET, "NET/railnet stats: %s %s port %u total: %" PRIu64 " immediates", dir, dev_name,
                  ports[p].port_num, port_msgs[p]);
     }
+    if (send)
+        INFO(NCCL_NET, "NET/railnet stats: send %s total: %" PRIu64 " messages with a size write of their own",
+             dev_name, s->size_writes);
     if (!send)
         INFO(NCCL_NET, "NET/railnet stats: recv %s total: %" PRIu64 " bytes in %" PRIu64 " messages", dev_name,
              s->rx_bytes, s->rx_msgs);

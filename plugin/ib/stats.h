@@ -20,6 +20,7 @@ struct stats_qp {
 struct stats {
     int enabled;
     struct stats_qp qp[HS_MAX_QPS];
+    uint64_t size_writes; /* sender: messages whose size went in a write of its own (comm.h, IMM_HAS_SIZE) */
     uint64_t rx_bytes;  /* receiver: bytes of completed messages */
     uint64_t rx_msgs;
 };
@@ -30,6 +31,11 @@ static inline void stats_tx(struct stats *s, int qpi, uint64_t bytes)
         s->qp[qpi].bytes += bytes;
         s->qp[qpi].msgs++;
     }
+}
+static inline void stats_size_write(struct stats *s)
+{
+    if (s->enabled)
+        s->size_writes++;
 }
 static inline void stats_rx(struct stats *s, int qpi)
 {

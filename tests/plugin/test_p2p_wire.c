@@ -3,13 +3,17 @@
  * plugin's exported table (loaded by path as NCCL loads it) on one softnic
  * port with one QP (RAILNET_HCA==softnic0:1, RAILNET_QPS_PER_CONN=1), with
  * softnic's port counters read in the same process:
- *  - sizes on both sides of the immediate's limit (16382 bytes go in it,
- *    16383 and up in the sizes area) and of "the whole posted receive"
- *    (which the immediate names without a size write) arrive with their
- *    size and their bytes;
- *  - a message that fills its receive costs its payload and the 64-byte
- *    clear-to-send on the port, nothing more; a smaller one above the
- *    limit costs 4 bytes more (the size write);
+ *  - sizes on both sides of the immediate's limit for a whole message
+ *    (2097150 bytes go in it, 2097151 and up in the sizes area) and of
+ *    "the whole posted receive" (which the immediate names without a size
+ *    write) arrive with their size and their bytes;
+ *  - a message that fills its receive, or one smaller than its receive up
+ *    to that limit (NCCL's partial steps), costs its payload and the
+ *    64-byte clear-to-send on the port, nothing more; a smaller one above
+ *    the limit costs 4 bytes more (the size write);
+ *  - a message split over two QPs carries its size in pieces of its
+ *    chunks' immediates: partial sizes below 64 MiB arrive exactly with no
+ *    size write, 64 MiB and up with one;
  *  - thousands of messages one at a time (clear-to-send writes mostly
  *    unsignaled, receives posted again in batches) keep flowing, and the
  *    receiver's NIC never runs out of receives (no RNR wait);
@@ -32,7 +36,9 @@
 #include <unistd.h>
 
 #define MSG_MAX (1 << 20)
-#define IMM_LIMIT 16382 /* the largest size the immediate carries (plugin/ib/comm.h) */
+#define WHOLE_LIMIT 2097150 /* the largest size a whole message's immediate carries (plugin/ib/comm.h) */
+#define BIG_MAX (4 << 20)    /* receives beyond that limit */
+#define PIECES_LIMIT (1 << 26) /* a message split over two QPs carries sizes below this */
 #define CTS_BYTES 64    /* one clear-to-send entry (HS_CTS_ENTRY_SIZE) */
 
 struct ctl_counters {
@@ -121,12 +127,13 @@ TAP_CASE(test_sizes_around_the_immediate_limit_and_the_posted_size_arrive_exactl
     if (load())
         TAP_SKIP("the plugin or softnic is not available");
     struct built_pair p;
-    EXPECT_EQ_INT(0, built_pair_open(net, &p, MSG_MAX));
-    const int posted[] = { 1, IMM_LIMIT, IMM_LIMIT + 1, IMM_LIMIT + 2, 65536, 65537, MSG_MAX };
+    EXPECT_EQ_INT(0, built_pair_open(net, &p, BIG_MAX));
+    const int posted[] = { 1, 16383, 65536, 65537, WHOLE_LIMIT, WHOLE_LIMIT + 1, WHOLE_LIMIT + 2, BIG_MAX };
     uint64_t id = 1;
     for (size_t i = 0; i < sizeof(posted) / sizeof(posted[0]); i++) {
         const int P = posted[i];
-        const int sent[] = { 0, 1, IMM_LIMIT - 1, IMM_LIMIT, IMM_LIMIT + 1, IMM_LIMIT + 2, P - 1, P };
+        const int sent[] = { 0, 1, 16382, 16383, 65535, WHOLE_LIMIT - 1, WHOLE_LIMIT, WHOLE_LIMIT + 1,
+                             WHOLE_LIMIT + 2, P - 1, P };
         for (size_t k = 0; k < sizeof(sent) / sizeof(sent[0]); k++) {
             if (sent[k] < 0 || sent[k] > P)
                 continue;
@@ -154,15 +161,19 @@ TAP_CASE(test_a_message_filling_its_receive_costs_payload_and_cts_only)
     if (load())
         TAP_SKIP("the plugin or softnic is not available");
     struct built_pair p;
-    EXPECT_EQ_INT(0, built_pair_open(net, &p, MSG_MAX));
+    EXPECT_EQ_INT(0, built_pair_open(net, &p, BIG_MAX));
     uint64_t id = 1;
     /* each send waited for its clear-to-send and completed: every write of
      * the message was on the wire before the counters were read again */
     EXPECT_EQ_U64(65536 + CTS_BYTES, tx_per_message(&p, 65536, 65536, 20, &id));
     EXPECT_EQ_U64(MSG_MAX + CTS_BYTES, tx_per_message(&p, MSG_MAX, MSG_MAX, 5, &id));
-    EXPECT_EQ_U64(IMM_LIMIT + CTS_BYTES, tx_per_message(&p, MSG_MAX, IMM_LIMIT, 20, &id));
+    /* smaller than its receive (an LL step, a Simple transfer's last) */
+    EXPECT_EQ_U64(65535 + CTS_BYTES, tx_per_message(&p, 65536, 65535, 20, &id));
+    EXPECT_EQ_U64(40000 + CTS_BYTES, tx_per_message(&p, MSG_MAX, 40000, 20, &id));
+    EXPECT_EQ_U64(WHOLE_LIMIT + CTS_BYTES, tx_per_message(&p, BIG_MAX, WHOLE_LIMIT, 3, &id));
+    EXPECT_EQ_U64(BIG_MAX + CTS_BYTES, tx_per_message(&p, BIG_MAX, BIG_MAX, 3, &id));
     /* smaller than its receive and above the limit: the size write too */
-    EXPECT_EQ_U64(65535 + CTS_BYTES + 4, tx_per_message(&p, 65536, 65535, 20, &id));
+    EXPECT_EQ_U64(WHOLE_LIMIT + 1 + CTS_BYTES + 4, tx_per_message(&p, BIG_MAX, WHOLE_LIMIT + 1, 3, &id));
     built_pair_close(net, &p);
 }
 
@@ -258,6 +269,51 @@ TAP_CASE(test_port_bound_device_spreads_a_connections_messages_over_the_ports)
     EXPECT_TRUE(ta[0] >= half && ta[1] >= half);
     EXPECT_TRUE(tb[0] >= half && tb[1] >= half);
     EXPECT_TRUE(tl[0] >= 2 * (uint64_t)MSG_MAX && tl[1] >= 2 * (uint64_t)MSG_MAX);
+}
+
+/* Messages above RAILNET_SPLIT_MIN (128 KiB) on both ports of the merged
+ * device, one QP each, so split in two chunks: their sizes (partial ones
+ * included) arrive exactly, and what they cost on the two ports together. */
+TAP_CASE(test_a_split_message_carries_its_size_in_its_chunks)
+{
+    unsetenv("SOFTNIC_SYSFS");
+    unsetenv("SOFTNIC_RATE");
+    if (load_with("softnic0", "1"))
+        TAP_SKIP("the plugin or softnic is not available");
+    const int big = PIECES_LIMIT + 8192;
+    struct built_pair p;
+    EXPECT_EQ_INT(0, built_pair_open(net, &p, (size_t)big));
+    uint64_t id = 1;
+    const int posted[] = { 131073, 139264, MSG_MAX };
+    for (size_t i = 0; i < sizeof(posted) / sizeof(posted[0]); i++) {
+        const int P = posted[i];
+        const int sent[] = { 0, 8191, 131072, 131073, 135168, 135169, P - 4097, P - 1, P };
+        for (size_t k = 0; k < sizeof(sent) / sizeof(sent[0]); k++) {
+            if (sent[k] > P)
+                continue;
+            int r = xfer(&p, P, sent[k], id++);
+            if (r)
+                printf("# split: posted %d, sent %d: %d\n", P, sent[k], r);
+            EXPECT_EQ_INT(0, r);
+        }
+    }
+    /* both chunks, the CTS, nothing else; at 64 MiB the pieces run out */
+    uint64_t b1 = port_n(1).tx_bytes, b2 = port_n(2).tx_bytes;
+    for (int i = 0; i < 10; i++)
+        EXPECT_EQ_INT(0, xfer(&p, MSG_MAX, MSG_MAX - 1, id++));
+    EXPECT_EQ_U64(10ull * (MSG_MAX - 1 + CTS_BYTES), port_n(1).tx_bytes - b1 + port_n(2).tx_bytes - b2);
+    const int around[] = { PIECES_LIMIT - 1, PIECES_LIMIT, big - 1, big };
+    const uint64_t extra[] = { 0, 4, 4, 4 }; /* a message filling it has no posted-size mark when split */
+    for (size_t k = 0; k < sizeof(around) / sizeof(around[0]); k++) {
+        b1 = port_n(1).tx_bytes, b2 = port_n(2).tx_bytes;
+        int r = xfer(&p, big, around[k], id++);
+        if (r)
+            printf("# split: posted %d, sent %d: %d\n", big, around[k], r);
+        EXPECT_EQ_INT(0, r);
+        EXPECT_EQ_U64((uint64_t)around[k] + CTS_BYTES + extra[k],
+                      port_n(1).tx_bytes - b1 + port_n(2).tx_bytes - b2);
+    }
+    built_pair_close(net, &p);
 }
 
 int main(int argc, char **argv) { return tap_run(argc, argv); }
