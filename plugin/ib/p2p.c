@@ -252,8 +252,6 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
         return ncclSystemError;
     }
     stats_tx(&c->stats, qpi, len);
-    if (head != &wr_data)
-        stats_size_write(&c->stats);
     return ncclSuccess;
 }
 
@@ -310,6 +308,8 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
         r->imm_has_size = (uint8_t)imm_pieces_carry(nq, size);
         r->imm_size = size;
     }
+    if (!r->imm_has_size) /* counted here, once: a failover may post chunk 0 again */
+        stats_size_write(&c->stats);
     for (unsigned k = 0; k < nq; k++) {
         ncclResult_t res = p2p_post_chunk(sc, r, k, live[(first + k) % (unsigned)nlive]);
         if (res != ncclSuccess) {
