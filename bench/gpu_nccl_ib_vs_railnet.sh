@@ -61,8 +61,8 @@
 # IB transport then with NCCL_NET_MERGE_LEVEL=LOC, see above); the default,
 # one, is softnic's one device with two ports, of which NCCL's IB transport
 # uses one.
-# The proto column is NCCL's all_reduce protocol (TUNING log, round 1):
-# IB's/railnet's, S = Simple. Both transports see softnic's sysfs view
+# The proto column is NCCL's all_reduce protocol and channel count (TUNING
+# log, round 1): IB's/railnet's, S = Simple, e.g. LL2/LL2. Both transports see softnic's sysfs view
 # (SOFTNIC_SYSFS, default a directory of the run), with the device's PCIe
 # link that caps railnet's merged device (see below).
 : "${top_builddir:=$(pwd)}"
@@ -180,7 +180,7 @@ bench_one() {
         while [ $k -le "$rounds" ]; do
             f=$JOBDIR/bench_${t}_${tag}_r$k.rank0.log
             [ -e "$f" ] && awk -v t="$t" -v k="$k" '/^  +[0-9]+ +[0-9]+ /{ print t, k, ($5 == "" ? "all_reduce" : $5), $1, $4 }
-                /AllReduce: [0-9]+ Bytes -> / && k == 1 { for (i = 1; i <= NF; i++) if ($i == "AllReduce:") b = $(i+1); else if ($i == "proto") p = $(i+1); print t, "proto", "all_reduce", b, (p == "SIMPLE" ? "S" : p) }' "$f"
+                /AllReduce: [0-9]+ Bytes -> / && k == 1 { for (i = 1; i <= NF; i++) if ($i == "AllReduce:") b = $(i+1); else if ($i == "proto") p = $(i+1); else if ($i ~ /^channel[{]Lo..Hi[}]=[{][0-9]+..[0-9]+[}]$/) { c = $i; sub(/.*=[{]/, "", c); sub(/[}]/, "", c); split(c, lh, /[.][.]/); n = lh[2] - lh[1] + 1 }; print t, "proto", "all_reduce", b, (p == "SIMPLE" ? "S" : p) (n ? n : "") }' "$f"
             k=$((k + 1))
         done
     done | awk -v nv="$nv" '
