@@ -69,8 +69,9 @@ _Static_assert(sizeof(struct cts_entry) == HS_CTS_ENTRY_SIZE, "CTS entry is 64 b
  * - Split: bits 11-14 number of chunks - 1, 15-18 this chunk's index,
  *   19-31 its piece of the size: chunk k < IMM_PIECES carries size bits
  *   13k..13k+12 and the receiver ORs the pieces as chunks land, so a
- *   message of n chunks carries sizes below 2^(13 min(n, IMM_PIECES))
- *   (64 MiB over two QPs).
+ *   message of n chunks carries sizes below 2^(13 min(n, IMM_PIECES)) - 1
+ *   (64 MiB - 1 over two QPs); all ones (imm_pieces_posted) is the
+ *   posted size.
  * Without bit 9 the size was written into the receiver's sizes area
  * beforehand, on the QP of chunk 0: a second write per message, which
  * NCCL's partial steps (LL's, the last of a Simple transfer) would pay on
@@ -105,11 +106,11 @@ static inline uint32_t imm_make(unsigned slot, unsigned sub, unsigned nq, unsign
     return v | 1u << 10 | (nq - 1) << 11 | k << 15 | piece << 19;
 }
 
-/* Whether a split message of nq chunks carries its size in its pieces. */
-static inline int imm_pieces_carry(unsigned nq, uint64_t size)
+/* A split message of nq (>= 2) chunks: the pieces' value that names the
+ * posted size; sizes below it ride in the pieces as they are. */
+static inline uint64_t imm_pieces_posted(unsigned nq)
 {
-    unsigned bits = IMM_PIECE_BITS * (nq < IMM_PIECES ? nq : IMM_PIECES);
-    return bits >= 64 || size < (1ull << bits);
+    return (1ull << (IMM_PIECE_BITS * (nq < IMM_PIECES ? nq : IMM_PIECES))) - 1u;
 }
 
 enum req_type { REQ_FREE = 0, REQ_SEND, REQ_RECV, REQ_FLUSH };

@@ -58,7 +58,7 @@ static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
         return;
     uint64_t size;
     if (IMM_HAS_SIZE(imm) && IMM_SPLIT(imm))
-        size = r->pieces[sub];
+        size = r->pieces[sub] == imm_pieces_posted(nq) ? (uint64_t)r->posted[sub] : r->pieces[sub];
     else if (IMM_HAS_SIZE(imm))
         size = IMM_WHOLE_SIZE(imm) == IMM_WHOLE_POSTED ? (uint64_t)r->posted[sub] : IMM_WHOLE_SIZE(imm);
     else /* written before chunk 0, on its QP: already placed */
@@ -305,8 +305,9 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
         r->imm_has_size = size <= IMM_WHOLE_MAX || size == e->size;
         r->imm_size = size <= IMM_WHOLE_MAX ? size : IMM_WHOLE_POSTED;
     } else {
-        r->imm_has_size = (uint8_t)imm_pieces_carry(nq, size);
-        r->imm_size = size;
+        uint64_t mark = imm_pieces_posted(nq);
+        r->imm_has_size = size < mark || size == e->size;
+        r->imm_size = size < mark ? size : mark;
     }
     if (!r->imm_has_size) /* counted here, once: a failover may post chunk 0 again */
         stats_size_write(&c->stats);

@@ -12,8 +12,9 @@
  *    64-byte clear-to-send on the port, nothing more; a smaller one above
  *    the limit costs 4 bytes more (the size write);
  *  - a message split over two QPs carries its size in pieces of its
- *    chunks' immediates: partial sizes below 64 MiB arrive exactly with no
- *    size write, 64 MiB and up with one; RAILNET_STATS counts those writes;
+ *    chunks' immediates: partial sizes below 64 MiB - 1 and a message
+ *    filling its receive arrive exactly with no size write, other partial
+ *    ones with one; RAILNET_STATS counts those writes;
  *  - thousands of messages one at a time (clear-to-send writes mostly
  *    unsignaled, receives posted again in batches) keep flowing, and the
  *    receiver's NIC never runs out of receives (no RNR wait);
@@ -39,7 +40,7 @@
 #define MSG_MAX (1 << 20)
 #define WHOLE_LIMIT 2097150 /* the largest size a whole message's immediate carries (plugin/ib/comm.h) */
 #define BIG_MAX (4 << 20)    /* receives beyond that limit */
-#define PIECES_LIMIT (1 << 26) /* a message split over two QPs carries sizes below this */
+#define PIECES_LIMIT (1 << 26) /* a message split over two QPs carries sizes below this - 1 */
 #define CTS_BYTES 64    /* one clear-to-send entry (HS_CTS_ENTRY_SIZE) */
 
 struct ctl_counters {
@@ -319,8 +320,8 @@ TAP_CASE(test_a_split_message_carries_its_size_in_its_chunks)
     for (int i = 0; i < 10; i++)
         EXPECT_EQ_INT(0, xfer(&p, MSG_MAX, MSG_MAX - 1, id++));
     EXPECT_EQ_U64(10ull * (MSG_MAX - 1 + CTS_BYTES), port_n(1).tx_bytes - b1 + port_n(2).tx_bytes - b2);
-    const int around[] = { PIECES_LIMIT - 1, PIECES_LIMIT, big - 1, big };
-    const uint64_t extra[] = { 0, 4, 4, 4 }; /* a message filling it has no posted-size mark when split */
+    const int around[] = { PIECES_LIMIT - 2, PIECES_LIMIT - 1, PIECES_LIMIT, big - 1, big };
+    const uint64_t extra[] = { 0, 4, 4, 4, 0 }; /* all-ones pieces: the posted size */
     for (size_t k = 0; k < sizeof(around) / sizeof(around[0]); k++) {
         b1 = port_n(1).tx_bytes, b2 = port_n(2).tx_bytes;
         int r = xfer(&p, big, around[k], id++);
