@@ -8,6 +8,7 @@
  * a branch; on, relaxed atomic adds (threads of one role share a counter). */
 #include "softnic.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -40,6 +41,21 @@ void sn_stat_add(enum sn_stat s, uint64_t v)
 {
     if (sn_stats_on())
         atomic_fetch_add_explicit(&counts[my_role][s], v, memory_order_relaxed);
+}
+
+/* A forked child has none of the parent's threads: it starts from zero, so
+ * what it prints at its exit is its own work, not a second copy of the
+ * parent's (netdriver's ranks are forked children). */
+static void stats_child_reset(void)
+{
+    for (int r = 0; r < SN_ROLE_N; r++)
+        for (int s = 0; s < SN_ST_N; s++)
+            atomic_store_explicit(&counts[r][s], 0, memory_order_relaxed);
+}
+
+__attribute__((constructor)) static void stats_atfork(void)
+{
+    pthread_atfork(NULL, NULL, stats_child_reset);
 }
 
 static double per(uint64_t a, uint64_t b)
