@@ -173,6 +173,36 @@ void st_qp_pair(struct st_dev *d, struct st_qp *a, struct st_qp *b, const struct
     st_qp_connect(b, &ia);
 }
 
+void st_write_pair_open(struct st_write_pair *p, size_t len)
+{
+    memset(p, 0, sizeof(*p));
+    st_dev_open(&p->d);
+    struct st_qp_opts o = { .max_send_wr = 16, .max_recv_wr = 16, .max_sge = 1 };
+    st_qp_pair(&p->d, &p->a, &p->b, &o);
+    p->len = len;
+    p->src = st_buf(len, 1);
+    p->dst = st_buf(len, 0);
+    p->smr = ibv_reg_mr(p->d.pd, p->src, len, IBV_ACCESS_LOCAL_WRITE);
+    p->dmr = ibv_reg_mr(p->d.pd, p->dst, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT_TRUE(p->smr && p->dmr);
+}
+
+void st_write_pair_close(struct st_write_pair *p)
+{
+    if (p->smr)
+        ibv_dereg_mr(p->smr);
+    if (p->dmr)
+        ibv_dereg_mr(p->dmr);
+    st_qp_destroy(&p->a);
+    st_qp_destroy(&p->b);
+    st_dev_close(&p->d);
+    if (p->src)
+        munmap(p->src, p->len ? p->len : 1);
+    if (p->dst)
+        munmap(p->dst, p->len ? p->len : 1);
+    memset(p, 0, sizeof(*p));
+}
+
 /* ------------------------------------------------------------ completions */
 void st_wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 {

@@ -65,6 +65,20 @@ void st_qp_connect(struct st_qp *q, const struct st_qp_info *peer);
 /* Two QPs of one process connected to each other. */
 void st_qp_pair(struct st_dev *d, struct st_qp *a, struct st_qp *b, const struct st_qp_opts *o);
 
+/* Two QPs of one process connected to each other (st_qp_pair, 16 WRs a
+ * queue) on the first device, with len bytes a side: src (seed 1,
+ * registered for local reads) and dst (zeroes, registered for remote
+ * writes). st_write_pair_close undoes it all. */
+struct st_write_pair {
+    struct st_dev d;
+    struct st_qp a, b;
+    size_t len;
+    char *src, *dst;
+    struct ibv_mr *smr, *dmr;
+};
+void st_write_pair_open(struct st_write_pair *p, size_t len);
+void st_write_pair_close(struct st_write_pair *p);
+
 /* Waits up to ms for one completion on cq; fails the case on timeout. */
 void st_wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms);
 /* True when no completion arrives within ms. */

@@ -32,27 +32,21 @@ static void spin_counts(uint64_t *started, uint64_t *found)
 
 TAP_CASE(test_ping_pong_writes_spin_exactly_when_asked)
 {
-    struct st_dev d;
-    struct st_qp a, b;
-    st_dev_open(&d);
-    struct st_qp_opts o = { .max_send_wr = 16, .max_recv_wr = 16, .max_sge = 1 };
-    st_qp_pair(&d, &a, &b, &o);
-    size_t len = 4096;
-    char *src = st_buf(len, 1), *dst = st_buf(len, 0);
-    struct ibv_mr *smr = ibv_reg_mr(d.pd, src, len, IBV_ACCESS_LOCAL_WRITE);
-    struct ibv_mr *dmr = ibv_reg_mr(d.pd, dst, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    EXPECT_TRUE(smr && dmr);
+    struct st_write_pair p;
+    st_write_pair_open(&p, 4096);
+    size_t len = p.len;
+    char *src = p.src, *dst = p.dst;
     uint64_t s0, f0;
     spin_counts(&s0, &f0);
-    for (int i = 0; i < ROUNDS && smr && dmr; i++) {
+    for (int i = 0; i < ROUNDS && p.smr && p.dmr; i++) {
         st_fill(src, len, (uint8_t)i);
-        st_post_recv(b.qp, (uint64_t)i, NULL, 0, 0);
-        st_post_rdma(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, (uint64_t)i, src, (uint32_t)len, smr->lkey,
-                     (uintptr_t)dst, dmr->rkey, (uint32_t)i, IBV_SEND_SIGNALED);
+        st_post_recv(p.b.qp, (uint64_t)i, NULL, 0, 0);
+        st_post_rdma(p.a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, (uint64_t)i, src, (uint32_t)len, p.smr->lkey,
+                     (uintptr_t)dst, p.dmr->rkey, (uint32_t)i, IBV_SEND_SIGNALED);
         struct ibv_wc wc;
-        st_wait_wc(b.rcq, &wc, WAIT_MS);
+        st_wait_wc(p.b.rcq, &wc, WAIT_MS);
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, (uint64_t)i);
-        st_wait_wc(a.scq, &wc, WAIT_MS);
+        st_wait_wc(p.a.scq, &wc, WAIT_MS);
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)i);
         EXPECT_MEMEQ(src, dst, len);
     }
@@ -68,13 +62,7 @@ TAP_CASE(test_ping_pong_writes_spin_exactly_when_asked)
         EXPECT_EQ_U64(s0, s1);
         EXPECT_EQ_U64(f0, f1);
     }
-    if (smr)
-        ibv_dereg_mr(smr);
-    if (dmr)
-        ibv_dereg_mr(dmr);
-    st_qp_destroy(&a);
-    st_qp_destroy(&b);
-    st_dev_close(&d);
+    st_write_pair_close(&p);
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }

@@ -47,36 +47,22 @@ static int child_stderr(char *out, size_t cap)
 
 TAP_CASE(test_a_forked_child_prints_no_counts_of_its_parent)
 {
-    struct st_dev d;
-    struct st_qp a, b;
-    st_dev_open(&d);
-    struct st_qp_opts o = { .max_send_wr = 16, .max_recv_wr = 16, .max_sge = 1 };
-    st_qp_pair(&d, &a, &b, &o);
-    size_t len = 4096;
-    char *src = st_buf(len, 1), *dst = st_buf(len, 0);
-    struct ibv_mr *smr = ibv_reg_mr(d.pd, src, len, IBV_ACCESS_LOCAL_WRITE);
-    struct ibv_mr *dmr = ibv_reg_mr(d.pd, dst, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    EXPECT_TRUE(smr && dmr);
-    for (int i = 0; i < WRITES && smr && dmr; i++) {
-        st_post_rdma(a.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
-                     dmr->rkey, 0, IBV_SEND_SIGNALED);
+    struct st_write_pair p;
+    st_write_pair_open(&p, 4096);
+    for (int i = 0; i < WRITES && p.smr && p.dmr; i++) {
+        st_post_rdma(p.a.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, p.src, (uint32_t)p.len, p.smr->lkey,
+                     (uintptr_t)p.dst, p.dmr->rkey, 0, IBV_SEND_SIGNALED);
         struct ibv_wc wc;
-        st_wait_wc(a.scq, &wc, WAIT_MS);
+        st_wait_wc(p.a.scq, &wc, WAIT_MS);
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)i);
     }
-    EXPECT_MEMEQ(src, dst, len);
+    EXPECT_MEMEQ(p.src, p.dst, p.len);
     static char out[1 << 14];
     EXPECT_EQ_INT(0, child_stderr(out, sizeof(out)));
     if (strstr(out, "softnic stats"))
         tap_diag("the child printed: %s", out);
     EXPECT_TRUE(strstr(out, "softnic stats") == NULL);
-    if (smr)
-        ibv_dereg_mr(smr);
-    if (dmr)
-        ibv_dereg_mr(dmr);
-    st_qp_destroy(&a);
-    st_qp_destroy(&b);
-    st_dev_close(&d);
+    st_write_pair_close(&p);
 }
 
 int main(int argc, char **argv)
