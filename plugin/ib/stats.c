@@ -37,7 +37,7 @@ void stats_print(const struct stats *s, int send, const char *dev_name, const st
     if (send)
         INFO(NCCL_NET, "NET/railnet stats: send %s total: %" PRIu64 " messages with a size write of their own",
              dev_name, s->size_writes);
-    if (!send)
+    else
         INFO(NCCL_NET, "NET/railnet stats: recv %s total: %" PRIu64 " bytes in %" PRIu64 " messages", dev_name,
              s->rx_bytes, s->rx_msgs);
 }
