@@ -38,8 +38,10 @@ static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
         return;
     if (!r || sub >= (unsigned)r->n)
         return recv_fail_protocol(rc, qpi, imm, "no posted receive for this slot/sub");
-    if (nq > (unsigned)c->nqps || k >= nq)
+    if (nq > (unsigned)c->nqps)
         return recv_fail_protocol(rc, qpi, imm, "more chunks than QPs");
+    if (k >= nq)
+        return recv_fail_protocol(rc, qpi, imm, "a chunk index beyond the message's chunks");
     uint16_t all = (uint16_t)((1u << nq) - 1u);
     if (IMM_PARITY(imm) != IMM_SEQ_PARITY(r->seq))
         return recv_fail_protocol(rc, qpi, imm, "a chunk for another use of the slot");

@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 35
+tap_plan 36
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
@@ -59,6 +59,7 @@ san asan_port2_flapping_with_home_qps env SOFTNIC_RETRY_MIN_MS=2000 SOFTNIC_SYSF
 san asan_failover_recovery_and_churn env RAILNET_CHURN_CYCLES=200 TEST_FAILOVER_NO_RSS=1 "$asan/tests/plugin/test_failover"
 # a comm whose CQ overruns (IBV_EVENT_CQ_ERR) fails instead of hanging
 san asan_cq_overrun_fails_the_comm "$asan/tests/plugin/test_cq_overrun"
+san asan_p2p_forged_immediates "$asan/tests/plugin/test_p2p_forged_imm"
 # the GIN table (plugin/gin) as NCCL's GIN proxy drives it
 gd="$asan/tests/gindriver/gindriver --plugin $asan/.libs/libnccl-net-railnet.so"
 san asan_gin_put_mesh_and_deregistered_window $gd --ranks 3 --rounds 2 mesh
