@@ -2,8 +2,9 @@
  * input. A pair of the plugin's comms on softnic (loaded as NCCL loads it);
  * the test posts, on the send comm's own QP, RDMA writes with immediates the
  * plugin would never make (plugin/ib/comm.h's layout) into a receive the
- * receiver posted: a size beyond the receive, in the whole-message field
- * and in a split message's pieces, more chunks than the connection has QPs,
+ * receiver posted: a size beyond the receive, in the whole-message field,
+ * in a split message's pieces and in the sizes area the immediate points
+ * to, more chunks than the connection has QPs,
  * a chunk index beyond its count, a slot with no receive, the wrong use of
  * a slot. Each must fail the receive comm with one WARN naming the problem
  * (ncclRemoteError from test), never complete the receive, crash or hang.
@@ -86,6 +87,24 @@ static void forge(struct built_pair *p, int qpi, const struct cts_entry *e, uint
     EXPECT_EQ_INT(0, ibv_post_send(q->qp, &wr, &bad));
 }
 
+/* An inline RDMA WRITE of a 4-byte size into the receiver's sizes area
+ * (slot 0, sub 0), on QP qpi, before the immediate that points to it. */
+static void forge_size(struct built_pair *p, int qpi, uint32_t size)
+{
+    struct send_comm *sc = p->sc;
+    struct qp_conn *q = &sc->c.qps[qpi];
+    struct ibv_sge sge = { .addr = (uintptr_t)&size, .length = sizeof(size), .lkey = 0 };
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_INLINE;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = sc->remote_sizes_addr;
+    wr.wr.rdma.rkey = sc->remote_sizes_rkey[q->port->port_idx];
+    EXPECT_EQ_INT(0, ibv_post_send(q->qp, &wr, &bad));
+}
+
 /* Tests rr until it returns an error (WAIT_S at most): that error, or
  * ncclSuccess when the receive completed or nothing came. */
 static ncclResult_t outcome(void *rr, int *completed)
@@ -129,6 +148,24 @@ static void forged_case(const char *hca, const char *merge, int n, const int *qp
 }
 
 static const int QP0[2] = { 0, 0 }, QP01[2] = { 0, 1 };
+
+TAP_CASE(test_a_written_size_larger_than_the_receive_fails_the_comm)
+{
+    if (load("=softnic0:1", "0"))
+        TAP_SKIP("the plugin or softnic is not available");
+    struct built_pair p;
+    EXPECT_EQ_INT(0, built_pair_open(net, &p, POSTED));
+    struct cts_entry e;
+    void *rr = post_receive(&p, &e);
+    forge_size(&p, 0, 1u << 20);
+    forge(&p, 0, &e, 0u); /* slot 0, whole, no size in the immediate: read the sizes area */
+    int completed;
+    EXPECT_EQ_INT(ncclRemoteError, outcome(rr, &completed));
+    EXPECT_EQ_INT(0, completed);
+    printf("# %s", logbuf);
+    EXPECT_EQ_INT(1, built_count(logbuf, "peer sent 1048576 bytes into a receive of 4096 bytes"));
+    built_pair_close(net, &p);
+}
 
 TAP_CASE(test_a_whole_message_larger_than_its_receive_fails_the_comm)
 {
