@@ -29,6 +29,7 @@
 #include "built_plugin.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -123,14 +124,21 @@ static int xfer(struct built_pair *p, int posted, int size, uint64_t id)
     while (!rr && built_now_s() < end)
         if ((r = net->irecv(p->rc, 1, &rdata, &posted, &tag, &p->rmh, &rr)) != ncclSuccess)
             return r;
-    while (!sr && built_now_s() < end)
+    /* an idle pass yields, as NCCL's proxy does: softnic's NIC threads
+     * share the CPU (under valgrind one thread runs at a time) */
+    while (!sr && built_now_s() < end) {
         if ((r = net->isend(p->sc, p->sbuf, size, tag, p->smh, &sr)) != ncclSuccess)
             return r;
+        if (!sr)
+            sched_yield();
+    }
     while ((!sdone || !rdone) && built_now_s() < end) {
         if (!sdone && (r = net->test(sr, &sdone, &ssize)) != ncclSuccess)
             return r;
         if (!rdone && (r = net->test(rr, &rdone, &rgot)) != ncclSuccess)
             return r;
+        if (!sdone || !rdone)
+            sched_yield();
     }
     if (!sdone || !rdone)
         return -2;
