@@ -101,8 +101,11 @@ static int port_key(struct sn_port_conf *p, const char *key, const char *val)
         return EINVAL;
     if (!strcmp(key, "rate"))
         p->rate = v;
-    else if (!strcmp(key, "latency_us"))
+    else if (!strcmp(key, "latency_us")) {
+        if (v > SN_MAX_LATENCY_US)
+            return ERANGE;
         p->latency_us = (uint32_t)v;
+    }
     else if (!strcmp(key, "mtu")) {
         if (!(p->mtu = mtu_enum(v)))
             return EINVAL;

@@ -77,7 +77,7 @@ EXPORT int softnic_ctl_port_set_rate(struct ibv_context *ctx, uint8_t port, uint
 EXPORT int softnic_ctl_port_set_latency(struct ibv_context *ctx, uint8_t port, uint32_t usec)
 {
     struct sn_port *p = ctl_port(ctx, port);
-    if (!p)
+    if (!p || usec > SN_MAX_LATENCY_US)
         return EINVAL;
     p->conf.latency_us = usec;
     return 0;

@@ -516,6 +516,31 @@ static int do_atomic(struct sn_rconn *rc, const struct sn_wire_req *h)
     return err;
 }
 
+/* Waits for a request's deliver_ns (the added latency of the requester's
+ * port) on the monotonic clock, no longer than SN_MAX_LATENCY_US from now:
+ * the stamp comes off the wire, and another host's clock is not ours. In
+ * slices, so that a QP destroyed meanwhile does not wait for it: 0, or
+ * ECONNABORTED when the QP stopped receiving. */
+static int wait_delivery(struct sn_rconn *rc, uint64_t deliver_ns)
+{
+    const uint64_t slice = 10000000ull; /* 10 ms */
+    uint64_t now = sn_now_ns();
+    uint64_t until = deliver_ns - now > (uint64_t)SN_MAX_LATENCY_US * 1000ull
+                         ? now + (uint64_t)SN_MAX_LATENCY_US * 1000ull
+                         : deliver_ns;
+    while ((now = sn_now_ns()) < until) {
+        sn_sleep_until_ns(until - now > slice ? now + slice : until);
+        if (until - now <= slice)
+            break;
+        pthread_mutex_lock(&rc->qp->lock);
+        bool alive = qp_receiving(rc->qp);
+        pthread_mutex_unlock(&rc->qp->lock);
+        if (!alive)
+            return ECONNABORTED;
+    }
+    return 0;
+}
+
 static int do_request(struct sn_rconn *rc)
 {
     int err = rbuf_need(&rc->rb, sizeof(struct sn_wire_req));
@@ -567,7 +592,8 @@ static int do_request(struct sn_rconn *rc)
     }
     if (h.deliver_ns && h.deliver_ns > sn_now_ns()) {
         flush_ack(rc);
-        sn_sleep_until_ns(h.deliver_ns);
+        if (wait_delivery(rc, h.deliver_ns))
+            return ECONNABORTED;
     }
     switch (h.op) {
     case SN_OP_SEND:

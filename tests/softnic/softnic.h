@@ -53,7 +53,7 @@ void sn_log(const char *file, int line, const char *fmt, ...)
 struct sn_port_conf {
     char ip[64];              /* IPv4 dotted quad the port binds to */
     uint64_t rate;            /* bytes/s egress limit, 0 = unlimited */
-    uint32_t latency_us;      /* added one-way latency per message */
+    uint32_t latency_us;      /* added one-way latency per message, at most SN_MAX_LATENCY_US */
     int mtu;                  /* enum ibv_mtu */
     int vf;                   /* VF mode: GPU writes w/o RO at 84/400 */
     uint64_t down_after_bytes; /* fault: port goes down after N tx bytes */
@@ -512,6 +512,11 @@ bool qp_take_recv(struct sn_qp *qp, struct sn_rwqe *out);
 void qp_flush_recv_locked(struct sn_qp *qp);
 
 /* ---------------------------------------------------------------- wire */
+/* The longest added latency a port takes (latency_us): a responder waits
+ * no longer than this for a request's deliver_ns, whatever the peer sent
+ * (its clock is not ours when it is another host's). */
+#define SN_MAX_LATENCY_US 1000000u
+
 #define SN_WIRE_MAGIC 0x534e4943u  /* "SNIC" */
 #define SN_WIRE_VERSION 2
 

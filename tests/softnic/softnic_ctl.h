@@ -27,7 +27,8 @@ int softnic_ctl_port_set_state(struct ibv_context *ctx, uint8_t port, int up);
  * of it gets IBV_EVENT_DEVICE_FATAL and every port goes down, without
  * port events.  There is no way back but a new process. */
 int softnic_ctl_device_fatal(struct ibv_context *ctx);
-/* Changes a port's egress rate (bytes/s, 0 = unlimited) and added latency. */
+/* Changes a port's egress rate (bytes/s, 0 = unlimited) and added latency
+ * (us, at most 1000000: EINVAL beyond). */
 int softnic_ctl_port_set_rate(struct ibv_context *ctx, uint8_t port, uint64_t bytes_per_s);
 int softnic_ctl_port_set_latency(struct ibv_context *ctx, uint8_t port, uint32_t usec);
 /* Reads the counters of this process's view of a port / of a QP. */
