@@ -345,23 +345,30 @@ ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
 }
 
 /* A state for a new connection: a free one, else the oldest handshake whose
- * peer has sent nothing yet (an expected peer sends its HELLO right after
- * connecting, so silence is what a stale or hostile connection looks like).
- * NULL when every state is a peer that is talking. */
+ * peer has not sent a whole HELLO yet, a silent one first (an expected
+ * peer sends its HELLO right after connecting and accept reads it at once,
+ * so silence, or a HELLO begun and left unfinished, is what a stale or
+ * hostile connection looks like: eight strangers that each sent one byte
+ * must not keep the expected peers out until they time out). NULL when
+ * every state is a peer past its HELLO. */
 static struct setup_hs *accept_slot(struct listen_comm *l)
 {
-    struct setup_hs *oldest = NULL;
+    struct setup_hs *silent = NULL, *partial = NULL;
     for (int i = 0; i < ACC_PENDING; i++) {
         struct setup_hs *s = &l->acc[i];
         if (!s->side)
             return s;
-        if (s->stage == 0 && s->rx.off == 0 && (!oldest || s->started_ns < oldest->started_ns))
-            oldest = s;
+        if (s->stage != 0)
+            continue;
+        struct setup_hs **o = s->rx.off == 0 ? &silent : &partial;
+        if (!*o || s->started_ns < (*o)->started_ns)
+            *o = s;
     }
+    struct setup_hs *oldest = silent ? silent : partial;
     if (oldest) {
-        WARN("NET/railnet: accept on device %d: %d handshakes in progress; dropping the oldest connection, "
-             "silent for %.1f s, to take a new one",
-             l->dev, ACC_PENDING, (double)(comm_now_ns() - oldest->started_ns) / 1e9);
+        WARN("NET/railnet: accept on device %d: %d handshakes in progress; dropping the oldest connection "
+             "without a whole HELLO (%zu bytes of it in %.1f s) to take a new one",
+             l->dev, ACC_PENDING, (size_t)oldest->rx.off, (double)(comm_now_ns() - oldest->started_ns) / 1e9);
         hs_reset(oldest);
     }
     return oldest;
@@ -405,8 +412,8 @@ ncclResult_t comm_accept(void *listen_comm, void **recv_comm)
         }
         struct setup_hs *s = accept_slot(l);
         if (!s) {
-            WARN("NET/railnet: accept on device %d: %d handshakes in progress, all talking; refusing a new "
-                 "connection", l->dev, ACC_PENDING);
+            WARN("NET/railnet: accept on device %d: %d handshakes in progress, all past their HELLO; refusing "
+                 "a new connection", l->dev, ACC_PENDING);
             close(fd);
             continue;
         }

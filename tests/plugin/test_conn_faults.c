@@ -278,6 +278,38 @@ TAP_CASE(test_more_strangers_than_handshake_slots_do_not_fail_the_listener)
     net->closeListen(lc);
 }
 
+/* Eight strangers that each send one byte (a HELLO begun, never
+ * finished) fill every handshake state; the expected peer that connects
+ * next takes the place of the oldest of them and gets through at once,
+ * where it used to be refused until a stranger timed out
+ * (RAILNET_HANDSHAKE_TIMEOUT, 60 s by default; 30 here). */
+TAP_CASE(test_strangers_that_began_a_hello_do_not_keep_the_peers_out)
+{
+    setenv("RAILNET_HANDSHAKE_TIMEOUT", "30", 1);
+    if (load()) {
+        TAP_SKIP("the plugin or softnic is not available");
+        return;
+    }
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *rc = NULL;
+    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
+    int fds[8];
+    for (int i = 0; i < 8; i++) {
+        fds[i] = raw_connect(handle);
+        EXPECT_TRUE(fds[i] >= 0);
+        EXPECT_EQ_INT(1, (long)write(fds[i], "R", 1));
+    }
+    usleep(100000);
+    EXPECT_EQ_INT(ncclSuccess, net->accept(lc, &rc, NULL)); /* takes all eight */
+    EXPECT_TRUE(rc == NULL);
+    EXPECT_TRUE(pair_works(0, lc, handle));
+    EXPECT_TRUE(strstr(warns, "without a whole HELLO (1 bytes of it") != NULL);
+    EXPECT_TRUE(strstr(warns, "refusing") == NULL);
+    for (int i = 0; i < 8; i++)
+        close(fds[i]);
+    net->closeListen(lc);
+}
+
 /* A listener that accepts TCP and never answers: connect gives up. */
 TAP_CASE(test_connect_to_a_silent_listener_times_out)
 {
