@@ -468,9 +468,9 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
  * answers with the original value.  Statuses at the requester:
  *   QP or MR without REMOTE_ATOMIC, bad rkey, word outside the MR
  *     -> IBV_WC_REM_ACCESS_ERR (mlx5 syndrome 0x13, as for READ/WRITE);
- *   target not 8-byte aligned -> IBV_WC_REM_INV_REQ_ERR: the IBA makes a
- *     misaligned atomic a class C error, NAK "invalid request", which is
- *     what ConnectX and rxe send;
+ *   target not 8-byte aligned, as an address or in the memory it maps to
+ *     -> IBV_WC_REM_INV_REQ_ERR: the IBA makes a misaligned atomic a class
+ *     C error, NAK "invalid request", which is what ConnectX and rxe send;
  *   CUDA failing on a GPU target -> IBV_WC_REM_OP_ERR.
  * Requests on a connection run in order, so an atomic sees the data of
  * every WRITE posted before it on the same QP. */
@@ -488,6 +488,14 @@ static int do_atomic(struct sn_rconn *rc, const struct sn_wire_req *h)
     }
     if (check_remote(rc, h, IBV_ACCESS_REMOTE_ATOMIC, &mr)) {
         fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+        return ECONNABORTED;
+    }
+    /* the memory itself aligned too: an MR whose iova is not its address
+     * (IBV_ACCESS_ZERO_BASED, ibv_reg_mr_iova) can map an aligned raddr to
+     * a misaligned word, which a CPU atomic would split or fault on */
+    if ((uintptr_t)mr_host_ptr(mr, h->raddr) % SN_ATOMIC_SIZE) {
+        mr_put(mr);
+        fail_request(rc, h->seq, IBV_WC_REM_INV_REQ_ERR, true, IBV_EVENT_QP_REQ_ERR);
         return ECONNABORTED;
     }
     uint64_t old = 0;

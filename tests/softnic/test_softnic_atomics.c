@@ -415,7 +415,9 @@ TAP_CASE(test_atomic_after_a_large_write_sees_the_written_word)
 }
 
 /* ------------------------------------------------------------------ errors */
-enum bad_target { BAD_MR_ACCESS, BAD_QP_ACCESS, BAD_ALIGN, BAD_BOUNDS, BAD_RKEY };
+/* BAD_MAPPED_ALIGN: an aligned raddr into a zero-based MR that starts 4
+ * bytes into a word, so the memory it names is misaligned */
+enum bad_target { BAD_MR_ACCESS, BAD_QP_ACCESS, BAD_ALIGN, BAD_BOUNDS, BAD_RKEY, BAD_MAPPED_ALIGN };
 
 /* One atomic against a bad target: the status at the requester, the
  * requester's QP in ERR (later WQEs flush), the word unchanged. */
@@ -440,7 +442,9 @@ static void expect_remote_error(enum bad_target bad, enum ibv_wr_opcode op,
                                             IBV_ACCESS_REMOTE_READ
                                       : MR_ALL;
     /* the target MR is 64 bytes in the middle of the page */
-    struct ibv_mr *tmr = ibv_reg_mr(d.pd, &target[64], 64, access);
+    struct ibv_mr *tmr = bad == BAD_MAPPED_ALIGN
+                             ? ibv_reg_mr(d.pd, (char *)&target[64] + 4, 64, access | IBV_ACCESS_ZERO_BASED)
+                             : ibv_reg_mr(d.pd, &target[64], 64, access);
     struct ibv_mr *rmr = ibv_reg_mr(d.pd, res, 4096, IBV_ACCESS_LOCAL_WRITE);
     EXPECT_TRUE(tmr && rmr);
     for (int i = 0; i < 512; i++)
@@ -453,6 +457,8 @@ static void expect_remote_error(enum bad_target bad, enum ibv_wr_opcode op,
         raddr = (uintptr_t)&target[72];   /* the word right after the MR */
     else if (bad == BAD_RKEY)
         rkey ^= 0x5a5a00;
+    else if (bad == BAD_MAPPED_ALIGN)
+        raddr = 16;   /* aligned; the word at &target[66] + 4 */
     res[0] = 0x1111;
     EXPECT_EQ_INT(0, post_atomic(a.qp, op, 1, &res[0], 8, rmr->lkey, raddr, rkey, 7, 9,
                                  IBV_SEND_SIGNALED));
@@ -492,6 +498,11 @@ TAP_CASE(test_target_qp_without_remote_atomic_gives_remote_access_error)
 TAP_CASE(test_misaligned_target_gives_remote_invalid_request)
 {
     expect_remote_error(BAD_ALIGN, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WC_REM_INV_REQ_ERR);
+}
+
+TAP_CASE(test_aligned_address_mapping_to_a_misaligned_word_gives_remote_invalid_request)
+{
+    expect_remote_error(BAD_MAPPED_ALIGN, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WC_REM_INV_REQ_ERR);
 }
 
 TAP_CASE(test_target_past_the_mr_gives_remote_access_error)
