@@ -515,7 +515,7 @@ void qp_flush_recv_locked(struct sn_qp *qp);
 /* The longest added latency a port takes (latency_us): a responder waits
  * no longer than this for a request's deliver_ns, whatever the peer sent
  * (its clock is not ours when it is another host's). */
-#define SN_MAX_LATENCY_US 1000000u
+#define SN_MAX_LATENCY_US 2000000u
 
 #define SN_WIRE_MAGIC 0x534e4943u  /* "SNIC" */
 #define SN_WIRE_VERSION 2

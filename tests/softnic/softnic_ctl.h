@@ -28,7 +28,7 @@ int softnic_ctl_port_set_state(struct ibv_context *ctx, uint8_t port, int up);
  * port events.  There is no way back but a new process. */
 int softnic_ctl_device_fatal(struct ibv_context *ctx);
 /* Changes a port's egress rate (bytes/s, 0 = unlimited) and added latency
- * (us, at most 1000000: EINVAL beyond). */
+ * (us, at most 2000000: EINVAL beyond). */
 int softnic_ctl_port_set_rate(struct ibv_context *ctx, uint8_t port, uint64_t bytes_per_s);
 int softnic_ctl_port_set_latency(struct ibv_context *ctx, uint8_t port, uint32_t usec);
 /* Reads the counters of this process's view of a port / of a QP. */
