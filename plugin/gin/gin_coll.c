@@ -370,14 +370,18 @@ static ncclResult_t accept_hello(struct gin_coll *c, struct pending *p, const st
         return ncclSuccess;
     }
     int peer = (int)m.src_rank;
-    c->peers[peer].fd = p->fd;
+    /* the socket is the peer's from here: closed with the collComm, never
+     * by accept_higher (a failure below used to close it twice) */
+    int fd = p->fd;
+    p->fd = -1;
+    c->peers[peer].fd = fd;
     c->peers[peer].nonce = m.src_nonce;
     CHECK(connect_qps(c, peer, m.qp));
     struct gw_peer rep;
     describe(c, peer, my_nonce, m.src_nonce, guid, &rep);
     uint8_t buf[GW_MSG_MAX];
     size_t len = gw_peer_encode(GW_REPLY, &rep, buf, sizeof(buf));
-    if (gw_send(p->fd, buf, len, deadline, err)) {
+    if (gw_send(fd, buf, len, deadline, err)) {
         WARN("NET/railnet/GIN: rank %d: sending REPLY to rank %d: %s", c->rank, peer, err);
         return ncclRemoteError;
     }
@@ -449,7 +453,8 @@ static ncclResult_t accept_higher(struct gin_coll *c, struct gin_listen *l, cons
         }
     }
     for (int i = 0; i < np; i++)
-        close(pend[i].fd);
+        if (pend[i].fd >= 0)
+            close(pend[i].fd);
     return res;
 }
 

@@ -571,7 +571,10 @@ ncclResult_t gin_test(void *coll_comm, void *request, int *done)
         return ncclInvalidArgument;
     struct gin_req *r = request;
     size_t nreqs = (size_t)c->nranks * GIN_PEER_REQS;
-    if (!r || r < c->reqs || r >= c->reqs + nreqs || r->state == GR_FREE) {
+    /* NCCL hands back what iput gave it; anything else (a pointer into the
+     * middle of an element included) is refused before a field is read */
+    if (!r || (uintptr_t)r < (uintptr_t)c->reqs || (uintptr_t)r >= (uintptr_t)(c->reqs + nreqs) ||
+        ((uintptr_t)r - (uintptr_t)c->reqs) % sizeof(*r) != 0 || r->state == GR_FREE) {
         WARN("NET/railnet/GIN: test: %p is not a live request of this collComm", request);
         return ncclInvalidArgument;
     }

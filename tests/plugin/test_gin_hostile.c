@@ -1,0 +1,168 @@
+/* tests/plugin/test_gin_hostile.c: the GIN table against a peer that breaks
+ * off, and against a caller's bad pointer, in one process on softnic:
+ *  - a "rank 1" that sends rank 0's listener a valid HELLO and resets the
+ *    connection before the REPLY: rank 0's connect fails with a WARN, and
+ *    the socket is closed once (this program's close() counts a second
+ *    close of a number already closed: with threads, a number closed twice
+ *    may by then be another thread's file);
+ *  - test() with a pointer into the middle of a live request: refused
+ *    (ncclInvalidArgument), no field of it read as a request.
+ * Linked with --export-dynamic so that the plugin's close() is this
+ * program's. */
+#include "../tap.h"
+#include "nccl_gin_v11.h"
+#include "plugin/gin/gin_wire.h"
+#include "plugin/ib/handshake.h"
+#include "tools/common/plugin_tables.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int closes_of_closed; /* close() of a number that was not open */
+
+int close(int fd)
+{
+    long r = syscall(SYS_close, fd);
+    if (r < 0 && errno == EBADF && fd >= 0)
+        __atomic_fetch_add(&closes_of_closed, 1, __ATOMIC_RELAXED);
+    return (int)r;
+}
+
+static char warns[1 << 14];
+
+static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
+{
+    (void)flags, (void)file, (void)line;
+    if (level != NCCL_LOG_WARN)
+        return;
+    size_t at = strlen(warns);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(warns + at, sizeof(warns) - at, fmt, ap);
+    va_end(ap);
+    at = strlen(warns);
+    if (at + 1 < sizeof(warns))
+        strcat(warns, "\n");
+}
+
+static const ncclGin_v11_t *gin;
+static void *ctx;
+
+static int load(void)
+{
+    const char *top = getenv("top_builddir");
+    char path[4096], lib[4096], err[4096 + 256];
+    snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
+    snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
+    setenv("RAILNET_IBVERBS_LIB", lib, 1);
+    setenv("RAILNET_HANDSHAKE_TIMEOUT", "20", 1);
+    static struct plugin_tables tables;
+    gin = plugin_tables_load(&tables, path, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err));
+    if (!gin) {
+        printf("# %s\n", err);
+        return -1;
+    }
+    return gin->init(&ctx, 1, logger) == ncclSuccess ? 0 : -1;
+}
+
+static uint8_t h0[HS_HANDLE_SIZE], h1[HS_HANDLE_SIZE];
+static void *l0, *l1;
+static ncclResult_t connect_res = ncclSuccess;
+
+static void *rank0_connect(void *arg)
+{
+    (void)arg;
+    void *handles[2] = { h0, h1 }, *coll = NULL;
+    connect_res = gin->connect(ctx, handles, 2, 0, l0, &coll);
+    return NULL;
+}
+
+TAP_CASE(test_a_peer_that_resets_after_its_hello_fails_connect_and_its_socket_closes_once)
+{
+    if (load())
+        TAP_SKIP("the plugin or softnic is not available");
+    EXPECT_EQ_INT(ncclSuccess, gin->listen(ctx, 0, h0, &l0));
+    EXPECT_EQ_INT(ncclSuccess, gin->listen(ctx, 0, h1, &l1));
+    struct hs_handle a, b;
+    char err[HS_ERR_LEN];
+    EXPECT_EQ_INT(HS_OK, hs_handle_parse(h0, sizeof(h0), &a, err));
+    EXPECT_EQ_INT(HS_OK, hs_handle_parse(h1, sizeof(h1), &b, err));
+    EXPECT_EQ_INT(4, a.family);
+    pthread_t th;
+    EXPECT_EQ_INT(0, pthread_create(&th, NULL, rank0_connect, NULL));
+    /* rank 1's HELLO to rank 0, as a rank's connect would write it */
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(a.tcp_port) };
+    memcpy(&sa.sin_addr, a.addr, 4);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_EQ_INT(0, connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    struct gw_peer m;
+    memset(&m, 0, sizeof(m));
+    m.nranks = 2, m.src_rank = 1, m.dst_rank = 0;
+    m.dst_nonce = a.nonce, m.src_nonce = b.nonce;
+    m.link_layer = a.link_layer, m.nports = a.nports, m.nqps = a.nports;
+    for (int i = 0; i < m.nqps; i++)
+        m.qp[i] = (struct hs_qp_info){ .qpn = 0x123u + (uint32_t)i, .port_num = 1, .port_idx = (uint8_t)i,
+                                       .mtu = 3, .is_global = 1 };
+    uint8_t buf[GW_MSG_MAX];
+    size_t len = gw_peer_encode(GW_HELLO, &m, buf, sizeof(buf));
+    struct linger lg = { 1, 0 }; /* close = reset: the REPLY cannot be sent */
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    EXPECT_EQ_INT((long)len, (long)send(fd, buf, len, 0));
+    syscall(SYS_close, fd); /* at once: rank 0 reads the HELLO, its REPLY meets the reset */
+    pthread_join(th, NULL);
+    printf("# connect: %d; %s", (int)connect_res, warns);
+    EXPECT_TRUE(connect_res != ncclSuccess);
+    EXPECT_TRUE(strstr(warns, "rank 1") != NULL);
+    EXPECT_EQ_INT(0, __atomic_load_n(&closes_of_closed, __ATOMIC_RELAXED));
+}
+
+TAP_CASE(test_a_pointer_into_a_live_request_is_refused)
+{
+    if (load())
+        TAP_SKIP("the plugin or softnic is not available");
+    EXPECT_EQ_INT(ncclSuccess, gin->listen(ctx, 0, h0, &l0));
+    void *handles[1] = { h0 }, *coll = NULL;
+    EXPECT_EQ_INT(ncclSuccess, gin->connect(ctx, handles, 1, 0, l0, &coll));
+    size_t size = 1 << 16;
+    uint8_t *buf = aligned_alloc(4096, size);
+    EXPECT_TRUE(buf != NULL);
+    memset(buf, 0, size);
+    void *mh = NULL, *gh = NULL;
+    EXPECT_EQ_INT(ncclSuccess, gin->regMrSym(coll, buf, size, NCCL_PTR_HOST, 0, &mh, &gh));
+    void *req = NULL;
+    EXPECT_EQ_INT(ncclSuccess, gin->iput(coll, 0, mh, 64, 32768, mh, 0, &req));
+    EXPECT_TRUE(req != NULL);
+    int done = 0;
+    for (int i = 0; i < 1000000 && !done; i++)
+        EXPECT_EQ_INT(ncclSuccess, gin->test(coll, req, &done));
+    EXPECT_EQ_INT(1, done);
+    /* a second put keeps a live request; then its middle */
+    req = NULL;
+    EXPECT_EQ_INT(ncclSuccess, gin->iput(coll, 0, mh, 64, 32768, mh, 0, &req));
+    EXPECT_TRUE(req != NULL);
+    for (size_t off = 1; off < 64; off += 7) {
+        done = 0;
+        EXPECT_EQ_INT(ncclInvalidArgument, gin->test(coll, (char *)req + off, &done));
+        EXPECT_EQ_INT(0, done);
+    }
+    done = 0;
+    for (int i = 0; i < 1000000 && !done; i++)
+        EXPECT_EQ_INT(ncclSuccess, gin->test(coll, req, &done));
+    EXPECT_EQ_INT(1, done);
+    EXPECT_TRUE(strstr(warns, "is not a live request of this collComm") != NULL);
+    gin->deregMrSym(coll, mh);
+    gin->closeColl(coll);
+    gin->closeListen(l0);
+    free(buf);
+}
+
+int main(int argc, char **argv) { return tap_run(argc, argv); }
