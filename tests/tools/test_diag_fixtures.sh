@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/tools/wb-lib.sh"
 [ -x "$DIAG" ] || tap_skip_all "railnet-diag not built"
 [ -e "$SOFTNIC_DIR/libibverbs.so.1" ] || tap_skip_all "softnic not built"
-tap_plan 15
+tap_plan 16
 FX=$TMPD/fx
 sh "$top_srcdir/tests/tools/mkfixtures.sh" "$FX" || { echo "Bail out! mkfixtures.sh failed"; exit 1; }
 
@@ -138,6 +138,16 @@ verdicts diag_absent_device_fails "$TMPD/d.txt" $rc 1 \
 if [ $rc -eq 2 ] && grep -q "sysfs root $FX/none does not exist" "$TMPD/u.err"; then
     tap_ok diag_missing_sysfs_root_exit_2
 else tap_not_ok diag_missing_sysfs_root_exit_2 "exit $rc: $(cat "$TMPD/u.err")"; fi
+
+# So is an unknown proc root (it was taken, and host.hypervisor then said
+# "bare metal" from the missing cpuinfo); a long option's bad value is named
+# by its name.
+"$DIAG" --proc-root "$FX/none" >/dev/null 2>"$TMPD/p.err"; rc=$?
+"$DIAG" --gpu -1 >/dev/null 2>>"$TMPD/p.err"; rc2=$?
+if [ $rc -eq 2 ] && grep -q "proc root $FX/none does not exist" "$TMPD/p.err" && [ $rc2 -eq 2 ] &&
+   grep -q "invalid value for --gpu: -1" "$TMPD/p.err"; then
+    tap_ok diag_missing_proc_root_and_bad_long_option_exit_2
+else tap_not_ok diag_missing_proc_root_and_bad_long_option_exit_2 "exit $rc/$rc2: $(cat "$TMPD/p.err")"; fi
 
 # -s is a size as railnet-write-bw's (plugin/ib/parse.c): 64K is taken (the
 # sysfs root is then what fails), 64Q is a usage error naming the value

@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/tools/wb-lib.sh"
 [ -x "$WB" ] || tap_skip_all "railnet-write-bw not built"
-tap_plan 24
+tap_plan 27
 
 # usage CASE EXPECTED_TEXT ARGS...: exit 2 and the text on stderr.
 usage() {
@@ -17,6 +17,7 @@ usage() {
 }
 usage wb_unknown_option_exit_2 "unknown option --bogus" --bogus
 usage wb_missing_value_exit_2 "option -s needs a value" -s
+usage wb_missing_value_of_long_option_names_it "option --ports needs a value" --ports
 usage wb_zero_size_exit_2 "-s wants 1 byte to 1 GiB" -s 0
 usage wb_bad_size_suffix_exit_2 "-s wants" -s 12Q
 usage wb_bad_qp_count_exit_2 "invalid value for -q" -q 0
@@ -72,13 +73,14 @@ else
     fi
 fi
 
-# GPU memory without a CUDA driver: both sides say why, exit 1.
+# GPU memory without a CUDA driver: both sides say why, exit 1, before
+# any connection (the server does not wait for a client to fail then).
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
     tap_skip wb_use_cuda_without_driver_fails_with_reason "this machine has a GPU (gpu_tools.sh covers it)"
 else
-    wb_pair cuda --use_cuda -n 10
+    wb_local_failure cuda --use_cuda -n 10
     if [ $CLI_RC -eq 1 ] && [ $SRV_RC -eq 1 ] && grep -q -- "--use_cuda: " "$TMPD/cuda.cli.err" &&
-       grep -q -- "--use_cuda: " "$TMPD/cuda.srv.err"; then
+       grep -q -- "--use_cuda: " "$TMPD/cuda.srv.err" && ! grep -q "waiting for a client" "$TMPD/cuda.srv.err"; then
         tap_ok wb_use_cuda_without_driver_fails_with_reason
     else tap_not_ok wb_use_cuda_without_driver_fails_with_reason "client $CLI_RC server $SRV_RC: $(cat "$TMPD"/cuda.*.err)"; fi
 fi
@@ -144,4 +146,19 @@ wait $cs; rc=$?
 if [ $rc -eq 1 ] && grep -q "lost the peer" "$TMPD/c.err"; then
     tap_ok wb_killed_client_fails_the_server
 else tap_not_ok wb_killed_client_fails_the_server "exit $rc: $(cat "$TMPD/c.err")"; fi
+
+# A device that does not exist: both sides say so at once, exit 1 (the
+# server used to wait for a client first).
+wb_local_failure nodev -d nosuch -n 10
+if [ $SRV_RC -eq 1 ] && [ $CLI_RC -eq 1 ] && grep -q "RDMA device nosuch not found" "$TMPD/nodev.srv.err" &&
+   grep -q "RDMA device nosuch not found" "$TMPD/nodev.cli.err" && ! grep -q "waiting for a client" "$TMPD/nodev.srv.err"; then
+    tap_ok wb_unknown_device_fails_before_any_connection
+else tap_not_ok wb_unknown_device_fails_before_any_connection "server $SRV_RC client $CLI_RC: $(cat "$TMPD"/nodev.*.err)"; fi
+
+# A GID index the port does not have is named as such, not as a bad port.
+wb_local_failure nogid -x 200 -n 10
+if [ $SRV_RC -eq 1 ] && [ $CLI_RC -eq 1 ] && grep -q "port 1 has no GID at index 200" "$TMPD/nogid.srv.err" &&
+   grep -q "port 1 has no GID at index 200" "$TMPD/nogid.cli.err"; then
+    tap_ok wb_missing_gid_index_is_named
+else tap_not_ok wb_missing_gid_index_is_named "server $SRV_RC client $CLI_RC: $(cat "$TMPD"/nogid.*.err)"; fi
 tap_done

@@ -8,11 +8,14 @@ PLUGIN=$top_builddir/.libs/libnccl-net-railnet.so
 tap_plan 9
 N=200
 
-# The library is missing: a clear message naming what was tried, exit 1.
-wb_pair missing --mode=plugin -n 10 --plugin-lib "$TMPD/none/libnccl-net-railnet.so"
+# The library is missing: a clear message naming what was tried, exit 1,
+# on both sides before any connection.
+wb_local_failure missing --mode=plugin -n 10 --plugin-lib "$TMPD/none/libnccl-net-railnet.so"
 if [ $CLI_RC -eq 1 ] && [ $SRV_RC -eq 1 ] &&
    grep -q "cannot load the plugin given by --plugin-lib" "$TMPD/missing.cli.err" &&
-   grep -q "$TMPD/none/libnccl-net-railnet.so: .*No such file" "$TMPD/missing.cli.err"; then
+   grep -q "$TMPD/none/libnccl-net-railnet.so: .*No such file" "$TMPD/missing.cli.err" &&
+   grep -q "cannot load the plugin given by --plugin-lib" "$TMPD/missing.srv.err" &&
+   ! grep -q "waiting for a client" "$TMPD/missing.srv.err"; then
     tap_ok wb_plugin_missing_library_fails_with_what_was_tried
 else tap_not_ok wb_plugin_missing_library_fails_with_what_was_tried "client $CLI_RC server $SRV_RC: $(cat "$TMPD"/missing.*.err)"; fi
 

@@ -60,6 +60,18 @@ wb_pair() {
     SRV_RC=$?
 }
 
+# wb_local_failure NAME ARGS...: a setup that fails locally fails on both
+# sides before any connection: the server without waiting for a client, the
+# client without reaching a server (port 9: nobody listens). Sets SRV_RC and
+# CLI_RC; the output in $TMPD/NAME.{srv,cli}.{out,err}.
+wb_local_failure() {
+    _n=$1; shift
+    timeout 20 "$WB" -p 0 "$@" >"$TMPD/$_n.srv.out" 2>"$TMPD/$_n.srv.err"
+    SRV_RC=$?
+    timeout 20 "$WB" -p 9 "$@" 127.0.0.1 >"$TMPD/$_n.cli.out" 2>"$TMPD/$_n.cli.err"
+    CLI_RC=$?
+}
+
 # The rows of the perftest table: "bytes iterations peak average msgrate"
 # (--gpu-initiated adds a sixth column, the latency of one put + quiet).
 wb_rows() { awk '/#bytes/ { t = 1; next } /^---/ { if (t) exit } t && (NF == 5 || NF == 6) { print }' "$1"; }

@@ -103,9 +103,13 @@ int rc_dev_open(struct rc_dev *d, const struct ibvwrap *v, const char *name, int
             continue;
         if (gid_index >= 0) {
             rp->gid_index = gid_index;
-            if (v->query_gid(d->ctx, (uint8_t)p, gid_index, &rp->gid))
+            if (v->query_gid(d->ctx, (uint8_t)p, gid_index, &rp->gid)) {
+                rp->no_gid = 1;
                 continue;
+            }
         } else if (pick_gid(d, p, rp)) {
+            rp->gid_index = -1;
+            rp->no_gid = 1;
             continue;
         }
         rp->valid = 1;
@@ -131,6 +135,15 @@ void rc_dev_close(struct rc_dev *d)
 
 int rc_dev_check_port(const struct rc_dev *d, int port, char *err, size_t errlen)
 {
+    if (port >= 1 && port <= d->nports && d->port[port].no_gid) {
+        const struct rc_port *rp = &d->port[port];
+        if (rp->gid_index >= 0)
+            str_fmt(err, errlen, "%s: port %d has no GID at index %d (its GID table holds %d entries; -x picks one)",
+                     d->name, port, rp->gid_index, rp->attr.gid_tbl_len);
+        else
+            str_fmt(err, errlen, "%s: port %d has no usable GID (-x picks an index)", d->name, port);
+        return -1;
+    }
     if (port < 1 || port > d->nports || !d->port[port].valid) {
         str_fmt(err, errlen, "%s: port %d does not exist or cannot be queried (%d port(s))",
                  d->name, port, d->nports);

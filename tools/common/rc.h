@@ -19,6 +19,7 @@
 
 struct rc_port {
     int valid;
+    int no_gid;     /* the port was queried, but the GID index asked for (or any) was not there */
     struct ibv_port_attr attr;
     int gid_index;
     union ibv_gid gid;

@@ -117,7 +117,15 @@ static int parse_args(int argc, char **argv, struct diag_ctx *ctx)
         }
         continue;
     bad:
-        fprintf(stderr, "railnet-diag: invalid value for -%c: %s\n", c, optarg);
+        if (c > 0 && c < 256) {
+            fprintf(stderr, "railnet-diag: invalid value for -%c: %s\n", c, optarg);
+        } else {
+            const char *name = "?";
+            for (const struct option *lo = longopts; lo->name; lo++)
+                if (lo->val == c)
+                    name = lo->name;
+            fprintf(stderr, "railnet-diag: invalid value for --%s: %s\n", name, optarg);
+        }
         return -1;
     }
     if (optind < argc) {
@@ -127,6 +135,10 @@ static int parse_args(int argc, char **argv, struct diag_ctx *ctx)
     }
     if (!path_exists(ctx->roots.sys)) {
         fprintf(stderr, "railnet-diag: sysfs root %s does not exist\n", ctx->roots.sys);
+        return -1;
+    }
+    if (!path_exists(ctx->roots.proc)) {
+        fprintf(stderr, "railnet-diag: proc root %s does not exist\n", ctx->roots.proc);
         return -1;
     }
     return 0;

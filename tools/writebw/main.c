@@ -52,7 +52,12 @@ int main(int argc, char **argv)
     rep.o = &o;
     rep.role = s.is_server ? "server" : "client";
     char err[2048];
-    int rc = rendezvous(&o, &s, rep.peer, sizeof(rep.peer), err, sizeof(err));
+    /* what can fail locally fails before a server waits for its client */
+    int rc = o.gpu_initiated ? 0
+             : o.mode == WB_MODE_PLUGIN ? mode_plugin_check(&o, err, sizeof(err))
+                                        : mode_verbs_check(&o, err, sizeof(err));
+    if (!rc)
+        rc = rendezvous(&o, &s, rep.peer, sizeof(rep.peer), err, sizeof(err));
     if (!rc)
         rc = session_hello(&s, err, sizeof(err));
     if (!rc)

@@ -15,6 +15,13 @@
 /* Raw verbs: RC QPs (o->qps per port over o->ports), RDMA WRITE into the
  * peer's buffer, completions polled by bw_run_writes(). */
 int mode_verbs_run(struct session *s, char *err, size_t errlen);
+/* Before any connection (a server would otherwise wait for a client only
+ * to fail then): the verbs library loads, the device and its ports exist
+ * with the GID index asked for, and with --use_cuda the CUDA driver has
+ * the GPU asked for; everything opened is closed again. 0, or -1 with err. */
+int mode_verbs_check(const struct wb_opts *o, char *err, size_t errlen);
+/* The same for --mode=plugin: the plugin loads (plugin_load's search). */
+int mode_plugin_check(const struct wb_opts *o, char *err, size_t errlen);
 
 /* railnet's plugin through its ncclNet_v8_t table: the client isends, the
  * server irecvs (both ways with --bidir), registrations through regMr /

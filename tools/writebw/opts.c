@@ -255,8 +255,10 @@ int wb_opts_parse(int argc, char **argv, struct wb_opts *o)
         case 'h': wb_usage(stdout); return 1;
         case 'V': printf("railnet-write-bw %s\n", PACKAGE_VERSION); return 1;
         case ':':
+            /* a long option's optopt is its value, not a letter: name it
+             * as the user typed it */
             fprintf(stderr, "railnet-write-bw: option %s needs a value\n",
-                    optopt ? optname : argv[optind - 1]);
+                    optopt > 0 && optopt < 256 ? optname : argv[optind - 1]);
             fprintf(stderr, "Try 'railnet-write-bw --help'.\n");
             return -1;
         default:

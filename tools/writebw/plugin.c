@@ -214,6 +214,14 @@ static int exchange_sides(struct plugin_ctx *c, char *err, size_t errlen)
     return 0;
 }
 
+int mode_plugin_check(const struct wb_opts *o, char *err, size_t errlen)
+{
+    /* loaded and checked (plugin_tables), not initialised; it stays loaded
+     * for the run */
+    static struct plugin_lib lib;
+    return plugin_load(&lib, o->plugin_lib, err, errlen);
+}
+
 int mode_plugin_run(struct session *s, char *err, size_t errlen)
 {
     struct plugin_ctx *c = calloc(1, sizeof(*c));

@@ -154,6 +154,38 @@ static int setup_local(struct verbs_ctx *c, char *err, size_t errlen)
     return mem_fill(&c->buf, 0x5a);
 }
 
+int mode_verbs_check(const struct wb_opts *o, char *err, size_t errlen)
+{
+    struct ibvwrap v;
+    struct rc_dev dev;
+    memset(&v, 0, sizeof(v));
+    memset(&dev, 0, sizeof(dev));
+    int rc = ibvwrap_open(&v, o->ibverbs_lib, err, errlen);
+    if (!rc)
+        rc = rc_dev_open(&dev, &v, o->dev, o->gid_index, err, errlen);
+    for (int i = 0; !rc && i < o->nports; i++)
+        rc = rc_dev_check_port(&dev, o->ports[i], err, errlen);
+    if (dev.ctx)
+        rc_dev_close(&dev);
+    /* the library stays loaded (the run opens it again): a provider may
+     * have started threads when the device opened */
+    if (rc || !o->use_cuda)
+        return rc;
+    char cerr[256];
+    struct cuda_dl *cuda = cuda_dl_open(cerr, sizeof(cerr));
+    if (!cuda) {
+        str_fmt(err, errlen, "--use_cuda: %s", cerr);
+        return -1;
+    }
+    int n = cuda_dl_device_count(cuda);
+    cuda_dl_close(cuda);
+    if (o->gpu >= n) {
+        str_fmt(err, errlen, "--use_cuda=%d: only %d CUDA device(s)", o->gpu, n);
+        return -1;
+    }
+    return 0;
+}
+
 static int exchange(struct verbs_ctx *c, char *err, size_t errlen)
 {
     struct wb_setup *mine = &c->mine;
