@@ -112,6 +112,17 @@ static void rogue_bytes_case(const uint8_t *bytes, size_t len, int then_close, c
     net->closeListen(lc);
 }
 
+
+/* Loads the plugin with RAILNET_HANDSHAKE_TIMEOUT=timeout_s and listens on
+ * device 0: 0, or -1 when the plugin or softnic is not there (skip). */
+static int load_and_listen(const char *timeout_s, uint8_t handle[HS_HANDLE_SIZE], void **lc)
+{
+    setenv("RAILNET_HANDSHAKE_TIMEOUT", timeout_s, 1);
+    if (load())
+        return -1;
+    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, lc));
+    return 0;
+}
 /* A well-formed HELLO of one QP (the values need not match a real QP). */
 static size_t make_hello(uint16_t version, uint8_t *out, size_t cap)
 {
@@ -199,14 +210,12 @@ TAP_CASE(test_connect_rejects_handle_of_another_version_or_corrupted)
  * dropped with a WARN after RAILNET_HANDSHAKE_TIMEOUT. */
 TAP_CASE(test_silent_peer_is_dropped_after_the_handshake_timeout)
 {
-    setenv("RAILNET_HANDSHAKE_TIMEOUT", "3", 1);
-    if (load()) {
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *rc = NULL;
+    if (load_and_listen("3", handle, &lc)) {
         TAP_SKIP("the plugin or softnic is not available");
         return;
     }
-    uint8_t handle[HS_HANDLE_SIZE];
-    void *lc = NULL, *rc = NULL;
-    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int fd = raw_connect(handle);
@@ -237,14 +246,12 @@ TAP_CASE(test_silent_peer_is_dropped_after_the_handshake_timeout)
  * to NCCL. */
 TAP_CASE(test_more_strangers_than_handshake_slots_do_not_fail_the_listener)
 {
-    setenv("RAILNET_HANDSHAKE_TIMEOUT", "1", 1);
-    if (load()) {
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *rc = NULL;
+    if (load_and_listen("1", handle, &lc)) {
         TAP_SKIP("the plugin or softnic is not available");
         return;
     }
-    uint8_t handle[HS_HANDLE_SIZE];
-    void *lc = NULL, *rc = NULL;
-    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
     int fds[11];
     char junk[64];
     memset(junk, 'G', sizeof(junk));
@@ -285,14 +292,12 @@ TAP_CASE(test_more_strangers_than_handshake_slots_do_not_fail_the_listener)
  * (RAILNET_HANDSHAKE_TIMEOUT, 60 s by default; 30 here). */
 TAP_CASE(test_strangers_that_began_a_hello_do_not_keep_the_peers_out)
 {
-    setenv("RAILNET_HANDSHAKE_TIMEOUT", "30", 1);
-    if (load()) {
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *rc = NULL;
+    if (load_and_listen("30", handle, &lc)) {
         TAP_SKIP("the plugin or softnic is not available");
         return;
     }
-    uint8_t handle[HS_HANDLE_SIZE];
-    void *lc = NULL, *rc = NULL;
-    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
     int fds[8];
     for (int i = 0; i < 8; i++) {
         fds[i] = raw_connect(handle);
@@ -313,14 +318,12 @@ TAP_CASE(test_strangers_that_began_a_hello_do_not_keep_the_peers_out)
 /* A listener that accepts TCP and never answers: connect gives up. */
 TAP_CASE(test_connect_to_a_silent_listener_times_out)
 {
-    setenv("RAILNET_HANDSHAKE_TIMEOUT", "1", 1);
-    if (load()) {
+    uint8_t handle[HS_HANDLE_SIZE];
+    void *lc = NULL, *sc = NULL;
+    if (load_and_listen("1", handle, &lc)) {
         TAP_SKIP("the plugin or softnic is not available");
         return;
     }
-    uint8_t handle[HS_HANDLE_SIZE];
-    void *lc = NULL, *sc = NULL;
-    EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, &lc));
     /* the plugin's listener exists but nobody calls accept: the kernel
      * completes the TCP connection and the HELLO goes unanswered */
     ncclResult_t r = ncclSuccess;

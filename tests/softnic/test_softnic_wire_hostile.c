@@ -36,6 +36,16 @@ static int raw_peer(struct st_dev *d, struct st_qp *a, struct st_qp *b)
     return fd;
 }
 
+/* A connected QP pair (a, b) on the first device, and a raw connection to
+ * b's listener speaking as a: its socket. */
+static int pair_with_raw_peer(struct st_dev *d, struct st_qp *a, struct st_qp *b)
+{
+    st_dev_open(d);
+    struct st_qp_opts o = { .max_send_wr = 4, .max_recv_wr = 4, .max_sge = 1 };
+    st_qp_pair(d, a, b, &o);
+    return raw_peer(d, a, b);
+}
+
 /* A zero-length WRITE, seq 0, to be delivered at deliver_ns. */
 static void send_write(int fd, uint64_t deliver_ns)
 {
@@ -47,10 +57,7 @@ TAP_CASE(test_a_delivery_time_far_ahead_waits_no_longer_than_the_latency_cap)
 {
     struct st_dev d;
     struct st_qp a, b;
-    st_dev_open(&d);
-    struct st_qp_opts o = { .max_send_wr = 4, .max_recv_wr = 4, .max_sge = 1 };
-    st_qp_pair(&d, &a, &b, &o);
-    int fd = raw_peer(&d, &a, &b);
+    int fd = pair_with_raw_peer(&d, &a, &b);
     uint64_t t0 = st_now_ms();
     send_write(fd, UINT64_MAX);
     struct timeval tv = { .tv_sec = 5 };
@@ -74,10 +81,7 @@ TAP_CASE(test_a_qp_destroyed_while_its_responder_waits_is_destroyed_at_once)
 {
     struct st_dev d;
     struct st_qp a, b;
-    st_dev_open(&d);
-    struct st_qp_opts o = { .max_send_wr = 4, .max_recv_wr = 4, .max_sge = 1 };
-    st_qp_pair(&d, &a, &b, &o);
-    int fd = raw_peer(&d, &a, &b);
+    int fd = pair_with_raw_peer(&d, &a, &b);
     send_write(fd, UINT64_MAX);
     usleep(100000); /* the responder has read it and waits */
     uint64_t t0 = st_now_ms();
