@@ -50,6 +50,32 @@
 #define CM_DREQ_PDATA 220
 #define CM_MAX_PDATA 224
 
+/* The side channel's messages (cm_conn.c): fixed-size, host byte order
+ * (both ends are this library), each checked before use. */
+#define CM_MAGIC 0x4d434e53u   /* "SNCM" */
+#define CM_VERSION 1
+
+enum cm_msg_type { MSG_REQ = 1, MSG_REP, MSG_RTU, MSG_REJ, MSG_DREQ, MSG_DREP };
+
+struct cm_msg {
+    uint32_t magic;
+    uint16_t version;
+    uint8_t type;
+    uint8_t pdata_len;
+    uint32_t qpn;
+    uint32_t psn;
+    uint8_t gid[16];
+    uint8_t mtu;
+    uint8_t responder_resources;
+    uint8_t initiator_depth;
+    uint8_t retry_count;
+    uint8_t rnr_retry_count;
+    uint8_t srq;
+    uint8_t reason;
+    uint8_t pad;
+    uint8_t pdata[CM_MAX_PDATA];
+};
+
 /* IB CM reject reasons carried in REJECTED events' status. */
 #define CM_REJ_INVALID_SERVICE_ID 8   /* nobody listens there */
 #define CM_REJ_CONSUMER_DEFINED 28    /* rdma_reject, or the peer id went away */

@@ -36,29 +36,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CM_MAGIC 0x4d434e53u   /* "SNCM" */
-#define CM_VERSION 1
-
-enum cm_msg_type { MSG_REQ = 1, MSG_REP, MSG_RTU, MSG_REJ, MSG_DREQ, MSG_DREP };
-
-struct cm_msg {
-    uint32_t magic;
-    uint16_t version;
-    uint8_t type;
-    uint8_t pdata_len;
-    uint32_t qpn;
-    uint32_t psn;
-    uint8_t gid[16];
-    uint8_t mtu;
-    uint8_t responder_resources;
-    uint8_t initiator_depth;
-    uint8_t retry_count;
-    uint8_t rnr_retry_count;
-    uint8_t srq;
-    uint8_t reason;
-    uint8_t pad;
-    uint8_t pdata[CM_MAX_PDATA];
-};
 _Static_assert(sizeof(struct cm_msg) <= sizeof(((struct cm_id *)0)->rx), "rx buffer");
 
 static size_t pdata_max(uint8_t type)
@@ -256,6 +233,9 @@ static void on_req_locked(struct cm_id *c, const struct cm_msg *m)
     socklen_t sl = sizeof(local), pl = sizeof(peer);
     if (getsockname(c->sock, (struct sockaddr *)&local, &sl) ||
         getpeername(c->sock, (struct sockaddr *)&peer, &pl)) {
+        /* the peer reset after its REQ: its socket and the listener's
+         * reference go with the id (they used to stay: an fd a REQ) */
+        cm_conn_close_locked(c);
         c->destroyed = true;
         return;
     }
@@ -482,6 +462,10 @@ static void on_timer_locked(struct cm_id *c, uint64_t now)
         } else if (c->state == CM_CONNECTING || c->state == CM_REP_SENT) {
             msg_send(c, MSG_REJ, NULL, 1 /* timeout */, NULL, 0);
             fail_locked(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0, 0);
+        } else if (c->state == CM_DISCONNECTING) {
+            /* no DREP: as the kernel's CM after its DREQ retries, the
+             * connection is over all the same */
+            disconnected_locked(c);
         }
     }
     if (c->retry_ns && now >= c->retry_ns) {
@@ -832,10 +816,12 @@ int rdma_disconnect(struct rdma_cm_id *id)
     case CM_REP_SENT:
     case CM_REP_RCVD:
         qp_to_err(c);
-        if (msg_send(c, MSG_DREQ, NULL, 0, NULL, 0))
+        if (msg_send(c, MSG_DREQ, NULL, 0, NULL, 0)) {
             disconnected_locked(c);   /* the peer is gone already */
-        else
+        } else {
             c->state = CM_DISCONNECTING;
+            c->deadline_ns = cm_now_ns() + CM_RESPONSE_TIMEOUT_MS * 1000000ull;
+        }
         break;
     case CM_DISCONNECTING:
     case CM_DISCONNECTED:

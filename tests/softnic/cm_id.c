@@ -124,6 +124,23 @@ void cm_channel_free(struct cm_channel *ch)
     free(ch);
 }
 
+/* Takes back the counts of n queued events that died with their id, so
+ * that poll on the channel says readable only while an event is there (a
+ * program that polls and then reads would otherwise block in a read with
+ * nothing to read, as it never does on the kernel's channel). Without
+ * blocking: a count another thread's read took already is left to it (its
+ * cm_channel_take finds no event and reads again). */
+static void channel_unsignal(struct cm_channel *ch, int n)
+{
+    int flags = fcntl(ch->ch.fd, F_GETFL);
+    if (n <= 0 || flags < 0 || fcntl(ch->ch.fd, F_SETFL, flags | O_NONBLOCK) < 0)
+        return;
+    uint64_t one;
+    for (int i = 0; i < n && read(ch->ch.fd, &one, sizeof(one)) == sizeof(one); i++)
+        ;
+    fcntl(ch->ch.fd, F_SETFL, flags);
+}
+
 static void channel_signal(struct cm_channel *ch)
 {
     uint64_t one = 1;
@@ -374,17 +391,21 @@ int rdma_destroy_id(struct rdma_cm_id *id)
     struct cm_event **pp = ch ? &ch->head : &dead;
     if (ch)
         ch->tail = NULL;
+    int queued_dead = 0;
     while (ch && *pp) {
         struct cm_event *e = *pp;
         if (ch->sync || e->owner == c) {
             *pp = e->next;
             e->next = dead;
             dead = e;
+            queued_dead++;
         } else {
             ch->tail = e;
             pp = &e->next;
         }
     }
+    if (ch && !ch->sync)
+        channel_unsignal(ch, queued_dead);
     if (id->event) {   /* a synchronous id's last event (rdma_get_request) */
         struct cm_event *held = (struct cm_event *)id->event;
         id->event = NULL;

@@ -1,0 +1,158 @@
+/* tests/softnic/test_softnic_cm_hostile.c: softnic's librdmacm against a CM
+ * peer that is a raw TCP socket speaking its side channel (cm.h's struct
+ * cm_msg), as a broken or hostile host could:
+ *  - a REQ, then a reset: the listener's process keeps no socket for it
+ *    (each one used to stay open: a remote host could exhaust its fds);
+ *  - a connection accepted, then rdma_disconnect, and the peer never
+ *    answers the DREQ: DISCONNECTED still comes, after the response timeout
+ *    (as the kernel's CM gives up its DREQ retries), where it never came. */
+#include "sntest.h"
+#include "cm.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* A message of type from "QP 0x1234 at 127.0.0.1" (what peer_ok accepts). */
+static struct cm_msg msg(uint8_t type)
+{
+    struct cm_msg m;
+    memset(&m, 0, sizeof(m));
+    m.magic = CM_MAGIC, m.version = CM_VERSION, m.type = type;
+    m.qpn = 0x1234, m.psn = 5;
+    m.gid[10] = m.gid[11] = 0xff;
+    uint32_t ip = htonl(INADDR_LOOPBACK);
+    memcpy(&m.gid[12], &ip, 4);
+    m.mtu = IBV_MTU_1024, m.responder_resources = 1, m.initiator_depth = 1, m.retry_count = 7,
+    m.rnr_retry_count = 7;
+    return m;
+}
+
+static int raw_connect(uint16_t port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    EXPECT_EQ_INT(0, connect(s, (struct sockaddr *)&d, sizeof(d)));
+    return s;
+}
+
+static struct rdma_cm_event *next_event(struct rdma_event_channel *ch, int ms)
+{
+    struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+    struct rdma_cm_event *e = NULL;
+    if (poll(&p, 1, ms) != 1 || rdma_get_cm_event(ch, &e))
+        return NULL;
+    return e;
+}
+
+static struct rdma_cm_id *listener(struct rdma_event_channel *ch, uint16_t *port)
+{
+    struct rdma_cm_id *l = NULL;
+    EXPECT_EQ_INT(0, rdma_create_id(ch, &l, NULL, RDMA_PS_TCP));
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    EXPECT_EQ_INT(0, rdma_bind_addr(l, (struct sockaddr *)&a));
+    EXPECT_EQ_INT(0, rdma_listen(l, 8));
+    *port = ntohs(rdma_get_src_port(l));
+    return l;
+}
+
+TAP_CASE(test_requests_reset_after_sending_leave_no_socket_open)
+{
+    struct rdma_event_channel *ch = rdma_create_event_channel();
+    EXPECT_TRUE(ch != NULL);
+    uint16_t port;
+    struct rdma_cm_id *l = listener(ch, &port);
+    int before = open_fds();
+    for (int i = 0; i < 50; i++) {
+        int s = raw_connect(port);
+        struct cm_msg m = msg(MSG_REQ);
+        EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+        struct linger lg = { 1, 0 }; /* close = reset */
+        setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        close(s);
+        usleep(2000);
+    }
+    /* the REQs that were read before their reset arrive as events: reject
+     * them (the application's answer); the others must leave nothing */
+    struct rdma_cm_event *e;
+    int reqs = 0;
+    while ((e = next_event(ch, 500))) {
+        struct rdma_cm_id *id = e->event == RDMA_CM_EVENT_CONNECT_REQUEST ? e->id : NULL;
+        rdma_ack_cm_event(e);
+        if (id) {
+            reqs++;
+            rdma_reject(id, NULL, 0);
+            rdma_destroy_id(id);
+        }
+    }
+    int after = open_fds();
+    tap_diag("50 REQs then a reset: %d came as events; open fds %d -> %d", reqs, before, after);
+    EXPECT_TRUE(after <= before + 2);
+    rdma_destroy_id(l);
+    rdma_destroy_event_channel(ch);
+}
+
+TAP_CASE(test_a_dreq_never_answered_still_ends_in_disconnected)
+{
+    struct rdma_event_channel *ch = rdma_create_event_channel();
+    EXPECT_TRUE(ch != NULL);
+    uint16_t port;
+    struct rdma_cm_id *l = listener(ch, &port);
+    int s = raw_connect(port);
+    struct cm_msg m = msg(MSG_REQ);
+    EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+    struct rdma_cm_event *e = next_event(ch, 5000);
+    EXPECT_TRUE(e && e->event == RDMA_CM_EVENT_CONNECT_REQUEST);
+    if (!e)
+        return;
+    struct rdma_cm_id *c = e->id;
+    rdma_ack_cm_event(e);
+    struct ibv_qp_init_attr qa = { .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+                                   .qp_type = IBV_QPT_RC };
+    EXPECT_EQ_INT(0, rdma_create_qp(c, NULL, &qa));
+    struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
+                                  .rnr_retry_count = 7 };
+    EXPECT_EQ_INT(0, rdma_accept(c, &cp));
+    EXPECT_EQ_INT((int)sizeof(m), (int)recv(s, &m, sizeof(m), MSG_WAITALL));
+    EXPECT_EQ_INT(MSG_REP, m.type);
+    m = msg(MSG_RTU);
+    EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+    e = next_event(ch, 5000);
+    EXPECT_TRUE(e && e->event == RDMA_CM_EVENT_ESTABLISHED);
+    if (e)
+        rdma_ack_cm_event(e);
+    uint64_t t0 = st_now_ms();
+    EXPECT_EQ_INT(0, rdma_disconnect(c));
+    EXPECT_EQ_INT((int)sizeof(m), (int)recv(s, &m, sizeof(m), MSG_WAITALL));
+    EXPECT_EQ_INT(MSG_DREQ, m.type); /* and no DREP from here */
+    e = next_event(ch, CM_RESPONSE_TIMEOUT_MS + 5000);
+    uint64_t waited = st_now_ms() - t0;
+    tap_diag("DISCONNECTED %llu ms after rdma_disconnect (response timeout %d ms)", (unsigned long long)waited,
+             CM_RESPONSE_TIMEOUT_MS);
+    EXPECT_TRUE(e && e->event == RDMA_CM_EVENT_DISCONNECTED);
+    if (e)
+        rdma_ack_cm_event(e);
+    close(s);
+    rdma_destroy_qp(c);
+    rdma_destroy_id(c);
+    rdma_destroy_id(l);
+    rdma_destroy_event_channel(ch);
+}
+
+int main(int argc, char **argv) { return sntest_main(argc, argv); }
