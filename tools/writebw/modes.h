@@ -18,7 +18,9 @@ int mode_verbs_run(struct session *s, char *err, size_t errlen);
 /* Before any connection (a server would otherwise wait for a client only
  * to fail then): the verbs library loads, the device and its ports exist
  * with the GID index asked for, and with --use_cuda the CUDA driver has
- * the GPU asked for; everything opened is closed again. 0, or -1 with err. */
+ * the GPU asked for (and VMM for --cuda_vmm), by the same calls the run
+ * makes; the device is closed again, the libraries stay loaded. 0, or -1
+ * with err. */
 int mode_verbs_check(const struct wb_opts *o, char *err, size_t errlen);
 /* The same for --mode=plugin: the plugin loads (plugin_load's search). */
 int mode_plugin_check(const struct wb_opts *o, char *err, size_t errlen);

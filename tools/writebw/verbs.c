@@ -110,17 +110,49 @@ static void fill_header(struct verbs_ctx *c)
         str_fmt(r->relaxed_note, sizeof(r->relaxed_note), "%s", c->buf.relaxed ? "on" : "off");
 }
 
+/* The verbs library, the device (-d, or the first) and every port of
+ * --ports with its GID, into *v and *d; what opened stays for the caller
+ * to close. */
+static int open_device(const struct wb_opts *o, struct ibvwrap *v, struct rc_dev *d, char *err, size_t errlen)
+{
+    if (ibvwrap_open(v, o->ibverbs_lib, err, errlen) || rc_dev_open(d, v, o->dev, o->gid_index, err, errlen))
+        return -1;
+    for (int i = 0; i < o->nports; i++)
+        if (rc_dev_check_port(d, o->ports[i], err, errlen))
+            return -1;
+    return 0;
+}
+
+/* --use_cuda's driver (with VMM for --cuda_vmm) holding the GPU asked for;
+ * NULL with err. */
+static struct cuda_dl *open_cuda(const struct wb_opts *o, char *err, size_t errlen)
+{
+    char cerr[256];
+    struct cuda_dl *cuda = cuda_dl_open(cerr, sizeof(cerr));
+    if (!cuda) {
+        str_fmt(err, errlen, "--use_cuda: %s", cerr);
+        return NULL;
+    }
+    if (o->cuda_vmm && cuda_dl_use_vmm(cuda, cerr, sizeof(cerr))) {
+        str_fmt(err, errlen, "--cuda_vmm: %s", cerr);
+        cuda_dl_close(cuda);
+        return NULL;
+    }
+    int n = cuda_dl_device_count(cuda);
+    if (o->gpu >= n) {
+        str_fmt(err, errlen, "--use_cuda=%d: only %d CUDA device(s)", o->gpu, n);
+        cuda_dl_close(cuda);
+        return NULL;
+    }
+    return cuda;
+}
+
 /* Everything local: device, QPs, buffer. */
 static int setup_local(struct verbs_ctx *c, char *err, size_t errlen)
 {
     const struct wb_opts *o = c->s->o;
-    if (ibvwrap_open(&c->v, o->ibverbs_lib, err, errlen))
+    if (open_device(o, &c->v, &c->dev, err, errlen))
         return -1;
-    if (rc_dev_open(&c->dev, &c->v, o->dev, o->gid_index, err, errlen))
-        return -1;
-    for (int i = 0; i < o->nports; i++)
-        if (rc_dev_check_port(&c->dev, o->ports[i], err, errlen))
-            return -1;
     /* QP k goes to port k % nports, so -q 2 --ports 1,2 alternates ports
      * and round-robin writes stripe over both. */
     c->nqp = o->qps * o->nports;
@@ -131,23 +163,8 @@ static int setup_local(struct verbs_ctx *c, char *err, size_t errlen)
     for (int i = 0; i < o->nsizes; i++)
         if (o->sizes[i] > max)
             max = o->sizes[i];
-    if (o->use_cuda) {
-        char cerr[256];
-        c->cuda = cuda_dl_open(cerr, sizeof(cerr));
-        if (!c->cuda) {
-            str_fmt(err, errlen, "--use_cuda: %s", cerr);
-            return -1;
-        }
-        if (o->cuda_vmm && cuda_dl_use_vmm(c->cuda, cerr, sizeof(cerr))) {
-            str_fmt(err, errlen, "--cuda_vmm: %s", cerr);
-            return -1;
-        }
-        int n = cuda_dl_device_count(c->cuda);
-        if (o->gpu >= n) {
-            str_fmt(err, errlen, "--use_cuda=%d: only %d CUDA device(s)", o->gpu, n);
-            return -1;
-        }
-    }
+    if (o->use_cuda && !(c->cuda = open_cuda(o, err, errlen)))
+        return -1;
     if (mem_alloc_reg(&c->buf, &c->dev, c->cuda, o->gpu, o->use_cuda ? MEM_CUDA : MEM_HOST,
                       o->use_cuda ? o->reg : MEM_REG_PLAIN, o->relaxed, max, err, errlen))
         return -1;
@@ -160,30 +177,16 @@ int mode_verbs_check(const struct wb_opts *o, char *err, size_t errlen)
     struct rc_dev dev;
     memset(&v, 0, sizeof(v));
     memset(&dev, 0, sizeof(dev));
-    int rc = ibvwrap_open(&v, o->ibverbs_lib, err, errlen);
-    if (!rc)
-        rc = rc_dev_open(&dev, &v, o->dev, o->gid_index, err, errlen);
-    for (int i = 0; !rc && i < o->nports; i++)
-        rc = rc_dev_check_port(&dev, o->ports[i], err, errlen);
+    int rc = open_device(o, &v, &dev, err, errlen);
     if (dev.ctx)
         rc_dev_close(&dev);
     /* the library stays loaded (the run opens it again): a provider may
      * have started threads when the device opened */
     if (rc || !o->use_cuda)
         return rc;
-    char cerr[256];
-    struct cuda_dl *cuda = cuda_dl_open(cerr, sizeof(cerr));
-    if (!cuda) {
-        str_fmt(err, errlen, "--use_cuda: %s", cerr);
-        return -1;
-    }
-    int n = cuda_dl_device_count(cuda);
+    struct cuda_dl *cuda = open_cuda(o, err, errlen);
     cuda_dl_close(cuda);
-    if (o->gpu >= n) {
-        str_fmt(err, errlen, "--use_cuda=%d: only %d CUDA device(s)", o->gpu, n);
-        return -1;
-    }
-    return 0;
+    return cuda ? 0 : -1;
 }
 
 static int exchange(struct verbs_ctx *c, char *err, size_t errlen)
