@@ -538,8 +538,6 @@ static int wait_delivery(struct sn_rconn *rc, uint64_t deliver_ns)
                          : deliver_ns;
     while ((now = sn_now_ns()) < until) {
         sn_sleep_until_ns(until - now > slice ? now + slice : until);
-        if (until - now <= slice)
-            break;
         pthread_mutex_lock(&rc->qp->lock);
         bool alive = qp_receiving(rc->qp);
         pthread_mutex_unlock(&rc->qp->lock);
