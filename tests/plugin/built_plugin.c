@@ -11,21 +11,35 @@
 
 #include "tools/common/plugin_tables.h"
 
-const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, void **verbs)
+/* softnic's libibverbs of this build tree, in lib */
+static void softnic_lib(char *lib, size_t len)
+{
+    const char *top = getenv("top_builddir");
+    snprintf(lib, len, "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
+}
+
+const void *built_plugin_table(const struct plugin_table_kind *kind)
 {
     const char *top = getenv("top_builddir");
     char path[4096], lib[4096];
     snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
-    snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
+    softnic_lib(lib, sizeof(lib));
     setenv("RAILNET_IBVERBS_LIB", lib, 1);
     static struct plugin_tables tables;
     char err[PATH_MAX + 256];
-    const ncclNet_v8_t *net = plugin_tables_load(&tables, path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err,
-                                                 sizeof(err));
-    if (!net) {
+    const void *t = plugin_tables_load(&tables, path, kind, PLUGIN_TABLES_NAME, err, sizeof(err));
+    if (!t)
         printf("# %s\n", err);
+    return t;
+}
+
+const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, void **verbs)
+{
+    char lib[4096];
+    softnic_lib(lib, sizeof(lib));
+    const ncclNet_v8_t *net = built_plugin_table(&plugin_table_net_v8);
+    if (!net)
         return NULL;
-    }
     int n = 0;
     if (net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
         return NULL;

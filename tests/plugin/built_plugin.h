@@ -17,6 +17,11 @@
  * loaded (its softnic_ctl_* and verbs for the test's own use); NULL is then
  * also returned when that library is not loaded. */
 const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, void **verbs);
+/* The same library's table of another kind (plugin_tables.h, e.g.
+ * &plugin_table_gin_v11), not init'ed; NULL when it does not load (why is
+ * printed as a TAP comment). */
+struct plugin_table_kind;
+const void *built_plugin_table(const struct plugin_table_kind *kind);
 /* The test's own context on softnic's first device (its port controls and
  * counters), opened through that handle; NULL when it cannot be. */
 void *built_open_first_device(void *verbs);

@@ -10,6 +10,7 @@
  * Linked with --export-dynamic so that the plugin's close() is this
  * program's. */
 #include "../tap.h"
+#include "built_plugin.h"
 #include "nccl_gin_v11.h"
 #include "plugin/gin/gin_wire.h"
 #include "plugin/ib/handshake.h"
@@ -19,7 +20,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,41 +37,18 @@ int close(int fd)
     return (int)r;
 }
 
-static char warns[1 << 14];
-
-static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
-{
-    (void)flags, (void)file, (void)line;
-    if (level != NCCL_LOG_WARN)
-        return;
-    size_t at = strlen(warns);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(warns + at, sizeof(warns) - at, fmt, ap);
-    va_end(ap);
-    at = strlen(warns);
-    if (at + 1 < sizeof(warns))
-        strcat(warns, "\n");
-}
+static char warns[1 << 14]; /* the plugin's WARN lines (built_capture_warns) */
 
 static const ncclGin_v11_t *gin;
 static void *ctx;
 
 static int load(void)
 {
-    const char *top = getenv("top_builddir");
-    char path[4096], lib[4096], err[4096 + 256];
-    snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
-    snprintf(lib, sizeof(lib), "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
-    setenv("RAILNET_IBVERBS_LIB", lib, 1);
     setenv("RAILNET_HANDSHAKE_TIMEOUT", "20", 1);
-    static struct plugin_tables tables;
-    gin = plugin_tables_load(&tables, path, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err));
-    if (!gin) {
-        printf("# %s\n", err);
+    if (!(gin = built_plugin_table(&plugin_table_gin_v11)))
         return -1;
-    }
-    return gin->init(&ctx, 1, logger) == ncclSuccess ? 0 : -1;
+    built_capture_warns(warns, sizeof(warns));
+    return gin->init(&ctx, 1, built_warn_logger) == ncclSuccess ? 0 : -1;
 }
 
 static uint8_t h0[HS_HANDLE_SIZE], h1[HS_HANDLE_SIZE];

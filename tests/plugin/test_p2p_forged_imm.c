@@ -70,42 +70,40 @@ static void *post_receive(struct built_pair *p, struct cts_entry *e)
     return rr;
 }
 
-/* An inline RDMA WRITE_WITH_IMM of 16 bytes on the send comm's QP qpi,
- * unsignaled (the plugin's CQ sees nothing of it). */
-static void forge(struct built_pair *p, int qpi, const struct cts_entry *e, uint32_t imm)
+/* Posts, on the send comm's QP qpi, an inline write of len bytes of buf
+ * to raddr with the rkey of that QP's port (rkeys[port_idx]), unsignaled
+ * (the plugin's CQ sees nothing of it); with_imm: WRITE_WITH_IMM carrying
+ * imm. */
+static void raw_write(struct built_pair *p, int qpi, int with_imm, uint32_t imm, void *buf, uint32_t len,
+                      uint64_t raddr, const uint32_t *rkeys)
 {
-    struct comm *c = p->sc;
-    struct qp_conn *q = &c->qps[qpi];
-    char payload[16] = "forged payload!";
-    struct ibv_sge sge = { .addr = (uintptr_t)payload, .length = sizeof(payload), .lkey = 0 };
+    struct qp_conn *q = &((struct comm *)p->sc)->qps[qpi];
+    struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = 0 };
     struct ibv_send_wr wr, *bad = NULL;
     memset(&wr, 0, sizeof(wr));
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_INLINE;
     wr.imm_data = htonl(imm);
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.wr.rdma.remote_addr = e->addr;
-    wr.wr.rdma.rkey = e->rkey[q->port->port_idx];
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkeys[q->port->port_idx];
     EXPECT_EQ_INT(0, ibv_post_send(q->qp, &wr, &bad));
 }
 
-/* An inline RDMA WRITE of a 4-byte size into the receiver's sizes area
- * (slot 0, sub 0), on QP qpi, before the immediate that points to it. */
+/* 16 bytes into the posted receive e with the immediate imm. */
+static void forge(struct built_pair *p, int qpi, const struct cts_entry *e, uint32_t imm)
+{
+    char payload[16] = "forged payload!";
+    raw_write(p, qpi, 1, imm, payload, sizeof(payload), e->addr, e->rkey);
+}
+
+/* A 4-byte size into the receiver's sizes area (slot 0, sub 0), before the
+ * immediate that points to it. */
 static void forge_size(struct built_pair *p, int qpi, uint32_t size)
 {
     struct send_comm *sc = p->sc;
-    struct qp_conn *q = &sc->c.qps[qpi];
-    struct ibv_sge sge = { .addr = (uintptr_t)&size, .length = sizeof(size), .lkey = 0 };
-    struct ibv_send_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_INLINE;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.wr.rdma.remote_addr = sc->remote_sizes_addr;
-    wr.wr.rdma.rkey = sc->remote_sizes_rkey[q->port->port_idx];
-    EXPECT_EQ_INT(0, ibv_post_send(q->qp, &wr, &bad));
+    raw_write(p, qpi, 0, 0, &size, sizeof(size), sc->remote_sizes_addr, sc->remote_sizes_rkey);
 }
 
 /* Tests rr until it returns an error (WAIT_S at most): that error, or
