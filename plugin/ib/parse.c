@@ -7,11 +7,21 @@
 #include <string.h>
 #include <strings.h>
 
+/* 16 for "0x..." (after blanks and a sign, where strtoll looks), else 10:
+ * a leading zero is not octal here, so port "010" is port ten */
+static int int_base(const char *s)
+{
+    s += strspn(s, " \t\n\v\f\r");
+    if (*s == '+' || *s == '-')
+        s++;
+    return s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10;
+}
+
 int parse_int(const char *s, long long lo, long long hi, long long *out)
 {
     char *end;
     errno = 0;
-    long long v = strtoll(s, &end, 0);
+    long long v = strtoll(s, &end, int_base(s));
     if (errno || end == s || *end != '\0' || v < lo || v > hi)
         return -1;
     *out = v;
@@ -48,7 +58,7 @@ int parse_u64(const char *s, unsigned long long *out)
 {
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
+    unsigned long long v = strtoull(s, &end, int_base(s));
     if (errno || end == s || *end || s[strspn(s, " \t")] == '-')
         return -1;
     *out = v;

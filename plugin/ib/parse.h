@@ -9,14 +9,15 @@
 #ifndef RAILNET_IB_PARSE_H
 #define RAILNET_IB_PARSE_H
 
-/* A decimal, 0x hexadecimal or 0 octal integer. */
+/* A decimal or 0x hexadecimal integer; leading zeros stay decimal ("010"
+ * is ten: a port or an index, never octal). */
 int parse_int(const char *s, long long lo, long long hi, long long *out);
 
 /* A decimal byte count with an optional binary suffix: K, M or G, each
  * also as Ki/KiB/KB (1K = 1024), case-insensitive: "4096", "64K", "8MiB". */
 int parse_size(const char *s, long long lo, long long hi, long long *out);
 
-/* Any 64-bit unsigned value, decimal, 0x hexadecimal or 0 octal; a minus
+/* Any 64-bit unsigned value, decimal or 0x hexadecimal; a minus
  * sign is refused (strtoull would wrap it). */
 int parse_u64(const char *s, unsigned long long *out);
 

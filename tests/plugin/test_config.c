@@ -17,6 +17,18 @@ TAP_CASE(test_parse_int_in_range_and_rejects_junk)
     EXPECT_EQ_INT(-1, parse_int("", 0, 7, &v));
     EXPECT_EQ_INT(-1, parse_int("99999999999999999999", 0, 7, &v));
     EXPECT_EQ_INT(7, (int)v); /* untouched by failures */
+    EXPECT_EQ_INT(0, parse_int("010", 0, 100, &v));
+    EXPECT_EQ_INT(10, (int)v); /* not octal */
+    EXPECT_EQ_INT(0, parse_int("0x10", 0, 100, &v));
+    EXPECT_EQ_INT(16, (int)v);
+    EXPECT_EQ_INT(-1, parse_int("08", 0, 7, &v)); /* decimal 8: out of range, not bad octal */
+    EXPECT_EQ_INT(0, parse_int("08", 0, 100, &v));
+    EXPECT_EQ_INT(8, (int)v);
+    unsigned long long u = 0;
+    EXPECT_EQ_INT(0, parse_u64("0755", &u));
+    EXPECT_EQ_U64(755, u);
+    EXPECT_EQ_INT(0, parse_u64("0xff", &u));
+    EXPECT_EQ_U64(255, u);
 }
 
 TAP_CASE(test_parse_auto_accepts_auto_and_numbers)
