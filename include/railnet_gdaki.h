@@ -227,6 +227,12 @@ int gdaki_pair_cpu_write_loop(struct gdaki_pair *pair, const struct gdaki_mr *sr
                               const struct gdaki_mr *dst, size_t size, int n, int window,
                               char *err, size_t errlen);
 
+/* One RDMA READ of size bytes from src (the send QP's side: host or GPU
+ * memory) into dst (the recv QP's side), posted and waited for on the
+ * recv QP as above.  Returns 0 or -1 with err. */
+int gdaki_pair_cpu_read(struct gdaki_pair *pair, const struct gdaki_mr *src,
+                        const struct gdaki_mr *dst, size_t size, char *err, size_t errlen);
+
 /* ---- one end of a connection between two processes (or hosts) ----
  * The sender opens a GDAKI_ROLE_SEND half (the mlx5dv QP the GPU posts on),
  * the receiver a GDAKI_ROLE_RECV half (an ordinary QP, the target of the

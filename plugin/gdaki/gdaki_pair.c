@@ -620,25 +620,27 @@ int gdaki_pair_poll_recv(struct gdaki_pair *pr, uint32_t *imm, int max)
     return n < 0 ? -1 : got;
 }
 
-int gdaki_pair_cpu_write_loop(struct gdaki_pair *pr, const struct gdaki_mr *src,
-                              const struct gdaki_mr *dst, size_t size, int n, int window,
-                              char *err, size_t errlen)
+/* n work requests of `op` between local (this side's sge) and remote,
+ * posted on the recv QP, at most window in flight, all signaled */
+static int cpu_loop(struct gdaki_pair *pr, enum ibv_wr_opcode op, const struct gdaki_mr *local,
+                    const struct gdaki_mr *remote, size_t size, int n, int window, char *err,
+                    size_t errlen)
 {
     if (window < 1 || window > GDAKI_PAIR_RECV_DEPTH)
         window = GDAKI_PAIR_RECV_DEPTH;
     int posted = 0, done = 0;
     while (done < n) {
         while (posted < n && posted - done < window) {
-            struct ibv_sge sge = { .addr = src->addr, .length = (uint32_t)size, .lkey = src->lkey };
+            struct ibv_sge sge = { .addr = local->addr, .length = (uint32_t)size, .lkey = local->lkey };
             struct ibv_send_wr wr, *bad;
             memset(&wr, 0, sizeof(wr));
             wr.wr_id = (uint64_t)posted;
-            wr.opcode = IBV_WR_RDMA_WRITE;
+            wr.opcode = op;
             wr.send_flags = IBV_SEND_SIGNALED;
             wr.sg_list = &sge;
             wr.num_sge = 1;
-            wr.wr.rdma.remote_addr = dst->addr;
-            wr.wr.rdma.rkey = dst->rkey;
+            wr.wr.rdma.remote_addr = remote->addr;
+            wr.wr.rdma.rkey = remote->rkey;
             int rc = ibv_post_send(pr->rqp, &wr, &bad);
             if (rc) {
                 snprintf(err, errlen, "ibv_post_send: %s", strerror(rc));
@@ -654,7 +656,7 @@ int gdaki_pair_cpu_write_loop(struct gdaki_pair *pr, const struct gdaki_mr *src,
         }
         for (int i = 0; i < k; i++) {
             if (wc[i].status != IBV_WC_SUCCESS) {
-                snprintf(err, errlen, "write %llu completed with %s",
+                snprintf(err, errlen, "%s %llu completed with %s", op == IBV_WR_RDMA_READ ? "read" : "write",
                          (unsigned long long)wc[i].wr_id, pr->v->wc_status_str(wc[i].status));
                 return -1;
             }
@@ -662,6 +664,19 @@ int gdaki_pair_cpu_write_loop(struct gdaki_pair *pr, const struct gdaki_mr *src,
         done += k;
     }
     return 0;
+}
+
+int gdaki_pair_cpu_write_loop(struct gdaki_pair *pr, const struct gdaki_mr *src,
+                              const struct gdaki_mr *dst, size_t size, int n, int window,
+                              char *err, size_t errlen)
+{
+    return cpu_loop(pr, IBV_WR_RDMA_WRITE, src, dst, size, n, window, err, errlen);
+}
+
+int gdaki_pair_cpu_read(struct gdaki_pair *pr, const struct gdaki_mr *src, const struct gdaki_mr *dst,
+                        size_t size, char *err, size_t errlen)
+{
+    return cpu_loop(pr, IBV_WR_RDMA_READ, dst, src, size, 1, 1, err, errlen);
 }
 
 void gdaki_pair_get_info(struct gdaki_pair *pr, struct gdaki_pair_info *info)

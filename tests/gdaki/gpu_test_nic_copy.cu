@@ -14,8 +14,12 @@
  * streams ended in transport retry counter exceeded and 25 of 32 kernels
  * never saw the flag; with softnic's own context all four cases pass. The
  * flag is cuMemCreate memory, as NCCL's buffers are (cuMemAlloc memory
- * keeps its copies in its own context: tests/softnic/gpu.c). Skips without
- * a GPU. */
+ * keeps its copies in its own context: tests/softnic/gpu.c).
+ *
+ * The other way, an RDMA READ of GPU memory (a GDR flush is one) leaves
+ * softnic's responder in paced pieces, each copied out of the GPU on its
+ * own; reads of 3 bytes, one piece and several pieces plus a tail must
+ * bring every byte. Skips without a GPU. */
 extern "C" {
 #include "tap.h"
 #include "build_paths.h"
@@ -209,6 +213,57 @@ TAP_CASE(write_reaches_spinning_kernels_among_many_streams)
 TAP_CASE(write_reaches_spinning_kernels_among_many_blocking_streams)
 {
     write_reaches_spinning_kernels(cudaStreamDefault, 96);
+}
+
+/* 256 KiB is softnic's read piece (responder.c): below, one, and 4 + a tail */
+TAP_CASE(read_of_gpu_memory_brings_every_byte)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+        TAP_SKIP("no CUDA GPU on this machine (run make check-gpu on a GPU machine)");
+    CK(cudaSetDevice(0));
+    struct gdaki_pair_opts o;
+    if (gdaki_pair_opts_default(&o, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "%s", err);
+    if (!o.ibverbs_lib)
+        o.ibverbs_lib = test_softnic_verbs();
+    struct gdaki_pair *p = NULL;
+    if (gdaki_pair_open(&o, &p, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);
+    const size_t max = (1u << 20) + 4099;
+    unsigned char *gpu = NULL, *want = (unsigned char *)malloc(max), *got = NULL;
+    if (!want)
+        tap_fail_at(__FILE__, __LINE__, "out of memory");
+    for (size_t i = 0; i < max; i++)
+        want[i] = (unsigned char)(i * 131 + (i >> 12) + 7);
+    CK(cudaMalloc((void **)&gpu, max));
+    CK(cudaMemcpy(gpu, want, max, cudaMemcpyHostToDevice));
+    CK(cudaMallocHost((void **)&got, max));
+    struct gdaki_mr gmr, hmr;
+    if (gdaki_pair_reg(p, gpu, max, &gmr, err, sizeof(err)) != 0 ||
+        gdaki_pair_reg(p, got, max, &hmr, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_reg: %s", err);
+    const size_t sizes[] = { 3, 256 * 1024, max };
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        memset(got, 0xa5, max);
+        int rc = gdaki_pair_cpu_read(p, &gmr, &hmr, sizes[k], err, sizeof(err));
+        if (rc != 0)
+            tap_diag("read of %zu bytes: %s", sizes[k], err);
+        EXPECT_EQ_INT(0, rc);
+        size_t bad = 0;
+        while (bad < sizes[k] && got[bad] == want[bad])
+            bad++;
+        if (bad < sizes[k])
+            tap_diag("read of %zu bytes: byte %zu is 0x%02x, not 0x%02x", sizes[k], bad, got[bad], want[bad]);
+        EXPECT_EQ_U64(sizes[k], bad);
+        EXPECT_EQ_INT(0xa5, got[sizes[k]]); /* and nothing past it */
+    }
+    gdaki_pair_dereg(p, &hmr);
+    gdaki_pair_dereg(p, &gmr);
+    gdaki_pair_close(p);
+    CK(cudaFreeHost(got));
+    CK(cudaFree(gpu));
+    free(want);
 }
 
 int main(int argc, char **argv)

@@ -425,16 +425,16 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
     }
     struct sn_wire_resp r = { .type = SN_RESP_READ, .seq = h->seq, .len = h->len };
     uint64_t asked_ns = sn_now_ns();   /* the response's bytes wait from here */
-    char *data = NULL, *bounce = NULL;
+    /* GPU memory goes through a bounce of one paced piece, read piece by
+     * piece as a NIC reads it: a 2 GiB READ must not allocate 2 GiB */
+    char *host = NULL, *bounce = NULL;
     int err = 0;
     if (h->len) {
         if (mr->gpu) {
-            bounce = malloc(h->len);
-            if (!bounce || mr_read(mr, h->raddr, bounce, h->len))
+            if (!(bounce = malloc(h->len < READ_PACE_BYTES ? h->len : READ_PACE_BYTES)))
                 err = EIO;
-            data = bounce;
         } else {
-            data = mr_host_ptr(mr, h->raddr);
+            host = mr_host_ptr(mr, h->raddr);
         }
     }
     land_writes(rc);
@@ -447,8 +447,12 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
         int cnt = 0;
         if (first)
             iov[cnt++] = (struct iovec){ &r, sizeof(r) };
+        if (n && bounce && mr_read(mr, h->raddr + off, bounce, n)) {
+            err = EIO;
+            break;
+        }
         if (n)
-            iov[cnt++] = (struct iovec){ data + off, n };
+            iov[cnt++] = (struct iovec){ bounce ? bounce : host + off, n };
         rate_take(&rc->port->tx_rate, n, asked_ns);
         /* counted before they leave: the READ may complete at once */
         atomic_fetch_add(&rc->port->cnt.tx_bytes, n);
