@@ -190,13 +190,18 @@ struct cm_global {
 extern struct cm_global cm;
 
 /* ---- cm_id.c */
-/* Queues an event for c (cm.lock held); pdata is copied, padded to len. */
-void cm_post_locked(struct cm_id *c, enum rdma_cm_event_type type, int status,
+/* Queues an event for c (cm.lock held); pdata is copied, padded to len.
+ * False when it cannot be (c destroyed, no channel, no memory): for most
+ * events a lost MAD, which the peer's timeout covers; a CONNECT_REQUEST's
+ * caller must not leave the child waiting for an answer (cm_conn.c). */
+bool cm_post_locked(struct cm_id *c, enum rdma_cm_event_type type, int status,
                     const struct cm_peer *conn, const void *pdata, size_t pdata_len,
                     size_t pad_to, struct cm_id *listen);
 struct cm_id *cm_id_new_locked(struct cm_channel *chan, void *context,
                                enum rdma_port_space ps, enum ibv_qp_type qpt);
 void cm_id_put_locked(struct cm_id *c);
+/* rdma_destroy_id with cm.lock held. */
+void cm_id_destroy_locked(struct cm_id *c);
 struct cm_channel *cm_channel_new(bool sync);
 void cm_channel_free(struct cm_channel *ch);
 /* Takes the next event of ch (blocking unless ch->ch.fd is non-blocking):
@@ -227,6 +232,10 @@ int cm_engine_start_locked(void);
 int cm_qp_attr(struct cm_id *c, struct ibv_qp_attr *attr, int *mask);
 /* Closes the side channel and forgets deadlines (cm.lock held). */
 void cm_conn_close_locked(struct cm_id *c);
+/* c is a listener's child whose CONNECT_REQUEST will never reach the
+ * application (it could not be queued, or died unread): rejects the peer's
+ * REQ and destroys c in the application's stead (cm.lock held). */
+void cm_conn_req_unclaimed_locked(struct cm_id *c);
 
 /* ---- cm_ep.c */
 /* Synchronous ids: waits for the event that ends an operation; 0 when it

@@ -253,9 +253,26 @@ static void on_req_locked(struct cm_id *c, const struct cm_msg *m)
     peer_take(&c->remote, m);
     c->state = CM_REQ_RCVD;
     c->listener = NULL;
-    cm_post_locked(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &c->remote, m->pdata, m->pdata_len,
-                   CM_REQ_PDATA, l);
+    bool queued = cm_post_locked(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &c->remote, m->pdata,
+                                 m->pdata_len, CM_REQ_PDATA, l);
     cm_id_put_locked(l);
+    if (!queued)
+        cm_conn_req_unclaimed_locked(c);
+}
+
+void cm_conn_req_unclaimed_locked(struct cm_id *c)
+{
+    if (c->destroyed)
+        return;   /* torn down already: its creation reference is gone */
+    /* the kernel's CM answers so when the id holding a received REQ is
+     * destroyed; the active side hears REJECTED now, not UNREACHABLE after
+     * its response timeout */
+    if (c->state == CM_REQ_RCVD)
+        msg_send(c, MSG_REJ, NULL, CM_REJ_CONSUMER_DEFINED, NULL, 0);
+    /* not CM_REQ_WAIT: the engine drops that state's creation reference
+     * itself, and this one goes here */
+    c->state = CM_ERROR;
+    cm_id_destroy_locked(c);
 }
 
 static void on_rep_locked(struct cm_id *c, const struct cm_msg *m)

@@ -150,6 +150,24 @@ static void channel_signal(struct cm_channel *ch)
     }
 }
 
+/* Frees a list of events that never reached the application (cm.lock held).
+ * A CONNECT_REQUEST among them is a child nobody can ever answer: it goes
+ * too, with a REJ to its peer, or its socket stays open for good and the
+ * peer waits out its response timeout for an answer that never comes. */
+static void events_drop_locked(struct cm_event *e)
+{
+    while (e) {
+        struct cm_event *n = e->next;
+        if (e->listen) {
+            cm_conn_req_unclaimed_locked(e->owner);
+            cm_id_put_locked(e->listen);
+        }
+        cm_id_put_locked(e->owner);
+        free(e);
+        e = n;
+    }
+}
+
 struct rdma_event_channel *rdma_create_event_channel(void)
 {
     struct cm_channel *ch = cm_channel_new(false);
@@ -174,28 +192,24 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
     /* events never fetched die with the channel; their ids' references go */
     struct cm_event *e = ch->head;
     ch->head = ch->tail = NULL;
-    while (e) {
-        struct cm_event *n = e->next;
-        if (e->listen)
-            cm_id_put_locked(e->listen);
-        cm_id_put_locked(e->owner);
-        free(e);
-        e = n;
-    }
+    events_drop_locked(e);
     pthread_mutex_unlock(&cm.lock);
     cm_channel_free(ch);
+    /* the engine holds a reference on every id while it polls: a child
+     * dropped above is freed when it lets go */
+    cm_engine_wake();
 }
 
-void cm_post_locked(struct cm_id *c, enum rdma_cm_event_type type, int status,
+bool cm_post_locked(struct cm_id *c, enum rdma_cm_event_type type, int status,
                     const struct cm_peer *conn, const void *pdata, size_t pdata_len,
                     size_t pad_to, struct cm_id *listen)
 {
     struct cm_channel *ch = listen ? listen->chan : c->chan;
     if (c->destroyed || !ch)
-        return;
+        return false;
     struct cm_event *e = calloc(1, sizeof(*e));
     if (!e)
-        return;   /* like a lost MAD: the peer's timeout covers it */
+        return false;
     e->ev.id = &c->id;
     e->ev.event = type;
     e->ev.status = status;
@@ -234,6 +248,7 @@ void cm_post_locked(struct cm_id *c, enum rdma_cm_event_type type, int status,
     ch->tail = e;
     channel_signal(ch);
     pthread_cond_broadcast(&cm.cond);
+    return true;
 }
 
 int cm_channel_take(struct cm_channel *ch, struct cm_event **out)
@@ -378,8 +393,16 @@ int rdma_destroy_id(struct rdma_cm_id *id)
         errno = EINVAL;
         return -1;
     }
-    struct cm_id *c = cm_of(id);
     pthread_mutex_lock(&cm.lock);
+    cm_id_destroy_locked(cm_of(id));
+    pthread_mutex_unlock(&cm.lock);
+    cm_engine_wake();
+    return 0;
+}
+
+void cm_id_destroy_locked(struct cm_id *c)
+{
+    struct rdma_cm_id *id = &c->id;
     c->destroyed = true;
     /* a connected peer hears of it as of a DREQ (EOF), a connecting one as
      * of a consumer REJ (cm_conn.c reads both from the closed socket) */
@@ -406,24 +429,16 @@ int rdma_destroy_id(struct rdma_cm_id *id)
     }
     if (ch && !ch->sync)
         channel_unsignal(ch, queued_dead);
+    events_drop_locked(dead);
     if (id->event) {   /* a synchronous id's last event (rdma_get_request) */
         struct cm_event *held = (struct cm_event *)id->event;
         id->event = NULL;
-        held->next = dead;
-        dead = held;
-    }
-    while (dead) {
-        struct cm_event *n = dead->next;
-        if (dead->listen)
-            cm_id_put_locked(dead->listen);
-        cm_id_put_locked(dead->owner);
-        free(dead);
-        dead = n;
+        if (held->listen)
+            cm_id_put_locked(held->listen);
+        cm_id_put_locked(held->owner);
+        free(held);
     }
     cm_id_put_locked(c);
-    pthread_mutex_unlock(&cm.lock);
-    cm_engine_wake();
-    return 0;
 }
 
 int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)

@@ -6,6 +6,7 @@
  * private data limits, ports, options, channels and what is not there.
  * Both ends live in this process, on softnic's loopback ports. */
 #include "sntest.h"
+#include "sntest_cm.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,21 +25,9 @@ static struct sockaddr_in sin_of(const char *ip, uint16_t port)
     return s;
 }
 
-/* The next event on ch within WAIT_MS (NULL on timeout). */
-static struct rdma_cm_event *next_event(struct rdma_event_channel *ch)
-{
-    struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-    if (poll(&p, 1, WAIT_MS) != 1)
-        return NULL;
-    struct rdma_cm_event *e = NULL;
-    if (rdma_get_cm_event(ch, &e))
-        return NULL;
-    return e;
-}
-
 static void expect_event(struct rdma_event_channel *ch, enum rdma_cm_event_type type, int status)
 {
-    struct rdma_cm_event *e = next_event(ch);
+    struct rdma_cm_event *e = st_cm_next_event(ch, WAIT_MS);
     EXPECT_TRUE(e != NULL);
     if (!e)
         return;
@@ -96,7 +85,7 @@ static struct rdma_cm_event *pair_request(struct pair *p, const void *pdata, uin
         .responder_resources = 1, .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7,
     };
     EXPECT_EQ_INT(0, rdma_connect(p->client, &cp));
-    struct rdma_cm_event *e = next_event(p->sch);
+    struct rdma_cm_event *e = st_cm_next_event(p->sch, WAIT_MS);
     EXPECT_TRUE(e != NULL);
     if (!e)
         return NULL;
@@ -139,7 +128,7 @@ TAP_CASE(test_connect_carries_private_data_both_ways_and_qps_reach_rts)
                                   .responder_resources = 1, .initiator_depth = 1,
                                   .rnr_retry_count = 7 };
     EXPECT_EQ_INT(0, rdma_accept(p.server, &ap));
-    struct rdma_cm_event *e = next_event(p.cch);
+    struct rdma_cm_event *e = st_cm_next_event(p.cch, WAIT_MS);
     EXPECT_TRUE(e != NULL);
     if (e) {
         EXPECT_EQ_INT(RDMA_CM_EVENT_ESTABLISHED, e->event);
@@ -199,7 +188,7 @@ TAP_CASE(test_reject_reaches_the_client_with_reason_28_and_private_data)
         return;
     rdma_ack_cm_event(req);
     EXPECT_EQ_INT(0, rdma_reject(p.server, "go-away", 8));
-    struct rdma_cm_event *e = next_event(p.cch);
+    struct rdma_cm_event *e = st_cm_next_event(p.cch, WAIT_MS);
     EXPECT_TRUE(e != NULL);
     if (e) {
         EXPECT_EQ_INT(RDMA_CM_EVENT_REJECTED, e->event);
@@ -274,7 +263,7 @@ TAP_CASE(test_an_address_no_port_routes_to_is_an_addr_error)
     /* TEST-NET-1: no softnic port is the source of a route there */
     struct sockaddr_in d = sin_of("192.0.2.1", 7471);
     EXPECT_EQ_INT(0, rdma_resolve_addr(id, NULL, (struct sockaddr *)&d, 2000));
-    struct rdma_cm_event *e = next_event(ch);
+    struct rdma_cm_event *e = st_cm_next_event(ch, WAIT_MS);
     EXPECT_TRUE(e != NULL);
     if (e) {
         EXPECT_EQ_INT(RDMA_CM_EVENT_ADDR_ERROR, e->event);

@@ -5,8 +5,14 @@
  *    (each one used to stay open: a remote host could exhaust its fds);
  *  - a connection accepted, then rdma_disconnect, and the peer never
  *    answers the DREQ: DISCONNECTED still comes, after the response timeout
- *    (as the kernel's CM gives up its DREQ retries), where it never came. */
+ *    (as the kernel's CM gives up its DREQ retries), where it never came;
+ *  - a REQ whose CONNECT_REQUEST nobody can read (the listener's channel
+ *    destroyed before the REQ came, or with the event unread; a synchronous
+ *    listener destroyed with it unread): the peer is rejected at once, and
+ *    the child's socket closed, where the child stayed in REQ_RCVD for good
+ *    and the peer heard nothing until its own response timeout. */
 #include "sntest.h"
+#include "sntest_cm.h"
 #include "cm.h"
 
 #include <arpa/inet.h>
@@ -52,15 +58,6 @@ static int raw_connect(uint16_t port)
     return s;
 }
 
-static struct rdma_cm_event *next_event(struct rdma_event_channel *ch, int ms)
-{
-    struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-    struct rdma_cm_event *e = NULL;
-    if (poll(&p, 1, ms) != 1 || rdma_get_cm_event(ch, &e))
-        return NULL;
-    return e;
-}
-
 static struct rdma_cm_id *listener(struct rdma_event_channel *ch, uint16_t *port)
 {
     struct rdma_cm_id *l = NULL;
@@ -92,7 +89,7 @@ TAP_CASE(test_requests_reset_after_sending_leave_no_socket_open)
      * them (the application's answer); the others must leave nothing */
     struct rdma_cm_event *e;
     int reqs = 0;
-    while ((e = next_event(ch, 500))) {
+    while ((e = st_cm_next_event(ch, 500))) {
         struct rdma_cm_id *id = e->event == RDMA_CM_EVENT_CONNECT_REQUEST ? e->id : NULL;
         rdma_ack_cm_event(e);
         if (id) {
@@ -117,7 +114,7 @@ TAP_CASE(test_a_dreq_never_answered_still_ends_in_disconnected)
     int s = raw_connect(port);
     struct cm_msg m = msg(MSG_REQ);
     EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
-    struct rdma_cm_event *e = next_event(ch, 5000);
+    struct rdma_cm_event *e = st_cm_next_event(ch, 5000);
     EXPECT_TRUE(e && e->event == RDMA_CM_EVENT_CONNECT_REQUEST);
     if (!e)
         return;
@@ -133,7 +130,7 @@ TAP_CASE(test_a_dreq_never_answered_still_ends_in_disconnected)
     EXPECT_EQ_INT(MSG_REP, m.type);
     m = msg(MSG_RTU);
     EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
-    e = next_event(ch, 5000);
+    e = st_cm_next_event(ch, 5000);
     EXPECT_TRUE(e && e->event == RDMA_CM_EVENT_ESTABLISHED);
     if (e)
         rdma_ack_cm_event(e);
@@ -141,7 +138,7 @@ TAP_CASE(test_a_dreq_never_answered_still_ends_in_disconnected)
     EXPECT_EQ_INT(0, rdma_disconnect(c));
     EXPECT_EQ_INT((int)sizeof(m), (int)recv(s, &m, sizeof(m), MSG_WAITALL));
     EXPECT_EQ_INT(MSG_DREQ, m.type); /* and no DREP from here */
-    e = next_event(ch, CM_RESPONSE_TIMEOUT_MS + 5000);
+    e = st_cm_next_event(ch, CM_RESPONSE_TIMEOUT_MS + 5000);
     uint64_t waited = st_now_ms() - t0;
     tap_diag("DISCONNECTED %llu ms after rdma_disconnect (response timeout %d ms)", (unsigned long long)waited,
              CM_RESPONSE_TIMEOUT_MS);
@@ -153,6 +150,127 @@ TAP_CASE(test_a_dreq_never_answered_still_ends_in_disconnected)
     rdma_destroy_id(c);
     rdma_destroy_id(l);
     rdma_destroy_event_channel(ch);
+}
+
+/* Well under CM_RESPONSE_TIMEOUT_MS: an answer within it is the REJ, not
+ * the peer giving up. */
+#define PROMPT_MS 3000
+
+static bool readable(int fd, int ms)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll(&p, 1, ms) == 1;
+}
+
+/* Waits up to 5 s for this process to hold n fds (the engine thread's
+ * accept of a side channel is seen no other way from here). */
+static bool fds_reach(int n)
+{
+    for (int i = 0; i < 5000 && open_fds() < n; i++)
+        usleep(1000);
+    return open_fds() >= n;
+}
+
+/* An active id on its own channel, resolved to 127.0.0.1:port, connecting
+ * without a QP (conn_param only). */
+static struct rdma_cm_id *client_connect(struct rdma_event_channel **cch, uint16_t port)
+{
+    *cch = rdma_create_event_channel();
+    EXPECT_TRUE(*cch != NULL);
+    struct rdma_cm_id *c = NULL;
+    EXPECT_EQ_INT(0, rdma_create_id(*cch, &c, NULL, RDMA_PS_TCP));
+    struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    EXPECT_EQ_INT(0, rdma_resolve_addr(c, NULL, (struct sockaddr *)&d, 2000));
+    enum rdma_cm_event_type want[] = { RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_ROUTE_RESOLVED };
+    for (int i = 0; i < 2; i++) {
+        if (i == 1)
+            EXPECT_EQ_INT(0, rdma_resolve_route(c, 2000));
+        struct rdma_cm_event *e = st_cm_next_event(*cch, 5000);
+        EXPECT_TRUE(e != NULL);
+        if (!e)
+            return c;
+        EXPECT_STREQ(rdma_event_str(want[i]), rdma_event_str(e->event));
+        rdma_ack_cm_event(e);
+    }
+    struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
+                                  .rnr_retry_count = 7, .qp_num = 0x99 };
+    EXPECT_EQ_INT(0, rdma_connect(c, &cp));
+    return c;
+}
+
+/* The active side is told REJECTED (consumer defined, as by the kernel's CM
+ * for a REQ whose id went away) within PROMPT_MS. */
+static void expect_prompt_reject(struct rdma_event_channel *cch)
+{
+    uint64_t t0 = st_now_ms();
+    struct rdma_cm_event *e = st_cm_next_event(cch, PROMPT_MS);
+    tap_diag("active side's answer after %llu ms: %s", (unsigned long long)(st_now_ms() - t0),
+             e ? rdma_event_str(e->event) : "none");
+    EXPECT_TRUE(e != NULL);
+    if (!e)
+        return;
+    EXPECT_STREQ(rdma_event_str(RDMA_CM_EVENT_REJECTED), rdma_event_str(e->event));
+    EXPECT_EQ_INT(CM_REJ_CONSUMER_DEFINED, e->status);
+    rdma_ack_cm_event(e);
+}
+
+TAP_CASE(test_a_req_after_the_listeners_channel_died_is_rejected_and_its_socket_closed)
+{
+    struct rdma_event_channel *ch = rdma_create_event_channel();
+    EXPECT_TRUE(ch != NULL);
+    uint16_t port;
+    struct rdma_cm_id *l = listener(ch, &port);
+    int base = open_fds();
+    int s = raw_connect(port);
+    /* the child exists (accepted) before its channel goes, so the REQ finds
+     * a child and no channel to tell the application on */
+    EXPECT_TRUE(fds_reach(base + 2));
+    rdma_destroy_event_channel(ch);
+    int held = open_fds();   /* the child's socket among them */
+    struct cm_msg m = msg(MSG_REQ);
+    EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+    bool answered = readable(s, PROMPT_MS);
+    EXPECT_TRUE(answered);
+    if (answered) {
+        EXPECT_EQ_INT((int)sizeof(m), (int)recv(s, &m, sizeof(m), MSG_WAITALL));
+        EXPECT_EQ_INT(MSG_REJ, m.type);
+        EXPECT_EQ_INT(CM_REJ_CONSUMER_DEFINED, m.reason);
+        EXPECT_TRUE(readable(s, PROMPT_MS));
+        EXPECT_EQ_INT(0, (int)recv(s, &m, sizeof(m), 0));   /* and the child's socket closed */
+        EXPECT_EQ_INT(held - 1, open_fds());
+    }
+    close(s);
+    rdma_destroy_id(l);
+}
+
+TAP_CASE(test_a_connect_request_unread_when_its_channel_dies_is_rejected)
+{
+    struct rdma_event_channel *sch = rdma_create_event_channel();
+    EXPECT_TRUE(sch != NULL);
+    uint16_t port;
+    struct rdma_cm_id *l = listener(sch, &port);
+    struct rdma_event_channel *cch;
+    struct rdma_cm_id *c = client_connect(&cch, port);
+    EXPECT_TRUE(readable(sch->fd, 5000));   /* CONNECT_REQUEST queued, never read */
+    rdma_destroy_event_channel(sch);
+    expect_prompt_reject(cch);
+    rdma_destroy_id(c);
+    rdma_destroy_id(l);
+    rdma_destroy_event_channel(cch);
+}
+
+TAP_CASE(test_a_request_unclaimed_when_its_synchronous_listener_dies_is_rejected)
+{
+    uint16_t port;
+    struct rdma_cm_id *l = listener(NULL, &port);
+    struct rdma_event_channel *cch;
+    struct rdma_cm_id *c = client_connect(&cch, port);
+    /* a synchronous id's private channel: rdma_get_request would take it */
+    EXPECT_TRUE(l->channel && readable(l->channel->fd, 5000));
+    rdma_destroy_id(l);
+    expect_prompt_reject(cch);
+    rdma_destroy_id(c);
+    rdma_destroy_event_channel(cch);
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }
