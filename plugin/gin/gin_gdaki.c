@@ -220,7 +220,9 @@ fail:
 
 /* Sends mine to every peer and reads every peer's into all[] (all[rank] =
  * mine): a WIN message carrying (addr, size, rkey). Collective. A rank
- * whose part failed sends status 1; then every rank fails. */
+ * whose part failed sends status 1; then every rank fails. A stream that
+ * fails or is garbled fails the collComm, as in gin_mr.c's exchange: the
+ * WINs left unread would answer a later exchange. */
 static ncclResult_t xchg_win(struct gin_coll *c, uint32_t step, int ok, const struct gw_win *mine,
                              struct gw_win *all)
 {
@@ -237,13 +239,16 @@ static ncclResult_t xchg_win(struct gin_coll *c, uint32_t step, int ok, const st
         if (p != c->rank && gw_send(c->peers[p].fd, buf, len, deadline, err)) {
             WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u with rank %d: %s", c->rank, step, p, err);
             res = ncclRemoteError;
+            gin_fail(c, ncclRemoteError);
         }
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank)
             continue;
         struct gw_rx rx;
         if (gw_recv(c->peers[p].fd, &rx, deadline, err) || gw_win_parse(rx.buf, rx.off, &all[p], err)) {
-            WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u, from rank %d: %s", c->rank, step, p, err);
+            WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u, from rank %d: %s; failing the collComm", c->rank,
+                 step, p, err);
+            gin_fail(c, ncclRemoteError);
             return ncclRemoteError;
         }
         if (all[p].seq != w.seq) {
@@ -278,7 +283,8 @@ static void xchg_leave(struct gin_coll *c, uint32_t step)
  * arrives whole but is refused (garbled, another job's, another link
  * layer) clears *ok and the others are still read, so that the next
  * exchange stays in step and tells every rank at once; an I/O failure (a
- * peer gone, the deadline passed) ends the exchange: ncclRemoteError. */
+ * peer gone, the deadline passed) ends the exchange: ncclRemoteError, and
+ * the collComm fails, since messages stay unread or half sent. */
 static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, int *ok)
 {
     struct gin_gdaki_res *r = c->gdaki;
@@ -307,7 +313,9 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, i
         uint8_t buf[GW_MSG_MAX];
         size_t len = gw_peer_encode(GW_GDAKI, &m, buf, sizeof(buf));
         if (gw_send(c->peers[p].fd, buf, len, deadline, err)) {
-            WARN("NET/railnet/GIN: rank %d: sending the GDAKI QP to rank %d: %s", c->rank, p, err);
+            WARN("NET/railnet/GIN: rank %d: sending the GDAKI QP to rank %d: %s; failing the collComm", c->rank, p,
+                 err);
+            gin_fail(c, ncclRemoteError);
             return ncclRemoteError;
         }
     }
@@ -317,7 +325,8 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, i
         struct gw_rx rx;
         struct gw_peer m;
         if (gw_recv(c->peers[p].fd, &rx, deadline, err)) {
-            WARN("NET/railnet/GIN: rank %d: the GDAKI QP of rank %d: %s", c->rank, p, err);
+            WARN("NET/railnet/GIN: rank %d: the GDAKI QP of rank %d: %s; failing the collComm", c->rank, p, err);
+            gin_fail(c, ncclRemoteError);
             return ncclRemoteError;
         }
         if (gw_peer_parse(rx.buf, rx.off, GW_GDAKI, &m, err)) {
@@ -448,6 +457,12 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         WARN("NET/railnet/GIN: createContext: %d signals, %d counters out of range", nsignals, ncounters);
         return ncclInvalidArgument;
     }
+    /* its streams may be out of step (gin_fail): an exchange would read stale messages */
+    ncclResult_t failed = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE);
+    if (failed) {
+        WARN("NET/railnet/GIN: rank %d: createContext on a failed collComm (error %d)", c->rank, failed);
+        return failed;
+    }
     ncclResult_t res = base_open(c);
     /* Every rank takes part in every exchange below, failed or not. */
     struct gin_gdaki_res *r = c->gdaki;
@@ -478,6 +493,9 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     struct gw_win *all = calloc((size_t)n, sizeof(*all));
     if (!remote || !all) {
         WARN("NET/railnet/GIN: rank %d: GDAKI createContext: out of memory for %d ranks", c->rank, n);
+        /* the peers' messages of this exchange stay unread: no later one
+         * on this collComm could trust its stream */
+        gin_fail(c, ncclSystemError);
         free(remote);
         free(all);
         if (r)
@@ -648,6 +666,10 @@ ncclResult_t gin_gdaki_reg_window(struct gin_coll *c, struct gin_mr *m, void *da
         mine.rkey = w->mr->rkey;
     struct gw_win *all = calloc((size_t)c->nranks, sizeof(*all));
     ncclResult_t xres = all ? xchg_win(c, 2 + (c->win_seq & 0xffff), ok, &mine, all) : ncclSystemError;
+    if (!all) {
+        WARN("NET/railnet/GIN: rank %d: GDAKI window: out of memory for %d ranks", c->rank, c->nranks);
+        gin_fail(c, ncclSystemError); /* the exchange was skipped: the peers' WINs stay unread */
+    }
     if (xres == ncclSuccess) {
         size_t len = sizeof(struct rn_gin_gdaki_mem_handle) + sizeof(uint32_t) * (size_t)c->nranks;
         uint8_t *img = calloc(1, len);

@@ -81,7 +81,10 @@ void gin_mr_free_all(struct gin_coll *c)
         mr_free(c->wins);
 }
 
-/* Sends our WIN to every peer, then reads every peer's. */
+/* Sends our WIN to every peer, then reads every peer's. A stream that fails
+ * or is garbled fails the collComm (gin_fail): the exchange ends there, so
+ * the peers read after it keep a WIN unread that a later regMrSym would take
+ * for its own and blame on the registration order. */
 static ncclResult_t exchange(struct gin_coll *c, struct gin_mr *m, int ok)
 {
     struct gw_win w = { .seq = c->win_seq, .status = ok ? 0 : 1 };
@@ -99,6 +102,7 @@ static ncclResult_t exchange(struct gin_coll *c, struct gin_mr *m, int ok)
         if (p != c->rank && gw_send(c->peers[p].fd, buf, len, deadline, err)) {
             WARN("NET/railnet/GIN: rank %d: regMrSym: sending the window to rank %d: %s", c->rank, p, err);
             res = ncclRemoteError;
+            gin_fail(c, ncclRemoteError); /* part of a WIN may be on its way: rank p's stream is out of step */
         }
     }
     for (int p = 0; p < c->nranks; p++) {
@@ -107,8 +111,10 @@ static ncclResult_t exchange(struct gin_coll *c, struct gin_mr *m, int ok)
         struct gw_rx rx;
         struct gw_win pw;
         if (gw_recv(c->peers[p].fd, &rx, deadline, err) || gw_win_parse(rx.buf, rx.off, &pw, err)) {
-            WARN("NET/railnet/GIN: rank %d: regMrSym: window of rank %d: %s", c->rank, p, err);
-            return ncclRemoteError; /* the stream is out of step: nothing after this can be trusted */
+            WARN("NET/railnet/GIN: rank %d: regMrSym: window of rank %d: %s; failing the collComm", c->rank, p,
+                 err);
+            gin_fail(c, ncclRemoteError); /* the stream is out of step: nothing after this can be trusted */
+            return ncclRemoteError;
         }
         if (pw.seq != w.seq) {
             WARN("NET/railnet/GIN: rank %d: regMrSym: rank %d is at registration %u, this rank at %u: ranks must "
