@@ -12,7 +12,8 @@
  *                    with --target-bytes T each size runs T / size
  *                    iterations, at least --iters and at most 1000 (the
  *                    same rule on every rank, so their calls match), so a
- *                    64 KiB step is timed over ~1000 calls, not 50.
+ *                    64 KiB step is timed over ~1000 calls, not 50;
+ *                    the median and slowest single call close the line.
  *   kill             rank 1 exits abruptly during an all_reduce loop; rank 0
  *                    must see an NCCL error (not hang) within --timeout s.
  *   loop             all_reduce of --max-bytes again and again for --iters
@@ -340,6 +341,12 @@ static int mode_check(const struct opts *o, ncclComm_t comm, cudaStream_t s)
     return failed ? 1 : 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 /* One timed step of collective c over b bytes: all_reduce in place, or
  * send_recv around the ring (send to rank + 1, receive from rank - 1). */
 static int bench_step(const struct opts *o, ncclComm_t comm, cudaStream_t s, enum coll c, void *d, void *r,
@@ -367,7 +374,8 @@ static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
     CUDA_OK(cudaMalloc(&r, o->max_bytes));
     CUDA_OK(cudaMemset(d, 0, o->max_bytes));
     if (o->rank == 0)
-        printf("# %12s %10s %12s %12s %s\n", "bytes", "iters", "time_us", "busbw_GBps", "collective");
+        printf("# %12s %10s %12s %12s %-10s %10s %10s\n", "bytes", "iters", "time_us", "busbw_GBps", "collective",
+               "median_us", "max_us");
     static const enum coll timed[] = { ALL_REDUCE, SEND_RECV };
     for (size_t k = 0; k < sizeof(timed) / sizeof(timed[0]); k++) {
         enum coll c = timed[k];
@@ -383,17 +391,43 @@ static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
                     return 1;
             if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
                 return 1;
+            /* an event between steps: the slowest step beside the median
+             * tells one stall from an even slowdown, without a sync that
+             * would change what is timed */
+            cudaEvent_t *ev = calloc((size_t)iters + 1, sizeof(*ev));
+            if (!ev)
+                return 1;
+            for (int i = 0; i <= iters; i++)
+                CUDA_OK(cudaEventCreate(&ev[i]));
             double t0 = now_s();
-            for (int i = 0; i < iters; i++)
+            CUDA_OK(cudaEventRecord(ev[0], s));
+            for (int i = 0; i < iters; i++) {
                 if (bench_step(o, comm, s, c, d, r, b))
                     return 1;
+                CUDA_OK(cudaEventRecord(ev[i + 1], s));
+            }
             if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
                 return 1;
             double us = (now_s() - t0) * 1e6 / iters;
             double algbw = (double)b / (us * 1e-6) / 1e9;
             double busbw = c == ALL_REDUCE ? algbw * 2.0 * (o->nranks - 1) / o->nranks : algbw;
+            double *step = calloc((size_t)iters, sizeof(*step)), med = 0, max = 0;
+            if (!step)
+                return 1;
+            for (int i = 0; i < iters; i++) {
+                float ms = 0;
+                CUDA_OK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+                step[i] = ms * 1e3;
+                max = step[i] > max ? step[i] : max;
+            }
+            qsort(step, (size_t)iters, sizeof(*step), cmp_double);
+            med = step[iters / 2];
+            for (int i = 0; i <= iters; i++)
+                cudaEventDestroy(ev[i]);
+            free(ev);
+            free(step);
             if (o->rank == 0)
-                printf("  %12zu %10d %12.1f %12.3f %s\n", b, iters, us, busbw, coll_name[c]);
+                printf("  %12zu %10d %12.1f %12.3f %-10s %10.1f %10.1f\n", b, iters, us, busbw, coll_name[c], med, max);
             fflush(stdout);
         }
     }
