@@ -169,28 +169,32 @@ bench_one() {
         echo "# v$i: $w" | tr '+' ' '
         i=$((i + 1))
     done
-    printf "%-11s %10s %9s %9s %7s %11s %6s" collective bytes IB_GBps rn_GBps ratio min..max proto
+    printf "%-11s %10s %9s %9s %7s %11s %6s %6s" collective bytes IB_GBps rn_GBps ratio min..max proto call
     i=1
     while [ $i -le "$nv" ]; do printf " %7s" v$i; i=$((i + 1)); done
     echo
-    # rank 0's lines: bytes iters time_us busbw collective; one file per
-    # (transport, round), named bench_<t>_<tag>_r<k>.rank0.log
+    # rank 0's lines: bytes iters time_us busbw collective median_us max_us;
+    # one file per (transport, round), named bench_<t>_<tag>_r<k>.rank0.log.
+    # "call" is the same ratio from each run's median call instead of its
+    # mean: on a busy host single calls stall for milliseconds (max_us), and
+    # the mean of a few hundred calls carries them (README, fifteenth stop)
     for t in $ts; do
         k=1
         while [ $k -le "$rounds" ]; do
             f=$JOBDIR/bench_${t}_${tag}_r$k.rank0.log
-            [ -e "$f" ] && awk -v t="$t" -v k="$k" '/^  +[0-9]+ +[0-9]+ /{ print t, k, ($5 == "" ? "all_reduce" : $5), $1, $4 }
+            [ -e "$f" ] && awk -v t="$t" -v k="$k" '/^  +[0-9]+ +[0-9]+ /{ print t, k, ($5 == "" ? "all_reduce" : $5), $1, $4, ($6 > 0 ? $4 * $3 / $6 : $4) }
                 /AllReduce: [0-9]+ Bytes -> / && k == 1 { for (i = 1; i <= NF; i++) if ($i == "AllReduce:") b = $(i+1); else if ($i == "proto") p = $(i+1); else if ($i ~ /^channel[{]Lo..Hi[}]=[{][0-9]+..[0-9]+[}]$/) { c = $i; sub(/.*=[{]/, "", c); sub(/[}]/, "", c); split(c, lh, /[.][.]/); n = lh[2] - lh[1] + 1 }; print t, "proto", "all_reduce", b, (p == "SIMPLE" ? "S" : p) (n ? n : "") }' "$f"
             k=$((k + 1))
         done
     done | awk -v nv="$nv" '
-        function median(key, n,   i, j, x, a) {
-            for (i = 1; i <= n; i++) a[i] = V[key, i]
+        function median(key, n) { return median_of(V, key, n) }
+        function median_of(A, key, n,   i, j, x, a) {
+            for (i = 1; i <= n; i++) a[i] = A[key, i]
             for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
             return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
         }
         $2 == "proto" { P[$1, $3 " " $4] = $5; next }
-        { key = $3 " " $4; K[key] = 1; N[$1, key]++; V[$1, key, N[$1, key]] = $5; R[$1, key, $2] = $5 }
+        { key = $3 " " $4; K[key] = 1; N[$1, key]++; V[$1, key, N[$1, key]] = $5; W[$1, key, N[$1, key]] = $6; R[$1, key, $2] = $5 }
         END {
             for (key in K) {
                 if (!N["ib", key] || !N["railnet", key]) continue
@@ -200,7 +204,8 @@ bench_one() {
                     q = R["railnet", key, k] / R["ib", key, k]; if (q < lo) lo = q; if (q > hi) hi = q }
                 split(key, p, " ")
                 pr = (("ib", key) in P) ? P["ib", key] "/" P["railnet", key] : "-"
-                printf "%-11s %10d %9.3f %9.3f %7.2f %5.2f..%-5.2f %6s", p[1], p[2], mi, mr, (mi > 0 ? mr / mi : 0), lo, hi, pr
+                ci = median_of(W, "ib" SUBSEP key, N["ib", key]); cr = median_of(W, "railnet" SUBSEP key, N["railnet", key])
+                printf "%-11s %10d %9.3f %9.3f %7.2f %5.2f..%-5.2f %6s %6.2f", p[1], p[2], mi, mr, (mi > 0 ? mr / mi : 0), lo, hi, pr, (ci > 0 ? cr / ci : 0)
                 for (v = 1; v <= nv; v++) printf " %7.2f", (N["v" v, key] && mi > 0 ? median("v" v SUBSEP key, N["v" v, key]) / mi : 0)
                 printf "\n"
             }
