@@ -77,6 +77,20 @@ __global__ void spin_until(volatile unsigned long long *flag, unsigned long long
 
 static char err[512];
 
+/* softnic's loopback pair, with the plugin's defaults */
+static struct gdaki_pair *open_pair(void)
+{
+    struct gdaki_pair_opts o;
+    if (gdaki_pair_opts_default(&o, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "%s", err);
+    if (!o.ibverbs_lib)
+        o.ibverbs_lib = test_softnic_verbs();
+    struct gdaki_pair *p = NULL;
+    if (gdaki_pair_open(&o, &p, err, sizeof(err)) != 0)
+        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);
+    return p;
+}
+
 /* The write, posted from a thread of its own once the kernels had time to
  * start: a launch can block the launching thread until earlier kernels end
  * (with many streams, on an H200), and the write must not wait for that. */
@@ -112,14 +126,7 @@ static void write_reaches_spinning_kernels(unsigned int stream_flags, int nidle)
     CK(cudaSetDevice(0));
     CK(cudaFree(0));
 
-    struct gdaki_pair_opts o;
-    if (gdaki_pair_opts_default(&o, err, sizeof(err)) != 0)
-        tap_fail_at(__FILE__, __LINE__, "%s", err);
-    if (!o.ibverbs_lib)
-        o.ibverbs_lib = test_softnic_verbs();
-    struct gdaki_pair *p = NULL;
-    if (gdaki_pair_open(&o, &p, err, sizeof(err)) != 0)
-        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);
+    struct gdaki_pair *p = open_pair();
 
     struct cuda_dl *cu = cuda_dl_open(err, sizeof(err));
     if (!cu || cuda_dl_use_vmm(cu, err, sizeof(err)) != 0)
@@ -222,14 +229,7 @@ TAP_CASE(read_of_gpu_memory_brings_every_byte)
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
         TAP_SKIP("no CUDA GPU on this machine (run make check-gpu on a GPU machine)");
     CK(cudaSetDevice(0));
-    struct gdaki_pair_opts o;
-    if (gdaki_pair_opts_default(&o, err, sizeof(err)) != 0)
-        tap_fail_at(__FILE__, __LINE__, "%s", err);
-    if (!o.ibverbs_lib)
-        o.ibverbs_lib = test_softnic_verbs();
-    struct gdaki_pair *p = NULL;
-    if (gdaki_pair_open(&o, &p, err, sizeof(err)) != 0)
-        tap_fail_at(__FILE__, __LINE__, "gdaki_pair_open: %s", err);
+    struct gdaki_pair *p = open_pair();
     const size_t max = (1u << 20) + 4099;
     unsigned char *gpu = NULL, *want = (unsigned char *)malloc(max), *got = NULL;
     if (!want)
