@@ -212,6 +212,11 @@ int gin_peer_busy(const struct gin_coll *c, int p);
 
 /* gin_errors.c */
 void gin_fail(struct gin_coll *c, ncclResult_t err);
+/* A setup exchange stream (regMrSym's or GDAKI's WINs and QPs) failed, was
+ * garbled or was skipped: gin_fail, and every peer socket shut down (not
+ * closed) so that the peers' exchanges see EOF at once instead of waiting
+ * out RAILNET_HANDSHAKE_TIMEOUT. */
+void gin_fail_exchange(struct gin_coll *c, ncclResult_t err);
 /* A failed completion: one WARN naming device, peer rank, QP and status. */
 void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc);
 /* Every 50 ms while requests are pending: peers whose socket closed fail the

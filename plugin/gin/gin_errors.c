@@ -7,7 +7,10 @@
  * went down, one of its QPs became fatal, its CQ overran), a peer whose
  * socket closed while requests to it are pending (after a grace period for
  * completions still in flight, well inside RAILNET_IB_TIMEOUT's retry
- * budget), a post that failed. From then on iput/iputSignal/test/ginProgress return it.
+ * budget), a post that failed, a setup exchange stream out of step
+ * (gin_fail_exchange, which also shuts the peer sockets down so that the
+ * other ranks fail too). From then on iput/iputSignal/test/ginProgress
+ * return it.
  *
  * The GDAKI type's context is gin_gdaki.c's (createContext, destroyContext
  * and queryLastError go there for a collComm of that type).
@@ -18,6 +21,7 @@
  * one use is queryLastError, for callers that drive the table themselves. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "errors.h"
@@ -42,6 +46,25 @@ void gin_fail(struct gin_coll *c, ncclResult_t err)
 {
     if (!c->error)
         __atomic_store_n(&c->error, err, __ATOMIC_RELEASE);
+}
+
+void gin_fail_exchange(struct gin_coll *c, ncclResult_t err)
+{
+    gin_fail(c, err);
+    /* A peer in this exchange, or entering the next one, would otherwise
+     * wait for this rank's message until its RAILNET_HANDSHAKE_TIMEOUT. With
+     * the sockets shut down, its read on them ends at EOF after what was
+     * already sent, and it fails that exchange (and tells its own peers the
+     * same way). shutdown, not close: coll_free owns and closes the fds, and
+     * the progress thread may be polling them. */
+    int told = 0;
+    for (int p = 0; p < c->nranks; p++)
+        if (p != c->rank && c->peers[p].fd >= 0 && shutdown(c->peers[p].fd, SHUT_RDWR) == 0)
+            told++;
+    if (told)
+        INFO(NCCL_NET, "NET/railnet/GIN: rank %d: setup streams out of step: shut down the sockets to %d peer(s), "
+                       "whose exchanges now fail at once",
+             c->rank, told);
 }
 
 void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc)
@@ -70,8 +93,8 @@ void gin_check_peers(struct gin_coll *c)
         if (!pe->gone_ns && !oob_peer_alive(pe->fd))
             pe->gone_ns = now;
         if (pe->gone_ns && now - pe->gone_ns > PEER_GONE_GRACE_NS && gin_peer_busy(c, p)) {
-            WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted) "
-                 "with puts to it pending",
+            WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted, "
+                 "or its collComm failed: see its log) with puts to it pending",
                  c->dev_name, c->rank, p);
             gin_fail(c, ncclRemoteError);
             return;

@@ -221,8 +221,9 @@ fail:
 /* Sends mine to every peer and reads every peer's into all[] (all[rank] =
  * mine): a WIN message carrying (addr, size, rkey). Collective. A rank
  * whose part failed sends status 1; then every rank fails. A stream that
- * fails or is garbled fails the collComm, as in gin_mr.c's exchange: the
- * WINs left unread would answer a later exchange. */
+ * fails or is garbled fails the collComm and tells the peers
+ * (gin_fail_exchange), as in gin_mr.c's exchange: the WINs left unread
+ * would answer a later exchange. */
 static ncclResult_t xchg_win(struct gin_coll *c, uint32_t step, int ok, const struct gw_win *mine,
                              struct gw_win *all)
 {
@@ -237,9 +238,10 @@ static ncclResult_t xchg_win(struct gin_coll *c, uint32_t step, int ok, const st
     ncclResult_t res = ok ? ncclSuccess : ncclSystemError;
     for (int p = 0; p < c->nranks; p++)
         if (p != c->rank && gw_send(c->peers[p].fd, buf, len, deadline, err)) {
-            WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u with rank %d: %s", c->rank, step, p, err);
-            res = ncclRemoteError;
-            gin_fail(c, ncclRemoteError);
+            WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u with rank %d: %s; failing the collComm", c->rank, step,
+                 p, err);
+            gin_fail_exchange(c, ncclRemoteError);
+            return ncclRemoteError; /* the others' reads would meet this rank's own shutdown */
         }
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank)
@@ -248,7 +250,7 @@ static ncclResult_t xchg_win(struct gin_coll *c, uint32_t step, int ok, const st
         if (gw_recv(c->peers[p].fd, &rx, deadline, err) || gw_win_parse(rx.buf, rx.off, &all[p], err)) {
             WARN("NET/railnet/GIN: rank %d: GDAKI exchange %u, from rank %d: %s; failing the collComm", c->rank,
                  step, p, err);
-            gin_fail(c, ncclRemoteError);
+            gin_fail_exchange(c, ncclRemoteError);
             return ncclRemoteError;
         }
         if (all[p].seq != w.seq) {
@@ -284,7 +286,8 @@ static void xchg_leave(struct gin_coll *c, uint32_t step)
  * layer) clears *ok and the others are still read, so that the next
  * exchange stays in step and tells every rank at once; an I/O failure (a
  * peer gone, the deadline passed) ends the exchange: ncclRemoteError, and
- * the collComm fails, since messages stay unread or half sent. */
+ * the caller fails the collComm (messages stay unread or half sent) once
+ * xchg_leave has told the peers why. */
 static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, int *ok)
 {
     struct gin_gdaki_res *r = c->gdaki;
@@ -315,7 +318,6 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, i
         if (gw_send(c->peers[p].fd, buf, len, deadline, err)) {
             WARN("NET/railnet/GIN: rank %d: sending the GDAKI QP to rank %d: %s; failing the collComm", c->rank, p,
                  err);
-            gin_fail(c, ncclRemoteError);
             return ncclRemoteError;
         }
     }
@@ -326,7 +328,6 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, i
         struct gw_peer m;
         if (gw_recv(c->peers[p].fd, &rx, deadline, err)) {
             WARN("NET/railnet/GIN: rank %d: the GDAKI QP of rank %d: %s; failing the collComm", c->rank, p, err);
-            gin_fail(c, ncclRemoteError);
             return ncclRemoteError;
         }
         if (gw_peer_parse(rx.buf, rx.off, GW_GDAKI, &m, err)) {
@@ -457,7 +458,7 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         WARN("NET/railnet/GIN: createContext: %d signals, %d counters out of range", nsignals, ncounters);
         return ncclInvalidArgument;
     }
-    /* its streams may be out of step (gin_fail): an exchange would read stale messages */
+    /* its streams may be out of step (gin_fail_exchange): an exchange would read stale messages */
     ncclResult_t failed = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE);
     if (failed) {
         WARN("NET/railnet/GIN: rank %d: createContext on a failed collComm (error %d)", c->rank, failed);
@@ -495,7 +496,7 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         WARN("NET/railnet/GIN: rank %d: GDAKI createContext: out of memory for %d ranks", c->rank, n);
         /* the peers' messages of this exchange stay unread: no later one
          * on this collComm could trust its stream */
-        gin_fail(c, ncclSystemError);
+        gin_fail_exchange(c, ncclSystemError);
         free(remote);
         free(all);
         if (r)
@@ -504,8 +505,11 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     }
     struct gw_win mine = { 0 };
     ncclResult_t xres = xchg_win(c, 0, ok, &mine, all);
-    if (xres == ncclSuccess && (xres = xchg_qps(c, remote, &ok)) != ncclSuccess)
+    if (xres == ncclSuccess && (xres = xchg_qps(c, remote, &ok)) != ncclSuccess) {
+        /* the peers that can still be written to read why before the EOF */
         xchg_leave(c, 1);
+        gin_fail_exchange(c, ncclRemoteError);
+    }
     if (xres == ncclSuccess) {
         self_info(r, r->qp[c->rank], &remote[c->rank]);
         for (int p = 0; p < n && ok; p++) {
@@ -639,7 +643,8 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
                  c->dev_name, c->rank, st == IBV_QPS_ERR ? "" : "companion ", p);
             __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
         } else if (p != c->rank && c->peers[p].fd >= 0 && !oob_peer_alive(c->peers[p].fd)) {
-            WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted)",
+            WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted, or "
+                 "its collComm failed: see its log)",
                  c->dev_name, c->rank, p);
             __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
         }
@@ -668,7 +673,7 @@ ncclResult_t gin_gdaki_reg_window(struct gin_coll *c, struct gin_mr *m, void *da
     ncclResult_t xres = all ? xchg_win(c, 2 + (c->win_seq & 0xffff), ok, &mine, all) : ncclSystemError;
     if (!all) {
         WARN("NET/railnet/GIN: rank %d: GDAKI window: out of memory for %d ranks", c->rank, c->nranks);
-        gin_fail(c, ncclSystemError); /* the exchange was skipped: the peers' WINs stay unread */
+        gin_fail_exchange(c, ncclSystemError); /* the exchange was skipped: the peers' WINs stay unread */
     }
     if (xres == ncclSuccess) {
         size_t len = sizeof(struct rn_gin_gdaki_mem_handle) + sizeof(uint32_t) * (size_t)c->nranks;

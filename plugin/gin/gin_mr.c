@@ -82,9 +82,10 @@ void gin_mr_free_all(struct gin_coll *c)
 }
 
 /* Sends our WIN to every peer, then reads every peer's. A stream that fails
- * or is garbled fails the collComm (gin_fail): the exchange ends there, so
- * the peers read after it keep a WIN unread that a later regMrSym would take
- * for its own and blame on the registration order. */
+ * or is garbled fails the collComm (gin_fail_exchange): the exchange ends
+ * there, so the peers read after it keep a WIN unread that a later regMrSym
+ * would take for its own and blame on the registration order; and the peers,
+ * told by their sockets' EOF, fail theirs now rather than at their deadline. */
 static ncclResult_t exchange(struct gin_coll *c, struct gin_mr *m, int ok)
 {
     struct gw_win w = { .seq = c->win_seq, .status = ok ? 0 : 1 };
@@ -100,9 +101,11 @@ static ncclResult_t exchange(struct gin_coll *c, struct gin_mr *m, int ok)
     ncclResult_t res = ok ? ncclSuccess : ncclSystemError;
     for (int p = 0; p < c->nranks; p++) {
         if (p != c->rank && gw_send(c->peers[p].fd, buf, len, deadline, err)) {
-            WARN("NET/railnet/GIN: rank %d: regMrSym: sending the window to rank %d: %s", c->rank, p, err);
-            res = ncclRemoteError;
-            gin_fail(c, ncclRemoteError); /* part of a WIN may be on its way: rank p's stream is out of step */
+            WARN("NET/railnet/GIN: rank %d: regMrSym: sending the window to rank %d: %s; failing the collComm",
+                 c->rank, p, err);
+            /* part of a WIN may be on its way: rank p's stream is out of step */
+            gin_fail_exchange(c, ncclRemoteError);
+            return ncclRemoteError; /* the others' reads would meet this rank's own shutdown */
         }
     }
     for (int p = 0; p < c->nranks; p++) {
@@ -113,7 +116,7 @@ static ncclResult_t exchange(struct gin_coll *c, struct gin_mr *m, int ok)
         if (gw_recv(c->peers[p].fd, &rx, deadline, err) || gw_win_parse(rx.buf, rx.off, &pw, err)) {
             WARN("NET/railnet/GIN: rank %d: regMrSym: window of rank %d: %s; failing the collComm", c->rank, p,
                  err);
-            gin_fail(c, ncclRemoteError); /* the stream is out of step: nothing after this can be trusted */
+            gin_fail_exchange(c, ncclRemoteError); /* the stream is out of step: nothing after this can be trusted */
             return ncclRemoteError;
         }
         if (pw.seq != w.seq) {

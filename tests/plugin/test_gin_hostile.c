@@ -10,7 +10,11 @@
  *  - ranks 1 and 2 of three speaking the GIN wire from this thread through
  *    READY, then rank 1 sending a WIN of the wrong length in rank 0's
  *    regMrSym: that regMrSym fails, and so does the next one at once on the
- *    failed collComm, instead of reading rank 2's first WIN as its second.
+ *    failed collComm, instead of reading rank 2's first WIN as its second;
+ *    and ranks 1 and 2 are told at once: after rank 0's WIN their streams
+ *    end (EOF), where a rank waiting for more would wait out
+ *    RAILNET_HANDSHAKE_TIMEOUT. Closing that collComm closes each socket
+ *    once, with no WARN.
  * Linked with --export-dynamic so that the plugin's close() is this
  * program's. */
 #include "../tap.h"
@@ -23,6 +27,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +204,26 @@ static void raw_send_win(int fd, uint32_t seq, size_t len)
     EXPECT_EQ_INT(0, gw_send(fd, buf, len, raw_deadline(), err));
 }
 
+/* A raw rank reads rank 0's WIN of registration seq, then, before
+ * `by` (built_now_s), the end of the stream: recv returns 0. */
+static void raw_expect_win_then_eof(int fd, int rank, uint32_t seq, double by)
+{
+    char err[HS_ERR_LEN] = "";
+    struct gw_rx rx;
+    struct gw_win w = { 0 };
+    if (gw_recv(fd, &rx, (uint64_t)(by * 1e9), err) || gw_win_parse(rx.buf, rx.off, &w, err))
+        tap_fail_at(__FILE__, __LINE__, "rank %d: rank 0's WIN: %s", rank, err);
+    EXPECT_EQ_INT(seq, w.seq);
+    double left = by - built_now_s();
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    int r = poll(&pf, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+    if (r != 1)
+        tap_fail_at(__FILE__, __LINE__, "rank %d: rank 0's socket still open (poll: %d): rank 0 did not tell it", rank,
+                    r);
+    char c;
+    EXPECT_EQ_INT(0, (long)recv(fd, &c, 1, MSG_DONTWAIT));
+}
+
 static uint8_t h2[HS_HANDLE_SIZE];
 
 static void *rank0_of_three(void *arg)
@@ -255,16 +280,22 @@ TAP_CASE(test_a_garbled_win_fails_the_collcomm_and_the_next_regmrsym_at_once)
     EXPECT_EQ_INT(ncclRemoteError, gin->regMrSym(coll, buf, size, NCCL_PTR_HOST, 0, &mh, &gh));
     double t1 = built_now_s();
     EXPECT_TRUE(mh == NULL);
-    ncclResult_t second = gin->regMrSym(coll, buf, size, NCCL_PTR_HOST, 0, &mh, &gh);
+    for (int r = 1; r < 3; r++)
+        raw_expect_win_then_eof(fd[r], r, 0, t1 + 1.0);
     double t2 = built_now_s();
-    printf("# regMrSym: %.3f s, then %d in %.3f s; %s", t1 - t0, (int)second, t2 - t1, warns);
+    ncclResult_t second = gin->regMrSym(coll, buf, size, NCCL_PTR_HOST, 0, &mh, &gh);
+    double t3 = built_now_s();
+    printf("# regMrSym: %.3f s, then %d in %.3f s; %s", t1 - t0, (int)second, t3 - t2, warns);
     EXPECT_EQ_INT(ncclRemoteError, second);
     EXPECT_TRUE(mh == NULL);
-    EXPECT_TRUE(t1 - t0 < 5.0 && t2 - t1 < 1.0);
+    EXPECT_TRUE(t1 - t0 < 5.0 && t3 - t2 < 1.0);
     EXPECT_TRUE(strstr(warns, "window of rank 1") != NULL);
     EXPECT_TRUE(strstr(warns, "regMrSym on a failed collComm") != NULL);
     EXPECT_TRUE(strstr(warns, "same order") == NULL);
+    size_t nwarns = strlen(warns);
     EXPECT_EQ_INT(ncclSuccess, gin->closeColl(coll));
+    EXPECT_EQ_INT(nwarns, strlen(warns));
+    EXPECT_EQ_INT(0, __atomic_load_n(&closes_of_closed, __ATOMIC_RELAXED));
     for (int r = 1; r < 3; r++)
         syscall(SYS_close, fd[r]);
     gin->closeListen(l0);
