@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 36
+tap_plan 38
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,11 +12,11 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
-    targets="$targets tests/softnic/librdmacm.so.1 tests/plugin/test_conn_cm"
+    targets="$targets tests/softnic/librdmacm.so.1 tests/plugin/test_conn_cm tests/softnic/test_softnic_cm_hostile"
 if make -C "$asan" -j2 $targets >>"$log" 2>&1; then
     tap_ok asan_build_of_plugin_softnic_driver
 else
@@ -40,9 +40,13 @@ san asan_rogue_handshakes_and_forged_handles "$asan/tests/plugin/test_conn_fault
 if [ $have_cm = yes ]; then
     san asan_rdmacm_traffic env RAILNET_CM=rdmacm $nd traffic --ranks 3 --iters 30 --max-size 1M --seed 9
     san asan_rdmacm_connection_faults "$asan/tests/plugin/test_conn_cm"
+    # raw peers on softnic's CM side channel, and children torn down for
+    # a listener whose channel or id died (cm_conn_req_unclaimed_locked)
+    san asan_softnic_cm_hostile_peers "$asan/tests/softnic/test_softnic_cm_hostile"
 else
     tap_skip asan_rdmacm_traffic "softnic's librdmacm is not built (no librdmacm-dev at configure)"
     tap_skip asan_rdmacm_connection_faults "softnic's librdmacm is not built (no librdmacm-dev at configure)"
+    tap_skip asan_softnic_cm_hostile_peers "softnic's librdmacm is not built (no librdmacm-dev at configure)"
 fi
 # port failover and recovery under traffic (softnic's control file), and the
 # in-process failover/churn cases
@@ -89,6 +93,9 @@ san asan_gin_gdaki_polling_threads env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM
 # refused after the last exchange (every error path of createContext)
 san asan_gin_gdaki_forged_qp_message env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-forged-qps
 san asan_gin_gdaki_short_qp_message env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-forged-short
+# a GIN peer that resets mid-handshake, a bad request pointer, a garbled WIN
+# (the collComm fails and its peer sockets are shut down)
+san asan_gin_hostile_peers "$asan/tests/plugin/test_gin_hostile"
 san asan_gin_gdaki_forged_table_keys env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-forged-keys
 # softnic's extended verbs (ibv_wr_* builder, cq_ex, rereg_mr) and its
 # libmlx5 as NCCL 2.28.9 probes it (issue 13)
