@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 38
+tap_plan 39
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -118,5 +118,24 @@ elif command -v valgrind >/dev/null 2>&1; then
     else tap_not_ok valgrind_memcheck_traffic_clean "$(printf '%s\n' "$out" | grep -v ' INFO ' | tail -n 25 | sed 's/^/# /')"; fi
 else
     tap_skip valgrind_memcheck_traffic_clean "valgrind not installed (scripts/bootstrap installs it)"
+fi
+# softnic's own verbs tests under memcheck, as `make check` starts them: no
+# LD_LIBRARY_PATH, so sntest_main() re-executes the program onto softnic
+# (traced by --trace-children); each must pass and valgrind must say nothing
+if grep -q '^RAILNET_SAN_FLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
+    tap_skip valgrind_memcheck_softnic_tests_clean "this build is itself instrumented with ASan, which valgrind cannot run (a plain build runs this case)"
+elif command -v valgrind >/dev/null 2>&1; then
+    st=0; out=
+    for t in test_softnic_atomics test_softnic_mr; do
+        o=$(env -u LD_LIBRARY_PATH valgrind -q --trace-children=yes --error-exitcode=9 \
+            "$top_builddir/tests/softnic/$t" 2>&1) || st=1
+        printf '%s\n' "$o" | grep -q '^not ok' && st=1
+        out="$out$t: $(printf '%s\n' "$o" | grep -v -e '^ok ' -e '^--[0-9]*-- ' | tail -n 12)
+"
+    done
+    if [ $st -eq 0 ]; then tap_ok valgrind_memcheck_softnic_tests_clean
+    else tap_not_ok valgrind_memcheck_softnic_tests_clean "$(printf '%s' "$out" | sed 's/^/# /')"; fi
+else
+    tap_skip valgrind_memcheck_softnic_tests_clean "valgrind not installed (scripts/bootstrap installs it)"
 fi
 tap_done

@@ -609,7 +609,7 @@ static void peer_target(int fd)
     st_xfer_send(fd, &mine, sizeof(mine));
     st_xfer_recv(fd, &theirs, sizeof(theirs));
     st_qp_connect(&q, &theirs);
-    char go;
+    char go = 'g';
     st_xfer_send(fd, &go, 1);
     for (;;)
         pause();
