@@ -217,6 +217,10 @@ void gin_fail(struct gin_coll *c, ncclResult_t err);
  * closed) so that the peers' exchanges see EOF at once instead of waiting
  * out RAILNET_HANDSHAKE_TIMEOUT. */
 void gin_fail_exchange(struct gin_coll *c, ncclResult_t err);
+/* The collComm's error (set by any thread), with one WARN naming `call`
+ * when there is one: a call that would use its setup streams refuses a
+ * failed collComm, whose streams may be out of step. */
+ncclResult_t gin_failed(struct gin_coll *c, const char *call);
 /* A failed completion: one WARN naming device, peer rank, QP and status. */
 void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc);
 /* Every 50 ms while requests are pending: peers whose socket closed fail the

@@ -67,6 +67,14 @@ void gin_fail_exchange(struct gin_coll *c, ncclResult_t err)
              c->rank, told);
 }
 
+ncclResult_t gin_failed(struct gin_coll *c, const char *call)
+{
+    ncclResult_t failed = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE);
+    if (failed)
+        WARN("NET/railnet/GIN: rank %d: %s on a failed collComm (error %d)", c->rank, call, failed);
+    return failed;
+}
+
 void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc)
 {
     if (c->error)

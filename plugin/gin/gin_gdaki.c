@@ -458,12 +458,9 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         WARN("NET/railnet/GIN: createContext: %d signals, %d counters out of range", nsignals, ncounters);
         return ncclInvalidArgument;
     }
-    /* its streams may be out of step (gin_fail_exchange): an exchange would read stale messages */
-    ncclResult_t failed = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE);
-    if (failed) {
-        WARN("NET/railnet/GIN: rank %d: createContext on a failed collComm (error %d)", c->rank, failed);
+    ncclResult_t failed = gin_failed(c, "createContext");
+    if (failed)
         return failed;
-    }
     ncclResult_t res = base_open(c);
     /* Every rank takes part in every exchange below, failed or not. */
     struct gin_gdaki_res *r = c->gdaki;

@@ -148,11 +148,9 @@ ncclResult_t gin_reg_mr_sym(void *coll_comm, void *data, size_t size, int type, 
     struct gin_coll *c = gin_coll_of(coll_comm, "regMrSym");
     if (!c || !mhandle)
         return ncclInvalidArgument;
-    ncclResult_t failed = __atomic_load_n(&c->error, __ATOMIC_ACQUIRE); /* set by the progress thread */
-    if (failed) {
-        WARN("NET/railnet/GIN: rank %d: regMrSym on a failed collComm (error %d)", c->rank, failed);
+    ncclResult_t failed = gin_failed(c, "regMrSym");
+    if (failed)
         return failed;
-    }
     struct gin_mr *m = calloc(1, sizeof(*m));
     ncclResult_t res = ncclSystemError;
     if (m) {
