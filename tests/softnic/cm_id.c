@@ -150,6 +150,15 @@ static void channel_signal(struct cm_channel *ch)
     }
 }
 
+/* Frees one event and drops the references it held (cm.lock held). */
+static void event_free_locked(struct cm_event *e)
+{
+    if (e->listen)
+        cm_id_put_locked(e->listen);
+    cm_id_put_locked(e->owner);
+    free(e);
+}
+
 /* Frees a list of events that never reached the application (cm.lock held).
  * A CONNECT_REQUEST among them is a child nobody can ever answer: it goes
  * too, with a REJ to its peer, or its socket stays open for good and the
@@ -158,12 +167,9 @@ static void events_drop_locked(struct cm_event *e)
 {
     while (e) {
         struct cm_event *n = e->next;
-        if (e->listen) {
+        if (e->listen)
             cm_conn_req_unclaimed_locked(e->owner);
-            cm_id_put_locked(e->listen);
-        }
-        cm_id_put_locked(e->owner);
-        free(e);
+        event_free_locked(e);
         e = n;
     }
 }
@@ -306,11 +312,8 @@ int rdma_ack_cm_event(struct rdma_cm_event *event)
     pthread_mutex_lock(&cm.lock);
     if (e->owner->id.event == event)
         e->owner->id.event = NULL;
-    if (e->listen)
-        cm_id_put_locked(e->listen);
-    cm_id_put_locked(e->owner);
+    event_free_locked(e);
     pthread_mutex_unlock(&cm.lock);
-    free(e);
     return 0;
 }
 
@@ -431,12 +434,10 @@ void cm_id_destroy_locked(struct cm_id *c)
         channel_unsignal(ch, queued_dead);
     events_drop_locked(dead);
     if (id->event) {   /* a synchronous id's last event (rdma_get_request) */
+        /* delivered: its child is the application's to answer */
         struct cm_event *held = (struct cm_event *)id->event;
         id->event = NULL;
-        if (held->listen)
-            cm_id_put_locked(held->listen);
-        cm_id_put_locked(held->owner);
-        free(held);
+        event_free_locked(held);
     }
     cm_id_put_locked(c);
 }
