@@ -9,22 +9,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "tests/build_paths.h"
 #include "tools/common/plugin_tables.h"
-
-/* softnic's libibverbs of this build tree, in lib */
-static void softnic_lib(char *lib, size_t len)
-{
-    const char *top = getenv("top_builddir");
-    snprintf(lib, len, "%s/tests/softnic/libibverbs.so.1", top ? top : ".");
-}
 
 const void *built_plugin_table(const struct plugin_table_kind *kind)
 {
     const char *top = getenv("top_builddir");
-    char path[4096], lib[4096];
+    char path[4096];
     snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top ? top : ".");
-    softnic_lib(lib, sizeof(lib));
-    setenv("RAILNET_IBVERBS_LIB", lib, 1);
+    setenv("RAILNET_IBVERBS_LIB", test_softnic_verbs(), 1);
     static struct plugin_tables tables;
     char err[PATH_MAX + 256];
     const void *t = plugin_tables_load(&tables, path, kind, PLUGIN_TABLES_NAME, err, sizeof(err));
@@ -35,15 +28,13 @@ const void *built_plugin_table(const struct plugin_table_kind *kind)
 
 const ncclNet_v8_t *built_plugin_load(ncclDebugLogger_t logger, void **verbs)
 {
-    char lib[4096];
-    softnic_lib(lib, sizeof(lib));
     const ncclNet_v8_t *net = built_plugin_table(&plugin_table_net_v8);
     if (!net)
         return NULL;
     int n = 0;
     if (net->init(logger) != ncclSuccess || net->devices(&n) != ncclSuccess || n < 1)
         return NULL;
-    if (verbs && !(*verbs = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)))
+    if (verbs && !(*verbs = dlopen(test_softnic_verbs(), RTLD_NOW | RTLD_NOLOAD)))
         return NULL;
     return net;
 }

@@ -112,7 +112,6 @@ static void rogue_bytes_case(const uint8_t *bytes, size_t len, int then_close, c
     net->closeListen(lc);
 }
 
-
 /* Loads the plugin with RAILNET_HANDSHAKE_TIMEOUT=timeout_s and listens on
  * device 0: 0, or -1 when the plugin or softnic is not there (skip). */
 static int load_and_listen(const char *timeout_s, uint8_t handle[HS_HANDLE_SIZE], void **lc)
@@ -123,6 +122,7 @@ static int load_and_listen(const char *timeout_s, uint8_t handle[HS_HANDLE_SIZE]
     EXPECT_EQ_INT(ncclSuccess, net->listen(0, handle, lc));
     return 0;
 }
+
 /* A well-formed HELLO of one QP (the values need not match a real QP). */
 static size_t make_hello(uint16_t version, uint8_t *out, size_t cap)
 {

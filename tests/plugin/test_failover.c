@@ -24,10 +24,10 @@
  * message checked and every churn cycle is progress for the TAP timeout
  * (tap_progress), so a case slowed by a loaded host is not taken for a hang. */
 #include "../tap.h"
+#include "../proc_self.h"
 #include "nccl_net_v8.h"
 #include "built_plugin.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -622,28 +622,6 @@ TAP_CASE(test_device_fatal_fails_the_connection_even_with_failover)
     pair_close(&p);
 }
 
-static int fds_open(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    return n - 1; /* the directory's own fd */
-}
-
-static int threads(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/task");
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    return n;
-}
-
 static long rss_kb(void)
 {
     long pages = 0, res = 0;
@@ -661,11 +639,11 @@ static long rss_kb(void)
  * for 2.5 s (at most 20 s): a leak keeps them up and fails the checks. */
 static void settle(int *fds, int *th)
 {
-    int f = fds_open(), t = threads();
+    int f = proc_self_fds(), t = proc_self_threads();
     double still = built_now_s(), end = built_now_s() + 20;
     while (built_now_s() - still < 2.5 && built_now_s() < end) {
         usleep(50000);
-        int f2 = fds_open(), t2 = threads();
+        int f2 = proc_self_fds(), t2 = proc_self_threads();
         if (f2 != f || t2 != t) {
             f = f2, t = t2;
             still = built_now_s();

@@ -25,17 +25,6 @@ static struct sockaddr_in sin_of(const char *ip, uint16_t port)
     return s;
 }
 
-static void expect_event(struct rdma_event_channel *ch, enum rdma_cm_event_type type, int status)
-{
-    struct rdma_cm_event *e = st_cm_next_event(ch, WAIT_MS);
-    EXPECT_TRUE(e != NULL);
-    if (!e)
-        return;
-    EXPECT_STREQ(rdma_event_str(type), rdma_event_str(e->event));
-    EXPECT_EQ_INT(status, e->status);
-    rdma_ack_cm_event(e);
-}
-
 /* A listener on 127.0.0.1 (port chosen by the kernel) and a client id
  * resolved to it, each on its own channel. */
 struct pair {
@@ -60,9 +49,9 @@ static void pair_open(struct pair *p)
     EXPECT_EQ_INT(0, rdma_create_id(p->cch, &p->client, NULL, RDMA_PS_TCP));
     struct sockaddr_in d = sin_of("127.0.0.1", p->port);
     EXPECT_EQ_INT(0, rdma_resolve_addr(p->client, NULL, (struct sockaddr *)&d, 2000));
-    expect_event(p->cch, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+    st_cm_expect_event(p->cch, RDMA_CM_EVENT_ADDR_RESOLVED, 0, WAIT_MS);
     EXPECT_EQ_INT(0, rdma_resolve_route(p->client, 2000));
-    expect_event(p->cch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+    st_cm_expect_event(p->cch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, WAIT_MS);
     EXPECT_TRUE(p->client->verbs != NULL);
     EXPECT_EQ_INT(1, p->client->port_num);
 }
@@ -136,7 +125,7 @@ TAP_CASE(test_connect_carries_private_data_both_ways_and_qps_reach_rts)
         EXPECT_MEMEQ("hello-rep", e->param.conn.private_data, 10);
         rdma_ack_cm_event(e);
     }
-    expect_event(p.sch, RDMA_CM_EVENT_ESTABLISHED, 0);
+    st_cm_expect_event(p.sch, RDMA_CM_EVENT_ESTABLISHED, 0, WAIT_MS);
     struct ibv_qp_attr qa;
     struct ibv_qp_init_attr qi;
     EXPECT_EQ_INT(0, ibv_query_qp(p.client->qp, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN, &qi));
@@ -166,13 +155,13 @@ TAP_CASE(test_connect_carries_private_data_both_ways_and_qps_reach_rts)
 
     /* disconnect: both sides hear it, then leave timewait */
     EXPECT_EQ_INT(0, rdma_disconnect(p.client));
-    expect_event(p.sch, RDMA_CM_EVENT_DISCONNECTED, 0);
-    expect_event(p.cch, RDMA_CM_EVENT_DISCONNECTED, 0);
+    st_cm_expect_event(p.sch, RDMA_CM_EVENT_DISCONNECTED, 0, WAIT_MS);
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_DISCONNECTED, 0, WAIT_MS);
     EXPECT_EQ_INT(0, ibv_query_qp(p.client->qp, &qa, IBV_QP_STATE, &qi));
     EXPECT_EQ_INT(IBV_QPS_ERR, qa.qp_state);
     EXPECT_EQ_INT(0, rdma_disconnect(p.server));
-    expect_event(p.cch, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
-    expect_event(p.sch, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, WAIT_MS);
+    st_cm_expect_event(p.sch, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, WAIT_MS);
     ibv_dereg_mr(smr);
     ibv_dereg_mr(rmr);
     pair_close(&p);
@@ -223,7 +212,7 @@ TAP_CASE(test_private_data_beyond_the_cm_limits_is_refused)
     EXPECT_EQ_INT(-1, rdma_reject(p.server, big, 149));
     EXPECT_EQ_INT(EINVAL, errno);
     EXPECT_EQ_INT(0, rdma_reject(p.server, big, 148));
-    expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 28);
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 28, WAIT_MS);
     pair_close(&p);
 }
 
@@ -236,7 +225,7 @@ TAP_CASE(test_no_listener_is_rejected_with_reason_8)
     EXPECT_EQ_INT(0, rdma_create_id(p.sch, &p.listen, NULL, RDMA_PS_TCP));
     struct rdma_conn_param cp = { .retry_count = 7 };
     EXPECT_EQ_INT(0, rdma_connect(p.client, &cp));
-    expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 8);
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 8, WAIT_MS);
     pair_close(&p);
 }
 
@@ -251,7 +240,7 @@ TAP_CASE(test_server_id_destroyed_before_accept_rejects_the_client)
     rdma_ack_cm_event(req);
     rdma_destroy_id(p.server);   /* the peer goes away during the connect */
     p.server = NULL;
-    expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 28);
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 28, WAIT_MS);
     pair_close(&p);
 }
 
@@ -337,7 +326,7 @@ TAP_CASE(test_migrate_id_moves_its_events_to_the_new_channel)
     EXPECT_EQ_INT(0, rdma_resolve_addr(id, NULL, (struct sockaddr *)&d, 2000));
     EXPECT_EQ_INT(0, rdma_migrate_id(id, b));
     EXPECT_TRUE(id->channel == b);
-    expect_event(b, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+    st_cm_expect_event(b, RDMA_CM_EVENT_ADDR_RESOLVED, 0, WAIT_MS);
     struct pollfd pf = { .fd = a->fd, .events = POLLIN };
     EXPECT_EQ_INT(0, poll(&pf, 1, 0));
     rdma_destroy_id(id);

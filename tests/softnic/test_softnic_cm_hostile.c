@@ -13,27 +13,15 @@
  *    and the peer heard nothing until its own response timeout. */
 #include "sntest.h"
 #include "sntest_cm.h"
+#include "../proc_self.h"
 #include "cm.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-static int open_fds(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 /* A message of type from "QP 0x1234 at 127.0.0.1" (what peer_ok accepts). */
 static struct cm_msg msg(uint8_t type)
@@ -47,6 +35,22 @@ static struct cm_msg msg(uint8_t type)
     memcpy(&m.gid[12], &ip, 4);
     m.mtu = IBV_MTU_1024, m.responder_resources = 1, m.initiator_depth = 1, m.retry_count = 7,
     m.rnr_retry_count = 7;
+    return m;
+}
+
+/* One message of type, whole, on the raw socket s. */
+static void send_msg(int s, uint8_t type)
+{
+    struct cm_msg m = msg(type);
+    EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+}
+
+/* The next whole message on s (zeroed when it does not come whole). */
+static struct cm_msg recv_msg(int s)
+{
+    struct cm_msg m;
+    memset(&m, 0, sizeof(m));
+    EXPECT_EQ_INT((int)sizeof(m), (int)recv(s, &m, sizeof(m), MSG_WAITALL));
     return m;
 }
 
@@ -69,17 +73,23 @@ static struct rdma_cm_id *listener(struct rdma_event_channel *ch, uint16_t *port
     return l;
 }
 
+/* A listener on a channel of its own (*ch) */
+static struct rdma_cm_id *listener_on_new_channel(struct rdma_event_channel **ch, uint16_t *port)
+{
+    *ch = rdma_create_event_channel();
+    EXPECT_TRUE(*ch != NULL);
+    return listener(*ch, port);
+}
+
 TAP_CASE(test_requests_reset_after_sending_leave_no_socket_open)
 {
-    struct rdma_event_channel *ch = rdma_create_event_channel();
-    EXPECT_TRUE(ch != NULL);
+    struct rdma_event_channel *ch;
     uint16_t port;
-    struct rdma_cm_id *l = listener(ch, &port);
-    int before = open_fds();
+    struct rdma_cm_id *l = listener_on_new_channel(&ch, &port);
+    int before = proc_self_fds();
     for (int i = 0; i < 50; i++) {
         int s = raw_connect(port);
-        struct cm_msg m = msg(MSG_REQ);
-        EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+        send_msg(s, MSG_REQ);
         struct linger lg = { 1, 0 }; /* close = reset */
         setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
         close(s);
@@ -98,7 +108,7 @@ TAP_CASE(test_requests_reset_after_sending_leave_no_socket_open)
             rdma_destroy_id(id);
         }
     }
-    int after = open_fds();
+    int after = proc_self_fds();
     tap_diag("50 REQs then a reset: %d came as events; open fds %d -> %d", reqs, before, after);
     EXPECT_TRUE(after <= before + 2);
     rdma_destroy_id(l);
@@ -107,13 +117,11 @@ TAP_CASE(test_requests_reset_after_sending_leave_no_socket_open)
 
 TAP_CASE(test_a_dreq_never_answered_still_ends_in_disconnected)
 {
-    struct rdma_event_channel *ch = rdma_create_event_channel();
-    EXPECT_TRUE(ch != NULL);
+    struct rdma_event_channel *ch;
     uint16_t port;
-    struct rdma_cm_id *l = listener(ch, &port);
+    struct rdma_cm_id *l = listener_on_new_channel(&ch, &port);
     int s = raw_connect(port);
-    struct cm_msg m = msg(MSG_REQ);
-    EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+    send_msg(s, MSG_REQ);
     struct rdma_cm_event *e = st_cm_next_event(ch, 5000);
     EXPECT_TRUE(e && e->event == RDMA_CM_EVENT_CONNECT_REQUEST);
     if (!e)
@@ -126,18 +134,15 @@ TAP_CASE(test_a_dreq_never_answered_still_ends_in_disconnected)
     struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
                                   .rnr_retry_count = 7 };
     EXPECT_EQ_INT(0, rdma_accept(c, &cp));
-    EXPECT_EQ_INT((int)sizeof(m), (int)recv(s, &m, sizeof(m), MSG_WAITALL));
-    EXPECT_EQ_INT(MSG_REP, m.type);
-    m = msg(MSG_RTU);
-    EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+    EXPECT_EQ_INT(MSG_REP, recv_msg(s).type);
+    send_msg(s, MSG_RTU);
     e = st_cm_next_event(ch, 5000);
     EXPECT_TRUE(e && e->event == RDMA_CM_EVENT_ESTABLISHED);
     if (e)
         rdma_ack_cm_event(e);
     uint64_t t0 = st_now_ms();
     EXPECT_EQ_INT(0, rdma_disconnect(c));
-    EXPECT_EQ_INT((int)sizeof(m), (int)recv(s, &m, sizeof(m), MSG_WAITALL));
-    EXPECT_EQ_INT(MSG_DREQ, m.type); /* and no DREP from here */
+    EXPECT_EQ_INT(MSG_DREQ, recv_msg(s).type); /* and no DREP from here */
     e = st_cm_next_event(ch, CM_RESPONSE_TIMEOUT_MS + 5000);
     uint64_t waited = st_now_ms() - t0;
     tap_diag("DISCONNECTED %llu ms after rdma_disconnect (response timeout %d ms)", (unsigned long long)waited,
@@ -166,9 +171,9 @@ static bool readable(int fd, int ms)
  * accept of a side channel is seen no other way from here). */
 static bool fds_reach(int n)
 {
-    for (int i = 0; i < 5000 && open_fds() < n; i++)
+    for (int i = 0; i < 5000 && proc_self_fds() < n; i++)
         usleep(1000);
-    return open_fds() >= n;
+    return proc_self_fds() >= n;
 }
 
 /* An active id on its own channel, resolved to 127.0.0.1:port, connecting
@@ -181,17 +186,11 @@ static struct rdma_cm_id *client_connect(struct rdma_event_channel **cch, uint16
     EXPECT_EQ_INT(0, rdma_create_id(*cch, &c, NULL, RDMA_PS_TCP));
     struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     EXPECT_EQ_INT(0, rdma_resolve_addr(c, NULL, (struct sockaddr *)&d, 2000));
-    enum rdma_cm_event_type want[] = { RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_ROUTE_RESOLVED };
-    for (int i = 0; i < 2; i++) {
-        if (i == 1)
-            EXPECT_EQ_INT(0, rdma_resolve_route(c, 2000));
-        struct rdma_cm_event *e = st_cm_next_event(*cch, 5000);
-        EXPECT_TRUE(e != NULL);
-        if (!e)
-            return c;
-        EXPECT_STREQ(rdma_event_str(want[i]), rdma_event_str(e->event));
-        rdma_ack_cm_event(e);
-    }
+    if (!st_cm_expect_event(*cch, RDMA_CM_EVENT_ADDR_RESOLVED, 0, 5000))
+        return c;
+    EXPECT_EQ_INT(0, rdma_resolve_route(c, 2000));
+    if (!st_cm_expect_event(*cch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, 5000))
+        return c;
     struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
                                   .rnr_retry_count = 7, .qp_num = 0x99 };
     EXPECT_EQ_INT(0, rdma_connect(c, &cp));
@@ -203,41 +202,33 @@ static struct rdma_cm_id *client_connect(struct rdma_event_channel **cch, uint16
 static void expect_prompt_reject(struct rdma_event_channel *cch)
 {
     uint64_t t0 = st_now_ms();
-    struct rdma_cm_event *e = st_cm_next_event(cch, PROMPT_MS);
-    tap_diag("active side's answer after %llu ms: %s", (unsigned long long)(st_now_ms() - t0),
-             e ? rdma_event_str(e->event) : "none");
-    EXPECT_TRUE(e != NULL);
-    if (!e)
-        return;
-    EXPECT_STREQ(rdma_event_str(RDMA_CM_EVENT_REJECTED), rdma_event_str(e->event));
-    EXPECT_EQ_INT(CM_REJ_CONSUMER_DEFINED, e->status);
-    rdma_ack_cm_event(e);
+    bool came = st_cm_expect_event(cch, RDMA_CM_EVENT_REJECTED, CM_REJ_CONSUMER_DEFINED, PROMPT_MS);
+    tap_diag("active side's answer %s after %llu ms", came ? "came" : "had not come",
+             (unsigned long long)(st_now_ms() - t0));
 }
 
 TAP_CASE(test_a_req_after_the_listeners_channel_died_is_rejected_and_its_socket_closed)
 {
-    struct rdma_event_channel *ch = rdma_create_event_channel();
-    EXPECT_TRUE(ch != NULL);
+    struct rdma_event_channel *ch;
     uint16_t port;
-    struct rdma_cm_id *l = listener(ch, &port);
-    int base = open_fds();
+    struct rdma_cm_id *l = listener_on_new_channel(&ch, &port);
+    int base = proc_self_fds();
     int s = raw_connect(port);
     /* the child exists (accepted) before its channel goes, so the REQ finds
      * a child and no channel to tell the application on */
     EXPECT_TRUE(fds_reach(base + 2));
     rdma_destroy_event_channel(ch);
-    int held = open_fds();   /* the child's socket among them */
-    struct cm_msg m = msg(MSG_REQ);
-    EXPECT_EQ_INT((int)sizeof(m), (int)send(s, &m, sizeof(m), 0));
+    int held = proc_self_fds();   /* the child's socket among them */
+    send_msg(s, MSG_REQ);
     bool answered = readable(s, PROMPT_MS);
     EXPECT_TRUE(answered);
     if (answered) {
-        EXPECT_EQ_INT((int)sizeof(m), (int)recv(s, &m, sizeof(m), MSG_WAITALL));
+        struct cm_msg m = recv_msg(s);
         EXPECT_EQ_INT(MSG_REJ, m.type);
         EXPECT_EQ_INT(CM_REJ_CONSUMER_DEFINED, m.reason);
         EXPECT_TRUE(readable(s, PROMPT_MS));
         EXPECT_EQ_INT(0, (int)recv(s, &m, sizeof(m), 0));   /* and the child's socket closed */
-        EXPECT_EQ_INT(held - 1, open_fds());
+        EXPECT_EQ_INT(held - 1, proc_self_fds());
     }
     close(s);
     rdma_destroy_id(l);
@@ -245,10 +236,9 @@ TAP_CASE(test_a_req_after_the_listeners_channel_died_is_rejected_and_its_socket_
 
 TAP_CASE(test_a_connect_request_unread_when_its_channel_dies_is_rejected)
 {
-    struct rdma_event_channel *sch = rdma_create_event_channel();
-    EXPECT_TRUE(sch != NULL);
+    struct rdma_event_channel *sch;
     uint16_t port;
-    struct rdma_cm_id *l = listener(sch, &port);
+    struct rdma_cm_id *l = listener_on_new_channel(&sch, &port);
     struct rdma_event_channel *cch;
     struct rdma_cm_id *c = client_connect(&cch, port);
     EXPECT_TRUE(readable(sch->fd, 5000));   /* CONNECT_REQUEST queued, never read */
