@@ -210,6 +210,8 @@ static int qp_retire(struct mlx5_sn_qp *qp)
                 qp_to_error(qp);
             if (!cq_emit(qp, e, e->syndrome, 0))
                 break;
+            MLX5_SN_DEBUG("mlx5: QP 0x%x: WQE %u (opcode 0x%x) completes in error: syndrome 0x%x (refused before the "
+                     "engine)", qp->ibqp->qp_num, e->wqe_idx, e->opcode, e->syndrome);
             qp->counters[2]++;
         } else {
             if (!qp->have_wc) {
@@ -225,6 +227,9 @@ static int qp_retire(struct mlx5_sn_qp *qp)
                 uint8_t syn = mlx5_syndrome_of_wc(qp->wc.status);
                 if (!cq_emit(qp, e, syn, (uint8_t)qp->wc.vendor_err))
                     break;
+                MLX5_SN_DEBUG("mlx5: QP 0x%x: WQE %u (opcode 0x%x) completes in error: %s (vendor 0x%x)",
+                         qp->ibqp->qp_num, e->wqe_idx, e->opcode, ibv_wc_status_str(qp->wc.status),
+                         qp->wc.vendor_err);
                 qp->counters[2]++;
                 qp->error = true;   /* the engine moved the QP to ERR */
             } else {

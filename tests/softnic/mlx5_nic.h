@@ -166,6 +166,9 @@ uint32_t mlx5_priv_max_wqe_sz_sq(void);
 /* Tells softnic that a GPU drives engine QP qp (softnic_priv_qp_poll_acks);
  * nothing with a softnic that predates it. */
 void mlx5_priv_qp_poll_acks(struct ibv_qp *qp);
+/* A debug line through softnic's log (only with SOFTNIC_DEBUG set). */
+void mlx5_priv_debug(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define MLX5_SN_DEBUG(fmt, ...) mlx5_priv_debug(__FILE__, __LINE__, fmt, ##__VA_ARGS__)
 
 /* Page-aligned, page-multiple, zeroed host memory (GPU-mappable). */
 void *mlx5_sn_alloc_pages(size_t bytes);

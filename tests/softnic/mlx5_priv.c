@@ -6,6 +6,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 #define PRIV_VERSION "SOFTNIC_PRIVATE_1.0"
 
@@ -20,6 +22,7 @@ static struct {
     void (*thread_is_nic)(bool);
     int (*qp_poll_acks)(struct ibv_qp *);
     uint32_t max_wqe_sz_sq;
+    void (*debug)(const char *, int, const char *);
 } priv = { .once = PTHREAD_ONCE_INIT };
 
 /* The libibverbs this library was linked against (DT_NEEDED), found by
@@ -51,6 +54,8 @@ static void priv_load(void)
     /* optional: without it the NIC states no largest WQE */
     uint32_t (*max_sq)(void) = (uint32_t (*)(void))sym("softnic_priv_max_wqe_sz_sq");
     priv.max_wqe_sz_sq = max_sq ? max_sq() : 0;
+    /* optional: without it the NIC's debug lines are dropped */
+    priv.debug = (void (*)(const char *, int, const char *))sym("softnic_priv_debug");
     if (!priv.is_softnic || !priv.set_destroy_hook || !priv.gpu_is_device_ptr || !priv.gpu_read ||
         !priv.gpu_write) {
         priv.err = EOPNOTSUPP;
@@ -100,4 +105,16 @@ void mlx5_priv_qp_poll_acks(struct ibv_qp *qp)
 {
     if (mlx5_priv_init() == 0 && priv.qp_poll_acks)
         (void)priv.qp_poll_acks(qp);
+}
+
+void mlx5_priv_debug(const char *file, int line, const char *fmt, ...)
+{
+    if (mlx5_priv_init() != 0 || !priv.debug)
+        return;
+    char buf[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    priv.debug(file, line, buf);
 }

@@ -63,6 +63,14 @@ EXPORT uint32_t softnic_priv_max_wqe_sz_sq(void)
     return softnic_global()->conf.max_wqe_sz_sq;
 }
 
+/* A line on stderr, as softnic's own SN_DEBUG lines, when SOFTNIC_DEBUG is
+ * set; libmlx5's NIC thread has no configuration of its own. */
+EXPORT void softnic_priv_debug(const char *file, int line, const char *msg)
+{
+    if (softnic_global()->conf.debug)
+        sn_log(file, line, "%s", msg);
+}
+
 void priv_qp_destroying(struct ibv_qp *qp)
 {
     softnic_priv_qp_hook h = atomic_load(&qp_hook);

@@ -21,7 +21,9 @@
  * - softnic_priv_max_wqe_sz_sq(): the largest send WQE in bytes that this
  *   NIC states (SOFTNIC_MAX_WQE_SZ_SQ), 0 when it states none.
  * - softnic_priv_qp_poll_acks(qp): qp is an engine QP that a GPU drives:
- *   its completer polls for the ACKs it awaits (SOFTNIC_ACK_POLL_US). */
+ *   its completer polls for the ACKs it awaits (SOFTNIC_ACK_POLL_US).
+ * - softnic_priv_debug(file, line, msg): msg as a softnic log line, only
+ *   with SOFTNIC_DEBUG set (libmlx5's NIC thread has no configuration). */
 #ifndef SOFTNIC_PRIV_H
 #define SOFTNIC_PRIV_H
 
@@ -39,6 +41,7 @@ int softnic_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
 void softnic_priv_thread_is_nic(bool on);
 uint32_t softnic_priv_max_wqe_sz_sq(void);
 int softnic_priv_qp_poll_acks(struct ibv_qp *qp);
+void softnic_priv_debug(const char *file, int line, const char *msg);
 
 /* Called by qp.c / cq.c. */
 void priv_qp_destroying(struct ibv_qp *qp);
