@@ -26,28 +26,17 @@
 #include "../gin_gdaki/doca_cpu.h"
 #include "gd.h"
 #include "gd_tests.h"
+#include "gd_gdaki.h"
 #include "railnet_gin_gdaki.h"
 
 #define GK_DEADLINE_S 120.0
 #define GK_CHUNK 512                  /* bytes per round per source rank */
-#define GK_NSIG 64
-#define GK_NCNT 64
 
 /* signal ids on the target: 3 per source rank */
 #define SIG_PUT(q) (3 * (q))
 #define SIG_VAL(q) (3 * (q) + 1)
 #define SIG_ONLY(q) (3 * (q) + 2)
 
-struct gk {
-    struct gd_rank *r;
-    void *ctx;
-    ncclNetDeviceHandle_v11_t *dh;
-    struct rn_gin_gdaki_gpu_ctx *gc;
-    uint8_t *src, *dst;
-    void *src_mh, *dst_mh;
-    struct rn_gin_gdaki_mem_handle *src_gh, *dst_gh;
-    size_t len;
-};
 
 static uint8_t *alloc_pages(size_t len)
 {
@@ -58,7 +47,7 @@ static uint8_t *alloc_pages(size_t len)
     return p;
 }
 
-static int gk_open(struct gd_rank *r, struct gk *k, size_t len)
+int gk_open(struct gd_rank *r, struct gk *k, size_t len)
 {
     memset(k, 0, sizeof(*k));
     k->r = r;
@@ -98,7 +87,7 @@ static int gk_open(struct gd_rank *r, struct gk *k, size_t len)
     return 0;
 }
 
-static void gk_close(struct gk *k)
+void gk_close(struct gk *k)
 {
     struct gd_rank *r = k->r;
     if (k->dst_mh)
@@ -353,6 +342,8 @@ int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
         return gd_run(plugin, o->ranks, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki, o);
     if (!strcmp(name, "gdaki-error"))
         return gd_run(plugin, 2, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki_error, o);
+    if (!strcmp(name, "gdaki-a2a"))
+        return gd_gdaki_a2a_run(plugin, o);
     if (!strcmp(name, "gdaki-kill"))
         return gd_run(plugin, o->ranks, GK_DEADLINE_S * 2, o->ranks - 1, o->seed, t_gdaki_kill, o);
     return -1;

@@ -12,7 +12,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 15
+tap_plan 17
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -41,6 +41,10 @@ tap_check gdaki_cpu_consumer_2_ranks_byte_checked "$gd" --plugin "$plugin" --ran
 tap_check gdaki_cpu_consumer_3_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 3 --rounds 50 gdaki
 # 9 slots per peer per round: 200 rounds wrap the 512-slot rings 3 times
 tap_check gdaki_cpu_consumer_4_ranks_rings_wrap "$gd" --plugin "$plugin" --ranks 4 --rounds 200 gdaki
+# nccl-tests' GIN alltoall kernel: 16 threads a rank posting at once
+# (barrier signals), kernels back to back, puts to self included
+tap_check gdaki_alltoall_kernel_shape_2_ranks_30_kernels "$gd" --plugin "$plugin" --ranks 2 --rounds 30 --slot 65536 gdaki-a2a
+tap_check gdaki_alltoall_kernel_shape_4_ranks_rings_wrap "$gd" --plugin "$plugin" --ranks 4 --rounds 40 --slot 4096 gdaki-a2a
 tap_check gdaki_bad_rkey_is_an_error_cqe_and_query_last_error "$gd" --plugin "$plugin" gdaki-error
 tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ranks 3 gdaki-kill
 

@@ -1,0 +1,35 @@
+/* tests/gindriver/gd_gdaki.h: what the GDAKI subcommands share (gd_gdaki.c):
+ * a rank's GDAKI context and two symmetric windows of len bytes each. */
+#ifndef RAILNET_GINDRIVER_GD_GDAKI_H
+#define RAILNET_GINDRIVER_GD_GDAKI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gd.h"
+#include "railnet_gin_gdaki.h"
+
+#define GK_NSIG 64
+#define GK_NCNT 64
+
+struct gk {
+    struct gd_rank *r;
+    void *ctx;
+    ncclNetDeviceHandle_v11_t *dh;
+    struct rn_gin_gdaki_gpu_ctx *gc;
+    uint8_t *src, *dst;
+    void *src_mh, *dst_mh;
+    struct rn_gin_gdaki_mem_handle *src_gh, *dst_gh;
+    size_t len;
+};
+
+/* connect, createContext (GK_NSIG signals, GK_NCNT counters), and the two
+ * windows (zeroed host pages); 0 or 1 (said why on stdout). */
+int gk_open(struct gd_rank *r, struct gk *k, size_t len);
+void gk_close(struct gk *k);
+
+struct gd_opts;
+/* gdaki-a2a (gd_gdaki_a2a.c) */
+int gd_gdaki_a2a_run(const char *plugin, struct gd_opts *o);
+
+#endif

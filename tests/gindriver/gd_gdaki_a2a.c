@@ -1,0 +1,226 @@
+/* tests/gindriver/gd_gdaki_a2a.c: gdaki-a2a, the shape of nccl-tests'
+ * GIN alltoall kernel (alltoall_perf -D 3) on railnet's GDAKI queues,
+ * posted from CPU threads as NCCL 2.28.9's device code posts them
+ * (tests/gin_gdaki/doca_cpu.h):
+ * - A2A_CTAS threads per rank play the kernel's CTAs; kernels follow each
+ *   other with no wait on the network between them (only the CTAs of one
+ *   rank meet at a kernel's end, as a stream orders kernels), so one
+ *   kernel's signals, barrier signals and ring slots meet the next's;
+ * - each kernel: every CTA reads its signal, then a world barrier (a
+ *   signal-only atomic to every peer on the CTA's barrier signal, then a
+ *   wait for the epoch), CTA 0 puts one chunk to every rank, itself
+ *   included, each with an increment of signal 0 of the target, CTA 0
+ *   waits until its signal has moved by nranks, every CTA flushes every
+ *   QP, and a second barrier ends the kernel;
+ * - many CTAs post to one QP at once (the barrier signals), as the GPU's
+ *   do, which the single-threaded gdaki case never did.
+ * At the end: every received chunk byte-checked, signal 0 exactly kernels
+ * x nranks, every barrier signal exactly 2 x kernels x (nranks - 1), and
+ * no error CQE (queryLastError). */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../gin_gdaki/doca_cpu.h"
+#include "gd_gdaki.h"
+#include "gd_tests.h"
+
+#define A2A_CTAS 16
+#define A2A_DEADLINE_S 120.0
+#define A2A_SIG_BAR(b) (A2A_CTAS + (b)) /* barrier signals after the kernel's own, as NCCL lays them */
+
+struct a2a {
+    struct gk k;
+    int me, n, kernels;
+    size_t chunk;
+    pthread_barrier_t kernel_end;
+    double deadline;
+    int failed;                 /* atomic: first failure wins the message */
+    uint64_t epoch[A2A_CTAS];
+};
+
+struct a2a_cta {
+    struct a2a *a;
+    int b;
+};
+
+static uint64_t chunk_id(int from, int to)
+{
+    return 0xa2a0000000000000ull | ((uint64_t)from << 16) | (uint64_t)to;
+}
+
+static void a2a_fail(struct a2a *a, const char *what, int b, int kernel, uint64_t got, uint64_t want)
+{
+    if (!__atomic_exchange_n(&a->failed, 1, __ATOMIC_ACQ_REL))
+        printf("rank %d: CTA %d, kernel %d: %s (%llu, awaited %llu)\n", a->me, b, kernel, what,
+               (unsigned long long)got, (unsigned long long)want);
+}
+
+/* waitSignal: the word reaches at least want, or the deadline passes */
+static int a2a_wait_signal(struct a2a *a, int id, uint64_t want, int b, int kernel, const char *what)
+{
+    volatile uint64_t *sig = a->k.gc->signals_table.buffer;
+    while (__atomic_load_n(&sig[id], __ATOMIC_ACQUIRE) < want) {
+        if (__atomic_load_n(&a->failed, __ATOMIC_ACQUIRE))
+            return -1;
+        if (gd_now() > a->deadline) {
+            a2a_fail(a, what, b, kernel, __atomic_load_n(&sig[id], __ATOMIC_ACQUIRE), want);
+            return -1;
+        }
+        sched_yield();
+    }
+    return 0;
+}
+
+/* ncclGinBarrierSession::sync of CTA b on the world team */
+static int a2a_barrier(struct a2a *a, int b, int kernel)
+{
+    struct rn_gin_gdaki_gpu_ctx *gc = a->k.gc;
+    struct dc_addr sink = { 0, gc->sink_buffer_lkey };
+    for (int i = 0; i < a->n - 1; i++) {
+        int peer = (a->me + 1 + i) % a->n;
+        struct dc_addr sig = { 8u * A2A_SIG_BAR(b), gc->signals_table.rkeys[peer] };
+        dc_signal(gc->gdqp + peer, sig, sink, 1);
+    }
+    a->epoch[b] += (uint64_t)(a->n - 1);
+    return a2a_wait_signal(a, A2A_SIG_BAR(b), a->epoch[b], b, kernel, "barrier signal stalled");
+}
+
+static void *a2a_cta_main(void *arg)
+{
+    struct a2a_cta *t = arg;
+    struct a2a *a = t->a;
+    struct rn_gin_gdaki_gpu_ctx *gc = a->k.gc;
+    int b = t->b;
+    volatile uint64_t *sig = gc->signals_table.buffer;
+    for (int kernel = 0; kernel < a->kernels; kernel++) {
+        uint64_t base = __atomic_load_n(&sig[b], __ATOMIC_ACQUIRE);
+        int bad = a2a_barrier(a, b, kernel);
+        if (!bad && b == 0) {
+            for (int r = 0; r < a->n; r++) {
+                struct dc_addr ra = { (uint64_t)a->me * a->chunk, a->k.dst_gh->rkeys[r] };
+                struct dc_addr la = { (uint64_t)r * a->chunk, a->k.src_gh->lkey };
+                struct dc_addr sg = { 0, gc->signals_table.rkeys[r] };
+                struct dc_addr sink = { 0, gc->sink_buffer_lkey };
+                dc_put_signal(gc->gdqp + r, ra, la, a->chunk, sg, sink, 1);
+            }
+            bad = a2a_wait_signal(a, 0, base + (uint64_t)a->n, b, kernel, "signal 0 stalled");
+        }
+        for (int p = 0; p < a->n && !bad; p++) {
+            int w = dc_wait(gc->gdqp + p, A2A_DEADLINE_S);
+            if (w) {
+                a2a_fail(a, w == -ETIMEDOUT ? "flush timed out" : "flush met an error CQE", b, kernel, (uint64_t)p,
+                         0);
+                bad = 1;
+            }
+        }
+        if (!bad)
+            bad = a2a_barrier(a, b, kernel);
+        pthread_barrier_wait(&a->kernel_end);
+        if (__atomic_load_n(&a->failed, __ATOMIC_ACQUIRE))
+            break;
+    }
+    return NULL;
+}
+
+static int t_gdaki_a2a(struct gd_rank *r, void *arg)
+{
+    struct gd_opts *o = arg;
+    struct a2a *a = calloc(1, sizeof(*a));
+    if (!a)
+        return 1;
+    a->me = r->rank;
+    a->n = r->nranks;
+    a->kernels = o->rounds;
+    a->chunk = o->slot;
+    if (gk_open(r, &a->k, (size_t)a->n * a->chunk)) {
+        free(a);
+        return 1;
+    }
+    for (int t = 0; t < a->n; t++)
+        for (size_t x = 0; x < a->chunk; x++)
+            a->k.src[(size_t)t * a->chunk + x] = gd_byte(chunk_id(a->me, t), x);
+    int bad = gd_barrier(r);
+    pthread_barrier_init(&a->kernel_end, NULL, A2A_CTAS);
+    a->deadline = gd_now() + A2A_DEADLINE_S;
+    pthread_t th[A2A_CTAS];
+    struct a2a_cta cta[A2A_CTAS];
+    int started = 0;
+    for (int b = 0; b < A2A_CTAS && !bad; b++) {
+        cta[b] = (struct a2a_cta){ a, b };
+        if (pthread_create(&th[b], NULL, a2a_cta_main, &cta[b]) != 0) {
+            printf("rank %d: pthread_create failed\n", a->me);
+            bad = 1;
+            break;
+        }
+        started++;
+    }
+    for (int b = 0; b < started; b++)
+        pthread_join(th[b], NULL);
+    if (started != A2A_CTAS) {
+        /* the started CTAs wait at the kernel end for the missing ones */
+        gk_close(&a->k);
+        free(a);
+        return 1;
+    }
+    bad |= a->failed;
+    volatile uint64_t *sig = a->k.gc->signals_table.buffer;
+    if (!bad) {
+        /* late atomics of the peers' last barrier: they may still land */
+        uint64_t want = 2ull * (uint64_t)a->kernels * (uint64_t)(a->n - 1);
+        for (int b = 0; b < A2A_CTAS && !bad; b++)
+            bad = a2a_wait_signal(a, A2A_SIG_BAR(b), want, b, a->kernels, "final barrier signal");
+        for (int b = 0; b < A2A_CTAS && !bad; b++)
+            if (sig[A2A_SIG_BAR(b)] != want) {
+                a2a_fail(a, "barrier signal overshot", b, a->kernels, sig[A2A_SIG_BAR(b)], want);
+                bad = 1;
+            }
+        uint64_t want0 = (uint64_t)a->kernels * (uint64_t)a->n;
+        if (!bad && sig[0] != want0) {
+            a2a_fail(a, "signal 0 is not kernels x ranks", 0, a->kernels, sig[0], want0);
+            bad = 1;
+        }
+        for (int b = 1; b < A2A_CTAS && !bad; b++)
+            if (sig[b]) {
+                a2a_fail(a, "a signal no put names moved", b, a->kernels, sig[b], 0);
+                bad = 1;
+            }
+    }
+    for (int q = 0; q < a->n && !bad; q++)
+        for (size_t x = 0; x < a->chunk; x++)
+            if (a->k.dst[(size_t)q * a->chunk + x] != gd_byte(chunk_id(q, a->me), x)) {
+                printf("rank %d: byte %zu of the chunk from rank %d is 0x%02x, expected 0x%02x\n", a->me, x, q,
+                       a->k.dst[(size_t)q * a->chunk + x], gd_byte(chunk_id(q, a->me), x));
+                bad = 1;
+                break;
+            }
+    bool has = true;
+    if (r->gin->queryLastError(a->k.ctx, &has) != ncclSuccess || has) {
+        printf("rank %d: queryLastError reports an error\n", a->me);
+        bad = 1;
+    }
+    if (!bad)
+        printf("rank %d: %d kernels of %d CTAs to %d ranks, %zu-byte chunks byte-checked, signals exact, %llu "
+               "slots on a ring of %u\n",
+               a->me, a->kernels, A2A_CTAS, a->n, a->chunk,
+               (unsigned long long)a->k.gc->gdqp[(a->me + 1) % a->n].sq_rsvd_index,
+               (unsigned)a->k.gc->gdqp[0].sq_wqe_num);
+    if (gd_barrier(r))
+        bad = 1;
+    pthread_barrier_destroy(&a->kernel_end);
+    gk_close(&a->k);
+    free(a);
+    return bad;
+}
+
+int gd_gdaki_a2a_run(const char *plugin, struct gd_opts *o)
+{
+    if (o->ranks < 1 || o->ranks > GD_MAX_RANKS || A2A_CTAS * 2 > GK_NSIG || o->slot == 0) {
+        printf("gdaki-a2a: 1..%d ranks and a --slot size, please\n", GD_MAX_RANKS);
+        return 1;
+    }
+    return gd_run(plugin, o->ranks, A2A_DEADLINE_S * 2, -1, o->seed, t_gdaki_a2a, o);
+}
