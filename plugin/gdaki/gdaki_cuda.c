@@ -6,12 +6,16 @@
 
 #include "gdaki_cuda.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #ifdef HAVE_CUDA
 #include <cuda.h>
 
 #include "cudawrap.h"
+#include "log.h"
 
 /* Loaded by gdaki_cuda_open; the other calls need it (gdaki_cuda.h). */
 static const struct cudawrap *drv(void)
@@ -81,20 +85,136 @@ void gdaki_cuda_host_unregister(void *p)
         drv()->mem_host_unregister(p);
 }
 
+/* GPU memory of no context: cuMemCreate + cuMemMap (the VMM API), as NCCL
+ * allocates its own buffers, rather than cuMemAlloc, whose memory belongs
+ * to the application's context. On a NIC the difference is nil (DMA goes
+ * through no context). On softnic, where NIC accesses to GPU memory are
+ * CUDA copies, a copy to memory of the application's context runs in that
+ * context, and there it can queue behind the application's kernels: under
+ * MPS, nccl-tests' GIN alltoall queued two kernels back to back, the
+ * second waited for the first, the first spun for a signal whose atomic
+ * was such a copy, and the job hung. Copies to memory of no context run in
+ * softnic's own. cuMemAlloc remains the fallback where the driver lacks the
+ * VMM API or refuses it. */
+struct vmm_block {
+    CUdeviceptr ptr;
+    size_t len;
+    struct vmm_block *next;
+};
+static struct vmm_block *vmm_blocks;
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult alloc_vmm(size_t len, CUdeviceptr *out, const char **step)
+{
+    const struct cudawrap *cu = drv();
+    CUdevice dev;
+    *step = "cuCtxGetDevice";
+    CUresult rc = cu->ctx_get_device(&dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    prop.allocFlags.gpuDirectRDMACapable = 1;
+    size_t gran = 0;
+    *step = "cuMemGetAllocationGranularity";
+    if ((rc = cu->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)) != CUDA_SUCCESS)
+        return rc;
+    if (gran)
+        len = (len + gran - 1) / gran * gran;
+    struct vmm_block *b = calloc(1, sizeof(*b));
+    *step = "malloc";
+    if (!b)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUmemGenericAllocationHandle h;
+    *step = "cuMemCreate";
+    if ((rc = cu->mem_create(&h, len, &prop, 0)) != CUDA_SUCCESS) {
+        free(b);
+        return rc;
+    }
+    CUdeviceptr p = 0;
+    *step = "cuMemAddressReserve";
+    if ((rc = cu->mem_address_reserve(&p, len, gran, 0, 0)) != CUDA_SUCCESS) {
+        cu->mem_release(h);
+        free(b);
+        return rc;
+    }
+    *step = "cuMemMap";
+    rc = cu->mem_map(p, len, 0, h, 0);
+    cu->mem_release(h);         /* the mapping keeps the memory until cuMemUnmap */
+    if (rc == CUDA_SUCCESS) {
+        CUmemAccessDesc acc;
+        memset(&acc, 0, sizeof(acc));
+        acc.location = prop.location;
+        acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        *step = "cuMemSetAccess";
+        if ((rc = cu->mem_set_access(p, len, &acc, 1)) != CUDA_SUCCESS)
+            cu->mem_unmap(p, len);
+    }
+    if (rc != CUDA_SUCCESS) {
+        cu->mem_address_free(p, len);
+        free(b);
+        return rc;
+    }
+    b->ptr = p;
+    b->len = len;
+    pthread_mutex_lock(&vmm_lock);
+    b->next = vmm_blocks;
+    vmm_blocks = b;
+    pthread_mutex_unlock(&vmm_lock);
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+/* The VMM block at p, taken off the list; NULL for cuMemAlloc memory. */
+static struct vmm_block *vmm_take(CUdeviceptr p)
+{
+    pthread_mutex_lock(&vmm_lock);
+    struct vmm_block **at = &vmm_blocks;
+    while (*at && (*at)->ptr != p)
+        at = &(*at)->next;
+    struct vmm_block *b = *at;
+    if (b)
+        *at = b->next;
+    pthread_mutex_unlock(&vmm_lock);
+    return b;
+}
+
 int gdaki_cuda_alloc(size_t len, uint64_t *dptr, char *err, size_t errlen)
 {
-    CUdeviceptr d;
-    CUresult rc = drv()->mem_alloc(&d, len);
-    if (rc != CUDA_SUCCESS)
-        return fail(rc, "cuMemAlloc", err, errlen);
+    const struct cudawrap *cu = drv();
+    CUdeviceptr d = 0;
+    const char *step = "the VMM API";
+    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
+    if (cu->mem_create && cu->mem_get_allocation_granularity && cu->mem_address_reserve && cu->mem_map &&
+        cu->mem_set_access && cu->mem_unmap && cu->mem_address_free && cu->mem_release && cu->ctx_get_device)
+        rc = alloc_vmm(len, &d, &step);
+    if (rc != CUDA_SUCCESS) {
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
+            INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GDAKI: GPU queues and tables by cuMemAlloc: %s: %s", step,
+                 rc == CUDA_ERROR_NOT_SUPPORTED ? "not supported" : cudawrap_error_string(rc));
+        if ((rc = cu->mem_alloc(&d, len)) != CUDA_SUCCESS)
+            return fail(rc, "cuMemAlloc", err, errlen);
+    }
     *dptr = (uint64_t)d;
     return 0;
 }
 
 void gdaki_cuda_free(uint64_t dptr)
 {
-    if (drv() && dptr)
+    if (!drv() || !dptr)
+        return;
+    struct vmm_block *b = vmm_take((CUdeviceptr)dptr);
+    if (b) {
+        drv()->mem_unmap(b->ptr, b->len);
+        drv()->mem_address_free(b->ptr, b->len);
+        free(b);
+    } else {
         drv()->mem_free((CUdeviceptr)dptr);
+    }
 }
 
 int gdaki_cuda_htod(uint64_t dst, const void *src, size_t len, char *err, size_t errlen)

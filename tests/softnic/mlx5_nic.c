@@ -623,6 +623,29 @@ static uint64_t nic_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* With SOFTNIC_DEBUG, after NIC_DUMP_NS without progress and every
+ * NIC_DUMP_NS after that: one line per queue that holds work (WQEs on the
+ * engine, or a doorbell past what was consumed), so a job that stalls says
+ * where: the ring, the engine or the CQ. */
+#define NIC_DUMP_NS (2ull * 1000 * 1000 * 1000)
+static void dump_stuck_locked(uint64_t quiet_ns)
+{
+    for (struct mlx5_sn_qp *qp = nic.qps; qp; qp = qp->next) {
+        if (!qp->pend_count && qp->ci == qp->pi_seen && !qp->stop_consuming)
+            continue;
+        const struct mlx5_sn_pend *h = qp->pend_count ? &qp->pend[qp->pend_head] : NULL;
+        MLX5_SN_DEBUG("mlx5: QP 0x%x after %llu ms without progress: consumed %u, doorbell %u, %u on the engine "
+                      "(oldest WQE %d kind %d)%s%s; WQEs %llu, CQEs %llu, errors %llu, doorbells %llu; CQ 0x%x wrote "
+                      "%u of %u",
+                      qp->ibqp->qp_num, (unsigned long long)(quiet_ns / 1000000), qp->ci, qp->pi_seen,
+                      qp->pend_count, h ? (int)h->wqe_idx : -1, h ? (int)h->kind : -1,
+                      qp->stop_consuming ? ", stopped at a bad WQE" : "", qp->error ? ", in error" : "",
+                      (unsigned long long)qp->counters[0], (unsigned long long)qp->counters[1],
+                      (unsigned long long)qp->counters[2], (unsigned long long)qp->counters[3],
+                      qp->scq ? qp->scq->cqn : 0, qp->scq ? qp->scq->pi : 0, qp->scq ? qp->scq->cqe_cnt : 0);
+    }
+}
+
 static void *nic_main(void *arg)
 {
     (void)arg;
@@ -630,7 +653,7 @@ static void *nic_main(void *arg)
      * kernel's default 50 us timer slack stretches each of them. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     mlx5_priv_thread_is_nic(false);   /* names this thread's role (SOFTNIC_STATS) from its first copy */
-    uint64_t last_work = nic_now_ns();
+    uint64_t last_work = nic_now_ns(), last_dump = last_work;
     for (;;) {
         int work = 0;
         bool busy = false;
@@ -659,8 +682,12 @@ static void *nic_main(void *arg)
         }
         if (nic.ngrave)
             grave_sweep_locked();
-        pthread_mutex_unlock(&nic.lock);
         uint64_t now = nic_now_ns();
+        if (now - last_dump > NIC_DUMP_NS && now - last_work > NIC_DUMP_NS) {
+            last_dump = now;
+            dump_stuck_locked(now - last_work);
+        }
+        pthread_mutex_unlock(&nic.lock);
         if (work)
             last_work = now;
         uint64_t quiet = now - last_work;
