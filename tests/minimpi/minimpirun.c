@@ -31,6 +31,13 @@ static const char usage[] =
     "  --rank-env VAR=FORMAT  set VAR in each rank's environment to FORMAT with\n"
     "                         %r replaced by the rank and %% by %, e.g.\n"
     "                         --rank-env NCCL_HOSTID=host%r\n"
+    "  --kill-rank R@SECONDS  fault injection: SIGKILL rank R's process group\n"
+    "                         SECONDS after the start; that rank's death does\n"
+    "                         not fail the job, the others' ends decide it\n"
+    "  --wait-others SECONDS  when a rank fails (or is killed by --kill-rank),\n"
+    "                         give the others SECONDS to end by themselves\n"
+    "                         before the job is aborted; each end after the\n"
+    "                         first failure is reported with its delay\n"
     "  -h, --help             this text\n"
     "\n"
     "Each rank gets MINIMPI_RANK, MINIMPI_SIZE and MINIMPI_SHM (the job's file,\n"
@@ -43,7 +50,7 @@ static const char usage[] =
     "(128+N for signal N). SIGINT, SIGTERM and SIGHUP to minimpirun go to the\n"
     "ranks the same way (exit 128+N; a second one sends SIGKILL).\n"
     "Exit status: 0 when every rank exited 0; 2: a bad command line; 1: the\n"
-    "job could not start.\n";
+    "job could not start; 124: --timeout, or ranks that outlived --wait-others.\n";
 
 struct var {
     char *name;
@@ -53,10 +60,12 @@ struct var {
 static struct {
     int n;
     double timeout, grace;
+    int kill_rank;              /* --kill-rank, -1: none */
+    double kill_after, wait_others;
     struct var *set, *per_rank;
     int nset, nper_rank;
     char **argv;
-} opt = { .grace = 5 };
+} opt = { .grace = 5, .kill_rank = -1 };
 
 static char shm_path[256];
 static struct minimpi_shm *shm;
@@ -155,6 +164,7 @@ static void parse_args(int argc, char **argv)
         }
         bool takes = strcmp(a, "-n") == 0 || strcmp(a, "-np") == 0 || strcmp(a, "--np") == 0 ||
                      strcmp(a, "--timeout") == 0 || strcmp(a, "--grace") == 0 ||
+                     strcmp(a, "--kill-rank") == 0 || strcmp(a, "--wait-others") == 0 ||
                      strcmp(a, "-x") == 0 || strcmp(a, "--rank-env") == 0;
         if (!takes)
             die_usage("unknown option '%s'", a);
@@ -174,6 +184,15 @@ static void parse_args(int argc, char **argv)
             opt.timeout = parse_seconds(a, val, false);
         } else if (strcmp(a, "--grace") == 0) {
             opt.grace = parse_seconds(a, val, true);
+        } else if (strcmp(a, "--wait-others") == 0) {
+            opt.wait_others = parse_seconds(a, val, false);
+        } else if (strcmp(a, "--kill-rank") == 0) {
+            char *at = strchr(val, '@'), *end;
+            long r = at ? strtol(val, &end, 10) : -1;
+            if (!at || end != at || r < 0 || r >= MINIMPI_MAX_RANKS)
+                die_usage("--kill-rank needs RANK@SECONDS, not '%s'", val);
+            opt.kill_rank = (int)r;
+            opt.kill_after = parse_seconds(a, at + 1, true);
         } else if (strcmp(a, "-x") == 0) {
             if (!parse_var(val, &opt.set[opt.nset], true))
                 die_usage("-x needs VAR=VALUE, not '%s'", val);
@@ -192,6 +211,8 @@ static void parse_args(int argc, char **argv)
     }
     if (!have_n)
         die_usage("-n N (the number of ranks) is required");
+    if (opt.kill_rank >= opt.n)
+        die_usage("--kill-rank %d: the job has ranks 0 to %d", opt.kill_rank, opt.n - 1);
     if (i >= argc)
         die_usage("no program to run");
     opt.argv = argv + i;
@@ -361,8 +382,11 @@ int main(int argc, char **argv)
         nrunning++;
     }
 
-    double deadline = opt.timeout > 0 ? now_s() + opt.timeout : 0;
-    bool killed = false;
+    double start = now_s(), deadline = opt.timeout > 0 ? start + opt.timeout : 0;
+    bool killed = false, injected = false;
+    /* --wait-others: after the first failure, until others_until */
+    double first_fail = 0, others_until = 0;
+    int fail_status = 0;
     while (nrunning > 0) {
         double t = now_s(), until = t + 0.25;
         if (!aborting && deadline > 0 && deadline < until)
@@ -383,6 +407,20 @@ int main(int argc, char **argv)
             }
         }
 
+        if (opt.kill_rank >= 0 && !injected && !aborting && now_s() >= start + opt.kill_after) {
+            injected = true;
+            if (running[opt.kill_rank]) {
+                fprintf(stderr, "minimpirun: --kill-rank: SIGKILL to rank %d after %g s\n", opt.kill_rank,
+                        opt.kill_after);
+                if (kill(-pids[opt.kill_rank], SIGKILL) != 0)
+                    kill(pids[opt.kill_rank], SIGKILL);
+                if (!first_fail) {
+                    first_fail = now_s();
+                    others_until = first_fail + opt.wait_others;
+                }
+            }
+        }
+
         int st;
         pid_t pid;
         while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
@@ -394,8 +432,31 @@ int main(int argc, char **argv)
             running[r] = false;
             nrunning--;
             bool failed = !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+            if (first_fail && !aborting) {
+                if (WIFSIGNALED(st))
+                    fprintf(stderr, "minimpirun: rank %d was killed by signal %d (%s), %.2f s after the first failure\n",
+                            r, WTERMSIG(st), strsignal(WTERMSIG(st)), now_s() - first_fail);
+                else
+                    fprintf(stderr, "minimpirun: rank %d exited with status %d, %.2f s after the first failure\n", r,
+                            WEXITSTATUS(st), now_s() - first_fail);
+            }
+            if (r == opt.kill_rank && injected && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+                continue;       /* the injected fault: the others' ends decide */
             if (!failed || aborting)
                 continue;
+            if (opt.wait_others > 0) {
+                /* the first failure starts the wait; the job's status is its */
+                int code = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+                if (!fail_status)
+                    fail_status = code;
+                if (!first_fail) {
+                    first_fail = now_s();
+                    others_until = first_fail + opt.wait_others;
+                    fprintf(stderr, "minimpirun: rank %d failed (status %d): the others have %g s to end\n", r,
+                            code, opt.wait_others);
+                }
+                continue;
+            }
             if (WIFSIGNALED(st)) {
                 int s = WTERMSIG(st);
                 fprintf(stderr, "minimpirun: rank %d was killed by signal %d (%s)%s%s\n", r, s, strsignal(s),
@@ -410,6 +471,11 @@ int main(int argc, char **argv)
         }
 
         t = now_s();
+        if (!aborting && first_fail && opt.wait_others > 0 && t >= others_until && nrunning > 0) {
+            fprintf(stderr, "minimpirun: ranks %s still running %g s after the first failure: stopping them\n",
+                    running_list(), opt.wait_others);
+            abort_job(minimpi_abort_word(MINIMPI_ABORT_TIMEOUT, 0, 0), 124, SIGTERM);
+        }
         if (!aborting && deadline > 0 && t >= deadline && nrunning > 0) {
             fprintf(stderr, "minimpirun: timeout of %g s passed: stopping ranks %s (still running)\n",
                     opt.timeout, running_list());
@@ -423,5 +489,7 @@ int main(int argc, char **argv)
         }
     }
     unlink(shm_path);
+    if (!aborting && fail_status)
+        return fail_status;
     return job_status;
 }

@@ -6,7 +6,7 @@
 # library's own wait timeout and a SIGTERM to the launcher: each time the
 # exit status, how fast, no rank left and the job's file removed.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 19
+tap_plan 22
 dir=$top_builddir/tests/minimpi
 mr=$dir/minimpirun
 check=$dir/mpi_check
@@ -132,6 +132,23 @@ wait $pid
 rc=$?
 took=$(($(ms) - t0))
 expect sigterm '[ $rc -eq 143 ] && [ $took -lt 4000 ] && grep -q "got signal 15" "$err"' "exit status 143 within 4 s"
+
+# --kill-rank with --wait-others: the killed rank does not decide the job;
+# survivors that end by themselves within the wait do (their status, each
+# end reported with its delay), survivors that outlive it are stopped (124)
+job kill_survivors_exit -n 3 --kill-rank 1@0.5 --wait-others 5 sh -c \
+    'echo $$ >"$MPI_CHECK_PIDDIR/rank.$MINIMPI_RANK"; if [ $MINIMPI_RANK = 1 ]; then sleep 60; else sleep 1.5; exit 3; fi'
+expect kill_survivors_exit '[ $rc -eq 3 ] && [ $took -lt 4000 ] &&
+    grep -q "SIGKILL to rank 1 after 0.5 s" "$err" && grep -q "rank 0 exited with status 3, 0.[0-9]* s after the first failure" "$err" &&
+    grep -q "rank 2 exited with status 3, " "$err"' "status 3 (the survivors'), both ends reported"
+job kill_survivors_hang -n 2 --kill-rank 0@0.3 --wait-others 1 sh -c \
+    'echo $$ >"$MPI_CHECK_PIDDIR/rank.$MINIMPI_RANK"; sleep 60'
+expect kill_survivors_hang '[ $rc -eq 124 ] && [ $took -lt 4000 ] &&
+    grep -q "ranks 1 still running 1 s after the first failure: stopping them" "$err"' "124 once the wait ran out"
+out=$tmp/killbad.out
+"$mr" -n 2 --kill-rank 2@1 true >"$out" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--kill-rank 2: the job has ranks 0 to 1" "$out"; then tap_ok kill_rank_out_of_range_refused
+else tap_not_ok kill_rank_out_of_range_refused "rc=$rc $(cat "$out")"; fi
 
 # a program that links libmpi.so: MINIMPI_SHM without the rank is refused
 out=$tmp/norank.out
