@@ -632,6 +632,15 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
         *has_error = false;
         return ncclSuccess;
     }
+    /* The device's async events (a port down, the device failed, a QP
+     * fatal), as the proxy type's progress sees them: with a port down, a
+     * spinning kernel's puts would otherwise wait out the QP retry budget,
+     * or, on a same-host path that ignores the port, never fail at all. */
+    if (!__atomic_load_n(&r->error, __ATOMIC_ACQUIRE)) {
+        gin_check_async(c);
+        if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
+            __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
+    }
     for (int p = 0; p < c->nranks && !__atomic_load_n(&r->error, __ATOMIC_ACQUIRE); p++) {
         int st = gdaki_devx_state(r->qp[p]), cs = gdaki_devx_state(r->comp[p]);
         if (st == IBV_QPS_ERR || cs == IBV_QPS_ERR) {

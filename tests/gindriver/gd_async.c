@@ -23,9 +23,7 @@
 #define INFLIGHT 64
 #define PUT_SIZE 65536
 
-typedef int (*set_state_fn)(struct ibv_context *, uint8_t, int);
-
-static set_state_fn find_set_state(void)
+set_state_fn gd_find_set_state(void)
 {
     void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
     set_state_fn f = NULL;
@@ -176,7 +174,7 @@ static int t_port_down(struct gd_rank *r, void *arg)
     (void)arg;
     uint8_t *buf;
     void *mh;
-    set_state_fn set_state = find_set_state();
+    set_state_fn set_state = gd_find_set_state();
     if (!set_state || setup(r, 16 * PUT_SIZE, &buf, &mh))
         return 1;
     int bad = 0;
@@ -229,7 +227,7 @@ static int t_port_flap(struct gd_rank *r, void *arg)
     (void)arg;
     uint8_t *buf;
     void *mh;
-    set_state_fn set_state = find_set_state();
+    set_state_fn set_state = gd_find_set_state();
     if (!set_state)
         return 1;
     if (r->rank == 0) {

@@ -27,6 +27,7 @@
 #include "gd.h"
 #include "gd_tests.h"
 #include "gd_gdaki.h"
+#include "gin.h"
 #include "railnet_gin_gdaki.h"
 
 #define GK_DEADLINE_S 120.0
@@ -334,8 +335,55 @@ static int t_gdaki_kill(struct gd_rank *r, void *arg)
     return 0;
 }
 
+/* gdaki-port-down: rank 0 takes port 2 of its device down while every
+ * rank holds a GDAKI context (a kernel spinning on a signal would be
+ * waiting): its queryLastError must report it at once, not after the QP
+ * retry budget (the case runs with a 60 s one). */
+#define GK_PORT_DOWN_WITHIN_S 5.0
+static int t_gdaki_port_down(struct gd_rank *r, void *arg)
+{
+    (void)arg;
+    struct gk k;
+    set_state_fn set_state = gd_find_set_state();
+    if (!set_state || gk_open(r, &k, 4096))
+        return 1;
+    int bad = gd_barrier(r);
+    if (!bad && r->rank == 0) {
+        bool has = true;
+        if (r->gin->queryLastError(k.ctx, &has) != ncclSuccess || has) {
+            printf("rank 0: queryLastError reports an error before the port went down\n");
+            bad = 1;
+        }
+        double t0 = gd_now();
+        if (!bad && set_state(((struct gin_coll *)r->coll)->ports[0].ctx, 2, 0) != 0) {
+            printf("rank 0: cannot take port 2 down\n");
+            bad = 1;
+        }
+        has = false;
+        while (!bad && !has && gd_now() < t0 + GK_PORT_DOWN_WITHIN_S) {
+            if (r->gin->queryLastError(k.ctx, &has) != ncclSuccess) {
+                printf("rank 0: queryLastError failed\n");
+                bad = 1;
+            }
+            usleep(1000);
+        }
+        if (!bad && !has) {
+            printf("rank 0: no error %.0f s after port 2 went down\n", GK_PORT_DOWN_WITHIN_S);
+            bad = 1;
+        } else if (!bad) {
+            printf("rank 0: port 2 down: queryLastError reports it after %.3f s\n", gd_now() - t0);
+        }
+    }
+    if (gd_barrier(r))
+        bad = 1;
+    gk_close(&k);
+    return bad;
+}
+
 int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
 {
+    if (!strcmp(name, "gdaki-port-down"))
+        return gd_run(plugin, 2, GK_DEADLINE_S, -1, o->seed, t_gdaki_port_down, o);
     if (!strncmp(name, "gdaki-forged-", 13))
         return gd_forge_run(plugin, name + 13, o);
     if (!strcmp(name, "gdaki"))

@@ -64,5 +64,10 @@ int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o);
 int gd_forge_run(const char *plugin, const char *kind, struct gd_opts *o);
 /* port-down, port-flap, qp-fatal (gd_async.c): async events of the device. */
 int gd_async_run(const char *plugin, const char *name, struct gd_opts *o);
+/* softnic_ctl_port_set_state of the libibverbs the plugin loaded (NULL,
+ * said on stdout, when it is not softnic's). */
+struct ibv_context;
+typedef int (*set_state_fn)(struct ibv_context *, uint8_t, int);
+set_state_fn gd_find_set_state(void);
 
 #endif

@@ -13,7 +13,8 @@
 #   mps_start DIR   starts the daemon with its pipe and log directories
 #                   under DIR and exports CUDA_MPS_* for what follows;
 #                   MPS=on on success, MPS=off (and status 1) otherwise.
-#   mps_stop        stops it again (safe to call when it is not running).
+#   mps_stop        stops it again (safe to call when it is not running),
+#                   killing a server that does not quit.
 MPS=off
 mps_start() {
     MPS=off
@@ -29,7 +30,17 @@ mps_start() {
     return 1
 }
 mps_stop() {
-    [ "$MPS" = on ] && echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+    if [ "$MPS" = on ]; then
+        echo quit | timeout 10 nvidia-cuda-mps-control >/dev/null 2>&1
+        # A server one of whose clients was killed with a kernel running
+        # may refuse every later client ("CUDA-capable device(s) is/are
+        # busy or unavailable") and not quit: it is ended, so that the
+        # next mps_start gets a working one.
+        _i=0
+        while [ $_i -lt 50 ] && pgrep -x nvidia-cuda-mps-server >/dev/null 2>&1; do sleep 0.1; _i=$((_i + 1)); done
+        pkill -9 -x nvidia-cuda-mps-server 2>/dev/null
+        pkill -9 -x nvidia-cuda-mps-control 2>/dev/null
+    fi
     MPS=off
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }

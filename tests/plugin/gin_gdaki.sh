@@ -12,7 +12,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 17
+tap_plan 18
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -45,6 +45,9 @@ tap_check gdaki_cpu_consumer_4_ranks_rings_wrap "$gd" --plugin "$plugin" --ranks
 # (barrier signals), kernels back to back, puts to self included
 tap_check gdaki_alltoall_kernel_shape_2_ranks_30_kernels "$gd" --plugin "$plugin" --ranks 2 --rounds 30 --slot 65536 gdaki-a2a
 tap_check gdaki_alltoall_kernel_shape_4_ranks_rings_wrap "$gd" --plugin "$plugin" --ranks 4 --rounds 40 --slot 4096 gdaki-a2a
+# a port down is an error at once, not after the QP retry budget (60 s here)
+tap_check gdaki_port_down_reported_by_query_last_error_at_once \
+    env SOFTNIC_RETRY_MIN_MS=60000 SOFTNIC_RETRY_CAP_MS=60000 "$gd" --plugin "$plugin" gdaki-port-down
 tap_check gdaki_bad_rkey_is_an_error_cqe_and_query_last_error "$gd" --plugin "$plugin" gdaki-error
 tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ranks 3 gdaki-kill
 

@@ -1,0 +1,175 @@
+#!/bin/sh
+# NVIDIA's nccl-tests through railnet on softnic: the first real client.
+# Built by scripts/build-nccl-tests (MPI=1 against tests/minimpi) into
+# $top_builddir/nccl-tests (NCCL_TESTS_DIR), run by tests/minimpi/minimpirun
+# with every rank its own NCCL node (NCCL_HOSTID) on one GPU, under a
+# private MPS daemon when the machine has one (tests/gpu/lib-mps.sh), with
+# NCCL 2.28.9 (PyTorch's: the headers the binaries were built with).
+# Cases, each a job with data checks (-c 1), two or more operations queued
+# back to back (-n 2 -w 1), every row's #wrong 0 and the exit status 0:
+#   p2p_*        all_reduce and sendrecv through railnet's net table (P2P
+#                and SHM off: every byte crosses the plugin), 2 ranks;
+#   gin_D<impl>_<type>_<n>r  alltoall's device implementations -D 3 (GIN)
+#                and -D 4 (LSA + GIN; each rank its own node, so GIN) on
+#                symmetric windows (-R 2), 16 B to 64 MiB, 2 and 4 ranks,
+#                GIN types auto (RAILNET_GIN unset: an unmodified job),
+#                proxy and gdaki; the log must show the type railnet gave;
+# and the GIN failure cases: a peer SIGKILLed mid-run, or both ports of
+# rank 0 taken down (softnic's control file), must end every survivor with
+# an NCCL error within NT_ERROR_BOUND seconds (10) and a non-zero status,
+# never a hang (minimpirun --wait-others gives them 60 s; outliving it is
+# a failure).
+# Knobs: NCCL_TESTS_DIR, NT_RANKS ("2 4"), NT_TYPES ("auto proxy gdaki"),
+# NT_IMPLS ("3 4"), NT_JOB_TIMEOUT (s per job, 240), NCCL_TORCH_LIB.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/gpu/lib-nccl.sh"
+. "$top_srcdir/tests/gpu/lib-mps.sh"
+NT=${NCCL_TESTS_DIR:-$top_builddir/nccl-tests}
+MR=$top_builddir/tests/minimpi/minimpirun
+MPILIB=$top_builddir/tests/minimpi/home/lib
+RANKS=${NT_RANKS:-2 4}
+TYPES=${NT_TYPES:-auto proxy gdaki}
+IMPLS=${NT_IMPLS:-3 4}
+TIMEOUT=${NT_JOB_TIMEOUT:-240}
+BOUND=${NT_ERROR_BOUND:-10}
+if [ "$(gpu_count)" -lt 1 ]; then
+    tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
+fi
+for p in alltoall_perf all_reduce_perf sendrecv_perf; do
+    [ -x "$NT/$p" ] || tap_skip_all "nccl-tests not built in $NT (scripts/build-nccl-tests SRC, SRC a checkout of NVIDIA/nccl-tests)"
+done
+[ -x "$MR" ] && [ -e "$MPILIB/libmpi.so" ] || tap_skip_all "tests/minimpi not built"
+nr=0; for r in $RANKS; do nr=$((nr + 1)); done
+nt=0; for t in $TYPES; do nt=$((nt + 1)); done
+ni=0; for i in $IMPLS; do ni=$((ni + 1)); done
+tap_plan $((2 + nr * nt * ni + 4))
+
+work=$(mktemp -d)
+mps_start "$work" || echo "# no MPS daemon: the ranks take time slices of the GPU"
+trap 'mps_stop; rm -rf "$work"' EXIT
+unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE NCCL_DEBUG_SUBSYS
+export NCCL_TESTS_DEVICE=0 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+export LD_LIBRARY_PATH=$SOFTNIC_DIR:$(nccl_torch_lib):$MPILIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export NCCL_NET_PLUGIN=$RAILNET_PLUGIN
+
+# nt_job NAME NRANKS [VAR=VALUE...] -- PROG ARGS: one job through
+# minimpirun; its output in $JOBDIR/nccl_tests.NAME.log, rc and took (s).
+nt_job() {
+    _name=$1 _n=$2; shift 2
+    _x=
+    while [ "$1" != "--" ]; do _x="$_x -x $1"; shift; done
+    shift
+    log=$JOBDIR/nccl_tests.$_name.log
+    _t0=$(date +%s)
+    # shellcheck disable=SC2086
+    "$MR" -n "$_n" --timeout "$TIMEOUT" --rank-env NCCL_HOSTID=railnet-nt-node-%r $_x "$@" >"$log" 2>&1
+    rc=$?
+    took=$(($(date +%s) - _t0))
+}
+
+# Every data row's #wrong columns (9 and 13 with -c 1) are 0 (13 is N/A
+# where the collective has no in-place variant: alltoall, sendrecv), there
+# is at least one row, and nccl-tests' closing check passed.
+rows_clean() {
+    awk '/^ *[0-9]+ +[0-9]+ / { n++; if ($9 != "0" || ($13 != "0" && $13 != "N/A")) bad++ }
+         END { exit !(n > 0 && bad == 0) }' "$1" &&
+        grep -q 'Out of bounds values : 0 OK' "$1"
+}
+why() {
+    printf 'rc=%s took=%ss rows: %s | %s' "$rc" "$took" \
+        "$(awk '/^ *[0-9]+ +[0-9]+ / { printf "%s:%s/%s ", $1, $9, $13 }' "$1" | cut -c1-300)" \
+        "$(grep -E 'WARN|rror|minimpirun:' "$1" | head -n 6 | tr '\n' '|' | cut -c1-900)"
+}
+
+# p2p: the net table, every byte through the plugin
+for coll in all_reduce sendrecv; do
+    nt_job "p2p_$coll" 2 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- \
+        "$NT/${coll}_perf" -b 8 -e 64M -f 8 -c 1 -n 2 -w 1
+    if [ $rc -eq 0 ] && rows_clean "$log" && grep -q 'NET/Plugin: Loaded net plugin railnet' "$log"; then
+        tap_ok "p2p_${coll}_2r_through_railnet_data_checked"
+    else tap_not_ok "p2p_${coll}_2r_through_railnet_data_checked" "$(why "$log")"; fi
+done
+
+# GIN: the device implementations of alltoall
+for impl in $IMPLS; do
+    for type in $TYPES; do
+        case $type in
+            auto) env= want="GDAKI type" ;;
+            proxy) env="RAILNET_GIN=proxy" want="proxy type" ;;
+            gdaki) env="RAILNET_GIN=gdaki NCCL_GIN_TYPE=3" want="GDAKI type" ;;
+        esac
+        for n in $RANKS; do
+            name=gin_D${impl}_${type}_${n}r
+            # shellcheck disable=SC2086
+            nt_job "$name" "$n" $env -- "$NT/alltoall_perf" -b 16 -e 64M -f 4 -c 1 -R 2 -D "$impl" -n 2 -w 1
+            if [ $rc -eq 0 ] && rows_clean "$log" && grep -q "NET/railnet/GIN: rank 0 of $n .*$want" "$log"; then
+                tap_ok "${name}_data_checked_16B_to_64MiB"
+            else tap_not_ok "${name}_data_checked_16B_to_64MiB" "$(why "$log")"; fi
+        done
+    done
+done
+
+# Failures: the survivors end with an NCCL error within BOUND seconds.
+# A short retry budget, as a job configured for fast failure detection.
+export RAILNET_IB_TIMEOUT=14 RAILNET_IB_RETRY_CNT=3 SOFTNIC_RETRY_CAP_MS=2000
+# running LOG JOB: waits until the job printed its table header (the first
+# size's operations start right after) and 5 s more, so that its kernels
+# run; false when the job ended first or the header never came.
+running() {
+    _i=0
+    while [ $_i -lt 900 ] && ! grep -q '^# *size *count' "$1" && kill -0 "$2" 2>/dev/null; do
+        sleep 0.2; _i=$((_i + 1))
+    done
+    grep -q '^# *size *count' "$1" && sleep 5 && kill -0 "$2" 2>/dev/null
+}
+# the delays minimpirun reported for the survivors' ends, worst first
+delays() { sed -n 's/.*exited with status [1-9][0-9]*, \([0-9.]*\) s after the first failure/\1/p' "$1" | sort -rn; }
+within() { [ -n "$1" ] && awk -v d="$1" -v b="$BOUND" 'BEGIN { exit !(d <= b) }'; }
+for type in gdaki proxy; do
+    # each failure job on a fresh MPS daemon: a client killed with its
+    # kernel running can leave a server that refuses every later client
+    mps_stop; mps_start "$work/mps-kill-$type" >/dev/null 2>&1
+    case $type in
+        proxy) env="RAILNET_GIN=proxy" ;;
+        gdaki) env="RAILNET_GIN=gdaki NCCL_GIN_TYPE=3" ;;
+    esac
+    # a peer killed while the kernels run: rank 1 of 3
+    log=$JOBDIR/nccl_tests.kill_$type.log
+    # shellcheck disable=SC2086
+    "$MR" -n 3 --timeout "$TIMEOUT" --wait-others 60 --rank-env NCCL_HOSTID=railnet-nt-node-%r \
+        $(for e in $env; do printf ' -x %s' "$e"; done) \
+        "$NT/alltoall_perf" -b 1M -e 1M -c 0 -R 2 -D 3 -n 1000000 -w 0 >"$log" 2>&1 &
+    job=$!
+    victim=
+    if running "$log" $job; then
+        victim=$(sed -n 's/^# *Rank *1 .* Pid *\([0-9]*\) .*/\1/p' "$log" | head -n 1)
+        [ -n "$victim" ] && kill -9 "$victim"
+    fi
+    wait $job; rc=$?
+    d=$(delays "$log" | head -n 1) n_ended=$(delays "$log" | wc -l)
+    if [ -n "$victim" ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$n_ended" -eq 2 ] && within "$d"; then
+        tap_ok "gin_${type}_peer_killed_survivors_end_with_an_error_within_${BOUND}s"
+    else tap_not_ok "gin_${type}_peer_killed_survivors_end_with_an_error_within_${BOUND}s" \
+        "victim=$victim rc=$rc survivors ended: $n_ended, worst ${d:-none} s | $(grep -E 'WARN|minimpirun:' "$log" | head -n 8 | tr '\n' '|' | cut -c1-1200)"; fi
+
+    # both ports of rank 0 down while the kernels run
+    mps_stop; mps_start "$work/mps-port-$type" >/dev/null 2>&1
+    log=$JOBDIR/nccl_tests.portdown_$type.log
+    rm -f "$work"/ctl*
+    # shellcheck disable=SC2086
+    "$MR" -n 2 --timeout "$TIMEOUT" --wait-others 60 --rank-env NCCL_HOSTID=railnet-nt-node-%r \
+        --rank-env "SOFTNIC_CTL_FILE=$work/ctl%r" $(for e in $env; do printf ' -x %s' "$e"; done) \
+        "$NT/alltoall_perf" -b 1M -e 1M -c 0 -R 2 -D 3 -n 1000000 -w 0 >"$log" 2>&1 &
+    job=$!
+    injected=no
+    running "$log" $job && printf 'softnic0 1 down\nsoftnic0 2 down\n' >"$work/ctl0" && injected=yes
+    t0=$(date +%s)
+    wait $job; rc=$?
+    took=$(($(date +%s) - t0))
+    if [ $injected = yes ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le $((BOUND + 1)) ] &&
+        ! grep -q 'still running' "$log"; then
+        tap_ok "gin_${type}_ports_down_every_rank_ends_with_an_error_within_${BOUND}s"
+    else tap_not_ok "gin_${type}_ports_down_every_rank_ends_with_an_error_within_${BOUND}s" \
+        "injected=$injected rc=$rc took=${took}s | $(grep -E 'WARN|minimpirun:' "$log" | head -n 8 | tr '\n' '|' | cut -c1-1200)"; fi
+done
+tap_done
