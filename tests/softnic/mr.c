@@ -120,7 +120,10 @@ struct ibv_mr *mr_reg_dmabuf(struct ibv_pd *pd, uint64_t offset, size_t len, uin
         errno = EINVAL;
         return NULL;
     }
-    return mr_create(pd, addr, len, iova, (unsigned int)access, true);
+    struct ibv_mr *mr = mr_create(pd, addr, len, iova, (unsigned int)access, true);
+    if (mr)
+        ((struct sn_mr *)mr)->dmabuf = true;
+    return mr;
 }
 
 int mr_dereg(struct ibv_mr *ibmr)
@@ -210,26 +213,50 @@ int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len)
     return 0;
 }
 
-/* ibv_rereg_mr: changes the translation (addr, len), the PD and/or the
- * access of a live MR in place; its keys stay (the verbs contract lets a
- * provider keep them).  The write lock keeps new accesses out while the
- * fields change, and in-flight ones (which hold a reference, not the lock)
- * are waited for first -- with the lock let go between looks, since one of
- * them may need the table to finish -- so none sees a half-changed region.
- * Returns 0 or an errno; the caller maps it to IBV_REREG_MR_ERR_*. */
+/* ibv_rereg_mr, in two steps as on rdma-core: what libibverbs refuses
+ * before it asks the device (mr_rereg_input), then the device's own checks
+ * and the change (mr_rereg).  A ConnectX answers the first kind with
+ * IBV_REREG_MR_ERR_INPUT, the second with IBV_REREG_MR_ERR_CMD; either
+ * way softnic leaves the MR as it was.
+ *
+ * mr_rereg_input: only a plain registration (not a dmabuf one), known
+ * flags, an address and a length with a new translation, a PD with a new
+ * PD, access flags only with IBV_REREG_MR_CHANGE_ACCESS.  0 or EINVAL. */
+int mr_rereg_input(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len,
+                   int access)
+{
+    const int known = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
+                      IBV_REREG_MR_CHANGE_ACCESS;
+    if (!ibmr || ((struct sn_mr *)ibmr)->dmabuf || (flags & ~known))
+        return EINVAL;
+    if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || len == 0))
+        return EINVAL;
+    if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)
+        return EINVAL;
+    if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))
+        return EINVAL;
+    return 0;
+}
+
+/* mr_rereg: changes the translation (addr, len), the PD and/or the access
+ * of a live MR in place; its keys stay (mlx5 keeps them where it can, and
+ * the verbs contract lets a provider keep them).  The write lock keeps new
+ * accesses out while the fields change, and in-flight ones (which hold a
+ * reference, not the lock) are waited for first -- with the lock let go
+ * between looks, since one of them may need the table to finish -- so
+ * none sees a half-changed region: what was under way completes on the
+ * old translation, PD and access, what comes after sees the new ones.
+ * Input passed mr_rereg_input.  Returns 0 or an errno. */
 int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t len,
              int access)
 {
     struct sn_mr *mr = (struct sn_mr *)ibmr;
-    const int known = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
-                      IBV_REREG_MR_CHANGE_ACCESS;
-    if (!ibmr || !flags || (flags & ~known))
+    if (!flags)
         return EINVAL;
-    if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context))
+    if ((flags & IBV_REREG_MR_CHANGE_PD) && pd->context != ibmr->context)
         return EINVAL;
-    if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || len == 0 ||
-                                                       (uint64_t)(uintptr_t)addr + len <
-                                                           (uint64_t)(uintptr_t)addr))
+    if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
+        (uint64_t)(uintptr_t)addr + len < (uint64_t)(uintptr_t)addr)
         return EINVAL;
     if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
         int err = mr_check_access((unsigned int)access);

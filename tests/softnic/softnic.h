@@ -261,6 +261,7 @@ struct sn_mr {
     uint64_t len;
     int access;
     bool gpu;             /* CUDA memory: copy with the driver API */
+    bool dmabuf;          /* ibv_reg_dmabuf_mr: ibv_rereg_mr refuses it */
     _Atomic int refs;     /* in-flight accesses + 1 for the table */
 };
 

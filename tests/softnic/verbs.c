@@ -32,6 +32,8 @@ struct ibv_mr *mr_reg_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t 
 struct ibv_mr *mr_reg_dmabuf(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova,
                              int fd, int access);
 int mr_dereg(struct ibv_mr *mr);
+int mr_rereg_input(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len,
+                   int access);
 int mr_rereg(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t len,
              int access);
 struct ibv_comp_channel *cq_channel_create(struct ibv_context *c);
@@ -251,11 +253,17 @@ EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size
 EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
                         size_t len, int access)
 {
-    int err = mr_rereg(mr, flags, pd, addr, len, access);
+    int err = mr_rereg_input(mr, flags, pd, addr, len, access);
+    if (err) {
+        errno = err;
+        return IBV_REREG_MR_ERR_INPUT;
+    }
+    err = mr_rereg(mr, flags, pd, addr, len, access);
     if (!err)
         return 0;
+    /* refused where a ConnectX's kernel refuses; the MR is unchanged */
     errno = err;
-    return IBV_REREG_MR_ERR_INPUT;
+    return IBV_REREG_MR_ERR_CMD;
 }
 
 EXPORT int ibv_dereg_mr(struct ibv_mr *mr) { return mr_dereg(mr); }
