@@ -49,9 +49,7 @@ static ncclResult_t v10_accept(void *listen_comm, void **recv_comm, ncclNetDevic
 
 static ncclResult_t v10_make_vdevice(int *d, ncclNetVDeviceProps_v10_t *props)
 {
-    if (!props)
-        return ncclInvalidArgument;
-    return net_face_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V9);
+    return net_face_make_vdevice(d, props ? props->ndevs : 0, props ? props->devs : NULL, NCCL_NET_MAX_DEVS_PER_NIC_V9);
 }
 
 RN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {

@@ -46,9 +46,7 @@ static ncclResult_t v12_accept(void *listen_comm, void **recv_comm, ncclNetDevic
 
 static ncclResult_t v12_make_vdevice(int *d, ncclNetVDeviceProps_v12_t *props)
 {
-    if (!props)
-        return ncclInvalidArgument;
-    return net_face_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V12);
+    return net_face_make_vdevice(d, props ? props->ndevs : 0, props ? props->devs : NULL, NCCL_NET_MAX_DEVS_PER_NIC_V12);
 }
 
 static ncclResult_t v12_set_net_attr(void *ctx, ncclNetAttr_v12_t *attr)

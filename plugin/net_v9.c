@@ -56,9 +56,7 @@ static ncclResult_t v9_irecv(void *recv_comm, int n, void **data, size_t *sizes,
 
 static ncclResult_t v9_make_vdevice(int *d, ncclNetVDeviceProps_v9_t *props)
 {
-    if (!props)
-        return ncclInvalidArgument;
-    return net_face_make_vdevice(d, props->ndevs, props->devs, NCCL_NET_MAX_DEVS_PER_NIC_V9);
+    return net_face_make_vdevice(d, props ? props->ndevs : 0, props ? props->devs : NULL, NCCL_NET_MAX_DEVS_PER_NIC_V9);
 }
 
 RN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {

@@ -496,7 +496,7 @@ static void vdev_merge(struct rn_device *r, int n, const int *parts)
 ncclResult_t devices_make_virtual(int n, const int *parts, int max, int *out)
 {
     if (!out || !parts)
-        return vdev_refuse(ncclInvalidArgument, "no %s", out ? "device list" : "place for the index");
+        return vdev_refuse(ncclInvalidArgument, "no %s", parts ? "place for the index" : "device list");
     if (n < 1 || n > max || n > DEVICES_MAX_PARTS)
         return vdev_refuse(ncclInvalidUsage, "%d devices asked for; 1..%d can make a virtual device", n,
                            max < DEVICES_MAX_PARTS ? max : DEVICES_MAX_PARTS);

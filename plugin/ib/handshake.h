@@ -43,13 +43,16 @@
 #define HS_CTS_ENTRY_SIZE 64
 #define HS_MAX_RECVS 8
 /* A message is written in at most HS_MAX_CHUNKS chunks (the immediate's
- * 4-bit chunk index) of at most HS_CHUNK_MAX bytes each (one RDMA WRITE:
- * within every NIC's max_msg_sz, ConnectX's 1 GiB included), so one isend
- * carries at most HS_MAX_CHUNKS * HS_CHUNK_MAX bytes (16 GiB). The sizes
- * area's 32-bit entries suffice: a message of 4 GiB or more has 4 chunks or
- * more, whose immediates carry 52 bits of its size (comm.h). */
+ * 4-bit chunk index) of at most HS_CHUNK_MAX bytes each, so one isend
+ * carries at most HS_MAX_CHUNKS * HS_CHUNK_MAX bytes (4 GiB). One chunk is
+ * one RDMA WRITE: well within every NIC's max_msg_sz (ConnectX: 1 GiB),
+ * and short enough that a NIC acknowledging whole messages (softnic, which
+ * gives up on a QP that sees no answer for 2 s) answers each in time on a
+ * slow host. The sizes area's 32-bit entries suffice: only messages of one
+ * or two chunks use it (three or more carry their size in their chunks'
+ * immediates, comm.h). */
 #define HS_MAX_CHUNKS 16
-#define HS_CHUNK_MAX (1ull << 30)
+#define HS_CHUNK_MAX (256ull << 20)
 #define HS_MSG_BYTES_MAX ((uint64_t)HS_MAX_CHUNKS * HS_CHUNK_MAX)
 
 enum hs_type { HS_HELLO = 1, HS_REPLY = 2, HS_READY = 3 };

@@ -235,8 +235,7 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
     }
     struct ibv_send_wr *head = &wr_data;
     if (k == 0 && !has_size) {
-        /* below 4 GiB: a larger message has 4 chunks or more and its size
-         * in their immediates (handshake.h, HS_CHUNK_MAX) */
+        /* one or two chunks: below 4 GiB (handshake.h, HS_CHUNK_MAX) */
         uint32_t *st = &sc->size_stage[slot * COMM_MAX_RECVS + sub];
         *st = (uint32_t)size;
         memset(&wr_size, 0, sizeof(wr_size));

@@ -11,7 +11,7 @@
  *   while it is down) or on the live QPs in turn (comm.h, keep_home);
  *   larger ones are split in balanced 4 KiB-aligned chunks, one per live
  *   QP, and in more chunks (taking the QPs in turn) where a chunk would
- *   exceed the device's largest write (1 GiB). Each chunk's write carries
+ *   exceed the device's largest write (256 MiB). Each chunk's write carries
  *   an immediate naming the chunk (comm.h IMM_*).
  * - p2p_test progresses the comm's CQ; a receive is done once every chunk of
  *   each of its messages delivered its immediate (each chunk counted once); a
