@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nccl_net_v8.h"
+#include "nccl_net_v11.h" /* the device handle and properties v11 */
 
 /* ncclNetDeviceType values beyond the v8 enum (HOST 0, UNPACK 1). */
 #define NCCL_NET_DEVICE_GIN_PROXY 2
@@ -43,35 +43,6 @@
 /* iputSignal ops: INC adds 1 (signalValue ignored), ADD adds signalValue. */
 #define NCCL_NET_SIGNAL_OP_INC 0x1
 #define NCCL_NET_SIGNAL_OP_ADD 0x2
-
-#define NCCL_NET_MAX_DEVS_PER_NIC 4
-
-typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v11_t;
-
-typedef struct {
-    int ndevs;
-    int devs[NCCL_NET_MAX_DEVS_PER_NIC];
-} ncclNetVDeviceProps_v11_t;
-
-typedef struct {
-    char *name;
-    char *pciPath;
-    uint64_t guid;
-    int ptrSupport;
-    int regIsGlobal;
-    int forceFlush;
-    int speed;     /* Mb/s */
-    int port;
-    float latency; /* us */
-    int maxComms;
-    int maxRecvs;  /* for GIN: NCCL's proxy queue per rank is 32 * maxRecvs deep */
-    int netDeviceType;
-    int netDeviceVersion;
-    ncclNetVDeviceProps_v11_t vProps;
-    size_t maxP2pBytes;
-    size_t maxCollBytes;
-    int maxMultiRequestSize;
-} ncclNetProperties_v11_t;
 
 typedef struct {
     const char *name;
@@ -107,21 +78,6 @@ typedef struct {
 #else
 #define RN_ABI_ASSERT(e, m) _Static_assert(e, m)
 #endif
-RN_ABI_ASSERT(sizeof(ncclNetDeviceHandle_v11_t) == 32, "device handle v11 size");
-RN_ABI_ASSERT(sizeof(ncclNetVDeviceProps_v11_t) == 20, "vProps size");
-RN_ABI_ASSERT(sizeof(ncclNetProperties_v11_t) == 112, "properties v11 size");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, guid) == 16, "props v11: guid");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, regIsGlobal) == 28, "props v11: regIsGlobal");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, forceFlush) == 32, "props v11: forceFlush");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, speed) == 36, "props v11: speed");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, latency) == 44, "props v11: latency");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, maxRecvs) == 52, "props v11: maxRecvs");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, netDeviceType) == 56, "props v11: netDeviceType");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, netDeviceVersion) == 60, "props v11: netDeviceVersion");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, vProps) == 64, "props v11: vProps");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, maxP2pBytes) == 88, "props v11: maxP2pBytes");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, maxCollBytes) == 96, "props v11: maxCollBytes");
-RN_ABI_ASSERT(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize) == 104, "props v11: maxMultiRequestSize");
 RN_ABI_ASSERT(sizeof(ncclGin_v11_t) == 19 * 8, "gin v11: 1 name + 18 function pointers");
 RN_ABI_ASSERT(offsetof(ncclGin_v11_t, init) == 8, "gin v11: init");
 RN_ABI_ASSERT(offsetof(ncclGin_v11_t, connect) == 40, "gin v11: connect");

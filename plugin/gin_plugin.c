@@ -1,5 +1,5 @@
 /* plugin/gin_plugin.c: the GIN face of railnet, `ncclGinPlugin_v11`
- * (include/nccl_gin_v11.h), exported beside ncclNetPlugin_v8. It maps the
+ * (include/nccl_gin_v11.h), exported beside the net tables (v8 ... v12). It maps the
  * table onto the GIN core (plugin/gin/) and the shared device layer
  * (plugin/ib/) and decides, from RAILNET_GIN, which GIN type NCCL gets
  * (plugin/gin/gin_gdaki.h states the rules; said once in the log, at the
@@ -100,7 +100,7 @@ static ncclResult_t gin_devices(int *ndev)
 {
     if (!ndev)
         return ncclInvalidArgument;
-    *ndev = devices_count();
+    *ndev = devices_count_physical(); /* virtual devices are the net tables' (makeVDevice) */
     return ncclSuccess;
 }
 
@@ -108,18 +108,22 @@ static ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props)
 {
     if (!props)
         return ncclInvalidArgument;
-    ncclNetProperties_v8_t p8;
-    CHECK(devices_properties(dev, &p8));
+    struct devices_props c;
+    if (dev >= devices_count_physical()) {
+        WARN("NET/railnet/GIN: getProperties: no device %d (%d devices)", dev, devices_count_physical());
+        return ncclInvalidArgument;
+    }
+    CHECK(devices_properties(dev, &c));
     memset(props, 0, sizeof(*props));
-    props->name = p8.name;
-    props->pciPath = p8.pciPath;
-    props->guid = p8.guid;
-    props->ptrSupport = p8.ptrSupport;
-    props->regIsGlobal = p8.regIsGlobal;
-    props->speed = p8.speed;
-    props->port = p8.port;
-    props->latency = p8.latency;
-    props->maxComms = p8.maxComms;
+    props->name = (char *)c.name;
+    props->pciPath = c.pci_path;
+    props->guid = c.guid;
+    props->ptrSupport = c.ptr_support;
+    props->regIsGlobal = c.reg_is_global;
+    props->speed = c.speed_mbps;
+    props->port = c.port;
+    props->latency = c.latency_us;
+    props->maxComms = c.max_comms;
     props->maxRecvs = GIN_MAX_RECVS; /* NCCL sizes its proxy queue per rank as 32 * maxRecvs */
     props->netDeviceType = gin_decide_type(dev);
     props->netDeviceVersion = props->netDeviceType == NCCL_NET_DEVICE_GIN_GDAKI ? RN_GIN_GDAKI_VERSION : 0;

@@ -166,7 +166,7 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     const struct rn_config *cfg = rn_config();
     c->qpp.timeout = cfg->ib_timeout;
     c->qpp.retry_cnt = cfg->ib_retry_cnt;
-    c->qpp.tc = cfg->ib_tc;
+    c->qpp.tc = cfg->ib_tc >= 0 ? cfg->ib_tc : 0; /* RAILNET_IB_TC, unset: 0 */
     c->qpp.sl = cfg->ib_sl;
     c->split_min = (uint64_t)cfg->split_min;
     c->signal_every = (uint64_t)cfg->gin_signal_every;

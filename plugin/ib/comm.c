@@ -49,6 +49,9 @@ struct request *comm_req_get(struct comm *c, int type)
     r->pending = 0;
     r->n = 0;
     r->subs_done = 0;
+    r->sq_need = 0;
+    memset(r->phandle, 0, sizeof(r->phandle));
+    memset(r->prof_ev, 0, sizeof(r->prof_ev));
     c->inflight++;
     return r;
 }
@@ -77,12 +80,20 @@ int comm_device(const void *comm)
 
 /* --------------------------------------------------------------- comm setup */
 
-static void comm_params(struct qp_params *p)
+int comm_traffic_class(const struct comm_opts *opts)
+{
+    int env = rn_config()->ib_tc;
+    if (env >= 0)
+        return env;
+    return opts && opts->tc >= 0 && opts->tc <= 255 ? opts->tc : 0;
+}
+
+static void comm_params(struct qp_params *p, const struct comm_opts *opts)
 {
     const struct rn_config *cfg = rn_config();
     p->timeout = cfg->ib_timeout;
     p->retry_cnt = cfg->ib_retry_cnt;
-    p->tc = cfg->ib_tc;
+    p->tc = comm_traffic_class(opts);
     p->sl = cfg->ib_sl;
 }
 
@@ -119,7 +130,7 @@ static void comm_release(struct comm *c)
 }
 
 /* Fills ports, makes the CQ and nqps QPs (QP i on port i % nports). */
-static ncclResult_t comm_init(struct comm *c, int kind, int dev, int nqps)
+static ncclResult_t comm_init(struct comm *c, int kind, int dev, int nqps, const struct comm_opts *opts)
 {
     c->kind = kind;
     c->dev = dev;
@@ -127,11 +138,13 @@ static ncclResult_t comm_init(struct comm *c, int kind, int dev, int nqps)
     if (devices_qp_ports(dev, c->ports, &c->nports, c->dev_name, sizeof(c->dev_name)) != ncclSuccess)
         return ncclInternalError;
     c->nqps = nqps;
+    const struct rn_device *d = devices_get(dev);
+    c->max_chunk = d && d->max_chunk ? d->max_chunk : HS_CHUNK_MAX;
     c->stats.enabled = rn_config()->stats;
     req_pool_init(c);
-    comm_params(&c->qpp);
+    comm_params(&c->qpp, opts);
     int send = kind == COMM_SEND;
-    c->qpp.max_send_wr = send ? 2 * COMM_SLOTS + 8 : COMM_SLOTS + 8;
+    c->qpp.max_send_wr = send ? COMM_SEND_WR_BUDGET + COMM_SEND_WR_RESERVE : COMM_SLOTS + 8;
     c->qpp.max_recv_wr = send ? 1 : COMM_RECV_POSTED;
     /* one generation of each QP's work; a recv comm also holds the flushed
      * receives of the QPs of one port that a failover rebuild replaces
@@ -189,9 +202,10 @@ static void area_free(void *buf, struct ibv_mr *mr)
 }
 
 /* comm_init, then the connection-state areas of that side. */
-static ncclResult_t comm_build(struct comm *c, int kind, int dev, int nqps, const struct area areas[2])
+static ncclResult_t comm_build(struct comm *c, int kind, int dev, int nqps, const struct comm_opts *opts,
+                               const struct area areas[2])
 {
-    ncclResult_t res = comm_init(c, kind, dev, nqps);
+    ncclResult_t res = comm_init(c, kind, dev, nqps, opts);
     c->keep_home = devices_host_bound(dev);
     c->home = devices_next_home(dev, kind == COMM_SEND);
     for (int i = 0; i < 2 && res == ncclSuccess; i++)
@@ -219,7 +233,7 @@ void comm_recv_free(struct recv_comm *rc)
     free(rc);
 }
 
-ncclResult_t comm_send_create(int dev, struct send_comm **out)
+ncclResult_t comm_send_create(int dev, const struct comm_opts *opts, struct send_comm **out)
 {
     *out = NULL;
     struct send_comm *sc = calloc(1, sizeof(*sc));
@@ -231,7 +245,7 @@ ncclResult_t comm_send_create(int dev, struct send_comm **out)
         { (void **)&sc->ring, &sc->ring_mr, COMM_SLOTS * COMM_MAX_RECVS * sizeof(struct cts_entry), 1 },
         { (void **)&sc->size_stage, &sc->stage_mr, COMM_SLOTS * COMM_MAX_RECVS * sizeof(uint32_t), 0 },
     };
-    ncclResult_t res = comm_build(&sc->c, COMM_SEND, dev, comm_default_nqps(nports > 0 ? nports : 1), areas);
+    ncclResult_t res = comm_build(&sc->c, COMM_SEND, dev, comm_default_nqps(nports > 0 ? nports : 1), opts, areas);
     if (res != ncclSuccess) {
         comm_send_free(sc);
         return res;
@@ -241,7 +255,7 @@ ncclResult_t comm_send_create(int dev, struct send_comm **out)
     return ncclSuccess;
 }
 
-ncclResult_t comm_recv_create(int dev, int nqps, struct recv_comm **out)
+ncclResult_t comm_recv_create(int dev, int nqps, const struct comm_opts *opts, struct recv_comm **out)
 {
     *out = NULL;
     struct recv_comm *rc = calloc(1, sizeof(*rc));
@@ -252,7 +266,7 @@ ncclResult_t comm_recv_create(int dev, int nqps, struct recv_comm **out)
         { (void **)&rc->stage, &rc->stage_mr, COMM_SLOTS * COMM_MAX_RECVS * sizeof(struct cts_entry), 0 },
         { (void **)&rc->sizes, &rc->sizes_mr, COMM_SLOTS * COMM_MAX_RECVS * sizeof(uint32_t), 1 },
     };
-    ncclResult_t res = comm_build(&rc->c, COMM_RECV, dev, nqps, areas);
+    ncclResult_t res = comm_build(&rc->c, COMM_RECV, dev, nqps, opts, areas);
     if (res != ncclSuccess) {
         comm_recv_free(rc);
         return res;

@@ -124,8 +124,8 @@ struct request {
     int done;
     int pending;        /* signaled work requests still owed a completion */
     int n;              /* receives in the group (1 for a send) */
-    int size[COMM_MAX_RECVS];   /* send: bytes; recv: bytes received */
-    int posted[COMM_MAX_RECVS]; /* recv: posted sizes */
+    uint64_t size[COMM_MAX_RECVS];   /* send: bytes; recv: bytes received */
+    uint64_t posted[COMM_MAX_RECVS]; /* recv: posted sizes */
     uint16_t seen[COMM_MAX_RECVS]; /* recv: chunks received per sub (bit k: chunk k) */
     uint64_t pieces[COMM_MAX_RECVS]; /* recv: a split message's size pieces ORed so far, per sub */
     int subs_done;
@@ -143,8 +143,13 @@ struct request {
     uint16_t replayed;  /* bit k: chunk k was written again and is in flight */
     uint8_t nq;         /* chunks */
     uint8_t sub;        /* index in the receiver's grouped receive */
-    uint8_t chunk_qp[COMM_MAX_QPS]; /* QP that carries chunk k now */
+    uint8_t chunk_qp[HS_MAX_CHUNKS]; /* QP that carries chunk k now */
+    int sq_need;        /* send: work requests per QP it holds of the comm's budget (send_comm.sq_used) */
+    void *phandle[COMM_MAX_RECVS]; /* NCCL's profiler handles (send: [0]) */
+    void *prof_ev[HS_MAX_CHUNKS];  /* profiler events started (prof.h): send: per chunk; recv: per buffer */
 };
+_Static_assert(HS_MAX_CHUNKS <= 16, "chunk bit masks (seen, unacked, replayed) are 16 bits");
+_Static_assert(COMM_MAX_RECVS <= HS_MAX_CHUNKS, "a receive's profiler events fit prof_ev");
 
 enum comm_kind { COMM_SEND = 1, COMM_RECV = 2 };
 
@@ -161,6 +166,7 @@ struct comm {
     struct qp_port ports[HS_MAX_PORTS];
     struct ibv_cq *cq;
     int nqps;
+    uint64_t max_chunk;         /* the device's largest RDMA WRITE (devices.h): HS_MAX_CHUNKS of them per message */
     /* On a device whose PCIe link bounds it (devices_host_bound), the QP
      * (if live) of this comm's unsplit messages and CTS writes: the
      * device's comms of one kind take the QPs in turn as they are built,
@@ -219,7 +225,15 @@ struct send_comm {
     uint64_t head;              /* sequence number of the receive being matched */
     uint8_t used;               /* bit r: entry r of the head slot already matched */
     uint64_t split_min;
+    /* Work requests per QP that the send requests in flight may hold at
+     * most, summed (request.sq_need): at most COMM_SEND_WR_BUDGET, so that
+     * the send queues (COMM_SEND_WR_BUDGET + COMM_SEND_WR_RESERVE deep)
+     * never overflow however NCCL's 32 requests split; ordinary messages
+     * (one chunk per QP and a size write) never reach it. */
+    int sq_used;
 };
+#define COMM_SEND_WR_BUDGET (2 * COMM_SLOTS)
+#define COMM_SEND_WR_RESERVE 8 /* failover probes and sync reads */
 
 struct flush_ctx;
 
@@ -240,6 +254,7 @@ struct recv_comm {
      * waits (returns no request) rather than overflow the send queue. */
     int cts_unpolled[COMM_MAX_QPS];
     int cts_unsignaled[COMM_MAX_QPS];  /* CTS writes posted without a completion since the last one with */
+    uint64_t cts_wr_id;                /* of the last CTS write posted (a receive's profiler events name it) */
     int recv_consumed[COMM_MAX_QPS];   /* receives consumed and not posted again yet (< COMM_RECV_BATCH) */
     struct flush_ctx *flush;
 };
@@ -257,9 +272,21 @@ enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4, WR_SIZE = 5, 
 #define WR_CHUNK(id) ((int)(((id) >> 16) & 0xffu))
 #define WR_REQ(id) ((int)((id)&0xffffu))
 
-/* Building a comm (setup.c). */
-ncclResult_t comm_send_create(int dev, struct send_comm **out);
-ncclResult_t comm_recv_create(int dev, int nqps, struct recv_comm **out);
+/* What the maker of a comm asks of its QPs beyond RAILNET_*: NCCL's
+ * per-communicator config (net v10+), passed down by the face through
+ * listen and connect. */
+struct comm_opts {
+    int tc; /* GRH traffic class 0..255; COMM_TC_DEFAULT: RAILNET_IB_TC or 0 */
+};
+#define COMM_TC_DEFAULT (-1)
+/* The traffic class a comm's QPs get: RAILNET_IB_TC when it is set (the
+ * operator's word wins, as NCCL_IB_TC does over NCCL's config in NCCL's
+ * own transport), else opts' (NULL: none), else 0. */
+int comm_traffic_class(const struct comm_opts *opts);
+
+/* Building a comm (setup.c); opts may be NULL (defaults). */
+ncclResult_t comm_send_create(int dev, const struct comm_opts *opts, struct send_comm **out);
+ncclResult_t comm_recv_create(int dev, int nqps, const struct comm_opts *opts, struct recv_comm **out);
 void comm_send_free(struct send_comm *sc);
 void comm_recv_free(struct recv_comm *rc);
 /* The local half of the handshake's QP entries: out[0..c->nqps). */

@@ -61,6 +61,7 @@ struct setup_hs {
     struct comm *c;             /* the comm being built, once a step made it */
     const void *handle;         /* connect: NCCL's handle buffer (also the key of the state) */
     struct hs_handle h;         /* connect: the handle, parsed */
+    struct comm_opts opts;      /* connect: what the comm's QPs get (the first call's) */
     struct listen_comm *l;      /* accept: the listener */
 };
 
@@ -205,6 +206,7 @@ struct listen_comm {
     int fd;
     uint64_t guid;
     uint64_t nonce;
+    struct comm_opts opts;      /* what the accepted comms' QPs get */
     struct setup_hs acc[ACC_PENDING];
 };
 
@@ -254,7 +256,7 @@ static ncclResult_t accept_hello(struct setup_hs *s)
         return ncclInvalidUsage;
     }
     struct recv_comm *rc;
-    if (comm_recv_create(l->dev, m.nqps, &rc) != ncclSuccess) {
+    if (comm_recv_create(l->dev, m.nqps, &l->opts, &rc) != ncclSuccess) {
         accept_reject(s, HS_REJECT_RESOURCES);
         return ncclSystemError;
     }
@@ -304,11 +306,18 @@ static const struct step accept_steps[] = {
 };
 static const struct side accept_side = { "accept", "connecting peer", accept_steps, 3 };
 
-ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
+/* NULL opts: the defaults */
+static struct comm_opts opts_or_default(const struct comm_opts *opts)
+{
+    struct comm_opts o = { .tc = COMM_TC_DEFAULT };
+    return opts ? *opts : o;
+}
+
+ncclResult_t comm_listen(int dev, const struct comm_opts *opts, void *handle, void **listen_comm)
 {
     *listen_comm = NULL;
     if (rn_config()->cm == RN_CM_RDMACM)
-        return cmsetup_listen(dev, handle, listen_comm);
+        return cmsetup_listen(dev, opts, handle, listen_comm);
     struct hs_handle h;
     memset(&h, 0, sizeof(h));
     struct oob_addr a;
@@ -326,6 +335,7 @@ ncclResult_t comm_listen(int dev, void *handle, void **listen_comm)
         return ncclSystemError;
     }
     l->dev = dev;
+    l->opts = opts_or_default(opts);
     l->guid = h.guid;
     l->nonce = hs_nonce_new();
     for (int i = 0; i < ACC_PENDING; i++)
@@ -494,7 +504,7 @@ static ncclResult_t connect_start(struct setup_hs *s)
 static ncclResult_t connect_hello(struct setup_hs *s)
 {
     struct send_comm *sc;
-    if (comm_send_create(s->dev, &sc) != ncclSuccess)
+    if (comm_send_create(s->dev, &s->opts, &sc) != ncclSuccess)
         return ncclSystemError;
     hs_adopt(s, &sc->c);
     struct comm *c = &sc->c;
@@ -566,7 +576,7 @@ struct connect_state {
 static pthread_mutex_t connect_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct connect_state *connect_pending;
 
-static struct connect_state *connect_find(const void *key, int dev)
+static struct connect_state *connect_find(const void *key, int dev, const struct comm_opts *opts)
 {
     pthread_mutex_lock(&connect_mu);
     struct connect_state *s = connect_pending;
@@ -575,6 +585,7 @@ static struct connect_state *connect_find(const void *key, int dev)
     if (!s && (s = calloc(1, sizeof(*s)))) {
         hs_begin(&s->hs, &connect_side, dev, -1);
         s->hs.handle = key;
+        s->hs.opts = opts_or_default(opts);
         s->next = connect_pending;
         connect_pending = s;
     }
@@ -596,15 +607,15 @@ static void connect_drop(struct connect_state *s)
     free(s);
 }
 
-ncclResult_t comm_connect(int dev, void *handle, void **send_comm)
+ncclResult_t comm_connect(int dev, const struct comm_opts *opts, void *handle, void **send_comm)
 {
     *send_comm = NULL;
     /* the listener chose how to connect: its handle says so */
     struct hs_handle h;
     char herr[HS_ERR_LEN];
     if (hs_handle_parse(handle, HS_HANDLE_SIZE, &h, herr) == HS_OK && h.cm)
-        return cmsetup_connect(dev, handle, &h, send_comm);
-    struct connect_state *s = connect_find(handle, dev);
+        return cmsetup_connect(dev, opts, handle, &h, send_comm);
+    struct connect_state *s = connect_find(handle, dev, opts);
     if (!s)
         return ncclSystemError;
     struct comm *c;

@@ -25,8 +25,11 @@
 
 #include "nccl_net_v8.h"
 
-ncclResult_t comm_listen(int dev, void *handle, void **listen_comm);
-ncclResult_t comm_connect(int dev, void *handle, void **send_comm);
+struct comm_opts;
+/* opts (NULL: defaults) apply to every comm the listener accepts / to the
+ * connection (the first call of a connect decides). */
+ncclResult_t comm_listen(int dev, const struct comm_opts *opts, void *handle, void **listen_comm);
+ncclResult_t comm_connect(int dev, const struct comm_opts *opts, void *handle, void **send_comm);
 ncclResult_t comm_accept(void *listen_comm, void **recv_comm);
 ncclResult_t comm_close_listen(void *listen_comm);
 

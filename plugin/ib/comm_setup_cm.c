@@ -211,6 +211,7 @@ struct cm_pending {
 struct cm_listen {
     int cm;                     /* 1: this is a CM listener (comm_setup.c dispatches on it) */
     int dev;
+    struct comm_opts opts;      /* what the accepted comms' QPs get */
     uint64_t guid, nonce;
     struct rdma_event_channel *ch;
     int nids;
@@ -236,7 +237,7 @@ static void reject(struct rdma_cm_id *id, uint8_t status)
     RN_CM(reject)(id, buf, (uint8_t)len);
 }
 
-ncclResult_t cmsetup_listen(int dev, void *handle, void **listen_comm)
+ncclResult_t cmsetup_listen(int dev, const struct comm_opts *opts, void *handle, void **listen_comm)
 {
     *listen_comm = NULL;
     if (cm_load("listen", dev))
@@ -253,6 +254,7 @@ ncclResult_t cmsetup_listen(int dev, void *handle, void **listen_comm)
         return ncclSystemError;
     l->cm = 1;
     l->dev = dev;
+    l->opts.tc = opts ? opts->tc : COMM_TC_DEFAULT;
     l->guid = h.guid;
     l->nonce = hs_nonce_new();
     l->ch = channel_new();
@@ -376,7 +378,7 @@ static int on_request(struct cm_listen *l, struct rdma_cm_id *id, const uint8_t 
         }
         p = fresh;
         memset(p, 0, sizeof(*p));
-        if (comm_recv_create(l->dev, m.nqps, &p->rc) != ncclSuccess) {
+        if (comm_recv_create(l->dev, m.nqps, &l->opts, &p->rc) != ncclSuccess) {
             reject(id, HS_REJECT_RESOURCES);
             return -1;
         }
@@ -532,6 +534,7 @@ ncclResult_t cmsetup_close_listen(void *listen_comm)
 struct cm_connect {
     const void *key;
     int dev;
+    struct comm_opts opts;
     struct hs_handle h;
     uint64_t started_ns, conn_id;
     struct send_comm *sc;
@@ -585,7 +588,7 @@ static ncclResult_t connect_start(struct cm_connect *s)
         WARN("NET/railnet: connect on device %d: an RDMA CM handle with an IPv6 address (IPv4 only)", s->dev);
         return ncclInvalidArgument;
     }
-    if (comm_send_create(s->dev, &s->sc) != ncclSuccess)
+    if (comm_send_create(s->dev, &s->opts, &s->sc) != ncclSuccess)
         return ncclSystemError;
     errors_snapshot(&s->sc->c);
     s->ch = channel_new();
@@ -775,7 +778,8 @@ static ncclResult_t connect_step(struct cm_connect *s, struct comm **done)
     return ncclSuccess;
 }
 
-ncclResult_t cmsetup_connect(int dev, void *handle, const struct hs_handle *h, void **send_comm)
+ncclResult_t cmsetup_connect(int dev, const struct comm_opts *opts, void *handle, const struct hs_handle *h,
+                             void **send_comm)
 {
     *send_comm = NULL;
     if (cm_load("connect", dev))
@@ -787,6 +791,7 @@ ncclResult_t cmsetup_connect(int dev, void *handle, const struct hs_handle *h, v
     if (!s && (s = calloc(1, sizeof(*s)))) {
         s->key = handle;
         s->dev = dev;
+        s->opts.tc = opts ? opts->tc : COMM_TC_DEFAULT;
         s->h = *h;
         s->started_ns = comm_now_ns();
         s->next = connect_pending;
@@ -809,8 +814,9 @@ ncclResult_t cmsetup_connect(int dev, void *handle, const struct hs_handle *h, v
 
 #else /* !HAVE_RDMACM: the table says why at the first use */
 
-ncclResult_t cmsetup_listen(int dev, void *handle, void **listen_comm)
+ncclResult_t cmsetup_listen(int dev, const struct comm_opts *opts, void *handle, void **listen_comm)
 {
+    (void)opts;
     (void)handle;
     char err[512];
     *listen_comm = NULL;
@@ -819,8 +825,10 @@ ncclResult_t cmsetup_listen(int dev, void *handle, void **listen_comm)
     return ncclSystemError;
 }
 
-ncclResult_t cmsetup_connect(int dev, void *handle, const struct hs_handle *h, void **send_comm)
+ncclResult_t cmsetup_connect(int dev, const struct comm_opts *opts, void *handle, const struct hs_handle *h,
+                             void **send_comm)
 {
+    (void)opts;
     (void)handle;
     (void)h;
     char err[512];

@@ -18,8 +18,10 @@
 #include "handshake.h"
 #include "nccl_net_v8.h"
 
-ncclResult_t cmsetup_listen(int dev, void *handle, void **listen_comm);
-ncclResult_t cmsetup_connect(int dev, void *handle, const struct hs_handle *h, void **send_comm);
+struct comm_opts;
+ncclResult_t cmsetup_listen(int dev, const struct comm_opts *opts, void *handle, void **listen_comm);
+ncclResult_t cmsetup_connect(int dev, const struct comm_opts *opts, void *handle, const struct hs_handle *h,
+                             void **send_comm);
 ncclResult_t cmsetup_accept(void *listen_comm, void **recv_comm);
 ncclResult_t cmsetup_close_listen(void *listen_comm);
 

@@ -20,6 +20,7 @@ static struct rn_config cfg = {
     .split_min = 128 << 10,
     .ib_timeout = 20,
     .ib_retry_cnt = 7,
+    .ib_tc = RN_AUTO, /* unset: NCCL's per-communicator traffic class, else 0 */
     .relaxed_ordering = RN_AUTO,
     .dmabuf = RN_AUTO,
     .gdr_flush = RN_AUTO,

@@ -22,7 +22,7 @@ struct rn_config {
     long long split_min;    /* RAILNET_SPLIT_MIN: bytes, default 128 KiB */
     int ib_timeout;         /* RAILNET_IB_TIMEOUT: 1..31, default 20 */
     int ib_retry_cnt;       /* RAILNET_IB_RETRY_CNT: 0..7, default 7 */
-    int ib_tc;              /* RAILNET_IB_TC: 0..255, default 0 */
+    int ib_tc;              /* RAILNET_IB_TC: 0..255; RN_AUTO (unset): NCCL's traffic class, else 0 */
     int ib_sl;              /* RAILNET_IB_SL: 0..15, default 0 */
     int relaxed_ordering;   /* RAILNET_RELAXED_ORDERING: -1 auto, 0, 1 */
     int dmabuf;             /* RAILNET_DMABUF: -1 auto, 0 (peer memory only), 1 (dmabuf only) */

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,8 @@
 #include "log.h"
 
 static struct rn_device devs[DEVICES_MAX];
-static int ndevs;
+static int ndevs;      /* entries in devs[]: physical ones, then virtual ones (read with acquire) */
+static int nphys;      /* physical ones, fixed after devices_init */
 static int inited;
 static pthread_mutex_t devs_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -163,7 +165,18 @@ static int pick_gid(struct ibv_device *d, struct ibv_context *ctx, int port, int
 struct found_port {
     struct qp_port qp;
     int speed;
+    uint32_t max_msg;   /* the port's max_msg_sz */
 };
+
+/* The bytes of one RDMA WRITE on a device whose ports take max_msg each:
+ * HS_CHUNK_MAX or less, a multiple of 4 KiB. */
+static uint64_t chunk_limit(uint64_t max_chunk, uint32_t max_msg)
+{
+    uint64_t m = max_msg ? max_msg : HS_CHUNK_MAX;
+    if (m < max_chunk)
+        max_chunk = m & ~(uint64_t)4095;
+    return max_chunk >= 4096 ? max_chunk : 4096;
+}
 
 static void oob_address(struct rn_device *r)
 {
@@ -218,12 +231,16 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
     r->link_layer = p[0].qp.link_layer;
     r->nports = np;
     r->max_qp = da->max_qp;
+    r->max_chunk = HS_CHUNK_MAX;
+    r->nparts = 1;
+    r->parts[0] = ndevs;
     for (int i = 0; i < np; i++) {
         r->ports[i] = p[i].qp;
         r->ports[i].ctx = ctx;
         r->ports[i].pd = pd;
         r->ports[i].port_idx = (uint8_t)i;
         r->speed_mbps += p[i].speed;
+        r->max_chunk = chunk_limit(r->max_chunk, p[i].max_msg);
     }
     /* ports share their NIC's PCIe link: never promise NCCL more than it
      * carries (hostlink.h) */
@@ -311,6 +328,7 @@ static void scan_device(struct ibv_device *d)
         f->qp.lid = pa.lid;
         f->qp.active_mtu = pa.active_mtu;
         f->speed = devices_port_speed_mbps(pa.active_speed, pa.active_width);
+        f->max_msg = pa.max_msg_sz;
         if (pick_gid(d, ctx, port, pa.gid_tbl_len, &f->qp) && pa.link_layer == IBV_LINK_LAYER_ETHERNET)
             continue;
         nf++;
@@ -360,6 +378,7 @@ ncclResult_t devices_init(devices_gpu_probe_fn probe)
         scan_device(list[i]);
     if (list)
         v->free_device_list(list);
+    nphys = ndevs;
     if (n > 0 && ndevs == 0)
         INFO(NCCL_NET | NCCL_INIT, "NET/railnet: no usable port among %d RDMA device(s)%s%s", n,
              *rn_config()->hca ? " with RAILNET_HCA=" : "", rn_config()->hca);
@@ -369,14 +388,19 @@ ncclResult_t devices_init(devices_gpu_probe_fn probe)
 
 int devices_count(void)
 {
-    return ndevs;
+    return __atomic_load_n(&ndevs, __ATOMIC_ACQUIRE);
+}
+
+int devices_count_physical(void)
+{
+    return nphys;
 }
 
 /* The one bounds check on a device index; writable for the counters
  * (devices_next_home), const to everyone else (devices_get). */
 static struct rn_device *device_at(int dev)
 {
-    return dev >= 0 && dev < ndevs ? &devs[dev] : NULL;
+    return dev >= 0 && dev < devices_count() ? &devs[dev] : NULL;
 }
 
 const struct rn_device *devices_get(int dev)
@@ -384,26 +408,131 @@ const struct rn_device *devices_get(int dev)
     return device_at(dev);
 }
 
-ncclResult_t devices_properties(int dev, ncclNetProperties_v8_t *props)
+ncclResult_t devices_properties(int dev, struct devices_props *props)
 {
     const struct rn_device *r = devices_get(dev);
     if (!r || !props) {
-        WARN("NET/railnet: getProperties: no device %d (%d devices)", dev, ndevs);
+        WARN("NET/railnet: getProperties: no device %d (%d devices)", dev, devices_count());
         return ncclInvalidArgument;
     }
     memset(props, 0, sizeof(*props));
-    props->name = (char *)r->name;
-    props->pciPath = r->pci_path;
+    props->name = r->name;
+    props->pci_path = r->pci_path;
     props->guid = r->guid;
-    props->ptrSupport = r->ptr_support;
-    props->regIsGlobal = 1;
-    props->speed = r->speed_mbps;
+    props->ptr_support = r->ptr_support;
+    props->reg_is_global = 1;
+    props->force_flush = 0;
+    props->speed_mbps = r->speed_mbps;
     props->port = r->ports[0].port_num;
-    props->latency = 0;
-    props->maxComms = r->max_qp > 0 ? r->max_qp / 4 : 65536;
-    props->maxRecvs = HS_MAX_RECVS;
-    props->netDeviceType = NCCL_NET_DEVICE_HOST;
-    props->netDeviceVersion = 0;
+    props->latency_us = 0;
+    props->max_comms = r->max_qp > 0 ? r->max_qp / 4 : 65536;
+    props->max_recvs = HS_MAX_RECVS;
+    props->net_device_type = NCCL_NET_DEVICE_HOST;
+    props->net_device_version = 0;
+    props->nparts = r->nparts;
+    memcpy(props->parts, r->parts, sizeof(props->parts));
+    props->max_p2p_bytes = HS_MAX_CHUNKS * r->max_chunk;
+    props->max_coll_bytes = props->max_p2p_bytes;
+    props->max_multi_request = 1;
+    /* railnet knows no rail or plane of a NIC (no topology file names
+     * them): undefined, which constrains nothing in NCCL's search */
+    props->rail_id = -1;
+    props->plane_id = -1;
+    return ncclSuccess;
+}
+
+/* ----------------------------------------------------- virtual devices */
+
+static ncclResult_t vdev_refuse(ncclResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ncclResult_t vdev_refuse(ncclResult_t res, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    WARN("NET/railnet: makeVDevice: %s", msg);
+    return res;
+}
+
+/* The merged device of parts[0..n) (ports of one NIC, checked by the
+ * caller) into r. */
+static void vdev_merge(struct rn_device *r, int n, const int *parts)
+{
+    const struct rn_device *first = &devs[parts[0]];
+    *r = *first;
+    r->next_home[0] = r->next_home[1] = 0;
+    if (n == 1)
+        return; /* that device again, under a new index */
+    r->nports = 0;
+    r->speed_mbps = 0;
+    r->host_bound = 0;
+    r->nparts = n;
+    char name[sizeof(r->name)] = "";
+    for (int i = 0; i < n; i++) {
+        const struct rn_device *p = &devs[parts[i]];
+        r->parts[i] = parts[i];
+        for (int k = 0; k < p->nports; k++) {
+            r->ports[r->nports] = p->ports[k];
+            r->ports[r->nports].port_idx = (uint8_t)r->nports;
+            r->nports++;
+        }
+        r->speed_mbps += p->speed_mbps;
+        r->ptr_support &= p->ptr_support;
+        if (p->max_chunk < r->max_chunk)
+            r->max_chunk = p->max_chunk;
+        size_t at = strlen(name);
+        snprintf(name + at, sizeof(name) - at, "%s%s", i ? "+" : "", p->name);
+    }
+    memcpy(r->name, name, sizeof(name));
+    /* the ports share their NIC's PCIe link, as in add_device */
+    uint64_t host = hostlink_mbps(r->pci_path, NULL, 0);
+    if (host && host < (uint64_t)r->speed_mbps) {
+        r->speed_mbps = (int)host;
+        r->host_bound = r->nports > 1;
+    }
+}
+
+ncclResult_t devices_make_virtual(int n, const int *parts, int max, int *out)
+{
+    if (!out || !parts)
+        return vdev_refuse(ncclInvalidArgument, "no %s", parts ? "place for the index" : "device list");
+    if (n < 1 || n > max || n > DEVICES_MAX_PARTS)
+        return vdev_refuse(ncclInvalidUsage, "%d devices asked for; 1..%d can make a virtual device", n,
+                           max < DEVICES_MAX_PARTS ? max : DEVICES_MAX_PARTS);
+    int np = devices_count_physical(), nports = 0;
+    for (int i = 0; i < n; i++) {
+        if (parts[i] < 0 || parts[i] >= np)
+            return vdev_refuse(ncclInvalidUsage, "device %d is not a physical device (0..%d)", parts[i], np - 1);
+        for (int j = 0; j < i; j++)
+            if (parts[j] == parts[i])
+                return vdev_refuse(ncclInvalidUsage, "device %d named twice", parts[i]);
+        const struct rn_device *p = &devs[parts[i]], *p0 = &devs[parts[0]];
+        if (p->ports[0].ctx != p0->ports[0].ctx || p->link_layer != p0->link_layer)
+            return vdev_refuse(ncclInvalidUsage,
+                               "devices %d (%s) and %d (%s) are different NICs%s: a railnet connection stripes "
+                               "over the ports of one NIC only; they stay separate devices (NCCL spreads its "
+                               "channels over them; NCCL_NET_MERGE_LEVEL=LOC stops NCCL asking)",
+                               parts[0], p0->name, parts[i], p->name,
+                               p->link_layer != p0->link_layer ? " with different link layers" : "");
+        nports += p->nports;
+    }
+    if (nports > HS_MAX_PORTS)
+        return vdev_refuse(ncclInvalidUsage, "%d ports in all; a device stripes over %d at most", nports,
+                           HS_MAX_PORTS);
+    pthread_mutex_lock(&devs_mu);
+    int at = ndevs;
+    if (at >= DEVICES_MAX) {
+        pthread_mutex_unlock(&devs_mu);
+        return vdev_refuse(ncclInvalidUsage, "no room for another device (%d in all)", DEVICES_MAX);
+    }
+    vdev_merge(&devs[at], n, parts);
+    __atomic_store_n(&ndevs, at + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&devs_mu);
+    *out = at;
+    const struct rn_device *r = &devs[at];
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: virtual device %s over %d device(s), %d port(s), %d Mb/s%s",
+         at, r->name, n, r->nports, r->speed_mbps, r->host_bound ? " (capped by its PCIe link)" : "");
     return ncclSuccess;
 }
 

@@ -8,7 +8,21 @@
  * the same link layer), one per NIC whose ports a connection stripes over.
  * Everything it logs goes through NCCL's logger; no verbs library or no
  * device is not an error: the count is 0 and one INFO line says why.
- * After init the table is read-only, so lookups need no lock.
+ *
+ * Virtual devices (NCCL's NIC fusion, net v9+ makeVDevice): NCCL names
+ * physical devices (the first devices_count_physical() indexes) and gets a
+ * new index after them. Over one device it is that device again; over
+ * several it is accepted only when they are the ports of one NIC that
+ * railnet keeps apart (RAILNET_MERGE_PORTS=0, or RAILNET_HCA naming ports),
+ * with at most HS_MAX_PORTS ports in all: the result is the merged device
+ * railnet itself makes of those ports (a connection stripes over them, one
+ * CQ and protection domain per connection). Devices of different NICs are
+ * refused (a WARN, ncclInvalidUsage): NCCL then keeps them apart and spreads
+ * its channels over them. railnet's own merge therefore wins: by default it
+ * merges a dual-port NIC before NCCL looks, and NCCL's default merge level
+ * (ports of one PCI function) finds nothing left to merge.
+ * After init the table only grows (makeVDevice appends an entry and then
+ * publishes the count), so lookups need no lock.
  *
  * Layer: low (knows nothing of comms or registration; the GPU probe of
  * each device is passed in by the caller: mr_probe_gpu). */
@@ -22,7 +36,9 @@
 #include "oob.h"
 #include "qp.h"
 
-#define DEVICES_MAX 32
+#define DEVICES_MAX 64
+/* Physical devices in one virtual device (NCCL_NET_MAX_DEVS_PER_NIC_V12). */
+#define DEVICES_MAX_PARTS 8
 
 struct rn_device {
     char name[64];           /* verbs device name; "name:port" when unmerged and multi-port */
@@ -37,16 +53,51 @@ struct rn_device {
     unsigned next_home[2];   /* the next send / receive comm's home QP (devices_next_home) */
     int ptr_support;         /* NCCL_PTR_* bits, from a real test registration */
     int max_qp;
+    uint64_t max_chunk;      /* bytes of one RDMA WRITE: HS_CHUNK_MAX, or less where a port's max_msg_sz is */
     struct oob_addr oob;     /* where listen binds */
+    int nparts;              /* physical devices it is made of (vProps): itself, or a virtual device's */
+    int parts[DEVICES_MAX_PARTS];
+};
+
+/* The newest properties NCCL asks for (net v12's fields); each table's face
+ * copies what its version has. */
+struct devices_props {
+    const char *name;
+    char *pci_path;
+    uint64_t guid;
+    int ptr_support;         /* NCCL_PTR_* */
+    int reg_is_global;
+    int force_flush;         /* 0: railnet's iflush decides, NCCL need not flush every receive */
+    int speed_mbps;
+    int port;
+    float latency_us;
+    int max_comms;
+    int max_recvs;
+    int net_device_type;     /* NCCL_NET_DEVICE_HOST */
+    int net_device_version;
+    int nparts;              /* vProps */
+    int parts[DEVICES_MAX_PARTS];
+    uint64_t max_p2p_bytes;  /* one isend/irecv: HS_MAX_CHUNKS * max_chunk */
+    uint64_t max_coll_bytes; /* the same bound (railnet has no collective network) */
+    int max_multi_request;   /* 1: no multi-requests */
+    int rail_id, plane_id;   /* -1: not known to railnet (NCCL_NET_ID_UNDEF) */
 };
 
 /* NCCL_PTR_CUDA | NCCL_PTR_DMABUF as far as GPU memory registers on r
  * (device index dev); NULL probe: host memory only. */
 typedef int (*devices_gpu_probe_fn)(int dev, const struct rn_device *r);
 ncclResult_t devices_init(devices_gpu_probe_fn probe);
+/* Every device index NCCL may use: physical ones, then virtual ones. */
 int devices_count(void);
+/* The devices discovery found (a virtual device's parts are among them). */
+int devices_count_physical(void);
 const struct rn_device *devices_get(int dev);
-ncclResult_t devices_properties(int dev, ncclNetProperties_v8_t *props);
+ncclResult_t devices_properties(int dev, struct devices_props *props);
+/* NCCL's makeVDevice: a virtual device over the physical devices parts[0..n)
+ * (see above); max: the caller table's limit on n. Its index in *out.
+ * Thread-safe. Refusals WARN and return ncclInvalidUsage (bad arguments:
+ * ncclInvalidArgument). */
+ncclResult_t devices_make_virtual(int n, const int *parts, int max, int *out);
 
 /* What comms need. */
 int devices_nports(int dev);

@@ -21,9 +21,11 @@
 #include <stdint.h>
 
 #define HS_MAGIC 0x544e4c52u /* "RLNT" in memory order */
-#define HS_VERSION 4 /* 2: chunk index in the immediate, failover messages on the socket;
+#define HS_VERSION 5 /* 2: chunk index in the immediate, failover messages on the socket;
                       3: a size field of all ones in the immediate means the posted size;
-                      4: 21-bit sizes of whole messages, split ones' size in pieces (comm.h) */
+                      4: 21-bit sizes of whole messages, split ones' size in pieces (comm.h);
+                      5: up to HS_MAX_CHUNKS chunks of at most HS_CHUNK_MAX bytes, more
+                         chunks than QPs (messages over 2 GiB) */
 #define HS_HANDLE_SIZE 128   /* NCCL_NET_HANDLE_MAXSIZE */
 #define HS_HANDLE_USED 52    /* bytes of the handle that carry fields; the rest is zero */
 #define HS_HEADER_SIZE 16
@@ -40,6 +42,18 @@
 #define HS_CTS_SLOTS 32      /* NCCL_NET_MAX_REQUESTS */
 #define HS_CTS_ENTRY_SIZE 64
 #define HS_MAX_RECVS 8
+/* A message is written in at most HS_MAX_CHUNKS chunks (the immediate's
+ * 4-bit chunk index) of at most HS_CHUNK_MAX bytes each, so one isend
+ * carries at most HS_MAX_CHUNKS * HS_CHUNK_MAX bytes (4 GiB). One chunk is
+ * one RDMA WRITE: well within every NIC's max_msg_sz (ConnectX: 1 GiB),
+ * and short enough that a NIC acknowledging whole messages (softnic, which
+ * gives up on a QP that sees no answer for 2 s) answers each in time on a
+ * slow host. The sizes area's 32-bit entries suffice: only messages of one
+ * or two chunks use it (three or more carry their size in their chunks'
+ * immediates, comm.h). */
+#define HS_MAX_CHUNKS 16
+#define HS_CHUNK_MAX (256ull << 20)
+#define HS_MSG_BYTES_MAX ((uint64_t)HS_MAX_CHUNKS * HS_CHUNK_MAX)
 
 enum hs_type { HS_HELLO = 1, HS_REPLY = 2, HS_READY = 3 };
 

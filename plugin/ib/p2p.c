@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "errors.h"
@@ -11,6 +12,7 @@
 #include "ibvwrap.h"
 #include "log.h"
 #include "mr.h"
+#include "prof.h"
 
 #define P2P_CHUNK_ALIGN 4096u
 #define P2P_POLL_BATCH 32
@@ -38,8 +40,10 @@ static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
         return;
     if (!r || sub >= (unsigned)r->n)
         return recv_fail_protocol(rc, qpi, imm, "no posted receive for this slot/sub");
-    if (nq > (unsigned)c->nqps)
-        return recv_fail_protocol(rc, qpi, imm, "more chunks than QPs");
+    /* a split message's chunks but the last are 4 KiB multiples: nq chunks
+     * need more than (nq - 1) * 4 KiB of receive */
+    if (nq > 1 && r->posted[sub] < (uint64_t)(nq - 1) * P2P_CHUNK_ALIGN)
+        return recv_fail_protocol(rc, qpi, imm, "more chunks than its receive can hold");
     if (k >= nq)
         return recv_fail_protocol(rc, qpi, imm, "a chunk index beyond the message's chunks");
     uint16_t all = (uint16_t)((1u << nq) - 1u);
@@ -60,20 +64,21 @@ static void recv_on_imm(struct recv_comm *rc, int qpi, uint32_t imm)
         return;
     uint64_t size;
     if (IMM_HAS_SIZE(imm) && IMM_SPLIT(imm))
-        size = r->pieces[sub] == imm_pieces_posted(nq) ? (uint64_t)r->posted[sub] : r->pieces[sub];
+        size = r->pieces[sub] == imm_pieces_posted(nq) ? r->posted[sub] : r->pieces[sub];
     else if (IMM_HAS_SIZE(imm))
-        size = IMM_WHOLE_SIZE(imm) == IMM_WHOLE_POSTED ? (uint64_t)r->posted[sub] : IMM_WHOLE_SIZE(imm);
+        size = IMM_WHOLE_SIZE(imm) == IMM_WHOLE_POSTED ? r->posted[sub] : IMM_WHOLE_SIZE(imm);
     else /* written before chunk 0, on its QP: already placed */
         size = __atomic_load_n(&rc->sizes[slot * COMM_MAX_RECVS + sub], __ATOMIC_ACQUIRE);
-    if (size > (uint64_t)r->posted[sub]) {
+    if (size > r->posted[sub]) {
         if (!c->error)
-            WARN("NET/railnet: device %s: peer sent %llu bytes into a receive of %d bytes (tag mismatch?)",
-                 c->dev_name, (unsigned long long)size, r->posted[sub]);
+            WARN("NET/railnet: device %s: peer sent %llu bytes into a receive of %llu bytes (tag mismatch?)",
+                 c->dev_name, (unsigned long long)size, (unsigned long long)r->posted[sub]);
         comm_fail(c, ncclRemoteError);
         return;
     }
-    r->size[sub] = (int)size;
+    r->size[sub] = size;
     stats_rx_bytes(&c->stats, qpi, size);
+    prof_stop(&r->prof_ev[sub]);
     if (++r->subs_done == r->n) {
         r->done = 1;
         rc->slot_req[slot] = NULL;
@@ -85,9 +90,10 @@ static void send_on_chunk(struct comm *c, int qpi, int ri, unsigned k)
     if (ri >= (int)(sizeof(c->reqs) / sizeof(c->reqs[0])))
         return;
     struct request *r = &c->reqs[ri];
-    if (r->type != REQ_SEND || k >= COMM_MAX_QPS || !(r->unacked & (1u << k)) || r->chunk_qp[k] != qpi)
+    if (r->type != REQ_SEND || k >= HS_MAX_CHUNKS || !(r->unacked & (1u << k)) || r->chunk_qp[k] != qpi)
         return; /* a chunk written again elsewhere, or settled by a failover sync */
     r->unacked &= (uint16_t)~(1u << k);
+    prof_stop(&r->prof_ev[k]);
     if (r->replayed & (1u << k))
         failover_replay_landed(c, r, k);
     if (!r->unacked)
@@ -229,6 +235,7 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
     }
     struct ibv_send_wr *head = &wr_data;
     if (k == 0 && !has_size) {
+        /* one or two chunks: below 4 GiB (handshake.h, HS_CHUNK_MAX) */
         uint32_t *st = &sc->size_stage[slot * COMM_MAX_RECVS + sub];
         *st = (uint32_t)size;
         memset(&wr_size, 0, sizeof(wr_size));
@@ -254,48 +261,81 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
         return ncclSystemError;
     }
     stats_tx(&c->stats, qpi, len);
+    prof_stop(&r->prof_ev[k]); /* written again after a failover: the first write's event ends */
+    prof_start_qp(&r->prof_ev[k], r->phandle[0], c->dev, wr_data.wr_id, IBV_WR_RDMA_WRITE_WITH_IMM, q->qp->qp_num,
+                  (size_t)len);
     return ncclSuccess;
 }
 
-/* Messages up to split_min go whole on the comm's home QP (the next live
- * one when it is down) or on the live QPs in turn (comm.h, keep_home);
- * larger ones in one chunk per live QP. */
-static ncclResult_t send_post(struct send_comm *sc, struct request *r, const struct cts_entry *e,
-                              unsigned slot, unsigned sub, char *data, uint64_t size, void *mh)
-{
-    struct comm *c = &sc->c;
-    int live[COMM_MAX_QPS], nlive = 0;
-    for (int i = 0; i < c->nqps; i++)
-        if (c->qp_live & (1u << i))
-            live[nlive++] = i;
-    if (nlive == 0)
-        return c->error ? c->error : ncclSystemError;
+/* A message whose size goes in the sizes area (32-bit entries) has one or
+ * two chunks, or a size at or above its pieces' mark, which for three or
+ * more chunks is beyond what HS_MAX_CHUNKS chunks carry. */
+_Static_assert(2 * HS_CHUNK_MAX <= (1ull << 32), "one or two chunks: a 32-bit size");
+_Static_assert(3 * HS_CHUNK_MAX < (1ull << (3 * IMM_PIECE_BITS)) - 1, "three chunks carry their size in pieces");
+_Static_assert(HS_MSG_BYTES_MAX < (1ull << (IMM_PIECES * IMM_PIECE_BITS)) - 1, "four or more: in pieces");
+
+/* How a message goes: its chunks and the live QPs they take in turn. */
+struct send_plan {
+    int live[COMM_MAX_QPS], nlive;
     unsigned nq, first;
     uint64_t chunk;
-    if (size <= sc->split_min || nlive == 1) {
-        nq = 1;
+    int need; /* work requests per QP at most: its chunks on one QP, and a size write */
+};
+
+/* Messages up to split_min (and at most one chunk's size) go whole on the
+ * comm's home QP (the next live one when it is down) or on the live QPs in
+ * turn (comm.h, keep_home); larger ones in one chunk per live QP, and in
+ * more chunks than QPs where a chunk would exceed the device's largest
+ * write (c->max_chunk). -1 without a live QP. */
+static int send_plan(struct send_comm *sc, uint64_t size, struct send_plan *p)
+{
+    struct comm *c = &sc->c;
+    p->nlive = 0;
+    for (int i = 0; i < c->nqps; i++)
+        if (c->qp_live & (1u << i))
+            p->live[p->nlive++] = i;
+    if (p->nlive == 0)
+        return -1;
+    uint64_t nlive = (uint64_t)p->nlive;
+    if ((size <= sc->split_min || p->nlive == 1) && size <= c->max_chunk) {
+        p->nq = 1;
         if (c->keep_home) {
             /* live[] ascends: the home QP, or the next live one after it */
             int q = failover_pick_qp(c->qp_live, c->nqps, comm_qp_hint(c, 0));
-            first = 0;
-            while (live[first] != q)
-                first++;
+            p->first = 0;
+            while (p->live[p->first] != q)
+                p->first++;
         } else {
-            first = c->rr++ % (unsigned)nlive;
+            p->first = c->rr % (unsigned)p->nlive;
         }
-        chunk = size;
+        p->chunk = size;
     } else {
-        chunk = (size + (uint64_t)nlive - 1) / (uint64_t)nlive;
+        uint64_t chunk = (size + nlive - 1) / nlive;
         chunk = (chunk + P2P_CHUNK_ALIGN - 1) & ~(uint64_t)(P2P_CHUNK_ALIGN - 1);
-        nq = (unsigned)((size + chunk - 1) / chunk);
-        first = 0;
+        if (chunk > c->max_chunk)
+            chunk = c->max_chunk; /* a multiple of 4 KiB (devices.c) */
+        p->nq = (unsigned)((size + chunk - 1) / chunk);
+        p->first = 0;
+        p->chunk = chunk;
     }
+    p->need = (int)((p->nq + nlive - 1) / nlive) + 1;
+    return 0;
+}
+
+static ncclResult_t send_post(struct send_comm *sc, struct request *r, const struct send_plan *p,
+                              const struct cts_entry *e, unsigned slot, unsigned sub, char *data, uint64_t size,
+                              void *mh)
+{
+    struct comm *c = &sc->c;
+    unsigned nq = p->nq;
+    if (nq == 1 && !c->keep_home)
+        c->rr++;
     r->data = data;
     r->mh = mh;
     r->raddr = e->addr;
-    for (int p = 0; p < HS_MAX_PORTS; p++)
-        r->rkey[p] = e->rkey[p];
-    r->chunk = chunk ? chunk : 1;
+    for (int i = 0; i < HS_MAX_PORTS; i++)
+        r->rkey[i] = e->rkey[i];
+    r->chunk = p->chunk ? p->chunk : 1;
     r->nq = (uint8_t)nq;
     r->sub = (uint8_t)sub;
     r->slot = (int)slot;
@@ -314,7 +354,7 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
     if (!r->imm_has_size) /* counted here, once: a failover may post chunk 0 again */
         stats_size_write(&c->stats);
     for (unsigned k = 0; k < nq; k++) {
-        ncclResult_t res = p2p_post_chunk(sc, r, k, live[(first + k) % (unsigned)nlive]);
+        ncclResult_t res = p2p_post_chunk(sc, r, k, p->live[(p->first + k) % (unsigned)p->nlive]);
         if (res != ncclSuccess) {
             r->unacked = 0;
             return res;
@@ -323,15 +363,28 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
     return ncclSuccess;
 }
 
-ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mhandle, void **request)
+/* Ends the profiler events a request still holds (prof.h). */
+static void req_prof_stop(struct request *r)
+{
+    for (int k = 0; k < HS_MAX_CHUNKS; k++)
+        prof_stop(&r->prof_ev[k]);
+}
+
+ncclResult_t p2p_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void *phandle,
+                       void **request)
 {
     struct send_comm *sc = send_comm;
     struct comm *c = &sc->c;
     *request = NULL;
     if (c->error)
         return c->error;
-    if (size < 0 || (size > 0 && !mhandle)) {
-        WARN("NET/railnet: isend of %d bytes with %s memory handle", size, mhandle ? "a" : "no");
+    if (size > 0 && !mhandle) {
+        WARN("NET/railnet: isend of %zu bytes with no memory handle", size);
+        return ncclInvalidArgument;
+    }
+    if (size > HS_MAX_CHUNKS * c->max_chunk) {
+        WARN("NET/railnet: device %s: isend of %zu bytes; at most %llu (maxP2pBytes)", c->dev_name, size,
+             (unsigned long long)(HS_MAX_CHUNKS * c->max_chunk));
         return ncclInvalidArgument;
     }
     if (!c->fo_ready && failover_attach(c) != ncclSuccess) {
@@ -378,9 +431,17 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
         return c->error;
     }
     if ((uint64_t)size > e.size) {
-        WARN("NET/railnet: device %s: send of %d bytes (tag %d) larger than the posted receive of %llu bytes",
+        WARN("NET/railnet: device %s: send of %zu bytes (tag %d) larger than the posted receive of %llu bytes",
              c->dev_name, size, tag, (unsigned long long)e.size);
         return ncclInvalidUsage;
+    }
+    struct send_plan plan;
+    if (send_plan(sc, size, &plan))
+        return c->error ? c->error : ncclSystemError;
+    if (sc->sq_used + plan.need > COMM_SEND_WR_BUDGET) {
+        /* the send queues hold the chunks of earlier messages: not now */
+        (void)p2p_progress(c);
+        return c->error;
     }
     struct request *r = comm_req_get(c, REQ_SEND);
     if (!r)
@@ -389,11 +450,15 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
     r->size[0] = size;
     r->slot = (int)slot;
     r->seq = sc->head;
-    ncclResult_t res = send_post(sc, r, &e, slot, (unsigned)match, data, (uint64_t)size, mhandle);
+    r->phandle[0] = phandle;
+    r->sq_need = plan.need;
+    ncclResult_t res = send_post(sc, r, &plan, &e, slot, (unsigned)match, data, size, mhandle);
     if (res != ncclSuccess) {
+        req_prof_stop(r);
         comm_req_put(r);
         return res;
     }
+    sc->sq_used += plan.need;
     sc->used |= (uint8_t)(1u << match);
     if (sc->used == (uint8_t)((1u << nreqs) - 1)) {
         sc->used = 0;
@@ -405,8 +470,8 @@ ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mha
 
 /* ---- receive side ---- */
 
-ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tags, void **mhandles,
-                       void **request)
+ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                       void **phandles, void **request)
 {
     struct recv_comm *rc = recv_comm;
     struct comm *c = &rc->c;
@@ -431,17 +496,22 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
             return errors_check_peer(c, 1);
     }
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] > 0 && !mhandles[i]) {
+            WARN("NET/railnet: irecv buffer %d of %zu bytes with no memory handle", i, sizes[i]);
+            return ncclInvalidArgument;
+        }
+        if (sizes[i] > HS_MAX_CHUNKS * c->max_chunk) {
+            WARN("NET/railnet: device %s: irecv buffer %d of %zu bytes; at most %llu (maxP2pBytes)", c->dev_name, i,
+                 sizes[i], (unsigned long long)(HS_MAX_CHUNKS * c->max_chunk));
+            return ncclInvalidArgument;
+        }
+    }
     struct request *r = comm_req_get(c, REQ_RECV);
     if (!r)
         return ncclSuccess;
     struct cts_entry *row = &rc->stage[slot * COMM_MAX_RECVS];
     for (int i = 0; i < n; i++) {
-        if (sizes[i] < 0 || (sizes[i] > 0 && !mhandles[i])) {
-            WARN("NET/railnet: irecv buffer %d of %d bytes with %s memory handle", i, sizes[i],
-                 mhandles[i] ? "a" : "no");
-            comm_req_put(r);
-            return ncclInvalidArgument;
-        }
         struct cts_entry *e = &row[i];
         memset(e, 0, sizeof(*e));
         e->addr = (uint64_t)(uintptr_t)data[i];
@@ -457,6 +527,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         r->size[i] = 0;
         r->seen[i] = 0;
         r->pieces[i] = 0;
+        r->phandle[i] = phandles ? phandles[i] : NULL;
     }
     r->n = n;
     r->slot = (int)slot;
@@ -471,6 +542,9 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tag
         comm_req_put(r);
         return ncclSystemError;
     }
+    for (int i = 0; i < n; i++)
+        prof_start_qp(&r->prof_ev[i], r->phandle[i], c->dev, rc->cts_wr_id, IBV_WR_RDMA_WRITE,
+                      c->qps[qpi].qp->qp_num, (size_t)sizes[i]);
     rc->next_seq++;
     *request = r;
     return ncclSuccess;
@@ -497,6 +571,7 @@ ncclResult_t p2p_post_cts(struct recv_comm *rc, unsigned slot, int qpi)
     wr.num_sge = 1;
     wr.wr.rdma.remote_addr = rc->remote_ring_addr + (uint64_t)slot * COMM_MAX_RECVS * sizeof(struct cts_entry);
     wr.wr.rdma.rkey = rc->remote_ring_rkey[q->port->port_idx];
+    rc->cts_wr_id = wr.wr_id;
     int err = ibv_post_send(q->qp, &wr, &bad);
     if (err) {
         WARN("NET/railnet: device %s port %u QP 0x%x: posting the CTS write failed: %s", c->dev_name,
@@ -521,13 +596,21 @@ ncclResult_t p2p_test(void *request, int *done, int *sizes)
         if (!r->done)
             return errors_check_peer(c, 1);
     }
+    /* every table's test reports int sizes: a message of 2 GiB or more is
+     * reported as INT_MAX bytes (its bytes all landed) */
     if (sizes) {
         if (r->type == REQ_RECV)
             for (int i = 0; i < r->n; i++)
-                sizes[i] = r->size[i];
+                sizes[i] = r->size[i] > INT_MAX ? INT_MAX : (int)r->size[i];
         else if (r->type == REQ_SEND)
-            sizes[0] = r->size[0];
+            sizes[0] = r->size[0] > INT_MAX ? INT_MAX : (int)r->size[0];
     }
+    if (r->type == REQ_SEND) {
+        struct send_comm *sc = (struct send_comm *)c;
+        sc->sq_used -= r->sq_need;
+        r->sq_need = 0;
+    }
+    req_prof_stop(r);
     *done = 1;
     comm_req_put(r);
     return ncclSuccess;

@@ -5,12 +5,14 @@
  *   keep_home); *request == NULL when the slot of the receive posted 32
  *   receives ago is still in use (NCCL retries).
  * - p2p_isend matches its tag against the head CTS slot; *request == NULL
- *   while the receiver has not posted it yet. Messages up to
+ *   while the receiver has not posted it yet, or while the send requests in
+ *   flight hold the send queues (send_comm.sq_used). Messages up to
  *   RAILNET_SPLIT_MIN go whole on the comm's home QP (the next live one
  *   while it is down) or on the live QPs in turn (comm.h, keep_home);
  *   larger ones are split in balanced 4 KiB-aligned chunks, one per live
- *   QP. Each chunk's write carries an immediate naming the chunk (comm.h
- *   IMM_*).
+ *   QP, and in more chunks (taking the QPs in turn) where a chunk would
+ *   exceed the device's largest write (256 MiB). Each chunk's write carries
+ *   an immediate naming the chunk (comm.h IMM_*).
  * - p2p_test progresses the comm's CQ; a receive is done once every chunk of
  *   each of its messages delivered its immediate (each chunk counted once); a
  *   send once every chunk's write completed or a failover sync found it landed
@@ -23,9 +25,15 @@
 
 #include "comm.h"
 
-ncclResult_t p2p_isend(void *send_comm, void *data, int size, int tag, void *mhandle, void **request);
-ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, int *sizes, int *tags, void **mhandles,
+/* Sizes are size_t (net v9+), at most HS_MAX_CHUNKS * the device's
+ * largest write (devices.h's max_p2p_bytes; more is ncclInvalidArgument
+ * with a WARN); phandle(s): NCCL's profiler handles, NULL for none (prof.h).
+ * test reports int sizes as every table has them: INT_MAX for 2 GiB or
+ * more. */
+ncclResult_t p2p_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void *phandle,
                        void **request);
+ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                       void **phandles, void **request);
 ncclResult_t p2p_test(void *request, int *done, int *sizes);
 
 /* Drains the comm's CQ, then async events and failover (used by test and

@@ -33,10 +33,10 @@ static void connect_comms(struct ends *e)
     EXPECT_TRUE(devices_count() >= 1);
     uint8_t handle[NCCL_NET_HANDLE_MAXSIZE];
     memset(e, 0, sizeof(*e));
-    EXPECT_EQ_INT(ncclSuccess, comm_listen(0, handle, &e->listen));
+    EXPECT_EQ_INT(ncclSuccess, comm_listen(0, NULL, handle, &e->listen));
     for (int i = 0; i < 2000000 && (!e->send || !e->recv); i++) {
         if (!e->send)
-            EXPECT_EQ_INT(ncclSuccess, comm_connect(0, handle, &e->send));
+            EXPECT_EQ_INT(ncclSuccess, comm_connect(0, NULL, handle, &e->send));
         if (!e->recv)
             EXPECT_EQ_INT(ncclSuccess, comm_accept(e->listen, &e->recv));
     }

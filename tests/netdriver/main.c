@@ -1,13 +1,16 @@
 /* tests/netdriver/main.c: the NCCL-like driver of the plugin. It loads the
  * built libnccl-net-railnet.so by path (tools/common/plugin_tables), as
- * NCCL does, and drives it only through its exported ncclNet_v8_t table.
+ * NCCL does, and drives it only through one of its exported net tables:
+ * ncclNetPlugin_v8, or with --net-version N ncclNetPlugin_vN (9..12,
+ * nd_tables.h; --traffic-class T: NCCL's traffic class for v10+).
  *
  *   netdriver [OPTS] probe      symbol, table, init, devices, properties
  *   netdriver [OPTS] traffic .. multi-rank verified traffic (traffic.c)
  *   netdriver [OPTS] bw ..      one-way bandwidth table (perf.c)
  *   netdriver [OPTS] lat ..     ping-pong latency (perf.c)
- * OPTS: --plugin PATH, and --rank-wrap PREFIX once per rank from rank 0 on
- * (each rank then runs as "PREFIX netdriver ..."; see nd.h).
+ * OPTS: --plugin PATH, --net-version N, --traffic-class T, and --rank-wrap
+ * PREFIX once per rank from rank 0 on (each rank then runs as "PREFIX
+ * netdriver ..."; see nd.h).
  *
  * PATH defaults to libnccl-net-railnet.so found through the loader's path.
  * The plugin's log lines go to stderr with NCCL-like prefixes. */
@@ -19,6 +22,7 @@
 
 #include "../../tools/common/plugin_tables.h"
 #include "nd.h"
+#include "nd_tables.h"
 #include "traffic.h"
 
 static const char *plugin_path = "libnccl-net-railnet.so";
@@ -42,19 +46,10 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 
 const ncclNet_v8_t *nd_plugin_open(void)
 {
-    static struct plugin_tables lib; /* stays loaded for the life of the process */
     char err[PATH_MAX + 256];
-    const ncclNet_v8_t *net =
-        plugin_tables_load(&lib, plugin_path, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err));
-    if (!net) {
+    const ncclNet_v8_t *net = nd_tables_open(plugin_path, logger, err, sizeof(err));
+    if (!net)
         fprintf(stderr, "netdriver: cannot use the plugin: %s\n", err);
-        return NULL;
-    }
-    ncclResult_t r = net->init(logger);
-    if (r != ncclSuccess) {
-        fprintf(stderr, "netdriver: init returned %d\n", r);
-        return NULL;
-    }
     return net;
 }
 
@@ -63,7 +58,8 @@ static int cmd_probe(void)
     const ncclNet_v8_t *net = nd_plugin_open();
     if (!net)
         return 1;
-    printf("plugin: %s\n", net->name); /* every entry NCCL calls is set: plugin_tables checked */
+    /* every entry NCCL calls is set: plugin_tables checked */
+    printf("plugin: %s (ncclNetPlugin_v%d)\n", net->name, nd_tables_version());
     int n = -1;
     if (net->devices(&n) != ncclSuccess)
         return 1;
@@ -76,6 +72,16 @@ static int cmd_probe(void)
                "latency=%.1f maxComms=%d maxRecvs=%d netDeviceType=%d\n",
                d, p.name, p.pciPath ? p.pciPath : "(null)", (unsigned long long)p.guid, p.ptrSupport, p.regIsGlobal,
                p.speed, p.port, p.latency, p.maxComms, p.maxRecvs, p.netDeviceType);
+        ncclNetProperties_v12_t q;
+        if (nd_tables_version() >= 9 && nd_tables_properties(d, &q) == ncclSuccess) {
+            char parts[64] = "";
+            for (int i = 0; i < q.vProps.ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC_V12; i++)
+                snprintf(parts + strlen(parts), sizeof(parts) - strlen(parts), "%s%d", i ? "," : "", q.vProps.devs[i]);
+            printf("device %d: forceFlush=%d vProps=%d:[%s] maxP2pBytes=%zu maxCollBytes=%zu maxMultiRequestSize=%d "
+                   "railId=%d planeId=%d\n",
+                   d, q.forceFlush, q.vProps.ndevs, parts, q.maxP2pBytes, q.maxCollBytes, q.maxMultiRequestSize,
+                   q.railId, q.planeId);
+        }
     }
     ncclNetProperties_v8_t p;
     if (net->getProperties(n, &p) == ncclSuccess) {
@@ -88,7 +94,8 @@ static int cmd_probe(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: netdriver [--plugin PATH] [--rank-wrap PREFIX]... probe|traffic|bw|lat [options]\n"
+    fprintf(f, "usage: netdriver [--plugin PATH] [--net-version 8..12] [--traffic-class T] [--rank-wrap PREFIX]...\n"
+               "                 probe|traffic|bw|lat [options]\n"
                "       (netdriver CMD --help); rank i runs behind the i-th PREFIX, e.g.\n"
                "       --rank-wrap 'ip netns exec A env VAR=x' (split on blanks)\n");
 }
@@ -100,6 +107,15 @@ int main(int argc, char **argv)
     while (i + 1 < argc) {
         if (!strcmp(argv[i], "--plugin")) {
             plugin_path = argv[i + 1];
+        } else if (!strcmp(argv[i], "--net-version")) {
+            int v = 0;
+            if (nd_opt_int("--net-version", argv[i + 1], 8, 12, &v) || nd_tables_set_version(v))
+                return 2;
+        } else if (!strcmp(argv[i], "--traffic-class")) {
+            int tc = 0;
+            if (nd_opt_int("--traffic-class", argv[i + 1], -1, 255, &tc))
+                return 2;
+            nd_tables_set_traffic_class(tc);
         } else if (!strcmp(argv[i], "--rank-wrap")) {
             if (nd_add_rank_wrap(argv[i + 1]) != 0) {
                 fprintf(stderr, "netdriver: at most %d --rank-wrap\n", ND_MAX_RANKS);

@@ -15,7 +15,8 @@
  * runs until an error or --timeout; with --kill-rank R the parent
  * SIGKILLs rank R --kill-after-ms after the connections are up and the other
  * ranks must end with an error from the plugin (exit 0) instead of hanging
- * (exit 4) or completing (exit 5). */
+ * (exit 4) or completing (exit 5). With --net-version 10 or later a rank
+ * whose profiler events (nd_tables.h) are unbalanced or malformed exits 6. */
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "nd.h"
+#include "nd_tables.h"
 #include "traffic.h"
 #include "plugin/ib/parse.h"
 
@@ -433,6 +435,16 @@ static int traffic_rank(struct nd_world *w, void *arg)
     if (!status && !o->expect_error)
         printf("rank %d: %d streams done, %llu bytes verified, %llu of them received\n", w->rank, nstreams,
                (unsigned long long)bytes, (unsigned long long)received);
+    /* v10+: every request was tested done, so every profiler event the
+     * plugin started has been stopped */
+    if (!status && !o->expect_error && !failed && nd_tables_version() >= 10) {
+        uint64_t started, stopped, bad;
+        nd_tables_prof_counts(&started, &stopped, &bad);
+        printf("rank %d: profiler events: %llu started, %llu stopped, %llu bad\n", w->rank,
+               (unsigned long long)started, (unsigned long long)stopped, (unsigned long long)bad);
+        if (started == 0 || started != stopped || bad)
+            status = 6;
+    }
     /* deregister through the comm each registration was made on */
     for (int i = 0; i < nstreams; i++)
         if (st[i].reg)

@@ -4,7 +4,7 @@
  * plugin would never make (plugin/ib/comm.h's layout) into a receive the
  * receiver posted: a size beyond the receive, in the whole-message field,
  * in a split message's pieces and in the sizes area the immediate points
- * to, more chunks than the connection has QPs,
+ * to, more chunks than the receive can hold,
  * a chunk index beyond its count, a slot with no receive, the wrong use of
  * a slot. Each must fail the receive comm with one WARN naming the problem
  * (ncclRemoteError from test), never complete the receive, crash or hang.
@@ -187,10 +187,13 @@ TAP_CASE(test_an_immediate_for_another_use_of_the_slot_fails_the_comm)
     forged_case("=softnic0:1", "0", 1, QP0, imm, "a chunk for another use of the slot");
 }
 
-TAP_CASE(test_more_chunks_than_the_connection_has_qps_fails_the_comm)
+/* A split message's chunks but its last are 4 KiB multiples: 3 chunks
+ * cannot fit a 4 KiB receive (a message may have more chunks than the
+ * connection has QPs: a chunk is at most 1 GiB). */
+TAP_CASE(test_more_chunks_than_the_receive_can_hold_fails_the_comm)
 {
-    const uint32_t imm[] = { imm_split(0, 1, 0, 8) }; /* 2 chunks on a 1-QP connection */
-    forged_case("=softnic0:1", "0", 1, QP0, imm, "more chunks than QPs");
+    const uint32_t imm[] = { imm_split(0, 2, 0, 8) };
+    forged_case("=softnic0:1", "0", 1, QP0, imm, "more chunks than its receive can hold");
 }
 
 TAP_CASE(test_a_chunk_index_beyond_its_count_fails_the_comm)

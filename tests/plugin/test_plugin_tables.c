@@ -1,12 +1,12 @@
 /* tests/plugin/test_plugin_tables.c: the one loader of railnet's ABI tables
- * (tools/common/plugin_tables.h), net v8 and GIN v11, against the built
- * plugin and against libraries that are not it. */
+ * (tools/common/plugin_tables.h), net v8 ... v12 and GIN v11, against the
+ * built plugin and against libraries that are not it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nccl_gin_v11.h"
-#include "nccl_net_v8.h"
+#include "nccl_net_v12.h"
 #include "tests/tap.h"
 #include "tools/common/plugin_tables.h"
 
@@ -63,9 +63,48 @@ TAP_CASE(test_tables_kinds_are_found_by_symbol)
 {
     EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v8") == &plugin_table_net_v8);
     EXPECT_TRUE(plugin_table_kind("ncclGinPlugin_v11") == &plugin_table_gin_v11);
+    EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v9") == &plugin_table_net_v9);
+    EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v10") == &plugin_table_net_v10);
+    EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v11") == &plugin_table_net_v11);
+    EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v12") == &plugin_table_net_v12);
     EXPECT_TRUE(plugin_table_kind("ncclNetPlugin_v99") == NULL);
     EXPECT_EQ_INT(8, plugin_table_net_v8.version);
+    EXPECT_EQ_INT(12, plugin_table_net_v12.version);
     EXPECT_EQ_INT(11, plugin_table_gin_v11.version);
+}
+
+/* Every net table NCCL 2.30 may take (it takes the newest), each checked
+ * for the entries NCCL calls unchecked (from v11 on finalize too). */
+TAP_CASE(test_tables_load_railnet_net_v9_to_v12_checked)
+{
+    const struct plugin_table_kind *kinds[] = { &plugin_table_net_v9, &plugin_table_net_v10, &plugin_table_net_v11,
+                                                &plugin_table_net_v12 };
+    for (int i = 0; i < 4; i++) {
+        struct plugin_tables t;
+        char err[4352] = "";
+        const void *net = plugin_tables_load(&t, plugin_path(), kinds[i], PLUGIN_TABLES_NAME, err, sizeof(err));
+        if (!net)
+            tap_diag("%s", err);
+        EXPECT_TRUE(net != NULL);
+        plugin_tables_close(&t);
+    }
+    struct plugin_tables t;
+    char err[4352] = "";
+    const ncclNet_v12_t *v12 = plugin_tables_load(&t, plugin_path(), &plugin_table_net_v12, PLUGIN_TABLES_NAME, err,
+                                                  sizeof(err));
+    EXPECT_TRUE(v12 && v12->makeVDevice && v12->finalize && v12->setNetAttr);
+    EXPECT_EQ_INT(17, (int)plugin_table_net_v12.nrequired);
+    plugin_tables_close(&t);
+}
+
+/* A library exporting only v8 (libm exports none: the message names none)
+ * is refused for v12 naming the symbol. */
+TAP_CASE(test_tables_library_without_v12_is_refused)
+{
+    struct plugin_tables t;
+    char err[4352] = "";
+    EXPECT_TRUE(plugin_tables_load(&t, "libm.so.6", &plugin_table_net_v12, NULL, err, sizeof(err)) == NULL);
+    EXPECT_STREQ("libm.so.6: loads but exports no ncclNetPlugin_v12", err);
 }
 
 TAP_CASE(test_tables_load_railnet_gin_v11_checked)

@@ -160,6 +160,15 @@ EXPORT int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, ui
     return 0;
 }
 
+EXPORT int softnic_ctl_port_tc_bytes(struct ibv_context *ctx, uint8_t port, uint8_t tc, uint64_t *out)
+{
+    struct sn_port *p = ctl_port(ctx, port);
+    if (!p || !out)
+        return EINVAL;
+    *out = atomic_load(&p->tc_tx_bytes[tc]);
+    return 0;
+}
+
 EXPORT int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out)
 {
     if (!qp || !out)

@@ -296,7 +296,10 @@ static void qp_store(struct sn_qp *qp, const struct ibv_qp_attr *a, int mask)
     }
     if (mask & IBV_QP_PKEY_INDEX) s->pkey_index = a->pkey_index;
     if (mask & IBV_QP_ACCESS_FLAGS) s->qp_access_flags = a->qp_access_flags;
-    if (mask & IBV_QP_AV) s->ah_attr = a->ah_attr;
+    if (mask & IBV_QP_AV) {
+        s->ah_attr = a->ah_attr;
+        atomic_store(&qp->tc, a->ah_attr.grh.traffic_class);
+    }
     if (mask & IBV_QP_PATH_MTU) s->path_mtu = a->path_mtu;
     if (mask & IBV_QP_DEST_QPN) s->dest_qp_num = a->dest_qp_num;
     if (mask & IBV_QP_RQ_PSN) s->rq_psn = a->rq_psn;

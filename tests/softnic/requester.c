@@ -242,11 +242,14 @@ static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn
         /* counted before the bytes leave: once they are out, the peer may
          * answer and the WQE complete while this thread waits for the CPU,
          * and a completion must find its bytes counted */
+        uint8_t tc = atomic_load_explicit(&qp->tc, memory_order_relaxed);
         atomic_fetch_add(&port->cnt.tx_bytes, payload);
+        atomic_fetch_add(&port->tc_tx_bytes[tc], payload);
         atomic_fetch_add(&qp->cnt.tx_bytes, payload);
         err = wire_writev_all(fd, iov, n);
         if (err) {
             atomic_fetch_sub(&port->cnt.tx_bytes, payload);
+            atomic_fetch_sub(&port->tc_tx_bytes[tc], payload);
             atomic_fetch_sub(&qp->cnt.tx_bytes, payload);
             break;
         }

@@ -152,6 +152,7 @@ void st_qp_connect(struct st_qp *q, const struct st_qp_info *peer)
     a.ah_attr.grh.dgid = peer->gid;
     a.ah_attr.grh.sgid_index = 0;
     a.ah_attr.grh.hop_limit = 1;
+    a.ah_attr.grh.traffic_class = q->o.traffic_class;
     a.ah_attr.port_num = port;
     rc = ibv_modify_qp(q->qp, &a,
                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
@@ -307,9 +308,10 @@ const struct st_ctl *st_ctl(void)
     *(void **)&c.link_rate = dlsym(RTLD_DEFAULT, "softnic_ctl_link_rate");
     *(void **)&c.qp_fast_bytes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_fast_bytes");
     *(void **)&c.qp_direct_wqes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_direct_wqes");
+    *(void **)&c.port_tc_bytes = dlsym(RTLD_DEFAULT, "softnic_ctl_port_tc_bytes");
     if (!c.port_set_state || !c.port_set_rate || !c.port_set_latency || !c.port_counters ||
         !c.qp_counters || !c.objects || !c.link_rate || !c.qp_fast_bytes ||
-        !c.qp_direct_wqes)
+        !c.qp_direct_wqes || !c.port_tc_bytes)
         tap_fail_at(__FILE__, __LINE__, "softnic_ctl_* not found: not running on softnic");
     return &c;
 }

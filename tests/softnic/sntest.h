@@ -48,6 +48,7 @@ struct st_qp_opts {
     uint8_t port;           /* 0 = 1 */
     uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;   /* 0 = defaults */
     bool rnr_retry_set;     /* use rnr_retry as given (0 included) */
+    uint8_t traffic_class;  /* the address vector's GRH traffic class */
 };
 
 struct st_qp {
@@ -116,6 +117,7 @@ struct st_ctl {
     int (*link_rate)(uint64_t *);
     int (*qp_fast_bytes)(struct ibv_qp *, uint64_t *);
     int (*qp_direct_wqes)(struct ibv_qp *, uint64_t *);
+    int (*port_tc_bytes)(struct ibv_context *, uint8_t, uint8_t, uint64_t *);
 };
 const struct st_ctl *st_ctl(void);
 

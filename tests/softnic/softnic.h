@@ -175,6 +175,9 @@ struct sn_port {
     struct sn_rate tx_rate;
     struct sn_rate vf_rate;
     struct sn_counters cnt;
+    /* request payload bytes the port's QPs sent, by the QP's GRH traffic
+     * class (a NIC's per-priority counters; softnic_ctl_port_tc_bytes) */
+    _Atomic uint64_t tc_tx_bytes[256];
     uint64_t up_since_ns;
 };
 
@@ -457,6 +460,7 @@ struct sn_qp {
     bool tx_busy;
     struct sn_tx_batch *tx_batch;
     struct ibv_qp_attr attr;       /* what modify/query see */
+    _Atomic uint8_t tc;            /* attr.ah_attr.grh.traffic_class, for the sending thread */
     struct ibv_qp_cap cap;
     bool sq_sig_all;
     struct sn_port *port;

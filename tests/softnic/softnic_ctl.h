@@ -42,6 +42,12 @@ int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counters *out)
 int softnic_ctl_qp_fast_bytes(struct ibv_qp *qp, uint64_t *out);
 int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t *out);
 
+/* Request payload bytes (WRITE, SEND) this process's QPs of a port sent
+ * with GRH traffic class tc (the traffic_class of the address vector their
+ * last ibv_modify_qp gave): a NIC's per-priority counters, by which a test
+ * sees what class a connection's QPs got. */
+int softnic_ctl_port_tc_bytes(struct ibv_context *ctx, uint8_t port, uint8_t tc, uint64_t *out);
+
 /* Send WQEs of a QP that the posting thread put on the wire itself
  * (requester.c: small or pulled payloads on an unpaced port), sparing the
  * requester thread's wake-up. */

@@ -79,6 +79,36 @@ TAP_CASE(test_counters_count_payload_bytes_and_mtu_packets)
     teardown(&f);
 }
 
+/* What a QP's address vector says of its traffic class reaches the port's
+ * per-class counters (and ibv_query_qp): as a NIC's per-priority counters
+ * see a connection's class. */
+TAP_CASE(test_port_counts_request_bytes_by_the_qps_traffic_class)
+{
+    struct fixture f;
+    struct st_qp_opts o = { .traffic_class = 96 };
+    setup(&f, &o, 1 << 16);
+    uint64_t before0 = 0, before96 = 0;
+    EXPECT_EQ_INT(0, f.ctl->port_tc_bytes(f.d.ctx, 1, 0, &before0));
+    EXPECT_EQ_INT(0, f.ctl->port_tc_bytes(f.d.ctx, 1, 96, &before96));
+    EXPECT_EQ_U64(0, before96);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 1, f.src, 50000, f.smr->lkey, (uintptr_t)f.dst, f.dmr->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, wc.status);
+    uint64_t tc0 = 0, tc96 = 0;
+    EXPECT_EQ_INT(0, f.ctl->port_tc_bytes(f.d.ctx, 1, 0, &tc0));
+    EXPECT_EQ_INT(0, f.ctl->port_tc_bytes(f.d.ctx, 1, 96, &tc96));
+    EXPECT_EQ_U64(50000, tc96);
+    EXPECT_EQ_U64(before0, tc0);
+    struct ibv_qp_attr qa;
+    struct ibv_qp_init_attr qia;
+    EXPECT_EQ_INT(0, ibv_query_qp(f.a.qp, &qa, IBV_QP_AV, &qia));
+    EXPECT_EQ_INT(96, qa.ah_attr.grh.traffic_class);
+    EXPECT_EQ_INT(EINVAL, f.ctl->port_tc_bytes(f.d.ctx, 3, 0, &tc0));
+    teardown(&f);
+}
+
 TAP_CASE(test_counters_count_errors)
 {
     struct fixture f;

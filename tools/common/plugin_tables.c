@@ -8,16 +8,15 @@
 #include <string.h>
 
 #include "nccl_gin_v11.h"
-#include "nccl_net_v8.h"
+#include "nccl_net_v12.h"
 
 /* Every pointer NCCL calls without checking. */
-#define NET(f) offsetof(ncclNet_v8_t, f)
+#define NET8(f) offsetof(ncclNet_v8_t, f)
 static const size_t net_v8_required[] = {
-    NET(init), NET(devices), NET(getProperties), NET(listen), NET(connect), NET(accept), NET(regMr),
-    NET(regMrDmaBuf), NET(deregMr), NET(isend), NET(irecv), NET(iflush), NET(test), NET(closeSend),
-    NET(closeRecv), NET(closeListen),
+    NET8(init), NET8(devices), NET8(getProperties), NET8(listen), NET8(connect), NET8(accept), NET8(regMr),
+    NET8(regMrDmaBuf), NET8(deregMr), NET8(isend), NET8(irecv), NET8(iflush), NET8(test), NET8(closeSend),
+    NET8(closeRecv), NET8(closeListen),
 };
-#undef NET
 static const char *const net_v8_required_names[] = {
     "init", "devices", "getProperties", "listen", "connect", "accept", "regMr", "regMrDmaBuf", "deregMr",
     "isend", "irecv", "iflush", "test", "closeSend", "closeRecv", "closeListen",
@@ -35,6 +34,42 @@ const struct plugin_table_kind plugin_table_net_v8 = {
     .required_names = net_v8_required_names,
     .nrequired = sizeof(net_v8_required) / sizeof(net_v8_required[0]),
 };
+
+/* Net v9 ... v12: v8's required entries at the same offsets (each table
+ * keeps v8's order), and from v11 on finalize, which NCCL calls unchecked;
+ * makeVDevice and setNetAttr may be NULL (NCCL tests them). */
+_Static_assert(offsetof(ncclNet_v12_t, closeListen) == offsetof(ncclNet_v8_t, closeListen) &&
+                   offsetof(ncclNet_v9_t, closeListen) == offsetof(ncclNet_v8_t, closeListen) &&
+                   offsetof(ncclNet_v10_t, closeListen) == offsetof(ncclNet_v8_t, closeListen) &&
+                   offsetof(ncclNet_v11_t, closeListen) == offsetof(ncclNet_v8_t, closeListen),
+               "net v9..v12 keep v8's entries in v8's order");
+static const size_t net_v11_required[] = {
+    NET8(init), NET8(devices), NET8(getProperties), NET8(listen), NET8(connect), NET8(accept), NET8(regMr),
+    NET8(regMrDmaBuf), NET8(deregMr), NET8(isend), NET8(irecv), NET8(iflush), NET8(test), NET8(closeSend),
+    NET8(closeRecv), NET8(closeListen), offsetof(ncclNet_v11_t, finalize),
+};
+static const char *const net_v11_required_names[] = {
+    "init", "devices", "getProperties", "listen", "connect", "accept", "regMr", "regMrDmaBuf", "deregMr",
+    "isend", "irecv", "iflush", "test", "closeSend", "closeRecv", "closeListen", "finalize",
+};
+_Static_assert(offsetof(ncclNet_v11_t, finalize) == offsetof(ncclNet_v12_t, finalize), "v12 keeps v11's finalize");
+
+#define NET_KIND(v, req, names)                                                                      \
+    const struct plugin_table_kind plugin_table_net_v##v = {                                         \
+        .symbol = "ncclNetPlugin_v" #v,                                                               \
+        .family = "ncclNetPlugin_v",                                                                  \
+        .version = v,                                                                                 \
+        .name_offset = offsetof(ncclNet_v##v##_t, name),                                              \
+        .required = req,                                                                              \
+        .required_names = names,                                                                      \
+        .nrequired = sizeof(req) / sizeof(req[0]),                                                    \
+    }
+NET_KIND(9, net_v8_required, net_v8_required_names);
+NET_KIND(10, net_v8_required, net_v8_required_names);
+NET_KIND(11, net_v11_required, net_v11_required_names);
+NET_KIND(12, net_v11_required, net_v11_required_names);
+#undef NET_KIND
+#undef NET8
 
 /* NCCL 2.28.9 calls every GIN entry unchecked but ginProgress (its proxy
  * type tests it for NULL); createContext, destroyContext and queryLastError
@@ -65,7 +100,10 @@ const struct plugin_table_kind plugin_table_gin_v11 = {
     .nrequired = sizeof(gin_v11_required) / sizeof(gin_v11_required[0]),
 };
 
-static const struct plugin_table_kind *const kinds[] = { &plugin_table_net_v8, &plugin_table_gin_v11 };
+static const struct plugin_table_kind *const kinds[] = {
+    &plugin_table_net_v8,  &plugin_table_net_v9,  &plugin_table_net_v10,
+    &plugin_table_net_v11, &plugin_table_net_v12, &plugin_table_gin_v11,
+};
 
 const struct plugin_table_kind *plugin_table_kind(const char *symbol)
 {

@@ -5,7 +5,7 @@
  * GIN driver tests/gindriver).
  *
  * A table kind names what a caller wants: the exported symbol, whose name
- * carries the ABI version (ncclNetPlugin_v8, ncclGinPlugin_v11), where the
+ * carries the ABI version (ncclNetPlugin_v8 ... _v12, ncclGinPlugin_v11), where the
  * table keeps its `const char *name`, and which entries NCCL calls without
  * checking. A new table is one more kind in plugin_tables.c, found by its
  * symbol with plugin_table_kind().
@@ -34,8 +34,13 @@ struct plugin_table_kind {
     size_t nrequired;
 };
 
-/* ncclNetPlugin_v8 (include/nccl_net_v8.h). */
+/* ncclNetPlugin_v8 (include/nccl_net_v8.h) ... ncclNetPlugin_v12
+ * (include/nccl_net_v12.h): NCCL 2.30 takes the newest one exported. */
 extern const struct plugin_table_kind plugin_table_net_v8;
+extern const struct plugin_table_kind plugin_table_net_v9;
+extern const struct plugin_table_kind plugin_table_net_v10;
+extern const struct plugin_table_kind plugin_table_net_v11;
+extern const struct plugin_table_kind plugin_table_net_v12;
 /* ncclGinPlugin_v11 (include/nccl_gin_v11.h): NCCL 2.28's GIN table, looked
  * up in the net plugin library NCCL loaded. */
 extern const struct plugin_table_kind plugin_table_gin_v11;
