@@ -1,7 +1,8 @@
-/* plugin/ib/comm.h: the comm objects of a connection (DESIGN.md §2).
+/* plugin/ib/comm.h: the comm objects of a connection (docs/design.md, "A
+ * connection").
  *
  * Layer: comms. Built on the low layer (devices, qp, stats, handshake's
- * constants); setup.c builds comms during the handshake, the data path
+ * constants); comm_setup.c builds comms during the handshake, the data path
  * (p2p, flush) and errors.c drive them. Nothing here calls upward.
  *
  * Contract:
@@ -168,8 +169,10 @@ struct comm {
      * A second port adds little bandwidth there, and on softnic a QP's
      * threads sleep between messages that round robin sends elsewhere.
      * Elsewhere (keep_home 0) whole messages take the live QPs in turn: a
-     * connection may need both ports' bandwidth. Measured: README, "NCCL's
-     * plan on a host-bound NIC". */
+     * connection may need both ports' bandwidth. On softnic's host-bound
+     * device the home QP ran ahead of round robin at nearly every NCCL
+     * size; on 25 Gb/s ports round robin was ahead for small send_recv
+     * (one connection needs both ports), hence the gate. */
     int keep_home;
     unsigned home;
     unsigned rr;                /* the next live QP in turn for a whole message (keep_home 0) */
@@ -257,7 +260,7 @@ enum wr_kind { WR_SEND = 1, WR_CTS = 2, WR_RECV = 3, WR_FLUSH = 4, WR_SIZE = 5, 
 #define WR_CHUNK(id) ((int)(((id) >> 16) & 0xffu))
 #define WR_REQ(id) ((int)((id)&0xffffu))
 
-/* Building a comm (setup.c). */
+/* Building a comm (comm_setup.c). */
 ncclResult_t comm_send_create(int dev, struct send_comm **out);
 ncclResult_t comm_recv_create(int dev, int nqps, struct recv_comm **out);
 void comm_send_free(struct send_comm *sc);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/plugin/plugin_load.sh: the plugin as NCCL loads it. Two exported
 # symbols (ncclNetPlugin_v8, ncclGinPlugin_v11); init succeeds and reports 0 devices without an RDMA library or
-# device; on softnic the properties are what DESIGN.md promises (a merged
+# device; on softnic the properties are what docs/design.md promises (a merged
 # device's speed at most its PCIe link's); RAILNET_*
 # values steer discovery and bad ones are named in a WARN.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
