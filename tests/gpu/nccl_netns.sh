@@ -1,5 +1,5 @@
 #!/bin/sh
-# Two "nodes" on one GPU machine (issue 5): the two-rank NCCL job with each
+# Two "nodes" on one GPU machine: the two-rank NCCL job with each
 # rank in its own network namespace, the namespaces joined by a veth pair
 # (tests/lib-netns.sh). In each namespace softnic is one port on that
 # namespace's veth address (SOFTNIC_DEVICES=softnic0:<addr>), NCCL's
