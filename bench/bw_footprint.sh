@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/bw_footprint.sh: why the main job's 64 MiB row runs at about half
-# the 16-32 MiB rows (README, "The 64 MiB row"). netdriver bw sends every
+# the 16-32 MiB rows (docs/performance.md, "The 64 MiB row of the main
+# job"). netdriver bw sends every
 # message of a size from the start of one buffer into the start of one
 # buffer, so a row touches 2 x size bytes, again and again; on softnic the
 # two NIC threads (one per port) copy those bytes with process_vm_readv.

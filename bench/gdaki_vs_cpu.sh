@@ -2,7 +2,7 @@
 # bench/gdaki_vs_cpu.sh (GPU machine, RAILNET_BENCH_GPU=1): GPU-initiated
 # (kernel-posted) RDMA writes of 8 B..4 KiB against the CPU on the same
 # softnic port and GPU buffers, with ratios, in two tables:
-#  1. issue 7's measure: against the CPU-proxy path, isend/irecv through the
+#  1. the GPU-initiated path's measure: against the CPU-proxy path, isend/irecv through the
 #     dlopen'ed plugin (tests/gdaki/bench_gdaki_vs_proxy);
 #  2. against a CPU thread's raw ibv_post_send on the same pair
 #     (tests/gdaki/bench_gdaki): the part of (1)'s gap that is the plugin's.

@@ -13,7 +13,8 @@
 # - Each softnic port is limited to RAILNET_BENCH_RATE bytes/s (a list;
 #   default "3125M 0": 3125M = 25 Gb/s, which softnic then advertises as
 #   1x EDR; "0" = no limit,
-#   advertised: the 4x link within softnic's copy calibration, README).
+#   advertised: the 4x link within softnic's copy calibration,
+#   docs/softnic.md).
 #   NCCL picks channels and protocol from the advertised speed; unlimited
 #   softnic claimed 200 Gb/s per port before that calibration but carries
 #   a few GB/s, and NCCL then picks LL and 4 channels for 1 MiB on
@@ -47,8 +48,8 @@
 # a variant that starts with "ib:" runs NCCL's IB transport instead (its
 # column is then that run's median / IB's default median). The noise
 # floor: "ib:NCCL_NET_GDR_LEVEL=LOC" runs NCCL's IB transport again with the
-# settings it already has, an A/A column (0.89-1.07 over 52 points, 6 rounds,
-# unlimited ports, 2 x H100, README). Equal ports for
+# settings it already has, an A/A column (docs/performance.md: 0.81-1.34
+# over 104 points, 4 rounds, 2 x H100). Equal ports for
 # both: softnic as two one-port devices,
 # "ib:SOFTNIC_DEVICES=softnic0:127.0.0.1;softnic1:127.0.0.2+NCCL_NET_MERGE_LEVEL=LOC"
 # and "SOFTNIC_DEVICES=softnic0:127.0.0.1;softnic1:127.0.0.2": on softnic's
@@ -177,7 +178,7 @@ bench_one() {
     # one file per (transport, round), named bench_<t>_<tag>_r<k>.rank0.log.
     # "call" is the same ratio from each run's median call instead of its
     # mean: on a busy host single calls stall for milliseconds (max_us), and
-    # the mean of a few hundred calls carries them (README, fifteenth stop)
+    # the mean of a few hundred calls carries them (docs/performance.md)
     for t in $ts; do
         k=1
         while [ $k -le "$rounds" ]; do

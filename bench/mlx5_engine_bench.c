@@ -1,8 +1,8 @@
 /* bench/mlx5_engine_bench.c: RDMA WRITEs of 8 B..4 KiB from host memory on
  * softnic loopback pairs (gdaki_pair, host queue memory), posted two ways
- * side by side in one run (issue 16, the GPU-initiated path without a
- * GPU), each on a pair of its own that carries writes in one direction
- * only, as a GPU's QP does:
+ * side by side in one run (the GPU-initiated path without a GPU), each on
+ * a pair of its own that carries writes in one direction only, as a GPU's
+ * QP does:
  *   mlx5  a CPU thread writes mlx5 WQEs into the send QP's ring and rings
  *         its doorbell, exactly as a kernel does (gdaki_queue.h); softnic's
  *         mlx5 NIC thread decodes them and runs them on its verbs engine,

@@ -1,7 +1,6 @@
 #!/bin/sh
 # bench/plugin_vs_perftest.sh: the plugin against perftest on the same
-# softnic, measured side by side in one run (issue 4's performance goals,
-# re-measured for issue 16):
+# softnic, measured side by side in one run:
 #  1. one-way bandwidth at 1..16 MiB: netdriver bw through the plugin with
 #     one QP on one port (RAILNET_QPS_PER_CONN=1, RAILNET_MERGE_PORTS=0)
 #     against ib_write_bw -q 1 on the same port; goal ratio >= 0.97.

@@ -1,12 +1,12 @@
 #!/bin/bash
-# bench/softnic_fastpath.sh: softnic's same-host fast path (issue 16):
+# bench/softnic_fastpath.sh: softnic's same-host fast path:
 # ib_write_bw 1 MiB between two processes with the fast path
 # (SOFTNIC_FASTPATH=1: the responder pulls payloads by process_vm_readv)
 # and without it (SOFTNIC_FASTPATH=0: the TCP wire), next to one thread's
 # memcpy on this machine, measured side by side in one run: five rounds
 # alternating the four measurements; medians, and min-max as the spread
 # (2 shared cores swing single runs).  memcpy is measured twice: over a
-# 256 MiB span (memory-bound; the "~10 GB/s" of issue 16 and of
+# 256 MiB span (memory-bound; the "~10 GB/s" of a host's memory and of
 # bench/softnic_perftest.sh) and over one 1 MiB buffer as ib_write_bw uses
 # it (cache-warm, a far higher ceiling).  Goal: fast path >= 0.60 x the
 # former.  All figures in MiB/s, as perftest reports.

@@ -1,6 +1,6 @@
 /* plugin/ib/comm.c: the comm objects of a connection: their QPs, CQ,
- * connection-state memory and request pool (DESIGN.md §2). setup.c builds
- * them during the handshake; the data path (p2p.c, flush.c) drives them. */
+ * connection-state memory and request pool (docs/design.md, "A
+ * connection"). comm_setup.c builds them during the handshake; the data path (p2p.c, flush.c) drives them. */
 #include "comm.h"
 
 #include <arpa/inet.h>

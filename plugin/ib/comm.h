@@ -1,7 +1,8 @@
-/* plugin/ib/comm.h: the comm objects of a connection (DESIGN.md §2).
+/* plugin/ib/comm.h: the comm objects of a connection (docs/design.md, "A
+ * connection").
  *
  * Layer: comms. Built on the low layer (devices, qp, stats, handshake's
- * constants); setup.c builds comms during the handshake, the data path
+ * constants); comm_setup.c builds comms during the handshake, the data path
  * (p2p, flush) and errors.c drive them. Nothing here calls upward.
  *
  * Contract:
@@ -174,8 +175,10 @@ struct comm {
      * A second port adds little bandwidth there, and on softnic a QP's
      * threads sleep between messages that round robin sends elsewhere.
      * Elsewhere (keep_home 0) whole messages take the live QPs in turn: a
-     * connection may need both ports' bandwidth. Measured: README, "NCCL's
-     * plan on a host-bound NIC". */
+     * connection may need both ports' bandwidth. On softnic's host-bound
+     * device the home QP ran ahead of round robin at nearly every NCCL
+     * size; on 25 Gb/s ports round robin was ahead for small send_recv
+     * (one connection needs both ports), hence the gate. */
     int keep_home;
     unsigned home;
     unsigned rr;                /* the next live QP in turn for a whole message (keep_home 0) */
@@ -284,7 +287,7 @@ struct comm_opts {
  * own transport), else opts' (NULL: none), else 0. */
 int comm_traffic_class(const struct comm_opts *opts);
 
-/* Building a comm (setup.c); opts may be NULL (defaults). */
+/* Building a comm (comm_setup.c); opts may be NULL (defaults). */
 ncclResult_t comm_send_create(int dev, const struct comm_opts *opts, struct send_comm **out);
 ncclResult_t comm_recv_create(int dev, int nqps, const struct comm_opts *opts, struct recv_comm **out);
 void comm_send_free(struct send_comm *sc);

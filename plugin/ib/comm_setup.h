@@ -1,5 +1,5 @@
-/* plugin/ib/comm_setup.h: listen, connect and accept (DESIGN.md §2 steps
- * 1-2): the handshake that builds a comm.
+/* plugin/ib/comm_setup.h: listen, connect and accept (docs/design.md, "A
+ * connection", steps 1-2): the handshake that builds a comm.
  *
  * Layer: comms (over comm.h, errors.h, oob.h, handshake.h, devices.h).
  *

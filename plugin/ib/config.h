@@ -4,7 +4,8 @@
  * nothing); nothing else in the plugin calls getenv. A value that does not
  * parse or is out of range is a WARN naming the variable, the value and the
  * accepted range, and the default is used. rn_config() returns the parsed
- * values (defaults before config_load). The README's table lists them all. */
+ * values (defaults before config_load). docs/configuration.md lists them
+ * all (tests/foundation/test_readme_variables.sh holds the two together). */
 #ifndef RAILNET_IB_CONFIG_H
 #define RAILNET_IB_CONFIG_H
 

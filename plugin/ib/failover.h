@@ -1,6 +1,6 @@
 /* plugin/ib/failover.h: a connection of a merged dual-port device survives a
  * port going down, and takes the port back when it returns (RAILNET_FAILOVER,
- * DESIGN.md §3b).
+ * docs/failover-and-cm.md).
  *
  * Failover. A port is dead for a comm when one of its QPs ends a work
  * request with IBV_WC_RETRY_EXC_ERR / IBV_WC_WR_FLUSH_ERR, when the device

@@ -1,6 +1,7 @@
 /* plugin/ib/handshake.h: the versioned wire format of a railnet connection.
  *
- * Three things cross the wire before any RDMA traffic (DESIGN.md §2):
+ * Four things cross the wire before any RDMA traffic (docs/design.md,
+ * "A connection"):
  *   1. the 128-byte listen handle (NCCL copies it between ranks),
  *   2. HELLO   connector -> listener : its QPs and the address/rkey of its CTS ring,
  *   3. REPLY   listener  -> connector: its QPs and its sizes area (or a rejection),

@@ -7,7 +7,7 @@
  * (devices.c). NCCL's topology weighs a NIC's PCI path by max_link_*,
  * but a merged device's summed speed, or a NIC on no PCI path (softnic),
  * escapes it and would promise more than the host moves, steering NCCL to
- * plans for that speed (issue 16). current_link_* is read on purpose: it
+ * plans (protocol, channels) for that speed. current_link_* is read on purpose: it
  * is the rate the link trained to, lower than max_link_* on a slot that
  * is narrower or slower than the card. */
 #ifndef RAILNET_HOSTLINK_H

@@ -1,4 +1,4 @@
-/* plugin/ib/mr.h: memory registration (DESIGN.md §3).
+/* plugin/ib/mr.h: memory registration (docs/design.md, "Memory registration").
  *
  * - Host memory: ibv_reg_mr over the page-aligned range.
  * - CUDA memory (type NCCL_PTR_CUDA): dmabuf first (the allocation exported

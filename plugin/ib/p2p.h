@@ -1,4 +1,5 @@
-/* plugin/ib/p2p.h: the data path of a connection (DESIGN.md §2 steps 3-5).
+/* plugin/ib/p2p.h: the data path of a connection (docs/design.md, "A
+ * connection", steps 3-5).
  *
  * - p2p_irecv posts one CTS slot (n entries, n <= 8) into the sender's ring
  *   with one RDMA WRITE (on the comm's home QP, or the QPs in turn: comm.h,

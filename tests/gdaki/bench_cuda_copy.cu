@@ -4,7 +4,7 @@
  * kernel does while softnic moves its payloads).  softnic has no DMA into
  * GPU memory: each RDMA payload read from or written to cudaMalloc memory is
  * a driver call and a stream sync in a NIC thread (tests/softnic/gpu.c), and
- * issue 16's 4 KiB message pays four of them.  The rows say which pattern
+ * a 4 KiB put_signal pays four of them.  The rows say which pattern
  * is cheapest, measured side by side in one run.
  *
  * Each row: the median and mean over N rounds of the pattern, in us, timed

@@ -1,4 +1,4 @@
-/* tests/gdaki/bench_gdaki_vs_proxy.c: issue 7's benchmark -- message rate
+/* tests/gdaki/bench_gdaki_vs_proxy.c: the GPU-initiated path's benchmark -- message rate
  * and latency of GPU-initiated RDMA writes against the CPU-proxy path
  * (isend/irecv through the plugin, as NCCL's proxy drives it), 8 B..4 KiB,
  * on the same softnic port and the same GPU buffers, side by side in one

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/gdaki/bench_gdaki_vs_proxy.sh: issue 7's benchmark program runs and
+# tests/gdaki/bench_gdaki_vs_proxy.sh: the GPU-initiated benchmark program runs and
 # checks what it moves.  With host memory (any machine with softnic) its
 # CPU-proxy half -- the plugin dlopen'ed, isend/irecv/test -- completes
 # every size, reports positive rates and latencies and verifies the

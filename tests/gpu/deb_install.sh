@@ -64,7 +64,7 @@ run_job() {
     else
         tap_not_ok "${name}_two_ranks_all_collectives_ok" "exit $status, $nok ok, $nbad not ok, plugin also in LD_LIBRARY_PATH:${other:- no}; $(tail -n 20 "$log0" "$log1" | sed 's/^/# /')"
     fi
-    if grep -q "Loaded net plugin railnet (v8)" "$log0" && grep -q "Using network railnet" "$log0" &&
+    if grep -q "Loaded net plugin railnet (v11)" "$log0" && grep -q "Using network railnet" "$log0" &&
        grep -q "$privdir/libibverbs.so.1" "$log0"; then
         tap_ok "${name}_nccl_loaded_railnet_by_name_on_packaged_softnic"
     else

@@ -178,7 +178,7 @@ run_variant() {
             return
         fi
     fi
-    # softnic's devices are mlx5 devices (issue 13), so NCCL assigns its GDAKI
+    # softnic's devices are mlx5 devices (as a ConnectX's), so NCCL assigns its GDAKI
     # back end; its DEVX calls on the plain ibv_open_device context are then
     # refused with EOPNOTSUPP, as for a process a ConnectX's kernel gives no
     # DEVX context. A clean refusal there is a skip with NCCL's words.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# GPU failure behaviour of GPU-initiated networking (issues 14 and 15): a
+# GPU failure behaviour of GPU-initiated networking (both GIN types): a
 # peer killed mid-kernel is an NCCL error on the survivor, not a hang.
 # tests/gpu/gin_device --mode kill as a 2-rank job on softnic with NCCL
 # 2.28.9 (PyTorch's) and NCCL_NET_PLUGIN=railnet: both ranks' kernels play

@@ -24,9 +24,9 @@ for c in all_reduce all_gather send_recv; do
     if grep -qE "^ok [0-9]+ - nccl_${c}_fp32" "$log0"; then tap_ok "cm_${c}_fp32_checked"
     else tap_not_ok "cm_${c}_fp32_checked" "$(grep -E "nccl_${c}|WARN" "$log0" | head -n 10 | sed 's/^/# /')"; fi
 done
-if grep -q "Loaded net plugin railnet (v8)" "$log0" && grep -q "Using network railnet" "$log0"; then
-    tap_ok cm_nccl_loaded_and_used_railnet_v8
-else tap_not_ok cm_nccl_loaded_and_used_railnet_v8 "$(grep -E 'NET/|network' "$log0" | head -n 20 | sed 's/^/# /')"; fi
+if grep -q "Loaded net plugin railnet (v11)" "$log0" && grep -q "Using network railnet" "$log0"; then
+    tap_ok cm_nccl_loaded_and_used_railnet_v11
+else tap_not_ok cm_nccl_loaded_and_used_railnet_v11 "$(grep -E 'NET/|network' "$log0" | head -n 20 | sed 's/^/# /')"; fi
 ncm=$(cat "$log0" "$log1" | grep -c "through the RDMA CM")
 ntcp=$(cat "$log0" "$log1" | grep -c "(TCP bootstrap")
 if [ "$ncm" -gt 0 ] && [ "$ntcp" -eq 0 ]; then tap_ok cm_connections_through_the_rdma_cm_only

@@ -6,7 +6,7 @@
 # so NCCL would otherwise place the NIC across the CPU and turn GDR off) and
 # once with host staging (NCCL_NET_GDR_LEVEL=LOC); PyTorch's NCCL (2.28.9,
 # nccl_torch_lib) runs with GDR on. The logs must show the NCCL version that
-# ran, that railnet (v8) was loaded and used, and GDR on/off. A variant whose
+# ran, that railnet (v11, the newest table NCCL 2.28 knows) was loaded and used, and GDR on/off. A variant whose
 # NCCL is not installed is skipped with the reason.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
@@ -34,10 +34,10 @@ for variant in gdr host gdr_nccl2289; do
     log1=$JOBDIR/e2e_$variant.rank1.log
     nccl_report_collectives "$variant" 12 "$log0" "$log1"
     nccl_check_version "$variant" "$want" "$log0"
-    if grep -q "Loaded net plugin railnet (v8)" "$log0" && grep -q "Using network railnet" "$log0"; then
-        tap_ok "${variant}_nccl_loaded_and_used_railnet_v8"
+    if grep -q "Loaded net plugin railnet (v11)" "$log0" && grep -q "Using network railnet" "$log0"; then
+        tap_ok "${variant}_nccl_loaded_and_used_railnet_v11"
     else
-        tap_not_ok "${variant}_nccl_loaded_and_used_railnet_v8" "$(grep -E 'NET/|network' "$log0" | head -n 20 | sed 's/^/# /')"
+        tap_not_ok "${variant}_nccl_loaded_and_used_railnet_v11" "$(grep -E 'NET/|network' "$log0" | head -n 20 | sed 's/^/# /')"
     fi
     ngdr=$(grep -c "/GDRDMA" "$log0")
     if { [ $gdr = SYS ] && [ "$ngdr" -gt 0 ]; } || { [ $gdr = LOC ] && [ "$ngdr" -eq 0 ]; }; then

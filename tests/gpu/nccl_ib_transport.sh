@@ -1,5 +1,5 @@
 #!/bin/sh
-# GPU end-to-end of NCCL's own IB transport on softnic (issue 13): no
+# GPU end-to-end of NCCL's own IB transport on softnic: no
 # plugin (NCCL_NET=IB NCCL_NET_PLUGIN=none), P2P/SHM and NVLS off, so every
 # byte crosses softnic through NCCL's net_ib. all_reduce and sendrecv x
 # {fp32, bf16} checked on every rank, with the system NCCL (2.28.3 on the

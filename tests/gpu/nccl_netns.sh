@@ -1,5 +1,5 @@
 #!/bin/sh
-# Two "nodes" on one GPU machine (issue 5): the two-rank NCCL job with each
+# Two "nodes" on one GPU machine: the two-rank NCCL job with each
 # rank in its own network namespace, the namespaces joined by a veth pair
 # (tests/lib-netns.sh). In each namespace softnic is one port on that
 # namespace's veth address (SOFTNIC_DEVICES=softnic0:<addr>), NCCL's
@@ -53,7 +53,7 @@ missing=$((ncolls - got)); while [ $missing -gt 0 ]; do
 ok=1
 for r in 0 1; do
     if [ $r = 0 ]; then ip=$NETNS_IPA log=$log0; else ip=$NETNS_IPB log=$log1; fi
-    grep -q "Loaded net plugin railnet (v8)" "$log" && grep -q "Using network railnet" "$log" &&
+    grep -q "Loaded net plugin railnet (v11)" "$log" && grep -q "Using network railnet" "$log" &&
         grep -q "NET/railnet: listening for device 0 on $ip port" "$log" || ok=0
 done
 if [ $ok = 1 ]; then

@@ -1,6 +1,6 @@
 #!/bin/sh
 # PyTorch's NCCL (torch.distributed, NCCL backend) through railnet on softnic,
-# with GDR on and with host staging. Logs must show railnet (v8) loaded.
+# with GDR on and with host staging. Logs must show railnet (v11) loaded.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 ncases=$((2 * (12 + 2)))
@@ -26,8 +26,8 @@ for variant in gdr host; do
     grep -E '^(not )?ok [0-9]+ - torch_' "$log" | sed "s/ - torch_/ - ${variant}_torch_/; s/^\(not \)\{0,1\}ok [0-9]* /\1ok /"
     TAP_N=$((TAP_N + got)); TAP_FAILED=$((TAP_FAILED + $(grep -cE '^not ok [0-9]+ - torch_' "$log")))
     missing=$((12 - got)); while [ $missing -gt 0 ]; do tap_not_ok "${variant}_torch_collective_missing" "$(tail -n 30 "$log" | sed 's/^/# /')"; missing=$((missing - 1)); done
-    if grep -q "Loaded net plugin railnet (v8)" "$log"; then tap_ok "${variant}_torch_nccl_loaded_railnet_v8"
-    else tap_not_ok "${variant}_torch_nccl_loaded_railnet_v8" "$(grep -E 'NET/' "$log" | head -n 10 | sed 's/^/# /')"; fi
+    if grep -q "Loaded net plugin railnet (v11)" "$log"; then tap_ok "${variant}_torch_nccl_loaded_railnet_v11"
+    else tap_not_ok "${variant}_torch_nccl_loaded_railnet_v11" "$(grep -E 'NET/' "$log" | head -n 10 | sed 's/^/# /')"; fi
     [ $status -eq 0 ] && tap_ok "${variant}_torch_job_exit_0" || tap_not_ok "${variant}_torch_job_exit_0" "exit status $status"
 done
 tap_done

@@ -11,7 +11,8 @@
  * --span S the messages walk slot by slot through S bytes on each side
  * (message i at offset (i mod S/size) x size), so a small message can be
  * run over the footprint of a large one: what tells a cost of the message
- * size from one of the memory it touches (README, "The 64 MiB row"). */
+ * size from one of the memory it touches (docs/performance.md, "The 64 MiB
+ * row of the main job"). */
 #include <getopt.h>
 #include <limits.h>
 #include <sched.h>

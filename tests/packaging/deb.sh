@@ -14,7 +14,7 @@ PKGS=$DEB_PKGS
 [ "$(id -u)" -eq 0 ] || tap_skip_all "installs packages with dpkg -i: needs root"
 command -v dpkg-buildpackage >/dev/null 2>&1 || tap_skip_all "no dpkg-buildpackage (apt-get install dpkg-dev; scripts/bootstrap installs it)"
 command -v dh >/dev/null 2>&1 || tap_skip_all "no debhelper (apt-get install debhelper; scripts/bootstrap installs it)"
-tap_plan 11
+tap_plan 12
 
 # 1. make deb, as the README says, with the defaults a CI box of 2 cores
 # wants; the test's make is not part of make check's job server.
@@ -55,6 +55,28 @@ elif command -v lintian >/dev/null 2>&1; then
     fi
 else
     tap_skip lintian_no_errors "lintian not installed (scripts/bootstrap installs it)"
+fi
+
+# 2b. the documentation travels: every docs/*.md in the release tarball,
+# and README.md, NEWS and docs/ in the plugin's package
+tarball=$top_builddir/railnet-$pv.tar.gz
+if [ $built -ne 3 ] || [ ! -f "$tarball" ]; then
+    tap_skip tarball_and_package_carry_the_docs "no packages or tarball built"
+else
+    why=
+    tlist=$(tar -tzf "$tarball" 2>&1)
+    plist=$(dpkg-deb -c "$debdir/libnccl-net-railnet_${version}_$arch.deb" 2>&1)
+    pdoc=./usr/share/doc/libnccl-net-railnet
+    for f in "$top_srcdir"/docs/*.md; do
+        b=$(basename "$f")
+        printf '%s\n' "$tlist" | grep -q "/docs/$b\$" || why="$why tarball lacks docs/$b;"
+        printf '%s\n' "$plist" | grep -qE " $pdoc/docs/$b(\.gz)?\$" || why="$why package lacks $pdoc/docs/$b;"
+    done
+    for b in README.md NEWS; do
+        printf '%s\n' "$tlist" | grep -q "^[^/]*/$b\$" || why="$why tarball lacks $b;"
+        printf '%s\n' "$plist" | grep -qE " $pdoc/$b(\.gz)?\$" || why="$why package lacks $pdoc/$b;"
+    done
+    [ -z "$why" ] && tap_ok tarball_and_package_carry_the_docs || tap_not_ok tarball_and_package_carry_the_docs "$why"
 fi
 
 # 3. install on this machine, check, purge

@@ -2,8 +2,8 @@
 # tests/plugin/bw_span.sh: netdriver bw --span S walks the messages of a
 # size slot by slot through S bytes on each side (message i in slot
 # i mod S/size), the measurement that tells a cost of the message size from
-# one of the memory a row touches (bench/bw_footprint.sh, README "The
-# 64 MiB row"). The receiver checks the last message's bytes in its slot,
+# one of the memory a row touches (bench/bw_footprint.sh, docs/performance.md
+# "The 64 MiB row of the main job"). The receiver checks the last message's bytes in its slot,
 # so a message placed in the wrong slot fails the run.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin_on_softnic

@@ -2,7 +2,7 @@
 # tests/plugin/plugin_load.sh: the plugin as NCCL loads it. Its exported
 # symbols are the ABI tables only (ncclNetPlugin_v8 ... _v12,
 # ncclGinPlugin_v11); init succeeds and reports 0 devices without an RDMA library or
-# device; on softnic the properties are what DESIGN.md promises (a merged
+# device; on softnic the properties are what docs/design.md promises (a merged
 # device's speed at most its PCIe link's); RAILNET_*
 # values steer discovery and bad ones are named in a WARN.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"

@@ -80,7 +80,7 @@ gd_retry="SOFTNIC_RETRY_MIN_MS=60000 SOFTNIC_RETRY_CAP_MS=60000"
 san asan_gin_port_down_fails_the_collcomm env $gd_retry $gd port-down
 san asan_gin_port_flap_before_creation_ignored env $gd_retry $gd port-flap
 san asan_gin_qp_fatal_event_fails_the_collcomm $gd qp-fatal
-# the GIN GDAKI type (issue 15): the CPU consumer posting as NCCL's device
+# the GIN GDAKI type: the CPU consumer posting as NCCL's device
 # code does, into DEVX queues in host memory; a bad rkey; a killed peer
 san asan_gin_gdaki_cpu_consumer env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 --rounds 60 gdaki
 san asan_gin_gdaki_bad_rkey env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd gdaki-error
@@ -98,10 +98,10 @@ san asan_gin_gdaki_short_qp_message env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_ME
 san asan_gin_hostile_peers "$asan/tests/plugin/test_gin_hostile"
 san asan_gin_gdaki_forged_table_keys env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-forged-keys
 # softnic's extended verbs (ibv_wr_* builder, cq_ex, rereg_mr) and its
-# libmlx5 as NCCL 2.28.9 probes it (issue 13)
+# libmlx5 as NCCL 2.28.9 probes it
 san asan_softnic_verbs_ex "$asan/tests/softnic/test_softnic_verbs_ex"
 san asan_softnic_nccl_gdaki_probe "$asan/tests/softnic/test_softnic_nccl_gdaki_probe"
-# the same-host fast path (process_vm_readv pulls, pins, killed peers; issue 16)
+# the same-host fast path (process_vm_readv pulls, pins, killed peers)
 san asan_softnic_fastpath "$asan/tests/softnic/test_softnic_fastpath"
 # the GPU-initiated path's queue protocol on CPU posters: many posters,
 # multi-BB inline WQEs and their span table, against fake_nic and softnic

@@ -61,7 +61,7 @@ TAP_CASE(test_hello_round_trips_every_field)
 
 TAP_CASE(test_gdaki_qp_message_round_trips_and_is_not_a_hello)
 {
-    /* GW_GDAKI: the one DEVX QP a rank has towards the receiver (issue 15) */
+    /* GW_GDAKI: the one DEVX QP a rank has towards the receiver (GDAKI type) */
     struct gw_peer m = sample_peer(1), out;
     uint8_t buf[GW_MSG_MAX];
     size_t len = gw_peer_encode(GW_GDAKI, &m, buf, sizeof(buf));

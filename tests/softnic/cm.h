@@ -1,4 +1,4 @@
-/* cm.h: internal contract of softnic's librdmacm.so.1 (issue 18).
+/* cm.h: internal contract of softnic's librdmacm.so.1.
  *
  * softnic's RDMA CM stands in for rdma-core's librdmacm: the same symbols and
  * version nodes (librdmacm.map), built on the public verbs of whatever

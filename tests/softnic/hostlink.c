@@ -6,7 +6,8 @@
  * 112).  softnic's ports share the host in the same way: on unlimited
  * ports what its device moves is bounded by what the host copies, the
  * figure link.c calibrates (or SOFTNIC_LINK_RATE names), whichever port
- * carries it (README, "NCCL's plan on a host-bound NIC").  The host link
+ * carries it (NCCL's IB transport through one port and railnet through
+ * both moved the same at 256 MiB on a GPU host).  The host link
  * is therefore the fastest PCIe link within that figure, but never below
  * the fastest port's own link, which that port alone must be able to
  * carry; on equal data rates the wider link of the older generation, as

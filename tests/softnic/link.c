@@ -3,7 +3,8 @@
  * lane speed that does not exceed what the port carries.  NCCL sizes its
  * channels and picks algorithm and protocol from this speed, so a port
  * that claims 200 Gb/s while moving a tenth of it steers NCCL to choices
- * that only pay on the claimed link (issue 16).
+ * that only pay on the claimed link (LL and more channels where Simple on
+ * fewer runs faster).
  *
  * What a port carries: its rate limit when one is set; otherwise this
  * host's calibration, measured once per process: what one thread moves

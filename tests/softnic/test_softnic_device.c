@@ -281,7 +281,7 @@ static void rm_dir(const char *dir)
     EXPECT_EQ_INT(0, system(cmd));
 }
 
-/* Without a rate limit a port advertises what this host moves (issue 16),
+/* Without a rate limit a port advertises what this host moves (NCCL plans by it),
  * not a 4x HDR it cannot carry: the fastest 4x link within the
  * calibration, in ibv_query_port and in sysfs alike. */
 TAP_CASE(test_unlimited_port_advertises_the_best_link_within_the_calibration)

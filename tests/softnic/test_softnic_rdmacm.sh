@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/softnic/test_softnic_rdmacm.sh: softnic's librdmacm.so.1 (issue 18)
+# tests/softnic/test_softnic_rdmacm.sh: softnic's librdmacm.so.1
 # runs Debian's unchanged RDMA CM programs: rping (client and server, -V
 # verifies every payload; -q creates the QP outside the CM and connects it
 # with rdma_init_qp_attr/rdma_establish), ucmatose (several connections on

@@ -1,5 +1,5 @@
 /* tools/writebw/gpu_initiated_none.c: the --gpu-initiated slot when the
- * GPU-initiated path (issue 7) is not built in (see modes.h). */
+ * GPU-initiated path (plugin/gdaki) is not built in (see modes.h). */
 #include "config.h"
 
 #include "../common/strfmt.h"

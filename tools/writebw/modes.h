@@ -30,7 +30,7 @@ int mode_plugin_check(const struct wb_opts *o, char *err, size_t errlen);
  * regMrDmaBuf. */
 int mode_plugin_run(struct session *s, char *err, size_t errlen);
 
-/* --gpu-initiated: writes posted by a CUDA kernel (issue 7). The slot is
+/* --gpu-initiated: writes posted by a CUDA kernel (plugin/gdaki). The slot is
  * filled by whichever file the build links: gpu_initiated.c when configure
  * found nvcc (wb_gpu_initiated_built 1: plugin/gdaki's halves, the client's
  * writes through gdaki_bw_write_size(), the test run like the other modes:
