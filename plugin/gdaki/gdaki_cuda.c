@@ -112,49 +112,12 @@ static CUresult alloc_vmm(size_t len, CUdeviceptr *out, const char **step)
     CUresult rc = cu->ctx_get_device(&dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof(prop));
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    prop.allocFlags.gpuDirectRDMACapable = 1;
-    size_t gran = 0;
-    *step = "cuMemGetAllocationGranularity";
-    if ((rc = cu->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)) != CUDA_SUCCESS)
-        return rc;
-    if (gran)
-        len = (len + gran - 1) / gran * gran;
     struct vmm_block *b = calloc(1, sizeof(*b));
     *step = "malloc";
     if (!b)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUmemGenericAllocationHandle h;
-    *step = "cuMemCreate";
-    if ((rc = cu->mem_create(&h, len, &prop, 0)) != CUDA_SUCCESS) {
-        free(b);
-        return rc;
-    }
     CUdeviceptr p = 0;
-    *step = "cuMemAddressReserve";
-    if ((rc = cu->mem_address_reserve(&p, len, gran, 0, 0)) != CUDA_SUCCESS) {
-        cu->mem_release(h);
-        free(b);
-        return rc;
-    }
-    *step = "cuMemMap";
-    rc = cu->mem_map(p, len, 0, h, 0);
-    cu->mem_release(h);         /* the mapping keeps the memory until cuMemUnmap */
-    if (rc == CUDA_SUCCESS) {
-        CUmemAccessDesc acc;
-        memset(&acc, 0, sizeof(acc));
-        acc.location = prop.location;
-        acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        *step = "cuMemSetAccess";
-        if ((rc = cu->mem_set_access(p, len, &acc, 1)) != CUDA_SUCCESS)
-            cu->mem_unmap(p, len);
-    }
-    if (rc != CUDA_SUCCESS) {
-        cu->mem_address_free(p, len);
+    if ((rc = cudawrap_vmm_alloc(cu, dev, &len, &p, step)) != CUDA_SUCCESS) {
         free(b);
         return rc;
     }
@@ -188,8 +151,7 @@ int gdaki_cuda_alloc(size_t len, uint64_t *dptr, char *err, size_t errlen)
     CUdeviceptr d = 0;
     const char *step = "the VMM API";
     CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
-    if (cu->mem_create && cu->mem_get_allocation_granularity && cu->mem_address_reserve && cu->mem_map &&
-        cu->mem_set_access && cu->mem_unmap && cu->mem_address_free && cu->mem_release && cu->ctx_get_device)
+    if (cudawrap_vmm_supported(cu) && cu->ctx_get_device)
         rc = alloc_vmm(len, &d, &step);
     if (rc != CUDA_SUCCESS) {
         static int said;
@@ -209,8 +171,7 @@ void gdaki_cuda_free(uint64_t dptr)
         return;
     struct vmm_block *b = vmm_take((CUdeviceptr)dptr);
     if (b) {
-        drv()->mem_unmap(b->ptr, b->len);
-        drv()->mem_address_free(b->ptr, b->len);
+        cudawrap_vmm_free(drv(), b->ptr, b->len);
         free(b);
     } else {
         drv()->mem_free((CUdeviceptr)dptr);

@@ -110,6 +110,17 @@ struct cudawrap {
 
 /* Loads the table on the first call; NULL with the reason in err (may be
  * NULL) when CUDA is not usable here. */
+/* GPU memory of no context (cudawrap_vmm.c): cuMemCreate (pinned, on
+ * device dev, gpuDirectRDMACapable) + cuMemAddressReserve + cuMemMap +
+ * cuMemSetAccess, *len rounded up to the recommended granularity. Returns
+ * the CUresult and, on failure, the step that failed (*step); the handle is
+ * released at once, the mapping keeps the memory until cudawrap_vmm_free
+ * (cuMemUnmap + cuMemAddressFree of that *len). The caller makes a context
+ * of dev current. */
+int cudawrap_vmm_supported(const struct cudawrap *cu);
+cudawrap_result cudawrap_vmm_alloc(const struct cudawrap *cu, cudawrap_device dev, size_t *len, cudawrap_devptr *out,
+                                   const char **step);
+void cudawrap_vmm_free(const struct cudawrap *cu, cudawrap_devptr p, size_t len);
 const struct cudawrap *cudawrap_get(char *err, size_t errlen);
 /* The table when an earlier cudawrap_get loaded it, else NULL; never loads. */
 const struct cudawrap *cudawrap_peek(void);

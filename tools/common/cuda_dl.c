@@ -83,9 +83,7 @@ int cuda_dl_driver_version(struct cuda_dl *c)
 
 int cuda_dl_use_vmm(struct cuda_dl *c, char *err, size_t errlen)
 {
-    const struct cudawrap *cu = c->cu;
-    if (!cu->mem_get_allocation_granularity || !cu->mem_create || !cu->mem_release || !cu->mem_address_reserve ||
-        !cu->mem_address_free || !cu->mem_map || !cu->mem_unmap || !cu->mem_set_access) {
+    if (!cudawrap_vmm_supported(c->cu)) {
         str_fmt(err, errlen, "this CUDA driver lacks the VMM API (cuMemCreate/cuMemMap)");
         return -1;
     }
@@ -93,8 +91,7 @@ int cuda_dl_use_vmm(struct cuda_dl *c, char *err, size_t errlen)
     return 0;
 }
 
-/* cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess; the handle
- * is released at once: the mapping keeps the memory until cuMemUnmap. */
+/* A VMM allocation (cudawrap_vmm_alloc) in a free mapping slot. */
 static CUresult alloc_vmm(struct cuda_dl *c, CUdevice d, size_t *len, CUdeviceptr *out, const char **step)
 {
     int slot = -1;
@@ -104,47 +101,10 @@ static CUresult alloc_vmm(struct cuda_dl *c, CUdevice d, size_t *len, CUdevicept
     *step = "a free mapping slot";
     if (slot < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof(prop));
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = d;
-    prop.allocFlags.gpuDirectRDMACapable = 1;
-    size_t gran = 0;
-    *step = "cuMemGetAllocationGranularity";
-    CUresult r = c->cu->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    CUdeviceptr p = 0;
+    CUresult r = cudawrap_vmm_alloc(c->cu, d, len, &p, step);
     if (r != CUDA_SUCCESS)
         return r;
-    if (gran)
-        *len = (*len + gran - 1) / gran * gran;
-    CUmemGenericAllocationHandle h;
-    *step = "cuMemCreate";
-    if ((r = c->cu->mem_create(&h, *len, &prop, 0)) != CUDA_SUCCESS)
-        return r;
-    CUdeviceptr p = 0;
-    *step = "cuMemAddressReserve";
-    if ((r = c->cu->mem_address_reserve(&p, *len, gran, 0, 0)) != CUDA_SUCCESS) {
-        c->cu->mem_release(h);
-        return r;
-    }
-    *step = "cuMemMap";
-    r = c->cu->mem_map(p, *len, 0, h, 0);
-    c->cu->mem_release(h);
-    if (r != CUDA_SUCCESS) {
-        c->cu->mem_address_free(p, *len);
-        return r;
-    }
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof(acc));
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = d;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    *step = "cuMemSetAccess";
-    if ((r = c->cu->mem_set_access(p, *len, &acc, 1)) != CUDA_SUCCESS) {
-        c->cu->mem_unmap(p, *len);
-        c->cu->mem_address_free(p, *len);
-        return r;
-    }
     c->maps[slot].ptr = p;
     c->maps[slot].len = *len;
     *out = p;
@@ -192,8 +152,7 @@ void cuda_dl_free(struct cuda_dl *c, void *ptr)
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
     for (size_t i = 0; i < sizeof(c->maps) / sizeof(c->maps[0]); i++)
         if (c->maps[i].ptr == p) {
-            c->cu->mem_unmap(p, c->maps[i].len);
-            c->cu->mem_address_free(p, c->maps[i].len);
+            cudawrap_vmm_free(c->cu, p, c->maps[i].len);
             c->maps[i].ptr = 0;
             return;
         }
