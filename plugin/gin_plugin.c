@@ -1,5 +1,6 @@
 /* plugin/gin_plugin.c: the GIN face of railnet, `ncclGinPlugin_v11`
- * (include/nccl_gin_v11.h), exported beside the net tables (v8 ... v12). It maps the
+ * (include/nccl_gin_v11.h), exported beside the net tables (v8 ... v12), and
+ * the part every GIN and RMA face shares (gin_face.h). It maps the
  * table onto the GIN core (plugin/gin/) and the shared device layer
  * (plugin/ib/) and decides, from RAILNET_GIN, which GIN type NCCL gets
  * (plugin/gin/gin_gdaki.h states the rules; said once in the log, at the
@@ -21,9 +22,9 @@
 #include "ib/devices.h"
 #include "ib/log.h"
 #include "ib/mr.h"
+#include "gin_face.h"
 #include "nccl_gin_v11.h"
 
-#define RN_EXPORT __attribute__((visibility("default")))
 #define GIN_INSTANCE_MAGIC 0x49474e52u
 
 struct gin_instance {
@@ -58,7 +59,7 @@ static int gin_decide_type(int dev)
     return t;
 }
 
-static ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
+ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
 {
     if (ctx)
         *ctx = NULL;
@@ -82,7 +83,7 @@ static ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t log
     return ncclSuccess;
 }
 
-static ncclResult_t gin_finalize(void *ctx)
+ncclResult_t gin_finalize(void *ctx)
 {
     struct gin_instance *g = ctx;
     if (!g)
@@ -96,7 +97,7 @@ static ncclResult_t gin_finalize(void *ctx)
     return ncclSuccess;
 }
 
-static ncclResult_t gin_devices(int *ndev)
+ncclResult_t gin_devices(int *ndev)
 {
     if (!ndev)
         return ncclInvalidArgument;
@@ -104,7 +105,8 @@ static ncclResult_t gin_devices(int *ndev)
     return ncclSuccess;
 }
 
-static ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props)
+/* type < 0: the one this process offers (gin_decide_type) */
+static ncclResult_t props_of(int dev, ncclNetProperties_v11_t *props, int type)
 {
     if (!props)
         return ncclInvalidArgument;
@@ -125,7 +127,7 @@ static ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props)
     props->latency = c.latency_us;
     props->maxComms = c.max_comms;
     props->maxRecvs = GIN_MAX_RECVS; /* NCCL sizes its proxy queue per rank as 32 * maxRecvs */
-    props->netDeviceType = gin_decide_type(dev);
+    props->netDeviceType = type < 0 ? gin_decide_type(dev) : type;
     props->netDeviceVersion = props->netDeviceType == NCCL_NET_DEVICE_GIN_GDAKI ? RN_GIN_GDAKI_VERSION : 0;
     props->vProps.ndevs = 1;
     props->vProps.devs[0] = dev;
@@ -135,7 +137,54 @@ static ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props)
     return ncclSuccess;
 }
 
-static ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm)
+ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props)
+{
+    return props_of(dev, props, -1);
+}
+
+static pthread_once_t proxy_only_once = PTHREAD_ONCE_INIT;
+static const char *proxy_only_table;
+
+static void proxy_only_say(void)
+{
+    INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: %s offers the proxy type only: NCCL 2.30's device code reads GDAKI "
+                               "layout 200, railnet writes %d", proxy_only_table, RN_GIN_GDAKI_VERSION);
+}
+
+ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *props, const char *table)
+{
+    if (!props)
+        return ncclInvalidArgument;
+    ncclNetProperties_v11_t p;
+    ncclResult_t e = props_of(dev, &p, NCCL_NET_DEVICE_GIN_PROXY);
+    if (e != ncclSuccess)
+        return e;
+    proxy_only_table = table;
+    pthread_once(&proxy_only_once, proxy_only_say);
+    memset(props, 0, sizeof(*props));
+    props->name = p.name;
+    props->pciPath = p.pciPath;
+    props->guid = p.guid;
+    props->ptrSupport = p.ptrSupport;
+    props->regIsGlobal = p.regIsGlobal;
+    props->speed = p.speed;
+    props->port = p.port;
+    props->latency = p.latency;
+    props->maxComms = p.maxComms;
+    props->maxRecvs = p.maxRecvs;
+    props->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
+    props->netDeviceVersion = 0;
+    props->vProps.ndevs = 1;
+    props->vProps.devs[0] = dev;
+    props->maxP2pBytes = p.maxP2pBytes;
+    props->maxCollBytes = p.maxCollBytes;
+    props->maxMultiRequestSize = 1;
+    props->railId = -1; /* NCCL_NET_ID_UNDEF, as the net tables say */
+    props->planeId = -1;
+    return ncclSuccess;
+}
+
+ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm)
 {
     (void)ctx;
     if (!handle || !listen_comm)
@@ -143,7 +192,7 @@ static ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **lis
     return gin_listen(dev, handle, listen_comm);
 }
 
-static ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm,
+ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm,
                                      void **coll_comm)
 {
     (void)ctx; /* NCCL passes another init's context here than to listen */
@@ -152,13 +201,13 @@ static ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int
     return gin_connect(handles, nranks, rank, listen_comm, coll_comm);
 }
 
-static ncclResult_t gin_reg_mr_sym_face(void *coll_comm, void *data, size_t size, int type, uint64_t flags,
+ncclResult_t gin_reg_mr_sym_face(void *coll_comm, void *data, size_t size, int type, uint64_t flags,
                                         void **mhandle, void **gin_handle)
 {
     return gin_reg_mr_sym(coll_comm, data, size, type, 0, -1, flags, mhandle, gin_handle);
 }
 
-static ncclResult_t gin_reg_mr_sym_dmabuf_face(void *coll_comm, void *data, size_t size, int type, uint64_t offset,
+ncclResult_t gin_reg_mr_sym_dmabuf_face(void *coll_comm, void *data, size_t size, int type, uint64_t offset,
                                                int fd, uint64_t flags, void **mhandle, void **gin_handle)
 {
     return gin_reg_mr_sym(coll_comm, data, size, type, offset, fd, flags, mhandle, gin_handle);

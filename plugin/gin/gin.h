@@ -157,6 +157,7 @@ struct gin_coll {
     struct errors_watch async;    /* plugin/ib errors.c: the device's async events this collComm has seen */
     int gdaki_type;               /* NCCL was offered the GDAKI type (gin_gdaki.h) */
     struct gin_gdaki_res *gdaki;  /* its DEVX context, PD, QPs and tables; NULL until needed */
+    int nconnections;             /* GIN v12's connect: connection ids below this are valid (0: one) */
 };
 
 struct gin_listen {
@@ -239,6 +240,9 @@ void gin_check_async(struct gin_coll *c);
 ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
                                 ncclNetDeviceHandle_v11_t **dev_handle);
 ncclResult_t gin_destroy_context(void *gin_ctx);
+/* ginProgress of tables that name the context (GIN v13/v14): the proxy
+ * type's context progresses its collComm. */
+ncclResult_t gin_ctx_progress(void *gin_ctx);
 ncclResult_t gin_query_last_error(void *gin_ctx, bool *has_error);
 
 #endif

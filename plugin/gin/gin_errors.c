@@ -204,6 +204,16 @@ ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, vo
     return ncclSuccess;
 }
 
+ncclResult_t gin_ctx_progress(void *gin_ctx)
+{
+    struct gin_ctx *x = gin_ctx;
+    if (!x || gin_gdaki_is_ctx(gin_ctx) || x->magic != GIN_CTX_MAGIC) {
+        WARN("NET/railnet/GIN: ginProgress: %p is not a live proxy-type context", gin_ctx);
+        return ncclInvalidArgument;
+    }
+    return gin_progress(x->coll);
+}
+
 ncclResult_t gin_destroy_context(void *gin_ctx)
 {
     struct gin_ctx *x = gin_ctx;

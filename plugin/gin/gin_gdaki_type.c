@@ -9,9 +9,10 @@
  * nothing of it to a plugin (2.28.9 never checks netDeviceVersion for GIN).
  * The NCCL release in the process is the best witness: NCCL 2.28.x ships
  * NCCL_GIN_GDAKI_VERSION 100, the layout railnet writes. Another release
- * (2.29 looks up ncclGinPlugin_v11 as a fallback) may read other layouts:
- * railnet refuses, with a WARN naming both versions, and offers the proxy
- * type, whose structures NCCL builds itself. RAILNET_GIN_GDAKI_VERSION
+ * may read other layouts: NCCL 2.29.x keeps the number 100 with another
+ * layout (an offset field added to its buffer tables, other posting code),
+ * NCCL 2.30.x has version 200. railnet refuses them, with a WARN naming the
+ * versions, and offers the proxy type, whose structures NCCL builds itself. RAILNET_GIN_GDAKI_VERSION
  * states the version outright (a NCCL known to keep the layout; tests). */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@ int gin_gdaki_version_of_nccl(int v)
     /* ncclGetVersion: major * 10000 + minor * 100 + patch since 2.9 */
     if (v >= 22800 && v < 22900)
         return 100;
+    if (v >= 23000 && v < 23100)
+        return 200;     /* NCCL 2.30.x: a layout railnet does not write */
     return 0;
 }
 
@@ -52,6 +55,15 @@ int gin_gdaki_choose(const struct gin_gdaki_probe *p, int *mismatch, char *why, 
     char nv[32];
     nccl_str(p->nccl_version, nv, sizeof(nv));
     int expect = p->version_override ? p->version_override : gin_gdaki_version_of_nccl(p->nccl_version);
+    if (!p->version_override && p->nccl_version >= 22900 && p->nccl_version < 23000) {
+        /* the same version number as 2.28, not the same layout */
+        *mismatch = 1;
+        snprintf(why, wl, "%s: NCCL %s keeps NCCL_GIN_GDAKI_VERSION %d but its device code reads another layout "
+                          "(its buffer tables gained an offset field, its posting code changed); railnet writes "
+                          "NCCL 2.28's; offering the proxy type",
+                 who, nv, RN_GIN_GDAKI_VERSION);
+        return NCCL_NET_DEVICE_GIN_PROXY;
+    }
     if (!p->version_override && p->nccl_version && !expect) {
         *mismatch = 1;
         snprintf(why, wl, "%s: NCCL %s's device code expects a GDAKI layout (NCCL_GIN_GDAKI_VERSION) "

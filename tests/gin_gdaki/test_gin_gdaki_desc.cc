@@ -153,12 +153,19 @@ static void type_choice_and_version_check()
     p.cuda_ok = 1;
     p.devx_ok = 1;
     EXPECT("NCCL 2.28.9 device code: layout 100", 100, gin_gdaki_version_of_nccl(22809));
-    EXPECT("NCCL 2.29.0: unknown layout", 0, gin_gdaki_version_of_nccl(22900));
+    EXPECT("NCCL 2.29.0: not a number railnet maps (its layout is checked apart)", 0, gin_gdaki_version_of_nccl(22900));
+    EXPECT("NCCL 2.30.7 device code: layout 200", 200, gin_gdaki_version_of_nccl(23007));
     EXPECT("gdaki + NCCL 2.28.9 + GPU + DEVX: GDAKI type", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
     p.nccl_version = 22903;
     EXPECT("NCCL 2.29.3: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
     EXPECT("... as a layout mismatch (a WARN)", 1, mm);
     EXPECT("... naming NCCL's version", 1, std::strstr(why, "NCCL 2.29.3") != nullptr);
+    EXPECT("... saying its layout differs under the same number", 1, std::strstr(why, "another layout") != nullptr);
+    p.nccl_version = 23007;
+    EXPECT("NCCL 2.30.7: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("... naming both versions", 1,
+           std::strstr(why, "expects 200") != nullptr && std::strstr(why, "railnet writes 100") != nullptr);
+    p.nccl_version = 22903;
     p.version_override = 100;
     EXPECT("RAILNET_GIN_GDAKI_VERSION=100 states a compatible NCCL", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
     p.version_override = 101;

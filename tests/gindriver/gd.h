@@ -69,5 +69,13 @@ struct gd_gin_stats {
     unsigned long long wrs, markers, signaled, cqes;
 };
 extern struct gd_gin_stats gd_stats;
+/* --gin-version: the table the ranks load (gd_tables.c), 11 unless told. */
+extern int gd_gin_version;
+struct plugin_tables;
+/* The table of version gd_gin_version, as a v11 table (calls converted);
+ * NULL with err on failure. */
+/* --gin-version 14: getGinProperties on stdout (nothing for others). */
+void gd_print_gin_properties(void);
+const ncclGin_v11_t *gd_load_gin(struct plugin_tables *lib, const char *plugin, char *err, size_t errlen);
 
 #endif

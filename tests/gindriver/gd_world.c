@@ -133,7 +133,7 @@ static int rank_main(const char *plugin, int rank, int nranks, int fd, uint64_t 
     r.rank = rank, r.nranks = nranks, r.fd = fd, r.seed = seed;
     struct plugin_tables lib;
     char err[PATH_MAX + 256];
-    r.gin = plugin_tables_load(&lib, plugin, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err));
+    r.gin = gd_load_gin(&lib, plugin, err, sizeof(err));
     if (!r.gin) {
         fprintf(stderr, "gindriver: rank %d: %s\n", rank, err);
         return 2;

@@ -43,6 +43,7 @@ static const char help[] =
     "  gdaki-forged-KIND  rank 2 forges rank 0's GW_GDAKI message: createContext refuses it, ranks 0, 1 fail\n"
     "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"
     "         --adds N signal-only adds per peer (64)  --slot BYTES (65536)  --seed N\n"
+    "         --gin-version N  the GIN table driven: 11 (NCCL 2.28), 12 (NCCL 2.29), 14 (NCCL 2.30: probe only)\n"
     "         --queue N mesh/rate puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
     "         --size BYTES rate: bytes per put (8)\n"
     "exit status: 0 pass, 1 a check failed, 2 usage or load error.\n";
@@ -53,8 +54,7 @@ static int probe(const char *plugin)
     memset(&r, 0, sizeof(r));
     struct plugin_tables lib;
     char err[PATH_MAX + 256];
-    const ncclGin_v11_t *gin =
-        plugin_tables_load(&lib, plugin, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err));
+    const ncclGin_v11_t *gin = gd_load_gin(&lib, plugin, err, sizeof(err));
     if (!gin) {
         fprintf(stderr, "gindriver: %s\n", err);
         return 2;
@@ -77,6 +77,7 @@ static int probe(const char *plugin)
     }
     printf("createContext: %s, ginProgress: %s, queryLastError: %s\n", gin->createContext ? "set" : "NULL",
            gin->ginProgress ? "set" : "NULL", gin->queryLastError ? "set" : "NULL");
+    gd_print_gin_properties();
     gin->finalize(ctx);
     return 0;
 }
@@ -92,6 +93,12 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(help, stdout);
             return 0;
+        } else if (!strcmp(a, "--gin-version") && v) {
+            gd_gin_version = atoi(v), i++;
+            if (gd_gin_version != 11 && gd_gin_version != 12 && gd_gin_version != 14) {
+                fprintf(stderr, "gindriver: bad value '%s' for --gin-version (11, 12 or 14)\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--plugin") && v)
             plugin = v, i++;
         else if (!strcmp(a, "--ranks") && v)

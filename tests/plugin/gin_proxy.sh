@@ -7,11 +7,13 @@
 # selective signaling counted (RAILNET_STATS=1); a failed put amid unsignaled
 # ones; rogue handles; a killed peer; an overrun CQ; a port down, a port
 # flap before creation, a QP's fatal event (the device's async events).
+# NCCL 2.29's table (ncclGinPlugin_v12, --gin-version 12): the same mesh,
+# signal and kill cases through it.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 24
+tap_plan 29
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -156,3 +158,23 @@ if grep -q '^qp-fatal: PASS' "$out" && [ "$(grep -c 'WARN' "$out")" = 2 ] &&
     tap_ok qp_fatal_event_fails_the_idle_collcomm_naming_the_qp
 else tap_not_ok qp_fatal_event_fails_the_idle_collcomm_naming_the_qp "$(grep -v 'NCCL INFO' "$out")"; fi
 tap_done
+
+# ncclGinPlugin_v12 (NCCL 2.29): properties, a mesh, signals, a killed peer
+"$gd" --gin-version 12 --plugin "$plugin" probe >"$out" 2>&1
+grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0 .*maxRecvs=8 netDeviceType=2 ' "$out" &&
+    tap_ok gin_v12_offers_the_proxy_type || tap_not_ok gin_v12_offers_the_proxy_type "$(cat "$out")"
+tap_check gin_v12_iput_full_mesh_4_ranks_byte_checked "$gd" --gin-version 12 --plugin "$plugin" --ranks 4 mesh
+tap_check gin_v12_iput_signal_order_and_exact_sums_3_ranks "$gd" --gin-version 12 --plugin "$plugin" --ranks 3 \
+    --puts 100 --slot 1048576 signal
+"$gd" --gin-version 12 --plugin "$plugin" --ranks 3 kill >"$out" 2>&1
+if grep -q '^kill: PASS' "$out" && [ "$(grep -c 'reported as error 6 (remote error), queryLastError agrees' "$out")" = 2 ]; then
+    tap_ok gin_v12_killed_peer_is_a_remote_error
+else tap_not_ok gin_v12_killed_peer_is_a_remote_error "$(grep -v 'NCCL INFO' "$out")"; fi
+
+# ncclGinPlugin_v14 (NCCL 2.30): the proxy type whatever RAILNET_GIN says
+# (NCCL 2.30's GDAKI layout is not railnet's), strong signals, no VA signals
+RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx "$gd" --gin-version 14 --plugin "$plugin" probe >"$out" 2>&1
+grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0 .*netDeviceType=2 netDeviceVersion=0 ' "$out" &&
+    grep -q '^ginProperties: strongSignals=1 vaSignals=0$' "$out" &&
+    grep -q 'ncclGinPlugin_v14 offers the proxy type only: NCCL 2.30.s device code reads GDAKI layout 200' "$out" &&
+    tap_ok gin_v14_proxy_type_strong_signals_no_va || tap_not_ok gin_v14_proxy_type_strong_signals_no_va "$(cat "$out")"

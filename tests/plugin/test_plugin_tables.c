@@ -122,16 +122,16 @@ TAP_CASE(test_tables_load_railnet_gin_v11_checked)
 }
 
 /* A GIN table of a version railnet does not export: refused, naming the
- * version it does export (NCCL 2.29 looks for _v12 first). */
+ * versions it does export (NCCL 2.30 falls back to _v13). */
 TAP_CASE(test_tables_other_gin_version_is_refused_and_named)
 {
-    struct plugin_table_kind v12 = plugin_table_gin_v11;
-    v12.symbol = "ncclGinPlugin_v12";
-    v12.version = 12;
+    struct plugin_table_kind v13 = plugin_table_gin_v11;
+    v13.symbol = "ncclGinPlugin_v13";
+    v13.version = 13;
     struct plugin_tables t;
     char err[4352] = "";
-    EXPECT_TRUE(plugin_tables_load(&t, plugin_path(), &v12, PLUGIN_TABLES_NAME, err, sizeof(err)) == NULL);
-    EXPECT_TRUE(strstr(err, "exports no ncclGinPlugin_v12; it exports ncclGinPlugin_v11") != NULL);
+    EXPECT_TRUE(plugin_tables_load(&t, plugin_path(), &v13, PLUGIN_TABLES_NAME, err, sizeof(err)) == NULL);
+    EXPECT_TRUE(strstr(err, "exports no ncclGinPlugin_v13; it exports ncclGinPlugin_v11") != NULL);
     if (!strstr(err, "it exports ncclGinPlugin_v11"))
         tap_diag("%s", err);
 }

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "nccl_gin_v11.h"
+#include "nccl_gin_v12.h"
+#include "nccl_gin_v14.h"
 #include "nccl_net_v12.h"
 
 /* Every pointer NCCL calls without checking. */
@@ -100,9 +102,46 @@ const struct plugin_table_kind plugin_table_gin_v11 = {
     .nrequired = sizeof(gin_v11_required) / sizeof(gin_v11_required[0]),
 };
 
+/* NCCL 2.29's table: v11's entries at the same offsets, other arguments. */
+_Static_assert(sizeof(ncclGin_v12_t) == sizeof(ncclGin_v11_t), "gin v12: v11's entries");
+const struct plugin_table_kind plugin_table_gin_v12 = {
+    .symbol = "ncclGinPlugin_v12",
+    .family = "ncclGinPlugin_v",
+    .version = 12,
+    .name_offset = offsetof(ncclGin_v12_t, name),
+    .required = gin_v11_required,
+    .required_names = gin_v11_required_names,
+    .nrequired = sizeof(gin_v11_required) / sizeof(gin_v11_required[0]),
+};
+
+/* NCCL 2.30's table: no data path; NCCL calls getGinProperties unchecked. */
+#define GIN14(f) offsetof(ncclGin_v14_t, f)
+static const size_t gin_v14_required[] = {
+    GIN14(init), GIN14(devices), GIN14(getGinProperties), GIN14(getProperties), GIN14(listen), GIN14(connect),
+    GIN14(createContext), GIN14(regMrSym), GIN14(regMrSymDmaBuf), GIN14(deregMrSym), GIN14(destroyContext),
+    GIN14(closeColl), GIN14(closeListen), GIN14(queryLastError), GIN14(finalize),
+};
+#undef GIN14
+static const char *const gin_v14_required_names[] = {
+    "init", "devices", "getGinProperties", "getProperties", "listen", "connect", "createContext", "regMrSym",
+    "regMrSymDmaBuf", "deregMrSym", "destroyContext", "closeColl", "closeListen", "queryLastError", "finalize",
+};
+_Static_assert(sizeof(gin_v14_required) / sizeof(gin_v14_required[0]) ==
+                   sizeof(gin_v14_required_names) / sizeof(gin_v14_required_names[0]),
+               "one name per required entry");
+const struct plugin_table_kind plugin_table_gin_v14 = {
+    .symbol = "ncclGinPlugin_v14",
+    .family = "ncclGinPlugin_v",
+    .version = 14,
+    .name_offset = offsetof(ncclGin_v14_t, name),
+    .required = gin_v14_required,
+    .required_names = gin_v14_required_names,
+    .nrequired = sizeof(gin_v14_required) / sizeof(gin_v14_required[0]),
+};
+
 static const struct plugin_table_kind *const kinds[] = {
-    &plugin_table_net_v8,  &plugin_table_net_v9,  &plugin_table_net_v10,
-    &plugin_table_net_v11, &plugin_table_net_v12, &plugin_table_gin_v11,
+    &plugin_table_net_v8,  &plugin_table_net_v9,  &plugin_table_net_v10, &plugin_table_net_v11,
+    &plugin_table_net_v12, &plugin_table_gin_v11, &plugin_table_gin_v12, &plugin_table_gin_v14,
 };
 
 const struct plugin_table_kind *plugin_table_kind(const char *symbol)

@@ -44,6 +44,10 @@ extern const struct plugin_table_kind plugin_table_net_v12;
 /* ncclGinPlugin_v11 (include/nccl_gin_v11.h): NCCL 2.28's GIN table, looked
  * up in the net plugin library NCCL loaded. */
 extern const struct plugin_table_kind plugin_table_gin_v11;
+/* ncclGinPlugin_v12 (include/nccl_gin_v12.h): NCCL 2.29's. */
+extern const struct plugin_table_kind plugin_table_gin_v12;
+/* ncclGinPlugin_v14 (include/nccl_gin_v14.h): NCCL 2.30's, without puts. */
+extern const struct plugin_table_kind plugin_table_gin_v14;
 /* The kind exported as symbol, NULL when this loader does not know it. */
 const struct plugin_table_kind *plugin_table_kind(const char *symbol);
 

@@ -1,0 +1,30 @@
+/* plugin/gin_face.h: what the GIN and RMA faces share (gin_plugin.c):
+ * init/finalize of an instance, devices, properties, listen/connect and
+ * the registrations as the v11 table has them. A face of another version
+ * converts its arguments and calls these or the core (plugin/gin/gin.h). */
+#ifndef RAILNET_GIN_FACE_H
+#define RAILNET_GIN_FACE_H
+
+#include "nccl_gin_v11.h"
+#include "nccl_net_v12.h"
+
+#define RN_EXPORT __attribute__((visibility("default")))
+
+ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger);
+ncclResult_t gin_finalize(void *ctx);
+ncclResult_t gin_devices(int *ndev);
+/* The properties of dev with the GIN type this process offers (decided
+ * once, from RAILNET_GIN). */
+ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props);
+/* v12 properties with the proxy type, whatever RAILNET_GIN says: the tables
+ * of NCCL 2.30 (GIN v13/v14, RMA), whose GDAKI layout railnet does not
+ * write (gin_gdaki_type.c); why is logged once, naming `table`. */
+ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *props, const char *table);
+ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
+ncclResult_t gin_reg_mr_sym_face(void *coll_comm, void *data, size_t size, int type, uint64_t flags, void **mhandle,
+                                 void **gin_handle);
+ncclResult_t gin_reg_mr_sym_dmabuf_face(void *coll_comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                                        uint64_t flags, void **mhandle, void **gin_handle);
+
+#endif

@@ -1,0 +1,77 @@
+/* plugin/gin_v14.c: `ncclGinPlugin_v14` (include/nccl_gin_v14.h), the GIN
+ * table NCCL 2.30 looks up first. It has no data path: NCCL 2.30 skips an
+ * external GIN table of the proxy type and runs its own GIN proxy over an
+ * RMA table instead, and the GDAKI type is not offered (NCCL 2.30's device
+ * code reads layout 200; railnet writes 100: gin_gdaki_type.c). So this
+ * table answers truthfully (the proxy type, its properties, a host-only
+ * context whose use is ginProgress/queryLastError):
+ *  - getGinProperties: strong signals yes (a signal implies this put's and
+ *    every earlier put's data to the peer, gin.h), VA signals no (railnet's
+ *    signals are offsets in a registered signal window);
+ *  - createContext: the config is checked; its traffic class cannot reach
+ *    QPs made at connect (the collComm's class is RAILNET_IB_TC or 0):
+ *    said once when it differs. */
+#include <stdatomic.h>
+
+#include "gin/gin.h"
+#include "gin_face.h"
+#include "ib/log.h"
+#include "nccl_gin_v14.h"
+
+static ncclResult_t get_gin_properties_v14(ncclGinProperties_v14_t *p)
+{
+    if (!p)
+        return ncclInvalidArgument;
+    p->supportsStrongSignals = true;
+    p->supportsVASignals = false;
+    return ncclSuccess;
+}
+
+static ncclResult_t get_properties_v14(int dev, ncclNetProperties_v12_t *props)
+{
+    return gin_get_properties_proxy_v12(dev, props, "ncclGinPlugin_v14");
+}
+
+static _Atomic int said_tc;
+
+static ncclResult_t create_context_v14(void *coll_comm, ncclGinConfig_v14_t *cfg, void **gin_ctx,
+                                       ncclNetDeviceHandle_v11_t **dev_handle)
+{
+    if (gin_ctx)
+        *gin_ctx = NULL;
+    struct gin_coll *c = gin_coll_of(coll_comm, "createContext");
+    if (!c || !cfg)
+        return ncclInvalidArgument;
+    if (cfg->nContexts < 1 || cfg->nSignals < 0 || cfg->nCounters < 0 || cfg->queueDepth < 0 ||
+        cfg->rankStride < 0) {
+        WARN("NET/railnet/GIN: createContext: config (%d contexts, %d signals, %d counters, queue depth %d, rank "
+             "stride %d) not valid",
+             cfg->nContexts, cfg->nSignals, cfg->nCounters, cfg->queueDepth, cfg->rankStride);
+        return ncclInvalidArgument;
+    }
+    if (cfg->trafficClass >= 0 && cfg->trafficClass != c->qpp.tc && !atomic_exchange(&said_tc, 1))
+        INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: createContext: traffic class %d asked for; the collComm's QPs "
+                                   "were made at connect with class %d (RAILNET_IB_TC or 0)", cfg->trafficClass,
+             c->qpp.tc);
+    return gin_create_context(coll_comm, cfg->nSignals, cfg->nCounters, gin_ctx, dev_handle);
+}
+
+RN_EXPORT const ncclGin_v14_t ncclGinPlugin_v14 = {
+    .name = "railnet",
+    .init = gin_init,
+    .devices = gin_devices,
+    .getGinProperties = get_gin_properties_v14,
+    .getProperties = get_properties_v14,
+    .listen = gin_listen_face,
+    .connect = gin_connect_face,
+    .createContext = create_context_v14,
+    .regMrSym = gin_reg_mr_sym_face,
+    .regMrSymDmaBuf = gin_reg_mr_sym_dmabuf_face,
+    .deregMrSym = gin_dereg_mr_sym,
+    .destroyContext = gin_destroy_context,
+    .closeColl = gin_close_coll,
+    .closeListen = gin_close_listen,
+    .ginProgress = gin_ctx_progress,
+    .queryLastError = gin_query_last_error,
+    .finalize = gin_finalize,
+};
