@@ -13,10 +13,7 @@
  * nothing has moved for the QP's retry budget (4.096us * 2^timeout *
  * (retry_cnt + 1), between SOFTNIC_RETRY_MIN_MS and SOFTNIC_RETRY_CAP_MS),
  * the oldest WQE completes with IBV_WC_RETRY_EXC_ERR and the rest flush --
- * which is what a killed peer or a dead link looks like.
- * It runs on the engines (engine.c), not on a thread of its own: a step
- * when its connection has something to read, and on the engines' tick
- * (every 20 ms) for the budget's check. */
+ * which is what a killed peer or a dead link looks like. */
 #include "softnic.h"
 #include "rbuf.h"
 
@@ -42,6 +39,18 @@ static void complete_upto_locked(struct sn_qp *qp, uint32_t upto, bool incl)
         qp_complete_send_locked(qp, IBV_WC_SUCCESS);
     }
     qp->last_progress_ns = sn_now_ns();
+}
+
+static void timed_wait(struct sn_qp *qp, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
 }
 
 /* Whether a response has come that this thread has not read yet: in its
@@ -192,129 +201,60 @@ static int handle_resp(struct sn_qp *qp, struct sn_rbuf *rb, const struct sn_wir
     }
 }
 
-/* A QP's completer: its state between steps, and its engine task. */
-struct sn_comp {
-    struct sn_rbuf rb;
-    bool have_rb, eof;
-    int fd;                       /* the connection rb reads, -1: none yet */
-    struct sn_eng_task *task;
-};
-
-/* Responses one step reads at most before the QP lets the next one have
- * the engine (it runs again at once if more wait). */
-#define STEP_RESPONSES 64
-
-static bool fd_readable(int fd)
+void *completer_main(void *arg)
 {
-    struct pollfd p = { .fd = fd, .events = POLLIN };
-    return poll(&p, 1, 0) == 1;
-}
-
-/* One step of the completer on an engine: the retry budget's check, then
- * the responses that are there (up to STEP_RESPONSES).  Never waits for a
- * response that has not begun to arrive; one that has is read whole (the
- * peer writes a response and its data in one go). */
-static unsigned completer_step(void *arg, unsigned why)
-{
-    (void)why;
     struct sn_qp *qp = arg;
-    struct sn_comp *c = qp->comp;
+    struct sn_rbuf rb;
+    bool have_rb = false, eof = false;
+    sn_nic_thread_init();
+    sn_stats_role(SN_ROLE_COMPLETER);
     pthread_mutex_lock(&qp->lock);
-    if (qp->stopping) {
-        pthread_mutex_unlock(&qp->lock);
-        return 0;
-    }
-    check_timeout_locked(qp, &c->rb, c->have_rb, c->eof);
-    /* keep reading after a failed write: a NAK may still be queued */
-    if (qp->out_fd < 0 || c->eof || qp->attr.qp_state == IBV_QPS_ERR) {
-        pthread_mutex_unlock(&qp->lock);
-        return 0;
-    }
-    int fd = qp->out_fd;
-    /* an ACK, or a post, within the poll time: the next ACK is due
-     * soon (a put + quiet loop posts a few us after each CQE, when
-     * the engine would be asleep already): its engine polls for it */
-    bool awaiting = qp->poll_acks && sn_now_ns() - qp->last_progress_ns < sn_ack_poll_ns();
-    pthread_mutex_unlock(&qp->lock);
-    if (!c->have_rb) {
-        if (rbuf_init(&c->rb, fd)) {
-            pthread_mutex_lock(&qp->lock);
-            qp->conn_dead = c->eof = true;
-            pthread_mutex_unlock(&qp->lock);
-            return 0;
+    while (!qp->stopping) {
+        check_timeout_locked(qp, &rb, have_rb, eof);
+        /* keep reading after a failed write: a NAK may still be queued */
+        if (qp->out_fd < 0 || eof || qp->attr.qp_state == IBV_QPS_ERR) {
+            timed_wait(qp, 20);
+            continue;
         }
-        c->have_rb = true;
-    }
-    int n = 0, err = 0;
-    for (; n < STEP_RESPONSES; n++) {
-        if (c->rb.pos == c->rb.len && !fd_readable(fd))
-            break;
-        err = rbuf_need(&c->rb, sizeof(struct sn_wire_resp));
+        int fd = qp->out_fd;
+        /* an ACK, or a post, within the poll time: the next ACK is due
+         * soon (a put + quiet loop posts a few us after each CQE, when
+         * this thread would be asleep already); idle longer, it sleeps */
+        bool awaiting = qp->poll_acks && sn_now_ns() - qp->last_progress_ns < sn_ack_poll_ns();
+        pthread_mutex_unlock(&qp->lock);
+        if (!have_rb) {
+            if (rbuf_init(&rb, fd)) {
+                pthread_mutex_lock(&qp->lock);
+                qp->conn_dead = eof = true;
+                continue;
+            }
+            have_rb = true;
+        }
+        int err = 0;
+        if (rb.pos == rb.len) {
+            struct pollfd p = { .fd = fd, .events = POLLIN };
+            bool ready = (awaiting && sn_ack_poll_readable(fd, SN_POLL_COMPLETER)) || sn_spin_readable(fd);
+            int n = ready ? 1 : poll(&p, 1, 20);
+            if (n <= 0) {
+                pthread_mutex_lock(&qp->lock);
+                continue;
+            }
+        }
+        err = rbuf_need(&rb, sizeof(struct sn_wire_resp));
         if (!err) {
             struct sn_wire_resp r;
-            memcpy(&r, rbuf_take(&c->rb, sizeof(r)), sizeof(r));
-            err = handle_resp(qp, &c->rb, &r);
+            memcpy(&r, rbuf_take(&rb, sizeof(r)), sizeof(r));
+            err = handle_resp(qp, &rb, &r);
         }
-        if (err)
-            break;
-    }
-    if (err) {
         pthread_mutex_lock(&qp->lock);
-        c->eof = true;
-        qp->conn_dead = true;
-        pthread_cond_broadcast(&qp->cond);
-        pthread_mutex_unlock(&qp->lock);
-        return 0;
+        if (err) {
+            eof = true;
+            qp->conn_dead = true;
+            pthread_cond_broadcast(&qp->cond);
+        }
     }
-    if (n == STEP_RESPONSES)
-        return SN_ENG_MORE;
-    if (n > 0 && qp->poll_acks) {
-        pthread_mutex_lock(&qp->lock);
-        awaiting = sn_now_ns() - qp->last_progress_ns < sn_ack_poll_ns();
-        pthread_mutex_unlock(&qp->lock);
-    }
-    return awaiting ? SN_ENG_POLL : 0;
-}
-
-int completer_start(struct sn_qp *qp)
-{
-    if (qp->comp)
-        return 0;
-    struct sn_comp *c = calloc(1, sizeof(*c));
-    if (!c)
-        return ENOMEM;
-    c->fd = -1;
-    qp->comp = c;   /* before the task exists: its step reads it */
-    int err = engine_task_new(completer_step, qp, &c->task);
-    if (err) {
-        qp->comp = NULL;
-        free(c);
-        return err;
-    }
-    if (qp->out_fd >= 0)
-        completer_watch(qp, qp->out_fd);
-    return 0;
-}
-
-void completer_watch(struct sn_qp *qp, int fd)
-{
-    struct sn_comp *c = qp->comp;
-    if (!c || c->fd == fd)
-        return;
-    c->fd = fd;
-    engine_task_watch(c->task, fd);
-    if (fd >= 0)
-        engine_task_kick(c->task);
-}
-
-void completer_stop(struct sn_qp *qp)
-{
-    struct sn_comp *c = qp->comp;
-    if (!c)
-        return;
-    engine_task_del(c->task);   /* a step under way ends first */
-    if (c->have_rb)
-        rbuf_free(&c->rb);
-    qp->comp = NULL;
-    free(c);
+    pthread_mutex_unlock(&qp->lock);
+    if (have_rb)
+        rbuf_free(&rb);
+    return NULL;
 }

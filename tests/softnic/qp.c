@@ -143,14 +143,13 @@ static void qp_engine_stop(struct sn_qp *qp)
         shutdown(qp->out_fd, SHUT_RDWR);
     pthread_cond_broadcast(&qp->cond);
     pthread_cond_broadcast(&qp->req_cond);
-    bool rs = qp->req_started;
-    qp->req_started = false;
+    bool rs = qp->req_started, cs = qp->comp_started;
+    qp->req_started = qp->comp_started = false;
     pthread_mutex_unlock(&qp->lock);
     if (rs)
         pthread_join(qp->req_thread, NULL);
-    /* unscheduled from the engines, a step under way ended, before the
-     * connection it reads is closed below */
-    completer_stop(qp);
+    if (cs)
+        pthread_join(qp->comp_thread, NULL);
     responder_stop_qp(qp);
     pthread_mutex_lock(&qp->lock);
     /* a posting thread transmitting (requester.c, lock let go) still

@@ -407,8 +407,11 @@ int requester_start(struct sn_qp *qp)
         if (!err)
             qp->req_started = true;
     }
-    if (!err)
-        err = completer_start(qp);
+    if (!err && !qp->comp_started) {
+        err = pthread_create(&qp->comp_thread, NULL, completer_main, qp);
+        if (!err)
+            qp->comp_started = true;
+    }
     pthread_mutex_unlock(&qp->lock);
     return err;
 }
@@ -730,7 +733,6 @@ void *requester_main(void *arg)
                 qp->out_fd = fd;
                 qp->cma_ok = cma;
                 qp->last_progress_ns = sn_now_ns();   /* the timer starts now */
-                completer_watch(qp, fd);
             }
             pthread_cond_broadcast(&qp->cond);
             continue;

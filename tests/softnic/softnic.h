@@ -8,8 +8,7 @@
  *   responder.c  validates and executes incoming requests (one thread per
  *                incoming connection), sends ACK/NAK/READ responses,
  *   completer.c  reads responses, matches them to send WQEs and writes
- *                completions; it also owns the retry/timeout budget.  It
- *                runs in steps on engine.c's fixed pool of engine threads.
+ *                completions; it also owns the retry/timeout budget.
  * wire.c holds listeners, connection set-up and the frame formats.
  *
  * Addressing: a process owns, per listener "block", one TCP listening socket
@@ -86,8 +85,6 @@ struct sn_config {
     int stats;                 /* SOFTNIC_STATS: per-role counters on stderr at exit (stats.c) */
     uint32_t ack_poll_us;      /* SOFTNIC_ACK_POLL_US: how long the completer of a QP that a
                                 * GPU drives polls for an ACK it awaits (config.c) */
-    uint32_t engines;          /* SOFTNIC_ENGINES: engine threads per process, 0 = the
-                                * default (engine.c) */
     uint32_t max_wqe_sz_sq;    /* SOFTNIC_MAX_WQE_SZ_SQ: the largest send WQE in bytes,
                                 * stated by QUERY_HCA_CAP and enforced on mlx5 rings;
                                 * 0 = the command is refused, 16 BBs taken (mlx5_devx.c) */
@@ -441,7 +438,6 @@ struct sn_swqe {
 
 struct sn_rconn;
 struct sn_tx_batch;
-struct sn_comp;
 
 struct sn_qp_ex;
 
@@ -486,9 +482,8 @@ struct sn_qp {
     bool conn_dead;                /* out_fd failed: retry budget running */
     bool cma_ok;                   /* out_fd's responder pulls payloads (cma.c) */
     uint64_t last_progress_ns;     /* last response, or work arriving */
-    pthread_t req_thread;
-    bool req_started;
-    struct sn_comp *comp;          /* the completer's state and engine task (completer.c) */
+    pthread_t req_thread, comp_thread;
+    bool req_started, comp_started;
     bool stopping;
     bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
                                     * completer polls for ACKs it awaits (spin.c) */
@@ -669,31 +664,6 @@ void wire_qp_unregister(struct sn_qp *qp);
 /* Finds qpn and counts one more responder on it (qp->nresp), or NULL. */
 struct sn_qp *wire_qp_attach(uint32_t qpn);
 
-/* ----------------------------------------------------------- engine.c */
-/* The pool of engine threads that QPs' work runs on (engine.c says how).
- * A step gets why it runs (SN_ENG_* bits) and returns SN_ENG_MORE when it
- * stopped with work left (it is queued again, behind the others), and
- * SN_ENG_POLL when its engine should poll for SOFTNIC_ACK_POLL_US before
- * it sleeps (an ACK is due soon). */
-#define SN_ENGINE_DEFAULT 4     /* engines when SOFTNIC_ENGINES is unset: at most the cores */
-enum { SN_ENG_READABLE = 1, SN_ENG_KICK = 2, SN_ENG_TICK = 4 };
-enum { SN_ENG_MORE = 1, SN_ENG_POLL = 2 };
-typedef unsigned (*sn_eng_step)(void *arg, unsigned why);
-struct sn_eng_task;
-/* A task for step(arg), starting the engines on first use; 0 or an errno. */
-int engine_task_new(sn_eng_step step, void *arg, struct sn_eng_task **out);
-/* Runs the task whenever fd has something to read (-1: no fd); the caller
- * stops the watch before it closes fd. */
-void engine_task_watch(struct sn_eng_task *t, int fd);
-/* Runs the task soon (again, if it is running). */
-void engine_task_kick(struct sn_eng_task *t);
-/* Unschedules the task, waits for a step under way to end, frees it.
- * Never from the task's own step. */
-void engine_task_del(struct sn_eng_task *t);
-/* Engines running (0 before the first task); whether the caller is one. */
-int engine_count(void);
-bool engine_thread(void);
-
 /* ------------------------------------------------------------ engine */
 int requester_start(struct sn_qp *qp);
 void *requester_main(void *arg);
@@ -708,13 +678,7 @@ bool requester_try_direct_locked(struct sn_qp *qp);
  * ibv_post_send leaves that copy to the requester thread, as a NIC's post
  * returns at once. */
 void requester_direct_copies_cuda(bool on);
-/* The completer of qp runs on the engines from requester_start until
- * completer_stop (qp_engine_stop); completer_watch tells it the
- * connection to read (qp->out_fd, set by the requester; -1 before it is
- * closed). */
-int completer_start(struct sn_qp *qp);
-void completer_watch(struct sn_qp *qp, int fd);
-void completer_stop(struct sn_qp *qp);
+void *completer_main(void *arg);
 /* Runs one incoming connection (fd accepted by wire.c). */
 void responder_spawn(int fd);
 /* Shuts every responder connection of qp down and waits for them. */
