@@ -75,6 +75,7 @@ struct gin_gdaki_res {
     ncclNetDeviceHandle_v11_t handle;
     uint64_t last_check_ns;
     int error;
+    int kept;               /* failed: left in place until the process exits */
 };
 
 static uint64_t now_ns(void)
@@ -600,12 +601,42 @@ int gin_gdaki_is_ctx(void *gin_ctx)
     return gin_ctx && *(uint32_t *)gin_ctx == GIN_GDAKI_MAGIC;
 }
 
+/* Whether the context failed (an error queryLastError saw, or one of its
+ * collComm). A failed context's GPU-visible memory stays as it is until the
+ * process exits: NCCL 2.28's device code has no abort, so the application's
+ * kernel may still spin on these queues, signals and counters while
+ * ncclCommAbort tears the communicator down; cuMemHostUnregister of the
+ * rings would wait for that kernel (nccl-tests' survivors of a killed peer
+ * hung there, in destroyContext), and unmapping the tables under it faults
+ * it. NCCL 2.29's device code aborts, but the plugin cannot tell the kernel
+ * ended; the cost is one context's rings and tables per failed
+ * communicator, for a process that is about to exit. */
+static int res_failed(const struct gin_gdaki_res *r)
+{
+    return __atomic_load_n(&r->error, __ATOMIC_ACQUIRE) || __atomic_load_n(&r->coll->error, __ATOMIC_ACQUIRE);
+}
+
+static void res_keep(struct gin_gdaki_res *r, const char *what)
+{
+    if (!r->kept)
+        INFO(NCCL_NET | NCCL_INIT,
+             "NET/railnet/GIN: device %s, rank %d: %s of a failed GDAKI context leaves its queues, signals and "
+             "counters in place until the process exits (the application's kernel may still use them)",
+             r->coll->dev_name, r->coll->rank, what);
+    r->kept = 1;
+}
+
 ncclResult_t gin_gdaki_destroy_context(void *gin_ctx)
 {
     struct gin_gdaki_res *r = gin_ctx;
     if (!gin_gdaki_is_ctx(r) || !r->created) {
         WARN("NET/railnet/GIN: destroyContext: %p is not a live GDAKI context", gin_ctx);
         return ncclInvalidArgument;
+    }
+    if (res_failed(r)) {
+        res_keep(r, "destroyContext");
+        r->created = 0;
+        return ncclSuccess;
     }
     res_free_context(r);
     return ncclSuccess;
@@ -719,9 +750,13 @@ void gin_gdaki_dereg_window(struct gin_mr *m)
     struct gin_gdaki_win *w = m->gdaki;
     if (!w)
         return;
+    struct gin_gdaki_res *r = m->coll->gdaki;
     if (w->mr)
-        m->coll->gdaki->v->dereg_mr(w->mr);
-    dmem_free(&w->blk);
+        r->v->dereg_mr(w->mr);
+    if (res_failed(r))
+        res_keep(r, "deregMrSym"); /* the handle stays mapped: a kernel may still read it */
+    else
+        dmem_free(&w->blk);
     free(w);
     m->gdaki = NULL;
 }
@@ -731,7 +766,11 @@ void gin_gdaki_coll_free(struct gin_coll *c)
     struct gin_gdaki_res *r = c->gdaki;
     if (!r)
         return;
+    c->gdaki = NULL;
+    if (r->kept || res_failed(r)) {
+        res_keep(r, "closeColl");
+        return;
+    }
     res_free_context(r);
     res_free(r);
-    c->gdaki = NULL;
 }

@@ -95,3 +95,23 @@ nccl_check_version() {
         tap_not_ok "${1}_ran_expected_nccl" "NCCL version '$_ver' in the log, wanted '${2:-any}'"
     fi
 }
+
+# host_stacks PID...: every thread's backtrace of each live PID on stdout,
+# through cuda-gdb (the GPU machines have no gdb; cuda-gdb attaches as root
+# and debugs host code too), else each thread's kernel wait channel.  For
+# the log of a test whose processes outlived their bound: where they wait.
+host_stacks() {
+    for _p in "$@"; do
+        kill -0 "$_p" 2>/dev/null || continue
+        echo "### stacks of pid $_p ($(tr '\0' ' ' <"/proc/$_p/cmdline" 2>/dev/null | cut -c1-120))"
+        if command -v cuda-gdb >/dev/null 2>&1; then
+            timeout 90 cuda-gdb -nx -batch -p "$_p" -ex 'set pagination off' \
+                -ex 'thread apply all bt 30' -ex detach 2>&1 |
+                grep -E '^(Thread|#)' | cut -c1-220
+        else
+            for _t in /proc/"$_p"/task/*; do
+                echo "thread ${_t##*/} $(cat "$_t/comm" 2>/dev/null) wchan=$(cat "$_t/wchan" 2>/dev/null)"
+            done
+        fi
+    done
+}
