@@ -186,10 +186,12 @@ ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *prop
 
 ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm)
 {
-    (void)ctx;
     if (!handle || !listen_comm)
         return ncclInvalidArgument;
-    return gin_listen(dev, handle, listen_comm);
+    /* NCCL listens with the communicator's init context: its id groups the
+     * collComms (one per GIN context) of one communicator. */
+    const struct gin_instance *g = ctx;
+    return gin_listen(dev, g && g->magic == GIN_INSTANCE_MAGIC ? g->comm_id : 0, handle, listen_comm);
 }
 
 ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm,

@@ -134,6 +134,7 @@ struct gin_coll {
     int dev;
     char dev_name[64];
     int rank, nranks;
+    uint64_t comm_id;             /* the communicator's id from init (0: none) */
     int nports;
     struct qp_port ports[HS_MAX_PORTS];
     struct qp_params qpp;
@@ -163,6 +164,7 @@ struct gin_coll {
 struct gin_listen {
     uint32_t magic;
     int dev;
+    uint64_t comm_id;
     int fd;
     uint64_t nonce;
     uint8_t handle[HS_HANDLE_SIZE];
@@ -183,7 +185,9 @@ struct gin_mr {
 };
 
 /* gin_coll.c */
-ncclResult_t gin_listen(int dev, void *handle, void **listen_comm);
+/* comm_id: the communicator's id from init (0: none); its collComms share
+ * a failure (gin_group_fail). */
+ncclResult_t gin_listen(int dev, uint64_t comm_id, void *handle, void **listen_comm);
 ncclResult_t gin_close_listen(void *listen_comm);
 ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
 ncclResult_t gin_close_coll(void *coll_comm);
@@ -236,6 +240,12 @@ void gin_check_peers(struct gin_coll *c);
  * (IBV_EVENT_CQ_ERR). A collComm has no failover: its puts would otherwise
  * wait out the QP retry budget. */
 void gin_check_async(struct gin_coll *c);
+/* A communicator's collComms (one per GIN context) fail together: NCCL
+ * asks queryLastError until one context says so, and then tears down all of
+ * them. gin_group_fail marks the communicator `comm_id` failed for the life
+ * of the process (a few ids; 0 marks nothing); gin_group_failed asks. */
+void gin_group_fail(uint64_t comm_id);
+int gin_group_failed(uint64_t comm_id);
 /* createContext/destroyContext/queryLastError: see gin_errors.c. */
 ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
                                 ncclNetDeviceHandle_v11_t **dev_handle);

@@ -19,6 +19,7 @@
  * iputSignal's results. createContext here gives a host-only context for
  * the proxy type (no device structure: devHandle->handle is NULL) whose
  * one use is queryLastError, for callers that drive the table themselves. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -40,6 +41,32 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Failed communicators: a fixed table, since a process that loses more
+ * than a few is ending anyway; past that, the oldest entry is reused. */
+#define GIN_GROUPS 64
+static uint64_t failed_groups[GIN_GROUPS];
+static unsigned failed_next;
+static pthread_mutex_t groups_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void gin_group_fail(uint64_t comm_id)
+{
+    if (!comm_id || gin_group_failed(comm_id))
+        return;
+    pthread_mutex_lock(&groups_mu);
+    failed_groups[failed_next++ % GIN_GROUPS] = comm_id;
+    pthread_mutex_unlock(&groups_mu);
+}
+
+int gin_group_failed(uint64_t comm_id)
+{
+    int found = 0;
+    pthread_mutex_lock(&groups_mu);
+    for (int i = 0; comm_id && i < GIN_GROUPS && !found; i++)
+        found = failed_groups[i] == comm_id;
+    pthread_mutex_unlock(&groups_mu);
+    return found;
 }
 
 void gin_fail(struct gin_coll *c, ncclResult_t err)

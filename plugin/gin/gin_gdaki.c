@@ -601,8 +601,9 @@ int gin_gdaki_is_ctx(void *gin_ctx)
     return gin_ctx && *(uint32_t *)gin_ctx == GIN_GDAKI_MAGIC;
 }
 
-/* Whether the context failed (an error queryLastError saw, or one of its
- * collComm). A failed context's GPU-visible memory stays as it is until the
+/* Whether the context failed: an error queryLastError saw, one of its
+ * collComm, or one of another context of the same communicator (NCCL stops
+ * asking at the first context with an error, then destroys them all). A failed context's GPU-visible memory stays as it is until the
  * process exits: NCCL 2.28's device code has no abort, so the application's
  * kernel may still spin on these queues, signals and counters while
  * ncclCommAbort tears the communicator down; cuMemHostUnregister of the
@@ -613,7 +614,11 @@ int gin_gdaki_is_ctx(void *gin_ctx)
  * communicator, for a process that is about to exit. */
 static int res_failed(const struct gin_gdaki_res *r)
 {
-    return __atomic_load_n(&r->error, __ATOMIC_ACQUIRE) || __atomic_load_n(&r->coll->error, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&r->error, __ATOMIC_ACQUIRE) || __atomic_load_n(&r->coll->error, __ATOMIC_ACQUIRE)) {
+        gin_group_fail(r->coll->comm_id);
+        return 1;
+    }
+    return gin_group_failed(r->coll->comm_id); /* another context of the communicator failed */
 }
 
 static void res_keep(struct gin_gdaki_res *r, const char *what)
@@ -687,6 +692,8 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
         }
     }
     *has_error = __atomic_load_n(&r->error, __ATOMIC_ACQUIRE) != 0;
+    if (*has_error)
+        gin_group_fail(c->comm_id);
     return ncclSuccess;
 }
 

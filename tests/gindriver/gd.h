@@ -36,6 +36,11 @@ typedef int (*gd_rank_fn)(struct gd_rank *r, void *arg);
  * the killed one) that exited non-zero or did not finish within timeout_s. */
 int gd_run(const char *plugin, int nranks, double timeout_s, int kill_rank, uint64_t seed, gd_rank_fn fn, void *arg);
 
+/* Another listen of this rank's communicator (as NCCL makes one per GIN
+ * context), its handles exchanged through the parent into r->handles: every
+ * rank calls it the same number of times. 0 ok. */
+int gd_listen_again(struct gd_rank *r, void **listen_comm);
+
 /* All ranks wait for each other (through the parent). 0 ok. */
 int gd_barrier(struct gd_rank *r);
 /* Tells the parent this rank is ready to be killed (then a barrier-free

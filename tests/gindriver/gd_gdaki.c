@@ -380,8 +380,66 @@ static int t_gdaki_port_down(struct gd_rank *r, void *arg)
     return bad;
 }
 
+/* gdaki-group-fail: each rank holds two GDAKI contexts of one communicator
+ * (two listens and collComms with the init context's id, as NCCL opens one
+ * per GIN context); rank 0 takes port 2 down and asks queryLastError of the
+ * first context only, as NCCL stops at the first context with an error.
+ * The teardown of the second must know its communicator failed too (the
+ * application's kernel may still spin on it): gin_gdaki.sh counts rank 0's
+ * contexts kept. */
+static int t_gdaki_group_fail(struct gd_rank *r, void *arg)
+{
+    (void)arg;
+    struct gk k1, k2;
+    set_state_fn set_state = gd_find_set_state();
+    if (!set_state || gk_open(r, &k1, 4096))
+        return 1;
+    void *coll1 = r->coll, *listen1 = r->listen, *listen2 = NULL;
+    r->coll = NULL;
+    int bad = gd_listen_again(r, &listen2);
+    r->listen = listen2;
+    if (bad || gk_open(r, &k2, 4096)) {
+        printf("rank %d: the second context failed\n", r->rank);
+        bad = 1;
+    }
+    void *coll2 = r->coll;
+    if (!bad && gd_barrier(r))
+        bad = 1;
+    if (!bad && r->rank == 0) {
+        double t0 = gd_now();
+        bool has = false;
+        if (set_state(((struct gin_coll *)coll1)->ports[0].ctx, 2, 0) != 0) {
+            printf("rank 0: cannot take port 2 down\n");
+            bad = 1;
+        }
+        while (!bad && !has && gd_now() < t0 + GK_PORT_DOWN_WITHIN_S)
+            if (r->gin->queryLastError(k1.ctx, &has) != ncclSuccess)
+                bad = 1;
+            else
+                usleep(1000);
+        if (!bad && !has) {
+            printf("rank 0: the first context saw no error\n");
+            bad = 1;
+        }
+    }
+    if (gd_barrier(r))
+        bad = 1;
+    gk_close(&k2);
+    if (coll2 && r->gin->closeColl(coll2) != ncclSuccess)
+        bad = 1;
+    if (listen2)
+        r->gin->closeListen(listen2);
+    r->coll = coll1, r->listen = listen1;
+    gk_close(&k1);
+    if (!bad)
+        printf("rank %d: two contexts torn down\n", r->rank);
+    return bad;
+}
+
 int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
 {
+    if (!strcmp(name, "gdaki-group-fail"))
+        return gd_run(plugin, 2, GK_DEADLINE_S, -1, o->seed, t_gdaki_group_fail, o);
     if (!strcmp(name, "gdaki-port-down"))
         return gd_run(plugin, 2, GK_DEADLINE_S, -1, o->seed, t_gdaki_port_down, o);
     if (!strncmp(name, "gdaki-forged-", 13))

@@ -102,6 +102,18 @@ void gd_ready(struct gd_rank *r)
     (void)full_write(r->fd, &c, 1);
 }
 
+int gd_listen_again(struct gd_rank *r, void **listen_comm)
+{
+    uint8_t handle[GD_HANDLE];
+    memset(handle, 0, sizeof(handle));
+    *listen_comm = NULL;
+    if (r->gin->listen(r->ctx, 0, handle, listen_comm) != ncclSuccess)
+        return 1;
+    char c = 'H';
+    return full_write(r->fd, &c, 1) || full_write(r->fd, handle, GD_HANDLE) ||
+           full_read(r->fd, r->handles, (size_t)r->nranks * GD_HANDLE);
+}
+
 ncclResult_t gd_connect(struct gd_rank *r)
 {
     void *hp[GD_MAX_RANKS];
@@ -209,7 +221,7 @@ int gd_run(const char *plugin, int nranks, double timeout_s, int kill_rank, uint
             if (c == 'H') {
                 if (full_read(fds[i], handles[i], GD_HANDLE))
                     alive[i] = 0, nalive--;
-                else if (++got == nranks)
+                else if (++got % nranks == 0) /* each round of listens: gd_listen_again */
                     for (int j = 0; j < nranks; j++)
                         if (alive[j])
                             (void)full_write(fds[j], handles, (size_t)nranks * GD_HANDLE);

@@ -9,7 +9,7 @@
 #include "parse.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-port-down|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does,\n"
     "with ranks as processes of this host (softnic: LD_LIBRARY_PATH=.../tests/softnic).\n"
     "  mesh    iput full mesh, random sizes/offsets, byte-checked; deregistration\n"
@@ -39,6 +39,7 @@ static const char help[] =
     "  gdaki-a2a    nccl-tests' GIN alltoall kernel: 16 posting threads a rank (CTAs), --rounds kernels\n"
     "          back to back with world barriers, --slot bytes to every rank; byte-checked, sums exact\n"
     "  gdaki-port-down  rank 0's port 2 goes down: its queryLastError reports it within 5 s\n"
+    "  gdaki-group-fail two contexts of one communicator: rank 0 sees the error on the first; both are kept\n"
     "  gdaki-kill   a rank SIGKILLed after createContext: queryLastError of the others says so\n"
     "  gdaki-forged-KIND  rank 2 forges rank 0's GW_GDAKI message: createContext refuses it, ranks 0, 1 fail\n"
     "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"

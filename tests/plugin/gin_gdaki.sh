@@ -12,7 +12,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 18
+tap_plan 19
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -56,6 +56,16 @@ kept='leaves its queues, signals and counters in place until the process exits'
     ! grep -q "rank 1: [a-zA-Z]* of a failed GDAKI context" "$out" &&
     tap_ok gdaki_port_down_reported_at_once_and_the_failed_context_kept ||
     tap_not_ok gdaki_port_down_reported_at_once_and_the_failed_context_kept "rc=$rc $(grep -v 'INFO' "$out" | tail -n 20)"
+# NCCL asks queryLastError until one context of a communicator says so and
+# then tears all of them down: the failure is the communicator's, so rank 0
+# keeps both of its contexts (a kernel may spin on either), rank 1 neither
+env NCCL_DEBUG=INFO "$gd" --plugin "$plugin" gdaki-group-fail >"$out" 2>&1
+rc=$?
+n0=$(grep -c "rank 0: [a-zA-Z]* of a failed GDAKI context $kept" "$out")
+n1=$(grep -c "rank 1: [a-zA-Z]* of a failed GDAKI context" "$out")
+[ $rc -eq 0 ] && [ "$n0" -eq 2 ] && [ "$n1" -eq 0 ] &&
+    tap_ok gdaki_failure_of_one_context_keeps_every_context_of_the_communicator ||
+    tap_not_ok gdaki_failure_of_one_context_keeps_every_context_of_the_communicator "rc=$rc kept on rank 0: $n0, rank 1: $n1 $(grep -v 'INFO' "$out" | tail -n 20)"
 tap_check gdaki_bad_rkey_is_an_error_cqe_and_query_last_error "$gd" --plugin "$plugin" gdaki-error
 tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ranks 3 gdaki-kill
 
