@@ -142,14 +142,14 @@ void gin_check_async(struct gin_coll *c)
         WARN("NET/railnet/GIN: device %s, rank %d: IBV_EVENT_CQ_ERR on the collComm's CQ of %d entries: the CQ "
              "overran and completions were lost; failing the GIN comm, whose %d pending request(s) could never "
              "complete (please report this as a railnet bug)",
-             c->dev_name, c->rank, c->cq->cqe, c->pending);
+             c->dev_name, c->rank, c->cq->cqe, gin_outstanding(c));
         gin_fail(c, ncclSystemError);
         return;
     }
     if (n.device_fatal) {
         WARN("NET/railnet/GIN: device %s, rank %d: IBV_EVENT_DEVICE_FATAL (the device failed: its ports and QPs "
              "are gone); failing the GIN comm (%d request(s) pending)",
-             c->dev_name, c->rank, c->pending);
+             c->dev_name, c->rank, gin_outstanding(c));
         gin_fail(c, ncclSystemError);
         return;
     }
@@ -158,7 +158,7 @@ void gin_check_async(struct gin_coll *c)
         WARN("NET/railnet/GIN: device %s port %u, rank %d: IBV_EVENT_PORT_ERR (port went down); failing the GIN "
              "comm (%d QPs on that port, one per rank; %d request(s) pending) rather than waiting out the QP "
              "retry budget",
-             c->dev_name, c->async.port_num[__builtin_ctz(n.down)], c->rank, c->nranks, c->pending);
+             c->dev_name, c->async.port_num[__builtin_ctz(n.down)], c->rank, c->nranks, gin_outstanding(c));
         gin_fail(c, ncclSystemError);
         return;
     }
@@ -168,7 +168,7 @@ void gin_check_async(struct gin_coll *c)
         WARN("NET/railnet/GIN: device %s port %u, rank %d: QP 0x%x towards rank %d: %s; failing the GIN comm "
              "(%d request(s) pending)",
              c->dev_name, q && q->conn.port ? q->conn.port->port_num : 0, c->rank, n.fatal_qpn, peer,
-             errors_event_name(n.fatal_event), c->pending);
+             errors_event_name(n.fatal_event), gin_outstanding(c));
         gin_fail(c, ncclSystemError);
     }
 }
