@@ -12,9 +12,12 @@
  * WRITE then a 64-bit RDMA FETCH_AND_ADD on the same QP (the old value lands
  * in a scratch word), posted only once every work request posted earlier to
  * that peer on its other QPs has completed, so that a signal implies all
- * earlier data to the peer (NCCL's rule). Puts alternate over the peer's
- * QPs (both ports); a put of RAILNET_SPLIT_MIN bytes or more is split over
- * all of them.
+ * earlier data to the peer (NCCL's rule). A get is an RDMA READ of the
+ * peer's window into the local one; a flush, a one-byte RDMA READ of the
+ * local window through the QP connected to this rank itself (the NIC's read
+ * of GPU memory completes only after its earlier writes there). Puts and
+ * gets alternate over the peer's QPs (both ports); one of RAILNET_SPLIT_MIN
+ * bytes or more is split over all of them.
  *
  * Requests come in lanes (struct gin_lane): a pool of GIN_PEER_REQS
  * requests per peer and, per peer, a FIFO of them in the order the caller
@@ -33,7 +36,7 @@
  * retires every work request posted before it on that QP. A request is
  * done once each QP it used has retired its last work request there.
  *
- * Threading: puts, test and progress of a collComm come
+ * Threading: puts, gets, flushes, test and progress of a collComm come
  * from one thread at a time (NCCL's GIN or RMA progress thread);
  * registrations and contexts may come and go from another (NCCL's user
  * thread), so the window list and the lane list each have a lock; different
@@ -95,6 +98,7 @@ _Static_assert((uint64_t)GIN_MAX_RANKS * GIN_PEER_REQS <= (1u << 20) && HS_MAX_P
 struct gin_req {
     uint8_t state;
     uint8_t has_data, has_signal;
+    uint8_t is_get;              /* the data part is an RDMA READ (a get or a flush), else a WRITE */
     uint8_t src_host;            /* source window in host memory: small writes may go inline */
     uint8_t qp;                  /* QP of the (last) data transfer and of the atomic */
     uint32_t peer;
@@ -171,7 +175,7 @@ struct gin_coll {
     unsigned lane_turn;           /* progress starts at another lane each time */
     pthread_mutex_t lanes_mu;     /* contexts come and go from NCCL's user thread while its progress
                                    * thread walks the lanes */
-    uint64_t *scratch;            /* old values fetched by signal atomics */
+    uint64_t *scratch;            /* old values fetched by signal atomics; flush READs land here */
     void *scratch_mh;
     uint32_t scratch_lkey;
     int pending;                  /* requests not completed yet, all lanes (atomic: a context's
@@ -240,10 +244,17 @@ ncclResult_t gin_lane_add(struct gin_coll *c, struct gin_lane **out);
 void gin_lane_remove(struct gin_lane *l);
 /* The data path of one lane; `what` names the call in WARNs. A put with
  * sig_mh NULL has no signal (sig_off, sig_value and sig_op are then not
- * read). */
+ * read). A get reads rank's part of remote_mh into the local window. A
+ * flush makes the gets that completed before it visible to the GPU (a READ
+ * of mh's own part through the QP to this rank); where mh needs none (host
+ * memory, unless RAILNET_GDR_FLUSH=2) it gives a NULL request. */
 ncclResult_t gin_lane_put(struct gin_coll *c, struct gin_lane *l, const char *what, uint64_t src_off, void *src_mh,
                           size_t size, uint64_t dst_off, void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh,
                           uint64_t sig_value, uint32_t sig_op, void **request);
+ncclResult_t gin_lane_get(struct gin_coll *c, struct gin_lane *l, const char *what, uint64_t remote_off,
+                          void *remote_mh, size_t size, uint64_t local_off, void *local_mh, uint32_t rank,
+                          void **request);
+ncclResult_t gin_lane_flush(struct gin_coll *c, struct gin_lane *l, const char *what, void *mh, void **request);
 /* The GIN tables' puts: lane0. */
 ncclResult_t gin_iput(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off, void *dst_mh,
                       uint32_t rank, void **request);

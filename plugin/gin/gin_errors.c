@@ -81,6 +81,7 @@ void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc)
         return; /* the first failure was reported; the rest are its flushes */
     const char *what = GIN_WR_MARKER(wc->wr_id)        ? "completion marker (zero-byte RDMA write)"
                        : wc->opcode == IBV_WC_FETCH_ADD ? "signal (fetch-and-add)"
+                       : wc->opcode == IBV_WC_RDMA_READ ? "get or flush (RDMA read)"
                                                         : "put (RDMA write)";
     WARN("NET/railnet/GIN: device %s, rank %d: %s towards rank %u failed on QP 0x%x: %s (%d, vendor error 0x%x)",
          c->dev_name, c->rank, what, (unsigned)GIN_WR_PEER(wc->wr_id), wc->qp_num, errors_wc_status_name(wc->status),

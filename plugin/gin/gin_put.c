@@ -324,20 +324,21 @@ static int signal_next_in_fifo(const struct gin_lane *l, const struct gin_req *r
     return l->reqs[(size_t)r->peer * GIN_PEER_REQS + lp->fifo[(lp->head + 1) % GIN_PEER_REQS]].has_signal;
 }
 
-/* Bytes [off, off + len) of r's put; force: signaled whatever the rules. */
-static int post_write(struct gin_coll *c, struct gin_req *r, int qi, uint64_t off, uint32_t len, int more, int force)
+/* Bytes [off, off + len) of r's data part (a WRITE, or a READ for a get);
+ * force: signaled whatever the rules. */
+static int post_data(struct gin_coll *c, struct gin_req *r, int qi, uint64_t off, uint32_t len, int more, int force)
 {
     struct gin_qp *q = &c->peers[r->peer].qps[qi];
     struct ibv_sge sge = { .addr = r->laddr + off, .length = len, .lkey = r->lkey };
     struct ibv_send_wr wr;
     memset(&wr, 0, sizeof(wr));
-    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.opcode = r->is_get ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     /* inline only from host memory: the CPU copies the bytes at post time
-     * (a CUDA window's address is not readable by the CPU) */
+     * (a CUDA window's address is not readable by the CPU); never a READ */
     wr.send_flags = (force || signal_next(c, q, more) ? IBV_SEND_SIGNALED : 0) |
-                    (r->src_host && len <= q->conn.max_inline ? IBV_SEND_INLINE : 0);
+                    (!r->is_get && r->src_host && len <= q->conn.max_inline ? IBV_SEND_INLINE : 0);
     wr.wr.rdma.remote_addr = r->raddr + off;
     wr.wr.rdma.rkey = r->rkey;
     return post(c, r->peer, r, qi, &wr);
@@ -490,7 +491,7 @@ static int post_writes(struct gin_coll *c, struct gin_lane *l, struct gin_peer *
         r->qp = (uint8_t)qi;
         if (r->has_data) {
             int more = r->has_signal || queued_behind(l, r);
-            if (post_write(c, r, qi, 0, r->len, more, !r->has_signal && signal_next_in_fifo(l, r)))
+            if (post_data(c, r, qi, 0, r->len, more, !r->has_signal && signal_next_in_fifo(l, r)))
                 return -1;
             if (!r->has_signal)
                 pe->next_qp++;
@@ -508,7 +509,7 @@ static int post_writes(struct gin_coll *c, struct gin_lane *l, struct gin_peer *
         if (off >= r->len)
             break;
         uint32_t len = off + part > r->len ? r->len - (uint32_t)off : part;
-        if (post_write(c, r, o, off, len, o == aq || queued_behind(l, r), aq >= 0 && o != aq))
+        if (post_data(c, r, o, off, len, o == aq || queued_behind(l, r), aq >= 0 && o != aq))
             return -1;
     }
     r->qp = (uint8_t)(aq >= 0 ? aq : 0);
@@ -612,10 +613,12 @@ ncclResult_t gin_progress(void *coll_comm)
     return e;
 }
 
-/* Checks shared by iput and iputSignal; fills the write part of r's
- * parameters into *w (NULL windows allowed for size 0). */
-static ncclResult_t check_put(struct gin_coll *c, const char *what, uint64_t src_off, void *src_mh, size_t size,
-                              uint64_t dst_off, void *dst_mh, uint32_t rank, struct gin_req *w)
+/* Checks shared by puts and gets; fills the data part of r's parameters
+ * into *w (NULL windows allowed for size 0): bytes between the local window
+ * at local_off and rank's part of the remote window at remote_off, towards
+ * the remote one for a put, from it for a get. */
+static ncclResult_t check_xfer(struct gin_coll *c, const char *what, int get, uint64_t local_off, void *local_mh,
+                               size_t size, uint64_t remote_off, void *remote_mh, uint32_t rank, struct gin_req *w)
 {
     if (rank >= (uint32_t)c->nranks) {
         WARN("NET/railnet/GIN: %s: rank %u out of range (%d ranks)", what, rank, c->nranks);
@@ -624,28 +627,36 @@ static ncclResult_t check_put(struct gin_coll *c, const char *what, uint64_t src
     if (size == 0)
         return ncclSuccess;
     if (size >= GIN_MAX_PUT) {
-        WARN("NET/railnet/GIN: %s: %zu bytes in one put; at most %zu", what, size, GIN_MAX_PUT - 1);
+        WARN("NET/railnet/GIN: %s: %zu bytes in one %s; at most %zu", what, size, get ? "get" : "put",
+             GIN_MAX_PUT - 1);
         return ncclInvalidArgument;
     }
-    struct gin_mr *src = gin_mr_of(c, src_mh, what);
-    struct gin_mr *dst = gin_mr_of(c, dst_mh, what);
-    if (!src || !dst)
+    struct gin_mr *loc = gin_mr_of(c, local_mh, what);
+    struct gin_mr *rem = gin_mr_of(c, remote_mh, what);
+    if (!loc || !rem)
         return ncclInvalidArgument;
-    if (src_off > src->size || size > src->size - src_off || dst_off > dst->len[rank] ||
-        size > dst->len[rank] - dst_off) {
-        WARN("NET/railnet/GIN: %s: %zu bytes from offset %llu of a %llu-byte window to offset %llu of rank %u's "
-             "%llu-byte window: out of bounds",
-             what, size, (unsigned long long)src_off, (unsigned long long)src->size, (unsigned long long)dst_off,
-             rank, (unsigned long long)dst->len[rank]);
+    if (local_off > loc->size || size > loc->size - local_off || remote_off > rem->len[rank] ||
+        size > rem->len[rank] - remote_off) {
+        if (get)
+            WARN("NET/railnet/GIN: %s: %zu bytes from offset %llu of rank %u's %llu-byte window to offset %llu of a "
+                 "%llu-byte window: out of bounds",
+                 what, size, (unsigned long long)remote_off, rank, (unsigned long long)rem->len[rank],
+                 (unsigned long long)local_off, (unsigned long long)loc->size);
+        else
+            WARN("NET/railnet/GIN: %s: %zu bytes from offset %llu of a %llu-byte window to offset %llu of rank %u's "
+                 "%llu-byte window: out of bounds",
+                 what, size, (unsigned long long)local_off, (unsigned long long)loc->size,
+                 (unsigned long long)remote_off, rank, (unsigned long long)rem->len[rank]);
         return ncclInvalidArgument;
     }
     w->has_data = 1;
-    w->laddr = src->base + src_off;
-    w->lkey = src->lkey;
-    w->src_host = !mr_is_cuda(src->mh);
+    w->is_get = (uint8_t)get;
+    w->laddr = loc->base + local_off;
+    w->lkey = loc->lkey;
+    w->src_host = !get && !mr_is_cuda(loc->mh);
     w->len = (uint32_t)size;
-    w->raddr = dst->addr[rank] + dst_off;
-    w->rkey = dst->rkey[rank];
+    w->raddr = rem->addr[rank] + remote_off;
+    w->rkey = rem->rkey[rank];
     return ncclSuccess;
 }
 
@@ -655,7 +666,8 @@ static ncclResult_t submit(struct gin_coll *c, struct gin_lane *l, const struct 
     struct gin_req *r = req_get(c, l, rank);
     if (!r) {
         /* more than GIN_PEER_REQS (NCCL's own bound) outstanding to one
-         * peer: not now; the caller tests its requests and retries */
+         * peer in this lane: not now; the caller tests its requests and
+         * retries */
         TRACE(NCCL_NET, "NET/railnet/GIN: rank %d: %d requests outstanding to rank %u; try again", c->rank,
               GIN_PEER_REQS, rank);
         return ncclSuccess;
@@ -666,7 +678,7 @@ static ncclResult_t submit(struct gin_coll *c, struct gin_lane *l, const struct 
     r->index = index;
     r->state = GR_QUEUED;
     if (!r->has_data && !r->has_signal) {
-        r->state = GR_DONE; /* an empty put has nothing to deliver */
+        r->state = GR_DONE; /* an empty put or get has nothing to deliver */
         pending_add(c, l, -1);
     } else {
         struct gin_lane_peer *lp = &l->lp[rank];
@@ -692,7 +704,7 @@ ncclResult_t gin_lane_put(struct gin_coll *c, struct gin_lane *l, const char *wh
     }
     struct gin_req t;
     memset(&t, 0, sizeof(t));
-    CHECK(check_put(c, what, src_off, src_mh, size, dst_off, dst_mh, rank, &t));
+    CHECK(check_xfer(c, what, 0, src_off, src_mh, size, dst_off, dst_mh, rank, &t));
     if (sig_mh) {
         char sig_what[64];
         snprintf(sig_what, sizeof(sig_what), "%s (signal window)", what);
@@ -712,6 +724,43 @@ ncclResult_t gin_lane_put(struct gin_coll *c, struct gin_lane *l, const char *wh
         t.sig_add = sig_op == NCCL_NET_SIGNAL_OP_INC ? 1 : sig_value;
     }
     return submit(c, l, &t, rank, request);
+}
+
+ncclResult_t gin_lane_get(struct gin_coll *c, struct gin_lane *l, const char *what, uint64_t remote_off,
+                          void *remote_mh, size_t size, uint64_t local_off, void *local_mh, uint32_t rank,
+                          void **request)
+{
+    *request = NULL;
+    if (c->error)
+        return c->error;
+    struct gin_req t;
+    memset(&t, 0, sizeof(t));
+    CHECK(check_xfer(c, what, 1, local_off, local_mh, size, remote_off, remote_mh, rank, &t));
+    return submit(c, l, &t, rank, request);
+}
+
+ncclResult_t gin_lane_flush(struct gin_coll *c, struct gin_lane *l, const char *what, void *mh, void **request)
+{
+    *request = NULL;
+    if (c->error)
+        return c->error;
+    struct gin_mr *m = gin_mr_of(c, mh, what);
+    if (!m)
+        return ncclInvalidArgument;
+    if (!mr_needs_gdr_flush(m->mh) || m->size == 0)
+        return ncclSuccess; /* nothing between the NIC and the CPU to wait for */
+    /* one byte of the window read back through this rank's QP to itself,
+     * landing in the scratch page */
+    struct gin_req t;
+    memset(&t, 0, sizeof(t));
+    t.has_data = 1;
+    t.is_get = 1;
+    t.laddr = (uint64_t)(uintptr_t)&c->scratch[(uint32_t)c->rank % 512];
+    t.lkey = c->scratch_lkey;
+    t.len = 1;
+    t.raddr = m->addr[c->rank];
+    t.rkey = m->rkey[c->rank];
+    return submit(c, l, &t, (uint32_t)c->rank, request);
 }
 
 ncclResult_t gin_iput(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off, void *dst_mh,
