@@ -306,4 +306,23 @@ ncclResult_t gin_destroy_context(void *gin_ctx);
 ncclResult_t gin_ctx_progress(void *gin_ctx);
 ncclResult_t gin_query_last_error(void *gin_ctx, bool *has_error);
 
+/* gin_rma.c: RMA contexts (NCCL 2.30's RMA tables), with the arguments of
+ * ncclRma_v14_t; test is gin_test. gin_rma_create's dev_handle (may be
+ * NULL) gets a host-only handle of the proxy type, for GIN v13's
+ * createContext. */
+#define GIN_RMA_MAX_CONTEXTS 256
+ncclResult_t gin_rma_create(void *coll_comm, int ncontexts, int traffic_class, int rank_stride, void **rma_ctx,
+                            ncclNetDeviceHandle_v11_t **dev_handle);
+ncclResult_t gin_rma_destroy(void *rma_ctx);
+ncclResult_t gin_rma_iput(void *rma_ctx, int context, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off,
+                          void *dst_mh, uint32_t rank, void **request);
+ncclResult_t gin_rma_iput_signal(void *rma_ctx, int context, uint64_t src_off, void *src_mh, size_t size,
+                                 uint64_t dst_off, void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh,
+                                 uint64_t sig_value, uint32_t sig_op, bool strong, void **request);
+ncclResult_t gin_rma_iget(void *rma_ctx, int context, uint64_t remote_off, void *remote_mh, size_t size,
+                          uint64_t local_off, void *local_mh, uint32_t rank, void **request);
+ncclResult_t gin_rma_iflush(void *rma_ctx, int context, void *mh, uint32_t rank, void **request);
+ncclResult_t gin_rma_progress(void *rma_ctx);
+ncclResult_t gin_rma_query_last_error(void *rma_ctx, bool *has_error);
+
 #endif
