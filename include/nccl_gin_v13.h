@@ -1,6 +1,6 @@
 /* include/nccl_gin_v13.h: railnet's own statement of NCCL 2.30's GIN plugin
  * table v13, `ncclGin_v13_t`, which is also the RMA table v13
- * (`ncclRma_v13_t`, exported as ncclRmaPlugin_v13).
+ * (include/nccl_rma_v13.h, exported as ncclRmaPlugin_v13).
  *
  * Against v12 (include/nccl_gin_v12.h): properties v12; connect without
  * nConnections/queueDepth; createContext takes a config (signals,
@@ -9,12 +9,24 @@
  * createContext and a context index inside it; test still names the
  * collComm; ginProgress names the context.
  *
- * Contract as NCCL 2.30.7 uses it (src/plugin/gin.cc, rma.cc,
- * src/gin/gin_host_proxy.cc, src/rma/rma_proxy*.cc): an external GIN
- * table of the proxy type is skipped (NCCL's own GIN proxy runs over the
- * RMA table instead); the RMA v13 table must report the proxy type; iflush
- * may return a NULL request (nothing to wait for). Layout written out from
- * NCCL 2.30.7's src/include/plugin/gin/gin_v13.h, not copied. */
+ * Contract as NCCL uses it:
+ *  - 2.30.3 and 2.30.4 (src/plugin/gin.cc, src/gin/gin_host*.cc,
+ *    src/rma/rma_proxy*.cc) look up ncclGinPlugin_v13 first, and
+ *    ncclRmaPlugin_v13 (this layout too) in the same library. A GIN table
+ *    of the proxy type gets NCCL's GIN proxy layered over it, which calls
+ *    createContext with a NULL devHandle, then the host-initiated ops with
+ *    its context index, test, ginProgress and queryLastError; the RMA proxy
+ *    does the same with its own contexts (one context, index 0);
+ *  - 2.30.7 (src/plugin/gin.cc, rma.cc, gin/gin_v13.cc, rma/rma_v13.cc)
+ *    takes ncclGinPlugin_v13 only without _v14 and then skips an external
+ *    one of the proxy type; it takes ncclRmaPlugin_v13 (or, without it,
+ *    ncclGinPlugin_v13) as an RMA table only without ncclRmaPlugin_v14,
+ *    requires the proxy type, creates contexts with zero signals, counters
+ *    and queue depth, ignores their device handle and calls every
+ *    iputSignal as a strong signal.
+ * iflush may return a NULL request (nothing to wait for). Layout written
+ * out from NCCL 2.30.7's src/include/plugin/gin/gin_v13.h (2.30.4's is the
+ * same), not copied. */
 #ifndef RAILNET_NCCL_GIN_V13_H
 #define RAILNET_NCCL_GIN_V13_H
 
@@ -60,7 +72,6 @@ typedef struct {
     ncclResult_t (*finalize)(void *ctx);
 } ncclGin_v13_t;
 
-typedef ncclGin_v13_t ncclRma_v13_t;
 
 #if defined(__x86_64__)
 _Static_assert(sizeof(ncclGinConfig_v13_t) == 20, "gin v13 config: 5 ints");

@@ -1,6 +1,6 @@
 /* include/nccl_rma_v14.h: railnet's own statement of NCCL 2.30's RMA plugin
- * table v14, `ncclRma_v14_t` (NCCL 2.30 looks up ncclRmaPlugin_v14, then
- * _v13, which is the GIN v13 table, include/nccl_gin_v13.h).
+ * table v14, `ncclRma_v14_t` (NCCL 2.30.7 looks up ncclRmaPlugin_v14, then
+ * _v13, which is the GIN v13 table, include/nccl_rma_v13.h).
  *
  * Host-initiated one-sided operations on symmetric windows: NCCL's RMA
  * proxy and its GIN proxy (2.30 runs its own GIN proxy over this table)
@@ -56,9 +56,15 @@ typedef struct {
 _Static_assert(sizeof(ncclRmaConfig_v14_t) == 12, "rma v14 config: 3 ints");
 _Static_assert(sizeof(ncclRma_v14_t) == 21 * 8, "rma v14: 1 name + 20 function pointers");
 _Static_assert(offsetof(ncclRma_v14_t, createContext) == 48, "rma v14: createContext");
+_Static_assert(offsetof(ncclRma_v14_t, regMrSym) == 56, "rma v14: regMrSym");
+_Static_assert(offsetof(ncclRma_v14_t, destroyContext) == 80, "rma v14: destroyContext");
 _Static_assert(offsetof(ncclRma_v14_t, iput) == 104, "rma v14: iput");
+_Static_assert(offsetof(ncclRma_v14_t, iputSignal) == 112, "rma v14: iputSignal");
 _Static_assert(offsetof(ncclRma_v14_t, iget) == 120, "rma v14: iget");
+_Static_assert(offsetof(ncclRma_v14_t, iflush) == 128, "rma v14: iflush");
 _Static_assert(offsetof(ncclRma_v14_t, test) == 136, "rma v14: test");
+_Static_assert(offsetof(ncclRma_v14_t, rmaProgress) == 144, "rma v14: rmaProgress");
+_Static_assert(offsetof(ncclRma_v14_t, queryLastError) == 152, "rma v14: queryLastError");
 _Static_assert(offsetof(ncclRma_v14_t, finalize) == 160, "rma v14: finalize");
 #endif
 

@@ -1,4 +1,5 @@
-/* plugin/gin_face.h: what the GIN and RMA faces share (gin_plugin.c):
+/* plugin/gin_face.h: what the GIN and RMA faces share (gin_plugin.c,
+ * rma_v13.c):
  * init/finalize of an instance, devices, properties, listen/connect and
  * the registrations as the v11 table has them. A face of another version
  * converts its arguments and calls these or the core (plugin/gin/gin.h). */
@@ -6,6 +7,7 @@
 #define RAILNET_GIN_FACE_H
 
 #include "nccl_gin_v11.h"
+#include "nccl_gin_v13.h"
 #include "nccl_net_v12.h"
 
 #define RN_EXPORT __attribute__((visibility("default")))
@@ -18,7 +20,9 @@ ncclResult_t gin_devices(int *ndev);
 ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props);
 /* v12 properties with the proxy type, whatever RAILNET_GIN says: the tables
  * of NCCL 2.30 (GIN v13/v14, RMA), whose GDAKI layout railnet does not
- * write (gin_gdaki_type.c); why is logged once, naming `table`. */
+ * write (gin_gdaki_type.c); why is logged once, naming `table` (a GIN
+ * table; NULL for an RMA table, which is of the proxy type by definition:
+ * nothing logged). */
 ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *props, const char *table);
 ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm);
 ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
@@ -26,5 +30,15 @@ ncclResult_t gin_reg_mr_sym_face(void *coll_comm, void *data, size_t size, int t
                                  void **gin_handle);
 ncclResult_t gin_reg_mr_sym_dmabuf_face(void *coll_comm, void *data, size_t size, int type, uint64_t offset, int fd,
                                         uint64_t flags, void **mhandle, void **gin_handle);
+
+/* The v13 layout's entries that differ from the core's (rma_v13.c), shared
+ * by ncclRmaPlugin_v13 and ncclGinPlugin_v13 (gin_v13.c): createContext
+ * (a GIN v13 config; devHandle may be NULL) and iputSignal (no
+ * isStrongSignal: every signal strong). */
+ncclResult_t face_v13_create_context(void *coll_comm, ncclGinConfig_v13_t *cfg, void **ctx,
+                                     ncclNetDeviceHandle_v11_t **dev_handle);
+ncclResult_t face_v13_iput_signal(void *ctx, int context, uint64_t src_off, void *src_mh, size_t size,
+                                  uint64_t dst_off, void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh,
+                                  uint64_t sig_value, uint32_t sig_op, void **request);
 
 #endif

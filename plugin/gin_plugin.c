@@ -11,7 +11,8 @@
  *   gdaki - the GDAKI type when NCCL's device code expects railnet's layout
  *           version, the device opens for DEVX and a GPU is there; else a
  *           WARN saying why, and the proxy type;
- *   off   - init fails, so NCCL has no GIN from railnet. */
+ *   off   - init fails, so NCCL has no GIN (nor RMA: the RMA tables share
+ *           init) from railnet. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,7 @@ ncclResult_t gin_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
     config_load();
     int mode = rn_config()->gin;
     if (mode == RN_GIN_OFF) {
-        INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: RAILNET_GIN=off: railnet offers NCCL no GIN");
+        INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: RAILNET_GIN=off: railnet offers NCCL no GIN (nor RMA)");
         return ncclInvalidUsage;
     }
     CHECK(devices_init(mr_probe_gpu));
@@ -159,8 +160,10 @@ ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *prop
     ncclResult_t e = props_of(dev, &p, NCCL_NET_DEVICE_GIN_PROXY);
     if (e != ncclSuccess)
         return e;
-    proxy_only_table = table;
-    pthread_once(&proxy_only_once, proxy_only_say);
+    if (table) {
+        proxy_only_table = table;
+        pthread_once(&proxy_only_once, proxy_only_say);
+    }
     memset(props, 0, sizeof(*props));
     props->name = p.name;
     props->pciPath = p.pciPath;

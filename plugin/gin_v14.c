@@ -1,8 +1,9 @@
 /* plugin/gin_v14.c: `ncclGinPlugin_v14` (include/nccl_gin_v14.h), the GIN
- * table NCCL 2.30 looks up first. It has no data path: NCCL 2.30 skips an
- * external GIN table of the proxy type and runs its own GIN proxy over an
- * RMA table instead, and the GDAKI type is not offered (NCCL 2.30's device
- * code reads layout 200; railnet writes 100: gin_gdaki_type.c). So this
+ * table NCCL 2.30.7 looks up first. It has no data path: NCCL 2.30.7 skips
+ * an external GIN table of the proxy type and runs its own GIN proxy over an
+ * RMA table instead (railnet's: rma_v14.c), and the GDAKI type is not
+ * offered (NCCL 2.30's device code reads layout 200; railnet writes 100:
+ * gin_gdaki_type.c). So this
  * table answers truthfully (the proxy type, its properties, a host-only
  * context whose use is ginProgress/queryLastError):
  *  - getGinProperties: strong signals yes (a signal implies this put's and

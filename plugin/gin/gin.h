@@ -10,23 +10,36 @@
  *
  * Data path (gin_put.c): a put is an RDMA WRITE; a put with signal is the
  * WRITE then a 64-bit RDMA FETCH_AND_ADD on the same QP (the old value lands
- * in a scratch word), posted only once every write posted earlier to that
- * peer on its other QPs has completed, so that a signal implies all earlier
- * data to the peer (NCCL's rule). Puts alternate over the peer's QPs (both
- * ports); a put of RAILNET_SPLIT_MIN bytes or more is split over all of
- * them. Each peer has a FIFO of requests: what cannot be posted now (send
- * queue full, signal fence) waits there and is posted by test/ginProgress;
- * iput never refuses a request below GIN_PEER_REQS (NCCL's own bound)
- * outstanding per peer; beyond, it returns a NULL request (try again).
+ * in a scratch word), posted only once every work request posted earlier to
+ * that peer on its other QPs has completed, so that a signal implies all
+ * earlier data to the peer (NCCL's rule). A get is an RDMA READ of the
+ * peer's window into the local one; a flush, a one-byte RDMA READ of the
+ * local window through the QP connected to this rank itself (the NIC's read
+ * of GPU memory completes only after its earlier writes there). Puts and
+ * gets alternate over the peer's QPs (both ports); one of RAILNET_SPLIT_MIN
+ * bytes or more is split over all of them.
+ *
+ * Requests come in lanes (struct gin_lane): a pool of GIN_PEER_REQS
+ * requests per peer and, per peer, a FIFO of them in the order the caller
+ * gave. What cannot be posted now (send queue full, signal fence) waits in
+ * its FIFO and is posted by test/progress; a request below GIN_PEER_REQS
+ * outstanding per peer and lane is never refused; beyond, the call returns
+ * a NULL request (try again). The collComm's own lane (lane0) serves the
+ * GIN tables' iput/iputSignal; each context of an RMA context (gin_rma.c)
+ * is a lane of its own: NCCL 2.30 keeps its queue depth in flight per
+ * context and peer, and orders only within a context. All lanes share the
+ * peer's QPs and the collComm's CQ; a signal's fence covers whatever any
+ * lane posted before it.
  *
  * Completions are selective (gin_put.c says when a work request is
  * signaled): an RC QP completes in order, so a successful completion
  * retires every work request posted before it on that QP. A request is
  * done once each QP it used has retired its last work request there.
  *
- * Threading: puts, test and ginProgress of a collComm come from one thread
- * at a time (NCCL's GIN progress thread); registrations may come from
- * another (NCCL's user thread), so the window list has a lock; different
+ * Threading: puts, gets, flushes, test and progress of a collComm come
+ * from one thread at a time (NCCL's GIN or RMA progress thread);
+ * registrations and contexts may come and go from another (NCCL's user
+ * thread), so the window list and the lane list each have a lock; different
  * collComms are independent. */
 #ifndef RAILNET_GIN_H
 #define RAILNET_GIN_H
@@ -84,14 +97,15 @@ _Static_assert((uint64_t)GIN_MAX_RANKS * GIN_PEER_REQS <= (1u << 20) && HS_MAX_P
 
 struct gin_req {
     uint8_t state;
-    uint8_t has_write, has_signal;
+    uint8_t has_data, has_signal;
+    uint8_t is_get;              /* the data part is an RDMA READ (a get or a flush), else a WRITE */
     uint8_t src_host;            /* source window in host memory: small writes may go inline */
-    uint8_t qp;                  /* QP of the (last) write and of the atomic */
+    uint8_t qp;                  /* QP of the (last) data transfer and of the atomic */
     uint32_t peer;
-    uint32_t index;              /* in coll->reqs */
+    uint32_t index;              /* in its lane's reqs */
     uint64_t last[HS_MAX_PORTS]; /* seq of its last work request on each QP; 0: none there */
     uint64_t need[HS_MAX_PORTS]; /* signal fence: seq each other QP must retire first */
-    uint64_t laddr, raddr;
+    uint64_t laddr, raddr;       /* local and remote ends of the data part */
     uint32_t len, lkey, rkey;
     uint64_t sig_raddr, sig_add;
     uint32_t sig_rkey;
@@ -120,13 +134,29 @@ struct gin_peer {
     uint64_t nonce;               /* nonce of its listen handle */
     int nqps;
     struct gin_qp qps[HS_MAX_PORTS];
-    unsigned next_qp;             /* round robin of puts */
-    unsigned last_qp;             /* QP of the latest write: a lone signal goes behind it */
+    unsigned next_qp;             /* round robin of puts and gets */
+    unsigned last_qp;             /* QP of the latest transfer: a lone signal goes behind it */
+    uint64_t gone_ns;             /* when its socket was seen closed; 0 while open */
+};
+
+/* One peer's part of a lane. Slots 0 .. fresh-1 have been used; freed ones
+ * wait in free_list. */
+struct gin_lane_peer {
     uint32_t fifo[GIN_PEER_REQS]; /* requests not fully posted, in order */
     uint32_t head, tail;
+    uint32_t fresh;
     uint32_t nfree;
     uint32_t free_list[GIN_PEER_REQS];
-    uint64_t gone_ns;             /* when its socket was seen closed; 0 while open */
+};
+
+/* A stream of requests (see the top of this file). Its arrays are zeroed
+ * allocations touched only for the peers it is used with. */
+struct gin_lane {
+    struct gin_coll *coll;        /* NULL once closeColl orphaned it (gin_lanes_release) */
+    struct gin_req *reqs;         /* [nranks * GIN_PEER_REQS]: peer p's are p * GIN_PEER_REQS + slot */
+    struct gin_lane_peer *lp;     /* [nranks] */
+    int pending;                  /* requests not completed yet */
+    int queued;                   /* requests in its FIFOs (not fully posted) */
 };
 
 struct gin_coll {
@@ -140,11 +170,17 @@ struct gin_coll {
     struct qp_params qpp;
     struct ibv_cq *cq;
     struct gin_peer *peers;       /* [nranks] */
-    struct gin_req *reqs;         /* [nranks * GIN_PEER_REQS] */
-    uint64_t *scratch;            /* old values fetched by signal atomics */
+    struct gin_lane *lane0;       /* the GIN tables' iput/iputSignal */
+    struct gin_lane **lanes;      /* [nlanes]: lane0, then the RMA contexts' */
+    int nlanes, lanes_cap;
+    unsigned lane_turn;           /* progress starts at another lane each time */
+    pthread_mutex_t lanes_mu;     /* contexts come and go from NCCL's user thread while its progress
+                                   * thread walks the lanes */
+    uint64_t *scratch;            /* old values fetched by signal atomics; flush READs land here */
     void *scratch_mh;
     uint32_t scratch_lkey;
-    int pending;                  /* requests not completed yet */
+    int pending;                  /* requests not completed yet, all lanes (atomic: a context's
+                                   * destruction takes its own off from another thread) */
     uint32_t win_seq;             /* registrations so far: peers must agree */
     struct gin_mr *wins;          /* live windows: a handle is checked against them, never dereferenced first */
     pthread_mutex_t wins_mu;      /* NCCL registers windows from its own thread while the GIN progress
@@ -201,18 +237,43 @@ struct gin_mr *gin_mr_of(struct gin_coll *c, void *mhandle, const char *what);
 /* closeColl: windows NCCL did not deregister go with the collComm. */
 void gin_mr_free_all(struct gin_coll *c);
 
-/* gin_put.c */
+/* gin_put.c: lanes. gin_lane_add makes one and links it to c (lanes_mu);
+ * gin_lane_remove unlinks and frees it, dropping its requests (their work
+ * requests in flight still retire on the QPs); a lane closeColl orphaned is
+ * only freed. gin_lanes_init makes lane0 at connect; gin_lanes_release, at
+ * closeColl, frees lane0 and orphans the rest (their contexts free them). */
+ncclResult_t gin_lanes_init(struct gin_coll *c);
+void gin_lanes_release(struct gin_coll *c);
+ncclResult_t gin_lane_add(struct gin_coll *c, struct gin_lane **out);
+void gin_lane_remove(struct gin_lane *l);
+/* The data path of one lane; `what` names the call in WARNs. A put with
+ * sig_mh NULL has no signal (sig_off, sig_value and sig_op are then not
+ * read). A get reads rank's part of remote_mh into the local window. A
+ * flush makes the gets that completed before it visible to the GPU (a READ
+ * of mh's own part through the QP to this rank); where mh needs none (host
+ * memory, unless RAILNET_GDR_FLUSH=2) it gives a NULL request. */
+ncclResult_t gin_lane_put(struct gin_coll *c, struct gin_lane *l, const char *what, uint64_t src_off, void *src_mh,
+                          size_t size, uint64_t dst_off, void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh,
+                          uint64_t sig_value, uint32_t sig_op, void **request);
+ncclResult_t gin_lane_get(struct gin_coll *c, struct gin_lane *l, const char *what, uint64_t remote_off,
+                          void *remote_mh, size_t size, uint64_t local_off, void *local_mh, uint32_t rank,
+                          void **request);
+ncclResult_t gin_lane_flush(struct gin_coll *c, struct gin_lane *l, const char *what, void *mh, void **request);
+/* The GIN tables' puts: lane0. */
 ncclResult_t gin_iput(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off, void *dst_mh,
                       uint32_t rank, void **request);
 ncclResult_t gin_iput_signal(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off,
                              void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh, uint64_t sig_value,
                              uint32_t sig_op, void **request);
+/* A request of any lane of the collComm. */
 ncclResult_t gin_test(void *coll_comm, void *request, int *done);
+/* Polls the CQ and posts what every lane's FIFOs allow. */
 ncclResult_t gin_progress(void *coll_comm);
-/* Requests still owed a completion (close logs them). */
+/* Requests still owed a completion, all lanes (close logs them). */
 int gin_outstanding(const struct gin_coll *c);
 /* Whether requests to peer p wait for the network: queued, or posted and
- * not all retired (gin_errors.c fails the comm when such a peer is gone). */
+ * not all retired, in any lane (gin_errors.c fails the comm when such a
+ * peer is gone). Called from progress, lanes_mu held. */
 int gin_peer_busy(const struct gin_coll *c, int p);
 
 /* gin_errors.c */
@@ -254,5 +315,24 @@ ncclResult_t gin_destroy_context(void *gin_ctx);
  * type's context progresses its collComm. */
 ncclResult_t gin_ctx_progress(void *gin_ctx);
 ncclResult_t gin_query_last_error(void *gin_ctx, bool *has_error);
+
+/* gin_rma.c: RMA contexts (NCCL 2.30's RMA tables), with the arguments of
+ * ncclRma_v14_t; test is gin_test. gin_rma_create's dev_handle (may be
+ * NULL) gets a host-only handle of the proxy type, for GIN v13's
+ * createContext. */
+#define GIN_RMA_MAX_CONTEXTS 256
+ncclResult_t gin_rma_create(void *coll_comm, int ncontexts, int traffic_class, int rank_stride, void **rma_ctx,
+                            ncclNetDeviceHandle_v11_t **dev_handle);
+ncclResult_t gin_rma_destroy(void *rma_ctx);
+ncclResult_t gin_rma_iput(void *rma_ctx, int context, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off,
+                          void *dst_mh, uint32_t rank, void **request);
+ncclResult_t gin_rma_iput_signal(void *rma_ctx, int context, uint64_t src_off, void *src_mh, size_t size,
+                                 uint64_t dst_off, void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh,
+                                 uint64_t sig_value, uint32_t sig_op, bool strong, void **request);
+ncclResult_t gin_rma_iget(void *rma_ctx, int context, uint64_t remote_off, void *remote_mh, size_t size,
+                          uint64_t local_off, void *local_mh, uint32_t rank, void **request);
+ncclResult_t gin_rma_iflush(void *rma_ctx, int context, void *mh, uint32_t rank, void **request);
+ncclResult_t gin_rma_progress(void *rma_ctx);
+ncclResult_t gin_rma_query_last_error(void *rma_ctx, bool *has_error);
 
 #endif

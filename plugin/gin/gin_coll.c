@@ -107,6 +107,7 @@ static void coll_free(struct gin_coll *c)
         return;
     gin_mr_free_all(c);
     gin_gdaki_coll_free(c);
+    gin_lanes_release(c);
     if (c->peers) {
         for (int p = 0; p < c->nranks; p++) {
             for (int i = 0; i < HS_MAX_PORTS; i++)
@@ -121,8 +122,8 @@ static void coll_free(struct gin_coll *c)
         mr_deregister(NULL, c->scratch_mh);
     free(c->scratch);
     free(c->peers);
-    free(c->reqs);
     pthread_mutex_destroy(&c->wins_mu);
+    pthread_mutex_destroy(&c->lanes_mu);
     c->magic = 0;
     free(c);
 }
@@ -133,23 +134,22 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     if (!c)
         return ncclSystemError;
     pthread_mutex_init(&c->wins_mu, NULL);
+    pthread_mutex_init(&c->lanes_mu, NULL);
     c->dev = dev;
     c->rank = rank;
     c->nranks = nranks;
     c->peers = calloc((size_t)nranks, sizeof(*c->peers));
-    c->reqs = calloc((size_t)nranks * GIN_PEER_REQS, sizeof(*c->reqs));
     c->scratch = aligned_alloc(4096, 4096);
-    if (!c->peers || !c->reqs || !c->scratch) {
+    if (!c->peers || !c->scratch) {
         WARN("NET/railnet/GIN: connect: out of memory for %d ranks", nranks);
         coll_free(c);
         return ncclSystemError;
     }
-    for (int p = 0; p < nranks; p++) {
-        struct gin_peer *pe = &c->peers[p];
-        pe->fd = -1;
-        for (uint32_t i = 0; i < GIN_PEER_REQS; i++)
-            pe->free_list[i] = GIN_PEER_REQS - 1 - i;
-        pe->nfree = GIN_PEER_REQS;
+    for (int p = 0; p < nranks; p++)
+        c->peers[p].fd = -1;
+    if (gin_lanes_init(c) != ncclSuccess) {
+        coll_free(c);
+        return ncclSystemError;
     }
     if (devices_qp_ports(dev, c->ports, &c->nports, c->dev_name, sizeof(c->dev_name)) != ncclSuccess) {
         WARN("NET/railnet/GIN: connect: device %d does not exist", dev);

@@ -108,6 +108,7 @@ void gin_report_wc(struct gin_coll *c, const struct ibv_wc *wc)
         return; /* the first failure was reported; the rest are its flushes */
     const char *what = GIN_WR_MARKER(wc->wr_id)        ? "completion marker (zero-byte RDMA write)"
                        : wc->opcode == IBV_WC_FETCH_ADD ? "signal (fetch-and-add)"
+                       : wc->opcode == IBV_WC_RDMA_READ ? "get or flush (RDMA read)"
                                                         : "put (RDMA write)";
     WARN("NET/railnet/GIN: device %s, rank %d: %s towards rank %u failed on QP 0x%x: %s (%d, vendor error 0x%x)",
          c->dev_name, c->rank, what, (unsigned)GIN_WR_PEER(wc->wr_id), wc->qp_num, errors_wc_status_name(wc->status),
@@ -169,14 +170,14 @@ void gin_check_async(struct gin_coll *c)
         WARN("NET/railnet/GIN: device %s, rank %d: IBV_EVENT_CQ_ERR on the collComm's CQ of %d entries: the CQ "
              "overran and completions were lost; failing the GIN comm, whose %d pending request(s) could never "
              "complete (please report this as a railnet bug)",
-             c->dev_name, c->rank, c->cq->cqe, c->pending);
+             c->dev_name, c->rank, c->cq->cqe, gin_outstanding(c));
         gin_fail(c, ncclSystemError);
         return;
     }
     if (n.device_fatal) {
         WARN("NET/railnet/GIN: device %s, rank %d: IBV_EVENT_DEVICE_FATAL (the device failed: its ports and QPs "
              "are gone); failing the GIN comm (%d request(s) pending)",
-             c->dev_name, c->rank, c->pending);
+             c->dev_name, c->rank, gin_outstanding(c));
         gin_fail(c, ncclSystemError);
         return;
     }
@@ -185,7 +186,7 @@ void gin_check_async(struct gin_coll *c)
         WARN("NET/railnet/GIN: device %s port %u, rank %d: IBV_EVENT_PORT_ERR (port went down); failing the GIN "
              "comm (%d QPs on that port, one per rank; %d request(s) pending) rather than waiting out the QP "
              "retry budget",
-             c->dev_name, c->async.port_num[__builtin_ctz(n.down)], c->rank, c->nranks, c->pending);
+             c->dev_name, c->async.port_num[__builtin_ctz(n.down)], c->rank, c->nranks, gin_outstanding(c));
         gin_fail(c, ncclSystemError);
         return;
     }
@@ -195,7 +196,7 @@ void gin_check_async(struct gin_coll *c)
         WARN("NET/railnet/GIN: device %s port %u, rank %d: QP 0x%x towards rank %d: %s; failing the GIN comm "
              "(%d request(s) pending)",
              c->dev_name, q && q->conn.port ? q->conn.port->port_num : 0, c->rank, n.fatal_qpn, peer,
-             errors_event_name(n.fatal_event), c->pending);
+             errors_event_name(n.fatal_event), gin_outstanding(c));
         gin_fail(c, ncclSystemError);
     }
 }

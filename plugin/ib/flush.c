@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "failover.h"
 #include "ibvwrap.h"
 #include "log.h"
@@ -99,14 +98,6 @@ void flush_destroy(struct recv_comm *rc)
     rc->flush = NULL;
 }
 
-static int needs_flush(void *mh)
-{
-    int mode = rn_config()->gdr_flush;
-    if (!mh || mode == 0)
-        return 0;
-    return mode == 2 || mr_is_cuda(mh);
-}
-
 /* Posts the READs of flush request r on the current loopback QP; only the
  * last is signaled (RC completes in order: it covers all). */
 static ncclResult_t flush_post(struct recv_comm *rc, struct request *r)
@@ -192,7 +183,7 @@ ncclResult_t flush_iflush(void *recv_comm, int n, void **data, int *sizes, void 
         return c->error;
     int last = -1;
     for (int i = 0; i < n && i < COMM_MAX_RECVS; i++)
-        if (sizes[i] > 0 && needs_flush(mhandles[i]))
+        if (sizes[i] > 0 && mr_needs_gdr_flush(mhandles[i]))
             last = i;
     if (last < 0)
         return ncclSuccess;
@@ -207,7 +198,7 @@ ncclResult_t flush_iflush(void *recv_comm, int n, void **data, int *sizes, void 
     struct flush_saved *sv = &f->saved[r->index % FLUSH_REQS];
     sv->n = 0;
     for (int i = 0; i <= last; i++) {
-        if (sizes[i] <= 0 || !needs_flush(mhandles[i]))
+        if (sizes[i] <= 0 || !mr_needs_gdr_flush(mhandles[i]))
             continue;
         sv->idx[sv->n] = (uint8_t)i;
         sv->addr[sv->n] = (uint64_t)(uintptr_t)data[i];

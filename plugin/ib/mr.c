@@ -271,6 +271,14 @@ int mr_is_cuda(const void *mhandle)
     return h && h->path != PATH_HOST;
 }
 
+int mr_needs_gdr_flush(const void *mhandle)
+{
+    int mode = rn_config()->gdr_flush;
+    if (!mhandle || mode == 0)
+        return 0;
+    return mode == 2 || mr_is_cuda(mhandle);
+}
+
 int mr_cache_entries(void)
 {
     pthread_mutex_lock(&cache_mu);

@@ -45,6 +45,10 @@ ncclResult_t mr_register_dmabuf_dev(int dev, void *data, size_t size, int type, 
 uint32_t mr_lkey(const void *mhandle, int port_idx);
 uint32_t mr_rkey(const void *mhandle, int port_idx);
 int mr_is_cuda(const void *mhandle);
+/* Whether data the NIC wrote into this registration needs a GDR flush (an
+ * RDMA READ of it) before the GPU may read it, as RAILNET_GDR_FLUSH says:
+ * CUDA memory unless it is 0, host memory too when it is 2 (tests). */
+int mr_needs_gdr_flush(const void *mhandle);
 /* Live verbs MRs in the cache (tests). */
 int mr_cache_entries(void);
 

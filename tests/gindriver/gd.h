@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "nccl_gin_v11.h"
+#include "nccl_rma_v14.h"
 
 #define GD_MAX_RANKS 8
 #define GD_HANDLE 128
@@ -76,6 +77,11 @@ struct gd_gin_stats {
 extern struct gd_gin_stats gd_stats;
 /* --gin-version: the table the ranks load (gd_tables.c), 11 unless told. */
 extern int gd_gin_version;
+/* --rma-version 13 or 14 (0: none): the ranks load an RMA table instead
+ * (gd_tables.c; with --gin-version 13, ncclGinPlugin_v13 as NCCL 2.30.4's
+ * GIN proxy drives it), which the RMA cases (gd_rma.c) call as gd_rma. */
+extern int gd_rma_version;
+extern const ncclRma_v14_t *gd_rma;
 struct plugin_tables;
 /* The table of version gd_gin_version, as a v11 table (calls converted);
  * NULL with err on failure. */

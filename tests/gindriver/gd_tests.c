@@ -969,6 +969,8 @@ int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
 {
     if (!strncmp(name, "gdaki", 5))
         return gd_gdaki_run(plugin, name, o);
+    if (!strncmp(name, "rma", 3))
+        return gd_rma_run(plugin, name, o);
     if (!strcmp(name, "mesh"))
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_mesh, o);
     if (!strcmp(name, "signal"))

@@ -62,6 +62,8 @@ int gd_test_run(const char *plugin, const char *name, struct gd_opts *o);
  * and gdaki-forged-KIND (gd_forge.c: a forged GW_GDAKI message refused). */
 int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o);
 int gd_forge_run(const char *plugin, const char *kind, struct gd_opts *o);
+/* rma, rma-bad, rma-kill (gd_rma.c): an RMA table (--rma-version). */
+int gd_rma_run(const char *plugin, const char *name, struct gd_opts *o);
 /* port-down, port-flap, qp-fatal (gd_async.c): async events of the device. */
 int gd_async_run(const char *plugin, const char *name, struct gd_opts *o);
 /* softnic_ctl_port_set_state of the libibverbs the plugin loaded (NULL,

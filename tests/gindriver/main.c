@@ -10,8 +10,10 @@
 
 static const char help[] =
     "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
-    "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does,\n"
-    "with ranks as processes of this host (softnic: LD_LIBRARY_PATH=.../tests/softnic).\n"
+    "       gindriver --plugin PATH --rma-version 13|14 [options] rma|rma-bad|rma-kill|probe\n"
+    "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does (or another GIN or\n"
+    "RMA table, see the options), with ranks as processes of this host (softnic:\n"
+    "LD_LIBRARY_PATH=.../tests/softnic).\n"
     "  mesh    iput full mesh, random sizes/offsets, byte-checked; deregistration\n"
     "  signal  iputSignal ordering (no signal before its data) and exact INC/ADD sums\n"
     "  rogue   bad handles refused with a WARN; the job still connects\n"
@@ -32,6 +34,12 @@ static const char help[] =
     "  rate    (bench) --puts puts of --size bytes to the next rank, --queue in flight; prints\n"
     "          '#rate rank R size S puts N secs T rate PUTS_PER_S'\n"
     "  probe   init, devices and properties as NCCL reads them\n"
+    "  rma     (--rma-version) 2 contexts: --puts puts per peer and context, --queue in flight per\n"
+    "          peer and context and never a retry; one in four with a signal: no signal before its\n"
+    "          context's data; signal-only INC/ADD summed; gets byte-checked; a flush of the landing window\n"
+    "  rma-bad (--rma-version) bad configs, context indices, ranks, windows and pointers refused with\n"
+    "          ncclInvalidArgument; the context still works; a context outliving its collComm\n"
+    "  rma-kill (--rma-version) a rank SIGKILLed: the others get ncclRemoteError, no hang\n"
     "  gdaki   the GDAKI type (RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx, no CUDA): every rank\n"
     "          posts into the described queues as NCCL's device code does: puts, puts with signal,\n"
     "          counter (companion QP) or both, values, signals; --rounds per peer; byte-checked, sums exact\n"
@@ -44,7 +52,9 @@ static const char help[] =
     "  gdaki-forged-KIND  rank 2 forges rank 0's GW_GDAKI message: createContext refuses it, ranks 0, 1 fail\n"
     "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"
     "         --adds N signal-only adds per peer (64)  --slot BYTES (65536)  --seed N\n"
-    "         --gin-version N  the GIN table driven: 11 (NCCL 2.28), 12 (NCCL 2.29), 14 (NCCL 2.30: probe only)\n"
+    "         --gin-version N  the GIN table driven: 11 (NCCL 2.28), 12 (NCCL 2.29), 13 (NCCL 2.30.3/2.30.4:\n"
+    "                  driven as an RMA v13 table, as their GIN proxy does), 14 (NCCL 2.30.7: probe only)\n"
+    "         --rma-version N  the RMA table driven: 13 (ncclRmaPlugin_v13) or 14 (ncclRmaPlugin_v14)\n"
     "         --queue N mesh/rate puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
     "         --size BYTES rate: bytes per put (8)\n"
     "exit status: 0 pass, 1 a check failed, 2 usage or load error.\n";
@@ -76,8 +86,16 @@ static int probe(const char *plugin)
                "vProps.ndevs=%d\n",
                d, p.name, p.ptrSupport, p.maxRecvs, p.netDeviceType, p.netDeviceVersion, p.vProps.ndevs);
     }
-    printf("createContext: %s, ginProgress: %s, queryLastError: %s\n", gin->createContext ? "set" : "NULL",
-           gin->ginProgress ? "set" : "NULL", gin->queryLastError ? "set" : "NULL");
+    if (gd_rma)
+        printf("rma: createContext: %s, iput: %s, iputSignal: %s, iget: %s, iflush: %s, test: %s, progress: %s, "
+               "queryLastError: %s\n",
+               gd_rma->createContext ? "set" : "NULL", gd_rma->iput ? "set" : "NULL",
+               gd_rma->iputSignal ? "set" : "NULL", gd_rma->iget ? "set" : "NULL", gd_rma->iflush ? "set" : "NULL",
+               gd_rma->test ? "set" : "NULL", gd_rma->rmaProgress ? "set" : "NULL",
+               gd_rma->queryLastError ? "set" : "NULL");
+    else
+        printf("createContext: %s, ginProgress: %s, queryLastError: %s\n", gin->createContext ? "set" : "NULL",
+               gin->ginProgress ? "set" : "NULL", gin->queryLastError ? "set" : "NULL");
     gd_print_gin_properties();
     gin->finalize(ctx);
     return 0;
@@ -96,8 +114,14 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--gin-version") && v) {
             gd_gin_version = atoi(v), i++;
-            if (gd_gin_version != 11 && gd_gin_version != 12 && gd_gin_version != 14) {
-                fprintf(stderr, "gindriver: bad value '%s' for --gin-version (11, 12 or 14)\n", v);
+            if (gd_gin_version < 11 || gd_gin_version > 14 || strspn(v, "0123456789") != strlen(v)) {
+                fprintf(stderr, "gindriver: bad value '%s' for --gin-version (11, 12, 13 or 14)\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--rma-version") && v) {
+            gd_rma_version = atoi(v), i++;
+            if ((gd_rma_version != 13 && gd_rma_version != 14) || strspn(v, "0123456789") != strlen(v)) {
+                fprintf(stderr, "gindriver: bad value '%s' for --rma-version (13 or 14)\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--plugin") && v)
@@ -139,6 +163,13 @@ int main(int argc, char **argv)
         o.queue < 1 || o.size > (1u << 30) ||
         (strcmp(cmd, "rate") && o.slot < (size_t)o.puts * 64) || o.slot > (64u << 20)) {
         fprintf(stderr, "%s", help);
+        return 2;
+    }
+    if (gd_gin_version == 13 && !gd_rma_version)
+        gd_rma_version = 13; /* GIN v13's data path is the RMA v13 layout's */
+    if (gd_rma_version && gd_gin_version != 11 && gd_gin_version != gd_rma_version) {
+        fprintf(stderr, "gindriver: --rma-version %d goes with --gin-version 13 (GIN v13 as an RMA table) or none\n",
+                gd_rma_version);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/plugin/plugin_load.sh: the plugin as NCCL loads it. Its exported
 # symbols are the ABI tables only (ncclNetPlugin_v8 ... _v12,
-# ncclGinPlugin_v11, _v12 and _v14); init succeeds and reports 0 devices without an RDMA library or
+# ncclGinPlugin_v11 ... _v14, ncclRmaPlugin_v13 and _v14); init succeeds and reports 0 devices without an RDMA library or
 # device; on softnic the properties are what docs/design.md promises (a merged
 # device's speed at most its PCIe link's); RAILNET_*
 # values steer discovery and bad ones are named in a WARN.
@@ -14,8 +14,8 @@ tap_plan 13
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 syms=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^_' | LC_ALL=C sort | tr '\n' ' ')
-want="ncclGinPlugin_v11 ncclGinPlugin_v12 ncclGinPlugin_v14 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 "
-[ "$syms" = "$want" ] && tap_ok exports_only_the_net_and_gin_tables || tap_not_ok exports_only_the_net_and_gin_tables "exported: $syms"
+want="ncclGinPlugin_v11 ncclGinPlugin_v12 ncclGinPlugin_v13 ncclGinPlugin_v14 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9 ncclRmaPlugin_v13 ncclRmaPlugin_v14 "
+[ "$syms" = "$want" ] && tap_ok exports_only_the_net_gin_and_rma_tables || tap_not_ok exports_only_the_net_gin_and_rma_tables "exported: $syms"
 
 RAILNET_IBVERBS_LIB=/nonexistent/libibverbs.so.1 "$nd" --plugin "$plugin" probe >"$out" 2>&1
 if [ $? -eq 0 ] && grep -q '^devices: 0' "$out" && grep -q 'INFO NET/railnet: no RDMA devices: cannot load /nonexistent' "$out"; then

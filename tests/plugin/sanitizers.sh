@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 39
+tap_plan 42
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -74,6 +74,11 @@ san asan_gin_failed_put_amid_unsignaled $gd flush
 san asan_gin_rogue_handles $gd rogue
 san asan_gin_peer_killed $gd --ranks 3 kill
 san asan_gin_cq_overrun env RAILNET_GIN_SIGNAL_EVERY=1 $gd cq-overrun
+# the RMA tables (NCCL 2.30): puts, signals, gets and flushes on contexts made
+# and destroyed while others run; bad input; a killed peer
+san asan_rma_v14_puts_signals_gets_flushes env RAILNET_GDR_FLUSH=2 $gd --rma-version 14 --ranks 3 --puts 64 --slot 1048576 rma
+san asan_rma_v13_bad_input_refused $gd --rma-version 13 --ranks 2 rma-bad
+san asan_gin_v13_peer_killed $gd --gin-version 13 --ranks 3 rma-kill
 # the collComm's device async events: a port down with puts in flight, a
 # flap before creation (ignored) and after (fails it), a QP fatal event
 gd_retry="SOFTNIC_RETRY_MIN_MS=60000 SOFTNIC_RETRY_CAP_MS=60000"

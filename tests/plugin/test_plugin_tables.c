@@ -1,12 +1,13 @@
 /* tests/plugin/test_plugin_tables.c: the one loader of railnet's ABI tables
- * (tools/common/plugin_tables.h), net v8 ... v12 and GIN v11, against the
- * built plugin and against libraries that are not it. */
+ * (tools/common/plugin_tables.h), net v8 ... v12, GIN v11 ... v14 and RMA
+ * v13/v14, against the built plugin and against libraries that are not it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nccl_gin_v11.h"
 #include "nccl_net_v12.h"
+#include "nccl_rma_v14.h"
 #include "tests/tap.h"
 #include "tools/common/plugin_tables.h"
 
@@ -122,18 +123,44 @@ TAP_CASE(test_tables_load_railnet_gin_v11_checked)
 }
 
 /* A GIN table of a version railnet does not export: refused, naming the
- * versions it does export (NCCL 2.30 falls back to _v13). */
+ * versions it does export. */
 TAP_CASE(test_tables_other_gin_version_is_refused_and_named)
 {
-    struct plugin_table_kind v13 = plugin_table_gin_v11;
-    v13.symbol = "ncclGinPlugin_v13";
-    v13.version = 13;
+    struct plugin_table_kind v15 = plugin_table_gin_v11;
+    v15.symbol = "ncclGinPlugin_v15";
+    v15.version = 15;
     struct plugin_tables t;
     char err[4352] = "";
-    EXPECT_TRUE(plugin_tables_load(&t, plugin_path(), &v13, PLUGIN_TABLES_NAME, err, sizeof(err)) == NULL);
-    EXPECT_TRUE(strstr(err, "exports no ncclGinPlugin_v13; it exports ncclGinPlugin_v11") != NULL);
+    EXPECT_TRUE(plugin_tables_load(&t, plugin_path(), &v15, PLUGIN_TABLES_NAME, err, sizeof(err)) == NULL);
+    EXPECT_TRUE(strstr(err, "exports no ncclGinPlugin_v15; it exports ncclGinPlugin_v11") != NULL);
     if (!strstr(err, "it exports ncclGinPlugin_v11"))
         tap_diag("%s", err);
+}
+
+/* NCCL 2.30's tables of the v13 layout and RMA v14: found by symbol, and
+ * railnet's each checked for the entries NCCL calls unchecked; iget,
+ * iflush and the progress and error entries, which NCCL tests for NULL,
+ * are set too. */
+TAP_CASE(test_tables_load_railnet_gin_v13_rma_v13_v14_checked)
+{
+    EXPECT_TRUE(plugin_table_kind("ncclGinPlugin_v13") == &plugin_table_gin_v13);
+    EXPECT_TRUE(plugin_table_kind("ncclRmaPlugin_v13") == &plugin_table_rma_v13);
+    EXPECT_TRUE(plugin_table_kind("ncclRmaPlugin_v14") == &plugin_table_rma_v14);
+    EXPECT_EQ_INT(14, plugin_table_rma_v14.version);
+    const struct plugin_table_kind *kinds[] = { &plugin_table_gin_v13, &plugin_table_rma_v13,
+                                                &plugin_table_rma_v14 };
+    for (int i = 0; i < 3; i++) {
+        struct plugin_tables t;
+        char err[4352] = "";
+        const ncclRma_v14_t *tab = plugin_tables_load(&t, plugin_path(), kinds[i], PLUGIN_TABLES_NAME, err,
+                                                      sizeof(err));
+        if (!tab)
+            tap_diag("%s", err);
+        EXPECT_TRUE(tab != NULL);
+        if (tab) /* the v13 layout has the same entries at the same offsets */
+            EXPECT_TRUE(tab->iget && tab->iflush && tab->rmaProgress && tab->queryLastError);
+        plugin_tables_close(&t);
+    }
 }
 
 TAP_CASE(test_tables_gin_name_is_checked)

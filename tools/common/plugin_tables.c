@@ -11,6 +11,8 @@
 #include "nccl_gin_v12.h"
 #include "nccl_gin_v14.h"
 #include "nccl_net_v12.h"
+#include "nccl_rma_v13.h"
+#include "nccl_rma_v14.h"
 
 /* Every pointer NCCL calls without checking. */
 #define NET8(f) offsetof(ncclNet_v8_t, f)
@@ -139,9 +141,46 @@ const struct plugin_table_kind plugin_table_gin_v14 = {
     .nrequired = sizeof(gin_v14_required) / sizeof(gin_v14_required[0]),
 };
 
+/* The v13 layout (GIN v13 and RMA v13) and RMA v14: the same entries at the
+ * same offsets. NCCL 2.30 calls all but iget, iflush, the progress entry
+ * and queryLastError unchecked. */
+#define RMA14(f) offsetof(ncclRma_v14_t, f)
+static const size_t rma_required[] = {
+    RMA14(init), RMA14(devices), RMA14(getProperties), RMA14(listen), RMA14(connect), RMA14(createContext),
+    RMA14(regMrSym), RMA14(regMrSymDmaBuf), RMA14(deregMrSym), RMA14(destroyContext), RMA14(closeColl),
+    RMA14(closeListen), RMA14(iput), RMA14(iputSignal), RMA14(test), RMA14(finalize),
+};
+#undef RMA14
+static const char *const rma_required_names[] = {
+    "init", "devices", "getProperties", "listen", "connect", "createContext", "regMrSym", "regMrSymDmaBuf",
+    "deregMrSym", "destroyContext", "closeColl", "closeListen", "iput", "iputSignal", "test", "finalize",
+};
+_Static_assert(sizeof(rma_required) / sizeof(rma_required[0]) ==
+                   sizeof(rma_required_names) / sizeof(rma_required_names[0]),
+               "one name per required entry");
+_Static_assert(sizeof(ncclRma_v13_t) == sizeof(ncclRma_v14_t) &&
+                   offsetof(ncclRma_v13_t, iputSignal) == offsetof(ncclRma_v14_t, iputSignal) &&
+                   offsetof(ncclRma_v13_t, finalize) == offsetof(ncclRma_v14_t, finalize),
+               "v13 and RMA v14: the same entries at the same offsets");
+#define RMA_KIND(var, sym, fam, v, type)                                                             \
+    const struct plugin_table_kind var = {                                                           \
+        .symbol = sym,                                                                               \
+        .family = fam,                                                                               \
+        .version = v,                                                                                \
+        .name_offset = offsetof(type, name),                                                         \
+        .required = rma_required,                                                                    \
+        .required_names = rma_required_names,                                                        \
+        .nrequired = sizeof(rma_required) / sizeof(rma_required[0]),                                 \
+    }
+RMA_KIND(plugin_table_gin_v13, "ncclGinPlugin_v13", "ncclGinPlugin_v", 13, ncclGin_v13_t);
+RMA_KIND(plugin_table_rma_v13, "ncclRmaPlugin_v13", "ncclRmaPlugin_v", 13, ncclRma_v13_t);
+RMA_KIND(plugin_table_rma_v14, "ncclRmaPlugin_v14", "ncclRmaPlugin_v", 14, ncclRma_v14_t);
+#undef RMA_KIND
+
 static const struct plugin_table_kind *const kinds[] = {
     &plugin_table_net_v8,  &plugin_table_net_v9,  &plugin_table_net_v10, &plugin_table_net_v11,
-    &plugin_table_net_v12, &plugin_table_gin_v11, &plugin_table_gin_v12, &plugin_table_gin_v14,
+    &plugin_table_net_v12, &plugin_table_gin_v11, &plugin_table_gin_v12, &plugin_table_gin_v13,
+    &plugin_table_gin_v14, &plugin_table_rma_v13, &plugin_table_rma_v14,
 };
 
 const struct plugin_table_kind *plugin_table_kind(const char *symbol)

@@ -5,7 +5,8 @@
  * GIN driver tests/gindriver).
  *
  * A table kind names what a caller wants: the exported symbol, whose name
- * carries the ABI version (ncclNetPlugin_v8 ... _v12, ncclGinPlugin_v11), where the
+ * carries the ABI version (ncclNetPlugin_v8 ... _v12, ncclGinPlugin_v11 ... _v14,
+ * ncclRmaPlugin_v13, _v14), where the
  * table keeps its `const char *name`, and which entries NCCL calls without
  * checking. A new table is one more kind in plugin_tables.c, found by its
  * symbol with plugin_table_kind().
@@ -46,8 +47,15 @@ extern const struct plugin_table_kind plugin_table_net_v12;
 extern const struct plugin_table_kind plugin_table_gin_v11;
 /* ncclGinPlugin_v12 (include/nccl_gin_v12.h): NCCL 2.29's. */
 extern const struct plugin_table_kind plugin_table_gin_v12;
-/* ncclGinPlugin_v14 (include/nccl_gin_v14.h): NCCL 2.30's, without puts. */
+/* ncclGinPlugin_v13 (include/nccl_gin_v13.h): NCCL 2.30.3/2.30.4's, with
+ * the data path on context indices. */
+extern const struct plugin_table_kind plugin_table_gin_v13;
+/* ncclGinPlugin_v14 (include/nccl_gin_v14.h): NCCL 2.30.7's, without puts. */
 extern const struct plugin_table_kind plugin_table_gin_v14;
+/* ncclRmaPlugin_v13 (include/nccl_rma_v13.h, GIN v13's layout) and
+ * ncclRmaPlugin_v14 (include/nccl_rma_v14.h): NCCL 2.30's RMA tables. */
+extern const struct plugin_table_kind plugin_table_rma_v13;
+extern const struct plugin_table_kind plugin_table_rma_v14;
 /* The kind exported as symbol, NULL when this loader does not know it. */
 const struct plugin_table_kind *plugin_table_kind(const char *symbol);
 
