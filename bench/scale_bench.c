@@ -6,7 +6,7 @@
  * (ncclGinPlugin_v11, proxy type: the collective connect, createContext, one
  * symmetric window, a put with signal to every peer). Then each rank reads
  * what it holds: threads, fds, RSS, pinned memory and, on softnic, its live
- * QPs, CQs and MRs. The parent relays handles and prints one row per N and,
+ * QPs, CQs and MRs; and the CPU its threads use over one idle second. The parent relays handles and prints one row per N and,
  * at the end, a least-squares fit a + b*N of each metric per rank.
  *
  * The parent runs every N as a sequence of steps; a step ends when every
@@ -48,7 +48,8 @@ static const char help[] =
     "GIN table (ncclGinPlugin_v11, proxy type: connect, createContext, regMrSym of one window,\n"
     "a put with signal to every peer, every peer's signal awaited, byte-checked). Then each rank\n"
     "reads what it holds. One row per N: median/max over ranks of connect time (p2p, GIN),\n"
-    "threads, fds, RSS, pinned memory (VmLck + VmPin) and softnic's live QPs/CQs/MRs\n"
+    "CPU use over one idle second with everything up (100 = one core), threads, fds, RSS,\n"
+    "pinned memory (VmLck + VmPin) and softnic's live QPs/CQs/MRs\n"
     "(softnic_ctl_objects; n/a without softnic). After the last N: a least-squares fit\n"
     "a + b*N of each metric's median, with everything up and with the p2p mesh alone.\n"
     "A step that fails, a rank that dies or a step over its time budget stops the bench; the\n"
@@ -72,7 +73,7 @@ enum step {
     STEP_GIN_CONNECT, /* the collective connect */
     STEP_GIN_SETUP,   /* createContext, regMrSym of the window */
     STEP_GIN_PUT,     /* put with signal to every peer, every signal awaited */
-    STEP_METRICS,     /* what the rank holds */
+    STEP_METRICS,     /* what the rank holds; its CPU use over 1 s idle */
     STEP_TEARDOWN,    /* everything closed, the rank exited */
     NSTEPS
 };
@@ -89,6 +90,7 @@ struct snap {
 
 struct rank_report {
     double p2p_connect_s, gin_connect_s;
+    double idle_cpu; /* CPU seconds a second the rank used, all up and idle */
     struct snap p2p, all; /* after the p2p mesh; after the GIN mesh too */
 };
 
@@ -98,6 +100,11 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
+
+/* A polling loop that made no progress in a round waits this long before
+ * the next: N ranks polling flat out would take a small host's CPUs from
+ * the NIC threads they wait for (softnic's own tests wait 200 us too). */
+#define IDLE_US 200
 
 static int full_write(int fd, const void *buf, size_t len)
 {
@@ -174,8 +181,8 @@ struct rank {
 };
 
 static struct {
-    int verbose, me;
-    char first_warn[640];
+    int verbose, me, nwarn;
+    char first_warn[300], last_warn[300];
 } rank_log;
 
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
@@ -188,13 +195,14 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (!rank_log.first_warn[0])
-        snprintf(rank_log.first_warn, sizeof(rank_log.first_warn), "%s (%s:%d)", msg, file, line);
+    char *keep = rank_log.nwarn++ ? rank_log.last_warn : rank_log.first_warn;
+    snprintf(keep, sizeof(rank_log.first_warn), "%.240s (%s:%d)", msg, file, line);
     if (rank_log.verbose)
         fprintf(stderr, "rank %d: WARN %s (%s:%d)\n", rank_log.me, msg, file, line);
 }
 
-/* Tells the parent this rank failed, with the plugin's first WARN. */
+/* Tells the parent this rank failed, with the plugin's first and last
+ * WARN (each cut to a line). */
 static int fail(struct rank *r, const char *fmt, ...)
 {
     char msg[MSG_MAX];
@@ -202,8 +210,11 @@ static int fail(struct rank *r, const char *fmt, ...)
     va_start(ap, fmt);
     int k = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (k >= 0 && (size_t)k < sizeof(msg) && rank_log.first_warn[0])
-        snprintf(msg + k, sizeof(msg) - (size_t)k, "; the plugin's first WARN: %s", rank_log.first_warn);
+    if (k >= 0 && (size_t)k < sizeof(msg) && rank_log.nwarn == 1)
+        snprintf(msg + k, sizeof(msg) - (size_t)k, "; the plugin's WARN: %s", rank_log.first_warn);
+    else if (k >= 0 && (size_t)k < sizeof(msg) && rank_log.nwarn > 1)
+        snprintf(msg + k, sizeof(msg) - (size_t)k, "; the plugin's first of %d WARNs: %s; its last: %s",
+                 rank_log.nwarn, rank_log.first_warn, rank_log.last_warn);
     (void)msg_send(r->fd, 'F', msg, (uint32_t)strlen(msg));
     return 1;
 }
@@ -262,6 +273,24 @@ static void snapshot(struct rank *r, struct snap *s)
         s->qps = o.qps, s->cqs = o.cqs, s->mrs = o.mrs;
 }
 
+/* CPU seconds (user + system, all threads) this process used so far. */
+static double cpu_s(void)
+{
+    FILE *f = fopen("/proc/self/stat", "r");
+    char buf[1024];
+    size_t len = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[len] = 0;
+    char *p = strrchr(buf, ')');
+    unsigned long long ut, st;
+    /* after the name: state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* softnic_ctl_objects, once the plugin loaded libibverbs: the plugin opens
  * it RTLD_LOCAL, so it is looked up by handle when RTLD_DEFAULT misses it. */
 static void find_objects(struct rank *r)
@@ -298,6 +327,7 @@ static int p2p_connect(struct rank *r, uint8_t (*col)[HANDLE], double *took)
     int n = r->n, up = 0, want = 2 * (n - 1);
     double t0 = now_s();
     while (up < want) {
+        int before = up;
         up = 0;
         for (int p = 0; p < n; p++) {
             if (p == r->me)
@@ -316,6 +346,8 @@ static int p2p_connect(struct rank *r, uint8_t (*col)[HANDLE], double *took)
             return fail(r, "%d of %d send comms and %d of %d recv comms up after %.0f s", s, n - 1, c, n - 1,
                         now_s() - t0);
         }
+        if (up == before)
+            usleep(IDLE_US);
     }
     *took = now_s() - t0;
     return 0;
@@ -345,6 +377,7 @@ static int p2p_data(struct rank *r)
     }
     double t0 = now_s();
     while (done < want) {
+        int before = done;
         for (int p = 0; p < n; p++) {
             if (p == r->me)
                 continue;
@@ -381,6 +414,8 @@ static int p2p_data(struct rank *r)
         }
         if (done < want && now_s() - t0 > r->budget)
             return fail(r, "%d of %d messages done after %.0f s", done, want, now_s() - t0);
+        if (done == before)
+            usleep(IDLE_US);
     }
     free(sreq), free(rreq), free(sdone), free(rdone);
     return 0;
@@ -457,12 +492,14 @@ static int gin_put_step(struct rank *r)
                 return fail(r, "GIN iputSignal to rank %d failed (%d)", p, e);
             if (!req[p] && (e = r->gin->ginProgress(r->gcoll)) != ncclSuccess)
                 return fail(r, "GIN ginProgress failed (%d)", e);
+            if (!req[p])
+                usleep(IDLE_US);
             if (now_s() - t0 > r->budget)
                 return fail(r, "GIN iputSignal to rank %d got no request for %.0f s", p, now_s() - t0);
         }
     }
     const volatile uint64_t *sw = (const uint64_t *)(r->win + sig);
-    for (;;) {
+    for (int last = -1;;) {
         int mine = 0, theirs = 0;
         for (int p = 0; p < n; p++) {
             if (p == me)
@@ -484,6 +521,9 @@ static int gin_put_step(struct rank *r)
             break;
         if ((e = r->gin->ginProgress(r->gcoll)) != ncclSuccess)
             return fail(r, "GIN ginProgress failed (%d)", e);
+        if (mine + theirs == last)
+            usleep(IDLE_US);
+        last = mine + theirs;
         if (now_s() - t0 > r->budget)
             return fail(r, "%d of %d puts done and %d of %d signals seen after %.0f s", mine, n - 1, theirs, n - 1,
                         now_s() - t0);
@@ -562,6 +602,11 @@ static int rank_main(const char *plugin, int me, int n, int fd, size_t bytes, do
     }
     if (!rc) {
         snapshot(&r, &rep.all);
+        /* every rank is past its last put: what the threads cost at rest */
+        double c0 = cpu_s(), t0 = now_s();
+        usleep(1000000);
+        double c1 = cpu_s(), t1 = now_s();
+        rep.idle_cpu = c0 < 0 || c1 < 0 ? -1 : (c1 - c0) / (t1 - t0);
         /* the reply comes when every rank is done: no rank closes a comm a
          * peer still uses */
         rc = step_done(&r, &rep, sizeof(rep), NULL, 0);
@@ -778,10 +823,10 @@ out:
 
 /* ------------------------------------------------------------- reporting */
 
-enum metric { M_P2P_CONN, M_GIN_CONN, M_THREADS, M_FDS, M_RSS, M_PINNED, M_QPS, M_CQS, M_MRS, NMETRICS };
+enum metric { M_P2P_CONN, M_GIN_CONN, M_IDLE_CPU, M_THREADS, M_FDS, M_RSS, M_PINNED, M_QPS, M_CQS, M_MRS, NMETRICS };
 
 static const char *const metric_name[NMETRICS] = {
-    "p2p connect ms", "GIN connect ms", "threads", "fds", "RSS MiB", "pinned MiB", "QPs", "CQs", "MRs",
+    "p2p connect ms", "GIN connect ms", "idle CPU %", "threads", "fds", "RSS MiB", "pinned MiB", "QPs", "CQs", "MRs",
 };
 
 /* Metric m of a rank's report (all: everything up; else the p2p mesh
@@ -792,6 +837,7 @@ static double metric(const struct rank_report *r, int m, int all)
     switch (m) {
     case M_P2P_CONN: return r->p2p_connect_s * 1e3;
     case M_GIN_CONN: return all ? r->gin_connect_s * 1e3 : -1;
+    case M_IDLE_CPU: return all && r->idle_cpu >= 0 ? r->idle_cpu * 100 : -1;
     case M_THREADS: return (double)s->threads;
     case M_FDS: return (double)s->fds;
     case M_RSS: return s->rss_kb < 0 ? -1 : (double)s->rss_kb / 1024;
@@ -839,7 +885,7 @@ static void print_row(const struct count_result *c)
     for (int m = 0; m < NMETRICS; m++) {
         double med, max;
         char cell[64];
-        int prec = m == M_RSS || m == M_PINNED || m <= M_GIN_CONN ? 1 : 0;
+        int prec = m == M_RSS || m == M_PINNED || m <= M_IDLE_CPU ? 1 : 0;
         if (med_max(c, m, 1, &med, &max))
             snprintf(cell, sizeof(cell), "%.*f/%.*f", prec, med, prec, max);
         else
@@ -885,7 +931,7 @@ static void print_fits(const struct count_result *c, int k)
                 x[j] = c[i].n, y[j++] = med;
             }
             const char *what = all ? "" : "   p2p alone: ";
-            if (!all && m == M_GIN_CONN)
+            if (!all && (m == M_GIN_CONN || m == M_IDLE_CPU))
                 continue;
             if (na)
                 printf("%sn/a", what);
