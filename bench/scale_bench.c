@@ -1000,7 +1000,7 @@ int main(int argc, char **argv)
         }
     }
     if (parse_ranks(ranks, counts, &k)) {
-        fprintf(stderr, "scale_bench: bad --ranks list: up to %d integers in [2, %d], comma-separated\n", MAX_COUNTS,
+        fprintf(stderr, "scale_bench: bad --ranks list: up to %d integers in [2, %d], comma- or space-separated\n", MAX_COUNTS,
                 MAX_RANKS);
         return 2;
     }
