@@ -6,13 +6,15 @@
  * (ncclGinPlugin_v11, proxy type: the collective connect, createContext, one
  * symmetric window, a put with signal to every peer). Then each rank reads
  * what it holds: threads, fds, RSS, pinned memory and, on softnic, its live
- * QPs, CQs and MRs; and the CPU its threads use over one idle second. The parent relays handles and prints one row per N and,
- * at the end, a least-squares fit a + b*N of each metric per rank.
+ * QPs, CQs and MRs; and the CPU its threads use over one idle second. The
+ * parent relays handles and prints one row per N and, at the end, a
+ * least-squares fit a + b*N of each metric per rank.
  *
  * The parent runs every N as a sequence of steps; a step ends when every
  * rank reported it. A rank that fails a step, dies or misses the step's
  * time budget stops the bench: it says which step, which rank and why
- * (the first WARN the plugin logged in that rank), and fits what it has.
+ * (the first and last WARN the plugin logged in that rank), and fits what
+ * it has.
  * bench/scale.sh runs it on softnic. Usage: scale_bench --help. */
 #include "nccl_gin_v11.h"
 #include "nccl_net_v8.h"
@@ -201,8 +203,10 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
         fprintf(stderr, "rank %d: WARN %s (%s:%d)\n", rank_log.me, msg, file, line);
 }
 
-/* Tells the parent this rank failed, with the plugin's first and last
- * WARN (each cut to a line). */
+static void snapshot(struct rank *r, struct snap *s);
+
+/* Tells the parent this rank failed, with what it holds by then and the
+ * plugin's first and last WARN (each cut to a line). */
 static int fail(struct rank *r, const char *fmt, ...)
 {
     char msg[MSG_MAX];
@@ -210,6 +214,14 @@ static int fail(struct rank *r, const char *fmt, ...)
     va_start(ap, fmt);
     int k = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    struct snap s;
+    snapshot(r, &s);
+    char qps[32] = "";
+    if (s.qps >= 0)
+        snprintf(qps, sizeof(qps), ", %lld QPs", (long long)s.qps);
+    if (k >= 0 && (size_t)k < sizeof(msg))
+        k += snprintf(msg + k, sizeof(msg) - (size_t)k, " (this rank: %lld threads, %lld fds%s)",
+                      (long long)s.threads, (long long)s.fds, qps);
     if (k >= 0 && (size_t)k < sizeof(msg) && rank_log.nwarn == 1)
         snprintf(msg + k, sizeof(msg) - (size_t)k, "; the plugin's WARN: %s", rank_log.first_warn);
     else if (k >= 0 && (size_t)k < sizeof(msg) && rank_log.nwarn > 1)
@@ -914,6 +926,10 @@ static int fit(const double *x, const double *y, int k, double *a, double *b)
 
 static void print_fits(const struct count_result *c, int k)
 {
+    if (!k) {
+        printf("no count completed: nothing to fit\n");
+        return;
+    }
     printf("fit per rank, least squares over the medians of N =");
     for (int i = 0; i < k; i++)
         printf(" %d", c[i].n);
@@ -1000,8 +1016,8 @@ int main(int argc, char **argv)
         }
     }
     if (parse_ranks(ranks, counts, &k)) {
-        fprintf(stderr, "scale_bench: bad --ranks list: up to %d integers in [2, %d], comma- or space-separated\n", MAX_COUNTS,
-                MAX_RANKS);
+        fprintf(stderr, "scale_bench: bad --ranks list: up to %d integers in [2, %d], comma- or space-separated\n",
+                MAX_COUNTS, MAX_RANKS);
         return 2;
     }
     if (!b.plugin) {
