@@ -19,7 +19,7 @@ b=$top_builddir/bench/scale_bench
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # softnic's NIC threads (2.5 a QP here) starve as N grows on a small host; a
 # starved thread is not a dead peer: retry budgets of 60 s (at N=16 on
-# 2 cores, softnic's default 0.5-2 s and 10 s both ran out)
+# 2 cores, softnic's default of 0.5-2 s ran out)
 : "${SOFTNIC_RETRY_MIN_MS:=60000}" "${SOFTNIC_RETRY_CAP_MS:=60000}"
 export SOFTNIC_RETRY_MIN_MS SOFTNIC_RETRY_CAP_MS
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
