@@ -1052,8 +1052,12 @@ int main(int argc, char **argv)
         res[done].n = counts[i];
         double t0 = now_s();
         int rc = run_count(&b, &res[done]);
-        if (res[done].complete)
+        if (res[done].complete) {
             print_row(&res[done++]);
+        } else {
+            free(res[done].rep);
+            res[done].rep = NULL;
+        }
         if (rc) {
             printf("stopped at N=%d after %.1f s: %s\n", counts[i], now_s() - t0, b.stop);
             break;
