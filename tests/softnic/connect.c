@@ -42,12 +42,6 @@ void conn_abort(struct sn_conn_setup *cs)
     cs->fd = -1;
 }
 
-static int fail(struct sn_conn_setup *cs, int err)
-{
-    conn_abort(cs);
-    return err;
-}
-
 int conn_advance(struct sn_conn_setup *cs, bool *cma, unsigned *io)
 {
     *cma = false;
@@ -58,7 +52,7 @@ int conn_advance(struct sn_conn_setup *cs, bool *cma, unsigned *io)
             return EINPROGRESS;
         }
         if (err)
-            return fail(cs, err);
+            return err;
         cs->state = CONN_HELLO;
     }
     if (cs->state == CONN_HELLO) {
@@ -72,7 +66,7 @@ int conn_advance(struct sn_conn_setup *cs, bool *cma, unsigned *io)
                 return EINPROGRESS;
             }
             if (n < 0)
-                return fail(cs, errno);
+                return errno;
             cs->hello_sent += (size_t)n;
         }
         if (!(cs->hello.hflags & SN_HELLO_CMA))
@@ -89,11 +83,11 @@ int conn_advance(struct sn_conn_setup *cs, bool *cma, unsigned *io)
             return EINPROGRESS;
         }
         if (n <= 0)
-            return fail(cs, n == 0 ? ECONNRESET : errno);
+            return n == 0 ? ECONNRESET : errno;
         cs->answer_got += (size_t)n;
     }
     if (cs->answer.type != SN_RESP_HELLO || cs->answer.syndrome > 1)
-        return fail(cs, EPROTO);
+        return EPROTO;
     *cma = cs->answer.syndrome == 1;
     return 0;
 }

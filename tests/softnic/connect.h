@@ -19,7 +19,8 @@ struct sn_conn_setup {
 int conn_start(struct sn_conn_setup *cs, struct sn_qp *qp);
 /* Takes the set-up as far as it goes now: 0 once the connection carries
  * requests (*cma: its responder pulls payloads, cma.c); EINPROGRESS with
- * *io the SN_ENG_IN/OUT to wait for; or why it failed (cs->fd closed). */
+ * *io the SN_ENG_IN/OUT to wait for; or why it failed (the caller stops
+ * watching cs->fd, then conn_abort closes it). */
 int conn_advance(struct sn_conn_setup *cs, bool *cma, unsigned *io);
 /* Gives up a set-up under way (the QP stops or failed). */
 void conn_abort(struct sn_conn_setup *cs);

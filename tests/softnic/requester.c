@@ -171,7 +171,8 @@ static unsigned connect_locked(struct sn_eng_task *t, struct sn_qp *qp, struct s
         return io;
     rq->connecting = false;
     if (err) {
-        engine_task_fd(t, -1);   /* conn_advance closed it */
+        engine_task_fd(t, -1);   /* not watched once closed: its number may be another's */
+        conn_abort(&rq->cs);
         qp->conn_dead = true;
     } else {
         qp->out_fd = rq->cs.fd;
