@@ -207,8 +207,8 @@ static unsigned rconn_step(struct sn_eng_task *t, void *arg)
     }
         /* fall through */
     case RC_RUN: {
-        /* this step's writes into CUDA memory land before it ends: the next
-         * may run on another engine, and gpu.c's deferral is per thread */
+        /* writes into CUDA memory land once per step (responder_run),
+         * not once per write */
         gpu_defer_writes(true);
         unsigned r = responder_run(rc);
         gpu_defer_writes(false);

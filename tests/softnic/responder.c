@@ -819,8 +819,11 @@ unsigned responder_run(struct sn_rconn *rc)
             goto end;
     }
 more:
-    return SN_ENG_MORE | (txbuf_empty(&rc->tx) ? 0 : SN_ENG_OUT);
+    io = SN_ENG_MORE;
 wait:
+    /* this step's writes into CUDA memory land before it ends: the next
+     * step may run on another engine, and gpu.c defers per thread */
+    land_writes(rc);
     if (!txbuf_empty(&rc->tx))
         io |= SN_ENG_OUT;
     return io | (rc->poll_next && (io & SN_ENG_IN) ? SN_ENG_POLL_RESP : 0);
