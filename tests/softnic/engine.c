@@ -20,6 +20,10 @@
  *                           others);
  * and anything else kicks it (engine_task_kick: a post, a state change).
  * Timers are cancelled when a task runs: each step states all it waits for.
+ * A connection being set up (a responder checking a hello: cma.c reads
+ * /proc, a few ms with thousands of sockets) is in a setup queue the
+ * engines serve one task in SETUP_SHARE, so a storm of new connections
+ * delays the established ones' steps by a share, not by all of it.
  * A task's state (idle, queued, running) keeps it on one engine at a time;
  * work that comes while it runs makes it run again afterwards.  An idle task
  * costs nothing: a QP that only receives one-sided writes runs its
@@ -49,6 +53,8 @@
 #include <unistd.h>
 
 #define SN_ENGINE_MAX 64
+/* the setup queue gets one task in this many */
+#define SETUP_SHARE 8
 #define KEY_WAKE UINT64_MAX
 #define KEY_TIMER (UINT64_MAX - 1)
 
@@ -64,6 +70,7 @@ struct sn_eng_task {
     enum task_state state;
     bool again;                   /* work came while it was queued or running */
     bool dead;                    /* engine_task_del under way */
+    bool setup;                   /* in the setup queue (engine_task_setup) */
     uint64_t due;                 /* its timer, 0: none */
     int hpos;                     /* its place in the timer heap, -1: none */
     struct sn_eng_task *next;     /* in the run queue */
@@ -77,8 +84,11 @@ static struct {
     int epfd, evfd, tfd;
     bool wake_pending;            /* evfd written, not yet read */
     int sleeping;                 /* engines in epoll_wait (or polling before it) */
-    struct sn_eng_task *head, *tail;
+    /* the run queue, and the setup queue it serves one task of in
+     * SETUP_SHARE (or when it is empty) */
+    struct sn_run_queue { struct sn_eng_task *head, *tail; } run, setup;
     int queued;
+    int since_setup;
     struct sn_eng_task **table;   /* live tasks by index */
     uint32_t cap, ntasks, gen;
     struct sn_eng_task **heap;    /* timers, earliest first */
@@ -188,11 +198,12 @@ static void schedule_locked(struct sn_eng_task *t)
     t->state = TASK_QUEUED;
     t->again = false;
     t->next = NULL;
-    if (pool.tail)
-        pool.tail->next = t;
+    struct sn_run_queue *q = t->setup ? &pool.setup : &pool.run;
+    if (q->tail)
+        q->tail->next = t;
     else
-        pool.head = t;
-    pool.tail = t;
+        q->head = t;
+    q->tail = t;
     pool.queued++;
     /* another thread's kick, or more queued than this engine is about to
      * take: an engine asleep takes a share */
@@ -273,11 +284,25 @@ void engine_task_fd(struct sn_eng_task *t, int fd)
 }
 
 /* ------------------------------------------------------------ engines */
+/* The next task to run: the run queue's first, but the setup queue's
+ * first once in SETUP_SHARE or when the run queue is empty. */
+static struct sn_eng_task *next_locked(void)
+{
+    struct sn_run_queue *q = &pool.run;
+    if (pool.setup.head && (!pool.run.head || pool.since_setup >= SETUP_SHARE - 1))
+        q = &pool.setup;
+    struct sn_eng_task *t = q->head;
+    if (!t)
+        return NULL;
+    q->head = t->next;
+    if (!q->head)
+        q->tail = NULL;
+    pool.since_setup = q == &pool.setup ? 0 : pool.since_setup + 1;
+    return t;
+}
+
 static void run_locked(struct sn_eng_task *t, unsigned *poll_next)
 {
-    pool.head = t->next;
-    if (!pool.head)
-        pool.tail = NULL;
     pool.queued--;
     if (pool.queued > 0)
         wake_locked();
@@ -341,7 +366,7 @@ static void *engine_main(void *arg)
     pthread_mutex_lock(&pool.lock);
     for (;;) {
         timers_fire_locked(sn_now_ns());
-        struct sn_eng_task *t = pool.head;
+        struct sn_eng_task *t = next_locked();
         if (t) {
             run_locked(t, &poll_next);
             /* tasks queued behind each other (a busy QP's steps come back
@@ -477,6 +502,15 @@ int engine_task_new(sn_eng_step step, void *arg, enum sn_role role, struct sn_en
     return 0;
 }
 
+void engine_task_setup(struct sn_eng_task *t, bool setup)
+{
+    pthread_mutex_lock(&pool.lock);
+    /* from its own step, or before it first runs: never while queued */
+    if (t->state != TASK_QUEUED)
+        t->setup = setup;
+    pthread_mutex_unlock(&pool.lock);
+}
+
 void engine_task_kick(struct sn_eng_task *t)
 {
     pthread_mutex_lock(&pool.lock);
@@ -494,15 +528,16 @@ void engine_task_del(struct sn_eng_task *t)
     t->fd = -1;
     heap_remove(t);
     if (t->state == TASK_QUEUED) {
-        struct sn_eng_task **pp = &pool.head, *prev = NULL;
+        struct sn_run_queue *q = t->setup ? &pool.setup : &pool.run;
+        struct sn_eng_task **pp = &q->head, *prev = NULL;
         while (*pp && *pp != t) {
             prev = *pp;
             pp = &(*pp)->next;
         }
         if (*pp) {
             *pp = t->next;
-            if (pool.tail == t)
-                pool.tail = prev;
+            if (q->tail == t)
+                q->tail = prev;
             pool.queued--;
         }
         t->state = TASK_IDLE;
@@ -544,7 +579,8 @@ static void engine_child_reset(void)
     pool.started = false;
     pool.nengines = pool.sleeping = pool.queued = 0;
     pool.wake_pending = false;
-    pool.head = pool.tail = NULL;
+    pool.run.head = pool.run.tail = pool.setup.head = pool.setup.tail = NULL;
+    pool.since_setup = 0;
     pool.table = NULL;
     pool.cap = pool.ntasks = 0;
     pool.heap = NULL;

@@ -97,6 +97,8 @@ static unsigned close_conn(struct sn_eng_task *t, struct sn_rconn *rc)
     return SN_ENG_DONE;
 }
 
+static unsigned drain(struct sn_eng_task *t, struct sn_rconn *rc);
+
 /* The connection ends: with a NAK sent (ECONNABORTED), the peer gets to
  * read it first (drain); otherwise it closes now. */
 static unsigned end_conn(struct sn_eng_task *t, struct sn_rconn *rc, int err, bool nak_sent)
@@ -108,15 +110,14 @@ static unsigned end_conn(struct sn_eng_task *t, struct sn_rconn *rc, int err, bo
     detach(rc);
     if (!nak_sent)
         return close_conn(t, rc);
-    shutdown(rc->fd, SHUT_WR);
     rc->state = RC_DRAIN;
     rc->deadline = sn_now_ns() + DRAIN_NS;
-    engine_task_at(t, rc->deadline);
-    return SN_ENG_IN;
+    return drain(t, rc);
 }
 
-/* After a NAK: what the peer still sends is dropped until it closes or
- * the drain's time is over. */
+/* After a NAK: it leaves (what the socket did not take yet first), and
+ * what the peer still sends is dropped, until the peer closes or the
+ * drain's time is over. */
 static unsigned drain(struct sn_eng_task *t, struct sn_rconn *rc)
 {
     char buf[16384];
@@ -124,16 +125,26 @@ static unsigned drain(struct sn_eng_task *t, struct sn_rconn *rc)
         if (sn_now_ns() >= rc->deadline)
             return close_conn(t, rc);
         ssize_t n = recv(rc->fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n > 0)
+        if (n > 0 || (n < 0 && errno == EINTR))
             continue;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            engine_task_at(t, rc->deadline);
-            return SN_ENG_IN;
-        }
-        return close_conn(t, rc);
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return close_conn(t, rc);
+        break;
     }
+    unsigned io = SN_ENG_IN;
+    if (!rc->shut) {
+        int err = txbuf_flush(&rc->tx, rc->fd);
+        if (err && err != EAGAIN)
+            return close_conn(t, rc);
+        if (err == EAGAIN) {
+            io |= SN_ENG_OUT;
+        } else {
+            shutdown(rc->fd, SHUT_WR);
+            rc->shut = true;
+        }
+    }
+    engine_task_at(t, rc->deadline);
+    return io;
 }
 
 /* The hello's QP is ready and the peer is its remote: the fast path's
@@ -201,9 +212,14 @@ static unsigned rconn_step(struct sn_eng_task *t, void *arg)
             engine_task_at(t, sn_now_ns() + ACCEPT_POLL_NS);
             return 0;
         }
+        if (ok < 0)
+            SN_DEBUG("responder: QP 0x%x: connection from QP 0x%x refused (QP in state %d%s)", qp->ibqp.qp_num,
+                     rc->hello.src_qpn, (int)qp->attr.qp_state,
+                     qp->stopping ? ", being destroyed" : responder_qp_receiving(qp) ? ", another peer" : "");
         int err = ok < 0 ? ECONNABORTED : start_run(rc);
         if (err)
             return end_conn(t, rc, err, false);
+        engine_task_setup(t, false);   /* set up: its requests are data's path */
     }
         /* fall through */
     case RC_RUN: {
@@ -239,6 +255,7 @@ void responder_spawn(int fd)
         return;
     }
     engine_task_fd(rc->task, fd);
+    engine_task_setup(rc->task, true);
     engine_task_kick(rc->task);
 }
 

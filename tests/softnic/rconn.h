@@ -33,6 +33,7 @@ struct sn_rconn {
     struct sn_rconn *next;       /* in qp->rconns */
     enum { RC_HELLO, RC_ACCEPT, RC_RUN, RC_DRAIN } state;
     uint64_t deadline;           /* of the hello, or of the drain */
+    bool shut;                   /* the drain's NAK went out and our side is shut */
     struct sn_wire_hello hello;
     size_t hello_got;
     bool no_kick;                /* this task is failing the QP itself */

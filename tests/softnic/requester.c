@@ -155,6 +155,8 @@ static unsigned connect_locked(struct sn_eng_task *t, struct sn_qp *qp, struct s
     if (!rq->connecting) {
         int err = conn_start(&rq->cs, qp);
         if (err) {
+            SN_DEBUG("requester: QP 0x%x: cannot connect to QP 0x%x: %s", qp->ibqp.qp_num, qp->attr.dest_qp_num,
+                     strerror(err));
             qp->conn_dead = true;
             pthread_cond_broadcast(&qp->cond);
             return 0;
@@ -171,6 +173,8 @@ static unsigned connect_locked(struct sn_eng_task *t, struct sn_qp *qp, struct s
         return io;
     rq->connecting = false;
     if (err) {
+        SN_DEBUG("requester: QP 0x%x: connection to QP 0x%x failed: %s", qp->ibqp.qp_num, qp->attr.dest_qp_num,
+                 strerror(err));
         engine_task_fd(t, -1);   /* not watched once closed: its number may be another's */
         conn_abort(&rq->cs);
         qp->conn_dead = true;

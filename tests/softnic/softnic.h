@@ -702,6 +702,10 @@ void engine_task_fd(struct sn_eng_task *t, int fd);
 void engine_task_at(struct sn_eng_task *t, uint64_t ns);
 /* Runs the task soon (again, if it is running). */
 void engine_task_kick(struct sn_eng_task *t);
+/* The task sets a connection up (its steps are costly and not on any
+ * data's path): it waits in the setup queue, which gets a share of the
+ * engines.  From its own step, or before it first runs. */
+void engine_task_setup(struct sn_eng_task *t, bool setup);
 /* Unschedules the task, waits for a step under way to end, frees it.
  * Never from an engine. */
 void engine_task_del(struct sn_eng_task *t);
