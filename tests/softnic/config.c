@@ -168,8 +168,8 @@ static int port_keys(struct sn_port_conf *p, char *list, const char *seps)
 #define ACK_POLL_MIN_CORES 8
 
 /* SOFTNIC_ENGINES: the engine threads a process runs its QPs' work on
- * (engine.c), 1..ENGINES_MAX; unset or 0: SN_ENGINE_DEFAULT, at most the
- * usable cores.  A fixed pool, as a NIC has a fixed set of engines: a
+ * (engine.c), 1..ENGINES_MAX; unset or 0: half the usable cores, 1 to
+ * SN_ENGINE_DEFAULT.  A fixed pool, as a NIC has a fixed set of engines: a
  * 64-rank all-to-all opens thousands of QPs, not thousands of threads. */
 #define ENGINES_MAX 64u
 

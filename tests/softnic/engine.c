@@ -2,7 +2,7 @@
  * work is scheduled onto, as a NIC runs all its QPs on a fixed set of
  * processing engines instead of a processor per QP.  A 64-rank all-to-all
  * opens thousands of QPs; the process still has SOFTNIC_ENGINES threads
- * for them (config.c; default SN_ENGINE_DEFAULT, at most the usable CPUs).
+ * for them (config.c; default half the usable CPUs, 1 to SN_ENGINE_DEFAULT).
  *
  * A task is one role of one QP or connection (requester.c, completer.c,
  * responder.c).  Its step does a bounded amount of work without ever
@@ -186,6 +186,17 @@ static void wake_locked(void)
     }
 }
 
+/* Wakes an engine asleep when more tasks wait than the engines awake will
+ * take when their steps end: a task stays with the engines already at
+ * work (its connection's data in their caches) unless they have more than
+ * they can take, rather than moving to a cold engine at every kick. */
+static void wake_for_queue_locked(void)
+{
+    int awake = pool.nengines - pool.sleeping;
+    if (pool.queued > awake)
+        wake_locked();
+}
+
 /* Queues t unless it is queued or running already (running: the engine
  * running it runs it again). */
 static void schedule_locked(struct sn_eng_task *t)
@@ -205,10 +216,7 @@ static void schedule_locked(struct sn_eng_task *t)
         q->head = t;
     q->tail = t;
     pool.queued++;
-    /* another thread's kick, or more queued than this engine is about to
-     * take: an engine asleep takes a share */
-    if (!on_engine || pool.queued > 1)
-        wake_locked();
+    wake_for_queue_locked();
 }
 
 static void timers_fire_locked(uint64_t now)
@@ -304,8 +312,7 @@ static struct sn_eng_task *next_locked(void)
 static void run_locked(struct sn_eng_task *t, unsigned *poll_next)
 {
     pool.queued--;
-    if (pool.queued > 0)
-        wake_locked();
+    wake_for_queue_locked();
     t->state = TASK_RUNNING;
     t->again = false;
     heap_remove(t);   /* the step states what it waits for */
@@ -403,8 +410,13 @@ int engine_threads_wanted(void)
 {
     int n = (int)softnic_global()->conf.engines;
     if (n <= 0) {
-        n = sn_usable_cores();
-        n = n < SN_ENGINE_DEFAULT ? n : SN_ENGINE_DEFAULT;
+        /* half the CPUs: the other half is the application's (NCCL's
+         * proxy thread, a benchmark's polling loop), and an engine that
+         * has to share a CPU with them hands its tasks to the others,
+         * cold (ib_write_bw 64 KiB between two processes on 2 CPUs: 2.7
+         * GB/s with 2 engines each, 3.6-4.2 with 1) */
+        n = sn_usable_cores() / 2;
+        n = n < 1 ? 1 : n > SN_ENGINE_DEFAULT ? SN_ENGINE_DEFAULT : n;
     }
     return n > SN_ENGINE_MAX ? SN_ENGINE_MAX : n < 1 ? 1 : n;
 }

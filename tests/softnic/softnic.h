@@ -685,7 +685,7 @@ struct sn_qp *wire_qp_attach(uint32_t qpn);
  * has let go of its fd with engine_task_fd(t, -1) first).  A time it waits
  * for it sets with engine_task_at; a task's timer is cancelled when it
  * runs, so each step states all it waits for. */
-#define SN_ENGINE_DEFAULT 4     /* engines when SOFTNIC_ENGINES is unset: at most the cores */
+#define SN_ENGINE_DEFAULT 4     /* engines when SOFTNIC_ENGINES is unset: at most this, half the cores */
 enum {
     SN_ENG_IN = 1, SN_ENG_OUT = 2, SN_ENG_MORE = 4, SN_ENG_POLL_COMP = 8, SN_ENG_POLL_RESP = 16,
     SN_ENG_DONE = 32,
