@@ -7,7 +7,8 @@
  * Trust: the requester's hello names its pid, which is peer input.  The
  * responder believes it only when that process owns the very TCP socket
  * that is connected to us (its /proc/<pid>/fd holds the inode the kernel's
- * socket diagnostics, or /proc/net/tcp, give for our peer's address pair); this also proves the
+ * socket diagnostics, or /proc/net/tcp, give for our peer's address pair:
+ * at the descriptor the hello names, or else anywhere); this also proves the
  * peer shares our network namespace, and a peer in another one (or another
  * host) has no such line and keeps the wire.  Then a probe read of the
  * requester's token checks that the kernel lets us (EPERM under ptrace
@@ -141,11 +142,23 @@ static unsigned long tcp_inode(const struct sockaddr_in *local, const struct soc
     return answered ? inode : tcp_inode_proc(local, remote);
 }
 
-static bool pid_owns_inode(uint32_t pid, unsigned long inode)
+/* Whether process pid has the socket inode open: at descriptor fd_hint,
+ * which its hello names (one readlink), else at any (a walk of its
+ * descriptors: thousands in a process of thousands of QPs, and every hello
+ * of its peers would walk them). */
+static bool pid_owns_inode(uint32_t pid, unsigned long inode, uint32_t fd_hint)
 {
     char path[64], want[64], link[64];
     snprintf(path, sizeof(path), "/proc/%u/fd", pid);
     snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    char hint[96];
+    snprintf(hint, sizeof(hint), "%s/%u", path, fd_hint);
+    ssize_t hn = readlink(hint, link, sizeof(link) - 1);
+    if (hn > 0) {
+        link[hn] = 0;
+        if (strcmp(link, want) == 0)
+            return true;
+    }
     DIR *d = opendir(path);
     if (!d)
         return false;
@@ -190,7 +203,7 @@ int cma_accept_peer(int fd, const struct sn_wire_hello *h)
     if (pidfd < 0)
         return -1;
     unsigned long inode = tcp_inode(&peer, &us);
-    if (!inode || !pid_owns_inode(h->pid, inode)) {
+    if (!inode || !pid_owns_inode(h->pid, inode, h->fd)) {
         close(pidfd);
         return -1;
     }

@@ -31,6 +31,8 @@ int conn_start(struct sn_conn_setup *cs, struct sn_qp *qp)
     int err = wire_connect_start(qp->port, &dgid, qp->attr.dest_qp_num, &cs->fd);
     if (err)
         cs->fd = -1;
+    else
+        h->fd = (uint32_t)cs->fd;
     cs->state = CONN_TCP;
     return err;
 }

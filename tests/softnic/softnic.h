@@ -531,7 +531,7 @@ void qp_flush_recv_locked(struct sn_qp *qp);
 #define SN_MAX_LATENCY_US 2000000u
 
 #define SN_WIRE_MAGIC 0x534e4943u  /* "SNIC" */
-#define SN_WIRE_VERSION 2
+#define SN_WIRE_VERSION 3
 
 enum sn_wire_op {
     SN_OP_SEND = 1,
@@ -571,6 +571,9 @@ struct sn_wire_hello {
     uint32_t pid;           /* the requester's process (CMA) */
     uint64_t token_addr;    /* where its token lives, for the responder's probe */
     uint64_t token;
+    uint32_t fd;            /* its descriptor of this connection: where the responder
+                             * looks first for the socket it must own (cma.c) */
+    uint32_t pad2;
 };
 #define SN_HELLO_CMA 1
 /* the requesting QP is one a GPU drives (sn_qp.poll_acks): the responder
