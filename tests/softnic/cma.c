@@ -6,8 +6,9 @@
  *
  * Trust: the requester's hello names its pid, which is peer input.  The
  * responder believes it only when that process owns the very TCP socket
- * that is connected to us (its /proc/<pid>/fd holds the inode that
- * /proc/net/tcp gives for our peer's address pair); this also proves the
+ * that is connected to us (its /proc/<pid>/fd holds the inode the kernel's
+ * socket diagnostics, or /proc/net/tcp, give for our peer's address pair:
+ * at the descriptor the hello names, or else anywhere); this also proves the
  * peer shares our network namespace, and a peer in another one (or another
  * host) has no such line and keeps the wire.  Then a probe read of the
  * requester's token checks that the kernel lets us (EPERM under ptrace
@@ -19,6 +20,10 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +61,9 @@ void cma_hello_fill(struct sn_wire_hello *h)
 
 /* The inode of the socket whose local end is `local` and remote end is
  * `remote`, from /proc/net/tcp (this thread's network namespace); 0 when
- * there is none. */
-static unsigned long tcp_inode(const struct sockaddr_in *local, const struct sockaddr_in *remote)
+ * there is none.  Reading the file walks every TCP socket of the
+ * namespace: tens of ms on a busy host. */
+static unsigned long tcp_inode_proc(const struct sockaddr_in *local, const struct sockaddr_in *remote)
 {
     FILE *f = fopen("/proc/net/tcp", "re");
     if (!f)
@@ -83,11 +89,76 @@ static unsigned long tcp_inode(const struct sockaddr_in *local, const struct soc
     return found;
 }
 
-static bool pid_owns_inode(uint32_t pid, unsigned long inode)
+/* The same, asked of the kernel's socket diagnostics for that one socket
+ * (an exact lookup, as `ss` makes: no walk); /proc/net/tcp where netlink
+ * answers nothing usable.  A responder checks every hello this way, on an
+ * engine the other connections share. */
+static unsigned long tcp_inode(const struct sockaddr_in *local, const struct sockaddr_in *remote)
+{
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0)
+        return tcp_inode_proc(local, remote);
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 r;
+    } req;
+    memset(&req, 0, sizeof(req));
+    req.nlh.nlmsg_len = sizeof(req);
+    req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nlh.nlmsg_flags = NLM_F_REQUEST;
+    req.r.sdiag_family = AF_INET;
+    req.r.sdiag_protocol = IPPROTO_TCP;
+    req.r.idiag_states = ~0u;
+    req.r.id.idiag_sport = local->sin_port;
+    req.r.id.idiag_dport = remote->sin_port;
+    req.r.id.idiag_src[0] = local->sin_addr.s_addr;
+    req.r.id.idiag_dst[0] = remote->sin_addr.s_addr;
+    req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    union {
+        struct nlmsghdr nlh;
+        char buf[1024];
+    } ans;
+    unsigned long inode = 0;
+    bool answered = false;
+    struct timeval tv = { .tv_sec = 1 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (sendto(fd, &req, sizeof(req), 0, (struct sockaddr *)&kernel, sizeof(kernel)) == (ssize_t)sizeof(req)) {
+        ssize_t n = recv(fd, &ans, sizeof(ans), 0);
+        if (n >= (ssize_t)sizeof(struct nlmsghdr) && NLMSG_OK(&ans.nlh, (size_t)n)) {
+            if (ans.nlh.nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+                ans.nlh.nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+                const struct inet_diag_msg *m = NLMSG_DATA(&ans.nlh);
+                inode = m->idiag_inode;
+                answered = true;
+            } else if (ans.nlh.nlmsg_type == NLMSG_ERROR &&
+                       ans.nlh.nlmsg_len >= NLMSG_LENGTH(sizeof(struct nlmsgerr))) {
+                const struct nlmsgerr *e = NLMSG_DATA(&ans.nlh);
+                answered = e->error == -ENOENT;   /* no such socket: a definite no */
+            }
+        }
+    }
+    close(fd);
+    return answered ? inode : tcp_inode_proc(local, remote);
+}
+
+/* Whether process pid has the socket inode open: at descriptor fd_hint,
+ * which its hello names (one readlink), else at any (a walk of its
+ * descriptors: thousands in a process of thousands of QPs, and every hello
+ * of its peers would walk them). */
+static bool pid_owns_inode(uint32_t pid, unsigned long inode, uint32_t fd_hint)
 {
     char path[64], want[64], link[64];
     snprintf(path, sizeof(path), "/proc/%u/fd", pid);
     snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    char hint[96];
+    snprintf(hint, sizeof(hint), "%s/%u", path, fd_hint);
+    ssize_t hn = readlink(hint, link, sizeof(link) - 1);
+    if (hn > 0) {
+        link[hn] = 0;
+        if (strcmp(link, want) == 0)
+            return true;
+    }
     DIR *d = opendir(path);
     if (!d)
         return false;
@@ -132,7 +203,7 @@ int cma_accept_peer(int fd, const struct sn_wire_hello *h)
     if (pidfd < 0)
         return -1;
     unsigned long inode = tcp_inode(&peer, &us);
-    if (!inode || !pid_owns_inode(h->pid, inode)) {
+    if (!inode || !pid_owns_inode(h->pid, inode, h->fd)) {
         close(pidfd);
         return -1;
     }

@@ -11,6 +11,7 @@
  *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG,
  *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
+ *      SOFTNIC_ENGINES (engine threads per process; engine.c),
  *      SOFTNIC_ACK_POLL_US (a GPU-driven QP's completer and responder poll; spin.c),
  *      SOFTNIC_LINK_RATE (what unlimited ports advertise; see link.c),
  *      SOFTNIC_LINK_CACHE (where the host's calibration is shared; link.c),
@@ -165,6 +166,12 @@ static int port_keys(struct sn_port_conf *p, char *list, const char *seps)
  * the ACK; a 2-CPU container on a large host alike). */
 #define ACK_POLL_US 1000u
 #define ACK_POLL_MIN_CORES 8
+
+/* SOFTNIC_ENGINES: the engine threads a process runs its QPs' work on
+ * (engine.c), 1..ENGINES_MAX; unset or 0: half the usable cores, 1 to
+ * SN_ENGINE_DEFAULT.  A fixed pool, as a NIC has a fixed set of engines: a
+ * 64-rank all-to-all opens thousands of QPs, not thousands of threads. */
+#define ENGINES_MAX 64u
 
 static void config_defaults(struct sn_config *c)
 {
@@ -408,6 +415,12 @@ int config_load(struct sn_config *c)
     if (!err && c->max_wqe_sz_sq && (c->max_wqe_sz_sq < 16 || c->max_wqe_sz_sq > 1024)) {
         SN_LOG("config: SOFTNIC_MAX_WQE_SZ_SQ=%u outside 16..1024 bytes, not stated", c->max_wqe_sz_sq);
         c->max_wqe_sz_sq = 0;
+        err = EINVAL;
+    }
+    err = err ? err : env_u32("SOFTNIC_ENGINES", &c->engines);
+    if (!err && c->engines > ENGINES_MAX) {
+        SN_LOG("config: SOFTNIC_ENGINES=%u above %u, using the default", c->engines, ENGINES_MAX);
+        c->engines = 0;
         err = EINVAL;
     }
     err = err ? err : env_poll_us("SOFTNIC_SPIN_US", &c->spin_us, "not spinning");

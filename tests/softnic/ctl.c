@@ -117,6 +117,31 @@ EXPORT int softnic_ctl_qp_post_calls(struct ibv_qp *qp, uint64_t *out)
     return 0;
 }
 
+EXPORT int softnic_ctl_qp_steps(struct ibv_qp *qp, struct softnic_ctl_qp_steps *out)
+{
+    if (!qp || !out)
+        return EINVAL;
+    struct sn_qp *q = sn_qp_of(qp);
+    out->requester = atomic_load(&q->steps[SN_QP_REQUESTER]);
+    out->completer = atomic_load(&q->steps[SN_QP_COMPLETER]);
+    out->responder = atomic_load(&q->steps[SN_QP_RESPONDER]);
+    return 0;
+}
+
+EXPORT int softnic_ctl_engines(struct softnic_ctl_engines *out)
+{
+    if (!out)
+        return EINVAL;
+    struct sn_engine_counts c;
+    engine_counts(&c);
+    out->engines = c.engines;
+    out->tasks = c.tasks;
+    out->steps = c.steps;
+    out->wakeups = c.wakeups;
+    out->timers = c.timers;
+    return 0;
+}
+
 EXPORT int softnic_ctl_spin_counts(uint64_t *started, uint64_t *found_work)
 {
     if (!started || !found_work)

@@ -2,10 +2,11 @@
  * the attribute masks the IB spec requires per transition (EINVAL for a
  * missing required or a disallowed attribute), query, posting, flushing.
  *
- * Threads: the requester and completer threads start at the first move to
- * RTS and stop at RESET or destroy; responder threads attach to the QP when
- * a peer connects (responder.c).  qp->lock guards everything below; lock
- * order is qp->lock, then a CQ's or SRQ's lock. */
+ * Engines: the requester's and the completer's tasks start at the first
+ * move to RTS and stop at RESET or destroy; a responder's task attaches to
+ * the QP when a peer connects (responder.c).  qp->lock guards everything
+ * below; lock order is qp->lock, then a CQ's or SRQ's lock, then the
+ * engines' own (engine.c). */
 #include "softnic.h"
 
 #include <sys/ioctl.h>
@@ -65,7 +66,6 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     }
     pthread_mutex_init(&qp->lock, NULL);
     pthread_cond_init(&qp->cond, NULL);
-    pthread_cond_init(&qp->req_cond, NULL);
     qp->dev = sn_device_of(c);
     qp->sq_sig_all = ia->sq_sig_all != 0;
     qp->out_fd = -1;
@@ -134,7 +134,7 @@ struct ibv_qp *qp_create_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *i
     return qp;
 }
 
-/* Stops the engine threads; caller holds no lock. */
+/* Takes the QP's roles off the engines; caller holds no lock. */
 static void qp_engine_stop(struct sn_qp *qp)
 {
     pthread_mutex_lock(&qp->lock);
@@ -142,20 +142,13 @@ static void qp_engine_stop(struct sn_qp *qp)
     if (qp->out_fd >= 0)
         shutdown(qp->out_fd, SHUT_RDWR);
     pthread_cond_broadcast(&qp->cond);
-    pthread_cond_broadcast(&qp->req_cond);
-    bool rs = qp->req_started, cs = qp->comp_started;
-    qp->req_started = qp->comp_started = false;
     pthread_mutex_unlock(&qp->lock);
-    if (rs)
-        pthread_join(qp->req_thread, NULL);
-    if (cs)
-        pthread_join(qp->comp_thread, NULL);
+    /* each unscheduled, a step under way ended, before the connection
+     * they use is closed below */
+    requester_stop(qp);
+    completer_stop(qp);
     responder_stop_qp(qp);
     pthread_mutex_lock(&qp->lock);
-    /* a posting thread transmitting (requester.c, lock let go) still
-     * holds the fd: it ends at the shutdown above; then the fd may go */
-    while (qp->tx_busy)
-        pthread_cond_wait(&qp->cond, &qp->lock);
     if (qp->out_fd >= 0)
         close(qp->out_fd);
     qp->out_fd = -1;
@@ -182,8 +175,6 @@ int qp_destroy(struct ibv_qp *ibqp)
     async_forget_qp(ibqp);      /* after the engine stopped: no new event for it */
     pthread_mutex_destroy(&qp->lock);
     pthread_cond_destroy(&qp->cond);
-    pthread_cond_destroy(&qp->req_cond);
-    free(qp->tx_batch);
     for (uint32_t i = 0; i < qp->sq_size; i++)
         qp_unpin_locked(&qp->sq[i]);   /* the engine has stopped: no lock needed */
     pthread_mutex_destroy(&ibqp->mutex);
@@ -372,7 +363,7 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
             pthread_cond_wait(&qp->cond, &qp->lock);
         qp->placing_waiters--;
     }
-    if (next == IBV_QPS_RTS && !qp->req_started)
+    if (next == IBV_QPS_RTS && !qp->req)
         start = true;
     if (next != IBV_QPS_ERR) {
         qp->attr.qp_state = next;
@@ -382,7 +373,8 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
         qp->sq_head == qp->sq_sent)
         async_post_qp(ibqp, IBV_EVENT_SQ_DRAINED);
     pthread_cond_broadcast(&qp->cond);
-    pthread_cond_broadcast(&qp->req_cond);
+    requester_kick_locked(qp);
+    responder_wake_locked(qp, false);
     pthread_mutex_unlock(&qp->lock);
     if (stop) {
         qp_engine_stop(qp);
@@ -470,7 +462,7 @@ void qp_complete_send_locked(struct sn_qp *qp, enum ibv_wc_status st)
     pthread_cond_broadcast(&qp->cond);
     /* a READ/atomic waiting for the initiator depth may go now */
     if (qp->sq_sent != qp->sq_tail && sn_wr_is_read_like(w->opcode))
-        pthread_cond_signal(&qp->req_cond);
+        requester_kick_locked(qp);
 }
 
 static void qp_recv_flush_wc(struct sn_qp *qp, uint64_t wr_id)
@@ -512,7 +504,7 @@ void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
         shutdown(qp->out_fd, SHUT_RDWR);
     responder_kick_locked(qp);
     pthread_cond_broadcast(&qp->cond);
-    pthread_cond_broadcast(&qp->req_cond);
+    requester_kick_locked(qp);
 }
 
 /* --------------------------------------------------------------- posting */
@@ -595,7 +587,7 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
     enum ibv_qp_state st = qp->attr.qp_state;
     if (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_ERR)
         err = EINVAL;
-    uint64_t now = sn_now_ns(), tail0 = qp->sq_tail;
+    uint64_t now = sn_now_ns(), tail0 = qp->sq_tail, head0 = qp->sq_head;
     for (; wr && !err; wr = wr->next) {
         uint32_t len = 0;
         if ((err = qp_check_send_wr(qp, wr, &len)))
@@ -649,10 +641,14 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
     }
     if (err && bad)
         *bad = wr;
-    if (qp->sq_tail != tail0)
+    if (qp->sq_tail != tail0) {
         atomic_fetch_add(&qp->cnt.post_calls, 1);
+        /* work on an idle QP: the completer times its answer */
+        if (head0 == tail0 && st == IBV_QPS_RTS)
+            completer_arm_locked(qp);
+    }
     if (!requester_try_direct_locked(qp))
-        pthread_cond_signal(&qp->req_cond);
+        requester_kick_locked(qp);
     pthread_mutex_unlock(&qp->lock);
     return err;
 }
@@ -691,11 +687,11 @@ int qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
     }
     if (err && bad)
         *bad = wr;
-    /* only a responder waiting for a receive (take_recv, an RNR wait)
-     * needs this; a broadcast per post woke whatever else sleeps on
-     * qp->cond, such as the idle completer of a QP that only receives */
+    /* only a responder waiting for a receive (an RNR wait) needs this: a
+     * kick per post would run the responders of a QP that only receives
+     * once per post */
     if (qp->recv_waiters > 0)
-        pthread_cond_broadcast(&qp->cond);
+        responder_wake_locked(qp, true);
     pthread_mutex_unlock(&qp->lock);
     return err;
 }

@@ -5,8 +5,9 @@
  * one.  CUDA memory goes through a bounce buffer and the driver API; on a
  * VF port, writes into CUDA memory registered without relaxed ordering are
  * additionally charged to the port's VF bucket (84/400 of its rate).
- * Before every blocking recv the owner's before_block hook runs (the
- * responder flushes its coalesced ACK there). */
+ * Nothing here waits for bytes that have not come: an engine reads what
+ * the connection holds and comes back when it holds more (engine.c), so
+ * every call says how far it got. */
 #include "softnic.h"
 #include "rbuf.h"
 
@@ -17,6 +18,8 @@
 
 #define RBUF_SIZE (256 * 1024)
 #define BOUNCE_SIZE (1024 * 1024)
+/* a payload of at least this much is received straight into host memory */
+#define DIRECT_BYTES 16384
 
 int rbuf_init(struct sn_rbuf *rb, int fd)
 {
@@ -34,45 +37,22 @@ void rbuf_free(struct sn_rbuf *rb)
     rb->buf = rb->bounce = NULL;
 }
 
-static int rbuf_recv(struct sn_rbuf *rb, void *dst, size_t len, bool all, size_t *got)
+/* One recv of what the connection holds, up to len: *got bytes; EAGAIN
+ * when it holds nothing, ECONNRESET at its end. */
+static int recv_some(struct sn_rbuf *rb, void *dst, size_t len, size_t *got)
 {
-    if (rb->before_block)
-        rb->before_block(rb->arg);
-    if (!all && (sn_spin_on() || rb->poll_next)) {
-        /* take what the socket holds; if nothing, poll a while before
-         * sleeping in recv (spin.c) */
+    for (;;) {
         ssize_t n = recv(rb->fd, dst, len, MSG_DONTWAIT);
         if (n > 0) {
-            if (got)
-                *got = (size_t)n;
+            *got = (size_t)n;
             return 0;
         }
         if (n == 0)
             return ECONNRESET;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return errno;
-        /* past an ACK poll that found nothing, SOFTNIC_SPIN_US's own
-         * poll comes on top (both bounded) */
-        if (!(rb->poll_next && sn_ack_poll_readable(rb->fd, SN_POLL_RESPONDER)))
-            sn_spin_readable(rb->fd);
+        if (errno == EINTR)
+            continue;
+        return errno == EWOULDBLOCK ? EAGAIN : errno;
     }
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = recv(rb->fd, (char *)dst + done, len - done, all ? MSG_WAITALL : 0);
-        if (n == 0)
-            return ECONNRESET;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        done += (size_t)n;
-        if (!all)
-            break;
-    }
-    if (got)
-        *got = done;
-    return 0;
 }
 
 int rbuf_need(struct sn_rbuf *rb, size_t n)
@@ -86,7 +66,7 @@ int rbuf_need(struct sn_rbuf *rb, size_t n)
     }
     while (rb->len < n) {
         size_t got = 0;
-        int err = rbuf_recv(rb, rb->buf + rb->len, rb->cap - rb->len, false, &got);
+        int err = recv_some(rb, rb->buf + rb->len, rb->cap - rb->len, &got);
         if (err)
             return err;
         rb->len += got;
@@ -108,59 +88,52 @@ static int bounce_get(struct sn_rbuf *rb)
     return 0;
 }
 
-/* Copies len bytes of the stream into mr at addr. */
 int rbuf_place(struct sn_rbuf *rb, struct sn_mr *mr, uint64_t addr, size_t len,
-               struct sn_port *port)
+               struct sn_port *port, uint64_t since, size_t *done)
 {
     bool vf_slow = mr->gpu && port && port->conf.vf && !(mr->access & IBV_ACCESS_RELAXED_ORDERING);
-    /* the payload waits for the VF's writes from here on: the time spent
-     * receiving and copying between its pieces is the VF catching up
-     * (rate.c), not time lost from its share */
-    uint64_t since = vf_slow ? sn_now_ns() : 0;
+    *done = 0;
     while (len) {
-        size_t avail = rb->len - rb->pos;
+        size_t avail = rb->len - rb->pos, n = 0;
+        int err = 0;
         if (avail) {
-            size_t n = avail < len ? avail : len;
+            n = avail < len ? avail : len;
+            /* the payload waits for the VF's writes from since on: the
+             * time spent receiving and copying between its pieces is the
+             * VF catching up (rate.c), not time lost from its share */
             if (vf_slow)
                 rate_take(&port->vf_rate, n, since);
-            int err = mr_write(mr, addr, rb->buf + rb->pos, n);
-            if (err)
+            if ((err = mr_write(mr, addr, rb->buf + rb->pos, n)))
                 return err;
             rb->pos += n;
-            addr += n;
-            len -= n;
-            continue;
-        }
-        if (!mr->gpu && len >= 16384) {
+        } else if (!mr->gpu && len >= DIRECT_BYTES) {
             /* zero copy: straight into the registered memory */
-            return rbuf_recv(rb, mr_host_ptr(mr, addr), len, true, NULL);
-        }
-        if (mr->gpu && len >= 16384) {
-            int err = bounce_get(rb);
-            if (err)
+            if ((err = recv_some(rb, mr_host_ptr(mr, addr), len, &n)))
                 return err;
-            size_t n = len < BOUNCE_SIZE ? len : BOUNCE_SIZE;
-            if ((err = rbuf_recv(rb, rb->bounce, n, true, NULL)))
+        } else if (mr->gpu && len >= DIRECT_BYTES) {
+            if ((err = bounce_get(rb)) ||
+                (err = recv_some(rb, rb->bounce, len < BOUNCE_SIZE ? len : BOUNCE_SIZE, &n)))
                 return err;
             if (vf_slow)
                 rate_take(&port->vf_rate, n, since);
             if ((err = mr_write(mr, addr, rb->bounce, n)))
                 return err;
-            addr += n;
-            len -= n;
+        } else {
+            rb->pos = rb->len = 0;
+            if ((err = rbuf_need(rb, 1)))
+                return err;
             continue;
         }
-        rb->pos = rb->len = 0;
-        int err = rbuf_need(rb, 1);
-        if (err)
-            return err;
+        addr += n;
+        len -= n;
+        *done += n;
     }
     return 0;
 }
 
-/* Drops len bytes of the stream. */
-int rbuf_discard(struct sn_rbuf *rb, size_t len)
+int rbuf_discard(struct sn_rbuf *rb, size_t len, size_t *done)
 {
+    *done = 0;
     while (len) {
         size_t avail = rb->len - rb->pos;
         if (!avail) {
@@ -173,6 +146,7 @@ int rbuf_discard(struct sn_rbuf *rb, size_t len)
         size_t n = avail < len ? avail : len;
         rb->pos += n;
         len -= n;
+        *done += n;
     }
     return 0;
 }

@@ -1,8 +1,10 @@
-/* rbuf.h: buffered, zero-copy-where-it-counts reading of a connection
- * (see rbuf.c).  Not thread-safe: one reader thread per connection. */
+/* rbuf.h: buffered, zero-copy-where-it-counts reading of a connection that
+ * an engine reads without waiting (see rbuf.c).  Not thread-safe: one
+ * reader at a time. */
 #ifndef SOFTNIC_RBUF_H
 #define SOFTNIC_RBUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,20 +16,28 @@ struct sn_rbuf {
     char *buf;
     size_t cap, pos, len;
     char *bounce;
-    void (*before_block)(void *arg);   /* runs before each blocking recv */
-    void *arg;
-    bool poll_next;    /* the peer is GPU-driven: poll before sleeping (sn_ack_poll_readable) */
 };
 
 int rbuf_init(struct sn_rbuf *rb, int fd);
 void rbuf_free(struct sn_rbuf *rb);
-/* Makes n contiguous bytes available at rb->buf + rb->pos (n <= cap). */
+/* Bytes buffered and not yet taken. */
+static inline size_t rbuf_avail(const struct sn_rbuf *rb)
+{
+    return rb->len - rb->pos;
+}
+/* Makes n contiguous bytes available at rb->buf + rb->pos (n <= cap):
+ * 0, EAGAIN while fewer have come (what came stays buffered), or the
+ * connection's errno (ECONNRESET at its end). */
 int rbuf_need(struct sn_rbuf *rb, size_t n);
 /* Consumes n bytes made available by rbuf_need. */
 void *rbuf_take(struct sn_rbuf *rb, size_t n);
-/* Moves len bytes of the stream into mr at addr (port: VF accounting). */
+/* Moves up to len bytes of the stream into mr at addr, as many as have
+ * come; *done gets how many.  0 once all len are placed, EAGAIN while some
+ * are still to come, or an errno.  port and since: a VF port's accounting
+ * for CUDA memory (rbuf.c), since = when the placement began. */
 int rbuf_place(struct sn_rbuf *rb, struct sn_mr *mr, uint64_t addr, size_t len,
-               struct sn_port *port);
-int rbuf_discard(struct sn_rbuf *rb, size_t len);
+               struct sn_port *port, uint64_t since, size_t *done);
+/* Drops up to len bytes of the stream, as rbuf_place places them. */
+int rbuf_discard(struct sn_rbuf *rb, size_t len, size_t *done);
 
 #endif

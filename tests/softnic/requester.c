@@ -1,29 +1,25 @@
-/* requester.c: the send side of a QP.  One thread per QP walks the send
- * queue in order, connects to the peer on first need (hello: our QPN, its
- * QPN, our GID, our rnr_retry), and writes requests in batches of up to
- * 64 WQEs / 256 KiB, headers and payloads gathered by sendmsg() straight
- * from the registered memory (CUDA memory through a bounce buffer), in
- * pieces of 256 KiB each charged to the port's token bucket first (so a
- * large message is paced, not delayed then burst) and each counting as
- * progress for the retry timer.  The local keys are checked here, at
- * execution time, as a NIC does: a bad lkey completes the WQE with
- * IBV_WC_LOC_PROT_ERR.  With added latency a request carries the time
- * before which the responder may not place it (one way: ACKs are not
- * delayed).  RDMA READs and atomics (whose operands follow the header) are
- * held back while max_rd_atomic of them await their response. */
+/* requester.c: the send side of a QP, a task on the engines (engine.c).
+ * It walks the send queue in order, sets up the connection to the peer on
+ * first need (connect.c), and sends WQEs in batches of up to 64 WQEs / 256
+ * KiB (txbatch.c: frames, local key checks, pacing by the port's rate
+ * limit).  RDMA READs and atomics (whose operands follow the header) are
+ * held back while max_rd_atomic of them await their response.
+ *
+ * A step never waits: a batch the rate limit paces, or a connection without
+ * room, keeps its place (the task runs again at the piece's time, or when
+ * the socket has room), and a step sends at most a few batches before the
+ * other tasks get the engine.  It runs when the QP has something for it: a
+ * post the posting thread did not send itself, a move to RTS, a READ
+ * answered (initiator depth), a connection under way; an idle QP's
+ * requester does not run. */
+#include "connect.h"
 #include "softnic.h"
+#include "txbatch.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
-
-#define BATCH_WQES 64
-#define BATCH_BYTES (256 * 1024)
-#define BATCH_IOV 1000
 
 /* A posting thread transmits at most this much itself (see below): WQEs,
  * and bytes of payload by pointer (inline data, at most max_inline_data a
@@ -33,387 +29,25 @@
 /* ... and only while the peer has acknowledged all but this much */
 #define DIRECT_MAX_UNACKED_WQES 8
 #define DIRECT_MAX_UNACKED_BYTES (16 * 1024)
+/* Batches one step sends before the other tasks get the engine. */
+#define STEP_BATCHES 4
+/* How often a step looks at a port that is down. */
+#define PORT_DOWN_POLL_NS 2000000ull
 
-/* Waits for the responder's answer to a hello that offered the fast path
- * (cma.c): it comes once the peer QP is ready to receive, before anything
- * else on the connection, so the first request already knows how to carry
- * its payload.  Gives up when the QP is being destroyed. */
-static int await_hello_answer(struct sn_qp *qp, int fd, bool *cma)
-{
-    for (;;) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        int n = poll(&p, 1, 50);
-        if (n < 0 && errno != EINTR)
-            return errno;
-        if (n > 0)
-            break;
-        pthread_mutex_lock(&qp->lock);
-        bool stop = qp->stopping;
-        pthread_mutex_unlock(&qp->lock);
-        if (stop)
-            return ECANCELED;
-    }
-    struct sn_wire_resp r;
-    int err = wire_recv_all(fd, &r, sizeof(r));
-    if (err)
-        return err;
-    if (r.type != SN_RESP_HELLO || r.syndrome > 1)
-        return EPROTO;
-    *cma = r.syndrome == 1;
-    return 0;
-}
-
-static int requester_connect(struct sn_qp *qp, struct sn_port *port, union ibv_gid dgid,
-                             uint32_t dqpn, uint8_t rnr_retry, bool gpu_driven, int *fd_out, bool *cma)
-{
-    int fd;
-    *cma = false;
-    int err = wire_connect(port, &dgid, dqpn, &fd);
-    if (err)
-        return err;
-    struct sn_wire_hello h;
-    memset(&h, 0, sizeof(h));
-    h.magic = SN_WIRE_MAGIC;
-    h.version = SN_WIRE_VERSION;
-    h.rnr_retry = rnr_retry;
-    h.dst_qpn = dqpn;
-    h.src_qpn = qp->ibqp.qp_num;
-    memcpy(h.src_gid, port->gid.raw, 16);
-    cma_hello_fill(&h);
-    if (gpu_driven)
-        h.hflags |= SN_HELLO_POLL;
-    if ((err = wire_send_all(fd, &h, sizeof(h))) ||
-        ((h.hflags & SN_HELLO_CMA) && (err = await_hello_answer(qp, fd, cma)))) {
-        close(fd);
-        return err;
-    }
-    *fd_out = fd;
-    return 0;
-}
-
-static uint8_t wire_op_of(enum ibv_wr_opcode op)
-{
-    switch (op) {
-    case IBV_WR_SEND: return SN_OP_SEND;
-    case IBV_WR_SEND_WITH_IMM: return SN_OP_SEND_IMM;
-    case IBV_WR_RDMA_WRITE: return SN_OP_WRITE;
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return SN_OP_WRITE_IMM;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return SN_OP_ATOMIC_FA;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return SN_OP_ATOMIC_CS;
-    default: return SN_OP_READ;
-    }
-}
-
-struct sn_tx_batch {
-    int n;
-    uint64_t since_ns;   /* when its first WQE was posted (rate.c's credit) */
-    bool prepaid;        /* its bytes were charged to the rate limit already (a direct batch) */
-    struct sn_swqe w[BATCH_WQES];
-    struct sn_wire_req hdr[BATCH_WQES];
-    struct sn_wire_atomic atom[BATCH_WQES];
-    struct {
-        struct sn_wire_cma d;
-        struct sn_cma_seg seg[SN_MAX_SGE];
-    } cma[BATCH_WQES];
-    struct sn_mr *pin[SN_MAX_SGE];   /* the pulled WQE being added's MRs */
-    int npin;
-    struct iovec iov[BATCH_IOV + SN_MAX_SGE + 1];
-    int niov;
-    struct sn_mr *refs[BATCH_IOV];
-    int nrefs;
-    void *bounces[BATCH_WQES * SN_MAX_SGE];
-    int nbounces;
-    /* CUDA payloads read behind each other (gpu_read_deferred): the first
-     * WQE with one not yet landed (-1: none), and where each WQE's iovecs
-     * begin, to cut the batch there when the reads fail */
-    int gpu_first;
-    int iov_at[BATCH_WQES];
+struct sn_req {
+    struct sn_eng_task *task;      /* NULL once requester_stop took it */
+    struct sn_tx_batch *b;         /* the batch on its way (open) */
+    bool open;
+    struct sn_txbuf tx;            /* what out_fd's socket has not taken yet */
+    struct sn_conn_setup cs;       /* the connection being set up (connecting) */
+    bool connecting;
+    bool kick_after;               /* kicked while a posting thread held tx_busy */
 };
 
-/* batch_add: WQE i's CUDA payload does not fit behind the batch's deferred
- * reads; send what the batch holds and add WQE i again. */
-#define BATCH_STAGE_FULL (-2)
-
-static void batch_release(struct sn_tx_batch *b)
+void requester_kick_locked(struct sn_qp *qp)
 {
-    for (int i = 0; i < b->nrefs; i++)
-        mr_put(b->refs[i]);
-    for (int i = 0; i < b->nbounces; i++)
-        free(b->bounces[i]);
-    b->nrefs = b->nbounces = b->niov = 0;
-}
-
-/* Bytes paced as one piece: a large message is spread over time by the
- * rate limit instead of waiting for its whole debt and then bursting, and
- * each piece on the wire counts as progress for the retry timer.  On a
- * paced port a piece is at most PACE_US of line time: a piece's bytes
- * leave after its line time has passed, so a piece of 256 KiB at
- * 100 MB/s held a whole window of small writes back for 2.6 ms, their
- * completions and the next posts came only after it, and a 1 KiB stream
- * on one QP ran at 0.87-0.90 of the rate (a NIC's line never waits for a
- * whole window to be serialized before the first WQE completes). */
-#define PACE_BYTES (256 * 1024)
-#define PACE_MIN_BYTES 4096
-#define PACE_US 50
-
-static size_t pace_bytes(const struct sn_port *port)
-{
-    uint64_t rate = port->tx_rate.rate;
-    if (!rate)
-        return PACE_BYTES;
-    uint64_t n = rate / (1000000 / PACE_US);
-    return n < PACE_MIN_BYTES ? PACE_MIN_BYTES : n > PACE_BYTES ? PACE_BYTES : (size_t)n;
-}
-
-static bool is_cma(const struct sn_tx_batch *b, const struct iovec *v)
-{
-    const char *p = v->iov_base;
-    return p >= (const char *)b->cma && p < (const char *)(b->cma + BATCH_WQES);
-}
-
-static bool is_header(const struct sn_tx_batch *b, const struct iovec *v)
-{
-    const char *p = v->iov_base;
-    return (p >= (const char *)b->hdr && p < (const char *)(b->hdr + BATCH_WQES)) ||
-           (p >= (const char *)b->atom && p < (const char *)(b->atom + BATCH_WQES)) || is_cma(b, v);
-}
-
-/* The payload a CMA descriptor stands for: the responder pulls it, but it
- * is this port's traffic all the same (rate, counters, faults). */
-static uint64_t cma_payload(const struct iovec *v)
-{
-    const struct sn_wire_cma *d = v->iov_base;
-    const struct sn_cma_seg *seg = (const struct sn_cma_seg *)(d + 1);
-    uint64_t n = 0;
-    for (uint32_t s = 0; s < d->nseg; s++)
-        n += seg[s].len;
-    return n;
-}
-
-/* Charges a pulled payload to the rate limit in pieces of a pace, each one
- * progress for the retry timer, as the wire's pieces are. */
-static void charge_pulled(struct sn_qp *qp, struct sn_port *port, uint64_t bytes, uint64_t since_ns)
-{
-    if (!port->tx_rate.rate)
-        return;
-    uint64_t pace = pace_bytes(port);
-    while (bytes) {
-        uint64_t n = bytes < pace ? bytes : pace;
-        rate_take(&port->tx_rate, n, since_ns);
-        bytes -= n;
-        pthread_mutex_lock(&qp->lock);
-        qp->last_progress_ns = sn_now_ns();
-        pthread_mutex_unlock(&qp->lock);
-    }
-}
-
-static int batch_flush(struct sn_qp *qp, int fd, struct sn_port *port, struct sn_tx_batch *b)
-{
-    int err = 0;
-    struct iovec *iov = b->iov;
-    int left = b->niov;
-    size_t pace = pace_bytes(port);
-    while (left > 0) {
-        /* the next piece: whole iovecs up to a pace, the last payload one
-         * cut to fill it (headers are never cut) */
-        size_t bytes = 0, payload = 0;
-        int n = 0;
-        uint64_t pulled = 0;
-        for (; n < left && bytes + iov[n].iov_len <= pace; n++) {
-            bytes += iov[n].iov_len;
-            payload += is_header(b, &iov[n]) ? 0 : iov[n].iov_len;
-            pulled += is_cma(b, &iov[n]) ? cma_payload(&iov[n]) : 0;
-        }
-        struct iovec rest = { NULL, 0 };
-        if (n < left && bytes < pace && !is_header(b, &iov[n])) {
-            size_t cut = pace - bytes;
-            rest.iov_base = (char *)iov[n].iov_base + cut;
-            rest.iov_len = iov[n].iov_len - cut;
-            iov[n].iov_len = cut;
-            payload += cut;
-            n++;
-        }
-        if (!b->prepaid) {
-            rate_take(&port->tx_rate, payload, b->since_ns);
-            if (pulled)
-                charge_pulled(qp, port, pulled, b->since_ns);
-        }
-        payload += pulled;
-        /* counted before the bytes leave: once they are out, the peer may
-         * answer and the WQE complete while this thread waits for the CPU,
-         * and a completion must find its bytes counted */
-        uint8_t tc = atomic_load_explicit(&qp->tc, memory_order_relaxed);
-        atomic_fetch_add(&port->cnt.tx_bytes, payload);
-        atomic_fetch_add(&port->tc_tx_bytes[tc], payload);
-        atomic_fetch_add(&qp->cnt.tx_bytes, payload);
-        err = wire_writev_all(fd, iov, n);
-        if (err) {
-            atomic_fetch_sub(&port->cnt.tx_bytes, payload);
-            atomic_fetch_sub(&port->tc_tx_bytes[tc], payload);
-            atomic_fetch_sub(&qp->cnt.tx_bytes, payload);
-            break;
-        }
-        iov += n;
-        left -= n;
-        if (rest.iov_base) {
-            iov--;
-            left++;
-            *iov = rest;
-        }
-        fault_tx_bytes(qp->dev, port, payload);
-        pthread_mutex_lock(&qp->lock);
-        qp->last_progress_ns = sn_now_ns();
-        pthread_mutex_unlock(&qp->lock);
-    }
-    batch_release(b);
-    return err;
-}
-
-/* Adds WQE i's frame to the iovec; on a local key error returns
- * IBV_WC_LOC_PROT_ERR (nothing of WQE i added). */
-static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, uint32_t latency_us, int mtu,
-                     bool cma, bool may_defer)
-{
-    int ret = IBV_WC_LOC_PROT_ERR;
-    struct sn_swqe *w = &b->w[i];
-    struct sn_wire_req *h = &b->hdr[i];
-    memset(h, 0, sizeof(*h));
-    h->op = wire_op_of(w->opcode);
-    h->flags = (w->send_flags & IBV_SEND_SOLICITED) ? SN_REQ_SOLICITED : 0;
-    h->seq = w->seq;
-    h->len = w->len;
-    h->rkey = w->rkey;
-    h->raddr = w->raddr;
-    h->imm = w->imm;
-    h->deliver_ns = latency_us ? sn_now_ns() + (uint64_t)latency_us * 1000ull : 0;
-    int first_ref = b->nrefs, first_bounce = b->nbounces, first_iov = b->niov;
-    b->iov[b->niov++] = (struct iovec){ h, sizeof(*h) };
-    if (sn_wr_is_atomic(w->opcode)) {
-        /* the operands travel with the header; the SGE receives the old value */
-        b->atom[i].swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add;
-        b->atom[i].compare = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->compare_add : 0;
-        b->iov[b->niov++] = (struct iovec){ &b->atom[i], sizeof(b->atom[i]) };
-    }
-    bool read = sn_wr_is_read_like(w->opcode);
-    /* same-host peer: a host-memory payload is named, not sent (cma.c) */
-    cma = cma && !read && !w->inl && w->len >= SN_CMA_MIN_BYTES;
-    struct iovec *desc = NULL;
-    b->npin = 0;
-    if (cma) {
-        b->cma[i].d = (struct sn_wire_cma){ .nseg = 0 };
-        desc = &b->iov[b->niov++];
-        *desc = (struct iovec){ &b->cma[i], sizeof(b->cma[i].d) };
-    }
-    if (w->inl) {
-        if (w->len)
-            b->iov[b->niov++] = (struct iovec){ w->inl, w->len };
-    } else {
-        for (int s = 0; s < w->num_sge; s++) {
-            const struct ibv_sge *sg = &w->sge[s];
-            if (!sg->length)
-                continue;
-            struct sn_mr *mr;
-            if (mr_get(sg->lkey, false, qp->ibqp.pd, read ? IBV_ACCESS_LOCAL_WRITE : 0, sg->addr,
-                       sg->length, &mr))
-                goto bad;
-            void *src = mr_host_ptr(mr, sg->addr);
-            if (cma && !read && !mr->gpu) {
-                b->pin[b->npin++] = mr;
-                b->cma[i].seg[b->cma[i].d.nseg++] =
-                    (struct sn_cma_seg){ (uint64_t)(uintptr_t)src, sg->length };
-                continue;
-            }
-            b->refs[b->nrefs++] = mr;
-            if (read)
-                continue;
-            if (cma) {
-                /* CUDA memory cannot be pulled by another process: this
-                 * WQE goes on the wire after all, its segments so far too */
-                for (uint32_t k = 0; k < b->cma[i].d.nseg; k++)
-                    b->iov[b->niov++] = (struct iovec){ (void *)(uintptr_t)b->cma[i].seg[k].addr,
-                                                        b->cma[i].seg[k].len };
-                for (int k = 0; k < b->npin; k++)
-                    b->refs[b->nrefs++] = b->pin[k];
-                b->npin = 0;
-                *desc = (struct iovec){ NULL, 0 };
-                cma = false;
-            }
-            if (mr->gpu && may_defer) {
-                /* read behind the batch's other CUDA payloads: one sync for
-                 * all of them (batch_send), as a NIC keeps reads in flight */
-                const void *staged;
-                int r = gpu_read_deferred(src, sg->length, &staged);
-                if (r == ENOSPC && b->gpu_first >= 0) {
-                    ret = BATCH_STAGE_FULL;
-                    goto bad;
-                }
-                if (r == 0) {
-                    if (b->gpu_first < 0)
-                        b->gpu_first = i;
-                    src = (void *)(uintptr_t)staged;
-                } else if (r != ENOSPC) {
-                    goto bad;
-                }
-            }
-            if (mr->gpu && src == mr_host_ptr(mr, sg->addr)) {
-                /* bigger than the staging buffer, or no deferring: a copy
-                 * of its own.  It reuses the stage from its start once it
-                 * lands, so nothing of this batch may be deferred here:
-                 * may_defer is false only right after batch_send, and
-                 * ENOSPC with reads deferred returned BATCH_STAGE_FULL. */
-                void *bounce = malloc(sg->length);
-                if (!bounce || mr_read(mr, sg->addr, bounce, sg->length)) {
-                    free(bounce);
-                    goto bad;
-                }
-                b->bounces[b->nbounces++] = bounce;
-                src = bounce;
-            }
-            b->iov[b->niov++] = (struct iovec){ src, sg->length };
-        }
-    }
-    if (cma) {
-        h->flags |= SN_REQ_CMA;
-        desc->iov_len = sizeof(b->cma[i].d) + b->cma[i].d.nseg * sizeof(struct sn_cma_seg);
-    }
-    uint64_t mtu_bytes = 128u << mtu;
-    uint64_t pkts = read ? 1 : (w->len + mtu_bytes - 1) / mtu_bytes;
-    pkts = pkts ? pkts : 1;
-    atomic_fetch_add(&qp->port->cnt.tx_packets, pkts);
-    atomic_fetch_add(&qp->cnt.tx_packets, pkts);
-    return 0;
-bad:
-    for (int r = 0; r < b->npin; r++)
-        mr_put(b->pin[r]);
-    b->npin = 0;
-    for (int r = first_ref; r < b->nrefs; r++)
-        mr_put(b->refs[r]);
-    for (int r = first_bounce; r < b->nbounces; r++)
-        free(b->bounces[r]);
-    b->nrefs = first_ref;
-    b->nbounces = first_bounce;
-    b->niov = first_iov;
-    return ret;
-}
-
-int requester_start(struct sn_qp *qp)
-{
-    int err = 0;
-    pthread_mutex_lock(&qp->lock);
-    if (!qp->tx_batch && !(qp->tx_batch = calloc(1, sizeof(struct sn_tx_batch))))
-        err = ENOMEM;
-    if (!err && !qp->req_started) {
-        err = pthread_create(&qp->req_thread, NULL, requester_main, qp);
-        if (!err)
-            qp->req_started = true;
-    }
-    if (!err && !qp->comp_started) {
-        err = pthread_create(&qp->comp_thread, NULL, completer_main, qp);
-        if (!err)
-            qp->comp_started = true;
-    }
-    pthread_mutex_unlock(&qp->lock);
-    return err;
+    if (qp->req && qp->req->task)
+        engine_task_kick(qp->req->task);
 }
 
 /* True when the WQE at sq_sent is an RDMA READ or atomic and the QP
@@ -431,53 +65,21 @@ static bool rd_gated_locked(struct sn_qp *qp)
     return n >= limit;
 }
 
-/* Hands a pulled WQE's MR references to its send-queue slot, before its
- * descriptor leaves: they go when the WQE completes (qp.c).  A WQE flushed
- * meanwhile (QP error or reset) has completed already: its references go
- * now. */
-static void pin_pulled(struct sn_qp *qp, uint64_t idx, const struct sn_swqe *w,
-                       struct sn_tx_batch *b)
-{
-    pthread_mutex_lock(&qp->lock);
-    struct sn_swqe *slot = &qp->sq[idx % qp->sq_size];
-    bool live = idx >= qp->sq_head && idx < qp->sq_sent && slot->seq == w->seq &&
-                slot->wr_id == w->wr_id && !slot->npin;
-    for (int k = 0; k < b->npin; k++) {
-        if (live)
-            slot->pin[slot->npin++] = b->pin[k];
-        else
-            mr_put(b->pin[k]);
-    }
-    b->npin = 0;
-    pthread_mutex_unlock(&qp->lock);
-}
 
-/* Lands the batch's deferred CUDA reads, then sends what it holds.  When
- * the reads failed, the batch is cut before the first WQE that had one and
- * *bad names that WQE (it and the rest complete in error).  Returns
- * batch_flush's error. */
-static int batch_send(struct sn_qp *qp, int fd, struct sn_port *port, struct sn_tx_batch *b, int *bad)
+/* Takes up to a batch of WQEs from sq_sent into rq->b: qp->lock held, the
+ * caller holds tx_busy. */
+static void batch_open_locked(struct sn_qp *qp, struct sn_req *rq, bool prepaid)
 {
-    if (b->gpu_first >= 0) {
-        int first = b->gpu_first;
-        b->gpu_first = -1;
-        if (gpu_flush() != 0) {
-            b->niov = b->iov_at[first];
-            *bad = first;
-        }
-    }
-    return batch_flush(qp, fd, port, b);
-}
-
-/* Takes up to a batch of WQEs from sq_sent and puts them on the wire.
- * Called with qp->lock held and qp->tx_busy set by the caller (the
- * requester thread or a posting thread); returns with the lock held. */
-static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
-{
-    struct sn_port *port = qp->port;
-    uint64_t first = qp->sq_sent;
+    struct sn_tx_batch *b = rq->b;
     uint64_t bytes = 0;
-    b->n = 0;
+    b->n = b->built = b->niov = b->at = 0;
+    b->bad = -1;
+    b->piece = false;
+    b->first = qp->sq_sent;
+    b->prepaid = prepaid;
+    b->cma = qp->cma_ok;
+    b->latency_us = qp->port->conf.latency_us;
+    b->mtu = qp->attr.path_mtu;
     while (qp->sq_sent < qp->sq_tail && b->n < BATCH_WQES && bytes < BATCH_BYTES &&
            !rd_gated_locked(qp)) {
         struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
@@ -491,56 +93,255 @@ static void transmit_locked(struct sn_qp *qp, struct sn_tx_batch *b)
     }
     sn_stat_add(SN_ST_TX_BATCHES, 1);
     sn_stat_add(SN_ST_TX_WQES, (uint64_t)b->n);
-    int fd = qp->out_fd;
-    bool cma = qp->cma_ok;
-    uint32_t latency = port->conf.latency_us;
-    int mtu = qp->attr.path_mtu;
-    pthread_mutex_unlock(&qp->lock);
+    rq->open = true;
+    qp->tx_held = true;
+}
 
-    int err = 0, bad = -1;
-    b->gpu_first = -1;
-    for (int i = 0; i < b->n && !err && bad < 0; i++) {
-        if (b->niov + SN_MAX_SGE + 1 > BATCH_IOV && (err = batch_send(qp, fd, port, b, &bad)))
-            break;
-        if (bad >= 0)
-            break;
-        b->iov_at[i] = b->niov;
-        int r = batch_add(qp, b, i, latency, mtu, cma, true);
-        if (r == BATCH_STAGE_FULL) {
-            if ((err = batch_send(qp, fd, port, b, &bad)) || bad >= 0)
-                break;
-            b->iov_at[i] = b->niov;
-            r = batch_add(qp, b, i, latency, mtu, cma, false);
-        }
-        if (r) {
-            bad = i;
-            break;
-        }
-        if (b->npin)
-            pin_pulled(qp, first + (uint64_t)i, &b->w[i], b);
-    }
-    if (!err) {
-        int cut = -1;
-        err = batch_send(qp, fd, port, b, &cut);
-        if (cut >= 0 && (bad < 0 || cut < bad))
-            bad = cut;
-    }
-    batch_release(b);
-    pthread_mutex_lock(&qp->lock);
-    if (bad >= 0)
-        qp_error_locked(qp, first + (uint64_t)bad, IBV_WC_LOC_PROT_ERR, 0);
-    else if (err) {
+/* Ends the open batch: a WQE that failed locally fails the QP, a
+ * connection that failed leaves the retry budget running.  qp->lock held. */
+static void batch_close_locked(struct sn_qp *qp, struct sn_req *rq, bool conn_failed)
+{
+    struct sn_tx_batch *b = rq->b;
+    txbatch_release(b);
+    rq->open = false;
+    qp->tx_held = !txbuf_empty(&rq->tx);
+    if (b->bad >= 0)
+        qp_error_locked(qp, b->first + (uint64_t)b->bad, IBV_WC_LOC_PROT_ERR, 0);
+    else if (conn_failed) {
         qp->conn_dead = true;
         pthread_cond_broadcast(&qp->cond);
     }
 }
 
+/* Builds and sends the open batch as far as it goes now (force: all of it,
+ * what the socket does not take waiting in rq->tx).  Called with qp->lock
+ * held and tx_busy set by the caller; the lock is let go meanwhile.
+ * PUSH_DONE once the batch is over (or PUSH_ERR: the connection failed);
+ * PUSH_PACED (*due), PUSH_FULL or PUSH_MORE when it waits between steps. */
+static enum sn_push batch_run_locked(struct sn_qp *qp, struct sn_req *rq, bool force, uint64_t *due)
+{
+    struct sn_tx_batch *b = rq->b;
+    int fd = qp->out_fd, err = 0;
+    enum sn_push r = PUSH_DONE;
+    pthread_mutex_unlock(&qp->lock);
+    for (;;) {
+        if (b->at == b->niov) {
+            txbatch_release(b);
+            if (b->bad >= 0 || b->built == b->n)
+                break;
+            txbatch_build(qp, b);
+            continue;
+        }
+        r = txbatch_push(qp, b, &rq->tx, fd, force, due, &err);
+        if (r == PUSH_DONE)
+            continue;
+        if (r != PUSH_ERR && txbatch_detach(b) == 0) {
+            pthread_mutex_lock(&qp->lock);
+            return r;
+        }
+        r = PUSH_ERR;
+        break;
+    }
+    pthread_mutex_lock(&qp->lock);
+    batch_close_locked(qp, rq, r == PUSH_ERR);
+    return r;
+}
+
+/* Sets the connection up as far as it goes now; qp->lock held (let go
+ * meanwhile).  Returns the SN_ENG_* it waits for, 0 when done (or failed:
+ * conn_dead). */
+static unsigned connect_locked(struct sn_eng_task *t, struct sn_qp *qp, struct sn_req *rq)
+{
+    if (!rq->connecting) {
+        int err = conn_start(&rq->cs, qp);
+        if (err) {
+            SN_DEBUG("requester: QP 0x%x: cannot connect to QP 0x%x: %s", qp->ibqp.qp_num, qp->attr.dest_qp_num,
+                     strerror(err));
+            qp->conn_dead = true;
+            pthread_cond_broadcast(&qp->cond);
+            return 0;
+        }
+        rq->connecting = true;
+        engine_task_fd(t, rq->cs.fd);
+    }
+    bool cma = false;
+    unsigned io = 0;
+    pthread_mutex_unlock(&qp->lock);
+    int err = conn_advance(&rq->cs, &cma, &io);
+    pthread_mutex_lock(&qp->lock);
+    if (err == EINPROGRESS)
+        return io;
+    rq->connecting = false;
+    if (err) {
+        SN_DEBUG("requester: QP 0x%x: connection to QP 0x%x failed: %s", qp->ibqp.qp_num, qp->attr.dest_qp_num,
+                 strerror(err));
+        engine_task_fd(t, -1);   /* not watched once closed: its number may be another's */
+        conn_abort(&rq->cs);
+        qp->conn_dead = true;
+    } else {
+        qp->out_fd = rq->cs.fd;
+        qp->cma_ok = cma;
+        qp->last_progress_ns = sn_now_ns();   /* the timer starts now */
+        completer_kick_locked(qp);
+    }
+    pthread_cond_broadcast(&qp->cond);
+    return 0;
+}
+
+/* Lets go of a batch and of bytes a QP in error will never send. */
+static void drop_locked(struct sn_qp *qp, struct sn_req *rq)
+{
+    if (rq->open) {
+        txbatch_release(rq->b);
+        rq->open = false;
+    }
+    txbuf_free(&rq->tx);
+    qp->tx_held = false;
+}
+
+static unsigned requester_step(struct sn_eng_task *t, void *arg)
+{
+    struct sn_qp *qp = arg;
+    struct sn_req *rq = qp->req;
+    atomic_fetch_add_explicit(&qp->steps[SN_QP_REQUESTER], 1, memory_order_relaxed);
+    unsigned ret = 0;
+    int batches = STEP_BATCHES;
+    pthread_mutex_lock(&qp->lock);
+    if (qp->tx_busy)
+        rq->kick_after = true;   /* a posting thread sends; it kicks when done */
+    while (!qp->stopping && !qp->tx_busy) {
+        enum ibv_qp_state st = qp->attr.qp_state;
+        struct sn_port *port = qp->port;
+        if (st == IBV_QPS_ERR && (rq->open || qp->tx_held)) {
+            drop_locked(qp, rq);
+            continue;
+        }
+        if (rq->open) {
+            uint64_t due = 0;
+            qp->tx_busy = true;
+            enum sn_push r = batch_run_locked(qp, rq, false, &due);
+            qp->tx_busy = false;
+            if (qp->stopping)
+                pthread_cond_broadcast(&qp->cond);   /* qp_engine_stop waits to close the fd */
+            if (r == PUSH_PACED) {
+                engine_task_at(t, due);
+                break;
+            }
+            if (r == PUSH_FULL) {
+                ret = SN_ENG_OUT;
+                break;
+            }
+            if (r == PUSH_MORE) {
+                ret = SN_ENG_MORE;
+                break;
+            }
+            continue;
+        }
+        if (qp->tx_held) {
+            /* a direct batch's bytes the socket did not take */
+            int err = txbuf_flush(&rq->tx, qp->out_fd);
+            if (err == EAGAIN) {
+                ret = SN_ENG_OUT;
+                break;
+            }
+            qp->tx_held = false;
+            if (err) {
+                txbuf_free(&rq->tx);
+                qp->conn_dead = true;
+                pthread_cond_broadcast(&qp->cond);
+            }
+            continue;
+        }
+        if (st != IBV_QPS_RTS || qp->sq_sent == qp->sq_tail || qp->conn_dead || !port ||
+            rd_gated_locked(qp))
+            break;   /* idle: what changes that kicks it */
+        if (atomic_load(&port->state) != IBV_PORT_ACTIVE) {
+            /* link down: nothing leaves; the completer's budget runs */
+            pthread_mutex_unlock(&qp->lock);
+            fault_poll();
+            pthread_mutex_lock(&qp->lock);
+            engine_task_at(t, sn_now_ns() + PORT_DOWN_POLL_NS);
+            break;
+        }
+        if (qp->out_fd < 0) {
+            ret = connect_locked(t, qp, rq);
+            if (ret)
+                break;
+            continue;
+        }
+        if (batches-- == 0) {
+            ret = SN_ENG_MORE;
+            break;
+        }
+        qp->tx_busy = true;
+        batch_open_locked(qp, rq, false);
+        qp->tx_busy = false;
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return ret;
+}
+
+int requester_start(struct sn_qp *qp)
+{
+    int err = 0;
+    pthread_mutex_lock(&qp->lock);
+    if (!qp->req) {
+        struct sn_req *rq = calloc(1, sizeof(*rq));
+        if (rq && !(rq->b = calloc(1, sizeof(*rq->b)))) {
+            free(rq);
+            rq = NULL;
+        }
+        if (!rq) {
+            err = ENOMEM;
+        } else {
+            rq->cs.fd = -1;
+            qp->req = rq;   /* before the task exists: its step reads it */
+            if ((err = engine_task_new(requester_step, qp, SN_ROLE_REQUESTER, &rq->task))) {
+                qp->req = NULL;
+                free(rq->b);
+                free(rq);
+            }
+        }
+    }
+    if (!err)
+        err = completer_start(qp);
+    if (!err)
+        requester_kick_locked(qp);
+    pthread_mutex_unlock(&qp->lock);
+    return err;
+}
+
+void requester_stop(struct sn_qp *qp)
+{
+    pthread_mutex_lock(&qp->lock);
+    struct sn_req *rq = qp->req;
+    struct sn_eng_task *t = rq ? rq->task : NULL;
+    if (rq)
+        rq->task = NULL;   /* no more kicks */
+    pthread_mutex_unlock(&qp->lock);
+    if (!rq)
+        return;
+    engine_task_del(t);   /* a step under way ends first */
+    pthread_mutex_lock(&qp->lock);
+    /* a posting thread transmitting (lock let go) still uses the batch and
+     * the fd: it ends at qp_engine_stop's shutdown */
+    while (qp->tx_busy)
+        pthread_cond_wait(&qp->cond, &qp->lock);
+    qp->req = NULL;
+    if (rq->connecting)
+        conn_abort(&rq->cs);
+    drop_locked(qp, rq);
+    pthread_mutex_unlock(&qp->lock);
+    free(rq->b);
+    free(rq);
+}
+
 /* Where WQE w's payload is: SN_MEM_HOST when all in host memory,
  * SN_MEM_CUDA when some is CUDA memory (copied through a bounce buffer),
  * SN_MEM_UNKNOWN for a bad key, or a key table being changed (mr_mem_try:
- * never waited for with qp->lock held): the requester thread then takes
+ * never waited for with qp->lock held): the requester's task then takes
  * the WQE.  The MR may go before the transmit looks it up again; batch_add
- * then completes the WQE in error, as it would on the requester thread. */
+ * then completes the WQE in error, as it would on the requester's task. */
 static enum sn_mem payload_memory(struct sn_qp *qp, const struct sn_swqe *w)
 {
     enum sn_mem all = SN_MEM_HOST;
@@ -602,11 +403,12 @@ static bool wire_has_room_locked(struct sn_qp *qp)
  * Everything else -- connecting, a busy paced line, added latency, faults,
  * reads and atomics, CUDA memory posted by an application thread, large
  * payloads on the wire, a connection without room -- stays with the
- * requester thread.  qp->lock held. */
+ * requester's task.  qp->lock held. */
 bool requester_try_direct_locked(struct sn_qp *qp)
 {
     struct sn_port *port = qp->port;
-    if (qp->tx_busy || !qp->tx_batch || qp->stopping || qp->attr.qp_state != IBV_QPS_RTS ||
+    struct sn_req *rq = qp->req;
+    if (!rq || qp->tx_busy || qp->tx_held || qp->stopping || qp->attr.qp_state != IBV_QPS_RTS ||
         qp->out_fd < 0 || qp->conn_dead || !port || port->conf.latency_us ||
         port->conf.down_after_bytes || atomic_load(&port->state) != IBV_PORT_ACTIVE ||
         qp->sq_tail - qp->sq_sent > DIRECT_MAX_WQES)
@@ -626,7 +428,7 @@ bool requester_try_direct_locked(struct sn_qp *qp)
             enum sn_mem m = payload_memory(qp, w);
             /* A NIC thread copies a CUDA payload only on an idle QP (one
              * message at a time: the wake-up it saves is that message's
-             * latency); with WQEs in flight the requester thread's copies
+             * latency); with WQEs in flight the requester's copies
              * overlap the NIC thread's doorbell work instead. */
             if (m == SN_MEM_UNKNOWN ||
                 (m == SN_MEM_CUDA && (!direct_copies_cuda || qp->sq_sent != qp->sq_head)))
@@ -648,99 +450,26 @@ bool requester_try_direct_locked(struct sn_qp *qp)
         return false;
     /* a paced port: a few KiB on a free line go now, without sleeping
      * (a pulled payload moves at copy speed, so only small ones); a busy
-     * line, or more, waits for the requester thread's pacing */
+     * line, or more, waits for the requester's pacing */
     if (port->tx_rate.rate && (charged > DIRECT_MAX_BYTES ||
                                !rate_take_if_idle(&port->tx_rate, charged,
                                                   qp->sq[qp->sq_sent % qp->sq_size].posted_ns)))
         return false;
     atomic_fetch_add(&qp->cnt.direct_wqes, qp->sq_tail - qp->sq_sent);
     qp->tx_busy = true;
-    /* charged above, or nothing to charge: batch_flush must never sleep
-     * here, also when a rate is set between the check and the flush */
-    qp->tx_batch->prepaid = true;
-    transmit_locked(qp, qp->tx_batch);
-    qp->tx_batch->prepaid = false;
+    /* charged above, or nothing to charge: the push never waits for the
+     * rate limit here, also when a rate is set between the check and the
+     * push; what the socket does not take now waits in rq->tx */
+    batch_open_locked(qp, rq, true);
+    uint64_t due;
+    (void)batch_run_locked(qp, rq, true, &due);
     qp->tx_busy = false;
     if (qp->stopping)
         pthread_cond_broadcast(&qp->cond);   /* qp_engine_stop waits to close the fd */
-    if (qp->sq_sent != qp->sq_tail)
-        pthread_cond_signal(&qp->req_cond);
+    if (rq->kick_after || qp->sq_sent != qp->sq_tail || !txbuf_empty(&rq->tx)) {
+        rq->kick_after = false;
+        requester_kick_locked(qp);
+    }
     return true;
 }
 
-void *requester_main(void *arg)
-{
-    struct sn_qp *qp = arg;
-    bool spin = sn_spin_on(), spun = false;
-    sn_nic_thread_init();
-    sn_stats_role(SN_ROLE_REQUESTER);
-    pthread_mutex_lock(&qp->lock);
-    while (!qp->stopping) {
-        enum ibv_qp_state st = qp->attr.qp_state;
-        struct sn_port *port = qp->port;
-        if (st != IBV_QPS_RTS || qp->sq_sent == qp->sq_tail || qp->conn_dead || !port || qp->tx_busy ||
-            !qp->tx_batch || rd_gated_locked(qp)) {
-            if (spin && !spun && st == IBV_QPS_RTS && qp->sq_sent == qp->sq_tail && !qp->conn_dead && port &&
-                !qp->tx_busy) {
-                /* out of work: poll for the next post a while (spin.c).  A
-                 * signal sent while the lock was dropped is lost, so the
-                 * state is read again before any wait; the next idle pass
-                 * sleeps. */
-                uint64_t seen = qp->sq_tail;
-                pthread_mutex_unlock(&qp->lock);
-                (void)sn_spin_changed(&qp->sq_tail, seen, &qp->stopping);
-                pthread_mutex_lock(&qp->lock);
-                spun = true;
-                continue;
-            }
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&qp->req_cond, &qp->lock, &ts);
-            continue;
-        }
-        spun = false;
-        if (atomic_load(&port->state) != IBV_PORT_ACTIVE) {
-            /* link down: nothing leaves; the completer's budget runs */
-            pthread_mutex_unlock(&qp->lock);
-            usleep(2000);
-            fault_poll();
-            pthread_mutex_lock(&qp->lock);
-            continue;
-        }
-        if (qp->out_fd < 0) {
-            union ibv_gid dgid = qp->attr.ah_attr.grh.dgid;
-            uint32_t dqpn = qp->attr.dest_qp_num;
-            uint8_t rnr = qp->attr.rnr_retry;
-            bool gpu_driven = qp->poll_acks;
-            pthread_mutex_unlock(&qp->lock);
-            int fd = -1;
-            bool cma = false;
-            int err = requester_connect(qp, port, dgid, dqpn, rnr, gpu_driven, &fd, &cma);
-            pthread_mutex_lock(&qp->lock);
-            if (qp->stopping) {
-                if (fd >= 0)
-                    close(fd);
-                break;
-            }
-            if (err) {
-                qp->conn_dead = true;
-            } else {
-                qp->out_fd = fd;
-                qp->cma_ok = cma;
-                qp->last_progress_ns = sn_now_ns();   /* the timer starts now */
-            }
-            pthread_cond_broadcast(&qp->cond);
-            continue;
-        }
-        qp->tx_busy = true;
-        transmit_locked(qp, qp->tx_batch);
-        qp->tx_busy = false;
-    }
-    pthread_mutex_unlock(&qp->lock);
-    return NULL;
-}

@@ -1,126 +1,89 @@
-/* responder.c: the receive side of a QP.  One thread per incoming
- * connection (a peer requester) runs the checks in the order the IB spec
- * lists them, each with the status the requester gets:
- *   hello: magic/version, destination QP exists, QP in RTR/RTS/SQD, the
- *          peer is the QP's configured remote (QPN and GID) -- otherwise
- *          the connection is dropped, as hardware drops such packets, and
- *          the requester ends with IBV_WC_RETRY_EXC_ERR;
+/* responder.c: the receive side of a QP.  Each incoming connection (a peer
+ * requester, rconn.c) executes its requests in order, running the checks in
+ * the order the IB spec lists them, each with the status the requester
+ * gets:
  *   request: opcode and sequence (else the connection is dropped);
  *   WRITE/READ: rkey valid, same PD, MR and QP access, bounds
  *          -> NAK IBV_WC_REM_ACCESS_ERR (this QP goes to ERR too, with
  *          IBV_EVENT_QP_ACCESS_ERR);
- *   atomics: the same, and alignment (do_atomic says which status);
+ *   atomics: the same, and alignment (start_atomic says which status);
  *   SEND/WRITE_IMM: a receive WQE (waits, sending RNR_WAIT, for the RNR
  *          budget -> NAK IBV_WC_RNR_RETRY_EXC_ERR), receive SGEs valid
  *          (-> local IBV_WC_LOC_PROT_ERR, NAK IBV_WC_REM_OP_ERR) and large
  *          enough (-> local IBV_WC_LOC_LEN_ERR, NAK IBV_WC_REM_INV_REQ_ERR).
  * A requester of this host and network namespace may name a WRITE/SEND
- * payload instead of sending it (SN_REQ_CMA): place() pulls it from the
- * requester's memory at the point where it would have read the stream, so
- * order and every check above are the same (cma.c).
+ * payload instead of sending it (SN_REQ_CMA): the placement pulls it from
+ * the requester's memory at the point where it would have read the stream,
+ * so order and every check above are the same (cma.c).
  * Requests on one connection execute in order, so a WRITE_WITH_IMM
  * completion means every earlier WRITE of that QP is in memory.  ACKs are
- * coalesced: one cumulative ACK before each blocking read. */
-#include "softnic.h"
-#include "rbuf.h"
+ * coalesced: one cumulative ACK whenever the connection runs dry.
+ *
+ * It runs on the engines (engine.c), one step at a time, and never waits:
+ * a request is a small state machine (enum rc_phase) that stops where it
+ * has to wait -- for bytes to come, for the link or its delivery time (a
+ * timer), for a receive WQE (a post kicks it, a timer makes the RNR
+ * budget), for room to send a READ's data -- and goes on from there in a
+ * later step.  A step executes at most a share of requests and bytes, so
+ * one busy connection does not starve the others. */
+#include "rconn.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
 
 #define READ_PACE_BYTES (256 * 1024)
-#define PEND_WC 64
+/* what one step does at most before the next task gets the engine */
+#define STEP_REQUESTS 64
+#define STEP_BYTES (1024 * 1024)
+/* responses the socket has not taken beyond which no new request starts */
+#define TX_HIGH (64 * 1024)
+/* a pull from a same-host requester, at most, between looks at the QP */
+#define CMA_CHUNK (1024 * 1024)
+#define CMA_BOUNCE CMA_CHUNK
+/* how often a step looks at a port that is down, at an SRQ with no
+ * receive WQE (its posts kick no one), and at a QP's receive queue */
+#define PORT_DOWN_POLL_NS 2000000ull
+#define SRQ_POLL_NS 1000000ull
+#define RQ_POLL_NS 5000000ull
+/* one RNR NAK per retry, as the requester's keep-alive */
+#define RNR_NOTE_NS 20000000ull
 
-/* A receive completion held back until the ACK (or NAK) covering its
- * request is on the wire: once a receiver sees a completion, the sender's
- * acknowledgement must not depend on the receiver staying alive. */
-struct pend_wc {
-    struct ibv_wc wc;
-    bool solicited;
+/* A step's share of work. */
+struct budget {
+    int requests;
+    size_t bytes;
 };
 
-/* Placements whose CUDA writes may be in flight at once (land_writes). */
-#define LAND_MAX 32
-
-struct sn_rconn {
-    int fd;
-    struct sn_qp *qp;
-    struct sn_port *port;
-    struct sn_rconn *next;
-    bool no_kick;             /* this thread is failing the QP itself */
-    uint8_t rnr_retry;
-    uint32_t peer_qpn;
-    uint32_t expect_seq;
-    bool ack_pending;
-    uint32_t ack_seq;
-    int err;                  /* first send error */
-    int deferred;             /* placements whose CUDA writes are in flight (land_writes) */
-    struct sn_mr *held[LAND_MAX]; /* and their MRs, a reference each until then */
-    int npend;
-    struct pend_wc pend[PEND_WC];
-    struct sn_rbuf rb;
-    uint32_t cma_pid;         /* the requester's pid when it may be pulled from */
-    int cma_pidfd;            /* and a pidfd of it; -1 otherwise */
-    /* the current request's payload when it is pulled (SN_REQ_CMA), else NULL */
-    const struct sn_cma_seg *src;
-    struct sn_cma_seg src_seg[SN_MAX_SGE];
-    int src_nseg;
-    uint64_t src_off;
-    char *bounce;             /* pulled bytes bound for CUDA memory */
-};
-
-#define CMA_BOUNCE (1024 * 1024)
-
-/* Moves len bytes of the current request's payload into mr at addr: off
- * the wire, or pulled from the requester's memory (cma.c). */
-static int place(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t len)
+bool responder_qp_receiving(struct sn_qp *qp)
 {
-    if (!rc->src)
-        return rbuf_place(&rc->rb, mr, addr, len, rc->port);
-    if (!mr->gpu) {
-        int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
-                           mr_host_ptr(mr, addr), len);
-        rc->src_off += len;
-        return err;
-    }
-    /* CUDA memory: pulled into host memory first, then copied by the driver */
-    if (!rc->bounce && !(rc->bounce = malloc(CMA_BOUNCE)))
-        return ENOMEM;
-    bool vf_slow = rc->port->conf.vf && !(mr->access & IBV_ACCESS_RELAXED_ORDERING);
-    uint64_t since = vf_slow ? sn_now_ns() : 0;   /* as rbuf_place's */
-    while (len) {
-        size_t n = len < CMA_BOUNCE ? len : CMA_BOUNCE;
-        int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
-                           rc->bounce, n);
-        if (err)
-            return err;
-        if (vf_slow)
-            rate_take(&rc->port->vf_rate, n, since);
-        if ((err = mr_write(mr, addr, rc->bounce, n)))
-            return err;
-        rc->src_off += n;
-        addr += n;
-        len -= n;
-    }
-    return 0;
+    enum ibv_qp_state s = qp->attr.qp_state;
+    return !qp->stopping && (s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD);
 }
 
-/* Lands the writes into CUDA memory this thread left in flight (gpu.c's
- * gpu_defer_writes: one CUDA sync per batch of requests instead of one per
- * write) before anything says they are there: an ACK or other response,
- * a receive completion.  Their placements stay counted in qp->placing until
- * then, so ibv_modify_qp(ERR) still returns only once nothing more lands. */
+static bool receiving(struct sn_qp *qp)
+{
+    pthread_mutex_lock(&qp->lock);
+    bool alive = responder_qp_receiving(qp);
+    pthread_mutex_unlock(&qp->lock);
+    return alive;
+}
+
+/* Lands the writes into CUDA memory this connection left in flight (gpu.c's
+ * gpu_defer_writes: one CUDA sync per step instead of one per write)
+ * before anything says they are there: an ACK or other response, a receive
+ * completion, the end of the step.  Their placements stay counted in
+ * qp->placing until then, so ibv_modify_qp(ERR) still returns only once
+ * nothing more lands. */
 static int land_writes(struct sn_rconn *rc)
 {
     int err = gpu_flush();
-    if (rc->deferred) {
+    if (rc->deferred || rc->nheld) {
         struct sn_qp *qp = rc->qp;
-        for (int i = 0; i < rc->deferred; i++)
+        for (int i = 0; i < rc->nheld; i++)
             mr_put(rc->held[i]);
+        rc->nheld = 0;
         pthread_mutex_lock(&qp->lock);
         qp->placing -= rc->deferred;
         rc->deferred = 0;
@@ -133,62 +96,25 @@ static int land_writes(struct sn_rconn *rc)
     return err;
 }
 
-static bool qp_receiving(struct sn_qp *qp)
-{
-    enum ibv_qp_state s = qp->attr.qp_state;
-    return !qp->stopping && (s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD);
-}
-
-/* place() for a request of a QP that still receives: a QP in ERR (moved
- * there by the application while this request waited for its delivery
- * time, for the CPU or for a receive) drops it, as a NIC drops packets for
- * a QP in ERR.  ibv_modify_qp(ERR) waits for a placement under way
- * (qp->placing), so once it returns nothing more lands in this QP's MRs: a
- * failover that writes a chunk again elsewhere relies on it. */
-static int place_live(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t len)
-{
-    struct sn_qp *qp = rc->qp;
-    pthread_mutex_lock(&qp->lock);
-    bool live = qp_receiving(qp);
-    if (live)
-        qp->placing++;
-    pthread_mutex_unlock(&qp->lock);
-    if (!live)
-        return ECONNABORTED;
-    int err = place(rc, mr, addr, len);
-    if (gpu_writes_pending()) {
-        if (!err && rc->deferred < LAND_MAX) {
-            /* the placement and the MR (ibv_dereg_mr waits for it) are
-             * given back by land_writes */
-            atomic_fetch_add(&mr->refs, 1);
-            rc->held[rc->deferred++] = mr;
-            return 0;
-        }
-        land_writes(rc);
-    }
-    pthread_mutex_lock(&qp->lock);
-    /* Only ibv_modify_qp(ERR) waits for the count to reach 0: a broadcast
-     * for every write placed woke whatever else sleeps on qp->cond (an idle
-     * completer, one wake-up and two context switches per message) */
-    if (--qp->placing == 0 && qp->placing_waiters > 0)
-        pthread_cond_broadcast(&qp->cond);
-    pthread_mutex_unlock(&qp->lock);
-    return err;
-}
-
-static int send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32_t seq,
-                     uint32_t len)
+int responder_send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uint32_t seq,
+                        uint32_t len)
 {
     land_writes(rc);
     struct sn_wire_resp r = { .type = type, .syndrome = syndrome, .seq = seq, .len = len };
-    int err = wire_send_all(rc->fd, &r, sizeof(r));
+    struct iovec v = { &r, sizeof(r) };
+    int err = txbuf_writev(&rc->tx, rc->fd, &v, 1);
     if (err && !rc->err)
         rc->err = err;
     return err;
 }
 
+/* The completions whose ACK is on the wire appear (not while it is to be
+ * sent or still waits in tx: the sender's acknowledgement must not depend
+ * on us). */
 static void push_pending_wcs(struct sn_rconn *rc)
 {
+    if (!rc->npend || rc->ack_pending || !txbuf_empty(&rc->tx))
+        return;
     land_writes(rc);
     for (int i = 0; i < rc->npend; i++)
         cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &rc->pend[i].wc, rc->pend[i].solicited);
@@ -200,39 +126,29 @@ static void send_ack(struct sn_rconn *rc)
     if (rc->ack_pending) {
         rc->ack_pending = false;
         sn_stat_add(SN_ST_ACKS, 1);
-        send_resp(rc, SN_RESP_ACK, 0, rc->ack_seq, 0);
+        responder_send_resp(rc, SN_RESP_ACK, 0, rc->ack_seq, 0);
     }
 }
 
 /* The coalesced ACK goes out, then the completions it covers appear. */
-static void flush_ack(void *arg)
+static void flush_ack(struct sn_rconn *rc)
 {
-    struct sn_rconn *rc = arg;
     send_ack(rc);
+    (void)txbuf_flush(&rc->tx, rc->fd);
     push_pending_wcs(rc);
 }
 
-static void qp_wait(struct sn_qp *qp, long ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += ms * 1000000L;
-    while (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&qp->cond, &qp->lock, &ts);
-}
-
-/* Fails the request with a NAK; with qp_err the QP goes to ERR too. */
-static void fail_request(struct sn_rconn *rc, uint32_t seq, enum ibv_wc_status nak, bool qp_err,
-                         enum ibv_event_type ev)
+/* Fails the request with a NAK; with qp_err the QP goes to ERR too.  The
+ * connection ends (ECONNABORTED: the peer reads the NAK first). */
+static int fail_request(struct sn_rconn *rc, uint32_t seq, enum ibv_wc_status nak, bool qp_err,
+                        enum ibv_event_type ev)
 {
     /* counted before the requester can learn of it */
     atomic_fetch_add(&rc->port->cnt.errors, 1);
     atomic_fetch_add(&rc->qp->cnt.errors, 1);
     send_ack(rc);
-    send_resp(rc, SN_RESP_NAK, (uint8_t)nak, seq, 0);
+    responder_send_resp(rc, SN_RESP_NAK, (uint8_t)nak, seq, 0);
+    (void)txbuf_flush(&rc->tx, rc->fd);
     push_pending_wcs(rc);
     if (qp_err) {
         pthread_mutex_lock(&rc->qp->lock);
@@ -243,11 +159,13 @@ static void fail_request(struct sn_rconn *rc, uint32_t seq, enum ibv_wc_status n
         if (!was_err)
             async_post_qp(&rc->qp->ibqp, ev);
     }
+    return ECONNABORTED;
 }
 
 static void recv_wc(struct sn_rconn *rc, uint64_t wr_id, enum ibv_wc_status st,
-                    enum ibv_wc_opcode op, uint32_t len, const struct sn_wire_req *h)
+                    enum ibv_wc_opcode op, uint32_t len)
 {
+    const struct sn_wire_req *h = &rc->h;
     struct ibv_wc wc;
     memset(&wc, 0, sizeof(wc));
     wc.wr_id = wr_id;
@@ -260,116 +178,20 @@ static void recv_wc(struct sn_rconn *rc, uint64_t wr_id, enum ibv_wc_status st,
         wc.wc_flags = IBV_WC_WITH_IMM;
         wc.imm_data = h->imm;
     }
-    /* do_request flushes before the array can fill: one WC per request */
+    /* a request starts only with room for its completion (responder_run) */
     rc->pend[rc->npend].wc = wc;
     rc->pend[rc->npend].solicited = (h->flags & SN_REQ_SOLICITED) != 0;
     rc->npend++;
 }
 
-/* Gets a receive WQE, waiting up to the RNR budget; false on failure
- * (NAK already sent when the budget ran out). */
-static bool take_recv(struct sn_rconn *rc, const struct sn_wire_req *h, struct sn_rwqe *out)
+static enum ibv_wc_opcode recv_opcode(const struct sn_wire_req *h)
 {
-    struct sn_qp *qp = rc->qp;
-    if (qp_take_recv(qp, out))
-        return true;
-    flush_ack(rc);
-    uint64_t start = sn_now_ns(), last_note = 0;
-    uint64_t budget = qp_rnr_budget_ns(rc->rnr_retry, qp->attr.min_rnr_timer);
-    for (;;) {
-        uint64_t now = sn_now_ns();
-        if (now - start > budget) {
-            fail_request(rc, h->seq, IBV_WC_RNR_RETRY_EXC_ERR, false, 0);
-            return false;
-        }
-        if (now - last_note > 20000000ull) {
-            /* one RNR NAK per retry, as the requester's keep-alive */
-            atomic_fetch_add(&qp->cnt.rnr_naks, 1);
-            if (send_resp(rc, SN_RESP_RNR_WAIT, 0, h->seq, 0))
-                return false;
-            last_note = now;
-        }
-        pthread_mutex_lock(&qp->lock);
-        bool alive = qp_receiving(qp);
-        if (alive && !qp->ibqp.srq && qp->rq_count == 0) {
-            qp->recv_waiters++;
-            qp_wait(qp, 5);
-            qp->recv_waiters--;
-        }
-        pthread_mutex_unlock(&qp->lock);
-        if (!alive)
-            return false;
-        if (qp->ibqp.srq) {
-            struct sn_srq *srq = (struct sn_srq *)qp->ibqp.srq;
-            pthread_mutex_lock(&srq->lock);
-            if (srq->count == 0) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 5000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-                pthread_cond_timedwait(&srq->cond, &srq->lock, &ts);
-            }
-            pthread_mutex_unlock(&srq->lock);
-        }
-        if (qp_take_recv(qp, out))
-            return true;
-    }
+    return h->op == SN_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
 }
 
-/* Places a payload into the SGEs of a receive WQE. */
-static int do_send(struct sn_rconn *rc, const struct sn_wire_req *h)
+static int check_remote(struct sn_rconn *rc, int access, struct sn_mr **mr)
 {
-    struct sn_rwqe r;
-    if (!take_recv(rc, h, &r))
-        return ECONNABORTED;
-    struct sn_qp *qp = rc->qp;
-    uint64_t room = 0;
-    struct sn_mr *mrs[SN_MAX_SGE] = { 0 };
-    int bad = 0;
-    for (int s = 0; s < r.num_sge && !bad; s++) {
-        if (!r.sge[s].length)
-            continue;
-        if (mr_get(r.sge[s].lkey, false, qp->ibqp.pd, IBV_ACCESS_LOCAL_WRITE, r.sge[s].addr,
-                   r.sge[s].length, &mrs[s]))
-            bad = 1;
-        room += r.sge[s].length;
-    }
-    if (!bad && room < h->len)
-        bad = 2;
-    int err = 0;
-    if (bad) {
-        for (int s = 0; s < r.num_sge; s++)
-            mr_put(mrs[s]);
-        recv_wc(rc, r.wr_id, bad == 1 ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, h);
-        fail_request(rc, h->seq, bad == 1 ? IBV_WC_REM_OP_ERR : IBV_WC_REM_INV_REQ_ERR, true,
-                     IBV_EVENT_QP_REQ_ERR);
-        return ECONNABORTED;
-    }
-    uint32_t left = h->len;
-    for (int s = 0; s < r.num_sge && left && !err; s++) {
-        uint32_t n = r.sge[s].length < left ? r.sge[s].length : left;
-        if (n)
-            err = place_live(rc, mrs[s], r.sge[s].addr, n);
-        left -= n;
-    }
-    for (int s = 0; s < r.num_sge; s++)
-        mr_put(mrs[s]);
-    if (err == ECONNABORTED) {
-        recv_wc(rc, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, h);
-        push_pending_wcs(rc);
-    }
-    if (err)
-        return err;
-    recv_wc(rc, r.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, h->len, h);
-    return 0;
-}
-
-static int check_remote(struct sn_rconn *rc, const struct sn_wire_req *h, int access,
-                        struct sn_mr **mr)
-{
+    const struct sn_wire_req *h = &rc->h;
     *mr = NULL;
     int err = 0;
     if (!(rc->qp->attr.qp_access_flags & (unsigned)access))
@@ -382,90 +204,334 @@ static int check_remote(struct sn_rconn *rc, const struct sn_wire_req *h, int ac
     return err;
 }
 
-static int do_write(struct sn_rconn *rc, const struct sn_wire_req *h)
+/* ------------------------------------------------------------ placement */
+static void place_setup(struct sn_rconn *rc)
 {
-    struct sn_mr *mr;
-    if (check_remote(rc, h, IBV_ACCESS_REMOTE_WRITE, &mr)) {
-        fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
-        return ECONNABORTED;
+    rc->seg = 0;
+    rc->seg_done = 0;
+    rc->placing = false;
+    rc->ph = PH_PLACE;
+}
+
+static void place_drop_mrs(struct sn_rconn *rc)
+{
+    for (int s = 0; s < rc->nseg; s++)
+        mr_put(rc->mr[s]);
+    rc->nseg = 0;
+}
+
+/* Moves up to len bytes of the request's payload into mr at addr: off the
+ * wire (what has come), or pulled from the requester's memory (cma.c). */
+static int place_chunk(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, size_t len, size_t *done)
+{
+    *done = 0;
+    if (!rc->src)
+        return rbuf_place(&rc->rb, mr, addr, len, rc->port, rc->place_since, done);
+    if (len > CMA_CHUNK)
+        len = CMA_CHUNK;
+    if (!mr->gpu) {
+        int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
+                           mr_host_ptr(mr, addr), len);
+        if (err)
+            return err;
+    } else {
+        /* CUDA memory: pulled into host memory first, then copied by the driver */
+        if (!rc->bounce && !(rc->bounce = malloc(CMA_BOUNCE)))
+            return ENOMEM;
+        int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
+                           rc->bounce, len);
+        if (err)
+            return err;
+        if (rc->port->conf.vf && !(mr->access & IBV_ACCESS_RELAXED_ORDERING))
+            rate_take(&rc->port->vf_rate, len, rc->place_since);
+        if ((err = mr_write(mr, addr, rc->bounce, len)))
+            return err;
     }
-    struct sn_rwqe r;
-    if (h->op == SN_OP_WRITE_IMM) {
-        /* no MR reference while waiting for a receive (RNR): a
-         * deregistration must not wait for the peer's receive */
-        mr_put(mr);
-        if (!take_recv(rc, h, &r))
-            return ECONNABORTED;
-        if (check_remote(rc, h, IBV_ACCESS_REMOTE_WRITE, &mr)) {
-            recv_wc(rc, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV_RDMA_WITH_IMM, 0, h);
-            fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
-            return ECONNABORTED;
-        }
-    }
-    int err = h->len ? place_live(rc, mr, h->raddr, h->len) : 0;
-    mr_put(mr);
-    if (err == ECONNABORTED && h->op == SN_OP_WRITE_IMM) {
-        /* the QP went to ERR: the receive WQE taken for it flushes */
-        recv_wc(rc, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV_RDMA_WITH_IMM, 0, h);
-        push_pending_wcs(rc);
-    }
-    if (err)
-        return err;
-    if (h->op == SN_OP_WRITE_IMM)
-        recv_wc(rc, r.wr_id, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, h->len, h);
+    rc->src_off += len;
+    *done = len;
     return 0;
 }
 
-static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
+/* The placement is over (done or failed): its count in qp->placing goes,
+ * or waits with its MRs for the CUDA writes to land (land_writes). */
+static void place_end(struct sn_rconn *rc)
+{
+    struct sn_qp *qp = rc->qp;
+    if (rc->placing) {
+        rc->placing = false;
+        if (gpu_writes_pending() && rc->deferred < LAND_MAX) {
+            for (int s = 0; s < rc->nseg; s++)
+                if (rc->mr[s]) {
+                    atomic_fetch_add(&rc->mr[s]->refs, 1);
+                    rc->held[rc->nheld++] = rc->mr[s];
+                }
+            rc->deferred++;
+        } else {
+            if (gpu_writes_pending())
+                land_writes(rc);
+            pthread_mutex_lock(&qp->lock);
+            /* Only ibv_modify_qp(ERR) waits for the count to reach 0: a
+             * broadcast for every write placed woke whatever else sleeps
+             * on qp->cond */
+            if (--qp->placing == 0 && qp->placing_waiters > 0)
+                pthread_cond_broadcast(&qp->cond);
+            pthread_mutex_unlock(&qp->lock);
+        }
+    }
+    place_drop_mrs(rc);
+}
+
+/* Places what has come of the payload, within the step's budget: 0 once
+ * it is all in memory, EAGAIN while more is to come (or the budget ran
+ * out), ECONNABORTED when the QP stopped receiving (a QP in ERR drops it,
+ * as a NIC drops packets for a QP in ERR: ibv_modify_qp(ERR) waits for a
+ * placement under way, so once it returns nothing more lands in this QP's
+ * MRs -- a failover that writes a chunk again elsewhere relies on it), or
+ * the connection's errno. */
+static int place_some(struct sn_rconn *rc, struct budget *bud)
+{
+    struct sn_qp *qp = rc->qp;
+    while (rc->seg < rc->nseg) {
+        uint64_t want = rc->seg_len[rc->seg] - rc->seg_done;
+        if (!want) {
+            rc->seg++;
+            rc->seg_done = 0;
+            continue;
+        }
+        if (!bud->bytes)
+            return EAGAIN;
+        /* between pulls the QP is looked at again; the wire's stream ends
+         * at the shutdown an error makes (responder_kick_locked) */
+        if (!rc->placing || rc->src) {
+            pthread_mutex_lock(&qp->lock);
+            bool live = responder_qp_receiving(qp);
+            if (live && !rc->placing)
+                qp->placing++;
+            pthread_mutex_unlock(&qp->lock);
+            if (!live)
+                return ECONNABORTED;
+            if (!rc->placing)
+                rc->place_since = sn_now_ns();
+            rc->placing = true;
+        }
+        size_t n = want < bud->bytes ? (size_t)want : bud->bytes, done = 0;
+        int err = place_chunk(rc, rc->mr[rc->seg], rc->seg_addr[rc->seg] + rc->seg_done, n, &done);
+        rc->seg_done += done;
+        bud->bytes -= done < bud->bytes ? done : bud->bytes;
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- receives */
+/* Gets a receive WQE for a SEND or WRITE_IMM: 0 with rc->r, EAGAIN while
+ * the QP has none (RNR: the step waits for a post or the next look), or the
+ * connection's end (the NAK sent when the budget ran out). */
+static int take_recv(struct sn_rconn *rc)
+{
+    struct sn_qp *qp = rc->qp;
+    if (qp_take_recv(qp, &rc->r)) {
+        rc->have_r = true;
+        return 0;
+    }
+    uint64_t now = sn_now_ns();
+    if (!rc->rnr_start) {
+        flush_ack(rc);
+        rc->rnr_start = now;
+        rc->rnr_note = 0;
+    }
+    uint64_t budget = qp_rnr_budget_ns(rc->rnr_retry, qp->attr.min_rnr_timer);
+    if (now - rc->rnr_start > budget)
+        return fail_request(rc, rc->h.seq, IBV_WC_RNR_RETRY_EXC_ERR, false, 0);
+    if (!rc->rnr_note || now - rc->rnr_note > RNR_NOTE_NS) {
+        atomic_fetch_add(&qp->cnt.rnr_naks, 1);
+        int err = responder_send_resp(rc, SN_RESP_RNR_WAIT, 0, rc->h.seq, 0);
+        if (err)
+            return err;
+        rc->rnr_note = now;
+    }
+    pthread_mutex_lock(&qp->lock);
+    bool alive = responder_qp_receiving(qp);
+    if (alive && !rc->rnr_waiting) {
+        rc->rnr_waiting = true;
+        qp->recv_waiters++;
+    }
+    pthread_mutex_unlock(&qp->lock);
+    if (!alive)
+        return ECONNABORTED;
+    /* a post kicks the step (responder_wake_locked), but not to an SRQ:
+     * its posts know no QP; and a post may have come before the count */
+    if (qp_take_recv(qp, &rc->r)) {
+        rc->have_r = true;
+        return 0;
+    }
+    uint64_t next = rc->rnr_note + RNR_NOTE_NS;
+    uint64_t look = now + (qp->ibqp.srq ? SRQ_POLL_NS : RQ_POLL_NS);
+    uint64_t end = rc->rnr_start + budget + 1;
+    uint64_t at = next < look ? next : look;
+    engine_task_at(rc->task, end > rc->rnr_start && end < at ? end : at);
+    return EAGAIN;
+}
+
+static void rnr_done(struct sn_rconn *rc)
+{
+    rc->rnr_start = 0;
+    if (rc->rnr_waiting) {
+        pthread_mutex_lock(&rc->qp->lock);
+        rc->qp->recv_waiters--;
+        rc->rnr_waiting = false;
+        pthread_mutex_unlock(&rc->qp->lock);
+    }
+}
+
+/* ------------------------------------------------------------ requests */
+/* A SEND with its receive WQE: the receive SGEs are checked and become
+ * the placement's segments. */
+static int start_send(struct sn_rconn *rc)
+{
+    struct sn_qp *qp = rc->qp;
+    const struct sn_wire_req *h = &rc->h;
+    uint64_t room = 0;
+    int bad = 0;
+    rc->nseg = 0;
+    for (int s = 0; s < rc->r.num_sge && !bad; s++) {
+        const struct ibv_sge *sg = &rc->r.sge[s];
+        if (!sg->length)
+            continue;
+        struct sn_mr *mr = NULL;
+        if (mr_get(sg->lkey, false, qp->ibqp.pd, IBV_ACCESS_LOCAL_WRITE, sg->addr, sg->length, &mr))
+            bad = 1;
+        else {
+            uint64_t left = h->len > room ? h->len - room : 0;
+            rc->mr[rc->nseg] = mr;
+            rc->seg_addr[rc->nseg] = sg->addr;
+            rc->seg_len[rc->nseg] = sg->length < left ? sg->length : left;
+            rc->nseg++;
+        }
+        room += sg->length;
+    }
+    if (!bad && room < h->len)
+        bad = 2;
+    if (bad) {
+        place_drop_mrs(rc);
+        rc->have_r = false;
+        recv_wc(rc, rc->r.wr_id, bad == 1 ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0);
+        return fail_request(rc, h->seq, bad == 1 ? IBV_WC_REM_OP_ERR : IBV_WC_REM_INV_REQ_ERR, true,
+                            IBV_EVENT_QP_REQ_ERR);
+    }
+    place_setup(rc);
+    return 0;
+}
+
+/* A WRITE (with its receive WQE for WRITE_IMM): its region is checked
+ * again now (no MR reference is held while waiting for a receive: a
+ * deregistration must not wait for the peer's receive). */
+static int start_write(struct sn_rconn *rc)
 {
     struct sn_mr *mr;
-    if (check_remote(rc, h, IBV_ACCESS_REMOTE_READ, &mr)) {
-        fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
-        return ECONNABORTED;
+    if (check_remote(rc, IBV_ACCESS_REMOTE_WRITE, &mr)) {
+        if (rc->have_r) {
+            rc->have_r = false;
+            recv_wc(rc, rc->r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV_RDMA_WITH_IMM, 0);
+        }
+        return fail_request(rc, rc->h.seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
     }
-    struct sn_wire_resp r = { .type = SN_RESP_READ, .seq = h->seq, .len = h->len };
-    uint64_t asked_ns = sn_now_ns();   /* the response's bytes wait from here */
+    rc->nseg = 0;
+    if (rc->h.len) {
+        rc->mr[0] = mr;
+        rc->seg_addr[0] = rc->h.raddr;
+        rc->seg_len[0] = rc->h.len;
+        rc->nseg = 1;
+    }
+    place_setup(rc);
+    return 0;
+}
+
+static int start_read(struct sn_rconn *rc)
+{
+    struct sn_mr *mr;
+    if (check_remote(rc, IBV_ACCESS_REMOTE_READ, &mr))
+        return fail_request(rc, rc->h.seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+    rc->rd_mr = mr;
+    rc->rd_off = 0;
+    rc->rd_hdr_sent = false;
+    rc->rd_charged = false;
+    rc->rd_due = 0;
+    rc->rd_asked = sn_now_ns();   /* the response's bytes wait from here */
     /* GPU memory goes through a bounce of one paced piece, read piece by
      * piece as a NIC reads it: a 2 GiB READ must not allocate 2 GiB */
-    char *host = NULL, *bounce = NULL;
-    int err = 0;
-    if (h->len) {
-        if (mr->gpu) {
-            if (!(bounce = malloc(h->len < READ_PACE_BYTES ? h->len : READ_PACE_BYTES)))
-                err = EIO;
-        } else {
-            host = mr_host_ptr(mr, h->raddr);
-        }
-    }
+    if (rc->h.len && mr->gpu &&
+        !(rc->rd_bounce = malloc(rc->h.len < READ_PACE_BYTES ? rc->h.len : READ_PACE_BYTES)))
+        return EIO;
     land_writes(rc);
     rc->ack_pending = false;   /* the response acknowledges everything before */
-    /* header first, then the data in paced pieces: the requester's
-     * completer is reading (not timing out) once the header is there */
-    for (uint32_t off = 0, first = 1; !err && (first || off < h->len); first = 0) {
-        uint32_t n = h->len - off < READ_PACE_BYTES ? h->len - off : READ_PACE_BYTES;
+    rc->ph = PH_READ;
+    return 0;
+}
+
+static void read_end(struct sn_rconn *rc)
+{
+    free(rc->rd_bounce);
+    rc->rd_bounce = NULL;
+    mr_put(rc->rd_mr);
+    rc->rd_mr = NULL;
+}
+
+/* Sends the READ's response: the header first, then the data in paced
+ * pieces (the requester's completer is reading, not timing out, once the
+ * header is there), each when the rate limit lets it and the connection
+ * has room.  0 when all went, EAGAIN while it waits (*io, or a timer), or
+ * an errno. */
+static int read_some(struct sn_rconn *rc, struct budget *bud, unsigned *io)
+{
+    const struct sn_wire_req *h = &rc->h;
+    struct sn_wire_resp r = { .type = SN_RESP_READ, .seq = h->seq, .len = h->len };
+    while (!rc->rd_hdr_sent || rc->rd_off < h->len) {
+        int err = txbuf_flush(&rc->tx, rc->fd);
+        if (err == EAGAIN) {
+            *io = SN_ENG_OUT;
+            return EAGAIN;
+        }
+        if (err)
+            return err;
+        if (!bud->bytes)
+            return EAGAIN;
+        uint64_t n = h->len - rc->rd_off < READ_PACE_BYTES ? h->len - rc->rd_off : READ_PACE_BYTES;
+        uint64_t now = sn_now_ns();
+        if (!rc->rd_charged && n && rc->port->tx_rate.rate) {
+            pthread_mutex_lock(&rc->port->tx_rate.lock);
+            uint64_t wait = rate_charge_locked(&rc->port->tx_rate, now, n, rc->rd_asked);
+            pthread_mutex_unlock(&rc->port->tx_rate.lock);
+            rc->rd_due = wait ? now + wait : 0;
+        }
+        rc->rd_charged = true;
+        if (rc->rd_due > now) {
+            engine_task_at(rc->task, rc->rd_due);
+            return EAGAIN;
+        }
         struct iovec iov[2];
         int cnt = 0;
-        if (first)
+        if (!rc->rd_hdr_sent)
             iov[cnt++] = (struct iovec){ &r, sizeof(r) };
-        if (n && bounce && mr_read(mr, h->raddr + off, bounce, n)) {
-            err = EIO;
-            break;
-        }
+        if (n && rc->rd_bounce && mr_read(rc->rd_mr, h->raddr + rc->rd_off, rc->rd_bounce, n))
+            return EIO;
         if (n)
-            iov[cnt++] = (struct iovec){ bounce ? bounce : host + off, n };
-        rate_take(&rc->port->tx_rate, n, asked_ns);
+            iov[cnt++] = (struct iovec){ rc->rd_bounce ? rc->rd_bounce : mr_host_ptr(rc->rd_mr, h->raddr + rc->rd_off),
+                                         n };
         /* counted before they leave: the READ may complete at once */
         atomic_fetch_add(&rc->port->cnt.tx_bytes, n);
-        err = wire_writev_all(rc->fd, iov, cnt);
-        if (!err)
-            fault_tx_bytes(rc->qp->dev, rc->port, n);
-        else
+        if ((err = txbuf_writev(&rc->tx, rc->fd, iov, cnt))) {
             atomic_fetch_sub(&rc->port->cnt.tx_bytes, n);
-        off += n;
+            return err;
+        }
+        fault_tx_bytes(rc->qp->dev, rc->port, n);
+        rc->rd_hdr_sent = true;
+        rc->rd_charged = false;
+        rc->rd_off += n;
+        bud->bytes -= n < bud->bytes ? n : bud->bytes;
     }
-    free(bounce);
-    mr_put(mr);
-    return err;
+    return 0;
 }
 
 /* An atomic: checks as a ConnectX makes them, executes (atomic.c), and
@@ -478,37 +544,26 @@ static int do_read(struct sn_rconn *rc, const struct sn_wire_req *h)
  *   CUDA failing on a GPU target -> IBV_WC_REM_OP_ERR.
  * Requests on a connection run in order, so an atomic sees the data of
  * every WRITE posted before it on the same QP. */
-static int do_atomic(struct sn_rconn *rc, const struct sn_wire_req *h)
+static int do_atomic(struct sn_rconn *rc)
 {
-    int err = rbuf_need(&rc->rb, sizeof(struct sn_wire_atomic));
-    if (err)
-        return err;
-    struct sn_wire_atomic a;
-    memcpy(&a, rbuf_take(&rc->rb, sizeof(a)), sizeof(a));
+    const struct sn_wire_req *h = &rc->h;
     struct sn_mr *mr = NULL;
-    if (h->raddr % SN_ATOMIC_SIZE) {
-        fail_request(rc, h->seq, IBV_WC_REM_INV_REQ_ERR, true, IBV_EVENT_QP_REQ_ERR);
-        return ECONNABORTED;
-    }
-    if (check_remote(rc, h, IBV_ACCESS_REMOTE_ATOMIC, &mr)) {
-        fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
-        return ECONNABORTED;
-    }
+    if (h->raddr % SN_ATOMIC_SIZE)
+        return fail_request(rc, h->seq, IBV_WC_REM_INV_REQ_ERR, true, IBV_EVENT_QP_REQ_ERR);
+    if (check_remote(rc, IBV_ACCESS_REMOTE_ATOMIC, &mr))
+        return fail_request(rc, h->seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
     /* the memory itself aligned too: an MR whose iova is not its address
      * (IBV_ACCESS_ZERO_BASED, ibv_reg_mr_iova) can map an aligned raddr to
      * a misaligned word, which a CPU atomic would split or fault on */
     if ((uintptr_t)mr_host_ptr(mr, h->raddr) % SN_ATOMIC_SIZE) {
         mr_put(mr);
-        fail_request(rc, h->seq, IBV_WC_REM_INV_REQ_ERR, true, IBV_EVENT_QP_REQ_ERR);
-        return ECONNABORTED;
+        return fail_request(rc, h->seq, IBV_WC_REM_INV_REQ_ERR, true, IBV_EVENT_QP_REQ_ERR);
     }
     uint64_t old = 0;
-    err = atomic_execute(mr, h->raddr, h->op == SN_OP_ATOMIC_CS, a.swap_add, a.compare, &old);
+    int err = atomic_execute(mr, h->raddr, h->op == SN_OP_ATOMIC_CS, rc->atom.swap_add, rc->atom.compare, &old);
     mr_put(mr);
-    if (err) {
-        fail_request(rc, h->seq, IBV_WC_REM_OP_ERR, true, IBV_EVENT_QP_REQ_ERR);
-        return ECONNABORTED;
-    }
+    if (err)
+        return fail_request(rc, h->seq, IBV_WC_REM_OP_ERR, true, IBV_EVENT_QP_REQ_ERR);
     struct sn_wire_resp r = { .type = SN_RESP_ATOMIC, .seq = h->seq, .len = SN_ATOMIC_SIZE };
     struct iovec iov[2] = { { &r, sizeof(r) }, { &old, sizeof(old) } };
     land_writes(rc);
@@ -517,64 +572,58 @@ static int do_atomic(struct sn_rconn *rc, const struct sn_wire_req *h)
     atomic_fetch_add(&rc->port->cnt.tx_bytes, SN_ATOMIC_SIZE);
     atomic_fetch_add(&rc->port->cnt.rx_packets, 1);
     atomic_fetch_add(&rc->qp->cnt.rx_packets, 1);
-    err = wire_writev_all(rc->fd, iov, 2);
+    err = txbuf_writev(&rc->tx, rc->fd, iov, 2);
     if (err) {
         atomic_fetch_sub(&rc->port->cnt.tx_bytes, SN_ATOMIC_SIZE);
         atomic_fetch_sub(&rc->port->cnt.rx_packets, 1);
         atomic_fetch_sub(&rc->qp->cnt.rx_packets, 1);
+        if (!rc->err)
+            rc->err = err;
     }
-    if (err && !rc->err)
-        rc->err = err;
     return err;
 }
 
-/* Waits for a request's deliver_ns (the added latency of the requester's
- * port) on the monotonic clock, no longer than SN_MAX_LATENCY_US from now:
- * the stamp comes off the wire, and another host's clock is not ours. In
- * slices, so that a QP destroyed meanwhile does not wait for it: 0, or
- * ECONNABORTED when the QP stopped receiving. */
-static int wait_delivery(struct sn_rconn *rc, uint64_t deliver_ns)
+/* Takes the next request's header (and what follows it: an atomic's
+ * operands, a pulled payload's descriptor) once all of it has come:
+ * 0, EAGAIN, or the connection's end (EPROTO for a frame no softnic
+ * sends). */
+static int read_header(struct sn_rconn *rc)
 {
-    const uint64_t slice = 10000000ull; /* 10 ms */
-    uint64_t now = sn_now_ns();
-    uint64_t until = deliver_ns - now > (uint64_t)SN_MAX_LATENCY_US * 1000ull
-                         ? now + (uint64_t)SN_MAX_LATENCY_US * 1000ull
-                         : deliver_ns;
-    while ((now = sn_now_ns()) < until) {
-        sn_sleep_until_ns(until - now > slice ? now + slice : until);
-        pthread_mutex_lock(&rc->qp->lock);
-        bool alive = qp_receiving(rc->qp);
-        pthread_mutex_unlock(&rc->qp->lock);
-        if (!alive)
-            return ECONNABORTED;
-    }
-    return 0;
-}
-
-static int do_request(struct sn_rconn *rc)
-{
-    int err = rbuf_need(&rc->rb, sizeof(struct sn_wire_req));
+    const size_t hs = sizeof(struct sn_wire_req);
+    int err = rbuf_need(&rc->rb, hs);
     if (err)
         return err;
     struct sn_wire_req h;
-    memcpy(&h, rbuf_take(&rc->rb, sizeof(h)), sizeof(h));
+    memcpy(&h, rc->rb.buf + rc->rb.pos, hs);
     bool atomic = h.op == SN_OP_ATOMIC_FA || h.op == SN_OP_ATOMIC_CS;
     if (h.op < SN_OP_SEND || h.op > SN_OP_ATOMIC_CS || h.len > SN_MAX_MSG ||
         h.seq != rc->expect_seq || (atomic && h.len != SN_ATOMIC_SIZE))
         return EPROTO;
-    rc->expect_seq++;
-    rc->src = NULL;
-    if (h.flags & SN_REQ_CMA) {
+    size_t extra = 0;
+    struct sn_wire_cma d = { 0 };
+    if (atomic) {
+        extra = sizeof(struct sn_wire_atomic);
+    } else if (h.flags & SN_REQ_CMA) {
         /* the payload's whereabouts in the requester: only on a connection
          * whose peer was verified, only for WRITE/SEND, and exactly len */
-        if (!rc->cma_pid || h.op > SN_OP_WRITE_IMM || !h.len ||
-            (err = rbuf_need(&rc->rb, sizeof(struct sn_wire_cma))))
-            return err ? err : EPROTO;
-        struct sn_wire_cma d;
-        memcpy(&d, rbuf_take(&rc->rb, sizeof(d)), sizeof(d));
-        if (d.nseg < 1 || d.nseg > SN_MAX_SGE ||
-            (err = rbuf_need(&rc->rb, d.nseg * sizeof(struct sn_cma_seg))))
-            return err ? err : EPROTO;
+        if (!rc->cma_pid || h.op > SN_OP_WRITE_IMM || !h.len)
+            return EPROTO;
+        if ((err = rbuf_need(&rc->rb, hs + sizeof(d))))
+            return err;
+        memcpy(&d, rc->rb.buf + rc->rb.pos + hs, sizeof(d));
+        if (d.nseg < 1 || d.nseg > SN_MAX_SGE)
+            return EPROTO;
+        extra = sizeof(d) + d.nseg * sizeof(struct sn_cma_seg);
+    }
+    if ((err = rbuf_need(&rc->rb, hs + extra)))
+        return err;
+    rbuf_take(&rc->rb, hs);
+    rc->h = h;
+    rc->src = NULL;
+    if (atomic)
+        memcpy(&rc->atom, rbuf_take(&rc->rb, sizeof(rc->atom)), sizeof(rc->atom));
+    else if (h.flags & SN_REQ_CMA) {
+        rbuf_take(&rc->rb, sizeof(d));
         memcpy(rc->src_seg, rbuf_take(&rc->rb, d.nseg * sizeof(struct sn_cma_seg)),
                d.nseg * sizeof(struct sn_cma_seg));
         rc->src = rc->src_seg;
@@ -589,213 +638,217 @@ static int do_request(struct sn_rconn *rc)
         if (total != h.len)
             return EPROTO;
     }
-    /* a link that is down passes nothing: the requester times out */
-    while (atomic_load(&rc->port->state) != IBV_PORT_ACTIVE) {
+    rc->expect_seq++;
+    /* the stamp comes off the wire, and another host's clock is not ours:
+     * no longer than SN_MAX_LATENCY_US from now */
+    uint64_t now = sn_now_ns();
+    rc->deliver_until = 0;
+    if (h.deliver_ns && h.deliver_ns > now)
+        rc->deliver_until = h.deliver_ns - now > (uint64_t)SN_MAX_LATENCY_US * 1000ull
+                                ? now + (uint64_t)SN_MAX_LATENCY_US * 1000ull
+                                : h.deliver_ns;
+    rc->ph = PH_WAIT;
+    return 0;
+}
+
+/* The request's wait for the link (a link that is down passes nothing:
+ * the requester times out) and for its delivery time, then its start. */
+static int start_request(struct sn_rconn *rc)
+{
+    if (atomic_load(&rc->port->state) != IBV_PORT_ACTIVE) {
         flush_ack(rc);
-        usleep(2000);
         fault_poll();
-        pthread_mutex_lock(&rc->qp->lock);
-        bool alive = qp_receiving(rc->qp);
-        pthread_mutex_unlock(&rc->qp->lock);
-        if (!alive)
+        if (!receiving(rc->qp))
             return ECONNABORTED;
+        engine_task_at(rc->task, sn_now_ns() + PORT_DOWN_POLL_NS);
+        return EAGAIN;
     }
-    if (h.deliver_ns && h.deliver_ns > sn_now_ns()) {
-        flush_ack(rc);
-        if (wait_delivery(rc, h.deliver_ns))
-            return ECONNABORTED;
+    if (rc->deliver_until) {
+        if (sn_now_ns() < rc->deliver_until) {
+            flush_ack(rc);
+            if (!receiving(rc->qp))
+                return ECONNABORTED;
+            engine_task_at(rc->task, rc->deliver_until);
+            return EAGAIN;
+        }
+        rc->deliver_until = 0;
     }
-    switch (h.op) {
+    switch (rc->h.op) {
+    case SN_OP_WRITE_IMM: {
+        /* its region first, then a receive WQE: no MR reference while
+         * waiting for it (a deregistration must not wait for the peer's
+         * receive), so start_write checks it again */
+        struct sn_mr *mr;
+        if (check_remote(rc, IBV_ACCESS_REMOTE_WRITE, &mr))
+            return fail_request(rc, rc->h.seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+        mr_put(mr);
+        rc->ph = PH_RECV;
+        return 0;
+    }
     case SN_OP_SEND:
     case SN_OP_SEND_IMM:
-        err = do_send(rc, &h);
-        break;
+        rc->ph = PH_RECV;
+        return 0;
     case SN_OP_WRITE:
-    case SN_OP_WRITE_IMM:
-        err = do_write(rc, &h);
-        break;
+        return start_write(rc);
     case SN_OP_ATOMIC_FA:
-    case SN_OP_ATOMIC_CS:
-        err = do_atomic(rc, &h);
-        break;
-    default:
-        err = do_read(rc, &h);
-        break;
-    }
-    if (err)
+    case SN_OP_ATOMIC_CS: {
+        int err = do_atomic(rc);
+        rc->ph = PH_HEADER;
+        if (!err)
+            sn_stat_add(SN_ST_REQUESTS, 1);
         return err;
+    }
+    default:
+        return start_read(rc);
+    }
+}
+
+/* A WRITE or SEND placed: its receive completion (SEND, WRITE_IMM), its
+ * counts, and its ACK, coalesced. */
+static void request_done(struct sn_rconn *rc)
+{
+    const struct sn_wire_req *h = &rc->h;
+    struct sn_qp *qp = rc->qp;
+    if (rc->have_r) {
+        rc->have_r = false;
+        recv_wc(rc, rc->r.wr_id, IBV_WC_SUCCESS, recv_opcode(h), h->len);
+    }
     sn_stat_add(SN_ST_REQUESTS, 1);
-    if (h.op != SN_OP_READ && !atomic) {
-        struct sn_qp *qp = rc->qp;
-        int mtu = qp->attr.path_mtu;
-        uint64_t mtu_bytes = 128u << mtu;
-        uint64_t pkts = (h.len + mtu_bytes - 1) / mtu_bytes;
-        atomic_fetch_add(&rc->port->cnt.rx_bytes, h.len);
-        atomic_fetch_add(&rc->port->cnt.rx_packets, pkts ? pkts : 1);
-        atomic_fetch_add(&qp->cnt.rx_bytes, h.len);
-        atomic_fetch_add(&qp->cnt.rx_packets, pkts ? pkts : 1);
-        if (rc->src) {
-            atomic_fetch_add(&rc->port->cnt.fast_bytes, h.len);
-            atomic_fetch_add(&qp->cnt.fast_bytes, h.len);
-        }
-        rc->ack_pending = true;
-        rc->ack_seq = h.seq;
-        /* a pulled payload never blocks this thread on the stream, where
-         * the coalesced ACK would go out: it goes now, or the requester's
-         * completions and our receive completions would wait for the
-         * stream to run dry */
-        if (rc->npend == PEND_WC || rc->src)
-            flush_ack(rc);
+    int mtu = qp->attr.path_mtu;
+    uint64_t mtu_bytes = 128u << mtu;
+    uint64_t pkts = (h->len + mtu_bytes - 1) / mtu_bytes;
+    atomic_fetch_add(&rc->port->cnt.rx_bytes, h->len);
+    atomic_fetch_add(&rc->port->cnt.rx_packets, pkts ? pkts : 1);
+    atomic_fetch_add(&qp->cnt.rx_bytes, h->len);
+    atomic_fetch_add(&qp->cnt.rx_packets, pkts ? pkts : 1);
+    if (rc->src) {
+        atomic_fetch_add(&rc->port->cnt.fast_bytes, h->len);
+        atomic_fetch_add(&qp->cnt.fast_bytes, h->len);
     }
-    return rc->err;
-}
-
-static int read_hello(int fd, struct sn_wire_hello *h)
-{
-    struct timeval tv = { .tv_sec = 5 };
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    int err = wire_recv_all(fd, h, sizeof(*h));
-    tv.tv_sec = 0;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (!err && (h->magic != SN_WIRE_MAGIC || h->version != SN_WIRE_VERSION || h->rnr_retry > 7))
-        err = EPROTO;
-    return err;
-}
-
-/* Waits for the QP to reach RTR and checks the peer; qp->lock held. */
-static bool accept_peer_locked(struct sn_rconn *rc, const struct sn_wire_hello *h)
-{
-    struct sn_qp *qp = rc->qp;
-    while (!qp->stopping && (qp->attr.qp_state == IBV_QPS_RESET || qp->attr.qp_state == IBV_QPS_INIT))
-        qp_wait(qp, 50);
-    if (!qp_receiving(qp) || !qp->port)
-        return false;
-    if (h->src_qpn != qp->attr.dest_qp_num ||
-        memcmp(h->src_gid, qp->attr.ah_attr.grh.dgid.raw, 16) != 0)
-        return false;
-    rc->port = qp->port;
-    return true;
-}
-
-/* After a NAK: let the requester read it before the connection closes. */
-static void drain_and_close(int fd)
-{
-    shutdown(fd, SHUT_WR);
-    struct timeval tv = { .tv_sec = 2 };
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char buf[65536];
-    uint64_t deadline = sn_now_ns() + 2000000000ull;
-    while (sn_now_ns() < deadline && recv(fd, buf, sizeof(buf), 0) > 0)
-        ;
-    close(fd);
-}
-
-static void *responder_main(void *arg)
-{
-    struct sn_rconn *rc = arg;
-    struct sn_wire_hello h;
-    int fd = rc->fd;
-    sn_nic_thread_init();
-    sn_stats_role(SN_ROLE_RESPONDER);
-    gpu_defer_writes(true);
-    if (read_hello(fd, &h) || !(rc->qp = wire_qp_attach(h.dst_qpn))) {
-        close(fd);
-        free(rc);
-        return NULL;
-    }
-    struct sn_qp *qp = rc->qp;
-    pthread_mutex_lock(&qp->lock);
-    rc->next = qp->rconns;
-    qp->rconns = rc;
-    bool ok = accept_peer_locked(rc, &h);
-    pthread_mutex_unlock(&qp->lock);
-    int err = ECONNABORTED;
-    rc->rnr_retry = h.rnr_retry;
-    rc->peer_qpn = h.src_qpn;
-    if (ok && (h.hflags & SN_HELLO_CMA)) {
-        /* answered before anything else: the requester waits for it (requester.c) */
-        rc->cma_pidfd = cma_accept_peer(fd, &h);
-        bool pull = rc->cma_pidfd >= 0;
-        rc->cma_pid = pull ? h.pid : 0;
-        SN_DEBUG("responder: QP 0x%x: peer QP 0x%x pid %u: %s", qp->ibqp.qp_num, h.src_qpn, h.pid,
-                 pull ? "same host, payloads by cross-memory attach" : "payloads on the wire");
-        send_resp(rc, SN_RESP_HELLO, pull ? 1 : 0, 0, 0);
-    }
-    if (ok && !(err = rbuf_init(&rc->rb, fd))) {
-        rc->rb.before_block = flush_ack;
-        rc->rb.arg = rc;
-        /* a GPU-driven requester (a kernel's put + quiet loop) sends its
-         * next request a round trip after this one's ACK: poll for it, as
-         * its completer polls for the ACK (config.c, SOFTNIC_ACK_POLL_US) */
-        rc->rb.poll_next = (h.hflags & SN_HELLO_POLL) && sn_ack_poll_ns();
-        if (rc->rb.poll_next)
-            sn_ack_poll_conn();
-        while (!(err = do_request(rc)))
-            ;
-        /* a peer closing is normal; anything else is a softnic problem worth a line */
-        if (err == EIO || err == EFAULT || err == EPROTO || err == ENOMEM || err == ENODEV)
-            SN_LOG("responder: QP 0x%x: connection from QP 0x%x dropped: %s", qp->ibqp.qp_num, rc->peer_qpn,
-                   strerror(err));
+    rc->ack_pending = true;
+    rc->ack_seq = h->seq;
+    /* a pulled payload never waits on the stream, where the coalesced ACK
+     * would go out: it goes now, or the requester's completions and our
+     * receive completions would wait for the stream to run dry */
+    if (rc->npend == PEND_WC || rc->src)
         flush_ack(rc);
-        rbuf_free(&rc->rb);
-        free(rc->bounce);
-    }
-    if (rc->cma_pidfd >= 0)
-        close(rc->cma_pidfd);
-    pthread_mutex_lock(&qp->lock);
-    for (struct sn_rconn **pp = &qp->rconns; *pp; pp = &(*pp)->next)
-        if (*pp == rc) {
-            *pp = rc->next;
+    rc->ph = PH_HEADER;
+}
+
+unsigned responder_run(struct sn_rconn *rc)
+{
+    struct budget bud = { STEP_REQUESTS, STEP_BYTES };
+    unsigned io = 0;
+    /* what the socket did not take last time goes first */
+    int err = txbuf_flush(&rc->tx, rc->fd);
+    if (err && err != EAGAIN)
+        goto end;
+    push_pending_wcs(rc);
+    for (;;) {
+        switch (rc->ph) {
+        case PH_HEADER:
+            if (rc->npend && txbuf_empty(&rc->tx))
+                push_pending_wcs(rc);
+            if (txbuf_held(&rc->tx) > TX_HIGH || rc->npend == PEND_WC) {
+                /* the peer reads our responses slower than it sends:
+                 * nothing more starts until they have gone */
+                flush_ack(rc);
+                if (txbuf_held(&rc->tx) > TX_HIGH || rc->npend == PEND_WC)
+                    goto wait;
+            }
+            if (bud.requests-- <= 0 || !bud.bytes)
+                goto more;
+            err = read_header(rc);
+            if (err == EAGAIN) {
+                /* the connection ran dry: the coalesced ACK goes out */
+                flush_ack(rc);
+                io = SN_ENG_IN;
+                goto wait;
+            }
+            break;
+        case PH_WAIT:
+            err = start_request(rc);
+            break;
+        case PH_RECV:
+            err = take_recv(rc);
+            if (err == EAGAIN)
+                goto wait;
+            rnr_done(rc);
+            if (!err)
+                err = rc->h.op == SN_OP_WRITE_IMM ? start_write(rc) : start_send(rc);
+            break;
+        case PH_PLACE:
+            err = place_some(rc, &bud);
+            if (err == EAGAIN) {
+                if (!bud.bytes)
+                    goto more;
+                /* the payload's rest has not come: the ACK of what came
+                 * before goes out meanwhile */
+                flush_ack(rc);
+                io = SN_ENG_IN;
+                goto wait;
+            }
+            place_end(rc);
+            if (err == ECONNABORTED && rc->have_r) {
+                /* the QP went to ERR: the receive WQE taken for it flushes */
+                rc->have_r = false;
+                recv_wc(rc, rc->r.wr_id, IBV_WC_WR_FLUSH_ERR, recv_opcode(&rc->h), 0);
+                push_pending_wcs(rc);
+            }
+            if (!err)
+                request_done(rc);
+            break;
+        case PH_READ:
+            err = read_some(rc, &bud, &io);
+            if (err == EAGAIN) {
+                if (!io && !bud.bytes)
+                    goto more;
+                goto wait;
+            }
+            read_end(rc);
+            if (!err) {
+                sn_stat_add(SN_ST_REQUESTS, 1);
+                rc->ph = PH_HEADER;
+            }
             break;
         }
-    bool nak_sent = err == ECONNABORTED && ok;
-    qp->nresp--;
-    pthread_cond_broadcast(&qp->cond);
-    pthread_mutex_unlock(&qp->lock);
-    /* qp may be freed from here on */
-    if (nak_sent)
-        drain_and_close(fd);
-    else
-        close(fd);
-    free(rc);
-    return NULL;
+        if (err == EAGAIN)
+            goto wait;
+        if (err || (err = rc->err))
+            goto end;
+    }
+more:
+    io = SN_ENG_MORE;
+wait:
+    /* this step's writes into CUDA memory land before it ends: the next
+     * step may run on another engine, and gpu.c defers per thread */
+    land_writes(rc);
+    if (!txbuf_empty(&rc->tx))
+        io |= SN_ENG_OUT;
+    return io | (rc->poll_next && (io & SN_ENG_IN) ? SN_ENG_POLL_RESP : 0);
+end:
+    rc->err = err;
+    return RC_END;
 }
 
-void responder_spawn(int fd)
+void responder_end(struct sn_rconn *rc)
 {
-    struct sn_rconn *rc = calloc(1, sizeof(*rc));
-    pthread_t th;
-    pthread_attr_t at;
-    if (!rc) {
-        close(fd);
-        return;
-    }
-    rc->fd = fd;
-    rc->cma_pidfd = -1;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, responder_main, rc)) {
-        close(fd);
-        free(rc);
-    }
-    pthread_attr_destroy(&at);
-}
-
-void responder_kick_locked(struct sn_qp *qp)
-{
-    for (struct sn_rconn *rc = qp->rconns; rc; rc = rc->next)
-        if (!rc->no_kick)
-            shutdown(rc->fd, SHUT_RDWR);
-}
-
-void responder_stop_qp(struct sn_qp *qp)
-{
-    pthread_mutex_lock(&qp->lock);
-    qp->stopping = true;
-    responder_kick_locked(qp);
-    while (qp->nresp > 0) {
-        responder_kick_locked(qp);
-        qp_wait(qp, 10);
-    }
-    pthread_mutex_unlock(&qp->lock);
+    if (rc->ph == PH_PLACE)
+        place_end(rc);
+    place_drop_mrs(rc);
+    if (rc->ph == PH_READ)
+        read_end(rc);
+    rnr_done(rc);
+    /* a receive WQE taken for a request that will not come whole is gone
+     * with it (the QP in ERR flushed it already, see PH_PLACE) */
+    rc->have_r = false;
+    rc->ph = PH_HEADER;
+    flush_ack(rc);
+    /* the completions of requests done appear, whether or not their ACK
+     * could still go: the peer's retry budget tells it otherwise */
+    land_writes(rc);
+    for (int i = 0; i < rc->npend; i++)
+        cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &rc->pend[i].wc, rc->pend[i].solicited);
+    rc->npend = 0;
 }

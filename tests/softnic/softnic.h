@@ -4,11 +4,15 @@
  * libibverbs.so.1.  The verbs face (verbs.c, device.c, pd.c, mr.c, cq.c,
  * srq.c, qp.c) keeps the objects; the engine moves the bytes, split by role
  * as in Soft-RoCE:
- *   requester.c  walks a QP's send queue and writes requests on the wire,
- *   responder.c  validates and executes incoming requests (one thread per
- *                incoming connection), sends ACK/NAK/READ responses,
+ *   requester.c  walks a QP's send queue and writes requests on the wire
+ *                (txbatch.c builds and paces them, connect.c sets up the
+ *                connection),
+ *   responder.c  validates and executes incoming requests (one task per
+ *                incoming connection, rconn.c), sends ACK/NAK/READ responses,
  *   completer.c  reads responses, matches them to send WQEs and writes
  *                completions; it also owns the retry/timeout budget.
+ * Each role of each QP is a task that engine.c's fixed pool of engine
+ * threads runs in bounded steps: the threads do not grow with the QPs.
  * wire.c holds listeners, connection set-up and the frame formats.
  *
  * Addressing: a process owns, per listener "block", one TCP listening socket
@@ -85,6 +89,8 @@ struct sn_config {
     int stats;                 /* SOFTNIC_STATS: per-role counters on stderr at exit (stats.c) */
     uint32_t ack_poll_us;      /* SOFTNIC_ACK_POLL_US: how long the completer of a QP that a
                                 * GPU drives polls for an ACK it awaits (config.c) */
+    uint32_t engines;          /* SOFTNIC_ENGINES: engine threads per process, 0 = the
+                                * default (engine.c) */
     uint32_t max_wqe_sz_sq;    /* SOFTNIC_MAX_WQE_SZ_SQ: the largest send WQE in bytes,
                                 * stated by QUERY_HCA_CAP and enforced on mlx5 rings;
                                 * 0 = the command is refused, 16 BBs taken (mlx5_devx.c) */
@@ -122,27 +128,24 @@ uint64_t sn_now_ns(void);
 /* Sleeps until t (CLOCK_MONOTONIC ns), as late as the thread's timer slack
  * lets the kernel make it: NIC threads call sn_nic_thread_init first. */
 void sn_sleep_until_ns(uint64_t t);
-/* What every NIC thread (requester, completer, responder, the wire's
- * acceptor) does first: a timer slack of 1 us, so that its waits end when
- * they are due. */
+/* What every NIC thread (the engines, the wire's acceptor) does first: a
+ * timer slack of 1 us, so that its waits end when they are due. */
 void sn_nic_thread_init(void);
 
 /* ------------------------------------------------------------- spin.c */
-/* Before a NIC thread sleeps for lack of work it polls for up to
- * conf.spin_us (0: not at all; sn_spin_on says which).  sn_spin_readable: true once fd has
- * something to read (or is closed or failed).  sn_spin_changed: true once
- * *word differs from seen or *stop is set; both are read without the
- * lock that guards them, as hints the caller checks again under it. */
+/* Before an engine sleeps for lack of work it polls its epoll set for up
+ * to conf.spin_us (0: not at all; sn_spin_on says which).
+ * sn_spin_readable: true once fd has something to read (or is closed or
+ * failed). */
 bool sn_spin_on(void);
 bool sn_spin_readable(int fd);
-bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop);
 /* Spins begun and spins that found work, for softnic_ctl_spin_counts. */
 void spin_counts(uint64_t *started, uint64_t *found);
-/* The completer of a QP that a GPU drives (sn_qp.poll_acks), within
- * conf.ack_poll_us of the QP's last post or ACK, and the responder of its
- * requests (SN_HELLO_POLL) before each blocking read, poll their
- * connection for up to conf.ack_poll_us before they sleep: true once fd
- * has something to read.  Polls begun and those that found something, for
+/* After a step of the completer of a QP that a GPU drives (sn_qp.poll_acks),
+ * within conf.ack_poll_us of the QP's last post or ACK, or of the responder
+ * of its requests (SN_HELLO_POLL) that ran out of requests, its engine
+ * polls its epoll set fd for up to conf.ack_poll_us before it sleeps: true
+ * once fd has something to read.  Polls begun and those that found something, for
  * softnic_ctl_ack_polls. */
 enum sn_poll_kind { SN_POLL_COMPLETER, SN_POLL_RESPONDER, SN_POLL_KINDS };
 uint64_t sn_ack_poll_ns(void);   /* conf.ack_poll_us in ns, 0: off */
@@ -291,10 +294,11 @@ static inline char *mr_host_ptr(struct sn_mr *mr, uint64_t addr)
 }
 
 /* ------------------------------------------------------------- stats.c */
-/* Counters of softnic's work by the role of the thread doing it, printed on
- * stderr at exit with SOFTNIC_STATS=1 (stats.c says what for).  A thread
- * names its role once (sn_stats_role; unnamed threads count as the
- * application's); sn_stat_add is a no-op while stats are off. */
+/* Counters of softnic's work by its role, printed on stderr at exit with
+ * SOFTNIC_STATS=1 (stats.c says what for).  A thread names the role of what
+ * it does (sn_stats_role: an engine before each step, the mlx5 NIC thread
+ * once; unnamed threads count as the application's); sn_stat_add is a
+ * no-op while stats are off. */
 enum sn_role { SN_ROLE_APP, SN_ROLE_REQUESTER, SN_ROLE_RESPONDER, SN_ROLE_COMPLETER, SN_ROLE_MLX5,
                SN_ROLE_N };
 enum sn_stat {
@@ -437,9 +441,12 @@ struct sn_swqe {
 };
 
 struct sn_rconn;
-struct sn_tx_batch;
+struct sn_req;
+struct sn_comp;
 
 struct sn_qp_ex;
+
+enum sn_qp_role { SN_QP_REQUESTER, SN_QP_COMPLETER, SN_QP_RESPONDER, SN_QP_ROLES };
 
 struct sn_qp {
     /* ibv_qp_ex begins with the ibv_qp: a QP created with send ops flags
@@ -450,15 +457,15 @@ struct sn_qp {
     };
     struct sn_qp_ex *ex;           /* the work-request builder, or NULL */
     pthread_mutex_t lock;
-    pthread_cond_t cond;           /* state, RQ, completions, threads */
-    /* the requester's own: signalled by what it acts on (a post, a state
-     * change, an error, stop).  Sharing `cond` woke it on every receive post
-     * and send completion, a wasted thread switch per message on 2 cores. */
-    pthread_cond_t req_cond;
-    /* whoever holds tx_busy (the requester thread, or a posting thread on
-     * the direct path) owns tx_batch and the send side of out_fd */
-    bool tx_busy;
-    struct sn_tx_batch *tx_batch;
+    pthread_cond_t cond;           /* state, placements, completions: for the
+                                    * application's threads (engines never wait) */
+    /* whoever holds tx_busy (the requester's step, or a posting thread on
+     * the direct path) owns the requester's batch and the send side of
+     * out_fd; tx_held: bytes of a batch are not yet on the wire (the
+     * requester's task sends them), so the direct path waits */
+    bool tx_busy, tx_held;
+    struct sn_req *req;            /* the requester's state and task (requester.c) */
+    struct sn_comp *comp;          /* the completer's (completer.c) */
     struct ibv_qp_attr attr;       /* what modify/query see */
     _Atomic uint8_t tc;            /* attr.ah_attr.grh.traffic_class, for the sending thread */
     struct ibv_qp_cap cap;
@@ -482,8 +489,6 @@ struct sn_qp {
     bool conn_dead;                /* out_fd failed: retry budget running */
     bool cma_ok;                   /* out_fd's responder pulls payloads (cma.c) */
     uint64_t last_progress_ns;     /* last response, or work arriving */
-    pthread_t req_thread, comp_thread;
-    bool req_started, comp_started;
     bool stopping;
     bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
                                     * completer polls for ACKs it awaits (spin.c) */
@@ -493,9 +498,12 @@ struct sn_qp {
     int placing_waiters;           /* ibv_modify_qp(ERR) calls waiting for that:
                                     * the last placement wakes qp->cond only then */
     int recv_waiters;              /* responders waiting for a receive WQE (RNR):
-                                    * ibv_post_recv wakes qp->cond only then */
+                                    * ibv_post_recv kicks them only then */
     struct sn_rconn *rconns;
     struct sn_counters cnt;
+    /* engine steps each role of this QP ran (softnic_ctl_qp_steps): an
+     * idle role runs none */
+    _Atomic uint64_t steps[SN_QP_ROLES];
 };
 
 static inline struct sn_qp *sn_qp_of(struct ibv_qp *q) { return (struct sn_qp *)q; }
@@ -523,7 +531,7 @@ void qp_flush_recv_locked(struct sn_qp *qp);
 #define SN_MAX_LATENCY_US 2000000u
 
 #define SN_WIRE_MAGIC 0x534e4943u  /* "SNIC" */
-#define SN_WIRE_VERSION 2
+#define SN_WIRE_VERSION 3
 
 enum sn_wire_op {
     SN_OP_SEND = 1,
@@ -563,6 +571,9 @@ struct sn_wire_hello {
     uint32_t pid;           /* the requester's process (CMA) */
     uint64_t token_addr;    /* where its token lives, for the responder's probe */
     uint64_t token;
+    uint32_t fd;            /* its descriptor of this connection: where the responder
+                             * looks first for the socket it must own (cma.c) */
+    uint32_t pad2;
 };
 #define SN_HELLO_CMA 1
 /* the requesting QP is one a GPU drives (sn_qp.poll_acks): the responder
@@ -611,12 +622,14 @@ int wire_start(void);
 /* Allocates a QPN bound to the listener block; 0 = exhausted. */
 uint32_t wire_alloc_qpn(void);
 void wire_free_qpn(uint32_t qpn);
-/* Connects to the listener that owns qpn at gid, from local port ip. */
-int wire_connect(const struct sn_port *local, const union ibv_gid *gid,
-                 uint32_t qpn, int *fd_out);
-int wire_send_all(int fd, const void *buf, size_t len);
-int wire_recv_all(int fd, void *buf, size_t len);
-int wire_writev_all(int fd, struct iovec *iov, int iovcnt);
+/* Starts connecting to the listener that owns qpn at gid, from local port
+ * ip: a non-blocking socket in *fd_out, connected or on its way (0), or an
+ * errno. */
+int wire_connect_start(const struct sn_port *local, const union ibv_gid *gid,
+                       uint32_t qpn, int *fd_out);
+/* How a connection wire_connect_start began is doing: 0 connected,
+ * EINPROGRESS not yet (wait until it is writable), or why it failed. */
+int wire_connect_result(int fd);
 
 /* ------------------------------------------------------------ link.c */
 /* Bytes/s an unlimited port carries (SOFTNIC_LINK_RATE, or measured once). */
@@ -664,12 +677,64 @@ void wire_qp_unregister(struct sn_qp *qp);
 /* Finds qpn and counts one more responder on it (qp->nresp), or NULL. */
 struct sn_qp *wire_qp_attach(uint32_t qpn);
 
-/* ------------------------------------------------------------ engine */
+/* ----------------------------------------------------------- engine.c */
+/* The pool of engine threads that every QP's work runs on (engine.c says
+ * how).  A step does a bounded amount of work without waiting and returns
+ * what it waits for: SN_ENG_IN / SN_ENG_OUT on its fd (engine_task_fd),
+ * SN_ENG_MORE when it stopped with work left (queued again, behind the
+ * others), SN_ENG_POLL_* when its engine should poll for SOFTNIC_ACK_POLL_US
+ * before it sleeps (a GPU-driven QP's next ACK or request is due soon),
+ * SN_ENG_DONE when the task is over (it is freed after the step; the step
+ * has let go of its fd with engine_task_fd(t, -1) first).  A time it waits
+ * for it sets with engine_task_at; a task's timer is cancelled when it
+ * runs, so each step states all it waits for. */
+#define SN_ENGINE_DEFAULT 4     /* engines when SOFTNIC_ENGINES is unset: at most this, half the cores */
+enum {
+    SN_ENG_IN = 1, SN_ENG_OUT = 2, SN_ENG_MORE = 4, SN_ENG_POLL_COMP = 8, SN_ENG_POLL_RESP = 16,
+    SN_ENG_DONE = 32,
+};
+struct sn_eng_task;
+typedef unsigned (*sn_eng_step)(struct sn_eng_task *t, void *arg);
+/* A task for step(arg), starting the engines on first use; 0 or an errno.
+ * role: what its work counts as (SOFTNIC_STATS). */
+int engine_task_new(sn_eng_step step, void *arg, enum sn_role role, struct sn_eng_task **out);
+/* The fd SN_ENG_IN/OUT refer to (-1: none); from the task's own step, or
+ * before it first runs.  Set -1 before the fd is closed. */
+void engine_task_fd(struct sn_eng_task *t, int fd);
+/* Runs the task no later than ns (CLOCK_MONOTONIC, sn_now_ns). */
+void engine_task_at(struct sn_eng_task *t, uint64_t ns);
+/* Runs the task soon (again, if it is running). */
+void engine_task_kick(struct sn_eng_task *t);
+/* The task sets a connection up (its steps are costly and not on any
+ * data's path): it waits in the setup queue, which gets a share of the
+ * engines.  From its own step, or before it first runs. */
+void engine_task_setup(struct sn_eng_task *t, bool setup);
+/* Unschedules the task, waits for a step under way to end, frees it.
+ * Never from an engine. */
+void engine_task_del(struct sn_eng_task *t);
+/* The engines the pool starts (SOFTNIC_ENGINES or the default). */
+int engine_threads_wanted(void);
+struct sn_engine_counts {
+    int engines;        /* running (0 before the first QP) */
+    uint32_t tasks;     /* alive */
+    uint64_t steps;     /* steps run */
+    uint64_t wakeups;   /* times an engine slept and woke */
+    uint64_t timers;    /* timers that fired */
+};
+void engine_counts(struct sn_engine_counts *out);
+
+/* ---------------------------------------------------- QP roles on the engines */
+/* The requester and completer tasks of qp, made at its first move to RTS
+ * (requester_start) and ended by requester_stop / completer_stop
+ * (qp_engine_stop, which closes out_fd after them). */
 int requester_start(struct sn_qp *qp);
-void *requester_main(void *arg);
+void requester_stop(struct sn_qp *qp);
+/* The requester has something to act on (a post, a state change, a READ
+ * answered): qp->lock held. */
+void requester_kick_locked(struct sn_qp *qp);
 /* Called by qp_post_send with qp->lock held: transmits the new WQEs from
  * the posting thread when that is safe and cheap (requester.c says when);
- * false when the requester thread must do it. */
+ * false when the requester's task must do it. */
 bool requester_try_direct_locked(struct sn_qp *qp);
 /* Lets the calling thread's direct transmits copy small CUDA payloads out
  * of GPU memory themselves (a copy takes ~10 us), on a QP with nothing
@@ -678,13 +743,23 @@ bool requester_try_direct_locked(struct sn_qp *qp);
  * ibv_post_send leaves that copy to the requester thread, as a NIC's post
  * returns at once. */
 void requester_direct_copies_cuda(bool on);
-void *completer_main(void *arg);
+int completer_start(struct sn_qp *qp);
+void completer_stop(struct sn_qp *qp);
+/* out_fd is connected: the completer reads it from now on (qp->lock held). */
+void completer_kick_locked(struct sn_qp *qp);
+/* Work came whose answer the completer times (a post on an idle QP): it
+ * runs at the end of the retry budget unless an answer comes first
+ * (qp->lock held). */
+void completer_arm_locked(struct sn_qp *qp);
 /* Runs one incoming connection (fd accepted by wire.c). */
 void responder_spawn(int fd);
 /* Shuts every responder connection of qp down and waits for them. */
 void responder_stop_qp(struct sn_qp *qp);
 /* Shuts the QP's incoming connections down (caller holds qp->lock). */
 void responder_kick_locked(struct sn_qp *qp);
+/* The QP changed state or got receive WQEs: its responders waiting for
+ * either look again (caller holds qp->lock). */
+void responder_wake_locked(struct sn_qp *qp, bool recv_posted);
 
 /* ---------------------------------------------------- qp_ex.c, cq_ex.c */
 /* Makes qp an extended QP for the IBV_QP_EX_WITH_* ops in send_ops (RC

@@ -58,6 +58,26 @@ int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out);
  * NIC thread made of the WQEs it found (mlx5_nic.c). */
 int softnic_ctl_qp_post_calls(struct ibv_qp *qp, uint64_t *out);
 
+/* softnic runs every QP's work on a fixed pool of engine threads
+ * (SOFTNIC_ENGINES): each role of each QP -- its requester, its completer,
+ * the responders of the connections its peers open to it -- is a task an
+ * engine runs in steps when it has work.  The steps each role of a QP ran:
+ * an idle role runs none, so a QP that only receives one-sided writes runs
+ * its responder and nothing else. */
+struct softnic_ctl_qp_steps {
+    uint64_t requester, completer, responder;
+};
+int softnic_ctl_qp_steps(struct ibv_qp *qp, struct softnic_ctl_qp_steps *out);
+/* The engines of this process: how many run (0 before its first QP), the
+ * tasks alive, the steps run, how often an engine slept and woke, and the
+ * timers that fired (a rate limit's, a retry budget's ...). */
+struct softnic_ctl_engines {
+    int engines;
+    uint32_t tasks;
+    uint64_t steps, wakeups, timers;
+};
+int softnic_ctl_engines(struct softnic_ctl_engines *out);
+
 /* This process's NIC threads' polls before sleeping (SOFTNIC_SPIN_US,
  * spin.c): how many began, and how many found work before their time ran
  * out (each a wake-up saved).  Both 0 with spinning off. */

@@ -1,16 +1,16 @@
-/* spin.c: the bounded poll of a NIC thread that ran out of work, before it
+/* spin.c: the bounded poll of an engine that ran out of work, before it
  * sleeps (SOFTNIC_SPIN_US; config.c says why and the default), and the
- * polls of a GPU-driven QP's completer (for ACKs) and of its peer's
- * responder (for requests) (SOFTNIC_ACK_POLL_US). */
+ * polls after a step of a GPU-driven QP's completer (for ACKs) or of its
+ * peer's responder (for requests) (SOFTNIC_ACK_POLL_US; engine.c). */
 #include "softnic.h"
 
 #include <poll.h>
 #include <sched.h>
 #include <unistd.h>
 
-/* At most a quarter of the CPUs this process may use spin in it at a time: a
- * process has three threads per QP, and spinning beyond the cores would
- * take them from the threads with work (NCCL's proxy, the other rank). */
+/* At most a quarter of the CPUs this process may use spin in it at a time:
+ * spinning beyond the cores would take them from the threads with work
+ * (NCCL's proxy, the other rank, the other engines). */
 static int g_spinning;
 static uint64_t g_started, g_found;   /* softnic_ctl_spin_counts */
 /* softnic_ctl_ack_polls: per kind of poller (sn_poll_kind), and the
@@ -117,22 +117,4 @@ void ack_poll_counts(uint64_t asked[SN_POLL_KINDS], uint64_t started[SN_POLL_KIN
         found[k] = __atomic_load_n(&g_ack_found[k], __ATOMIC_RELAXED);
     }
     *conns = __atomic_load_n(&g_poll_conns, __ATOMIC_RELAXED);
-}
-
-bool sn_spin_changed(const uint64_t *word, uint64_t seen, const bool *stop)
-{
-    uint64_t ns = spin_ns();
-    if (!ns || !spin_enter(&g_started))
-        return false;
-    uint64_t until = sn_now_ns() + ns;
-    bool changed = false;
-    do {
-        /* a hint read without the owner's lock: the caller checks again
-         * under it */
-        changed = __atomic_load_n(word, __ATOMIC_RELAXED) != seen || __atomic_load_n(stop, __ATOMIC_RELAXED);
-        if (!changed)
-            sched_yield();
-    } while (!changed && sn_now_ns() < until);
-    spin_leave(changed, &g_found);
-    return changed;
 }

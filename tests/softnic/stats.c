@@ -1,11 +1,12 @@
-/* stats.c: what softnic's threads did, by the role of the thread that did
- * it, summed over the process and printed on stderr at exit when
- * SOFTNIC_STATS=1.  It answers where a message's time goes on a host with
- * no profiler (the GPU machines have no perf or strace): how many CUDA
- * copies and syncs each of the requester, responder, completer and mlx5 NIC
- * threads made per message, how long the syncs waited, and how many WQEs a
- * requester batch and a responder ACK covered.  Off, a call is one load and
- * a branch; on, relaxed atomic adds (threads of one role share a counter). */
+/* stats.c: what softnic did, by role (the requesters, responders and
+ * completers the engines run, the mlx5 NIC thread, the application's
+ * posting threads), summed over the process and printed on stderr at exit
+ * when SOFTNIC_STATS=1.  It answers where a message's time goes on a host
+ * with no profiler (the GPU machines have no perf or strace): how many CUDA
+ * copies and syncs each role made per message, how long the syncs waited,
+ * and how many WQEs a requester batch and a responder ACK covered.  Off, a
+ * call is one load and a branch; on, relaxed atomic adds (the threads doing
+ * one role share a counter). */
 #include "softnic.h"
 
 #include <pthread.h>

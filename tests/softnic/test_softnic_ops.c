@@ -631,7 +631,7 @@ static long timerslack_of(long tid)
 }
 
 /* The NIC threads' rate-limit and added-latency waits end when due: each
- * runs with a 1 us timer slack (the kernel's default 50 us stretched every
+ * (the engines, the acceptor) runs with a 1 us timer slack (the kernel's default 50 us stretched every
  * wait of a paced port), and the application's own thread keeps its own. */
 TAP_CASE(test_nic_threads_wait_with_a_1us_timer_slack)
 {
@@ -648,7 +648,10 @@ TAP_CASE(test_nic_threads_wait_with_a_1us_timer_slack)
     struct ibv_wc wc;
     st_wait_wc(f.a.scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
-    /* two QPs: a requester, a completer and (once connected) a responder each */
+    /* the engines that run both QPs' work, and the wire's acceptor */
+    struct softnic_ctl_engines e;
+    EXPECT_EQ_INT(0, st_ctl()->engines(&e));
+    EXPECT_TRUE(e.engines >= 1);
     long tids[256];
     int n = task_list(tids, 256), others = 0, slow = 0;
     for (int i = 0; i < n; i++) {
@@ -670,7 +673,7 @@ TAP_CASE(test_nic_threads_wait_with_a_1us_timer_slack)
             tap_diag("thread %ld: timer slack %ld ns", tids[i], v);
         }
     }
-    EXPECT_TRUE(others >= 6);
+    EXPECT_TRUE(others >= e.engines + 1);
     EXPECT_EQ_INT(0, slow);
     EXPECT_EQ_INT(before, timerslack_of(self));
     ibv_dereg_mr(smr);
@@ -694,143 +697,126 @@ static long sleeps_of(long tid)
     return v;
 }
 
-/* How often a set of idle threads slept over a stretch of work: each
- * may wake on its own timeouts (at most one per 20 ms) and a few times
- * more, never once per operation. */
-struct idle_watch {
-    const long *tids;
-    int n;
-    long slept0;
-    uint64_t t0_ms;
-};
-
-static long idle_sleeps(const long *tids, int n)
+/* Whether thread tid is one of softnic's engines (engine.c names them). */
+static bool task_is_engine(long tid)
 {
-    long s = 0;
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof(path), "/proc/self/task/%ld/comm", tid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(comm, sizeof(comm), f))
+            comm[0] = '\0';
+        fclose(f);
+    }
+    return strncmp(comm, "sn-engine", 9) == 0;
+}
+
+/* How often this process's engines went to sleep, in the kernel's count. */
+static long engine_sleeps(void)
+{
+    long tids[256], s = 0;
+    int n = task_list(tids, 256);
     for (int i = 0; i < n; i++)
-        s += sleeps_of(tids[i]);
+        if (task_is_engine(tids[i]))
+            s += sleeps_of(tids[i]);
     return s;
 }
 
-static void idle_watch_start(struct idle_watch *w, const long *tids, int n)
+/* What a QP's roles and the process's engines did over a stretch of
+ * work, softnic's count (softnic_ctl_qp_steps, softnic_ctl_engines) and
+ * the kernel's (the engines' voluntary context switches). */
+struct idle_watch {
+    struct ibv_qp *qp;
+    struct softnic_ctl_qp_steps steps;
+    struct softnic_ctl_engines eng;
+    long sleeps;
+    uint64_t t0_ms;
+};
+
+static void idle_watch_start(struct idle_watch *w, struct ibv_qp *qp)
 {
-    w->tids = tids;
-    w->n = n;
-    w->slept0 = idle_sleeps(tids, n);
+    w->qp = qp;
+    EXPECT_EQ_INT(0, st_ctl()->qp_steps(qp, &w->steps));
+    EXPECT_EQ_INT(0, st_ctl()->engines(&w->eng));
+    w->sleeps = engine_sleeps();
     w->t0_ms = st_now_ms();
 }
 
-static void idle_watch_expect_few(const struct idle_watch *w, int ops, const char *what)
+/* The stretch since idle_watch_start: steps of each role, wake-ups and
+ * sleeps of the engines, its length. */
+struct idle_seen {
+    uint64_t requester, completer, responder, wakeups, ms;
+    long sleeps;
+    int engines;
+};
+
+static void idle_watch_end(const struct idle_watch *w, struct idle_seen *out)
 {
-    uint64_t ms = st_now_ms() - w->t0_ms;
-    long slept = idle_sleeps(w->tids, w->n) - w->slept0;
-    long allowed = (long)(ms / 20 + 1) * w->n + 50;
-    tap_diag("%d %s in %llu ms: b's %d idle threads slept %ld times (allowed %ld)", ops, what,
-             (unsigned long long)ms, w->n, slept, allowed);
-    EXPECT_TRUE(slept <= allowed);
+    struct softnic_ctl_qp_steps s;
+    struct softnic_ctl_engines e;
+    EXPECT_EQ_INT(0, st_ctl()->qp_steps(w->qp, &s));
+    EXPECT_EQ_INT(0, st_ctl()->engines(&e));
+    out->requester = s.requester - w->steps.requester;
+    out->completer = s.completer - w->steps.completer;
+    out->responder = s.responder - w->steps.responder;
+    out->wakeups = e.wakeups - w->eng.wakeups;
+    out->sleeps = engine_sleeps() - w->sleeps;
+    out->ms = st_now_ms() - w->t0_ms;
+    out->engines = e.engines;
 }
 
-/* A connected pair a -> b whose QP b has never sent: the tids of the
- * threads b's connect started (its requester and completer) go to idle. */
-static int pair_finding_b_threads(struct fixture *f, const struct st_qp_opts *o, long *idle, int max)
-{
-    struct st_qp_info ia, ib;
-    st_dev_open(&f->d);
-    st_qp_create(&f->d, &f->a, o, 256);
-    st_qp_create(&f->d, &f->b, o, 256);
-    st_qp_info(&f->d, &f->a, &ia);
-    st_qp_info(&f->d, &f->b, &ib);
-    long before[256], after[256];
-    int nb = task_list(before, 256);
-    st_qp_connect(&f->b, &ia);       /* b's requester and completer start */
-    int na = task_list(after, 256), nidle = 0;
-    for (int i = 0; i < na && nidle < max; i++) {
-        bool old = false;
-        for (int k = 0; k < nb && !old; k++)
-            old = after[i] == before[k];
-        if (!old)
-            idle[nidle++] = after[i];
-    }
-    EXPECT_TRUE(nidle >= 2);
-    st_qp_connect(&f->a, &ib);
-    return nidle;
-}
-
-/* A QP that only receives has a requester and a completer with nothing to
- * do: writes placed into its memory must not wake them.  The responder
- * broadcast qp->cond after every placement (for ibv_modify_qp(ERR), which
- * waits for placements under way), and the idle completer sleeps on that
- * condition: it woke, and went back to sleep, once per incoming write --
- * on a GPU's one-way QP (bench_gdaki) a wake-up per message on the
- * responder's path.  Now the placement wakes qp->cond only while
- * ibv_modify_qp(ERR) waits.  Their own timeouts (20 ms, 100 ms) still wake
- * them: those are allowed for. */
-TAP_CASE(test_writes_into_a_receiving_qp_do_not_wake_its_idle_threads)
-{
-    if (sleeps_of((long)syscall(SYS_gettid)) < 0)
-        TAP_SKIP("no voluntary_ctxt_switches in /proc/self/task/<tid>/status here");
-    struct fixture f;
-    long idle[256];
-    int nidle = pair_finding_b_threads(&f, NULL, idle, 256);
-    char *src = st_buf(64, 1), *dst = st_buf(64, 2);
-    struct ibv_mr *smr = reg(&f, src, 64), *dmr = reg(&f, dst, 64);
-    /* the first write connects a to b: b's responder thread starts */
-    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 0, src, 64, smr->lkey, (uintptr_t)dst, dmr->rkey, 0,
-                 IBV_SEND_SIGNALED);
-    struct ibv_wc wc;
-    st_wait_wc(f.a.scq, &wc, WAIT_MS);
-    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
-    struct idle_watch w;
-    idle_watch_start(&w, idle, nidle);
-    enum { N = 2000 };
-    for (int i = 1; i <= N; i++) {
-        /* one at a time: each placement is one chance to wake them */
-        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src, 64, smr->lkey, (uintptr_t)dst,
-                     dmr->rkey, 0, IBV_SEND_SIGNALED);
-        for (int n = 0; (n = ibv_poll_cq(f.a.scq, 1, &wc)) == 0;)
-            sched_yield();
-        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)i);
-    }
-    idle_watch_expect_few(&w, N, "writes");
-    ibv_dereg_mr(smr);
-    ibv_dereg_mr(dmr);
-    teardown(&f);
-}
-
-/* Receives posted to a QP must not wake its idle threads either: only a
- * responder waiting for a receive (an RNR wait) needs the wake-up, and
- * ibv_post_recv broadcast qp->cond every time, waking the idle completer
- * of a QP that only receives (a GDAKI pair's target, NCCL's receiver)
- * once per post.  Their own timeouts are allowed for, as above. */
+/* Receives posted to a QP that only receives must not run it: only a
+ * responder waiting for a receive (an RNR wait) needs to hear of a post,
+ * and a kick per post would run the QP's responders once per post (a
+ * GDAKI pair's target, NCCL's receiver) and wake an engine for each.  So
+ * over 1000 posts no role of the QP runs and no engine wakes (beyond a
+ * timer's few: none is due on an idle pair). */
 TAP_CASE(test_receives_posted_to_a_qp_do_not_wake_its_idle_threads)
 {
     if (sleeps_of((long)syscall(SYS_gettid)) < 0)
         TAP_SKIP("no voluntary_ctxt_switches in /proc/self/task/<tid>/status here");
     struct fixture f;
-    long idle[256];
     struct st_qp_opts o = { .max_recv_wr = 1024 };
-    int nidle = pair_finding_b_threads(&f, &o, idle, 256);
+    setup(&f, &o);
     char *buf = st_buf(64, 3);
     struct ibv_mr *mr = reg(&f, buf, 64);
+    /* a first SEND: b's responder exists and waits for the next request */
+    char *src = st_buf(64, 4);
+    struct ibv_mr *smr = reg(&f, src, 64);
+    st_post_recv(f.b.qp, 1000, buf, 64, mr->lkey);
+    st_post_send(f.a.qp, 8, src, 64, smr->lkey, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 1000);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 8);
+    usleep(20000);   /* what the SEND left to do (its ACK's completion) is done */
     struct idle_watch w;
-    idle_watch_start(&w, idle, nidle);
+    idle_watch_start(&w, f.b.qp);
     enum { N = 1000 };
     for (int i = 0; i < N; i++) {
         /* one at a time, each a chance to wake them, with time for a
-         * woken thread to run and sleep again before the next */
+         * woken engine to run and sleep again before the next */
         st_post_recv(f.b.qp, (uint64_t)i, buf, 64, mr->lkey);
         usleep(100);
     }
-    idle_watch_expect_few(&w, N, "receives posted");
+    struct idle_seen seen;
+    idle_watch_end(&w, &seen);
+    uint64_t allowed = seen.ms / 20 + 10;
+    tap_diag("%d receives posted in %llu ms: b's requester, completer, responders ran %llu, %llu, %llu steps; "
+             "%d engines woke %llu times (slept %ld times); allowed %llu", N, (unsigned long long)seen.ms,
+             (unsigned long long)seen.requester, (unsigned long long)seen.completer,
+             (unsigned long long)seen.responder, seen.engines, (unsigned long long)seen.wakeups, seen.sleeps,
+             (unsigned long long)allowed);
+    EXPECT_TRUE(seen.requester + seen.completer + seen.responder <= 2);
+    EXPECT_TRUE(seen.wakeups <= allowed);
+    EXPECT_TRUE(seen.sleeps >= 0 && (uint64_t)seen.sleeps <= allowed);
     /* the receives are there: a send takes the first */
-    char *src = st_buf(64, 4);
-    struct ibv_mr *smr = reg(&f, src, 64);
     struct ibv_sge sge = { (uintptr_t)src, 64, smr->lkey };
     struct ibv_send_wr wr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
                               .send_flags = IBV_SEND_SIGNALED };
     struct ibv_send_wr *bad;
     EXPECT_EQ_INT(0, ibv_post_send(f.a.qp, &wr, &bad));
-    struct ibv_wc wc;
     st_wait_wc(f.b.rcq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 0);
     EXPECT_MEMEQ(src, buf, 64);
@@ -1011,6 +997,122 @@ TAP_CASE(test_two_processes_send_write_and_read)
     ibv_dereg_mr(smr);
     ibv_dereg_mr(bmr);
     ibv_dereg_mr(rmr);
+    st_dev_close(&d);
+}
+
+/* What the receiving process's softnic did while the parent wrote into
+ * its QP (peer_receiver). */
+struct recv_report {
+    struct idle_seen seen;
+    int n;
+};
+
+enum { RECV_WRITES = 2000 };
+
+static void peer_receiver(int fd)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    st_qp_create(&d, &q, NULL, 16);
+    char *buf = st_buf(64, 0);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    mine.addr = (uintptr_t)buf;
+    mine.rkey = mr->rkey;
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_qp_connect(&q, &theirs);
+    char c = 'r';
+    st_xfer_send(fd, &c, 1);
+    /* the parent's first write came: the connection and its responder
+     * exist; from here the parent writes one at a time */
+    st_xfer_recv(fd, &c, 1);
+    usleep(20000);
+    struct idle_watch w;
+    idle_watch_start(&w, q.qp);
+    st_xfer_send(fd, &c, 1);
+    st_xfer_recv(fd, &c, 1);
+    struct recv_report rep = { .n = RECV_WRITES };
+    idle_watch_end(&w, &rep.seen);
+    st_xfer_send(fd, &rep, sizeof(rep));
+    st_xfer_recv(fd, &c, 1);
+    st_qp_destroy(&q);
+    ibv_dereg_mr(mr);
+    st_dev_close(&d);
+}
+
+/* One-sided writes into a QP that only receives run its responder, one
+ * step per write, and nothing else of it: its requester and completer have
+ * no work and do not run, and the receiving process's engines wake at most
+ * once per write (the responder's arrival).  On a GPU's one-way QP each
+ * wake-up costs; a placement needs no completion, so it must not wake
+ * what waits for completions (the completer, woken by every placement
+ * through a shared condition, once cost a wake-up and two context switches
+ * per message).  The receiver is a process of its own so that its engines'
+ * wake-ups are its alone. */
+TAP_CASE(test_writes_into_a_receiving_qp_do_not_wake_its_idle_threads)
+{
+    if (sleeps_of((long)syscall(SYS_gettid)) < 0)
+        TAP_SKIP("no voluntary_ctxt_switches in /proc/self/task/<tid>/status here");
+    int fd;
+    int pid = st_fork_peer(peer_receiver, &fd);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    st_qp_create(&d, &q, NULL, 16);
+    char *src = st_buf(64, 1);
+    struct ibv_mr *smr = ibv_reg_mr(d.pd, src, 64, 0);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_qp_connect(&q, &theirs);
+    char c;
+    st_xfer_recv(fd, &c, 1);
+    /* the first write connects to the receiver: its responder starts */
+    st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, 0, src, 64, smr->lkey, theirs.addr, theirs.rkey, 0,
+                 IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(q.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+    st_xfer_send(fd, &c, 1);
+    st_xfer_recv(fd, &c, 1);
+    for (int i = 1; i <= RECV_WRITES; i++) {
+        /* one at a time: each placement is one chance to wake them */
+        st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src, 64, smr->lkey, theirs.addr, theirs.rkey, 0,
+                     IBV_SEND_SIGNALED);
+        for (int n = 0; (n = ibv_poll_cq(q.scq, 1, &wc)) == 0;)
+            sched_yield();
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)i);
+    }
+    st_xfer_send(fd, &c, 1);
+    struct recv_report rep;
+    st_xfer_recv(fd, &rep, sizeof(rep));
+    const struct idle_seen *s = &rep.seen;
+    /* their timers (none is due on a QP with nothing outstanding) */
+    uint64_t timers = s->ms / 20 + 10;
+    uint64_t steps_allowed = (uint64_t)rep.n + (uint64_t)rep.n / 4 + timers;
+    uint64_t wakeups_allowed = (uint64_t)rep.n + (uint64_t)rep.n / 4 + timers;
+    tap_diag("%d writes in %llu ms: the receiving QP's requester, completer, responder ran %llu, %llu, %llu "
+             "steps (responder allowed %llu, the others 2); its process's %d engines woke %llu times (allowed "
+             "%llu), slept %ld times", rep.n, (unsigned long long)s->ms, (unsigned long long)s->requester,
+             (unsigned long long)s->completer, (unsigned long long)s->responder,
+             (unsigned long long)steps_allowed, s->engines, (unsigned long long)s->wakeups,
+             (unsigned long long)wakeups_allowed, s->sleeps);
+    EXPECT_TRUE(s->requester + s->completer <= 2);
+    EXPECT_TRUE(s->responder <= steps_allowed);
+    EXPECT_TRUE(s->wakeups <= wakeups_allowed);
+    /* the kernel's count of their sleeps agrees: a step that slept, or a
+     * wake-up softnic does not count, would show here */
+    EXPECT_TRUE(s->sleeps >= 0 && (uint64_t)s->sleeps <= wakeups_allowed + (uint64_t)rep.n / 4);
+    st_xfer_send(fd, &c, 1);
+    int status;
+    EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    st_qp_destroy(&q);
+    ibv_dereg_mr(smr);
     st_dev_close(&d);
 }
 

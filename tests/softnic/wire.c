@@ -8,6 +8,9 @@
  * shared file.  A port whose IP cannot be bound here (an address of another
  * network namespace) reads DOWN.
  *
+ * Connections are non-blocking: the engines that read and write them
+ * never wait (engine.c).
+ *
  * Frames (host byte order, little-endian, both ends are this library):
  * requester -> responder: struct sn_wire_hello once, then per request
  * struct sn_wire_req followed by `len` payload bytes for SEND/WRITE, by a
@@ -25,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #define MAX_IPS (SN_MAX_DEVICES * SN_MAX_PORTS)
@@ -132,7 +134,7 @@ static void *acceptor_main(void *arg)
         for (int i = 1; i < n; i++) {
             if (!(pfd[i].revents & POLLIN))
                 continue;
-            int fd = accept4(pfd[i].fd, NULL, NULL, SOCK_CLOEXEC);
+            int fd = accept4(pfd[i].fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0) {
                 wire_tune(fd);
                 responder_spawn(fd);
@@ -280,20 +282,20 @@ struct sn_qp *wire_qp_attach(uint32_t qpn)
     return qp;
 }
 
-int wire_connect(const struct sn_port *local, const union ibv_gid *gid, uint32_t qpn,
-                 int *fd_out)
+int wire_connect_start(const struct sn_port *local, const union ibv_gid *gid, uint32_t qpn,
+                       int *fd_out)
 {
     static const uint8_t v4_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
     if (memcmp(gid->raw, v4_prefix, sizeof(v4_prefix)) != 0)
         return EHOSTUNREACH;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return errno;
     struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr = local->addr };
     struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons((uint16_t)(qpn >> 8)) };
     memcpy(&dst.sin_addr, &gid->raw[12], 4);
     if (bind(fd, (struct sockaddr *)&src, sizeof(src)) ||
-        connect(fd, (struct sockaddr *)&dst, sizeof(dst))) {
+        (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) && errno != EINPROGRESS)) {
         int err = errno;
         close(fd);
         return err;
@@ -303,59 +305,18 @@ int wire_connect(const struct sn_port *local, const union ibv_gid *gid, uint32_t
     return 0;
 }
 
-int wire_send_all(int fd, const void *buf, size_t len)
+int wire_connect_result(int fd)
 {
-    const char *p = buf;
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-int wire_recv_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t n = recv(fd, p, len, MSG_WAITALL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (n == 0)
-            return ECONNRESET;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-int wire_writev_all(int fd, struct iovec *iov, int iovcnt)
-{
-    while (iovcnt > 0) {
-        struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
-        ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-            n -= (ssize_t)iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + n;
-            iov->iov_len -= (size_t)n;
-        }
-    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
+        return errno;
+    if (err)
+        return err;
+    struct pollfd p = { .fd = fd, .events = POLLOUT };
+    if (poll(&p, 1, 0) == 0)
+        return EINPROGRESS;
+    if (p.revents & (POLLERR | POLLHUP))
+        return ECONNREFUSED;
     return 0;
 }

@@ -1,0 +1,95 @@
+/* connect.c: a QP's outgoing connection, set up on the engines without
+ * waiting: a non-blocking TCP connect to the listener that owns the remote
+ * QPN (wire.c), the hello (our QPN, its QPN, our GID, our rnr_retry, and
+ * the same-host fast path's offer), and, when the hello offered the fast
+ * path, the responder's answer: it comes once the peer QP is ready to
+ * receive, before anything else on the connection, so the first request
+ * already knows how to carry its payload (cma.c).  A peer that never
+ * answers costs nothing but the retry budget, which the completer keeps. */
+#include "connect.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int conn_start(struct sn_conn_setup *cs, struct sn_qp *qp)
+{
+    memset(cs, 0, sizeof(*cs));
+    cs->fd = -1;
+    struct sn_wire_hello *h = &cs->hello;
+    h->magic = SN_WIRE_MAGIC;
+    h->version = SN_WIRE_VERSION;
+    h->rnr_retry = qp->attr.rnr_retry;
+    h->dst_qpn = qp->attr.dest_qp_num;
+    h->src_qpn = qp->ibqp.qp_num;
+    memcpy(h->src_gid, qp->port->gid.raw, 16);
+    cma_hello_fill(h);
+    if (qp->poll_acks)
+        h->hflags |= SN_HELLO_POLL;
+    union ibv_gid dgid = qp->attr.ah_attr.grh.dgid;
+    int err = wire_connect_start(qp->port, &dgid, qp->attr.dest_qp_num, &cs->fd);
+    if (err)
+        cs->fd = -1;
+    else
+        h->fd = (uint32_t)cs->fd;
+    cs->state = CONN_TCP;
+    return err;
+}
+
+void conn_abort(struct sn_conn_setup *cs)
+{
+    if (cs->fd >= 0)
+        close(cs->fd);
+    cs->fd = -1;
+}
+
+int conn_advance(struct sn_conn_setup *cs, bool *cma, unsigned *io)
+{
+    *cma = false;
+    if (cs->state == CONN_TCP) {
+        int err = wire_connect_result(cs->fd);
+        if (err == EINPROGRESS) {
+            *io = SN_ENG_OUT;
+            return EINPROGRESS;
+        }
+        if (err)
+            return err;
+        cs->state = CONN_HELLO;
+    }
+    if (cs->state == CONN_HELLO) {
+        while (cs->hello_sent < sizeof(cs->hello)) {
+            ssize_t n = send(cs->fd, (char *)&cs->hello + cs->hello_sent, sizeof(cs->hello) - cs->hello_sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                *io = SN_ENG_OUT;
+                return EINPROGRESS;
+            }
+            if (n < 0)
+                return errno;
+            cs->hello_sent += (size_t)n;
+        }
+        if (!(cs->hello.hflags & SN_HELLO_CMA))
+            return 0;
+        cs->state = CONN_ANSWER;
+    }
+    while (cs->answer_got < sizeof(cs->answer)) {
+        ssize_t n = recv(cs->fd, (char *)&cs->answer + cs->answer_got, sizeof(cs->answer) - cs->answer_got,
+                         MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            *io = SN_ENG_IN;
+            return EINPROGRESS;
+        }
+        if (n <= 0)
+            return n == 0 ? ECONNRESET : errno;
+        cs->answer_got += (size_t)n;
+    }
+    if (cs->answer.type != SN_RESP_HELLO || cs->answer.syndrome > 1)
+        return EPROTO;
+    *cma = cs->answer.syndrome == 1;
+    return 0;
+}

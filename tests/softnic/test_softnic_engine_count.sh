@@ -1,0 +1,34 @@
+#!/bin/bash
+# tests/softnic/test_softnic_engine_count.sh: SOFTNIC_ENGINES=N runs a
+# process's QPs on N engine threads (engine.c). By default a host of few
+# CPUs gets one engine; with 4, more than such a host has CPUs, a QP's
+# requester, completer and responders run on different engines at once, and
+# the data-path, fault and fast-path cases (test_softnic_ops,
+# test_softnic_faults, test_softnic_fastpath) must hold unchanged. A value
+# above 64 is refused with a line naming it and the default is used.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/softnic/sn_env.sh"
+
+tap_plan 4
+# the C tests' own retry budgets (sntest.c), as under make check
+for t in test_softnic_ops test_softnic_faults test_softnic_fastpath; do
+    if sn_tap_run 300 $t -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_ENGINES=4; then
+        tap_ok "${t}_on_4_engines"
+    else
+        tap_not_ok "${t}_on_4_engines" "$SN_TAP_WHY"
+    fi
+done
+
+if ! command -v ibv_devices >/dev/null 2>&1; then
+    tap_skip "engines_above_64_refused_by_name" "no ibv_devices (rdma-core's tools; scripts/bootstrap installs ibverbs-utils)"
+    tap_done
+    exit
+fi
+out=$(SOFTNIC_ENGINES=65 ibv_devices 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q 'SOFTNIC_ENGINES=65 above 64' && echo "$out" | grep -q softnic0; then
+    tap_ok "engines_above_64_refused_by_name"
+else
+    tap_not_ok "engines_above_64_refused_by_name" "rc=$rc: $(echo "$out" | head -n 5 | sed 's/^/# /')"
+fi
+tap_done
