@@ -30,7 +30,10 @@
 #include "oob.h"
 #include "stats.h"
 
-#define ACCEPT_PENDING 16
+/* Connections accepted that have not sent their HELLO yet: every higher
+ * rank still expected may be among them (they all connect at once), plus
+ * this many strangers (a port scan) before the oldest is dropped. */
+#define ACCEPT_STRANGERS 16
 
 static uint64_t now_ns(void)
 {
@@ -394,9 +397,16 @@ static ncclResult_t accept_higher(struct gin_coll *c, struct gin_listen *l, cons
                                   uint64_t guid, uint64_t deadline)
 {
     int missing = c->nranks - 1 - c->rank;
-    struct pending pend[ACCEPT_PENDING];
+    int cap = missing + ACCEPT_STRANGERS;
+    struct pending *pend = calloc((size_t)cap, sizeof(*pend));
+    struct pollfd *pf = calloc((size_t)cap + 1, sizeof(*pf));
     int np = 0;
     ncclResult_t res = ncclSuccess;
+    if (!pend || !pf) {
+        WARN("NET/railnet/GIN: rank %d: out of memory accepting %d ranks", c->rank, missing);
+        res = ncclSystemError;
+        missing = 0;
+    }
     while (missing > 0) {
         uint64_t now = now_ns();
         if (now > deadline) {
@@ -405,7 +415,6 @@ static ncclResult_t accept_higher(struct gin_coll *c, struct gin_listen *l, cons
             res = ncclRemoteError;
             break;
         }
-        struct pollfd pf[ACCEPT_PENDING + 1];
         pf[0] = (struct pollfd){ .fd = l->fd, .events = POLLIN };
         for (int i = 0; i < np; i++)
             pf[i + 1] = (struct pollfd){ .fd = pend[i].fd, .events = POLLIN };
@@ -440,7 +449,7 @@ static ncclResult_t accept_higher(struct gin_coll *c, struct gin_listen *l, cons
             int fd;
             char oerr[OOB_ERR_LEN];
             while (oob_accept(l->fd, &fd, oerr) == OOB_DONE) {
-                if (np == ACCEPT_PENDING) {
+                if (np == cap) {
                     WARN("NET/railnet/GIN: rank %d: %d connections sent nothing yet; dropping the oldest", c->rank,
                          np);
                     close(pend[0].fd);
@@ -456,6 +465,8 @@ static ncclResult_t accept_higher(struct gin_coll *c, struct gin_listen *l, cons
     for (int i = 0; i < np; i++)
         if (pend[i].fd >= 0)
             close(pend[i].fd);
+    free(pend);
+    free(pf);
     return res;
 }
 
