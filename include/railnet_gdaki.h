@@ -193,6 +193,9 @@ void gdaki_pair_dereg(struct gdaki_pair *pair, struct gdaki_mr *mr);
 
 /* State of the send QP as the verbs layer reports it (enum ibv_qp_state). */
 int gdaki_pair_send_qp_state(struct gdaki_pair *pair);
+/* Moves the send QP to the error state: the NIC completes what is posted,
+ * and whatever is posted later, with flush errors and moves no data. 0 or -1. */
+int gdaki_pair_send_qp_fail(struct gdaki_pair *pair);
 
 /* Post n receive WQEs on the recv QP (needed by WRITE_WITH_IMM) and poll
  * its CQ: returns the number of WRITE_WITH_IMM completions seen (imm values

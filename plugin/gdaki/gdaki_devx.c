@@ -351,6 +351,16 @@ int gdaki_devx_state(struct gdaki_pair *pr)
     }
 }
 
+int gdaki_devx_fail(struct gdaki_pair *pr)
+{
+    if (!pr->devx || !pr->devx->qp)
+        return -1;
+    uint8_t in[PRM_QUERY_QP_IN_BYTES], out[PRM_OUT_BYTES];
+    prm_qp_simple_in(in, PRM_OP_2ERR_QP, pr->devx->qpn);
+    memset(out, 0, sizeof(out));
+    return pr->v->mlx5dv_devx_obj_modify(pr->devx->qp, in, sizeof(in), out, sizeof(out)) == 0 ? 0 : -1;
+}
+
 void gdaki_devx_destroy(struct gdaki_pair *pr)
 {
     struct gdaki_devx *d = pr->devx;

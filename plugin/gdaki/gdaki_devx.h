@@ -35,6 +35,8 @@ int gdaki_devx_connect(struct gdaki_pair *pr, const struct gdaki_qp_info *remote
 uint32_t gdaki_devx_max_wqe_ds(const struct ibvwrap *v, struct ibv_context *ctx);
 /* enum ibv_qp_state of the QP (QUERY_QP), or -1. */
 int gdaki_devx_state(struct gdaki_pair *pr);
+/* 2ERR_QP: 0 or -1. */
+int gdaki_devx_fail(struct gdaki_pair *pr);
 void gdaki_devx_destroy(struct gdaki_pair *pr);
 
 #endif

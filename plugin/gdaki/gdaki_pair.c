@@ -589,6 +589,16 @@ int gdaki_pair_send_qp_state(struct gdaki_pair *pr)
     return a.qp_state;
 }
 
+int gdaki_pair_send_qp_fail(struct gdaki_pair *pr)
+{
+    if (pr->devx)
+        return gdaki_devx_fail(pr);
+    if (!pr->sqp)
+        return -1;
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+    return pr->v->modify_qp(pr->sqp, &a, IBV_QP_STATE) == 0 ? 0 : -1;
+}
+
 int gdaki_pair_post_recv(struct gdaki_pair *pr, int n)
 {
     for (int i = 0; i < n; i++) {

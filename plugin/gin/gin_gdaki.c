@@ -70,6 +70,7 @@ struct gin_gdaki_res {
     int created;            /* createContext made the QPs and tables */
     struct gdaki_pair **qp, **comp;     /* [nranks] */
     struct dmem sig, cnt, sink;
+    size_t nsig, ncnt;      /* entries of sig and cnt */
     struct ibv_mr *sig_mr, *cnt_mr, *sink_mr;
     struct dmem qps, keys, dctx;
     ncclNetDeviceHandle_v11_t handle;
@@ -476,6 +477,10 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         if (qp_new(r, &r->qp[p], err, sizeof(err)) < 0 || qp_new(r, &r->comp[p], err, sizeof(err)) < 0)
             ok = 0;
     size_t sig_len = (size_t)(nsignals ? nsignals : 1) * 8, cnt_len = (size_t)(ncounters ? ncounters : 1) * 8;
+    if (r) {
+        r->nsig = sig_len / 8;
+        r->ncnt = cnt_len / 8;
+    }
     if (ok && (dmem_alloc(r, sig_len, &r->sig, err, sizeof(err)) < 0 ||
                dmem_alloc(r, cnt_len, &r->cnt, err, sizeof(err)) < 0 ||
                dmem_alloc(r, GIN_GDAKI_SINK_BYTES, &r->sink, err, sizeof(err)) < 0))
@@ -631,6 +636,37 @@ static void res_keep(struct gin_gdaki_res *r, const char *what)
     r->kept = 1;
 }
 
+/* A failed context's kernels: its QPs to the error state (nothing a
+ * released kernel posts leaves the NIC), then gin_gdaki_release. */
+static void res_release(struct gin_gdaki_res *r)
+{
+    int n = r->coll->nranks, stuck = 0;
+    for (int p = 0; p < n; p++) {
+        if (r->qp[p] && gdaki_pair_send_qp_state(r->qp[p]) != IBV_QPS_ERR && gdaki_pair_send_qp_fail(r->qp[p]) < 0)
+            stuck++;
+        if (r->comp[p] && gdaki_pair_send_qp_state(r->comp[p]) != IBV_QPS_ERR &&
+            gdaki_pair_send_qp_fail(r->comp[p]) < 0)
+            stuck++;
+    }
+    if (stuck)
+        WARN("NET/railnet/GIN: device %s, rank %d: %d GDAKI QP(s) of a failed context refused the error state",
+             r->coll->dev_name, r->coll->rank, stuck);
+    char who[96];
+    snprintf(who, sizeof(who), "device %s, rank %d", r->coll->dev_name, r->coll->rank);
+    struct gin_gdaki_release_req q = {
+        .cuda_dev = r->host_only ? -1 : r->cuda_dev,
+        .qps = (uint64_t)(uintptr_t)r->qps.ptr,
+        .nqps = 2 * n,
+        .sig = (uint64_t)(uintptr_t)r->sig.ptr,
+        .cnt = (uint64_t)(uintptr_t)r->cnt.ptr,
+        .nsig = r->nsig,
+        .ncnt = r->ncnt,
+        .who = who,
+    };
+    if (q.qps)
+        gin_gdaki_release(&q);
+}
+
 ncclResult_t gin_gdaki_destroy_context(void *gin_ctx)
 {
     struct gin_gdaki_res *r = gin_ctx;
@@ -640,6 +676,7 @@ ncclResult_t gin_gdaki_destroy_context(void *gin_ctx)
     }
     if (res_failed(r)) {
         res_keep(r, "destroyContext");
+        res_release(r);
         r->created = 0;
         return ncclSuccess;
     }

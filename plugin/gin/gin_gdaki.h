@@ -105,4 +105,25 @@ void gin_gdaki_dereg_window(struct gin_mr *m);
 /* closeColl: what createContext made and destroyContext did not free. */
 void gin_gdaki_coll_free(struct gin_coll *c);
 
+/* ---- a failed context's kernels (gin_gdaki_release.c) ---- */
+/* What one failed context's device code waits on: the QP descriptors
+ * (gdqp and companion_gdqp, nqps in all), the signal and counter tables;
+ * device addresses on GPU cuda_dev, or host addresses when cuda_dev < 0. */
+struct gin_gdaki_release_req {
+    int cuda_dev;
+    uint64_t qps;
+    int nqps;
+    uint64_t sig, cnt;
+    size_t nsig, ncnt;
+    const char *who;          /* "device D, rank R", for the logs (copied) */
+};
+/* Ends the waits of kernels still spinning on that context, on a thread of
+ * its own, and returns at once: every CQ reports every completion, every
+ * signal and counter advances (again when new posts show) until no kernel
+ * posted for 2 s. The caller moved the QPs to the error state and keeps
+ * the memory until the process exits. */
+void gin_gdaki_release(const struct gin_gdaki_release_req *q);
+/* Releases queued or running (0 once all ended). */
+int gin_gdaki_release_running(void);
+
 #endif

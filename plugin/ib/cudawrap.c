@@ -57,6 +57,7 @@ static const struct entry {
     E(pointer_set_attribute, "cuPointerSetAttribute", "", 1),
     E(stream_create, "cuStreamCreate", "", 1),
     E(stream_synchronize, "cuStreamSynchronize", "", 1),
+    E(stream_query, "cuStreamQuery", "", 1),
     E(mem_get_handle_for_address_range, "cuMemGetHandleForAddressRange", "", 0),
     E(mem_get_allocation_granularity, "cuMemGetAllocationGranularity", "", 0),
     E(mem_create, "cuMemCreate", "", 0),

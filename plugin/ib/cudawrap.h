@@ -81,6 +81,7 @@ struct cudawrap {
     cudawrap_result (*pointer_set_attribute)(const void *v, int attr, cudawrap_devptr p);
     cudawrap_result (*stream_create)(cudawrap_stream *s, unsigned int flags);
     cudawrap_result (*stream_synchronize)(cudawrap_stream s);
+    cudawrap_result (*stream_query)(cudawrap_stream s);
     /* optional: CUDA 11.7 */
     cudawrap_result (*mem_get_handle_for_address_range)(void *handle, cudawrap_devptr p, size_t len, int type,
                                                         unsigned long long flags);
@@ -122,6 +123,26 @@ cudawrap_result cudawrap_vmm_alloc(const struct cudawrap *cu, cudawrap_device de
                                    const char **step);
 void cudawrap_vmm_free(const struct cudawrap *cu, cudawrap_devptr p, size_t len);
 const struct cudawrap *cudawrap_get(char *err, size_t errlen);
+
+/* Side copies (cudawrap_side.c): GPU memory read and written from a context
+ * of the caller's own on the memory's GPU (cuCtxCreate, made once per GPU
+ * for the life of the process), on a non-blocking stream, through a pinned
+ * bounce buffer. Why: a copy issued in the application's context may wait
+ * for the application's kernels, and a copy meant to end a kernel that
+ * spins would then never land; the bus sees the side context as another
+ * agent, as it sees a NIC. Only for memory of no context (the VMM API) or
+ * host memory: cuMemAlloc memory stays bound to its own context.
+ * cudawrap_side_prepare makes the context, stream and buffer for GPU
+ * `ordinal` ahead of need (0, or -1 with err); cudawrap_side_copy copies len
+ * bytes between host memory h and GPU memory d (to_device: h -> d), waiting
+ * at most timeout_ms: 0; -1 with err; CUDAWRAP_SIDE_LATE when the copy did
+ * not land in time (it may still land: the buffer stays reserved and later
+ * copies on that GPU fail). Thread-safe; the caller's current context is
+ * left as it was. */
+#define CUDAWRAP_SIDE_LATE (-2)
+int cudawrap_side_prepare(const struct cudawrap *cu, int ordinal, char *err, size_t errlen);
+int cudawrap_side_copy(const struct cudawrap *cu, int ordinal, cudawrap_devptr d, void *h, size_t len, int to_device,
+                       int timeout_ms, char *err, size_t errlen);
 /* The table when an earlier cudawrap_get loaded it, else NULL; never loads. */
 const struct cudawrap *cudawrap_peek(void);
 /* cuGetErrorString of r, or "unknown CUDA error". */

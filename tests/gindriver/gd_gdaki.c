@@ -449,7 +449,9 @@ int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
     if (!strcmp(name, "gdaki-error"))
         return gd_run(plugin, 2, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki_error, o);
     if (!strcmp(name, "gdaki-a2a"))
-        return gd_gdaki_a2a_run(plugin, o);
+        return gd_gdaki_a2a_run(plugin, o, 0);
+    if (!strcmp(name, "gdaki-release"))
+        return gd_gdaki_a2a_run(plugin, o, 1);
     if (!strcmp(name, "gdaki-kill"))
         return gd_run(plugin, o->ranks, GK_DEADLINE_S * 2, o->ranks - 1, o->seed, t_gdaki_kill, o);
     return -1;

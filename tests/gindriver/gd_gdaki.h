@@ -30,6 +30,7 @@ void gk_close(struct gk *k);
 
 struct gd_opts;
 /* gdaki-a2a (gd_gdaki_a2a.c) */
-int gd_gdaki_a2a_run(const char *plugin, struct gd_opts *o);
+/* gdaki-a2a, and gdaki-release (release 1): the last rank killed */
+int gd_gdaki_a2a_run(const char *plugin, struct gd_opts *o, int release);
 
 #endif

@@ -16,13 +16,21 @@
  *   do, which the single-threaded gdaki case never did.
  * At the end: every received chunk byte-checked, signal 0 exactly kernels
  * x nranks, every barrier signal exactly 2 x kernels x (nranks - 1), and
- * no error CQE (queryLastError). */
+ * no error CQE (queryLastError).
+ *
+ * gdaki-release: the same kernels, but the last rank is killed after its
+ * third kernel, and the CTAs behave as NCCL 2.28's device code does on a
+ * failure: they ignore error CQEs and have no abort, so they spin on the
+ * dead rank's signals. Each survivor waits for queryLastError to report
+ * the failure, destroys its context as ncclCommAbort does, and every CTA
+ * must then finish its remaining kernels within A2A_RELEASE_S. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../gin_gdaki/doca_cpu.h"
 #include "gd_gdaki.h"
@@ -31,6 +39,8 @@
 #define A2A_CTAS 16
 #define A2A_DEADLINE_S 120.0
 #define A2A_SIG_BAR(b) (A2A_CTAS + (b)) /* barrier signals after the kernel's own, as NCCL lays them */
+#define A2A_RELEASE_S 10.0
+#define A2A_VICTIM_AFTER 3              /* kernels the killed rank completes */
 
 struct a2a {
     struct gk k;
@@ -39,6 +49,9 @@ struct a2a {
     pthread_barrier_t kernel_end;
     double deadline;
     int failed;                 /* atomic: first failure wins the message */
+    int release;                /* gdaki-release: no abort, error CQEs ignored */
+    int done;                   /* atomic: kernels CTA 0 completed */
+    int ended;                  /* atomic: CTAs that returned */
     uint64_t epoch[A2A_CTAS];
 };
 
@@ -64,7 +77,7 @@ static int a2a_wait_signal(struct a2a *a, int id, uint64_t want, int b, int kern
 {
     volatile uint64_t *sig = a->k.gc->signals_table.buffer;
     while (__atomic_load_n(&sig[id], __ATOMIC_ACQUIRE) < want) {
-        if (__atomic_load_n(&a->failed, __ATOMIC_ACQUIRE))
+        if (!a->release && __atomic_load_n(&a->failed, __ATOMIC_ACQUIRE))
             return -1;
         if (gd_now() > a->deadline) {
             a2a_fail(a, what, b, kernel, __atomic_load_n(&sig[id], __ATOMIC_ACQUIRE), want);
@@ -111,6 +124,8 @@ static void *a2a_cta_main(void *arg)
         }
         for (int p = 0; p < a->n && !bad; p++) {
             int w = dc_wait(gc->gdqp + p, A2A_DEADLINE_S);
+            if (w == -EIO && a->release)
+                w = 0;          /* the device code's flush returns nothing */
             if (w) {
                 a2a_fail(a, w == -ETIMEDOUT ? "flush timed out" : "flush met an error CQE", b, kernel, (uint64_t)p,
                          0);
@@ -120,10 +135,55 @@ static void *a2a_cta_main(void *arg)
         if (!bad)
             bad = a2a_barrier(a, b, kernel);
         pthread_barrier_wait(&a->kernel_end);
+        if (b == 0)
+            __atomic_store_n(&a->done, kernel + 1, __ATOMIC_RELEASE);
         if (__atomic_load_n(&a->failed, __ATOMIC_ACQUIRE))
             break;
     }
+    __atomic_add_fetch(&a->ended, 1, __ATOMIC_ACQ_REL);
     return NULL;
+}
+
+/* gdaki-release, with the CTAs started: the victim is killed after
+ * A2A_VICTIM_AFTER kernels; a survivor waits for the error, destroys its
+ * context and gives its CTAs A2A_RELEASE_S to end. 0 or 1. */
+static int a2a_release(struct gd_rank *r, struct a2a *a)
+{
+    if (a->me == a->n - 1) {
+        while (__atomic_load_n(&a->done, __ATOMIC_ACQUIRE) < A2A_VICTIM_AFTER && gd_now() < a->deadline)
+            usleep(1000);
+        gd_ready(r);
+        for (;;)
+            pause();
+    }
+    bool has = false;
+    double t0 = gd_now();
+    while (r->gin->queryLastError(a->k.ctx, &has) == ncclSuccess && !has && gd_now() < t0 + A2A_RELEASE_S)
+        usleep(1000);
+    if (!has) {
+        printf("rank %d: queryLastError reports nothing %.0f s into the run with rank %d killed\n", a->me,
+               A2A_RELEASE_S, a->n - 1);
+        return 1;
+    }
+    int at = __atomic_load_n(&a->done, __ATOMIC_ACQUIRE);
+    if (r->gin->destroyContext(a->k.ctx) != ncclSuccess) {
+        printf("rank %d: destroyContext of the failed context failed\n", a->me);
+        return 1;
+    }
+    a->k.ctx = NULL;
+    double t1 = gd_now();
+    while (__atomic_load_n(&a->ended, __ATOMIC_ACQUIRE) < A2A_CTAS && gd_now() < t1 + A2A_RELEASE_S)
+        usleep(1000);
+    int ended = __atomic_load_n(&a->ended, __ATOMIC_ACQUIRE);
+    if (ended < A2A_CTAS) {
+        printf("rank %d: %d of %d CTAs still spin %.0f s after destroyContext (at kernel %d of %d)\n", a->me,
+               A2A_CTAS - ended, A2A_CTAS, A2A_RELEASE_S, __atomic_load_n(&a->done, __ATOMIC_ACQUIRE), a->kernels);
+        fflush(stdout);
+        _exit(1);       /* the spinning CTAs cannot be joined */
+    }
+    printf("rank %d: error seen at kernel %d; after destroyContext all %d CTAs ended their %d kernels in %.2f s\n",
+           a->me, at, A2A_CTAS, a->kernels, gd_now() - t1);
+    return 0;
 }
 
 static int t_gdaki_a2a(struct gd_rank *r, void *arg)
@@ -135,6 +195,7 @@ static int t_gdaki_a2a(struct gd_rank *r, void *arg)
     a->me = r->rank;
     a->n = r->nranks;
     a->kernels = o->rounds;
+    a->release = o->release;
     a->chunk = o->slot;
     if (gk_open(r, &a->k, (size_t)a->n * a->chunk)) {
         free(a);
@@ -157,6 +218,15 @@ static int t_gdaki_a2a(struct gd_rank *r, void *arg)
             break;
         }
         started++;
+    }
+    if (a->release && started == A2A_CTAS) {
+        bad = a2a_release(r, a);
+        for (int b = 0; b < started; b++)
+            pthread_join(th[b], NULL);
+        pthread_barrier_destroy(&a->kernel_end);
+        gk_close(&a->k);
+        free(a);
+        return bad;
     }
     for (int b = 0; b < started; b++)
         pthread_join(th[b], NULL);
@@ -216,11 +286,16 @@ static int t_gdaki_a2a(struct gd_rank *r, void *arg)
     return bad;
 }
 
-int gd_gdaki_a2a_run(const char *plugin, struct gd_opts *o)
+int gd_gdaki_a2a_run(const char *plugin, struct gd_opts *o, int release)
 {
+    o->release = release;
     if (o->ranks < 1 || o->ranks > GD_MAX_RANKS || A2A_CTAS * 2 > GK_NSIG || o->slot == 0) {
         printf("gdaki-a2a: 1..%d ranks and a --slot size, please\n", GD_MAX_RANKS);
         return 1;
     }
-    return gd_run(plugin, o->ranks, A2A_DEADLINE_S * 2, -1, o->seed, t_gdaki_a2a, o);
+    if (release && o->ranks < 2) {
+        printf("gdaki-release: 2 ranks or more, please\n");
+        return 1;
+    }
+    return gd_run(plugin, o->ranks, A2A_DEADLINE_S * 2, release ? o->ranks - 1 : -1, o->seed, t_gdaki_a2a, o);
 }

@@ -9,7 +9,7 @@
 #include "parse.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "       gindriver --plugin PATH --rma-version 13|14 [options] rma|rma-bad|rma-kill|probe\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does (or another GIN or\n"
     "RMA table, see the options), with ranks as processes of this host (softnic:\n"
@@ -46,6 +46,8 @@ static const char help[] =
     "  gdaki-error  a put with a bad rkey: an error CQE, and queryLastError says so (a new context: no error)\n"
     "  gdaki-a2a    nccl-tests' GIN alltoall kernel: 16 posting threads a rank (CTAs), --rounds kernels\n"
     "          back to back with world barriers, --slot bytes to every rank; byte-checked, sums exact\n"
+    "  gdaki-release  gdaki-a2a with the last rank killed after 3 kernels and CTAs that never abort:\n"
+    "          the others see the error, destroy the context, and their CTAs end within 10 s\n"
     "  gdaki-port-down  rank 0's port 2 goes down: its queryLastError reports it within 5 s\n"
     "  gdaki-group-fail two contexts of one communicator: rank 0 sees the error on the first; both are kept\n"
     "  gdaki-kill   a rank SIGKILLed after createContext: queryLastError of the others says so\n"

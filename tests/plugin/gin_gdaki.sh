@@ -5,14 +5,15 @@
 # tests/gindriver's gdaki subcommands post into the described queues from
 # the CPU exactly as NCCL 2.28.9's device code does, on softnic (DEVX QPs,
 # WAIT on a CQ, CQs ignoring overrun): byte-checked puts, exact signal and
-# counter sums, rings wrapped; a bad rkey and a killed peer as errors.
+# counter sums, rings wrapped; a bad rkey and a killed peer as errors, and
+# kernels still spinning on a failed context ended by its destroyContext.
 # Plus the type choice: the layout version check and its fallback, and a
 # peer's GW_GDAKI message as untrusted input (gindriver gdaki-forged-KIND).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 19
+tap_plan 20
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -68,6 +69,11 @@ n1=$(grep -c "rank 1: [a-zA-Z]* of a failed GDAKI context" "$out")
     tap_not_ok gdaki_failure_of_one_context_keeps_every_context_of_the_communicator "rc=$rc kept on rank 0: $n0, rank 1: $n1 $(grep -v 'INFO' "$out" | tail -n 20)"
 tap_check gdaki_bad_rkey_is_an_error_cqe_and_query_last_error "$gd" --plugin "$plugin" gdaki-error
 tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ranks 3 gdaki-kill
+# NCCL 2.28's device code has no abort: after a peer dies, destroyContext
+# must end the kernels still spinning on the failed context (16 CTAs a rank,
+# 200 queued kernels) within 10 s, or ncclCommAbort never returns
+tap_check gdaki_failed_context_destroy_ends_the_spinning_kernels "$gd" --plugin "$plugin" --ranks 3 --rounds 200 \
+    --slot 4096 gdaki-release
 
 # A forged GW_GDAKI message from rank 2 to rank 0: rank 0 refuses it with a
 # WARN saying why, and rank 1 learns that rank 0 failed from the exchange
