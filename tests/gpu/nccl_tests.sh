@@ -195,6 +195,7 @@ for type in $FAULT_TYPES; do
         nccl_error "$log" && ok=1
     fault_result $type "gin_${type}_peer_killed_survivors_end_with_an_error_within_${BOUND}s" $ok \
         "victim=$victim rc=$rc survivors ended: $n_ended, worst ${d:-none} s | $(grep -E 'WARN|minimpirun:|failure' "$log" | head -n 8 | tr '\n' '|' | cut -c1-1200)"
+    echo "# $type, peer killed: $n_ended survivor(s) ended, the last ${d:-never} s after the first failure"
 
     # both ports of rank 0 down while the kernels run
     log=$JOBDIR/nccl_tests.portdown_$type.log
@@ -215,5 +216,6 @@ for type in $FAULT_TYPES; do
         ! grep -q 'still running' "$log" && nccl_error "$log" && ok=1
     fault_result $type "gin_${type}_ports_down_every_rank_ends_with_an_error_within_${BOUND}s" $ok \
         "injected=$injected rc=$rc took=${took}s | $(grep -E 'WARN|minimpirun:|failure' "$log" | head -n 8 | tr '\n' '|' | cut -c1-1200)"
+    echo "# $type, ports down: every rank ended ${took} s after the injection (rc $rc)"
 done
 tap_done
