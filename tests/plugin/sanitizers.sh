@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 43
+tap_plan 44
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -90,6 +90,9 @@ san asan_gin_qp_fatal_event_fails_the_collcomm $gd qp-fatal
 san asan_gin_gdaki_cpu_consumer env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 --rounds 60 gdaki
 san asan_gin_gdaki_bad_rkey env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd gdaki-error
 san asan_gin_gdaki_peer_killed env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx $gd --ranks 3 gdaki-kill
+# the release thread of a failed context under posting threads that never abort
+san asan_gin_gdaki_failed_context_released env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx \
+    $gd --ranks 3 --rounds 100 --slot 4096 gdaki-release
 # the DEVX QPs' completers and their peers' responders polling before they
 # sleep (SOFTNIC_ACK_POLL_US; off by default on CI's two cores)
 san asan_gin_gdaki_polling_threads env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx SOFTNIC_ACK_POLL_US=200 \
