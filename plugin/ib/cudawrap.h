@@ -138,8 +138,10 @@ const struct cudawrap *cudawrap_get(char *err, size_t errlen);
  * at most timeout_ms: 0; -1 with err; CUDAWRAP_SIDE_LATE when the copy did
  * not land in time (it may still land: the buffer stays reserved and later
  * copies on that GPU fail). Thread-safe; the caller's current context is
- * left as it was. */
+ * left as it was. cudawrap_side_ctx gives the side context itself (made on
+ * the first call for that GPU), NULL with err when the driver makes none. */
 #define CUDAWRAP_SIDE_LATE (-2)
+cudawrap_ctx cudawrap_side_ctx(const struct cudawrap *cu, int ordinal, char *err, size_t errlen);
 int cudawrap_side_prepare(const struct cudawrap *cu, int ordinal, char *err, size_t errlen);
 int cudawrap_side_copy(const struct cudawrap *cu, int ordinal, cudawrap_devptr d, void *h, size_t len, int to_device,
                        int timeout_ms, char *err, size_t errlen);

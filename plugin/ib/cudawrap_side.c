@@ -22,7 +22,7 @@ struct side {
     int late;               /* a copy did not land in time: the bounce buffer may still be written */
     char why[160];          /* why there is no side context */
     cudawrap_ctx ctx;
-    cudawrap_stream stream;
+    cudawrap_stream stream; /* made with bounce, on the first copy */
     void *bounce;           /* SIDE_BOUNCE bytes, pinned */
     pthread_mutex_t mu;     /* one copy at a time per GPU */
 };
@@ -37,8 +37,8 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-/* Makes sides[ordinal] once; the caller holds sides_mu. */
-static void side_make(const struct cudawrap *cu, int ordinal, struct side *s)
+/* Makes sides[ordinal]'s context once; the caller holds sides_mu. */
+static void side_make_ctx(const struct cudawrap *cu, int ordinal, struct side *s)
 {
     s->tried = 1;
     pthread_mutex_init(&s->mu, NULL);
@@ -57,28 +57,50 @@ static void side_make(const struct cudawrap *cu, int ordinal, struct side *s)
         prev = NULL;
     /* CUctxCreateParams, all zero: no execution affinity, no CIG */
     struct { void *exec_affinity; int n_exec_affinity; void *cig; } params = { 0 };
-    const char *step = "cuCtxCreate";
     r = cu->ctx_create(&s->ctx, &params, 0, dev);  /* makes it current */
-    if (r == CUDA_SUCCESS) {
-        step = "cuStreamCreate";
-        r = cu->stream_create(&s->stream, CU_STREAM_NON_BLOCKING);
-    }
-    if (r == CUDA_SUCCESS) {
-        step = "cuMemHostRegister";
-        s->bounce = aligned_alloc(4096, SIDE_BOUNCE);
-        r = s->bounce ? cu->mem_host_register(s->bounce, SIDE_BOUNCE, CU_MEMHOSTREGISTER_PORTABLE)
-                      : CUDA_ERROR_OUT_OF_MEMORY;
-    }
     cu->ctx_set_current(prev);
     if (r != CUDA_SUCCESS) {
-        /* a half-made side context stays: destroying it is a device sync */
-        snprintf(s->why, sizeof(s->why), "%s on GPU %d: %s", step, ordinal, cudawrap_error_string(r));
-        free(s->bounce);
-        s->bounce = NULL;
-        s->stream = NULL;
+        s->ctx = NULL;
+        snprintf(s->why, sizeof(s->why), "cuCtxCreate on GPU %d: %s", ordinal, cudawrap_error_string(r));
     }
 }
 
+/* The stream and bounce buffer of a side context, once; the caller holds
+ * s->mu. A half-made pair stays: destroying a stream is a device sync. */
+static int side_make_copier(const struct cudawrap *cu, struct side *s, char *err, size_t errlen)
+{
+    if (s->bounce)
+        return 0;
+    if (s->why[0] && !s->ctx) {
+        snprintf(err, errlen, "no side context: %s", s->why);
+        return -1;
+    }
+    cudawrap_ctx prev = NULL;
+    if (cu->ctx_get_current(&prev) != CUDA_SUCCESS)
+        prev = NULL;
+    const char *step = "cuCtxSetCurrent";
+    cudawrap_result r = cu->ctx_set_current(s->ctx);
+    if (r == CUDA_SUCCESS && !s->stream) {
+        step = "cuStreamCreate";
+        r = cu->stream_create(&s->stream, CU_STREAM_NON_BLOCKING);
+    }
+    void *b = NULL;
+    if (r == CUDA_SUCCESS) {
+        step = "cuMemHostRegister";
+        b = aligned_alloc(4096, SIDE_BOUNCE);
+        r = b ? cu->mem_host_register(b, SIDE_BOUNCE, CU_MEMHOSTREGISTER_PORTABLE) : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cu->ctx_set_current(prev);
+    if (r != CUDA_SUCCESS) {
+        free(b);
+        snprintf(err, errlen, "side context: %s: %s", step, cudawrap_error_string(r));
+        return -1;
+    }
+    s->bounce = b;
+    return 0;
+}
+
+/* sides[ordinal] with its context made (NULL with err when there is none). */
 static struct side *side_get(const struct cudawrap *cu, int ordinal, char *err, size_t errlen)
 {
     if (!cu || ordinal < 0 || ordinal >= SIDE_GPUS) {
@@ -88,18 +110,30 @@ static struct side *side_get(const struct cudawrap *cu, int ordinal, char *err, 
     struct side *s = &sides[ordinal];
     pthread_mutex_lock(&sides_mu);
     if (!s->tried)
-        side_make(cu, ordinal, s);
+        side_make_ctx(cu, ordinal, s);
     pthread_mutex_unlock(&sides_mu);
-    if (!s->bounce) {
+    if (!s->ctx) {
         snprintf(err, errlen, "no side context: %s", s->why);
         return NULL;
     }
     return s;
 }
 
+cudawrap_ctx cudawrap_side_ctx(const struct cudawrap *cu, int ordinal, char *err, size_t errlen)
+{
+    struct side *s = side_get(cu, ordinal, err, errlen);
+    return s ? s->ctx : NULL;
+}
+
 int cudawrap_side_prepare(const struct cudawrap *cu, int ordinal, char *err, size_t errlen)
 {
-    return side_get(cu, ordinal, err, errlen) ? 0 : -1;
+    struct side *s = side_get(cu, ordinal, err, errlen);
+    if (!s)
+        return -1;
+    pthread_mutex_lock(&s->mu);
+    int rc = side_make_copier(cu, s, err, errlen);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 /* Waits for the side stream until deadline: 0, -1 (failed) or LATE. */
@@ -130,8 +164,8 @@ int cudawrap_side_copy(const struct cudawrap *cu, int ordinal, cudawrap_devptr d
     if (!s)
         return -1;
     pthread_mutex_lock(&s->mu);
-    int rc = 0;
-    if (s->late) {
+    int rc = side_make_copier(cu, s, err, errlen);
+    if (!rc && s->late) {
         snprintf(err, errlen, "an earlier side copy on GPU %d never landed", ordinal);
         rc = -1;
     }
@@ -166,6 +200,13 @@ int cudawrap_side_copy(const struct cudawrap *cu, int ordinal, cudawrap_devptr d
 }
 
 #else /* !HAVE_CUDA */
+
+cudawrap_ctx cudawrap_side_ctx(const struct cudawrap *cu, int ordinal, char *err, size_t errlen)
+{
+    (void)cu, (void)ordinal;
+    snprintf(err, errlen, "built without CUDA (configure found no cuda.h)");
+    return NULL;
+}
 
 int cudawrap_side_prepare(const struct cudawrap *cu, int ordinal, char *err, size_t errlen)
 {

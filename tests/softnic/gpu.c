@@ -77,37 +77,25 @@ bool gpu_is_device_ptr(const void *ptr)
  * such memory in its own context, where the stall above remains possible. */
 static cudawrap_ctx gpu_nic_ctx(int ordinal)
 {
-    static cudawrap_ctx ctxs[64];
+    static cudawrap_ctx primary[64];
     static bool tried[64];
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     const struct cudawrap *cu = cudawrap_peek();
-    cudawrap_device dev;
-    if (ordinal < 0 || ordinal >= 64)
-        return NULL;
+    char why[200];
+    cudawrap_ctx ctx = cudawrap_side_ctx(cu, ordinal, why, sizeof(why));
+    if (ctx || ordinal < 0 || ordinal >= 64)
+        return ctx;
     pthread_mutex_lock(&mu);
     if (!tried[ordinal]) {
         tried[ordinal] = true;
-        cudawrap_result r = -1;
-        if (cu->device_get(&dev, ordinal) == 0) {
-            /* CUctxCreateParams (cuda.h), all zero: no affinity, no CIG */
-            struct { void *exec_affinity; int n_exec_affinity; void *cig; } params = { 0 };
-            /* cuCtxCreate makes the new context current: the caller's stays */
-            cudawrap_ctx prev = NULL;
-            if (cu->ctx_get_current(&prev) != 0)
-                prev = NULL;
-            r = cu->ctx_create ? cu->ctx_create(&ctxs[ordinal], &params, 0, dev) : -1;
-            if (r == 0)
-                cu->ctx_set_current(prev);
-            if (r != 0) {
-                /* the application's primary context: copies may then wait for its kernels */
-                SN_LOG("gpu: no context of softnic's own on GPU %d (%s): copies run in the GPU's primary context",
-                       ordinal, cu->ctx_create ? cudawrap_error_string(r) : "the driver has no cuCtxCreate");
-                if (cu->primary_ctx_retain(&ctxs[ordinal], dev) != 0)
-                    ctxs[ordinal] = NULL;
-            }
-        }
+        /* the application's primary context: copies may then wait for its kernels */
+        SN_LOG("gpu: no context of softnic's own on GPU %d (%s): copies run in the GPU's primary context", ordinal,
+               why);
+        cudawrap_device dev;
+        if (cu->device_get(&dev, ordinal) != 0 || cu->primary_ctx_retain(&primary[ordinal], dev) != 0)
+            primary[ordinal] = NULL;
     }
-    cudawrap_ctx ctx = ctxs[ordinal];
+    ctx = primary[ordinal];
     pthread_mutex_unlock(&mu);
     return ctx;
 }
