@@ -5,20 +5,35 @@
 # RDMA on (NCCL_NET_GDR_LEVEL=SYS: softnic's PCI path is not a real device,
 # so NCCL would otherwise place the NIC across the CPU and turn GDR off) and
 # once with host staging (NCCL_NET_GDR_LEVEL=LOC); PyTorch's NCCL (2.28.9,
-# nccl_torch_lib) runs with GDR on. The logs must show the NCCL version that
-# ran, that railnet (v11, the newest table NCCL 2.28 knows) was loaded and used, and GDR on/off. A variant whose
-# NCCL is not installed is skipped with the reason.
+# nccl_torch_lib) runs with GDR on, and so does every NCCL scripts/build-nccl
+# built and scripts/gpu-stage staged ($top_builddir/nccl-VERSION: 2.29.x,
+# 2.30.x). The logs must show the NCCL version that ran, that railnet was
+# loaded with the newest net table that NCCL knows (v11 for 2.28 and 2.29,
+# v12 for 2.30) and used, and GDR on/off. A variant whose NCCL is not
+# installed is skipped with the reason.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 prog=$top_builddir/tests/gpu/nccl_collectives
-ncases=$((3 * (12 + 4)))
+built=
+for d in "$top_builddir"/nccl-[0-9]*; do
+    [ -e "$d/lib/libnccl.so.2" ] && built="$built ${d##*/nccl-}"
+done
+nbuilt=0; for v in $built; do nbuilt=$((nbuilt + 1)); done
+ncases=$(((3 + nbuilt) * (12 + 4)))
 if [ "$(gpu_count)" -lt 1 ]; then
     tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
 fi
 tap_plan $ncases
-for variant in gdr host gdr_nccl2289; do
+for variant in gdr host gdr_nccl2289 $(for v in $built; do echo "gdr_nccl$v"; done); do
     case $variant in host) gdr=LOC ;; *) gdr=SYS ;; esac
-    ld=$LD_LIBRARY_PATH want=
+    ld=$LD_LIBRARY_PATH want= netv=11
+    case $variant in
+        gdr_nccl2.*)
+            want=${variant#gdr_nccl}
+            ld=$SOFTNIC_DIR:$top_builddir/nccl-$want/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+            case $want in 2.2[0-9].*) ;; *) netv=12 ;; esac
+            ;;
+    esac
     if [ $variant = gdr_nccl2289 ]; then
         tl=$(nccl_torch_lib)
         if [ ! -e "$tl/libnccl.so.2" ]; then
@@ -34,10 +49,10 @@ for variant in gdr host gdr_nccl2289; do
     log1=$JOBDIR/e2e_$variant.rank1.log
     nccl_report_collectives "$variant" 12 "$log0" "$log1"
     nccl_check_version "$variant" "$want" "$log0"
-    if grep -q "Loaded net plugin railnet (v11)" "$log0" && grep -q "Using network railnet" "$log0"; then
-        tap_ok "${variant}_nccl_loaded_and_used_railnet_v11"
+    if grep -q "Loaded net plugin railnet (v$netv)" "$log0" && grep -q "Using network railnet" "$log0"; then
+        tap_ok "${variant}_nccl_loaded_and_used_railnet_v$netv"
     else
-        tap_not_ok "${variant}_nccl_loaded_and_used_railnet_v11" "$(grep -E 'NET/|network' "$log0" | head -n 20 | sed 's/^/# /')"
+        tap_not_ok "${variant}_nccl_loaded_and_used_railnet_v$netv" "$(grep -E 'NET/|network' "$log0" | head -n 20 | sed 's/^/# /')"
     fi
     ngdr=$(grep -c "/GDRDMA" "$log0")
     if { [ $gdr = SYS ] && [ "$ngdr" -gt 0 ]; } || { [ $gdr = LOC ] && [ "$ngdr" -eq 0 ]; }; then

@@ -97,16 +97,26 @@ for coll in all_reduce sendrecv; do
     else tap_not_ok "p2p_${coll}_2r_through_railnet_data_checked" "$(why "$log")"; fi
 done
 
+# The NCCL the jobs ran (nccl-tests prints it in its header).
+nccl_lib=$(sed -n 's/.*nccl-library=\([0-9]*\).*/\1/p' "$JOBDIR/nccl_tests.p2p_all_reduce.log" | head -n 1)
+# railnet's GDAKI type writes NCCL 2.28's layout; other releases get the proxy type
+gdaki_ok=no
+[ "${nccl_lib:-0}" -ge 22800 ] && [ "${nccl_lib:-0}" -lt 22900 ] && gdaki_ok=yes
+
 # GIN: the device implementations of alltoall
 for impl in $IMPLS; do
     for type in $TYPES; do
         case $type in
-            auto) env= want="GDAKI type" ;;
+            auto) env= want="GDAKI type"; [ $gdaki_ok = yes ] || want="proxy type" ;;
             proxy) env="RAILNET_GIN=proxy" want="proxy type" ;;
             gdaki) env="RAILNET_GIN=gdaki NCCL_GIN_TYPE=3" want="GDAKI type" ;;
         esac
         for n in $RANKS; do
             name=gin_D${impl}_${type}_${n}r
+            if [ $type = gdaki ] && [ $gdaki_ok = no ]; then
+                tap_skip "${name}_data_checked_16B_to_64MiB" "NCCL ${nccl_lib:-?}'s device code reads another GDAKI layout than railnet writes (NCCL 2.28's): railnet offers the proxy type"
+                continue
+            fi
             # shellcheck disable=SC2086
             nt_job "$name" "$n" $env -- "$NT/alltoall_perf" -b 16 -e 64M -f 4 -c 1 -R 2 -D "$impl" -n 2 -w 1
             if [ $rc -eq 0 ] && rows_clean "$log" && grep -q "NET/railnet/GIN: rank 0 of $n .*$want" "$log"; then
@@ -159,10 +169,14 @@ fault_result() {
     elif [ "$3" = 1 ]; then tap_ok "$2"
     else tap_not_ok "$2" "$4"; fi
 }
-# The NCCL the jobs ran (nccl-tests prints it in its header).
-nccl_lib=$(sed -n 's/.*nccl-library=\([0-9]*\).*/\1/p' "$JOBDIR/nccl_tests.p2p_all_reduce.log" | head -n 1)
 FAULT_TIMEOUT=$((40 + BOUND + WAIT_OTHERS))
 for type in $FAULT_TYPES; do
+    if [ "$type" = gdaki ] && [ $gdaki_ok = no ]; then
+        why_not="NCCL ${nccl_lib:-?}'s device code reads another GDAKI layout than railnet writes (NCCL 2.28's)"
+        tap_skip "gin_gdaki_peer_killed_survivors_end_with_an_error_within_${BOUND}s" "$why_not"
+        tap_skip "gin_gdaki_ports_down_every_rank_ends_with_an_error_within_${BOUND}s" "$why_not"
+        continue
+    fi
     if [ "$type" = proxy ] && [ "${nccl_lib:-0}" -lt 22900 ]; then
         why_not="NCCL ${nccl_lib:-?}'s proxy GIN ignores what the plugin's test() and ginProgress return and reports only an iput that fails; an error after a kernel's last put never reaches ncclCommGetAsyncError (NCCL's own IB transport hangs the same way: NT_FAULT_TYPES=ncclib)"
         tap_skip "gin_proxy_peer_killed_survivors_end_with_an_error_within_${BOUND}s" "$why_not"
