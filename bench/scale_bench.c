@@ -19,6 +19,7 @@
 #include "nccl_gin_v11.h"
 #include "nccl_net_v8.h"
 #include "plugin/ib/parse.h"
+#include "tools/common/fdio.h"
 #include "tools/common/plugin_tables.h"
 
 #include <dirent.h>
@@ -108,47 +109,19 @@ static double now_s(void)
  * the NIC threads they wait for (softnic's own tests wait 200 us too). */
 #define IDLE_US 200
 
-static int full_write(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n, len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int full_read(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n, len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* A message between a rank and the parent: type ('S' step done, 'F'
  * failed: text; parent: 'R' reply), length, payload. */
 static int msg_send(int fd, char type, const void *p, uint32_t len)
 {
-    return full_write(fd, &type, 1) || full_write(fd, &len, sizeof(len)) || (len && full_write(fd, p, len));
+    return fd_write_all(fd, &type, 1) || fd_write_all(fd, &len, sizeof(len)) || (len && fd_write_all(fd, p, len));
 }
 
 /* Reads a message into buf (at most cap bytes); -1 on EOF or oversize. */
 static int msg_recv(int fd, char *type, void *buf, uint32_t cap, uint32_t *len)
 {
-    if (full_read(fd, type, 1) || full_read(fd, len, sizeof(*len)) || *len > cap)
+    if (fd_read_all(fd, type, 1) || fd_read_all(fd, len, sizeof(*len)) || *len > cap)
         return -1;
-    return *len ? full_read(fd, buf, *len) : 0;
+    return *len ? fd_read_all(fd, buf, *len) : 0;
 }
 
 /* Byte j of the message (or put) from rank s to rank d. */

@@ -14,6 +14,7 @@
 #include "railnet_gdaki.h"
 #include "tap.h"
 #include "build_paths.h"
+#include "../../tools/common/fdio.h"
 
 static char err[512];
 
@@ -92,18 +93,6 @@ static uint8_t byte_at(size_t i)
     return (uint8_t)(i * 31 + 7);
 }
 
-static int full_read(int fd, void *buf, size_t len)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = read(fd, (char *)buf + done, len - done);
-        if (n <= 0)
-            return -1;
-        done += (size_t)n;
-    }
-    return 0;
-}
-
 /* The receiving process: exit 0 when every byte arrived. */
 static int receiver(int fd)
 {
@@ -120,12 +109,12 @@ static int receiver(int fd)
     off.addr = md.addr;
     off.rkey = md.rkey;
     struct gdaki_qp_info theirs;
-    if (write(fd, &off, sizeof(off)) != (ssize_t)sizeof(off) || full_read(fd, &theirs, sizeof(theirs)))
+    if (write(fd, &off, sizeof(off)) != (ssize_t)sizeof(off) || fd_read_all(fd, &theirs, sizeof(theirs)))
         return 12;
     if (gdaki_half_connect(rcv, &theirs, err, sizeof(err)) != 0)
         return 13;
     char c = 'R';
-    if (write(fd, &c, 1) != 1 || full_read(fd, &c, 1) || c != 'D')
+    if (write(fd, &c, 1) != 1 || fd_read_all(fd, &c, 1) || c != 'D')
         return 14;
     for (size_t i = 0; i < (size_t)XN * XLEN; i++)
         if (dst[i] != byte_at(i))
@@ -149,12 +138,12 @@ TAP_CASE(test_halves_in_two_processes_connect_and_write)
     struct gdaki_qp_info mine;
     struct gdaki_pair *snd = half(GDAKI_ROLE_SEND, &mine);
     struct offer off;
-    EXPECT_EQ_INT(0, full_read(fd, &off, sizeof(off)));
+    EXPECT_EQ_INT(0, fd_read_all(fd, &off, sizeof(off)));
     EXPECT_EQ_INT((int)sizeof(mine), (int)write(fd, &mine, sizeof(mine)));
     if (gdaki_half_connect(snd, &off.qp, err, sizeof(err)) != 0)
         tap_fail_at(__FILE__, __LINE__, "gdaki_half_connect: %s", err);
     char c = 0;
-    EXPECT_EQ_INT(0, full_read(fd, &c, 1));    /* the receiver is in RTR/RTS */
+    EXPECT_EQ_INT(0, fd_read_all(fd, &c, 1));    /* the receiver is in RTR/RTS */
     EXPECT_EQ_INT('R', c);
     uint8_t *src = malloc((size_t)XN * XLEN);
     for (size_t i = 0; i < (size_t)XN * XLEN; i++)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../tools/common/fdio.h"
 #include "../../tools/common/plugin_tables.h"
 #include "gd.h"
 
@@ -58,40 +59,12 @@ void gd_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, i
     fprintf(stderr, "[%d] NCCL %s %s (%s:%d)\n", (int)getpid(), tag, msg, file, line);
 }
 
-static int full_write(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n, len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int full_read(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n, len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* Messages rank -> parent: 'H' + handle, 'B' (barrier), 'R' (ready). Parent
  * -> rank: all handles, then 'B' per barrier. */
 int gd_barrier(struct gd_rank *r)
 {
     char c = 'B';
-    if (full_write(r->fd, &c, 1) || full_read(r->fd, &c, 1) || c != 'B')
+    if (fd_write_all(r->fd, &c, 1) || fd_read_all(r->fd, &c, 1) || c != 'B')
         return -1;
     return 0;
 }
@@ -99,7 +72,7 @@ int gd_barrier(struct gd_rank *r)
 void gd_ready(struct gd_rank *r)
 {
     char c = 'R';
-    (void)full_write(r->fd, &c, 1);
+    (void)fd_write_all(r->fd, &c, 1);
 }
 
 int gd_listen_again(struct gd_rank *r, void **listen_comm)
@@ -110,8 +83,8 @@ int gd_listen_again(struct gd_rank *r, void **listen_comm)
     if (r->gin->listen(r->ctx, 0, handle, listen_comm) != ncclSuccess)
         return 1;
     char c = 'H';
-    return full_write(r->fd, &c, 1) || full_write(r->fd, handle, GD_HANDLE) ||
-           full_read(r->fd, r->handles, (size_t)r->nranks * GD_HANDLE);
+    return fd_write_all(r->fd, &c, 1) || fd_write_all(r->fd, handle, GD_HANDLE) ||
+           fd_read_all(r->fd, r->handles, (size_t)r->nranks * GD_HANDLE);
 }
 
 ncclResult_t gd_connect(struct gd_rank *r)
@@ -165,8 +138,8 @@ static int rank_main(const char *plugin, int rank, int nranks, int fd, uint64_t 
         return 2;
     }
     char c = 'H';
-    if (full_write(fd, &c, 1) || full_write(fd, handle, GD_HANDLE) ||
-        full_read(fd, r.handles, (size_t)nranks * GD_HANDLE))
+    if (fd_write_all(fd, &c, 1) || fd_write_all(fd, handle, GD_HANDLE) ||
+        fd_read_all(fd, r.handles, (size_t)nranks * GD_HANDLE))
         return 2;
     int rc = fn(&r, arg);
     if (r.coll && r.gin->closeColl(r.coll) != ncclSuccess && rc == 0)
@@ -213,18 +186,18 @@ int gd_run(const char *plugin, int nranks, double timeout_s, int kill_rank, uint
             if (!alive[i] || !pf[i].revents)
                 continue;
             char c;
-            if (full_read(fds[i], &c, 1)) {
+            if (fd_read_all(fds[i], &c, 1)) {
                 alive[i] = 0;
                 nalive--;
                 continue;
             }
             if (c == 'H') {
-                if (full_read(fds[i], handles[i], GD_HANDLE))
+                if (fd_read_all(fds[i], handles[i], GD_HANDLE))
                     alive[i] = 0, nalive--;
                 else if (++got % nranks == 0) /* each round of listens: gd_listen_again */
                     for (int j = 0; j < nranks; j++)
                         if (alive[j])
-                            (void)full_write(fds[j], handles, (size_t)nranks * GD_HANDLE);
+                            (void)fd_write_all(fds[j], handles, (size_t)nranks * GD_HANDLE);
             } else if (c == 'B') {
                 in_barrier[i] = 1;
                 waiting++;
@@ -237,7 +210,7 @@ int gd_run(const char *plugin, int nranks, double timeout_s, int kill_rank, uint
             for (int j = 0; j < nranks; j++)
                 if (in_barrier[j]) {
                     char b = 'B';
-                    (void)full_write(fds[j], &b, 1);
+                    (void)fd_write_all(fds[j], &b, 1);
                     in_barrier[j] = 0;
                 }
             waiting = 0;
