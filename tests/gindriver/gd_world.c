@@ -75,6 +75,8 @@ void gd_ready(struct gd_rank *r)
     (void)fd_write_all(r->fd, &c, 1);
 }
 
+/* A listen on device 0 and the exchange of every rank's handle through the
+ * parent (also each rank's first). */
 int gd_listen_again(struct gd_rank *r, void **listen_comm)
 {
     uint8_t handle[GD_HANDLE];
@@ -131,16 +133,10 @@ static int rank_main(const char *plugin, int rank, int nranks, int fd, uint64_t 
         fprintf(stderr, "gindriver: rank %d: init/devices failed (%d, %d devices)\n", rank, e, ndev);
         return 2;
     }
-    uint8_t handle[GD_HANDLE];
-    memset(handle, 0, sizeof(handle));
-    if (r.gin->listen(r.ctx, 0, handle, &r.listen) != ncclSuccess) {
-        fprintf(stderr, "gindriver: rank %d: listen failed\n", rank);
+    if (gd_listen_again(&r, &r.listen)) {
+        fprintf(stderr, "gindriver: rank %d: listen or the handle exchange failed\n", rank);
         return 2;
     }
-    char c = 'H';
-    if (fd_write_all(fd, &c, 1) || fd_write_all(fd, handle, GD_HANDLE) ||
-        fd_read_all(fd, r.handles, (size_t)nranks * GD_HANDLE))
-        return 2;
     int rc = fn(&r, arg);
     if (r.coll && r.gin->closeColl(r.coll) != ncclSuccess && rc == 0)
         rc = 3;
