@@ -41,4 +41,18 @@ ncclResult_t face_v13_iput_signal(void *ctx, int context, uint64_t src_off, void
                                   uint64_t dst_off, void *dst_mh, uint32_t rank, uint64_t sig_off, void *sig_mh,
                                   uint64_t sig_value, uint32_t sig_op, void **request);
 
+/* The entries of a v13-layout table (ncclGinPlugin_v13 and
+ * ncclRmaPlugin_v13 have the same layout under two ABI type names), with
+ * its getProperties. */
+#define FACE_V13_TABLE(get_properties)                                                                     \
+    {                                                                                                      \
+        .name = "railnet", .init = gin_init, .devices = gin_devices, .getProperties = (get_properties),    \
+        .listen = gin_listen_face, .connect = gin_connect_face, .createContext = face_v13_create_context,   \
+        .regMrSym = gin_reg_mr_sym_face, .regMrSymDmaBuf = gin_reg_mr_sym_dmabuf_face,                     \
+        .deregMrSym = gin_dereg_mr_sym, .destroyContext = gin_rma_destroy, .closeColl = gin_close_coll,    \
+        .closeListen = gin_close_listen, .iput = gin_rma_iput, .iputSignal = face_v13_iput_signal,         \
+        .iget = gin_rma_iget, .iflush = gin_rma_iflush, .test = gin_test, .ginProgress = gin_rma_progress, \
+        .queryLastError = gin_rma_query_last_error, .finalize = gin_finalize,                              \
+    }
+
 #endif

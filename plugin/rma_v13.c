@@ -44,26 +44,4 @@ ncclResult_t face_v13_iput_signal(void *ctx, int context, uint64_t src_off, void
                                sig_value, sig_op, true, request);
 }
 
-RN_EXPORT const ncclRma_v13_t ncclRmaPlugin_v13 = {
-    .name = "railnet",
-    .init = gin_init,
-    .devices = gin_devices,
-    .getProperties = get_properties_v13,
-    .listen = gin_listen_face,
-    .connect = gin_connect_face,
-    .createContext = face_v13_create_context,
-    .regMrSym = gin_reg_mr_sym_face,
-    .regMrSymDmaBuf = gin_reg_mr_sym_dmabuf_face,
-    .deregMrSym = gin_dereg_mr_sym,
-    .destroyContext = gin_rma_destroy,
-    .closeColl = gin_close_coll,
-    .closeListen = gin_close_listen,
-    .iput = gin_rma_iput,
-    .iputSignal = face_v13_iput_signal,
-    .iget = gin_rma_iget,
-    .iflush = gin_rma_iflush,
-    .test = gin_test,
-    .ginProgress = gin_rma_progress,
-    .queryLastError = gin_rma_query_last_error,
-    .finalize = gin_finalize,
-};
+RN_EXPORT const ncclRma_v13_t ncclRmaPlugin_v13 = FACE_V13_TABLE(get_properties_v13);
