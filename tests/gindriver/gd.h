@@ -47,6 +47,8 @@ int gd_barrier(struct gd_rank *r);
 /* Tells the parent this rank is ready to be killed (then a barrier-free
  * wait is the rank's own business). */
 void gd_ready(struct gd_rank *r);
+/* gd_ready, then waits for the parent's SIGKILL (the victim of a kill case). */
+_Noreturn void gd_await_kill(struct gd_rank *r);
 /* connect with every rank's handle as given by the exchange. */
 ncclResult_t gd_connect(struct gd_rank *r);
 

@@ -305,9 +305,7 @@ static int t_gdaki_kill(struct gd_rank *r, void *arg)
         return 1;
     int victim = r->nranks - 1;
     if (r->rank == victim) {
-        gd_ready(r);
-        for (;;)
-            pause();
+        gd_await_kill(r);
     }
     bool has = false;
     double t0 = gd_now();

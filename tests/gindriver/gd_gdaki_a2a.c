@@ -152,9 +152,7 @@ static int a2a_release(struct gd_rank *r, struct a2a *a)
     if (a->me == a->n - 1) {
         while (__atomic_load_n(&a->done, __ATOMIC_ACQUIRE) < A2A_VICTIM_AFTER && gd_now() < a->deadline)
             usleep(1000);
-        gd_ready(r);
-        for (;;)
-            pause();
+        gd_await_kill(r);
     }
     bool has = false;
     double t0 = gd_now();

@@ -623,9 +623,7 @@ static int t_rma_kill(struct gd_rank *r, void *arg)
     if (!buf || reg(r, buf, len, 0, &mh) || create(r, NCTX, -1, 1, &ctx) != ncclSuccess || gd_barrier(r))
         return 1;
     if (r->rank == victim) {
-        gd_ready(r);
-        for (;;)
-            pause(); /* the parent kills this rank now */
+        gd_await_kill(r);
     }
     bool has = true;
     if (gd_rma->queryLastError(ctx, &has) != ncclSuccess || has) {

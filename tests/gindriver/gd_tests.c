@@ -507,9 +507,7 @@ static int t_kill(struct gd_rank *r, void *arg)
     if (!buf || reg(r, buf, len, 0, &mh) || gd_barrier(r))
         return 1;
     if (r->rank == victim) {
-        gd_ready(r);
-        for (;;)
-            pause(); /* the parent kills this rank now */
+        gd_await_kill(r);
     }
     void *ctx = NULL;
     ncclNetDeviceHandle_v11_t *dh = NULL;

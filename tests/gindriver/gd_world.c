@@ -75,6 +75,13 @@ void gd_ready(struct gd_rank *r)
     (void)fd_write_all(r->fd, &c, 1);
 }
 
+_Noreturn void gd_await_kill(struct gd_rank *r)
+{
+    gd_ready(r);
+    for (;;)
+        pause();
+}
+
 /* A listen on device 0 and the exchange of every rank's handle through the
  * parent (also each rank's first). */
 int gd_listen_again(struct gd_rank *r, void **listen_comm)
