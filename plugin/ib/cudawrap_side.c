@@ -1,7 +1,6 @@
 /* plugin/ib/cudawrap_side.c: copies from a side context (cudawrap.h states
- * the contract). */
-#include "config.h"
-
+ * the contract). Like cudawrap.c it needs no CUDA header: the few
+ * constants it passes are the driver ABI's (facts of cuda.h). */
 #include "cudawrap.h"
 
 #include <pthread.h>
@@ -11,8 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#ifdef HAVE_CUDA
-#include <cuda.h>
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_ERROR_NOT_READY 600
+#define CU_STREAM_NON_BLOCKING 0x1
+#define CU_MEMHOSTREGISTER_PORTABLE 0x1
 
 #define SIDE_GPUS 64
 #define SIDE_BOUNCE (1u << 20)
@@ -198,29 +200,3 @@ int cudawrap_side_copy(const struct cudawrap *cu, int ordinal, cudawrap_devptr d
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
-
-#else /* !HAVE_CUDA */
-
-cudawrap_ctx cudawrap_side_ctx(const struct cudawrap *cu, int ordinal, char *err, size_t errlen)
-{
-    (void)cu, (void)ordinal;
-    snprintf(err, errlen, "built without CUDA (configure found no cuda.h)");
-    return NULL;
-}
-
-int cudawrap_side_prepare(const struct cudawrap *cu, int ordinal, char *err, size_t errlen)
-{
-    (void)cu, (void)ordinal;
-    snprintf(err, errlen, "built without CUDA (configure found no cuda.h)");
-    return -1;
-}
-
-int cudawrap_side_copy(const struct cudawrap *cu, int ordinal, cudawrap_devptr d, void *h, size_t len, int to_device,
-                       int timeout_ms, char *err, size_t errlen)
-{
-    (void)cu, (void)ordinal, (void)d, (void)h, (void)len, (void)to_device, (void)timeout_ms;
-    snprintf(err, errlen, "built without CUDA (configure found no cuda.h)");
-    return -1;
-}
-
-#endif
