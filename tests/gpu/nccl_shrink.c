@@ -12,10 +12,16 @@
  *      kill (past it they go on as if it had come, and say so);
  *   2. ncclCommRevoke the communicator and wait until it is quiescent;
  *   3. ncclCommShrink(NCCL_SHRINK_ABORT) it, excluding rank v; where NCCL
- *      refuses the shrink on a survivor, they all build a communicator of
- *      their own from a new unique id instead (recover());
+ *      refuses the shrink on a survivor, or a started shrink does not
+ *      complete on one, they all build a communicator of their own from a
+ *      new unique id instead (recover());
  *   4. run a checked all_reduce on that communicator;
- *   5. ncclCommAbort the parent, finalize and destroy the new one.
+ *   5. ncclCommAbort the parent (the only call allowed on it after the
+ *      revoke), finalize and destroy the new one when it is healthy, else
+ *      abort it too.
+ * A failed step ends the survivor's round early (reported as fail=STEP),
+ * the victim waits for its kill even when its own collectives failed, and
+ * every slot meets the others at the end of each round (--round-bound s). 
  * Every slot then joins the next round's communicator (its unique id comes
  * from rank 0 through a file named after --rendezvous). A real process is
  * killed each round while the slots live through the whole job, so the
@@ -64,7 +70,7 @@ struct opts {
     int slot, nranks, rounds, device;
     size_t bytes;
     const char *rendezvous; /* path prefix of the files the processes share */
-    double error_bound, step_bound;
+    double error_bound, step_bound, round_bound;
     int kill_delay_ms;
     int victim_round; /* --victim: the round this process is rank `slot` of; -1 otherwise */
     int notify_fd;    /* --victim: written once the fault all_reduce is queued */
@@ -110,6 +116,7 @@ struct report {
     double recovery_s;      /* the new communicator's creation */
     double recovered_s;     /* kill -> the new communicator's checked all_reduce done */
     double abort_s, destroy_s, round_s;
+    const char *fail;       /* the step that ended the round early; "none" */
 };
 
 /* One line even when NCCL's threads log to stdout at the same time. */
@@ -382,6 +389,18 @@ static int comm_join(struct ns *ns, int round, const char *what, int n, int rank
     step_end(ns);
     if (r != ncclSuccess) {
         FAIL(ns, round, "ncclCommInitRankConfig", "%d ranks, rank %d: %s", n, rank, result_name(r));
+        if (*comm)
+            ncclCommAbort(*comm);
+        *comm = NULL;
+        return -1;
+    }
+    /* a communicator whose init never ran (NCCL's per-thread group state
+     * left behind by an earlier failed call) reports ncclSuccess and 0 ranks */
+    int count = -1;
+    if (ncclCommCount(*comm, &count) != ncclSuccess || count != n) {
+        FAIL(ns, round, "ncclCommInitRankConfig", "ready, but %d ranks instead of %d", count, n);
+        ncclCommAbort(*comm);
+        *comm = NULL;
         return -1;
     }
     return 0;
@@ -509,41 +528,74 @@ static int rebuild(struct ns *ns, int round, int victim, ncclComm_t *out)
     return comm_join(ns, round, "id-rebuild", n, rank, out);
 }
 
+/* Every survivor publishes whether its step worked (1) or not (0) under
+ * `what`<slot>; 1 when all did, 0 when one did not or said nothing in time. */
+static int all_agree(struct ns *ns, int round, int victim, const char *what, int mine)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "%s%d", what, ns->o.slot);
+    if (rv_write(ns, round, name, &mine, sizeof(mine)) != 0)
+        return 0;
+    int ok = mine;
+    for (int s = 0; s < ns->o.nranks; s++) {
+        int theirs = 0;
+        snprintf(name, sizeof(name), "%s%d", what, s);
+        if (s == victim || s == ns->o.slot)
+            continue;
+        if (rv_read(ns, round, name, &theirs, sizeof(theirs)) != 0 || !theirs)
+            ok = 0;
+    }
+    return ok;
+}
+
 /* The communicator the survivors go on with: ncclCommShrink of the revoked
  * parent excluding the killed rank. NCCL 2.28.9 refuses a shrink when the
  * parent's ncclCommGetAsyncError reports an error (ncclCommEnsureReady), and
- * the error its proxy thread recorded stays after ncclCommRevoke; where a
- * survivor is refused, all build a communicator of their own from a new
- * unique id (what a job does without shrink), so that the rounds go on. A
- * shrink started where another survivor was refused never completes: the
- * parent's abort in release() ends it (NCCL stores the new communicator
- * into rep->child from its own thread, so rep outlives that abort). */
+ * the error its proxy thread recorded stays after ncclCommRevoke. The
+ * survivors agree twice: whether NCCL took every survivor's shrink, then
+ * whether every shrink completed; unless both hold, each aborts what its
+ * shrink gave and all build a communicator of their own from a new unique
+ * id (what a job does without shrink), so that the rounds go on. A shrink
+ * started where another survivor was refused never completes: the parent's
+ * abort ends it (NCCL stores the new communicator into rep->child from its
+ * own thread, so rep outlives that abort). */
 static int recover(struct ns *ns, int round, int victim, ncclComm_t parent, ncclComm_t *out, struct report *rep)
 {
     int excl = victim;
     ncclConfig_t cfg = comm_config();
     double t0 = now_s();
+    *out = NULL;
     step_begin(ns, round, "ncclCommShrink");
     rep->shrink_rc = ncclCommShrink(parent, &excl, 1, &rep->child, &cfg, NCCL_SHRINK_ABORT);
     step_end(ns);
     enum verdicts all = gather_verdicts(ns, round, victim, rep->shrink_rc);
+    int shrunk = 0;
     if (all == ALL_STARTED) {
         step_begin(ns, round, "ncclCommShrink-completion");
         ncclResult_t st = settle(parent, now_s() + ns->o.step_bound);
+        ncclComm_t child = __atomic_exchange_n(&rep->child, NULL, __ATOMIC_ACQ_REL);
+        if (st == ncclSuccess && child)
+            st = settle(child, now_s() + ns->o.step_bound);
         step_end(ns);
-        *out = __atomic_exchange_n(&rep->child, NULL, __ATOMIC_ACQ_REL);
-        if (st != ncclSuccess || !*out) {
-            FAIL(ns, round, "ncclCommShrink", "started, then %s", result_name(st));
+        if (st != ncclSuccess)
+            printf("#ns why round=%d slot=%d ncclCommShrink started, then %s\n", round, ns->o.slot,
+                   child ? result_name(st) : "no communicator");
+        shrunk = all_agree(ns, round, victim, "shrunk", st == ncclSuccess && child);
+        if (shrunk)
+            *out = child;
+        else if (child)
+            ncclCommAbort(child); /* never used: the others may not have one */
+    }
+    if (shrunk) {
+        rep->recovery = "shrink";
+    } else {
+        /* also where a survivor's verdict is missing: one late with it may
+         * still come to the same rebuild, bounded like every exchange */
+        if (rebuild(ns, round, victim, out) != 0) {
+            rep->fail = "rebuild";
             return -1;
         }
-        rep->recovery = "shrink";
-    } else if (all == ALL_REFUSED || all == MIXED) {
-        if (rebuild(ns, round, victim, out) != 0)
-            return -1;
         rep->recovery = "rebuild";
-    } else {
-        FAIL(ns, round, "ncclCommShrink", "not every survivor said whether NCCL took its shrink");
-        return -1;
     }
     rep->recovery_s = now_s() - t0;
     return 0;
@@ -563,13 +615,16 @@ static void revoke_parent(struct ns *ns, int round, ncclComm_t comm, struct repo
 
 /* The parent is released by abort, as every rank must once one aborted it
  * (and the abort ends a shrink that cannot complete, whose communicator
- * then goes the same way); the survivors' own communicator by finalize and
- * destroy, the clean path. */
-static void release(struct ns *ns, int round, ncclComm_t parent, ncclComm_t comm, struct report *rep)
+ * then goes the same way; nothing else may be called on a revoked
+ * communicator but ncclCommAbort). The survivors' own communicator by
+ * finalize and destroy, the clean path, only while it is healthy (its
+ * state ncclSuccess and its all_reduce done); any other by abort. */
+static void release(struct ns *ns, int round, ncclComm_t parent, ncclComm_t comm, int healthy, struct report *rep)
 {
     double t0 = now_s();
     step_begin(ns, round, "ncclCommAbort(parent)");
-    ncclCommAbort(parent);
+    if (parent)
+        ncclCommAbort(parent);
     ncclComm_t orphan = __atomic_exchange_n(&rep->child, NULL, __ATOMIC_ACQ_REL);
     if (orphan)
         ncclCommAbort(orphan);
@@ -577,13 +632,23 @@ static void release(struct ns *ns, int round, ncclComm_t parent, ncclComm_t comm
     double t1 = now_s();
     rep->abort_s = t1 - t0;
     if (comm) {
-        step_begin(ns, round, "ncclCommFinalize+ncclCommDestroy");
-        ncclResult_t r = ncclCommFinalize(comm);
-        if (r == ncclInProgress)
-            r = settle(comm, now_s() + ns->o.step_bound);
-        if (r != ncclSuccess)
-            printf("#ns why round=%d slot=%d ncclCommFinalize: %s\n", round, ns->o.slot, result_name(r));
-        ncclCommDestroy(comm);
+        ncclResult_t st = ncclInternalError;
+        if (healthy && ncclCommGetAsyncError(comm, &st) == ncclSuccess && st == ncclSuccess) {
+            step_begin(ns, round, "ncclCommFinalize+ncclCommDestroy");
+            ncclResult_t r = ncclCommFinalize(comm);
+            if (r == ncclInProgress)
+                r = settle(comm, now_s() + ns->o.step_bound);
+            if (r == ncclSuccess) {
+                ncclCommDestroy(comm);
+            } else {
+                printf("#ns why round=%d slot=%d ncclCommFinalize: %s (aborted instead)\n", round, ns->o.slot,
+                       result_name(r));
+                ncclCommAbort(comm);
+            }
+        } else {
+            step_begin(ns, round, "ncclCommAbort");
+            ncclCommAbort(comm);
+        }
         step_end(ns);
     }
     rep->destroy_s = now_s() - t1;
@@ -593,11 +658,11 @@ static void print_report(const struct ns *ns, const struct report *r)
 {
     printf("#ns round=%d slot=%d role=survivor victim=%d ar4=%s error=%s error_s=%.3f revoke=%s revoke_s=%.3f "
            "after_revoke=%s shrink=%s recovery=%s recovery_s=%.3f ar3=%s recovered_s=%.3f abort_s=%.3f "
-           "destroy_s=%.3f round_s=%.3f\n",
+           "destroy_s=%.3f round_s=%.3f fail=%s\n",
            r->round, ns->o.slot, r->victim, r->ar4, r->error == ncclInProgress ? "none" : result_name(r->error),
            r->error_s, result_name(r->revoke_rc), r->revoke_s, result_name(r->after_revoke),
            r->shrink_rc == ncclSuccess || r->shrink_rc == ncclInProgress ? "started" : result_name(r->shrink_rc),
-           r->recovery, r->recovery_s, r->ar3, r->recovered_s, r->abort_s, r->destroy_s, r->round_s);
+           r->recovery, r->recovery_s, r->ar3, r->recovered_s, r->abort_s, r->destroy_s, r->round_s, r->fail);
     fflush(stdout);
 }
 
@@ -613,52 +678,56 @@ static int fault_time(struct ns *ns, int round, ncclResult_t err, double *t_faul
     return 0;
 }
 
-static int survivor_round(struct ns *ns, int round, int victim)
+/* One round as a survivor. Whatever fails, the round goes through every
+ * exchange with the others it can (so that no other slot waits for this one
+ * past its bound), releases what it made and reports: the job goes on with
+ * the next round. */
+static void survivor_round(struct ns *ns, int round, int victim)
 {
     /* static: NCCL may still store a shrink's communicator into rep.child
      * from its own thread while a failed round unwinds */
     static struct report rep;
     rep = (struct report){ .round = round, .victim = victim, .ar4 = "none", .ar3 = "none", .recovery = "none",
                            .error = ncclInProgress, .revoke_rc = ncclInProgress,
-                           .after_revoke = ncclInProgress, .shrink_rc = ncclInProgress };
+                           .after_revoke = ncclInProgress, .shrink_rc = ncclInProgress, .fail = "none" };
     double t0 = now_s(), t_err = 0, t_fault = 0;
-    int all[MAX_RANKS], members[MAX_RANKS], n;
+    int all[MAX_RANKS], members[MAX_RANKS], n, healthy = 0;
     char why[512] = "";
     for (int s = 0; s < ns->o.nranks; s++)
         all[s] = s;
     members_of(ns, victim, members, &n);
-    ncclComm_t parent, comm = NULL;
-    if (comm_join(ns, round, "id", ns->o.nranks, ns->o.slot, &parent) != 0)
-        return -1;
+    ncclComm_t parent = NULL, comm = NULL;
+    if (comm_join(ns, round, "id", ns->o.nranks, ns->o.slot, &parent) != 0) {
+        rep.fail = "join";
+        goto out;
+    }
     int bad = allreduce_checked(ns, round, parent, all, ns->o.nranks, 2 * round, why, sizeof(why));
-    if (bad < 0)
-        return -1;
     rep.ar4 = bad ? "bad" : "ok";
     if (bad)
         printf("#ns why round=%d slot=%d %s\n", round, ns->o.slot, why);
 
+    /* also after a failed all_reduce: the state it left is the error */
     step_begin(ns, round, "all_reduce-until-the-error");
     rep.error = run_until_error(ns, round, parent, &t_err, &t_fault);
     step_end(ns);
-    if (fault_time(ns, round, rep.error, &t_fault) != 0)
-        return -1;
-    rep.error_s = t_err - t_fault;
+    if (fault_time(ns, round, rep.error, &t_fault) == 0)
+        rep.error_s = t_err - t_fault;
     revoke_parent(ns, round, parent, &rep);
-    if (recover(ns, round, victim, parent, &comm, &rep) != 0) {
-        print_report(ns, &rep);
-        return -1;
+    if (recover(ns, round, victim, parent, &comm, &rep) != 0 || !comm) {
+        if (!strcmp(rep.fail, "none"))
+            rep.fail = "recovery";
+        goto out;
     }
     bad = allreduce_checked(ns, round, comm, members, n, 2 * round + 1, why, sizeof(why));
-    if (bad < 0)
-        return -1;
     rep.ar3 = bad ? "bad" : "ok";
     rep.recovered_s = now_s() - t_fault;
+    healthy = !bad;
     if (bad)
         printf("#ns why round=%d slot=%d %s\n", round, ns->o.slot, why);
-    release(ns, round, parent, comm, &rep);
+out:
+    release(ns, round, parent, comm, healthy, &rep);
     rep.round_s = now_s() - t0;
     print_report(ns, &rep);
-    return 0;
 }
 
 /* ---- the killed rank --------------------------------------------------- */
@@ -691,14 +760,14 @@ static pid_t spawn_victim(struct ns *ns, int round, int notify_fd)
     return rc == 0 ? pid : -1;
 }
 
-/* Until the victim says its fault all_reduce is queued: 0; -1 when it
- * ended or went quiet first. */
-static int wait_ready(struct ns *ns, int fd)
+/* Until the victim's notice: 'k' (its fault all_reduce is queued) or 'e'
+ * (its collectives failed first) in *note, 0; -1 when it ended or went
+ * quiet first. */
+static int wait_ready(struct ns *ns, int fd, char *note)
 {
     struct pollfd p = { .fd = fd, .events = POLLIN };
-    char c;
     int ms = (int)(ns->o.step_bound * 1000);
-    return poll(&p, 1, ms) == 1 && read(fd, &c, 1) == 1 ? 0 : -1;
+    return poll(&p, 1, ms) == 1 && read(fd, note, 1) == 1 ? 0 : -1;
 }
 
 /* The victim's end as text: "sigkill" is the expected one. */
@@ -726,69 +795,116 @@ static void reap(struct ns *ns, pid_t pid, char *how, size_t len)
         snprintf(how, len, "exit:%d", WEXITSTATUS(st));
 }
 
-static int killer_round(struct ns *ns, int round)
+/* The killer's round: start the victim, kill it once its fault all_reduce
+ * is queued (or once it says its collectives failed first, or went quiet:
+ * the kill still comes, so that the survivors see a dead rank either way),
+ * reap it. Always reports; the round goes on. */
+static void killer_round(struct ns *ns, int round)
 {
     double t0 = now_s(), t_kill = 0;
     int fds[2];
-    char how[64] = "not-started";
+    char how[64] = "not-started", note = 0;
     if (pipe2(fds, O_CLOEXEC) != 0) {
         FAIL(ns, round, "pipe2", "%s", strerror(errno));
-        return -1;
+        return;
     }
     pid_t pid = spawn_victim(ns, round, fds[1]);
     close(fds[1]);
-    int ready = pid > 0 ? wait_ready(ns, fds[0]) : -1;
+    if (pid > 0)
+        wait_ready(ns, fds[0], &note);
     close(fds[0]);
     if (pid > 0) {
-        if (ready == 0)
+        if (note == 'k')
             sleep_s(ns->o.kill_delay_ms / 1000.0);
         /* published before the kill, so that a survivor that sees the error
          * finds it; also when the victim failed first: the survivors then
          * report their side and the round ends */
         t_kill = now_s();
-        if (rv_write(ns, round, "fault", &t_kill, sizeof(t_kill)) != 0)
-            ready = -1;
+        rv_write(ns, round, "fault", &t_kill, sizeof(t_kill));
         kill(pid, SIGKILL);
         reap(ns, pid, how, sizeof(how));
+    } else {
+        /* no victim: the survivors still need a time to measure from */
+        t_kill = now_s();
+        rv_write(ns, round, "fault", &t_kill, sizeof(t_kill));
     }
+    const char *ready = note == 'k' ? "yes" : note == 'e' ? "failed-first" : "no";
     printf("#ns round=%d slot=%d role=killer victim_pid=%d ready=%s killed=%s kill_at_s=%.3f round_s=%.3f\n", round,
-           ns->o.slot, (int)pid, ready == 0 ? "yes" : "no", how, t_kill ? t_kill - t0 : 0, now_s() - t0);
+           ns->o.slot, (int)pid, ready, how, t_kill ? t_kill - t0 : 0, now_s() - t0);
     fflush(stdout);
-    if (ready != 0)
-        FAIL(ns, round, "victim", "the victim process (pid %d) ended or hung before its fault all_reduce: %s",
-             (int)pid, how);
-    return ready == 0 ? 0 : -1;
+    if (note != 'k')
+        FAIL(ns, round, "victim", "the victim process (pid %d) %s before its fault all_reduce: %s", (int)pid,
+             note == 'e' ? "saw its collectives fail" : "ended or hung", how);
 }
 
-/* --victim: rank `slot` for one round, until the killer's SIGKILL. */
+/* --victim: rank `slot` for one round, until the killer's SIGKILL. Whatever
+ * fails here, the process says so on the notice pipe ('e' instead of 'k')
+ * and waits for the kill like on the good path: the killer decides when it
+ * ends, so that the survivors always lose a rank the same way. */
 static int victim_main(struct ns *ns)
 {
     int round = ns->o.victim_round, all[MAX_RANKS];
     char why[512] = "";
     for (int s = 0; s < ns->o.nranks; s++)
         all[s] = s;
-    ncclComm_t comm;
-    if (comm_join(ns, round, "id", ns->o.nranks, ns->o.slot, &comm) != 0)
-        return 1;
-    int bad = allreduce_checked(ns, round, comm, all, ns->o.nranks, 2 * round, why, sizeof(why));
+    ncclComm_t comm = NULL;
+    ncclResult_t r = ncclInternalError;
+    int bad = 1;
+    if (comm_join(ns, round, "id", ns->o.nranks, ns->o.slot, &comm) == 0) {
+        bad = allreduce_checked(ns, round, comm, all, ns->o.nranks, 2 * round, why, sizeof(why));
+        if (!bad)
+            r = queue_fault_allreduce(ns, comm);
+    } else {
+        snprintf(why, sizeof(why), "no communicator");
+    }
     printf("#ns round=%d slot=%d role=victim pid=%d ar4=%s%s%s\n", round, ns->o.slot, (int)getpid(),
            bad ? "bad" : "ok", bad ? " why=" : "", why);
     fflush(stdout);
-    ncclResult_t r = queue_fault_allreduce(ns, comm);
-    if (write(ns->o.notify_fd, "k", 1) != 1)
+    int ok = !bad && (r == ncclSuccess || r == ncclInProgress);
+    if (write(ns->o.notify_fd, ok ? "k" : "e", 1) != 1)
         return 1;
-    /* all_reduces with the others until the SIGKILL comes */
+    /* all_reduces with the others until the SIGKILL comes; after an error
+     * only the wait for it */
     double deadline = now_s() + ns->o.step_bound;
-    while ((r == ncclSuccess || r == ncclInProgress) && now_s() < deadline) {
+    while (ok && now_s() < deadline) {
         r = wait_coll(comm, ns->stream, deadline);
         if (r == ncclSuccess)
             r = queue_fault_allreduce(ns, comm);
+        ok = r == ncclSuccess || r == ncclInProgress;
     }
-    FAIL(ns, round, "victim", "still alive after %.0f s (%s)", ns->o.step_bound, result_name(r));
+    while (now_s() < deadline)
+        sleep_s(0.05);
+    FAIL(ns, round, "victim", "no SIGKILL after %.0f s (%s)", ns->o.step_bound, result_name(r));
     return 1;
 }
 
 /* ---- the job ------------------------------------------------------------ */
+
+/* Every slot at the end of the round, before anyone joins the next one: a
+ * slot whose round went wrong early (the killer's always ends first) would
+ * otherwise wait for the next unique id with its own bound while the others
+ * are still inside their bounded steps. */
+static int round_barrier(struct ns *ns, int round)
+{
+    char what[32];
+    int one = 1;
+    snprintf(what, sizeof(what), "end%d", ns->o.slot);
+    if (rv_write(ns, round, what, &one, sizeof(one)) != 0)
+        return -1;
+    double deadline = now_s() + ns->o.round_bound;
+    for (int s = 0; s < ns->o.nranks; s++) {
+        snprintf(what, sizeof(what), "end%d", s);
+        while (rv_try_read(ns, round, what, &one, sizeof(one)) != 0) {
+            if (now_s() > deadline) {
+                FAIL(ns, round, "round-end", "slot %d not at the end of the round after %.0f s", s,
+                     ns->o.round_bound);
+                return -1;
+            }
+            sleep_s(0.005);
+        }
+    }
+    return 0;
+}
 
 static int slot_main(struct ns *ns)
 {
@@ -796,8 +912,11 @@ static int slot_main(struct ns *ns)
     print_res(ns, "start", -1);
     for (int r = 0; r < ns->o.rounds; r++) {
         int victim = r % ns->o.nranks;
-        int rc = victim == ns->o.slot ? killer_round(ns, r) : survivor_round(ns, r, victim);
-        if (rc != 0)
+        if (victim == ns->o.slot)
+            killer_round(ns, r);
+        else
+            survivor_round(ns, r, victim);
+        if (round_barrier(ns, r) != 0)
             return 1;
         print_res(ns, "round", r);
         if (!warm && victim != ns->o.slot) {
@@ -828,7 +947,7 @@ static int setup_cuda(struct ns *ns)
 static void usage(const char *argv0)
 {
     printf("usage: %s --rank SLOT --nranks N --rendezvous PREFIX [--rounds R] [--bytes B] [--device D]\n"
-           "          [--error-bound S] [--step-bound S] [--kill-delay-ms MS]\n"
+           "          [--error-bound S] [--step-bound S] [--round-bound S] [--kill-delay-ms MS]\n"
            "       %s --probe   (the NCCL version and whether it has ncclCommRevoke; no GPU needed)\n"
            "Slots 0..N-1 of one job, each its own process; slot r %% N SIGKILLs a fresh process of\n"
            "this program that is its rank in round r, the others shrink the communicator past it.\n",
@@ -844,6 +963,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         { "error-bound", required_argument, 0, 'E' },   { "step-bound", required_argument, 0, 'S' },
         { "kill-delay-ms", required_argument, 0, 'K' }, { "victim", required_argument, 0, 'V' },
         { "notify-fd", required_argument, 0, 'N' },     { "probe", no_argument, 0, 'p' },
+        { "round-bound", required_argument, 0, 'B' },
         { "help", no_argument, 0, 'h' },                { 0, 0, 0, 0 },
     };
     int ch, li;
@@ -859,6 +979,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'f': o->rendezvous = optarg; break;
         case 'E': bad = parse_real(optarg, 0.1, &o->error_bound); break;
         case 'S': bad = parse_real(optarg, 1, &o->step_bound); break;
+        case 'B': bad = parse_real(optarg, 1, &o->round_bound); break;
         case 'K': bad = parse_int(optarg, 0, 60000, &v); o->kill_delay_ms = (int)v; break;
         case 'V': bad = parse_int(optarg, 0, 100000, &v); o->victim_round = (int)v; break;
         case 'N': bad = parse_int(optarg, 0, 1 << 20, &v); o->notify_fd = (int)v; break;
@@ -882,7 +1003,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 int main(int argc, char **argv)
 {
     static struct ns ns = { .o = { .slot = -1, .nranks = 4, .rounds = 20, .bytes = 4u << 20, .error_bound = 10,
-                                   .step_bound = 60, .kill_delay_ms = 50, .victim_round = -1, .notify_fd = -1 },
+                                   .step_bound = 60, .round_bound = 300, .kill_delay_ms = 50, .victim_round = -1, .notify_fd = -1 },
                             .wd = { .mu = PTHREAD_MUTEX_INITIALIZER } };
     setvbuf(stdout, NULL, _IOLBF, 0); /* NCCL's log shares the file */
     int rc = parse_opts(argc, argv, &ns.o);

@@ -2,7 +2,7 @@
 # Fault tolerance at job scale: a 4-rank NCCL job through railnet on softnic
 # (NCCL_NET_PLUGIN=railnet, P2P and SHM off, every rank its own NCCL node on
 # GPU 0) loses one rank's process to a SIGKILL in the middle of an
-# all_reduce in every round, NS_ROUNDS rounds (20), the killed rank rotating
+# all_reduce in every round, NS_ROUNDS rounds (6), the killed rank rotating
 # (round r: rank r % 4), and goes on. tests/gpu/nccl_shrink (its header
 # says how) runs as 4 slot processes under tests/minimpi's minimpirun; the
 # slot of the killed rank starts a fresh process to be that rank each round
@@ -22,8 +22,8 @@
 # deregistration paths) returned, and every round ended, in bounded time;
 # each slot's open fds and threads after the last round at most the level
 # after its warm-up round (its first as a survivor) plus NS_FD_SLACK (2) and
-# NS_THREAD_SLACK (2): one-off growth passes, a leak per round (18 or more rounds
-# after the warm-up) does not. VmRSS growth is printed, not asserted (CUDA's
+# NS_THREAD_SLACK (2): one-off growth passes, a leak per round (4 rounds after the
+# warm-up by default, 18 with NS_ROUNDS=20) does not. VmRSS growth is printed, not asserted (CUDA's
 # and NCCL's allocators keep what they freed).
 # NCCL 2.28.9's ncclCommShrink refuses a parent whose ncclCommGetAsyncError
 # reports an error, and the error of its proxy thread (where a network failure
@@ -31,14 +31,27 @@
 # survivors go on with a 3-rank communicator from a new unique id, so that the
 # rest of the cases still run, and the shrink case SKIPs with the result NCCL
 # gave when every survivor was refused that way.
-# Every step of a process is bounded by NS_STEP_BOUND s (60): one past it
+# A round that goes wrong still ends for every slot: a survivor aborts what
+# it made and reports, the killer kills its victim even when that one's
+# collectives failed first, and all slots meet at the end of each round
+# (NS_ROUND_BOUND s at most) before the next communicator.
+# Time: about 7 s a round on one H200 (round 0 of a 6.4 s rebuild round), so
+# the default 6 rounds take about 60 s with the start and fit the default
+# NS_JOB_TIMEOUT of 120 s; NS_ROUNDS=20 takes about 150 s (give it
+# NS_JOB_TIMEOUT=300).
+# NCCL 2.28.9 unloads an external net plugin when its last communicator is
+# destroyed and forgets its name, so the next communicator of that process
+# silently gets NCCL's own IB transport while fresh processes get railnet
+# (handles that neither side can parse): NCCL_NET_PLUGIN_REF_COUNT=1 keeps
+# railnet loaded, NCCL_NET=railnet makes any other choice an init error.
+# Every step of a process is bounded by NS_STEP_BOUND s (20): one past it
 # prints "#ns stuck" with its pid, its host stacks go to
 # $JOBDIR/shrink.rank<r>.stacks, and it ends 30 s later; minimpirun ends the
-# job after NS_JOB_TIMEOUT s (540) and gives the others NS_WAIT_OTHERS s (120)
+# job after NS_JOB_TIMEOUT s (120) and gives the others NS_WAIT_OTHERS s (120)
 # after a slot fails. NCCL: PyTorch's (2.28.9, nccl_torch_lib) when present,
 # else the system's; one without ncclCommRevoke (before 2.28.7) skips.
 # Knobs: NS_ROUNDS, NS_BYTES (4M: the all_reduce's size), NS_ERROR_BOUND,
-# NS_STEP_BOUND, NS_ROUND_BOUND (90 s a round), NS_KILL_DELAY_MS (50: from the
+# NS_STEP_BOUND, NS_ROUND_BOUND (60 s a round), NS_KILL_DELAY_MS (50: from the
 # victim's fault all_reduce queued to the kill), NS_FD_SLACK, NS_THREAD_SLACK,
 # NS_JOB_TIMEOUT, NS_WAIT_OTHERS, NCCL_TORCH_LIB.
 . "$top_srcdir/tests/lib.sh"
@@ -46,16 +59,16 @@
 PROG=$top_builddir/tests/gpu/nccl_shrink
 MR=$top_builddir/tests/minimpi/minimpirun
 N=4
-ROUNDS=${NS_ROUNDS:-20}
+ROUNDS=${NS_ROUNDS:-6}
 BYTES=${NS_BYTES:-4M}
 BOUND=${NS_ERROR_BOUND:-10}
-STEP=${NS_STEP_BOUND:-60}
-ROUND_BOUND=${NS_ROUND_BOUND:-90}
+STEP=${NS_STEP_BOUND:-20}
+ROUND_BOUND=${NS_ROUND_BOUND:-60}
 KILL_DELAY=${NS_KILL_DELAY_MS:-50}
 FD_SLACK=${NS_FD_SLACK:-2}
 THREAD_SLACK=${NS_THREAD_SLACK:-2}
-JOB_TIMEOUT=${NS_JOB_TIMEOUT:-540}
-WAIT_OTHERS=${NS_WAIT_OTHERS:-120}
+JOB_TIMEOUT=${NS_JOB_TIMEOUT:-120}
+WAIT_OTHERS=${NS_WAIT_OTHERS:-30}
 if [ "$(gpu_count)" -lt 1 ]; then
     tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
 fi
@@ -76,7 +89,7 @@ if [ -e "$tl/libnccl.so.2" ]; then echo "# NCCL $nccl: PyTorch's, $tl"; else ech
 # would have (nccl_kill.sh's). NCCL's RAS thread is off: the sockets it keeps
 # to every peer it met are NCCL's, not the paths under test, and would blur
 # the fd counts.
-export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_RAS_ENABLE=0
+export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_RAS_ENABLE=0 NCCL_NET_PLUGIN_REF_COUNT=1 NCCL_NET=railnet
 export RAILNET_IB_TIMEOUT="${RAILNET_IB_TIMEOUT:-14}" RAILNET_IB_RETRY_CNT="${RAILNET_IB_RETRY_CNT:-3}"
 export SOFTNIC_RETRY_CAP_MS="${SOFTNIC_RETRY_CAP_MS:-2000}"
 name=shrink
@@ -86,7 +99,7 @@ t0=$(date +%s)
 "$MR" -n $N --timeout "$JOB_TIMEOUT" --wait-others "$WAIT_OTHERS" --rank-env NCCL_HOSTID=railnet-ns-node-%r -- \
     sh -c 'log=$1; shift; exec "$@" --rank "$MINIMPI_RANK" --nranks "$MINIMPI_SIZE" >"$log.rank$MINIMPI_RANK.log" 2>&1' \
     sh "$JOBDIR/$name" "$PROG" --rounds "$ROUNDS" --bytes "$BYTES" --device 0 --rendezvous "$JOBDIR/$name.rv" \
-    --error-bound "$BOUND" --step-bound "$STEP" --kill-delay-ms "$KILL_DELAY" >"$joblog" 2>&1 &
+    --error-bound "$BOUND" --step-bound "$STEP" --round-bound "$ROUND_BOUND" --kill-delay-ms "$KILL_DELAY" >"$joblog" 2>&1 &
 job=$!
 # Until the job ends: the host stacks of a process whose step is past its
 # bound (it waits STACKS_GRACE_S for them); minimpirun's own timeout ends
