@@ -1,8 +1,11 @@
 /* plugin/ib/cudawrap_vmm.c: GPU memory through the CUDA driver's virtual
  * memory API, on the cudawrap table (cudawrap.h declares the contract).
  * Its structures come from cuda.h: a build without it has no GPU memory to
- * give, and says so. */
-#include "config.h"
+ * give, and says so. HAVE_CUDA comes from the build's autoconf header
+ * (<config.h>: "config.h" would be plugin/ib's RAILNET_ configuration),
+ * so that every library carrying this file (the plugin, the tools,
+ * softnic) gets the VMM API, not only those that define it themselves. */
+#include <config.h>
 
 #include "cudawrap.h"
 
