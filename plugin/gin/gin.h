@@ -186,6 +186,8 @@ struct gin_coll {
     pthread_mutex_t wins_mu;      /* NCCL registers windows from its own thread while the GIN progress
                                    * thread puts: the list is shared */
     ncclResult_t error;           /* sticky; first failure wins */
+    int errors_by_query;          /* an RMA context was made (gin_rma.c): once failed, requests complete
+                                   * and only queryLastError reports the error */
     uint64_t split_min;           /* RAILNET_SPLIT_MIN: a put this large is split over the peer's QPs */
     uint64_t signal_every;        /* RAILNET_GIN_SIGNAL_EVERY: at most this many work requests per signaled one */
     struct gin_stats stats;
@@ -259,6 +261,9 @@ ncclResult_t gin_lane_get(struct gin_coll *c, struct gin_lane *l, const char *wh
                           void *remote_mh, size_t size, uint64_t local_off, void *local_mh, uint32_t rank,
                           void **request);
 ncclResult_t gin_lane_flush(struct gin_coll *c, struct gin_lane *l, const char *what, void *mh, void **request);
+/* On a failed collComm: a request to rank that is complete already (nothing
+ * is posted), or the collComm's error when the lane has none left. */
+ncclResult_t gin_lane_failed_request(struct gin_coll *c, struct gin_lane *l, uint32_t rank, void **request);
 /* The GIN tables' puts: lane0. */
 ncclResult_t gin_iput(void *coll_comm, uint64_t src_off, void *src_mh, size_t size, uint64_t dst_off, void *dst_mh,
                       uint32_t rank, void **request);

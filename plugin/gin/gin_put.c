@@ -726,6 +726,20 @@ ncclResult_t gin_lane_put(struct gin_coll *c, struct gin_lane *l, const char *wh
     return submit(c, l, &t, rank, request);
 }
 
+ncclResult_t gin_lane_failed_request(struct gin_coll *c, struct gin_lane *l, uint32_t rank, void **request)
+{
+    *request = NULL;
+    if (rank >= (uint32_t)c->nranks)
+        return ncclInvalidArgument;
+    struct gin_req *r = req_get(c, l, rank);
+    if (!r)
+        return c->error;
+    r->state = GR_DONE;
+    pending_add(c, l, -1);
+    *request = r;
+    return ncclSuccess;
+}
+
 ncclResult_t gin_lane_get(struct gin_coll *c, struct gin_lane *l, const char *what, uint64_t remote_off,
                           void *remote_mh, size_t size, uint64_t local_off, void *local_mh, uint32_t rank,
                           void **request)
@@ -820,6 +834,13 @@ ncclResult_t gin_test(void *coll_comm, void *request, int *done)
         }
     }
     ncclResult_t e = c->error;
+    if (r->state != GR_DONE && e != ncclSuccess && __atomic_load_n(&c->errors_by_query, __ATOMIC_ACQUIRE)) {
+        /* an RMA request of a failed collComm: complete (its work requests
+         * still retire on the QPs by sequence number), the error goes
+         * through queryLastError (gin_rma.c says why) */
+        r->state = GR_DONE;
+        pending_add(c, l, -1);
+    }
     if (r->state == GR_DONE) {
         *done = 1;
         req_put(c, l, r);

@@ -25,6 +25,17 @@
  * the local window back (gin_lane_flush); its rank is checked like any
  * other (NCCL names its own rank).
  *
+ * A failure (a peer gone, a port down, an error completion) is reported
+ * by queryLastError, which NCCL's GIN proxy polls; from then on every
+ * request of the collComm completes at once and moves nothing, and test()
+ * says done. Why not fail test() as the GIN tables do: NCCL 2.30.7's GIN
+ * proxy stops consuming its GPU queue at the first test() that fails, and
+ * its device code waits for queue credits with no abort check, so the
+ * application's kernel never ends and ncclCommAbort waits for it (in
+ * NCCL's own cudaFreeHost; nccl-tests' survivors of a killed peer, stacks
+ * taken on an H200). With the queue moving, the kernel reaches a wait that
+ * NCCL's abort ends.
+ *
  * A context outlives nothing: destroyContext before closeColl, as NCCL
  * does. If closeColl comes first, the lanes are orphaned (gin_lanes_release)
  * and every call but destroyContext refuses the context. */
@@ -142,6 +153,7 @@ ncclResult_t gin_rma_create(void *coll_comm, int ncontexts, int traffic_class, i
         }
     }
     x->magic = GIN_RMA_MAGIC;
+    __atomic_store_n(&c->errors_by_query, 1, __ATOMIC_RELEASE);
     INFO(NCCL_NET, "NET/railnet/RMA: rank %d: context of %d context(s), rank stride %d, on %s", c->rank, ncontexts,
          rank_stride, c->dev_name);
     *rma_ctx = x;
@@ -173,6 +185,8 @@ ncclResult_t gin_rma_iput(void *rma_ctx, int context, uint64_t src_off, void *sr
     struct gin_lane *l = rma_lane(rma_ctx, context, rank, request, "iput", &c);
     if (!l)
         return ncclInvalidArgument;
+    if (c->error)
+        return gin_lane_failed_request(c, l, rank, request);
     return gin_lane_put(c, l, "iput", src_off, src_mh, size, dst_off, dst_mh, rank, 0, NULL, 0, 0, request);
 }
 
@@ -189,6 +203,8 @@ ncclResult_t gin_rma_iput_signal(void *rma_ctx, int context, uint64_t src_off, v
         WARN("NET/railnet/RMA: iputSignal: no signal window (NULL)");
         return ncclInvalidArgument;
     }
+    if (c->error)
+        return gin_lane_failed_request(c, l, rank, request);
     return gin_lane_put(c, l, "iputSignal", src_off, src_mh, size, dst_off, dst_mh, rank, sig_off, sig_mh,
                         sig_value, sig_op, request);
 }
@@ -200,6 +216,8 @@ ncclResult_t gin_rma_iget(void *rma_ctx, int context, uint64_t remote_off, void 
     struct gin_lane *l = rma_lane(rma_ctx, context, rank, request, "iget", &c);
     if (!l)
         return ncclInvalidArgument;
+    if (c->error)
+        return gin_lane_failed_request(c, l, rank, request);
     return gin_lane_get(c, l, "iget", remote_off, remote_mh, size, local_off, local_mh, rank, request);
 }
 
@@ -209,6 +227,8 @@ ncclResult_t gin_rma_iflush(void *rma_ctx, int context, void *mh, uint32_t rank,
     struct gin_lane *l = rma_lane(rma_ctx, context, rank, request, "iflush", &c);
     if (!l)
         return ncclInvalidArgument;
+    if (c->error)
+        return gin_lane_failed_request(c, l, rank, request);
     return gin_lane_flush(c, l, "iflush", mh, request);
 }
 
@@ -217,7 +237,8 @@ ncclResult_t gin_rma_progress(void *rma_ctx)
     struct gin_coll *c = rma_coll(rma_ctx, "progress");
     if (!c)
         return ncclInvalidArgument;
-    return gin_progress(c);
+    (void)gin_progress(c);
+    return ncclSuccess;     /* a failure is queryLastError's to say (above) */
 }
 
 ncclResult_t gin_rma_query_last_error(void *rma_ctx, bool *has_error)

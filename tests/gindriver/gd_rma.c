@@ -633,36 +633,72 @@ static int t_rma_kill(struct gd_rank *r, void *arg)
     double t0 = gd_now(), deadline = t0 + DEADLINE_S;
     void *reqs[64] = { 0 };
     e = ncclSuccess;
-    /* puts and gets in flight towards the victim on both contexts until
-     * the plugin says it failed */
-    while (e == ncclSuccess && gd_now() < deadline) {
+    /* puts and gets in flight towards the victim on both contexts, as
+     * NCCL's GIN proxy keeps them, until queryLastError says it failed */
+    has = false;
+    const char *which = "";
+    while (e == ncclSuccess && !has && gd_now() < deadline) {
         for (int q = 0; q < 64 && e == ncclSuccess; q++) {
             if (!reqs[q]) {
+                which = q % 2 ? "iget" : "iput";
                 e = q % 2 ? gd_rma->iget(ctx, q % NCTX, 0, mh, 65536, 0, mh, (uint32_t)victim, &reqs[q])
                           : gd_rma->iput(ctx, q % NCTX, 0, mh, 65536, 0, mh, (uint32_t)victim, &reqs[q]);
                 continue;
             }
             int done = 0;
+            which = "test";
             e = gd_rma->test(r->coll, reqs[q], &done);
             if (done)
                 reqs[q] = NULL;
         }
-        if (e == ncclSuccess && gd_rma->rmaProgress)
+        if (e == ncclSuccess && gd_rma->rmaProgress && (which = "rmaProgress"))
             e = gd_rma->rmaProgress(ctx);
+        if (e == ncclSuccess && (which = "queryLastError"))
+            e = gd_rma->queryLastError(ctx, &has);
     }
     double took = gd_now() - t0;
-    if (e == ncclSuccess) {
-        printf("rank %d: no error reported %.0f s after rank %d was killed\n", r->rank, took, victim);
+    if (e != ncclSuccess) {
+        printf("rank %d: %s returned %d after rank %d was killed: the failure is queryLastError's to say\n",
+               r->rank, which, e, victim);
         return 1;
     }
-    if (gd_rma->queryLastError(ctx, &has) != ncclSuccess || !has) {
-        printf("rank %d: a call failed (%d) but queryLastError reports no error\n", r->rank, e);
+    if (!has) {
+        printf("rank %d: queryLastError reports nothing %.0f s after rank %d was killed\n", r->rank, took, victim);
         return 1;
     }
-    printf("rank %d: killed rank %d reported as error %d (%s), queryLastError agrees\n", r->rank, victim, e,
-           e == ncclRemoteError ? "remote error" : "other");
+    /* then NCCL's proxy goes on draining its GPU queue: every request in
+     * flight, and every one posted from now on, completes at once */
+    int left = 0;
+    for (int q = 0; q < 64; q++) {
+        int done = 0;
+        if (reqs[q] && (gd_rma->test(r->coll, reqs[q], &done) != ncclSuccess || !done))
+            left++;
+        reqs[q] = NULL;
+    }
+    int later = 0, bad = 0;
+    for (int i = 0; i < 1000 && !bad; i++) {
+        void *req = NULL;
+        int done = 0;
+        ncclResult_t pe = i % 3 == 0 ? gd_rma->iget(ctx, i % NCTX, 0, mh, 4096, 0, mh, (uint32_t)victim, &req)
+                        : i % 3 == 1 ? gd_rma->iput(ctx, i % NCTX, 0, mh, 4096, 0, mh, (uint32_t)r->rank == 0 ? 1u : 0u,
+                                                    &req)
+                                     : gd_rma->iflush(ctx, i % NCTX, mh, (uint32_t)r->rank, &req);
+        if (pe != ncclSuccess || !req || gd_rma->test(r->coll, req, &done) != ncclSuccess || !done)
+            bad = 1;
+        else
+            later++;
+    }
+    if (left || bad) {
+        printf("rank %d: after the failure %d request(s) in flight did not complete, and %d of 1000 later ones "
+               "did\n",
+               r->rank, left, later);
+        return 1;
+    }
+    printf("rank %d: killed rank %d reported by queryLastError after %.1f s; every request in flight and 1000 "
+           "later ones completed at once\n",
+           r->rank, victim, took);
     gd_rma->destroyContext(ctx);
-    return e == ncclRemoteError ? 0 : 1;
+    return 0;
 }
 
 int gd_rma_run(const char *plugin, const char *name, struct gd_opts *o)
