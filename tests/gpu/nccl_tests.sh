@@ -21,6 +21,12 @@
 # hang (minimpirun --wait-others gives them 60 s; outliving it fails);
 # a survivor still running BOUND + 5 s on has its host stacks logged. The
 # proxy type's cases skip on NCCL 2.28, whose proxy GIN cannot report them.
+# Another NCCL (NCCL_TORCH_LIB, with NCCL_TESTS_DIR built against it:
+# tests/gpu/nccl_tests_builds.sh sets both): the GDAKI cases skip where its
+# device code reads another layout than railnet writes; from 2.30 the proxy
+# cases ask NCCL_GIN_TYPE=2 (NCCL's GIN proxy over railnet's RMA table) and
+# the auto cases skip (NCCL then assigns its own GDAKI, which softnic cannot
+# serve).
 # Knobs: NCCL_TESTS_DIR, NT_RANKS ("2 4"), NT_TYPES ("auto proxy gdaki"),
 # NT_IMPLS ("3 4"), NT_JOB_TIMEOUT (s per job, 240), NT_FAULT_TYPES ("gdaki
 # proxy"; "ncclib" runs them on NCCL's own IB transport, the reference),
