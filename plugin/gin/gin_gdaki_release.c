@@ -23,7 +23,11 @@
  * GPU memory is read and written from a side context (cudawrap_side_copy):
  * a copy issued in the application's context could wait for the very
  * kernel it is meant to end. All the work runs on one thread of this file,
- * so a destroy path never waits for the device. */
+ * so a destroy path never waits for the device. That thread outlives the
+ * destroy, and NCCL unloads the plugin once a process's last communicator
+ * is gone: the first release pins this library in memory for the life of
+ * the process (the failed contexts' queues stay mapped until then too). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -207,6 +211,22 @@ static void *release_main(void *arg)
     }
 }
 
+/* One more reference to the library holding this code, never dropped:
+ * dlclose by NCCL then leaves it mapped. */
+static void pin_self(void)
+{
+    Dl_info info;
+    const char *why = "dladdr found no library";
+    if (dladdr((void *)&pin_self, &info) && info.dli_fname) {
+        if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE))
+            return;
+        why = dlerror();
+    }
+    WARN("NET/railnet/GIN: cannot pin the plugin in memory for the release thread (%s): unloading the plugin "
+         "within 2 s of a failed GDAKI context's destroy would crash",
+         why ? why : "dlopen failed");
+}
+
 void gin_gdaki_release(const struct gin_gdaki_release_req *q)
 {
     static int said;
@@ -230,6 +250,8 @@ void gin_gdaki_release(const struct gin_gdaki_release_req *q)
     }
     pending[npending++] = t;
     if (!thread_on) {
+        static pthread_once_t pinned = PTHREAD_ONCE_INIT;
+        pthread_once(&pinned, pin_self);
         pthread_t th;
         pthread_attr_t a;
         pthread_attr_init(&a);

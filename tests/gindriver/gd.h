@@ -26,6 +26,8 @@ struct gd_rank {
     void *ctx, *listen, *coll;
     uint8_t handles[GD_MAX_RANKS][GD_HANDLE];
     uint64_t seed;
+    struct plugin_tables *lib;    /* the loaded plugin */
+    int unloaded;                 /* gd_unload ran: the plugin is gone */
 };
 
 typedef int (*gd_rank_fn)(struct gd_rank *r, void *arg);
@@ -49,6 +51,11 @@ int gd_barrier(struct gd_rank *r);
 void gd_ready(struct gd_rank *r);
 /* gd_ready, then waits for the parent's SIGKILL (the victim of a kill case). */
 _Noreturn void gd_await_kill(struct gd_rank *r);
+/* What NCCL does once a process's last communicator is gone: closeColl,
+ * closeListen, finalize, then dlclose of the plugin; then this rank lives
+ * on for linger_s seconds (a thread the plugin left running must not run
+ * in unmapped code). */
+void gd_unload(struct gd_rank *r, double linger_s);
 /* connect with every rank's handle as given by the exchange. */
 ncclResult_t gd_connect(struct gd_rank *r);
 

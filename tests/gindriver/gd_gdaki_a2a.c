@@ -224,6 +224,12 @@ static int t_gdaki_a2a(struct gd_rank *r, void *arg)
         pthread_barrier_destroy(&a->kernel_end);
         gk_close(&a->k);
         free(a);
+        if (!bad) {
+            /* NCCL unloads the plugin after the last communicator: the
+             * release (2 s of quiet yet to go) must outlive that */
+            gd_unload(r, 3.0);
+            printf("rank %d: the plugin unloaded 3 s ago, the rank lives on\n", r->rank);
+        }
         return bad;
     }
     for (int b = 0; b < started; b++)

@@ -82,6 +82,22 @@ _Noreturn void gd_await_kill(struct gd_rank *r)
         pause();
 }
 
+void gd_unload(struct gd_rank *r, double linger_s)
+{
+    if (r->coll)
+        r->gin->closeColl(r->coll);
+    if (r->listen)
+        r->gin->closeListen(r->listen);
+    r->gin->finalize(r->ctx);
+    r->coll = r->listen = r->ctx = NULL;
+    plugin_tables_close(r->lib);
+    r->gin = NULL;
+    r->unloaded = 1;
+    struct timespec ts = { (time_t)linger_s, (long)((linger_s - (double)(time_t)linger_s) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 /* A listen on device 0 and the exchange of every rank's handle through the
  * parent (also each rank's first). */
 int gd_listen_again(struct gd_rank *r, void **listen_comm)
@@ -144,7 +160,10 @@ static int rank_main(const char *plugin, int rank, int nranks, int fd, uint64_t 
         fprintf(stderr, "gindriver: rank %d: listen or the handle exchange failed\n", rank);
         return 2;
     }
+    r.lib = &lib;
     int rc = fn(&r, arg);
+    if (r.unloaded)
+        return rc;
     if (r.coll && r.gin->closeColl(r.coll) != ncclSuccess && rc == 0)
         rc = 3;
     if (r.listen)

@@ -71,7 +71,9 @@ tap_check gdaki_bad_rkey_is_an_error_cqe_and_query_last_error "$gd" --plugin "$p
 tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ranks 3 gdaki-kill
 # NCCL 2.28's device code has no abort: after a peer dies, destroyContext
 # must end the kernels still spinning on the failed context (16 CTAs a rank,
-# 200 queued kernels) within 10 s, or ncclCommAbort never returns
+# 200 queued kernels) within 10 s, or ncclCommAbort never returns; then the
+# plugin is unloaded as NCCL does, and the rank must live on 3 s (the
+# release thread must not run in unmapped code)
 tap_check gdaki_failed_context_destroy_ends_the_spinning_kernels "$gd" --plugin "$plugin" --ranks 3 --rounds 200 \
     --slot 4096 gdaki-release
 
