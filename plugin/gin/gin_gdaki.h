@@ -123,7 +123,5 @@ struct gin_gdaki_release_req {
  * posted for 2 s. The caller moved the QPs to the error state and keeps
  * the memory until the process exits. */
 void gin_gdaki_release(const struct gin_gdaki_release_req *q);
-/* Releases queued or running (0 once all ended). */
-int gin_gdaki_release_running(void);
 
 #endif

@@ -59,7 +59,7 @@ struct target {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct target pending[RELEASE_SLOTS];
-static int npending, nrunning, thread_on;
+static int npending, thread_on;
 
 static double now_s(void)
 {
@@ -68,16 +68,10 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Reads (to_host) or writes len bytes of the target's memory at addr. */
-static int mem_io(const struct target *t, uint64_t addr, void *h, size_t len, int to_device, char *err, size_t el)
+/* Reads or writes (to_device) len bytes of the target's GPU memory at
+ * addr; host memory (cuda_dev < 0) is used in place by the callers. */
+static int gpu_io(const struct target *t, uint64_t addr, void *h, size_t len, int to_device, char *err, size_t el)
 {
-    if (t->q.cuda_dev < 0) {
-        if (to_device)
-            memcpy((void *)(uintptr_t)addr, h, len);
-        else
-            memcpy(h, (const void *)(uintptr_t)addr, len);
-        return 0;
-    }
     const struct cudawrap *cu = cudawrap_get(err, el);
     if (!cu)
         return -1;
@@ -87,27 +81,26 @@ static int mem_io(const struct target *t, uint64_t addr, void *h, size_t len, in
 /* The sum of every QP's reserved slots: it moves when a kernel posts. */
 static int read_posts(const struct target *t, uint64_t *out, char *err, size_t el)
 {
+    uint64_t sum = 0;
+    if (t->q.cuda_dev < 0) {
+        const struct rn_doca_qp *qp = (const struct rn_doca_qp *)(uintptr_t)t->q.qps;
+        for (int i = 0; i < t->q.nqps; i++)
+            sum += __atomic_load_n(&qp[i].sq_rsvd_index, __ATOMIC_ACQUIRE);
+        *out = sum;
+        return 0;
+    }
     size_t len = (size_t)t->q.nqps * sizeof(struct rn_doca_qp);
     struct rn_doca_qp *img = malloc(len);
     if (!img) {
         snprintf(err, el, "out of memory");
         return -1;
     }
-    uint64_t sum = 0;
-    if (t->q.cuda_dev < 0) {
-        const struct rn_doca_qp *qp = (const struct rn_doca_qp *)(uintptr_t)t->q.qps;
-        for (int i = 0; i < t->q.nqps; i++)
-            sum += __atomic_load_n(&qp[i].sq_rsvd_index, __ATOMIC_ACQUIRE);
-    } else if (mem_io(t, t->q.qps, img, len, 0, err, el) < 0) {
-        free(img);
-        return -1;
-    } else {
-        for (int i = 0; i < t->q.nqps; i++)
-            sum += img[i].sq_rsvd_index;
-    }
+    int rc = gpu_io(t, t->q.qps, img, len, 0, err, el);
+    for (int i = 0; rc == 0 && i < t->q.nqps; i++)
+        sum += img[i].sq_rsvd_index;
     free(img);
     *out = sum;
-    return 0;
+    return rc < 0 ? -1 : 0;
 }
 
 static int release_cqs(const struct target *t, char *err, size_t el)
@@ -122,7 +115,7 @@ static int release_cqs(const struct target *t, char *err, size_t el)
                 ;
         } else {
             uint64_t v = RELEASE_CI;
-            if (mem_io(t, at, &v, sizeof(v), 1, err, el) < 0)
+            if (gpu_io(t, at, &v, sizeof(v), 1, err, el) < 0)
                 return -1;
         }
     }
@@ -144,11 +137,11 @@ static int bump(const struct target *t, uint64_t addr, size_t n, char *err, size
         snprintf(err, el, "out of memory");
         return -1;
     }
-    int rc = mem_io(t, addr, v, n * sizeof(*v), 0, err, el);
+    int rc = gpu_io(t, addr, v, n * sizeof(*v), 0, err, el);
     for (size_t i = 0; rc == 0 && i < n; i++)
         v[i] += RELEASE_DELTA;
     if (rc == 0)
-        rc = mem_io(t, addr, v, n * sizeof(*v), 1, err, el);
+        rc = gpu_io(t, addr, v, n * sizeof(*v), 1, err, el);
     free(v);
     return rc;
 }
@@ -194,7 +187,6 @@ static void *release_main(void *arg)
         pthread_mutex_lock(&mu);
         while (npending > 0 && n < RELEASE_SLOTS)
             run[n++] = pending[--npending];
-        __atomic_store_n(&nrunning, n, __ATOMIC_RELEASE);
         if (n == 0) {
             thread_on = 0;
             pthread_mutex_unlock(&mu);
@@ -263,12 +255,4 @@ void gin_gdaki_release(const struct gin_gdaki_release_req *q)
         pthread_attr_destroy(&a);
     }
     pthread_mutex_unlock(&mu);
-}
-
-int gin_gdaki_release_running(void)
-{
-    pthread_mutex_lock(&mu);
-    int n = npending + __atomic_load_n(&nrunning, __ATOMIC_ACQUIRE);
-    pthread_mutex_unlock(&mu);
-    return n;
 }

@@ -132,8 +132,7 @@ const struct cudawrap *cudawrap_get(char *err, size_t errlen);
  * spins would then never land; the bus sees the side context as another
  * agent, as it sees a NIC. Only for memory of no context (the VMM API) or
  * host memory: cuMemAlloc memory stays bound to its own context.
- * cudawrap_side_prepare makes the context, stream and buffer for GPU
- * `ordinal` ahead of need (0, or -1 with err); cudawrap_side_copy copies len
+ * cudawrap_side_copy copies len
  * bytes between host memory h and GPU memory d (to_device: h -> d), waiting
  * at most timeout_ms: 0; -1 with err; CUDAWRAP_SIDE_LATE when the copy did
  * not land in time (it may still land: the buffer stays reserved and later
@@ -142,7 +141,6 @@ const struct cudawrap *cudawrap_get(char *err, size_t errlen);
  * the first call for that GPU), NULL with err when the driver makes none. */
 #define CUDAWRAP_SIDE_LATE (-2)
 cudawrap_ctx cudawrap_side_ctx(const struct cudawrap *cu, int ordinal, char *err, size_t errlen);
-int cudawrap_side_prepare(const struct cudawrap *cu, int ordinal, char *err, size_t errlen);
 int cudawrap_side_copy(const struct cudawrap *cu, int ordinal, cudawrap_devptr d, void *h, size_t len, int to_device,
                        int timeout_ms, char *err, size_t errlen);
 /* The table when an earlier cudawrap_get loaded it, else NULL; never loads. */

@@ -127,17 +127,6 @@ cudawrap_ctx cudawrap_side_ctx(const struct cudawrap *cu, int ordinal, char *err
     return s ? s->ctx : NULL;
 }
 
-int cudawrap_side_prepare(const struct cudawrap *cu, int ordinal, char *err, size_t errlen)
-{
-    struct side *s = side_get(cu, ordinal, err, errlen);
-    if (!s)
-        return -1;
-    pthread_mutex_lock(&s->mu);
-    int rc = side_make_copier(cu, s, err, errlen);
-    pthread_mutex_unlock(&s->mu);
-    return rc;
-}
-
 /* Waits for the side stream until deadline: 0, -1 (failed) or LATE. */
 static int side_wait(const struct cudawrap *cu, struct side *s, double deadline, char *err, size_t errlen)
 {
