@@ -105,6 +105,8 @@ done
 
 # The NCCL the jobs ran (nccl-tests prints it in its header).
 nccl_lib=$(sed -n 's/.*nccl-library=\([0-9]*\).*/\1/p' "$JOBDIR/nccl_tests.p2p_all_reduce.log" | head -n 1)
+# NCCL's version code (22809) as people write it (2.28.9)
+nccl_ver=$(echo "${nccl_lib:-0}" | awk '{ printf "%d.%d.%d", $1 / 10000, ($1 % 10000) / 100, $1 % 100 }')
 # railnet's GDAKI type writes NCCL 2.28's layout; other releases get the proxy type
 gdaki_ok=no
 [ "${nccl_lib:-0}" -ge 22800 ] && [ "${nccl_lib:-0}" -lt 22900 ] && gdaki_ok=yes
@@ -125,11 +127,11 @@ for impl in $IMPLS; do
         for n in $RANKS; do
             name=gin_D${impl}_${type}_${n}r
             if [ $type = auto ] && [ "${nccl_lib:-0}" -ge 23000 ]; then
-                tap_skip "${name}_data_checked_16B_to_64MiB" "NCCL ${nccl_lib}, left to choose, assigns its own GDAKI GIN (type 3), which needs the DEVX objects softnic does not offer (DOCA Error 21); the proxy case runs NCCL's GIN proxy over railnet's RMA table"
+                tap_skip "${name}_data_checked_16B_to_64MiB" "NCCL ${nccl_ver}, left to choose, assigns its own GDAKI GIN (type 3), which needs the DEVX objects softnic does not offer (DOCA Error 21); the proxy case runs NCCL's GIN proxy over railnet's RMA table"
                 continue
             fi
             if [ $type = gdaki ] && [ $gdaki_ok = no ]; then
-                tap_skip "${name}_data_checked_16B_to_64MiB" "NCCL ${nccl_lib:-?}'s device code reads another GDAKI layout than railnet writes (NCCL 2.28's): railnet offers the proxy type"
+                tap_skip "${name}_data_checked_16B_to_64MiB" "NCCL ${nccl_ver}'s device code reads another GDAKI layout than railnet writes (NCCL 2.28's): railnet offers the proxy type"
                 continue
             fi
             # shellcheck disable=SC2086
@@ -187,13 +189,13 @@ fault_result() {
 FAULT_TIMEOUT=$((40 + BOUND + WAIT_OTHERS))
 for type in $FAULT_TYPES; do
     if [ "$type" = gdaki ] && [ $gdaki_ok = no ]; then
-        why_not="NCCL ${nccl_lib:-?}'s device code reads another GDAKI layout than railnet writes (NCCL 2.28's)"
+        why_not="NCCL ${nccl_ver}'s device code reads another GDAKI layout than railnet writes (NCCL 2.28's)"
         tap_skip "gin_gdaki_peer_killed_survivors_end_with_an_error_within_${BOUND}s" "$why_not"
         tap_skip "gin_gdaki_ports_down_every_rank_ends_with_an_error_within_${BOUND}s" "$why_not"
         continue
     fi
     if [ "$type" = proxy ] && [ "${nccl_lib:-0}" -lt 22900 ]; then
-        why_not="NCCL ${nccl_lib:-?}'s proxy GIN ignores what the plugin's test() and ginProgress return and reports only an iput that fails; an error after a kernel's last put never reaches ncclCommGetAsyncError (NCCL's own IB transport hangs the same way: NT_FAULT_TYPES=ncclib)"
+        why_not="NCCL ${nccl_ver}'s proxy GIN ignores what the plugin's test() and ginProgress return and reports only an iput that fails; an error after a kernel's last put never reaches ncclCommGetAsyncError (NCCL's own IB transport hangs the same way: NT_FAULT_TYPES=ncclib)"
         tap_skip "gin_proxy_peer_killed_survivors_end_with_an_error_within_${BOUND}s" "$why_not"
         tap_skip "gin_proxy_ports_down_every_rank_ends_with_an_error_within_${BOUND}s" "$why_not"
         continue
