@@ -11,6 +11,9 @@
 # loaded with the newest net table that NCCL knows (v11 for 2.28 and 2.29,
 # v12 for 2.30) and used, and GDR on/off. A variant whose NCCL is not
 # installed is skipped with the reason.
+# Then 8 ranks share the GPU under a private MPS daemon (each its own NCCL
+# node): every collective x {fp32, bf16} x 4 B..NE_8R_MAX_BYTES (16 MiB)
+# through railnet with GDR on, every rank checking its data and ending 0.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 prog=$top_builddir/tests/gpu/nccl_collectives
@@ -19,7 +22,7 @@ for d in "$top_builddir"/nccl-[0-9]*; do
     [ -e "$d/lib/libnccl.so.2" ] && built="$built ${d##*/nccl-}"
 done
 nbuilt=0; for v in $built; do nbuilt=$((nbuilt + 1)); done
-ncases=$(((3 + nbuilt) * (12 + 4)))
+ncases=$(((3 + nbuilt) * (12 + 4) + 12 + 2))
 if [ "$(gpu_count)" -lt 1 ]; then
     tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
 fi
@@ -62,4 +65,30 @@ for variant in gdr host gdr_nccl2289 $(for v in $built; do echo "gdr_nccl$v"; do
     fi
     [ $status -eq 0 ] && tap_ok "${variant}_all_ranks_exit_0" || tap_not_ok "${variant}_all_ranks_exit_0" "worst exit status $status; rank1: $(grep -E 'failed|WARN' "$log1" | head -n 10)"
 done
+
+. "$top_srcdir/tests/gpu/lib-mps.sh"
+mpsdir=$(mktemp -d)
+trap 'mps_stop; rm -rf "$mpsdir"' EXIT
+mps_start "$mpsdir" || echo "# no MPS daemon: the 8 ranks take time slices of the GPU"
+NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_NET_GDR_LEVEL=SYS \
+    nccl_job e2e_8r 8 "$prog" --mode check --max-bytes "${NE_8R_MAX_BYTES:-16777216}" --timeout 300
+status=$?
+mps_stop
+nccl_report_collectives 8r 12 "$JOBDIR/e2e_8r.rank0.log" "$JOBDIR/e2e_8r.rank7.log"
+bad= r=0
+while [ $r -lt 8 ]; do
+    log=$JOBDIR/e2e_8r.rank$r.log
+    grep -q "Using network railnet" "$log" && [ "$(cat "$JOBDIR/e2e_8r.rank$r.status")" = 0 ] || bad="$bad $r"
+    r=$((r + 1))
+done
+if [ $status -eq 0 ] && [ -z "$bad" ]; then
+    tap_ok "8r_every_rank_used_railnet_and_exited_0"
+else
+    tap_not_ok "8r_every_rank_used_railnet_and_exited_0" "ranks not using railnet or not ending 0:$bad; $(grep -hE 'failed|WARN' "$JOBDIR"/e2e_8r.rank*.log | head -n 10)"
+fi
+if grep -q "nranks 8" "$JOBDIR/e2e_8r.rank0.log"; then
+    tap_ok "8r_communicator_of_8_ranks"
+else
+    tap_not_ok "8r_communicator_of_8_ranks" "$(grep -E 'nranks|Init COMPLETE' "$JOBDIR/e2e_8r.rank0.log" | head -n 3)"
+fi
 tap_done

@@ -11,7 +11,7 @@
 #                and SHM off: every byte crosses the plugin), 2 ranks;
 #   gin_D<impl>_<type>_<n>r  alltoall's device implementations -D 3 (GIN)
 #                and -D 4 (LSA + GIN; each rank its own node, so GIN) on
-#                symmetric windows (-R 2), 16 B to 64 MiB, 2 and 4 ranks,
+#                symmetric windows (-R 2), 16 B to 64 MiB, 2, 4 and 8 ranks,
 #                GIN types auto (RAILNET_GIN unset: an unmodified job),
 #                proxy and gdaki; the log must show the type railnet gave;
 # and the GIN failure cases (without MPS): a peer SIGKILLed mid-run, or
@@ -27,7 +27,7 @@
 # cases ask NCCL_GIN_TYPE=2 (NCCL's GIN proxy over railnet's RMA table) and
 # the auto cases skip (NCCL then assigns its own GDAKI, which softnic cannot
 # serve).
-# Knobs: NCCL_TESTS_DIR, NT_RANKS ("2 4"), NT_TYPES ("auto proxy gdaki"),
+# Knobs: NCCL_TESTS_DIR, NT_RANKS ("2 4 8"), NT_TYPES ("auto proxy gdaki"),
 # NT_IMPLS ("3 4"), NT_JOB_TIMEOUT (s per job, 240), NT_FAULT_TYPES ("gdaki
 # proxy"; "ncclib" runs them on NCCL's own IB transport, the reference),
 # NT_WAIT_OTHERS (s the survivors get, 60), NCCL_TORCH_LIB.
@@ -37,7 +37,7 @@
 NT=${NCCL_TESTS_DIR:-$top_builddir/nccl-tests}
 MR=$top_builddir/tests/minimpi/minimpirun
 MPILIB=$top_builddir/tests/minimpi/home/lib
-RANKS=${NT_RANKS:-2 4}
+RANKS=${NT_RANKS:-2 4 8}
 TYPES=${NT_TYPES:-auto proxy gdaki}
 IMPLS=${NT_IMPLS:-3 4}
 TIMEOUT=${NT_JOB_TIMEOUT:-240}
