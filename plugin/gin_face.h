@@ -18,11 +18,13 @@ ncclResult_t gin_devices(int *ndev);
 /* The properties of dev with the GIN type this process offers (decided
  * once, from RAILNET_GIN). */
 ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props);
-/* v12 properties with the proxy type, whatever RAILNET_GIN says: the tables
- * of NCCL 2.30 (GIN v13/v14, RMA), whose GDAKI layout railnet does not
- * write (gin_gdaki_type.c); why is logged once, naming `table` (a GIN
- * table; NULL for an RMA table, which is of the proxy type by definition:
- * nothing logged). */
+/* v12 properties with the type this process offers (GIN v14). */
+ncclResult_t gin_get_properties_v12(int dev, ncclNetProperties_v12_t *props);
+/* v12 properties with the proxy type, whatever RAILNET_GIN says: GIN v13
+ * (NCCL 2.30.3/2.30.4), whose createContext does not say which GDAKI
+ * context its kernels read, and the RMA tables; why is logged once, naming
+ * `table` (a GIN table; NULL for an RMA table, which is of the proxy type
+ * by definition: nothing logged). */
 ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *props, const char *table);
 ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm);
 ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);

@@ -53,7 +53,7 @@ static int gin_decide_type(int dev)
             WARN("NET/railnet/GIN: %s", why);
         else
             INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: offering the proxy type (%s)", why);
-        gin_gdaki_set_offered(gin_type == NCCL_NET_DEVICE_GIN_GDAKI);
+        gin_gdaki_set_offered(gin_type == NCCL_NET_DEVICE_GIN_GDAKI ? gin_gdaki_layout_of(&p) : 0);
     }
     int t = gin_type;
     pthread_mutex_unlock(&type_mu);
@@ -129,7 +129,7 @@ static ncclResult_t props_of(int dev, ncclNetProperties_v11_t *props, int type)
     props->maxComms = c.max_comms;
     props->maxRecvs = GIN_MAX_RECVS; /* NCCL sizes its proxy queue per rank as 32 * maxRecvs */
     props->netDeviceType = type < 0 ? gin_decide_type(dev) : type;
-    props->netDeviceVersion = props->netDeviceType == NCCL_NET_DEVICE_GIN_GDAKI ? RN_GIN_GDAKI_VERSION : 0;
+    props->netDeviceVersion = props->netDeviceType == NCCL_NET_DEVICE_GIN_GDAKI ? gin_gdaki_offered() : 0;
     props->vProps.ndevs = 1;
     props->vProps.devs[0] = dev;
     props->maxP2pBytes = GIN_MAX_PUT - 1;
@@ -148,22 +148,20 @@ static const char *proxy_only_table;
 
 static void proxy_only_say(void)
 {
-    INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: %s offers the proxy type only: NCCL 2.30's device code reads GDAKI "
-                               "layout 200, railnet writes %d", proxy_only_table, RN_GIN_GDAKI_VERSION);
+    INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: %s offers the proxy type only: its createContext does not say "
+                               "which GDAKI context the kernels read (GIN v14's backendVersion does)",
+         proxy_only_table);
 }
 
-ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *props, const char *table)
+/* type < 0: the one this process offers */
+static ncclResult_t props_v12_of(int dev, ncclNetProperties_v12_t *props, int type)
 {
     if (!props)
         return ncclInvalidArgument;
     ncclNetProperties_v11_t p;
-    ncclResult_t e = props_of(dev, &p, NCCL_NET_DEVICE_GIN_PROXY);
+    ncclResult_t e = props_of(dev, &p, type);
     if (e != ncclSuccess)
         return e;
-    if (table) {
-        proxy_only_table = table;
-        pthread_once(&proxy_only_once, proxy_only_say);
-    }
     memset(props, 0, sizeof(*props));
     props->name = p.name;
     props->pciPath = p.pciPath;
@@ -175,8 +173,8 @@ ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *prop
     props->latency = p.latency;
     props->maxComms = p.maxComms;
     props->maxRecvs = p.maxRecvs;
-    props->netDeviceType = NCCL_NET_DEVICE_GIN_PROXY;
-    props->netDeviceVersion = 0;
+    props->netDeviceType = p.netDeviceType;
+    props->netDeviceVersion = p.netDeviceVersion;
     props->vProps.ndevs = 1;
     props->vProps.devs[0] = dev;
     props->maxP2pBytes = p.maxP2pBytes;
@@ -185,6 +183,20 @@ ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *prop
     props->railId = -1; /* NCCL_NET_ID_UNDEF, as the net tables say */
     props->planeId = -1;
     return ncclSuccess;
+}
+
+ncclResult_t gin_get_properties_v12(int dev, ncclNetProperties_v12_t *props)
+{
+    return props_v12_of(dev, props, -1);
+}
+
+ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *props, const char *table)
+{
+    if (table) {
+        proxy_only_table = table;
+        pthread_once(&proxy_only_once, proxy_only_say);
+    }
+    return props_v12_of(dev, props, NCCL_NET_DEVICE_GIN_PROXY);
 }
 
 ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm)
@@ -218,6 +230,13 @@ ncclResult_t gin_reg_mr_sym_dmabuf_face(void *coll_comm, void *data, size_t size
     return gin_reg_mr_sym(coll_comm, data, size, type, offset, fd, flags, mhandle, gin_handle);
 }
 
+/* NCCL 2.28's device code reads one context */
+static ncclResult_t create_context_v11(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
+                                       ncclNetDeviceHandle_v11_t **dev_handle)
+{
+    return gin_create_context(coll_comm, nsignals, ncounters, 1, -1, gin_ctx, dev_handle);
+}
+
 RN_EXPORT const ncclGin_v11_t ncclGinPlugin_v11 = {
     .name = "railnet",
     .init = gin_init,
@@ -225,7 +244,7 @@ RN_EXPORT const ncclGin_v11_t ncclGinPlugin_v11 = {
     .getProperties = gin_get_properties,
     .listen = gin_listen_face,
     .connect = gin_connect_face,
-    .createContext = gin_create_context,
+    .createContext = create_context_v11,
     .regMrSym = gin_reg_mr_sym_face,
     .regMrSymDmaBuf = gin_reg_mr_sym_dmabuf_face,
     .deregMrSym = gin_dereg_mr_sym,

@@ -6,9 +6,10 @@
  *    connections are accepted and all carried by that set (logged once); a
  *    queue depth above GIN_PEER_REQS is accepted, the plugin then returning
  *    no request (try again) past its own bound, as v11 does;
- *  - createContext's nContexts: passed to the core, which makes one
- *    context whatever the count (the proxy type's is host-only; the GDAKI
- *    type's serves every context of NCCL's device code through its QPs);
+ *  - createContext's nContexts: passed to the core (the proxy type's
+ *    context is host-only whatever the count; the GDAKI type makes as
+ *    many contexts, each with QPs and table parts of its own, as NCCL
+ *    2.29's device code indexes by contextId);
  *  - iput/iputSignal's connectionId: checked against nConnections of the
  *    collComm's connect, then ignored (one set of QPs). */
 #include <stdatomic.h>
@@ -46,7 +47,7 @@ static ncclResult_t create_context_v12(void *coll_comm, int nsignals, int ncount
         WARN("NET/railnet/GIN: createContext: %d contexts: not valid", ncontexts);
         return ncclInvalidArgument;
     }
-    return gin_create_context(coll_comm, nsignals, ncounters, gin_ctx, dev_handle);
+    return gin_create_context(coll_comm, nsignals, ncounters, ncontexts, -1, gin_ctx, dev_handle);
 }
 
 static int connection_ok(void *coll_comm, int id, const char *what)

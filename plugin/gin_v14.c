@@ -1,17 +1,20 @@
 /* plugin/gin_v14.c: `ncclGinPlugin_v14` (include/nccl_gin_v14.h), the GIN
  * table NCCL 2.30.7 looks up first. It has no data path: NCCL 2.30.7 skips
  * an external GIN table of the proxy type and runs its own GIN proxy over an
- * RMA table instead (railnet's: rma_v14.c), and the GDAKI type is not
- * offered (NCCL 2.30's device code reads layout 200; railnet writes 100:
- * gin_gdaki_type.c). So this
- * table answers truthfully (the proxy type, its properties, a host-only
- * context whose use is ginProgress/queryLastError):
+ * RMA table instead (railnet's: rma_v14.c); with the GDAKI type, NCCL's
+ * device code posts itself. So this table offers the type this process
+ * decided (gin_gdaki_type.c: RAILNET_GIN=gdaki gets layout 200 under NCCL
+ * 2.30), its properties, and a context:
  *  - getGinProperties: strong signals yes (a signal implies this put's and
- *    every earlier put's data to the peer, gin.h), VA signals no (railnet's
+ *    every earlier put's data to the peer, gin.h; the GDAKI type's signal
+ *    is posted on the put's QP, after it), VA signals no (railnet's
  *    signals are offsets in a registered signal window);
- *  - createContext: the config is checked; its traffic class cannot reach
- *    QPs made at connect (the collComm's class is RAILNET_IB_TC or 0):
- *    said once when it differs. */
+ *  - createContext: the config is checked; nContexts and backendVersion
+ *    reach the GDAKI type (which context layout its kernels read); the
+ *    rank stride is not used by the GDAKI type (every peer gets QPs, as
+ *    NCCL's own GDAKI does); the traffic class cannot reach QPs made at
+ *    connect (the collComm's class is RAILNET_IB_TC or 0): said once when
+ *    it differs. */
 #include <stdatomic.h>
 
 #include "gin/gin.h"
@@ -30,7 +33,7 @@ static ncclResult_t get_gin_properties_v14(ncclGinProperties_v14_t *p)
 
 static ncclResult_t get_properties_v14(int dev, ncclNetProperties_v12_t *props)
 {
-    return gin_get_properties_proxy_v12(dev, props, "ncclGinPlugin_v14");
+    return gin_get_properties_v12(dev, props);
 }
 
 static _Atomic int said_tc;
@@ -54,7 +57,8 @@ static ncclResult_t create_context_v14(void *coll_comm, ncclGinConfig_v14_t *cfg
         INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: createContext: traffic class %d asked for; the collComm's QPs "
                                    "were made at connect with class %d (RAILNET_IB_TC or 0)", cfg->trafficClass,
              c->qpp.tc);
-    return gin_create_context(coll_comm, cfg->nSignals, cfg->nCounters, gin_ctx, dev_handle);
+    return gin_create_context(coll_comm, cfg->nSignals, cfg->nCounters, cfg->nContexts, cfg->backendVersion, gin_ctx,
+                              dev_handle);
 }
 
 RN_EXPORT const ncclGin_v14_t ncclGinPlugin_v14 = {

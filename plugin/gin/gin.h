@@ -194,7 +194,7 @@ struct gin_coll {
     uint64_t last_check_ns;       /* gin_check_peers */
     uint64_t last_async_ns;       /* gin_check_async */
     struct errors_watch async;    /* plugin/ib errors.c: the device's async events this collComm has seen */
-    int gdaki_type;               /* NCCL was offered the GDAKI type (gin_gdaki.h) */
+    int gdaki_type;               /* NCCL was offered the GDAKI type: its layout (gin_gdaki.h), else 0 */
     struct gin_gdaki_res *gdaki;  /* its DEVX context, PD, QPs and tables; NULL until needed */
     int nconnections;             /* GIN v12's connect: connection ids below this are valid (0: one) */
 };
@@ -312,9 +312,12 @@ void gin_check_async(struct gin_coll *c);
  * of the process (a few ids; 0 marks nothing); gin_group_failed asks. */
 void gin_group_fail(uint64_t comm_id);
 int gin_group_failed(uint64_t comm_id);
-/* createContext/destroyContext/queryLastError: see gin_errors.c. */
-ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
-                                ncclNetDeviceHandle_v11_t **dev_handle);
+/* createContext/destroyContext/queryLastError: see gin_errors.c.
+ * ncontexts and backend reach the GDAKI type (gin_gdaki.h): the number of
+ * contexts NCCL's device code indexes, and NCCL 2.30.7's backendVersion
+ * (-1 where the face has none). */
+ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, int ncontexts, int backend,
+                                void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle);
 ncclResult_t gin_destroy_context(void *gin_ctx);
 /* ginProgress of tables that name the context (GIN v13/v14): the proxy
  * type's context progresses its collComm. */

@@ -207,17 +207,16 @@ struct gin_ctx {
     ncclNetDeviceHandle_v11_t dev;
 };
 
-ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
-                                ncclNetDeviceHandle_v11_t **dev_handle)
+ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, int ncontexts, int backend,
+                                void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle)
 {
-    (void)nsignals, (void)ncounters;
     if (gin_ctx)
         *gin_ctx = NULL;
     struct gin_coll *c = gin_coll_of(coll_comm, "createContext");
     if (!c || !gin_ctx || !dev_handle)
         return ncclInvalidArgument;
     if (c->gdaki_type)
-        return gin_gdaki_create_context(c, nsignals, ncounters, gin_ctx, dev_handle);
+        return gin_gdaki_create_context(c, nsignals, ncounters, ncontexts, backend, gin_ctx, dev_handle);
     struct gin_ctx *x = calloc(1, sizeof(*x));
     if (!x)
         return ncclSystemError;

@@ -32,11 +32,11 @@
 #define GIN_GDAKI_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
                           IBV_ACCESS_REMOTE_ATOMIC)
 
-static int offered;
+static int offered;         /* the layout, 0: the proxy type */
 
-void gin_gdaki_set_offered(int on)
+void gin_gdaki_set_offered(int layout)
 {
-    __atomic_store_n(&offered, on, __ATOMIC_RELEASE);
+    __atomic_store_n(&offered, layout, __ATOMIC_RELEASE);
 }
 
 int gin_gdaki_offered(void)
@@ -68,11 +68,15 @@ struct gin_gdaki_res {
     union ibv_gid gid;
     int port, gid_index;
     int created;            /* createContext made the QPs and tables */
-    struct gdaki_pair **qp, **comp;     /* [nranks] */
+    int layout, backend;    /* what the device code reads (gin_gdaki_layout.c) */
+    int nctx;               /* contexts; QP of context x towards peer p: qp[x * nranks + p] */
+    size_t qp_size, ctx_size;
+    struct gdaki_pair **qp, **comp;     /* [nctx * nranks] */
     struct dmem sig, cnt, sink;
     size_t nsig, ncnt;      /* entries of sig and cnt */
     struct ibv_mr *sig_mr, *cnt_mr, *sink_mr;
     struct dmem qps, keys, dctx;
+    struct dmem gets;       /* layout 200, backend 2: last_issued_get, then last_visible_get, [nctx * nranks] each */
     ncclNetDeviceHandle_v11_t handle;
     uint64_t last_check_ns;
     int error;
@@ -167,11 +171,7 @@ static ncclResult_t base_open(struct gin_coll *c)
     if (!r)
         return ncclSystemError;
     r->coll = c;
-    r->qp = calloc((size_t)c->nranks, sizeof(*r->qp));
-    r->comp = calloc((size_t)c->nranks, sizeof(*r->comp));
     char err[256] = "out of memory";
-    if (!r->qp || !r->comp)
-        goto fail;
     const struct rn_config *cfg = rn_config();
     char cuda_why[160];
     r->host_only = !cudawrap_get(cuda_why, sizeof(cuda_why));
@@ -290,7 +290,7 @@ static void xchg_leave(struct gin_coll *c, uint32_t step)
  * peer gone, the deadline passed) ends the exchange: ncclRemoteError, and
  * the caller fails the collComm (messages stay unread or half sent) once
  * xchg_leave has told the peers why. */
-static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, int *ok)
+static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_pair **qps, struct gdaki_qp_info *remote, int *ok)
 {
     struct gin_gdaki_res *r = c->gdaki;
     uint64_t deadline = now_ns() + (uint64_t)rn_config()->handshake_timeout * 1000000000ull;
@@ -307,8 +307,8 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_qp_info *remote, i
         m.nports = 1;
         m.nqps = 1;
         struct hs_qp_info *q = &m.qp[0];
-        q->qpn = gdaki_pair_send_qpn(r->qp[p]);
-        q->psn = r->qp[p]->psn;
+        q->qpn = gdaki_pair_send_qpn(qps[p]);
+        q->psn = qps[p]->psn;
         q->lid = r->pattr.lid;
         q->port_num = (uint8_t)r->port;
         q->mtu = (uint8_t)r->pattr.active_mtu;
@@ -431,12 +431,16 @@ static struct ibv_mr *reg0(struct gin_gdaki_res *r, void *addr, size_t len, char
 
 static void res_free_context(struct gin_gdaki_res *r)
 {
-    int n = r->coll->nranks;
-    for (int p = 0; p < n; p++) {
-        gdaki_pair_close(r->qp[p]);
-        gdaki_pair_close(r->comp[p]);
-        r->qp[p] = r->comp[p] = NULL;
+    int nq = r->nctx * r->coll->nranks;
+    for (int i = 0; i < nq && r->qp && r->comp; i++) {
+        gdaki_pair_close(r->qp[i]);
+        gdaki_pair_close(r->comp[i]);
+        r->qp[i] = r->comp[i] = NULL;
     }
+    free(r->qp);
+    free(r->comp);
+    r->qp = r->comp = NULL;
+    r->nctx = 0;
     if (r->sig_mr)
         r->v->dereg_mr(r->sig_mr);
     if (r->cnt_mr)
@@ -450,33 +454,137 @@ static void res_free_context(struct gin_gdaki_res *r)
     dmem_free(&r->qps);
     dmem_free(&r->keys);
     dmem_free(&r->dctx);
+    dmem_free(&r->gets);
     r->created = 0;
 }
 
-ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, void **gin_ctx,
-                                      ncclNetDeviceHandle_v11_t **dev_handle)
+/* The descriptors, tables and context array in device memory, from the
+ * finished QPs and every rank's table keys (all[p].addr: the signal
+ * table's rkey, .size: the counter table's). Every layout goes through
+ * the same steps; gin_gdaki_layout.c says the sizes and writes the images:
+ * main QPs of every context first ([nctx][nranks]), then companions; the
+ * signal rkeys, then the counter rkeys; one context per contextId. */
+static ncclResult_t res_publish(struct gin_gdaki_res *r, const struct gw_win *all, int nsignals, int ncounters,
+                                char *err, size_t el)
 {
-    if (nsignals < 0 || ncounters < 0 || nsignals > (1 << 30) || ncounters > (1 << 30)) {
-        WARN("NET/railnet/GIN: createContext: %d signals, %d counters out of range", nsignals, ncounters);
+    struct gin_coll *c = r->coll;
+    int n = c->nranks, nq = r->nctx * n;
+    uint32_t *keys = calloc((size_t)2 * n, sizeof(*keys));
+    uint8_t *img = calloc((size_t)2 * nq, r->qp_size);
+    uint8_t *cx = calloc((size_t)r->nctx, r->ctx_size);
+    ncclResult_t res = ncclSuccess;
+    snprintf(err, el, "out of memory");
+    if (!keys || !img || !cx)
+        res = ncclSystemError;
+    for (int p = 0; p < n && res == ncclSuccess; p++) {
+        keys[p] = htobe32((uint32_t)all[p].addr);
+        keys[n + p] = htobe32((uint32_t)all[p].size);
+    }
+    for (int i = 0; i < nq && res == ncclSuccess; i++) {
+        struct gin_gdaki_queue q;
+        queue_of(r, r->qp[i], &q);
+        gin_gdaki_qp_write(r->layout, &q, img + (size_t)i * r->qp_size);
+        queue_of(r, r->comp[i], &q);
+        gin_gdaki_qp_write(r->layout, &q, img + (size_t)(nq + i) * r->qp_size);
+    }
+    int gets = gin_gdaki_ctx_gets(r->layout, r->backend);
+    if (res == ncclSuccess &&
+        (dmem_alloc(r, r->qp_size * 2 * nq, &r->qps, err, el) < 0 ||
+         dmem_alloc(r, sizeof(*keys) * 2 * n, &r->keys, err, el) < 0 ||
+         dmem_alloc(r, r->ctx_size * r->nctx, &r->dctx, err, el) < 0 ||
+         (gets && dmem_alloc(r, sizeof(uint64_t) * 2 * nq, &r->gets, err, el) < 0) ||
+         dmem_put(r, &r->qps, 0, img, r->qp_size * 2 * nq, err, el) < 0 ||
+         dmem_put(r, &r->keys, 0, keys, sizeof(*keys) * 2 * n, err, el) < 0))
+        res = ncclSystemError;
+    for (int x = 0; x < r->nctx && res == ncclSuccess; x++) {
+        uint8_t *dq = r->qps.ptr;
+        uint32_t *dk = r->keys.ptr;
+        uint64_t *dg = r->gets.ptr;
+        struct gin_gdaki_ctx_desc d = {
+            .gdqp = dq + (size_t)x * n * r->qp_size,
+            .companion = dq + (size_t)(nq + x * n) * r->qp_size,
+            .counters = { .base = r->cnt.ptr, .rkeys = dk + n, .lkey = r->cnt_mr->lkey,
+                          .offset = (uint32_t)(x * ncounters) },
+            .signals = { .base = r->sig.ptr, .rkeys = dk, .lkey = r->sig_mr->lkey,
+                         .offset = (uint32_t)(x * nsignals) },
+            .sink_lkey = r->sink_mr->lkey,
+            .last_issued_get = gets ? dg + (size_t)x * n : NULL,
+            .last_visible_get = gets ? dg + (size_t)(nq + x * n) : NULL,
+        };
+        gin_gdaki_ctx_write(r->layout, r->backend, &d, cx + (size_t)x * r->ctx_size);
+    }
+    if (res == ncclSuccess && dmem_put(r, &r->dctx, 0, cx, r->ctx_size * r->nctx, err, el) < 0)
+        res = ncclSystemError;
+    free(keys);
+    free(img);
+    free(cx);
+    return res;
+}
+
+/* The layout and backend checks of createContext, before any exchange:
+ * the same on every rank (one process decides the layout; NCCL passes the
+ * same config everywhere), so a refusal here is every rank's. */
+static ncclResult_t ctx_shape(struct gin_coll *c, int nsignals, int ncounters, int ncontexts, int *backend)
+{
+    int layout = c->gdaki_type;
+    if (nsignals < 0 || ncounters < 0 || ncontexts < 1 || (int64_t)nsignals * ncontexts > (1 << 30) ||
+        (int64_t)ncounters * ncontexts > (1 << 30) || (int64_t)ncontexts * c->nranks > (1 << 20)) {
+        WARN("NET/railnet/GIN: createContext: %d signals, %d counters, %d contexts (%d ranks) out of range", nsignals,
+             ncounters, ncontexts, c->nranks);
         return ncclInvalidArgument;
     }
+    if (*backend < 0)
+        *backend = RN_GIN_GDAKI_BACKEND_V2;    /* a face that does not say: the newest */
+    if (!gin_gdaki_qp_size(layout) || !gin_gdaki_ctx_size(layout, *backend)) {
+        WARN("NET/railnet/GIN: rank %d: createContext: GDAKI layout %d with backend version %d: railnet writes "
+             "layout %d, and layout %d with backends %d (kernels of NCCL 2.30.3/2.30.4) and %d (NCCL 2.30.5 and "
+             "later); a kernel built with an older NCCL cannot use NCCL 2.30's GDAKI type",
+             c->rank, layout, *backend, RN_GIN_GDAKI_V100, RN_GIN_GDAKI_V200, RN_GIN_GDAKI_BACKEND_V1,
+             RN_GIN_GDAKI_BACKEND_V2);
+        return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, int ncontexts, int backend,
+                                      void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle)
+{
+    ncclResult_t res = ctx_shape(c, nsignals, ncounters, ncontexts, &backend);
+    if (res != ncclSuccess)
+        return res;
     ncclResult_t failed = gin_failed(c, "createContext");
     if (failed)
         return failed;
-    ncclResult_t res = base_open(c);
+    res = base_open(c);
     /* Every rank takes part in every exchange below, failed or not. */
     struct gin_gdaki_res *r = c->gdaki;
     if (r && r->created) {
         WARN("NET/railnet/GIN: rank %d: createContext called twice on one collComm", c->rank);
         return ncclInvalidUsage;
     }
-    int n = c->nranks;
+    int n = c->nranks, nq = ncontexts * n;
     char err[256] = "";
     int ok = res == ncclSuccess;
-    for (int p = 0; ok && p < n; p++)
-        if (qp_new(r, &r->qp[p], err, sizeof(err)) < 0 || qp_new(r, &r->comp[p], err, sizeof(err)) < 0)
+    if (ok) {
+        r->layout = c->gdaki_type;
+        r->backend = backend;
+        r->qp_size = gin_gdaki_qp_size(r->layout);
+        r->ctx_size = gin_gdaki_ctx_size(r->layout, backend);
+        r->nctx = ncontexts;
+        r->qp = calloc((size_t)nq, sizeof(*r->qp));
+        r->comp = calloc((size_t)nq, sizeof(*r->comp));
+        if (!r->qp || !r->comp) {
+            snprintf(err, sizeof(err), "out of memory for %d QPs", 2 * nq);
             ok = 0;
-    size_t sig_len = (size_t)(nsignals ? nsignals : 1) * 8, cnt_len = (size_t)(ncounters ? ncounters : 1) * 8;
+        }
+    }
+    for (int i = 0; ok && i < nq; i++)
+        if (qp_new(r, &r->qp[i], err, sizeof(err)) < 0 || qp_new(r, &r->comp[i], err, sizeof(err)) < 0)
+            ok = 0;
+    /* one table of each kind for all contexts, registered once: context x
+     * owns entries [x * count, (x + 1) * count) (its table offset) */
+    size_t nsig_all = (size_t)nsignals * ncontexts, ncnt_all = (size_t)ncounters * ncontexts;
+    size_t sig_len = (nsig_all ? nsig_all : 1) * 8, cnt_len = (ncnt_all ? ncnt_all : 1) * 8;
     if (r) {
         r->nsig = sig_len / 8;
         r->ncnt = cnt_len / 8;
@@ -492,8 +600,9 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     if (!ok && err[0])
         WARN("NET/railnet/GIN: device %s, rank %d: GDAKI createContext: %s", c->dev_name, c->rank, err);
 
-    /* QP numbers, then the tables' rkeys (signals in addr, counters in size). */
-    struct gdaki_qp_info *remote = calloc((size_t)n, sizeof(*remote));
+    /* QP numbers (one round per context, the same order on every rank),
+     * then the tables' rkeys (signals in addr, counters in size). */
+    struct gdaki_qp_info *remote = calloc((size_t)nq, sizeof(*remote));
     struct gw_win *all = calloc((size_t)n, sizeof(*all));
     if (!remote || !all) {
         WARN("NET/railnet/GIN: rank %d: GDAKI createContext: out of memory for %d ranks", c->rank, n);
@@ -508,23 +617,27 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     }
     struct gw_win mine = { 0 };
     ncclResult_t xres = xchg_win(c, 0, ok, &mine, all);
-    if (xres == ncclSuccess && (xres = xchg_qps(c, remote, &ok)) != ncclSuccess) {
-        /* the peers that can still be written to read why before the EOF */
-        xchg_leave(c, 1);
-        gin_fail_exchange(c, ncclRemoteError);
-    }
+    for (int x = 0; x < ncontexts && xres == ncclSuccess; x++)
+        if ((xres = xchg_qps(c, r->qp + (size_t)x * n, remote + (size_t)x * n, &ok)) != ncclSuccess) {
+            /* the peers that can still be written to read why before the EOF */
+            xchg_leave(c, 1);
+            gin_fail_exchange(c, ncclRemoteError);
+        }
     if (xres == ncclSuccess) {
-        self_info(r, r->qp[c->rank], &remote[c->rank]);
-        for (int p = 0; p < n && ok; p++) {
-            struct gdaki_qp_info me;
-            self_info(r, r->comp[p], &me);
-            if (gdaki_devx_connect(r->qp[p], &remote[p], err, sizeof(err)) < 0 ||
-                gdaki_devx_connect(r->comp[p], &me, err, sizeof(err)) < 0 ||
-                gdaki_pair_finish(r->qp[p], !r->host_only, r->cuda_dev, err, sizeof(err)) < 0 ||
-                gdaki_pair_finish(r->comp[p], !r->host_only, r->cuda_dev, err, sizeof(err)) < 0) {
-                WARN("NET/railnet/GIN: device %s, rank %d: GDAKI QP towards rank %d: %s", c->dev_name, c->rank, p,
-                     err);
-                ok = 0;
+        for (int x = 0; x < ncontexts && ok; x++) {
+            struct gdaki_pair **qps = r->qp + (size_t)x * n, **comps = r->comp + (size_t)x * n;
+            self_info(r, qps[c->rank], &remote[(size_t)x * n + c->rank]);
+            for (int p = 0; p < n && ok; p++) {
+                struct gdaki_qp_info me;
+                self_info(r, comps[p], &me);
+                if (gdaki_devx_connect(qps[p], &remote[(size_t)x * n + p], err, sizeof(err)) < 0 ||
+                    gdaki_devx_connect(comps[p], &me, err, sizeof(err)) < 0 ||
+                    gdaki_pair_finish(qps[p], !r->host_only, r->cuda_dev, err, sizeof(err)) < 0 ||
+                    gdaki_pair_finish(comps[p], !r->host_only, r->cuda_dev, err, sizeof(err)) < 0) {
+                    WARN("NET/railnet/GIN: device %s, rank %d: GDAKI QP of context %d towards rank %d: %s",
+                         c->dev_name, c->rank, x, p, err);
+                    ok = 0;
+                }
             }
         }
         if (ok) {
@@ -534,10 +647,6 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         xres = xchg_win(c, 1, ok, &mine, all);
     }
     free(remote);
-    uint32_t *keys = calloc((size_t)2 * n, sizeof(*keys));
-    struct rn_doca_qp *img = calloc((size_t)2 * n, sizeof(*img));
-    if (xres == ncclSuccess && (!keys || !img))
-        xres = ncclSystemError;
     for (int p = 0; p < n && xres == ncclSuccess; p++)
         if (all[p].addr > UINT32_MAX || all[p].size > UINT32_MAX || all[p].rkey) {
             WARN("NET/railnet/GIN: rank %d: the GDAKI table keys of rank %d (0x%llx, 0x%llx, 0x%x) are not 32-bit "
@@ -545,37 +654,9 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
                  c->rank, p, (unsigned long long)all[p].addr, (unsigned long long)all[p].size, all[p].rkey);
             xres = ncclRemoteError;
         }
-    if (xres == ncclSuccess) {
-        for (int p = 0; p < n; p++) {
-            keys[p] = htobe32((uint32_t)all[p].addr);
-            keys[n + p] = htobe32((uint32_t)all[p].size);
-            struct gin_gdaki_queue q;
-            queue_of(r, r->qp[p], &q);
-            gin_gdaki_qp_image(&q, &img[p]);
-            queue_of(r, r->comp[p], &q);
-            gin_gdaki_qp_image(&q, &img[n + p]);
-        }
-        struct rn_gin_gdaki_gpu_ctx cx;
-        if (dmem_alloc(r, sizeof(*img) * 2 * n, &r->qps, err, sizeof(err)) < 0 ||
-            dmem_alloc(r, sizeof(*keys) * 2 * n, &r->keys, err, sizeof(err)) < 0 ||
-            dmem_alloc(r, sizeof(cx), &r->dctx, err, sizeof(err)) < 0 ||
-            dmem_put(r, &r->qps, 0, img, sizeof(*img) * 2 * n, err, sizeof(err)) < 0 ||
-            dmem_put(r, &r->keys, 0, keys, sizeof(*keys) * 2 * n, err, sizeof(err)) < 0) {
-            xres = ncclSystemError;
-        } else {
-            struct rn_doca_qp *dq = r->qps.ptr;
-            uint32_t *dk = r->keys.ptr;
-            gin_gdaki_ctx_image(dq, dq + n, r->cnt.ptr, dk + n, r->cnt_mr->lkey, r->sig.ptr, dk, r->sig_mr->lkey,
-                                r->sink_mr->lkey, &cx);
-            if (dmem_put(r, &r->dctx, 0, &cx, sizeof(cx), err, sizeof(err)) < 0)
-                xres = ncclSystemError;
-        }
-        if (xres != ncclSuccess)
-            WARN("NET/railnet/GIN: device %s, rank %d: GDAKI context in %s memory: %s", c->dev_name, c->rank,
-                 r->host_only ? "host" : "GPU", err);
-    }
-    free(keys);
-    free(img);
+    if (xres == ncclSuccess && ok && (xres = res_publish(r, all, nsignals, ncounters, err, sizeof(err))))
+        WARN("NET/railnet/GIN: device %s, rank %d: GDAKI context in %s memory: %s", c->dev_name, c->rank,
+             r->host_only ? "host" : "GPU", err);
     free(all);
     if (xres != ncclSuccess || !ok) {
         if (r)
@@ -587,14 +668,18 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     r->last_check_ns = 0;
     memset(&r->handle, 0, sizeof(r->handle));
     r->handle.netDeviceType = (ncclNetDeviceType)NCCL_NET_DEVICE_GIN_GDAKI;
-    r->handle.netDeviceVersion = RN_GIN_GDAKI_VERSION;
+    r->handle.netDeviceVersion = r->layout;
     r->handle.handle = r->dctx.ptr;
-    r->handle.size = sizeof(struct rn_gin_gdaki_gpu_ctx);
+    r->handle.size = r->ctx_size * (size_t)r->nctx;
     r->handle.needsProxyProgress = 0;
     INFO(NCCL_NET | NCCL_INIT,
-         "NET/railnet/GIN: rank %d of %d on %s: GDAKI type, %d DEVX QP(s) + companions of %d slots (rings in %s "
-         "memory), %d signals, %d counters, context in %s memory",
-         c->rank, n, c->dev_name, n, GIN_GDAKI_SQ_DEPTH, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
+         "NET/railnet/GIN: rank %d of %d on %s: GDAKI type, layout %d%s, %d context(s) of %d DEVX QP(s) + companions "
+         "of %d slots (rings in %s memory), %d signals, %d counters per context, contexts in %s memory",
+         c->rank, n, c->dev_name, r->layout,
+         r->layout == RN_GIN_GDAKI_V200 ? (gin_gdaki_ctx_gets(r->layout, backend) ? " (backend 2: gets tracked)"
+                                                                                    : " (backend 1)")
+                                        : "",
+         ncontexts, n, GIN_GDAKI_SQ_DEPTH, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
          r->host_only ? "host" : "GPU");
     *gin_ctx = r;
     *dev_handle = &r->handle;
@@ -640,12 +725,12 @@ static void res_keep(struct gin_gdaki_res *r, const char *what)
  * released kernel posts leaves the NIC), then gin_gdaki_release. */
 static void res_release(struct gin_gdaki_res *r)
 {
-    int n = r->coll->nranks, stuck = 0;
-    for (int p = 0; p < n; p++) {
-        if (r->qp[p] && gdaki_pair_send_qp_state(r->qp[p]) != IBV_QPS_ERR && gdaki_pair_send_qp_fail(r->qp[p]) < 0)
+    int nq = r->nctx * r->coll->nranks, stuck = 0;
+    for (int i = 0; i < nq; i++) {
+        if (r->qp[i] && gdaki_pair_send_qp_state(r->qp[i]) != IBV_QPS_ERR && gdaki_pair_send_qp_fail(r->qp[i]) < 0)
             stuck++;
-        if (r->comp[p] && gdaki_pair_send_qp_state(r->comp[p]) != IBV_QPS_ERR &&
-            gdaki_pair_send_qp_fail(r->comp[p]) < 0)
+        if (r->comp[i] && gdaki_pair_send_qp_state(r->comp[i]) != IBV_QPS_ERR &&
+            gdaki_pair_send_qp_fail(r->comp[i]) < 0)
             stuck++;
     }
     if (stuck)
@@ -656,7 +741,8 @@ static void res_release(struct gin_gdaki_res *r)
     struct gin_gdaki_release_req q = {
         .cuda_dev = r->host_only ? -1 : r->cuda_dev,
         .qps = (uint64_t)(uintptr_t)r->qps.ptr,
-        .nqps = 2 * n,
+        .nqps = 2 * nq,
+        .qp_stride = r->qp_size,
         .sig = (uint64_t)(uintptr_t)r->sig.ptr,
         .cnt = (uint64_t)(uintptr_t)r->cnt.ptr,
         .nsig = r->nsig,
@@ -714,8 +800,9 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
         if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
             __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
     }
-    for (int p = 0; p < c->nranks && !__atomic_load_n(&r->error, __ATOMIC_ACQUIRE); p++) {
-        int st = gdaki_devx_state(r->qp[p]), cs = gdaki_devx_state(r->comp[p]);
+    for (int i = 0; i < r->nctx * c->nranks && !__atomic_load_n(&r->error, __ATOMIC_ACQUIRE); i++) {
+        int p = i % c->nranks;
+        int st = gdaki_devx_state(r->qp[i]), cs = gdaki_devx_state(r->comp[i]);
         if (st == IBV_QPS_ERR || cs == IBV_QPS_ERR) {
             WARN("NET/railnet/GIN: device %s, rank %d: the GDAKI %sQP towards rank %d is in the error state (an "
                  "error completion: bad key or range, or the peer is gone)",

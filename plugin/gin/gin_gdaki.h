@@ -3,9 +3,10 @@
  * railnet's queues. Layouts of what it reads: include/railnet_gin_gdaki.h.
  *
  * Which type NCCL gets (gin_gdaki_type.c): RAILNET_GIN=gdaki asks for it;
- * it is granted when the running NCCL's device code expects the layout
- * railnet writes (NCCL_GIN_GDAKI_VERSION 100: NCCL 2.28.x, or
- * RAILNET_GIN_GDAKI_VERSION says which), the device opens for DEVX, and a
+ * it is granted when the running NCCL's device code expects a layout
+ * railnet writes (NCCL_GIN_GDAKI_VERSION 100: NCCL 2.28.x and 2.29.x; 200:
+ * NCCL 2.30.x; or RAILNET_GIN_GDAKI_VERSION says which), the device opens
+ * for DEVX, and a
  * CUDA GPU is there -- or, with no CUDA, RAILNET_GDAKI_QUEUE_MEM=host-devx
  * (every structure in host memory, for CPU consumers: the CI tests).
  * RAILNET_GIN=auto keeps the proxy type until the GDAKI type has been
@@ -14,16 +15,21 @@
  * Resources (gin_gdaki.c), made at createContext, collectively on every
  * rank (NCCL calls it on all ranks right after connect), on a DEVX context
  * and PD of the collComm's device (first port):
- * - per peer p (self included): one DEVX RC QP (plugin/gdaki's queues: ring,
+ * - per context (createContext's nContexts; 1 for GIN v11) and per peer p
+ *   (self included): one DEVX RC QP (plugin/gdaki's queues: ring,
  *   doorbell records, CQ with overrun ignore, UAR) connected to peer p's QP
  *   towards this rank (QP numbers swapped in a GW_GDAKI message over the
  *   collComm's sockets), and one companion DEVX QP connected to itself;
- * - the signal table (nSignals x 8 bytes) and the counter table (nCounters x
- *   8 bytes), zeroed, and an 8-byte sink, each registered zero-based;
+ * - the signal table (nSignals x 8 bytes per context) and the counter table
+ *   (nCounters x 8 bytes per context), zeroed, and a sink, each registered
+ *   zero-based (a context's part starts at its offset);
+ * - layout 200 with backend 2: per context, last_issued_get[nranks] and
+ *   last_visible_get[nranks], zeroed;
  *   every rank's rkeys of both tables (exchanged as WIN messages);
  * - in GPU memory (host memory in the CPU-consumer mode): the DOCA QP
- *   descriptors (gdqp[nranks], companion_gdqp[nranks]), the rkey arrays and
- *   the ncclGinGdakiGPUContext; devHandle->handle points at the last.
+ *   descriptors (gdqp[nranks], companion_gdqp[nranks] per context), the
+ *   rkey arrays and the ncclGinGdakiGPUContext array; devHandle->handle
+ *   points at the last.
  * Windows (regMrSym on the GDAKI type): the buffer is also registered
  * zero-based on the DEVX PD; the rkeys are exchanged; the ginHandle is a
  * ncclGinGdakiMemHandle {rkeys[nranks], lkey} in GPU (or host) memory.
@@ -54,16 +60,23 @@ struct gin_gdaki_probe {
     char devx_why[256];
 };
 /* The NCCL_GIN_GDAKI_VERSION of a NCCL release's device code (version code
- * as ncclGetVersion gives it), 0 when unknown. */
+ * as ncclGetVersion gives it), 0 when unknown. 2.28.x and 2.29.x share 100:
+ * 2.29's additions (a context per contextId, table offsets) fall where
+ * 2.28 reads the first context and padding, so one writer serves both. */
 int gin_gdaki_version_of_nccl(int nccl_version);
 /* NCCL_NET_DEVICE_GIN_GDAKI or _PROXY for p, and why (one sentence);
  * *mismatch set when a layout version mismatch was the reason (a WARN). */
 int gin_gdaki_choose(const struct gin_gdaki_probe *p, int *mismatch, char *why, size_t wl);
+/* The layout the GDAKI type is written in for this probe: the override,
+ * else NCCL's, else (no NCCL: a test driver) 100. */
+int gin_gdaki_layout_of(const struct gin_gdaki_probe *p);
 /* Fills the probe for device dev from the configuration and this process
  * (CUDA, DEVX, NCCL's version). */
 void gin_gdaki_probe_fill(int dev, struct gin_gdaki_probe *p);
 
-/* ---- images of NCCL's structures (gin_gdaki_desc.c; pure) ---- */
+/* ---- images of NCCL's structures (pure) ----
+ * Layout 100 (NCCL 2.28, 2.29): gin_gdaki_desc.c; layout 200 (NCCL 2.30):
+ * gin_gdaki_layout_v200.c; gin_gdaki_layout.c picks by layout. */
 /* One DEVX QP's queues as the device code sees them (device-visible
  * addresses; host addresses in the CPU-consumer mode). */
 struct gin_gdaki_queue {
@@ -77,22 +90,49 @@ struct gin_gdaki_queue {
     uint32_t cqn, qpn;
     int gpu;                  /* queues in GPU memory */
 };
+/* One table of a context: keys in host order (stored big-endian). */
+struct gin_gdaki_table_desc {
+    uint64_t *base;           /* the whole table (every context's part) */
+    uint32_t *rkeys;          /* [nranks], big-endian already */
+    uint32_t lkey;
+    uint32_t offset;          /* entries before this context's */
+};
+/* One context, whatever the layout. */
+struct gin_gdaki_ctx_desc {
+    void *gdqp, *companion;   /* this context's QP descriptors, peer p at index p */
+    struct gin_gdaki_table_desc counters, signals;
+    uint32_t sink_lkey;
+    uint64_t *last_issued_get, *last_visible_get;   /* [nranks]; layout 200, backend 2 */
+};
 void gin_gdaki_qp_image(const struct gin_gdaki_queue *q, struct rn_doca_qp *out);
-/* Keys are given in host order and stored big-endian. */
-void gin_gdaki_ctx_image(struct rn_doca_qp *gdqp, struct rn_doca_qp *companion, uint64_t *counters,
-                         uint32_t *counter_rkeys, uint32_t counter_lkey, uint64_t *signals, uint32_t *signal_rkeys,
-                         uint32_t signal_lkey, uint32_t sink_lkey, struct rn_gin_gdaki_gpu_ctx *out);
+void gin_gdaki_qp_image_v200(const struct gin_gdaki_queue *q, struct rn_doca_qp_v200 *out);
+void gin_gdaki_ctx_image(const struct gin_gdaki_ctx_desc *d, struct rn_gin_gdaki_gpu_ctx *out);
+void gin_gdaki_ctx_image_v200(const struct gin_gdaki_ctx_desc *d, struct rn_gin_gdaki_gpu_ctx_v200 *out);
 void gin_gdaki_mh_image(uint32_t *rkeys, uint32_t lkey, struct rn_gin_gdaki_mem_handle *out);
 /* rkeys[i] = htobe32(keys[i]) */
 void gin_gdaki_keys_be(const uint32_t *keys, int n, uint32_t *out);
 
+/* By layout (RN_GIN_GDAKI_V100, _V200) and, for layout 200, the backend
+ * version NCCL 2.30's createContext names (RN_GIN_GDAKI_BACKEND_V1, _V2;
+ * other layouts ignore it). A size of 0: a layout or backend railnet does
+ * not write. */
+size_t gin_gdaki_qp_size(int layout);
+size_t gin_gdaki_ctx_size(int layout, int backend);
+/* Whether the context carries get tracking (its arrays must be made). */
+int gin_gdaki_ctx_gets(int layout, int backend);
+void gin_gdaki_qp_write(int layout, const struct gin_gdaki_queue *q, void *out);
+void gin_gdaki_ctx_write(int layout, int backend, const struct gin_gdaki_ctx_desc *d, void *out);
+
 /* ---- resources (gin_gdaki.c) ---- */
-/* Whether this process offers the GDAKI type (decided at the first
- * getProperties; gin_plugin.c). */
-void gin_gdaki_set_offered(int on);
+/* The layout this process offers the GDAKI type with, 0 when it offers
+ * the proxy type (decided at the first getProperties; gin_plugin.c). */
+void gin_gdaki_set_offered(int layout);
 int gin_gdaki_offered(void);
-ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, void **gin_ctx,
-                                      ncclNetDeviceHandle_v11_t **dev_handle);
+/* ncontexts contexts (NCCL 2.29+ indexes the device handle by context),
+ * each with QPs of its own; backend: see gin_gdaki_ctx_size (-1: the
+ * newest, for faces that do not say). */
+ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, int ncontexts, int backend,
+                                      void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle);
 /* Whether gin_ctx is a GDAKI context of this file (else: the proxy one). */
 int gin_gdaki_is_ctx(void *gin_ctx);
 ncclResult_t gin_gdaki_destroy_context(void *gin_ctx);
@@ -113,6 +153,7 @@ struct gin_gdaki_release_req {
     int cuda_dev;
     uint64_t qps;
     int nqps;
+    size_t qp_stride;         /* bytes per descriptor (the layout's QP size) */
     uint64_t sig, cnt;
     size_t nsig, ncnt;
     const char *who;          /* "device D, rank R", for the logs (copied) */

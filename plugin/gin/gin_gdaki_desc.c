@@ -1,7 +1,8 @@
-/* plugin/gin/gin_gdaki_desc.c: the images of NCCL 2.28.9's GDAKI structures
- * railnet hands NCCL's device code (gin_gdaki.h; layouts in
- * include/railnet_gin_gdaki.h). Pure functions: tests/gin_gdaki checks
- * them field by field against hand-computed images.
+/* plugin/gin/gin_gdaki_desc.c: the images of layout 100's GDAKI structures
+ * (NCCL 2.28.x and 2.29.x) railnet hands NCCL's device code (gin_gdaki.h;
+ * layouts in include/railnet_gin_gdaki.h), and the window handle and keys
+ * both layouts share. Pure functions: tests/gin_gdaki checks them field by
+ * field against hand-computed images.
  *
  * The QP descriptor is what DOCA GPUNetIO's exporter makes of a QP: all
  * posting counters at zero, the QP number pre-shifted (<< 8) and
@@ -43,20 +44,21 @@ void gin_gdaki_qp_image(const struct gin_gdaki_queue *q, struct rn_doca_qp *out)
     out->mem_type = q->gpu ? RN_DOCA_MEM_TYPE_GPU : RN_DOCA_MEM_TYPE_HOST;
 }
 
-void gin_gdaki_ctx_image(struct rn_doca_qp *gdqp, struct rn_doca_qp *companion, uint64_t *counters,
-                         uint32_t *counter_rkeys, uint32_t counter_lkey, uint64_t *signals, uint32_t *signal_rkeys,
-                         uint32_t signal_lkey, uint32_t sink_lkey, struct rn_gin_gdaki_gpu_ctx *out)
+/* Also layout 200's context for backend 1, which has no get tracking. */
+void gin_gdaki_ctx_image(const struct gin_gdaki_ctx_desc *d, struct rn_gin_gdaki_gpu_ctx *out)
 {
     memset(out, 0, sizeof(*out));
-    out->gdqp = gdqp;
-    out->companion_gdqp = companion;
-    out->counters_table.buffer = counters;
-    out->counters_table.rkeys = counter_rkeys;
-    out->counters_table.lkey = htobe32(counter_lkey);
-    out->signals_table.buffer = signals;
-    out->signals_table.rkeys = signal_rkeys;
-    out->signals_table.lkey = htobe32(signal_lkey);
-    out->sink_buffer_lkey = htobe32(sink_lkey);
+    out->gdqp = d->gdqp;
+    out->companion_gdqp = d->companion;
+    out->counters_table.buffer = d->counters.base + d->counters.offset;
+    out->counters_table.rkeys = d->counters.rkeys;
+    out->counters_table.lkey = htobe32(d->counters.lkey);
+    out->counters_table.offset = d->counters.offset;
+    out->signals_table.buffer = d->signals.base + d->signals.offset;
+    out->signals_table.rkeys = d->signals.rkeys;
+    out->signals_table.lkey = htobe32(d->signals.lkey);
+    out->signals_table.offset = d->signals.offset;
+    out->sink_buffer_lkey = htobe32(d->sink_lkey);
 }
 
 void gin_gdaki_mh_image(uint32_t *rkeys, uint32_t lkey, struct rn_gin_gdaki_mem_handle *out)

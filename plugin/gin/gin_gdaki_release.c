@@ -78,26 +78,29 @@ static int gpu_io(const struct target *t, uint64_t addr, void *h, size_t len, in
     return cudawrap_side_copy(cu, t->q.cuda_dev, (cudawrap_devptr)addr, h, len, to_device, RELEASE_COPY_MS, err, el);
 }
 
-/* The sum of every QP's reserved slots: it moves when a kernel posts. */
+/* The sum of every QP's reserved slots: it moves when a kernel posts. The
+ * fields read and written here lie at layout 100's offsets in both layouts
+ * (include/railnet_gin_gdaki.h asserts it); only the stride differs. */
 static int read_posts(const struct target *t, uint64_t *out, char *err, size_t el)
 {
     uint64_t sum = 0;
     if (t->q.cuda_dev < 0) {
-        const struct rn_doca_qp *qp = (const struct rn_doca_qp *)(uintptr_t)t->q.qps;
-        for (int i = 0; i < t->q.nqps; i++)
-            sum += __atomic_load_n(&qp[i].sq_rsvd_index, __ATOMIC_ACQUIRE);
+        for (int i = 0; i < t->q.nqps; i++) {
+            const struct rn_doca_qp *qp = (const struct rn_doca_qp *)(uintptr_t)(t->q.qps + i * t->q.qp_stride);
+            sum += __atomic_load_n(&qp->sq_rsvd_index, __ATOMIC_ACQUIRE);
+        }
         *out = sum;
         return 0;
     }
-    size_t len = (size_t)t->q.nqps * sizeof(struct rn_doca_qp);
-    struct rn_doca_qp *img = malloc(len);
+    size_t len = (size_t)t->q.nqps * t->q.qp_stride;
+    uint8_t *img = malloc(len);
     if (!img) {
         snprintf(err, el, "out of memory");
         return -1;
     }
     int rc = gpu_io(t, t->q.qps, img, len, 0, err, el);
     for (int i = 0; rc == 0 && i < t->q.nqps; i++)
-        sum += img[i].sq_rsvd_index;
+        sum += ((const struct rn_doca_qp *)(img + i * t->q.qp_stride))->sq_rsvd_index;
     free(img);
     *out = sum;
     return rc < 0 ? -1 : 0;
@@ -106,7 +109,7 @@ static int read_posts(const struct target *t, uint64_t *out, char *err, size_t e
 static int release_cqs(const struct target *t, char *err, size_t el)
 {
     for (int i = 0; i < t->q.nqps; i++) {
-        uint64_t at = t->q.qps + (uint64_t)i * sizeof(struct rn_doca_qp) + offsetof(struct rn_doca_qp, cq_sq) +
+        uint64_t at = t->q.qps + (uint64_t)i * t->q.qp_stride + offsetof(struct rn_doca_qp, cq_sq) +
                       offsetof(struct rn_doca_cq, cqe_ci);
         if (t->q.cuda_dev < 0) {
             uint64_t *p = (uint64_t *)(uintptr_t)at, old = __atomic_load_n(p, __ATOMIC_ACQUIRE);

@@ -6,14 +6,15 @@
  *
  * Layout versions: NCCL's device code is compiled into the user's kernel
  * from the headers of the NCCL it was built with; NCCL's host library says
- * nothing of it to a plugin (2.28.9 never checks netDeviceVersion for GIN).
- * The NCCL release in the process is the best witness: NCCL 2.28.x ships
- * NCCL_GIN_GDAKI_VERSION 100, the layout railnet writes. Another release
- * may read other layouts: NCCL 2.29.x keeps the number 100 with another
- * layout (an offset field added to its buffer tables, other posting code),
- * NCCL 2.30.x has version 200. railnet refuses them, with a WARN naming the
- * versions, and offers the proxy type, whose structures NCCL builds itself. RAILNET_GIN_GDAKI_VERSION
- * states the version outright (a NCCL known to keep the layout; tests). */
+ * nothing of it to a plugin (2.28.9 to 2.30.7 never check netDeviceVersion
+ * for GIN). The NCCL release in the process is the best witness: 2.28.x
+ * and 2.29.x read NCCL_GIN_GDAKI_VERSION 100 (2.29's contexts and table
+ * offsets lie where 2.28 reads the first context and padding: one writer),
+ * 2.30.x reads 200 (NCCL 2.30.7 also names, at createContext, which
+ * context its kernels read: gin_gdaki_layout.c). Any other release is
+ * refused, with a WARN naming the versions, and offered the proxy type,
+ * whose structures NCCL builds itself. RAILNET_GIN_GDAKI_VERSION states
+ * the version outright (an NCCL known to keep a layout; tests). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,11 +30,25 @@
 int gin_gdaki_version_of_nccl(int v)
 {
     /* ncclGetVersion: major * 10000 + minor * 100 + patch since 2.9 */
-    if (v >= 22800 && v < 22900)
-        return 100;
+    if (v >= 22800 && v < 23000)
+        return RN_GIN_GDAKI_V100;
     if (v >= 23000 && v < 23100)
-        return 200;     /* NCCL 2.30.x: a layout railnet does not write */
+        return RN_GIN_GDAKI_V200;
     return 0;
+}
+
+static int layout_written(int v)
+{
+    return v == RN_GIN_GDAKI_V100 || v == RN_GIN_GDAKI_V200;
+}
+
+int gin_gdaki_layout_of(const struct gin_gdaki_probe *p)
+{
+    if (p->version_override)
+        return p->version_override;
+    if (p->nccl_version)
+        return gin_gdaki_version_of_nccl(p->nccl_version);
+    return RN_GIN_GDAKI_V100;   /* no NCCL in the process: a test driver, which says otherwise by the override */
 }
 
 static void nccl_str(int v, char *buf, size_t len)
@@ -54,30 +69,30 @@ int gin_gdaki_choose(const struct gin_gdaki_probe *p, int *mismatch, char *why, 
     const char *who = p->mode == RN_GIN_GDAKI ? "RAILNET_GIN=gdaki" : "RAILNET_GIN=auto";
     char nv[32];
     nccl_str(p->nccl_version, nv, sizeof(nv));
-    int expect = p->version_override ? p->version_override : gin_gdaki_version_of_nccl(p->nccl_version);
-    if (!p->version_override && p->nccl_version >= 22900 && p->nccl_version < 23000) {
-        /* the same version number as 2.28, not the same layout */
-        *mismatch = 1;
-        snprintf(why, wl, "%s: NCCL %s keeps NCCL_GIN_GDAKI_VERSION %d but its device code reads another layout "
-                          "(its buffer tables gained an offset field, its posting code changed); railnet writes "
-                          "NCCL 2.28's; offering the proxy type",
-                 who, nv, RN_GIN_GDAKI_VERSION);
-        return NCCL_NET_DEVICE_GIN_PROXY;
-    }
-    if (!p->version_override && p->nccl_version && !expect) {
+    int expect = gin_gdaki_layout_of(p);
+    if (!expect) {
         *mismatch = 1;
         snprintf(why, wl, "%s: NCCL %s's device code expects a GDAKI layout (NCCL_GIN_GDAKI_VERSION) "
-                          "railnet does not know; railnet writes version %d (NCCL 2.28); offering the proxy type "
-                          "(RAILNET_GIN_GDAKI_VERSION=%d states a compatible NCCL)",
-                 who, nv, RN_GIN_GDAKI_VERSION, RN_GIN_GDAKI_VERSION);
+                          "railnet does not know; railnet writes %d (NCCL 2.28, 2.29) and %d (NCCL 2.30); offering "
+                          "the proxy type (RAILNET_GIN_GDAKI_VERSION states a compatible NCCL's)",
+                 who, nv, RN_GIN_GDAKI_V100, RN_GIN_GDAKI_V200);
         return NCCL_NET_DEVICE_GIN_PROXY;
     }
-    if (expect && expect != RN_GIN_GDAKI_VERSION) {
+    if (!layout_written(expect)) {
         *mismatch = 1;
-        snprintf(why, wl, "%s: NCCL_GIN_GDAKI_VERSION mismatch: %s expects %d, railnet writes %d; "
+        snprintf(why, wl, "%s: NCCL_GIN_GDAKI_VERSION mismatch: %s expects %d, railnet writes %d and %d; "
                           "offering the proxy type",
                  who, p->version_override ? "RAILNET_GIN_GDAKI_VERSION says the device code" : nv, expect,
-                 RN_GIN_GDAKI_VERSION);
+                 RN_GIN_GDAKI_V100, RN_GIN_GDAKI_V200);
+        return NCCL_NET_DEVICE_GIN_PROXY;
+    }
+    /* auto offers only what ran on a GPU: NCCL 2.28's device code. 2.29's
+     * and 2.30's layouts are written from their headers; RAILNET_GIN=gdaki
+     * asks for them. */
+    if (p->mode == RN_GIN_AUTO && p->nccl_version >= 22900 && !p->version_override) {
+        snprintf(why, wl, "RAILNET_GIN=auto: NCCL %s's GDAKI layout %d is written but not yet validated on a GPU; "
+                          "offering the proxy type (RAILNET_GIN=gdaki asks for the GDAKI type)",
+                 nv, expect);
         return NCCL_NET_DEVICE_GIN_PROXY;
     }
     if (!p->devx_ok) {
@@ -91,11 +106,11 @@ int gin_gdaki_choose(const struct gin_gdaki_probe *p, int *mismatch, char *why, 
         return NCCL_NET_DEVICE_GIN_PROXY;
     }
     if (p->cuda_ok)
-        snprintf(why, wl, "%s: GDAKI type, layout version %d%s%s", who, RN_GIN_GDAKI_VERSION,
+        snprintf(why, wl, "%s: GDAKI type, layout version %d%s%s", who, expect,
                  p->nccl_version ? " for NCCL " : "", p->nccl_version ? nv : "");
     else
-        snprintf(why, wl, "RAILNET_GIN=gdaki: GDAKI type with every structure in host memory "
-                          "(no CUDA, RAILNET_GDAKI_QUEUE_MEM=host-devx: CPU consumers only)");
+        snprintf(why, wl, "RAILNET_GIN=gdaki: GDAKI type, layout version %d, with every structure in host memory "
+                          "(no CUDA, RAILNET_GDAKI_QUEUE_MEM=host-devx: CPU consumers only)", expect);
     return NCCL_NET_DEVICE_GIN_GDAKI;
 }
 

@@ -1,8 +1,11 @@
 // tests/gin_gdaki/test_gin_gdaki_desc.cc: the images railnet builds for
-// NCCL 2.28.9's GDAKI device code (plugin/gin/gin_gdaki_desc.c), read back
-// through NCCL's own installed structures (doca_gpu_dev_verbs_qp,
-// ncclGinGdakiGPUContext, ncclGinGdakiMemHandle) and checked field by field
-// against values computed by hand here. Skips when the headers are absent.
+// NCCL's GDAKI device code: layout 100's (plugin/gin/gin_gdaki_desc.c) read
+// back through NCCL 2.28.9's own installed structures
+// (doca_gpu_dev_verbs_qp, ncclGinGdakiGPUContext, ncclGinGdakiMemHandle),
+// layout 200's (gin_gdaki_layout_v200.c) through railnet's statement of
+// NCCL 2.30's (include/railnet_gin_gdaki.h, held to NCCL 2.30.7's headers
+// by test_gin_gdaki_layout where those are installed), each field against
+// values computed by hand here. Skips when the headers are absent.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -13,10 +16,10 @@ extern "C" {
 
 #include "nccl_gdaki_headers.h"
 
-#ifndef HAVE_NCCL_GDAKI_HEADERS
+#if !defined(HAVE_NCCL_GDAKI_HEADERS) || NCCL_GIN_GDAKI_VERSION != 100
 int main()
 {
-    std::printf("1..0 # SKIP NCCL's GDAKI device headers are not installed (nccl_device/gin/gdaki)\n");
+    std::printf("1..0 # SKIP NCCL 2.28's GDAKI device headers are not installed (nccl_device/gin/gdaki)\n");
     return 0;
 }
 #else
@@ -105,26 +108,112 @@ static void qp_image_matches_what_the_device_code_reads()
     EXPECT("host queues: cq_sq.mem_type HOST", DOCA_GPUNETIO_VERBS_MEM_TYPE_HOST, d->cq_sq.mem_type);
 }
 
-static void ctx_image_matches_what_the_device_code_reads()
+static void qp_image_v200_matches_nccl_2_30()
+{
+    static uint8_t sq[512 * 64], cq[1024 * 64];
+    static uint32_t dbr[2], cq_dbr[2];
+    static uint64_t uar;
+    struct gin_gdaki_queue q = {};
+    q.sq = sq;
+    q.sq_log = 9;
+    q.sq_dbrec = &dbr[1];
+    q.db = &uar;
+    q.cq = cq;
+    q.cq_log = 10;
+    q.cq_dbrec = cq_dbr;
+    q.cqn = 0x000412;
+    q.qpn = 0x0a0b0c;
+    q.gpu = 1;
+    uint8_t raw[sizeof(struct rn_doca_qp_v200)];
+    std::memset(raw, 0xee, sizeof(raw));    /* every byte must be written */
+    EXPECT("layout 200: a QP descriptor of 296 bytes", 296, gin_gdaki_qp_size(RN_GIN_GDAKI_V200));
+    EXPECT("layout 100: a QP descriptor of 280 bytes", 280, gin_gdaki_qp_size(RN_GIN_GDAKI_V100));
+    gin_gdaki_qp_write(RN_GIN_GDAKI_V200, &q, raw);
+    struct rn_doca_qp_v200 d;
+    std::memcpy(&d, raw, sizeof(d));
+    EXPECT("v200 sq_num_shift8_be_4ds: bytes 0a 0b 0c 04", be_bytes(0x0a, 0x0b, 0x0c, 0x04), d.sq_num_shift8_be_4ds);
+    EXPECT("v200 sq_num_shift8_be_5ds: bytes 0a 0b 0c 05", be_bytes(0x0a, 0x0b, 0x0c, 0x05), d.sq_num_shift8_be_5ds);
+    EXPECT("v200 sq_lock (offset 56) free", 0, d.sq_lock);
+    EXPECT("v200 sq_wqe_num (offset 60): 512", 512, d.sq_wqe_num);
+    EXPECT("v200 sq_wqe_mask", 511, d.sq_wqe_mask);
+    EXPECT("v200 sq_wqe_daddr", (uintptr_t)sq, (uintptr_t)d.sq_wqe_daddr);
+    EXPECT("v200 sq_dbrec", (uintptr_t)&dbr[1], (uintptr_t)d.sq_dbrec);
+    EXPECT("v200 sq_db", (uintptr_t)&uar, (uintptr_t)d.sq_db);
+    int zero = 1;
+    for (size_t i = 0; i < sizeof(d.reserved1); i++)
+        zero &= d.reserved1[i] == 0;
+    for (size_t i = 0; i < sizeof(d.reserved2); i++)
+        zero &= d.reserved2[i] == 0;
+    for (size_t i = 0; i < sizeof(d.reserved3); i++)
+        zero &= d.reserved3[i] == 0;
+    for (size_t i = 0; i < sizeof(d.cq_sq.reserved1); i++)
+        zero &= d.cq_sq.reserved1[i] == 0;
+    for (size_t i = 0; i < sizeof(d.cq_sq.reserved2); i++)
+        zero &= d.cq_sq.reserved2[i] == 0;
+    EXPECT("v200 reserved room zeroed (QP and CQ)", 1, zero);
+    EXPECT("v200 cq_sq (offset 160) cqe_daddr", (uintptr_t)cq, (uintptr_t)d.cq_sq.cqe_daddr);
+    EXPECT("v200 cq_sq.cq_num", 0x412, d.cq_sq.cq_num);
+    EXPECT("v200 cq_sq.cqe_num", 1024, d.cq_sq.cqe_num);
+    EXPECT("v200 cq_sq.cqe_mask", 1023, d.cq_sq.cqe_mask);
+    EXPECT("v200 cq_sq.cqe_size", 64, d.cq_sq.cqe_size);
+    EXPECT("v200 cq_sq.mem_type GPU", RN_DOCA_MEM_TYPE_GPU, d.cq_sq.mem_type);
+    EXPECT("v200 nic_handler (offset 288): GPU_SM_DB, 2 in the flag encoding too", 2, d.nic_handler);
+    EXPECT("v200 mem_type (offset 292) GPU", RN_DOCA_MEM_TYPE_GPU, d.mem_type);
+}
+
+static void ctx_images_match_what_the_device_code_reads()
 {
     static struct rn_doca_qp qps[8];
-    static uint64_t counters[16], signals[32];
+    static uint64_t counters[16], signals[32], gets[8];
     static uint32_t ckeys[4], skeys[4];
+    struct gin_gdaki_ctx_desc dsc = {};
+    dsc.gdqp = qps;
+    dsc.companion = qps + 4;
+    dsc.counters.base = counters;
+    dsc.counters.rkeys = ckeys;
+    dsc.counters.lkey = 0x00112233u;
+    dsc.counters.offset = 4;
+    dsc.signals.base = signals;
+    dsc.signals.rkeys = skeys;
+    dsc.signals.lkey = 0x44556677u;
+    dsc.signals.offset = 8;
+    dsc.sink_lkey = 0x8899aabbu;
+    dsc.last_issued_get = gets;
+    dsc.last_visible_get = gets + 4;
     struct rn_gin_gdaki_gpu_ctx img;
     std::memset(&img, 0xee, sizeof(img));
-    gin_gdaki_ctx_image(qps, qps + 4, counters, ckeys, 0x00112233u, signals, skeys, 0x44556677u, 0x8899aabbu, &img);
+    gin_gdaki_ctx_write(RN_GIN_GDAKI_V100, -1, &dsc, &img);
     const ncclGinGdakiGPUContext *c = (const ncclGinGdakiGPUContext *)&img;
     EXPECT("gdqp: peer p's QP is gdqp + p", (uintptr_t)qps, (uintptr_t)c->gdqp);
     EXPECT("companion_gdqp", (uintptr_t)(qps + 4), (uintptr_t)c->companion_gdqp);
-    EXPECT("counters_table.buffer", (uintptr_t)counters, (uintptr_t)c->counters_table.buffer);
+    EXPECT("counters_table.buffer: the context's part (base + offset)", (uintptr_t)(counters + 4),
+           (uintptr_t)c->counters_table.buffer);
     EXPECT("counters_table.rkeys", (uintptr_t)ckeys, (uintptr_t)c->counters_table.rkeys);
     EXPECT("counters_table.lkey big-endian: bytes 00 11 22 33", be_bytes(0x00, 0x11, 0x22, 0x33),
            c->counters_table.lkey);
-    EXPECT("signals_table.buffer", (uintptr_t)signals, (uintptr_t)c->signals_table.buffer);
+    EXPECT("counters_table.offset (NCCL 2.29's, 2.28's padding)", 4, img.counters_table.offset);
+    EXPECT("signals_table.buffer: the context's part", (uintptr_t)(signals + 8), (uintptr_t)c->signals_table.buffer);
     EXPECT("signals_table.rkeys", (uintptr_t)skeys, (uintptr_t)c->signals_table.rkeys);
     EXPECT("signals_table.lkey big-endian: bytes 44 55 66 77", be_bytes(0x44, 0x55, 0x66, 0x77),
            c->signals_table.lkey);
+    EXPECT("signals_table.offset", 8, img.signals_table.offset);
     EXPECT("sink_buffer_lkey big-endian: bytes 88 99 aa bb", be_bytes(0x88, 0x99, 0xaa, 0xbb), c->sink_buffer_lkey);
+    EXPECT("layout 100: 72-byte contexts", 72, gin_gdaki_ctx_size(RN_GIN_GDAKI_V100, -1));
+    EXPECT("layout 200, backend 1 (kernels of NCCL 2.30.3/2.30.4): 72-byte contexts", 72,
+           gin_gdaki_ctx_size(RN_GIN_GDAKI_V200, RN_GIN_GDAKI_BACKEND_V1));
+    EXPECT("layout 200, backend 2: 88-byte contexts", 88, gin_gdaki_ctx_size(RN_GIN_GDAKI_V200, RN_GIN_GDAKI_BACKEND_V2));
+    EXPECT("layout 200, backend 0 (kernels before NCCL 2.30.3): not written", 0, gin_gdaki_ctx_size(RN_GIN_GDAKI_V200, 0));
+    EXPECT("layout 101: not written", 0, gin_gdaki_ctx_size(101, 2));
+    struct rn_gin_gdaki_gpu_ctx_v200 v2;
+    std::memset(&v2, 0xee, sizeof(v2));
+    gin_gdaki_ctx_write(RN_GIN_GDAKI_V200, RN_GIN_GDAKI_BACKEND_V2, &dsc, &v2);
+    EXPECT("v200 backend 2: the common part as layout 100's", 0, std::memcmp(&v2.base, &img, sizeof(img)));
+    EXPECT("v200 backend 2: last_issued_get (offset 72)", (uintptr_t)gets, (uintptr_t)v2.last_issued_get);
+    EXPECT("v200 backend 2: last_visible_get (offset 80)", (uintptr_t)(gets + 4), (uintptr_t)v2.last_visible_get);
+    std::memset(&v2, 0xee, sizeof(v2));
+    gin_gdaki_ctx_write(RN_GIN_GDAKI_V200, RN_GIN_GDAKI_BACKEND_V1, &dsc, &v2);
+    EXPECT("v200 backend 1: the 72-byte context only (nothing written past it)", 0xeeeeeeeeeeeeeeeeull,
+           (uintptr_t)v2.last_issued_get);
 }
 
 static void window_handle_and_keys_match()
@@ -153,25 +242,29 @@ static void type_choice_and_version_check()
     p.cuda_ok = 1;
     p.devx_ok = 1;
     EXPECT("NCCL 2.28.9 device code: layout 100", 100, gin_gdaki_version_of_nccl(22809));
-    EXPECT("NCCL 2.29.0: not a number railnet maps (its layout is checked apart)", 0, gin_gdaki_version_of_nccl(22900));
+    EXPECT("NCCL 2.29.7 device code: layout 100 (contexts and table offsets)", 100, gin_gdaki_version_of_nccl(22907));
     EXPECT("NCCL 2.30.7 device code: layout 200", 200, gin_gdaki_version_of_nccl(23007));
+    EXPECT("NCCL 2.31.0: not known", 0, gin_gdaki_version_of_nccl(23100));
     EXPECT("gdaki + NCCL 2.28.9 + GPU + DEVX: GDAKI type", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
-    p.nccl_version = 22903;
-    EXPECT("NCCL 2.29.3: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
-    EXPECT("... as a layout mismatch (a WARN)", 1, mm);
-    EXPECT("... naming NCCL's version", 1, std::strstr(why, "NCCL 2.29.3") != nullptr);
-    EXPECT("... saying its layout differs under the same number", 1, std::strstr(why, "another layout") != nullptr);
+    p.nccl_version = 22907;
+    EXPECT("gdaki + NCCL 2.29.7: GDAKI type", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("... layout 100", 100, gin_gdaki_layout_of(&p));
     p.nccl_version = 23007;
-    EXPECT("NCCL 2.30.7: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
-    EXPECT("... naming both versions", 1,
-           std::strstr(why, "expects 200") != nullptr && std::strstr(why, "railnet writes 100") != nullptr);
-    p.nccl_version = 22903;
-    p.version_override = 100;
-    EXPECT("RAILNET_GIN_GDAKI_VERSION=100 states a compatible NCCL", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("gdaki + NCCL 2.30.7: GDAKI type", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("... layout 200", 200, gin_gdaki_layout_of(&p));
+    EXPECT("... said", 1, std::strstr(why, "layout version 200 for NCCL 2.30.7") != nullptr);
+    p.nccl_version = 23100;
+    EXPECT("NCCL 2.31.0: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("... as a layout mismatch (a WARN)", 1, mm);
+    EXPECT("... naming NCCL's version and the layouts written", 1,
+           std::strstr(why, "NCCL 2.31.0") != nullptr && std::strstr(why, "railnet writes 100") != nullptr);
+    p.version_override = 200;
+    EXPECT("RAILNET_GIN_GDAKI_VERSION=200 states a compatible NCCL", 3, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("... layout 200", 200, gin_gdaki_layout_of(&p));
     p.version_override = 101;
     EXPECT("RAILNET_GIN_GDAKI_VERSION=101: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
     EXPECT("... naming both versions", 1,
-           std::strstr(why, "expects 101") != nullptr && std::strstr(why, "railnet writes 100") != nullptr);
+           std::strstr(why, "expects 101") != nullptr && std::strstr(why, "railnet writes 100 and 200") != nullptr);
     p.version_override = 0;
     p.nccl_version = 0;     /* a test driver: no NCCL in the process */
     p.devx_ok = 0;
@@ -193,8 +286,12 @@ static void type_choice_and_version_check()
     p.devx_ok = 0;
     EXPECT("auto, no DEVX: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
     p.devx_ok = 1;
-    p.nccl_version = 22903;
-    EXPECT("auto, NCCL 2.29.3: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    p.nccl_version = 22907;
+    EXPECT("auto, NCCL 2.29.7: proxy type (layout written, not yet run on a GPU)", 2,
+           gin_gdaki_choose(&p, &mm, why, sizeof(why)));
+    EXPECT("... not as a mismatch (INFO)", 0, mm);
+    p.nccl_version = 23007;
+    EXPECT("auto, NCCL 2.30.7: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
     p.mode = 1;
     EXPECT("proxy: proxy type", 2, gin_gdaki_choose(&p, &mm, why, sizeof(why)));
 }
@@ -202,7 +299,8 @@ static void type_choice_and_version_check()
 int main()
 {
     qp_image_matches_what_the_device_code_reads();
-    ctx_image_matches_what_the_device_code_reads();
+    qp_image_v200_matches_nccl_2_30();
+    ctx_images_match_what_the_device_code_reads();
     window_handle_and_keys_match();
     type_choice_and_version_check();
     std::printf("1..%d\n", n_case);

@@ -1,7 +1,9 @@
-// tests/gin_gdaki/test_gin_gdaki_layout.cc: railnet's statement of NCCL
-// 2.28.9's GIN GDAKI structures (include/railnet_gin_gdaki.h) against the
-// headers NCCL installs (nccl_device/gin/gdaki/...), field by field: same
-// size, same offset, same width.  Skips (TAP) when the headers are absent.
+// tests/gin_gdaki/test_gin_gdaki_layout.cc: railnet's statement of NCCL's
+// GIN GDAKI structures (include/railnet_gin_gdaki.h) against the headers
+// the installed NCCL ships (nccl_device/gin/gdaki/...), field by field:
+// same size, same offset, same width, for the layout those headers are
+// (NCCL_GIN_GDAKI_VERSION 100: NCCL 2.28/2.29; 200: NCCL 2.30).  Skips
+// (TAP) when the headers are absent.
 #include <cstddef>
 #include <cstdio>
 
@@ -45,16 +47,24 @@ typedef struct doca_gpu_dev_verbs_qp their_qp;
 typedef ncclGinGdakiGlobalGPUBufferTable<uint64_t> their_table;
 typedef struct ncclGinGdakiGPUContext their_ctx;
 typedef struct ncclGinGdakiMemHandle their_mh;
+#if NCCL_GIN_GDAKI_VERSION == 200
+typedef struct rn_doca_cq_v200 our_cq;
+typedef struct rn_doca_qp_v200 our_qp;
+typedef struct rn_gin_gdaki_gpu_ctx_v200 our_ctx;
+#define CTX(f) base.f
+#else
 typedef struct rn_doca_cq our_cq;
 typedef struct rn_doca_qp our_qp;
-typedef struct rn_gin_gdaki_table our_table;
 typedef struct rn_gin_gdaki_gpu_ctx our_ctx;
+#define CTX(f) f
+#endif
+typedef struct rn_gin_gdaki_table our_table;
 typedef struct rn_gin_gdaki_mem_handle our_mh;
 
 int main()
 {
-    check(NCCL_GIN_GDAKI_VERSION == RN_GIN_GDAKI_VERSION, "NCCL_GIN_GDAKI_VERSION is the version railnet was written for",
-          NCCL_GIN_GDAKI_VERSION, RN_GIN_GDAKI_VERSION);
+    check(NCCL_GIN_GDAKI_VERSION == RN_GIN_GDAKI_V100 || NCCL_GIN_GDAKI_VERSION == RN_GIN_GDAKI_V200,
+          "NCCL_GIN_GDAKI_VERSION is one railnet writes", NCCL_GIN_GDAKI_VERSION, RN_GIN_GDAKI_V100);
     check(DOCA_GPUNETIO_VERBS_NIC_HANDLER_GPU_SM_DB == RN_DOCA_NIC_HANDLER_GPU_SM_DB, "nic_handler GPU_SM_DB",
           DOCA_GPUNETIO_VERBS_NIC_HANDLER_GPU_SM_DB, RN_DOCA_NIC_HANDLER_GPU_SM_DB);
     check(DOCA_GPUNETIO_VERBS_MEM_TYPE_GPU == RN_DOCA_MEM_TYPE_GPU, "mem_type GPU", DOCA_GPUNETIO_VERBS_MEM_TYPE_GPU,
@@ -88,12 +98,16 @@ int main()
     SAME_FIELD(their_qp, our_qp, sq_num_shift8_be_2ds, sq_num_shift8_be_2ds);
     SAME_FIELD(their_qp, our_qp, sq_num_shift8_be_3ds, sq_num_shift8_be_3ds);
     SAME_FIELD(their_qp, our_qp, sq_num_shift8_be_4ds, sq_num_shift8_be_4ds);
+#if NCCL_GIN_GDAKI_VERSION == 200
+    SAME_FIELD(their_qp, our_qp, sq_num_shift8_be_5ds, sq_num_shift8_be_5ds);
+#endif
     SAME_FIELD(their_qp, our_qp, sq_lock, sq_lock);
     SAME_FIELD(their_qp, our_qp, sq_wqe_num, sq_wqe_num);
     SAME_FIELD(their_qp, our_qp, sq_wqe_mask, sq_wqe_mask);
     SAME_FIELD(their_qp, our_qp, sq_wqe_daddr, sq_wqe_daddr);
     SAME_FIELD(their_qp, our_qp, sq_dbrec, sq_dbrec);
     SAME_FIELD(their_qp, our_qp, sq_db, sq_db);
+#if NCCL_GIN_GDAKI_VERSION == 100
     SAME_FIELD(their_qp, our_qp, rq_num, rq_num);
     SAME_FIELD(their_qp, our_qp, rq_wqe_pi, rq_wqe_pi);
     SAME_FIELD(their_qp, our_qp, rq_wqe_num, rq_wqe_num);
@@ -104,8 +118,9 @@ int main()
     SAME_FIELD(their_qp, our_qp, rq_rsvd_index, rq_rsvd_index);
     SAME_FIELD(their_qp, our_qp, rq_ready_index, rq_ready_index);
     SAME_FIELD(their_qp, our_qp, rq_lock, rq_lock);
-    SAME_FIELD(their_qp, our_qp, cq_sq, cq_sq);
     SAME_FIELD(their_qp, our_qp, cq_rq, cq_rq);
+#endif
+    SAME_FIELD(their_qp, our_qp, cq_sq, cq_sq);
     SAME_FIELD(their_qp, our_qp, nic_handler, nic_handler);
     SAME_FIELD(their_qp, our_qp, mem_type, mem_type);
 
@@ -113,13 +128,20 @@ int main()
     SAME_FIELD(their_table, our_table, buffer, buffer);
     SAME_FIELD(their_table, our_table, rkeys, rkeys);
     SAME_FIELD(their_table, our_table, lkey, lkey);
+#if NCCL_GIN_GDAKI_VERSION == 200
+    SAME_FIELD(their_table, our_table, offset, offset);
+#endif
 
     SAME_SIZE(their_ctx, our_ctx);
-    SAME_FIELD(their_ctx, our_ctx, gdqp, gdqp);
-    SAME_FIELD(their_ctx, our_ctx, companion_gdqp, companion_gdqp);
-    SAME_FIELD(their_ctx, our_ctx, counters_table, counters_table);
-    SAME_FIELD(their_ctx, our_ctx, signals_table, signals_table);
-    SAME_FIELD(their_ctx, our_ctx, sink_buffer_lkey, sink_buffer_lkey);
+    SAME_FIELD(their_ctx, our_ctx, gdqp, CTX(gdqp));
+    SAME_FIELD(their_ctx, our_ctx, companion_gdqp, CTX(companion_gdqp));
+    SAME_FIELD(their_ctx, our_ctx, counters_table, CTX(counters_table));
+    SAME_FIELD(their_ctx, our_ctx, signals_table, CTX(signals_table));
+    SAME_FIELD(their_ctx, our_ctx, sink_buffer_lkey, CTX(sink_buffer_lkey));
+#if NCCL_GIN_GDAKI_VERSION == 200
+    SAME_FIELD(their_ctx, our_ctx, last_issued_get, last_issued_get);
+    SAME_FIELD(their_ctx, our_ctx, last_visible_get, last_visible_get);
+#endif
 
     SAME_SIZE(their_mh, our_mh);
     SAME_FIELD(their_mh, our_mh, rkeys, rkeys);

@@ -48,13 +48,120 @@ static uint8_t *alloc_pages(size_t len)
     return p;
 }
 
+/* A layout-100 descriptor for doca_cpu of a layout-200 one: the same
+ * rings, doorbells and CQ; the posting counters start in the copy (only
+ * this CPU posts on it). What NCCL 2.30's device code reads beyond layout
+ * 100's fields is checked here: the 5-segment QP number, the doorbell mode,
+ * the memory type, the CQ's reserved room. */
+static int qp_from_v200(const struct rn_doca_qp_v200 *d, struct rn_doca_qp *q, int rank, int peer)
+{
+    memset(q, 0, sizeof(*q));
+    int bad = d->sq_num_shift8_be_5ds != htobe32(d->sq_num << 8 | 5) ||
+              d->sq_num_shift8_be_4ds != htobe32(d->sq_num << 8 | 4) ||
+              d->nic_handler != RN_DOCA_NIC_HANDLER_GPU_SM_DB || d->mem_type != RN_DOCA_MEM_TYPE_HOST ||
+              d->cq_sq.cqe_size != 64 || d->cq_sq.mem_type != RN_DOCA_MEM_TYPE_HOST || d->sq_rsvd_index ||
+              d->sq_wqe_pi || d->sq_lock || d->cq_sq.cqe_ci;
+    for (size_t i = 0; i < sizeof(d->reserved2); i++)
+        bad |= d->reserved2[i] != 0;
+    if (bad) {
+        printf("rank %d: layout 200 QP descriptor towards rank %d: 5ds 0x%x for QP 0x%x, nic_handler %d, mem_type "
+               "%d, cqe_size %u, counters not zero or reserved room written\n",
+               rank, peer, (unsigned)be32toh(d->sq_num_shift8_be_5ds), d->sq_num, d->nic_handler, d->mem_type,
+               d->cq_sq.cqe_size);
+        return 1;
+    }
+    q->sq_num = d->sq_num;
+    q->sq_num_shift8 = d->sq_num_shift8;
+    q->sq_num_shift8_be = d->sq_num_shift8_be;
+    q->sq_num_shift8_be_1ds = d->sq_num_shift8_be_1ds;
+    q->sq_num_shift8_be_2ds = d->sq_num_shift8_be_2ds;
+    q->sq_num_shift8_be_3ds = d->sq_num_shift8_be_3ds;
+    q->sq_num_shift8_be_4ds = d->sq_num_shift8_be_4ds;
+    q->sq_wqe_num = d->sq_wqe_num;
+    q->sq_wqe_mask = d->sq_wqe_mask;
+    q->sq_wqe_daddr = d->sq_wqe_daddr;
+    q->sq_dbrec = d->sq_dbrec;
+    q->sq_db = d->sq_db;
+    q->cq_sq.cqe_daddr = d->cq_sq.cqe_daddr;
+    q->cq_sq.cq_num = d->cq_sq.cq_num;
+    q->cq_sq.cqe_num = d->cq_sq.cqe_num;
+    q->cq_sq.dbrec = d->cq_sq.dbrec;
+    q->cq_sq.cqe_mask = d->cq_sq.cqe_mask;
+    q->cq_sq.cqe_size = d->cq_sq.cqe_size;
+    q->cq_sq.mem_type = d->cq_sq.mem_type;
+    q->nic_handler = d->nic_handler;
+    q->mem_type = d->mem_type;
+    return 0;
+}
+
+/* The device handle as NCCL's device code of this layout reads it: an
+ * array of gd_contexts contexts, context x's table parts at offset
+ * x * count (its buffer already there), QPs of its own, zeroed get
+ * tracking per peer (layout 200, backend 2). Then k->gc: a layout-100 view
+ * of the last context for doca_cpu (descriptors copied for layout 200). */
+static int gk_check_handle(struct gk *k, int layout)
+{
+    struct gd_rank *r = k->r;
+    int n = r->nranks, nctx = gd_contexts;
+    int gets = layout == RN_GIN_GDAKI_V200 && gd_backend == RN_GIN_GDAKI_BACKEND_V2;
+    size_t csz = gets ? sizeof(struct rn_gin_gdaki_gpu_ctx_v200) : sizeof(struct rn_gin_gdaki_gpu_ctx);
+    size_t qsz = layout == RN_GIN_GDAKI_V200 ? sizeof(struct rn_doca_qp_v200) : sizeof(struct rn_doca_qp);
+    if (k->dh->netDeviceVersion != layout || k->dh->size != csz * (size_t)nctx) {
+        printf("rank %d: device handle: version %d (getProperties said %d), size %zu (%d contexts of %zu bytes)\n",
+               r->rank, k->dh->netDeviceVersion, layout, k->dh->size, nctx, csz);
+        return 1;
+    }
+    const uint8_t *arr = k->dh->handle;
+    const struct rn_gin_gdaki_gpu_ctx *c0 = (const void *)arr;
+    for (int x = 0; x < nctx; x++) {
+        const struct rn_gin_gdaki_gpu_ctx *c = (const void *)(arr + (size_t)x * csz);
+        uint32_t so = (uint32_t)x * GK_NSIG, co = (uint32_t)x * GK_NCNT;
+        if (c->signals_table.offset != so || c->counters_table.offset != co ||
+            c->signals_table.buffer != c0->signals_table.buffer + so ||
+            c->counters_table.buffer != c0->counters_table.buffer + co ||
+            c->signals_table.rkeys != c0->signals_table.rkeys || c->sink_buffer_lkey != c0->sink_buffer_lkey ||
+            (uint8_t *)c->gdqp != (uint8_t *)c0->gdqp + (size_t)x * n * qsz ||
+            (uint8_t *)c->companion_gdqp != (uint8_t *)c0->companion_gdqp + (size_t)x * n * qsz) {
+            printf("rank %d: context %d of %d: table offsets %u/%u (want %u/%u), buffers, keys or QP arrays not "
+                   "its own\n",
+                   r->rank, x, nctx, c->signals_table.offset, c->counters_table.offset, so, co);
+            return 1;
+        }
+        if (gets) {
+            const struct rn_gin_gdaki_gpu_ctx_v200 *g = (const void *)c, *g0 = (const void *)c0;
+            int bad = !g->last_issued_get || !g->last_visible_get || g->last_issued_get != g0->last_issued_get + x * n;
+            for (int p = 0; p < n && !bad; p++)
+                bad = g->last_issued_get[p] || g->last_visible_get[p];
+            if (bad) {
+                printf("rank %d: context %d: get tracking arrays missing, shared or not zeroed\n", r->rank, x);
+                return 1;
+            }
+        }
+    }
+    const struct rn_gin_gdaki_gpu_ctx *last = (const void *)(arr + (size_t)(nctx - 1) * csz);
+    k->view = *last;
+    k->gc = &k->view;
+    if (layout != RN_GIN_GDAKI_V200)
+        return 0;
+    k->shadow = calloc((size_t)2 * n, sizeof(*k->shadow));
+    if (!k->shadow)
+        return 1;
+    for (int p = 0; p < n; p++)
+        if (qp_from_v200((const struct rn_doca_qp_v200 *)last->gdqp + p, k->shadow + p, r->rank, p) ||
+            qp_from_v200((const struct rn_doca_qp_v200 *)last->companion_gdqp + p, k->shadow + n + p, r->rank, p))
+            return 1;
+    k->view.gdqp = k->shadow;
+    k->view.companion_gdqp = k->shadow + n;
+    return 0;
+}
+
 int gk_open(struct gd_rank *r, struct gk *k, size_t len)
 {
     memset(k, 0, sizeof(*k));
     k->r = r;
     ncclNetProperties_v11_t p;
     if (r->gin->getProperties(0, &p) != ncclSuccess || p.netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI ||
-        p.netDeviceVersion != RN_GIN_GDAKI_VERSION) {
+        (p.netDeviceVersion != RN_GIN_GDAKI_V100 && p.netDeviceVersion != RN_GIN_GDAKI_V200)) {
         printf("rank %d: the plugin does not offer the GDAKI type (netDeviceType %d, version %d)\n", r->rank,
                p.netDeviceType, p.netDeviceVersion);
         return 1;
@@ -67,13 +174,13 @@ int gk_open(struct gd_rank *r, struct gk *k, size_t len)
         printf("rank %d: createContext failed\n", r->rank);
         return 1;
     }
-    if (k->dh->netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI || k->dh->netDeviceVersion != RN_GIN_GDAKI_VERSION ||
-        k->dh->needsProxyProgress || !k->dh->handle || k->dh->size != sizeof(struct rn_gin_gdaki_gpu_ctx)) {
+    if (k->dh->netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI || k->dh->needsProxyProgress || !k->dh->handle) {
         printf("rank %d: device handle: type %d version %d proxy progress %d size %zu\n", r->rank,
                (int)k->dh->netDeviceType, k->dh->netDeviceVersion, k->dh->needsProxyProgress, k->dh->size);
         return 1;
     }
-    k->gc = k->dh->handle;
+    if (gk_check_handle(k, p.netDeviceVersion))
+        return 1;
     k->len = len;
     k->src = alloc_pages(len);
     k->dst = alloc_pages(len);
@@ -99,6 +206,7 @@ void gk_close(struct gk *k)
         r->gin->destroyContext(k->ctx);
     free(k->src);
     free(k->dst);
+    free(k->shadow);
 }
 
 static uint64_t put_id(int from, int to, int round, int kind)
@@ -141,10 +249,12 @@ static int t_gdaki(struct gd_rank *r, void *arg)
             struct rn_doca_qp *qp = gc->gdqp + t, *comp = gc->companion_gdqp + t;
             /* the target's chunk for (me, i), the source chunk for (t, i) */
             uint64_t doff = ((uint64_t)me * rounds + i) * GK_CHUNK, soff = ((uint64_t)t * rounds + i) * GK_CHUNK;
-            struct dc_addr sig_put = { 8u * SIG_PUT(me), gc->signals_table.rkeys[t] };
-            struct dc_addr sig_val = { 8u * SIG_VAL(me), gc->signals_table.rkeys[t] };
-            struct dc_addr sig_only = { 8u * SIG_ONLY(me), gc->signals_table.rkeys[t] };
-            struct dc_addr cnt = { 8u * (uint64_t)t, gc->counters_table.rkeys[me] };
+            /* on the wire, ids count from the table's start: the context's offset first */
+            uint64_t so = gc->signals_table.offset, co = gc->counters_table.offset;
+            struct dc_addr sig_put = { 8u * (so + SIG_PUT(me)), gc->signals_table.rkeys[t] };
+            struct dc_addr sig_val = { 8u * (so + SIG_VAL(me)), gc->signals_table.rkeys[t] };
+            struct dc_addr sig_only = { 8u * (so + SIG_ONLY(me)), gc->signals_table.rkeys[t] };
+            struct dc_addr cnt = { 8u * (co + (uint64_t)t), gc->counters_table.rkeys[me] };
             struct dc_addr ra, la;
 #define AT(j) (ra = (struct dc_addr){ doff + part[j].off, k.dst_gh->rkeys[t] }, \
                la = (struct dc_addr){ soff + part[j].off, k.src_gh->lkey })

@@ -12,11 +12,17 @@
 #define GK_NSIG 64
 #define GK_NCNT 64
 
+/* --contexts and --backend (gd_tables.c): createContext's nContexts (GIN
+ * v12, v14) and backendVersion (v14) */
+extern int gd_contexts, gd_backend;
+
 struct gk {
     struct gd_rank *r;
     void *ctx;
     ncclNetDeviceHandle_v11_t *dh;
-    struct rn_gin_gdaki_gpu_ctx *gc;
+    struct rn_gin_gdaki_gpu_ctx *gc;  /* &view */
+    struct rn_gin_gdaki_gpu_ctx view; /* the last context, as layout 100 (gd_contexts, gd_backend) */
+    struct rn_doca_qp *shadow;        /* layout 200: its descriptors as layout 100, main then companions */
     uint8_t *src, *dst;
     void *src_mh, *dst_mh;
     struct rn_gin_gdaki_mem_handle *src_gh, *dst_gh;

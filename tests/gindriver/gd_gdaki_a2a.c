@@ -95,7 +95,7 @@ static int a2a_barrier(struct a2a *a, int b, int kernel)
     struct dc_addr sink = { 0, gc->sink_buffer_lkey };
     for (int i = 0; i < a->n - 1; i++) {
         int peer = (a->me + 1 + i) % a->n;
-        struct dc_addr sig = { 8u * A2A_SIG_BAR(b), gc->signals_table.rkeys[peer] };
+        struct dc_addr sig = { 8u * (gc->signals_table.offset + A2A_SIG_BAR(b)), gc->signals_table.rkeys[peer] };
         dc_signal(gc->gdqp + peer, sig, sink, 1);
     }
     a->epoch[b] += (uint64_t)(a->n - 1);
@@ -116,7 +116,7 @@ static void *a2a_cta_main(void *arg)
             for (int r = 0; r < a->n; r++) {
                 struct dc_addr ra = { (uint64_t)a->me * a->chunk, a->k.dst_gh->rkeys[r] };
                 struct dc_addr la = { (uint64_t)r * a->chunk, a->k.src_gh->lkey };
-                struct dc_addr sg = { 0, gc->signals_table.rkeys[r] };
+                struct dc_addr sg = { 8u * gc->signals_table.offset, gc->signals_table.rkeys[r] };
                 struct dc_addr sink = { 0, gc->sink_buffer_lkey };
                 dc_put_signal(gc->gdqp + r, ra, la, a->chunk, sg, sink, 1);
             }

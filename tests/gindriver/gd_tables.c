@@ -20,6 +20,8 @@
 #include "../../tools/common/plugin_tables.h"
 
 int gd_gin_version = 11;
+int gd_contexts = 1;
+int gd_backend = 2;
 int gd_rma_version;
 const ncclRma_v14_t *gd_rma;
 
@@ -32,7 +34,7 @@ static ncclResult_t v12_connect(void *ctx, void *handles[], int nranks, int rank
 
 static ncclResult_t v12_create_context(void *coll, int nsig, int ncnt, void **ctx, ncclNetDeviceHandle_v11_t **dh)
 {
-    return v12->createContext(coll, nsig, ncnt, 1, ctx, dh);
+    return v12->createContext(coll, nsig, ncnt, gd_contexts, ctx, dh);
 }
 
 static ncclResult_t v12_iput(void *coll, uint64_t so, void *smh, size_t size, uint64_t d, void *dmh, uint32_t rank,
@@ -64,7 +66,7 @@ static ncclResult_t v14_get_properties(int dev, ncclNetProperties_v11_t *p)
 
 static ncclResult_t v14_create_context(void *coll, int nsig, int ncnt, void **ctx, ncclNetDeviceHandle_v11_t **dh)
 {
-    ncclGinConfig_v14_t cfg = { nsig, ncnt, 1, 256, -1, 0, 1 };
+    ncclGinConfig_v14_t cfg = { nsig, ncnt, gd_contexts, 256, -1, gd_backend, 1 };
     return v14->createContext(coll, &cfg, ctx, dh);
 }
 

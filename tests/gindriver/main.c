@@ -5,6 +5,7 @@
 
 #include "../../tools/common/plugin_tables.h"
 #include "gd.h"
+#include "gd_gdaki.h"
 #include "gd_tests.h"
 #include "parse.h"
 
@@ -56,7 +57,11 @@ static const char help[] =
     "options: --ranks N (2..8, default 4)  --rounds N (3)  --puts N per peer (32)\n"
     "         --adds N signal-only adds per peer (64)  --slot BYTES (65536)  --seed N\n"
     "         --gin-version N  the GIN table driven: 11 (NCCL 2.28), 12 (NCCL 2.29), 13 (NCCL 2.30.3/2.30.4:\n"
-    "                  driven as an RMA v13 table, as their GIN proxy does), 14 (NCCL 2.30.7: probe only)\n"
+    "                  driven as an RMA v13 table, as their GIN proxy does), 14 (NCCL 2.30.7: setup, and the GDAKI\n"
+    "                  subcommands)\n"
+    "         --contexts N  createContext's nContexts (GIN v12, v14; 1..64, default 1); the GDAKI\n"
+    "                  subcommands check every context and post through the last\n"
+    "         --backend N  GIN v14 createContext's backendVersion (0..2, default 2)\n"
     "         --rma-version N  the RMA table driven: 13 (ncclRmaPlugin_v13) or 14 (ncclRmaPlugin_v14)\n"
     "         --queue N mesh/rate puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
     "         --size BYTES rate: bytes per put (8)\n"
@@ -121,6 +126,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "gindriver: bad value '%s' for --gin-version (11, 12, 13 or 14)\n", v);
                 return 2;
             }
+        } else if (!strcmp(a, "--contexts") && v) {
+            bad = parse_int(v, 1, 64, &x), gd_contexts = (int)x, i++;
+        } else if (!strcmp(a, "--backend") && v) {
+            bad = parse_int(v, 0, 2, &x), gd_backend = (int)x, i++;
         } else if (!strcmp(a, "--rma-version") && v) {
             gd_rma_version = atoi(v), i++;
             if ((gd_rma_version != 13 && gd_rma_version != 14) || strspn(v, "0123456789") != strlen(v)) {

@@ -100,7 +100,7 @@ report() {
                 grep -qE 'NET/railnet/GIN: rank [0-9]+ of 2 on .*: GDAKI type' "$l" || { took=0; why=" and railnet's 'GDAKI type' context line"; }
                 grep -q "GIN Proxy will not be using GDRCopy" "$l" && { took=0; why=" and no proxy GIN context (NCCL made one)"; } ;;
             railnet_gdaki_mismatch)
-                grep -q 'NCCL_GIN_GDAKI_VERSION mismatch: RAILNET_GIN_GDAKI_VERSION says the device code expects 101, railnet writes 100; offering the proxy type' "$l" ||
+                grep -q 'NCCL_GIN_GDAKI_VERSION mismatch: RAILNET_GIN_GDAKI_VERSION says the device code expects 101, railnet writes 100 and 200; offering the proxy type' "$l" ||
                     { took=0; why=" and railnet's WARN naming both layout versions"; } ;;
         esac
     done

@@ -107,9 +107,14 @@ done
 nccl_lib=$(sed -n 's/.*nccl-library=\([0-9]*\).*/\1/p' "$JOBDIR/nccl_tests.p2p_all_reduce.log" | head -n 1)
 # NCCL's version code (22809) as people write it (2.28.9)
 nccl_ver=$(echo "${nccl_lib:-0}" | awk '{ printf "%d.%d.%d", $1 / 10000, ($1 % 10000) / 100, $1 % 100 }')
-# railnet's GDAKI type writes NCCL 2.28's layout; other releases get the proxy type
+# railnet's GDAKI type writes NCCL 2.28's and 2.29's layout (100) and NCCL
+# 2.30's (200); other releases get the proxy type. RAILNET_GIN=auto gives
+# the GDAKI type only under NCCL 2.28 (the layouts of 2.29 and 2.30 are
+# asked for with RAILNET_GIN=gdaki until they have run here).
 gdaki_ok=no
-[ "${nccl_lib:-0}" -ge 22800 ] && [ "${nccl_lib:-0}" -lt 22900 ] && gdaki_ok=yes
+[ "${nccl_lib:-0}" -ge 22800 ] && [ "${nccl_lib:-0}" -lt 23100 ] && gdaki_ok=yes
+auto_gdaki=no
+[ "${nccl_lib:-0}" -ge 22800 ] && [ "${nccl_lib:-0}" -lt 22900 ] && auto_gdaki=yes
 # NCCL 2.30 takes railnet's GIN v14 for setup and runs its own GIN proxy
 # over railnet's RMA table, but assigns its own GDAKI type (3) when it may:
 # NCCL_GIN_TYPE=2 asks for the proxy
@@ -120,7 +125,7 @@ proxy_env=
 for impl in $IMPLS; do
     for type in $TYPES; do
         case $type in
-            auto) env= want="GDAKI type"; [ $gdaki_ok = yes ] || want="proxy type" ;;
+            auto) env= want="GDAKI type"; [ $auto_gdaki = yes ] || want="proxy type" ;;
             proxy) env="RAILNET_GIN=proxy$proxy_env" want="proxy type" ;;
             gdaki) env="RAILNET_GIN=gdaki NCCL_GIN_TYPE=3" want="GDAKI type" ;;
         esac
@@ -131,7 +136,7 @@ for impl in $IMPLS; do
                 continue
             fi
             if [ $type = gdaki ] && [ $gdaki_ok = no ]; then
-                tap_skip "${name}_data_checked_16B_to_64MiB" "NCCL ${nccl_ver}'s device code reads another GDAKI layout than railnet writes (NCCL 2.28's): railnet offers the proxy type"
+                tap_skip "${name}_data_checked_16B_to_64MiB" "NCCL ${nccl_ver}'s device code reads a GDAKI layout railnet does not write (it writes NCCL 2.28's, 2.29's and 2.30's): railnet offers the proxy type"
                 continue
             fi
             # shellcheck disable=SC2086
@@ -189,7 +194,7 @@ fault_result() {
 FAULT_TIMEOUT=$((40 + BOUND + WAIT_OTHERS))
 for type in $FAULT_TYPES; do
     if [ "$type" = gdaki ] && [ $gdaki_ok = no ]; then
-        why_not="NCCL ${nccl_ver}'s device code reads another GDAKI layout than railnet writes (NCCL 2.28's)"
+        why_not="NCCL ${nccl_ver}'s device code reads a GDAKI layout railnet does not write (it writes NCCL 2.28's, 2.29's and 2.30's)"
         tap_skip "gin_gdaki_peer_killed_survivors_end_with_an_error_within_${BOUND}s" "$why_not"
         tap_skip "gin_gdaki_ports_down_every_rank_ends_with_an_error_within_${BOUND}s" "$why_not"
         continue

@@ -9,22 +9,27 @@
 # kernels still spinning on a failed context ended by its destroyContext.
 # Plus the type choice: the layout version check and its fallback, and a
 # peer's GW_GDAKI message as untrusted input (gindriver gdaki-forged-KIND).
+# The layouts of NCCL 2.29 (GIN v12: a context per contextId, table
+# offsets) and 2.30 (GIN v14, RAILNET_GIN_GDAKI_VERSION=200: packed QP
+# descriptors, get tracking by backend version): gindriver reads the device
+# handle back as that NCCL's device code does, then posts through the last
+# context.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 20
+tap_plan 26
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
 grep -q '^device 0: name=softnic0 .*netDeviceType=3 netDeviceVersion=100 ' "$out" &&
-    grep -q 'offering the GDAKI type (RAILNET_GIN=gdaki: GDAKI type with every structure in host memory' "$out" &&
+    grep -q 'offering the GDAKI type (RAILNET_GIN=gdaki: GDAKI type, layout version 100, with every structure in host memory' "$out" &&
     tap_ok gdaki_offered_with_layout_version_100 || tap_not_ok gdaki_offered_with_layout_version_100 "$(cat "$out")"
 
 # NCCL's device code of another layout version: refused, NCCL gets the proxy type
 RAILNET_GIN_GDAKI_VERSION=101 "$gd" --plugin "$plugin" probe >"$out" 2>&1
-grep -q 'WARN NET/railnet/GIN: RAILNET_GIN=gdaki: NCCL_GIN_GDAKI_VERSION mismatch: RAILNET_GIN_GDAKI_VERSION says the device code expects 101, railnet writes 100; offering the proxy type' "$out" &&
+grep -q 'WARN NET/railnet/GIN: RAILNET_GIN=gdaki: NCCL_GIN_GDAKI_VERSION mismatch: RAILNET_GIN_GDAKI_VERSION says the device code expects 101, railnet writes 100 and 200; offering the proxy type' "$out" &&
     grep -q 'netDeviceType=2 netDeviceVersion=0 ' "$out" &&
     tap_ok version_mismatch_warns_naming_both_and_falls_back_to_proxy ||
     tap_not_ok version_mismatch_warns_naming_both_and_falls_back_to_proxy "$(cat "$out")"
@@ -37,6 +42,26 @@ grep -q 'netDeviceType=2 ' "$out" && grep -q 'offering the proxy type (RAILNET_G
     ! grep -q 'WARN NET/railnet/GIN' "$out" &&
     tap_ok auto_without_a_gpu_offers_the_proxy_type_without_a_warn ||
     tap_not_ok auto_without_a_gpu_offers_the_proxy_type_without_a_warn "$(cat "$out")"
+
+# GIN v14 offers what the process decided: layout 200 for NCCL 2.30
+RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --gin-version 14 probe >"$out" 2>&1
+grep -q '^device 0: name=softnic0 .*netDeviceType=3 netDeviceVersion=200 ' "$out" &&
+    tap_ok gin_v14_offers_gdaki_with_layout_version_200 || tap_not_ok gin_v14_offers_gdaki_with_layout_version_200 "$(cat "$out")"
+
+tap_check gdaki_layout_100_nccl_2_29_three_contexts_byte_checked "$gd" --plugin "$plugin" --ranks 3 --rounds 20 \
+    --gin-version 12 --contexts 3 gdaki
+tap_check gdaki_layout_200_backend_2_two_contexts_byte_checked env RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" \
+    --ranks 3 --rounds 20 --gin-version 14 --contexts 2 gdaki
+tap_check gdaki_layout_200_backend_1_byte_checked env RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --ranks 2 \
+    --rounds 10 --gin-version 14 --backend 1 gdaki
+tap_check gdaki_layout_200_alltoall_kernel_shape_4_ranks_rings_wrap env RAILNET_GIN_GDAKI_VERSION=200 "$gd" \
+    --plugin "$plugin" --ranks 4 --rounds 40 --slot 4096 --gin-version 14 --contexts 2 gdaki-a2a
+# kernels built with an NCCL before 2.30.3 (backend 0): refused, as NCCL's own GDAKI refuses them
+RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --ranks 2 --rounds 1 --gin-version 14 --backend 0 gdaki >"$out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q 'WARN NET/railnet/GIN: rank 0: createContext: GDAKI layout 200 with backend version 0: railnet writes' "$out" &&
+    tap_ok gdaki_layout_200_backend_0_refused_with_a_warn ||
+    tap_not_ok gdaki_layout_200_backend_0_refused_with_a_warn "rc=$rc $(cat "$out")"
 
 tap_check gdaki_cpu_consumer_2_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 2 --rounds 20 gdaki
 tap_check gdaki_cpu_consumer_3_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 3 --rounds 50 gdaki
