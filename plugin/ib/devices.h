@@ -9,6 +9,12 @@
  * Everything it logs goes through NCCL's logger; no verbs library or no
  * device is not an error: the count is 0 and one INFO line says why.
  *
+ * Rail and plane (net v12's railId/planeId): each port takes those of the
+ * RAILNET_HCA entry that took it (devices_hca_match); a device of several
+ * ports or parts keeps each only when all parts have the same value
+ * (devices_id_combine), else -1, so that NCCL's search never sees a rail or
+ * plane that one of the device's ports is not on.
+ *
  * Virtual devices (NCCL's NIC fusion, net v9+ makeVDevice): NCCL names
  * physical devices (the first devices_count_physical() indexes) and gets a
  * new index after them. Over one device it is that device again; over
