@@ -106,8 +106,9 @@ ncclResult_t gin_devices(int *ndev)
     return ncclSuccess;
 }
 
-/* type < 0: the one this process offers (gin_decide_type) */
-static ncclResult_t props_of(int dev, ncclNetProperties_v11_t *props, int type)
+/* type < 0: the one this process offers (gin_decide_type); ids, when not
+ * NULL, receives the device's rail and plane (v11's properties lack them) */
+static ncclResult_t props_of(int dev, ncclNetProperties_v11_t *props, int type, int ids[2])
 {
     if (!props)
         return ncclInvalidArgument;
@@ -135,12 +136,16 @@ static ncclResult_t props_of(int dev, ncclNetProperties_v11_t *props, int type)
     props->maxP2pBytes = GIN_MAX_PUT - 1;
     props->maxCollBytes = GIN_MAX_PUT - 1;
     props->maxMultiRequestSize = 1;
+    if (ids) {
+        ids[0] = c.rail_id;
+        ids[1] = c.plane_id;
+    }
     return ncclSuccess;
 }
 
 ncclResult_t gin_get_properties(int dev, ncclNetProperties_v11_t *props)
 {
-    return props_of(dev, props, -1);
+    return props_of(dev, props, -1, NULL);
 }
 
 static pthread_once_t proxy_only_once = PTHREAD_ONCE_INIT;
@@ -159,7 +164,8 @@ static ncclResult_t props_v12_of(int dev, ncclNetProperties_v12_t *props, int ty
     if (!props)
         return ncclInvalidArgument;
     ncclNetProperties_v11_t p;
-    ncclResult_t e = props_of(dev, &p, type);
+    int ids[2];
+    ncclResult_t e = props_of(dev, &p, type, ids);
     if (e != ncclSuccess)
         return e;
     memset(props, 0, sizeof(*props));
@@ -180,8 +186,8 @@ static ncclResult_t props_v12_of(int dev, ncclNetProperties_v12_t *props, int ty
     props->maxP2pBytes = p.maxP2pBytes;
     props->maxCollBytes = p.maxCollBytes;
     props->maxMultiRequestSize = 1;
-    props->railId = -1; /* NCCL_NET_ID_UNDEF, as the net tables say */
-    props->planeId = -1;
+    props->railId = (int16_t)ids[0]; /* the net tables' values (RAILNET_HCA) */
+    props->planeId = (int16_t)ids[1];
     return ncclSuccess;
 }
 

@@ -1,7 +1,7 @@
 /* plugin/net_v12.c: the net v12 face, `ncclNetPlugin_v12`
  * (include/nccl_net_v12.h), the table NCCL 2.30 prefers: as v11's face,
  * with v12's properties (virtual devices of up to 8, railId and planeId:
- * unknown to railnet, NCCL_NET_ID_UNDEF). */
+ * RAILNET_HCA's, NCCL_NET_ID_UNDEF where it names none; devices.h). */
 #include <string.h>
 
 #include "ib/comm_setup.h"

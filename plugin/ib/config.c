@@ -58,7 +58,7 @@ struct var {
 
 static const struct var vars[] = {
     STRV("RAILNET_IBVERBS_LIB", ibverbs_lib, "a path to libibverbs.so.1"),
-    STRV("RAILNET_HCA", hca, "device[:port] list, ^ to exclude, = for exact names"),
+    STRV("RAILNET_HCA", hca, "device[:port[:rail[:plane]]] list, ^ to exclude, = for exact names"),
     STRV("RAILNET_OOB_ADDR", oob_addr, "an IPv4 or IPv6 address of this host"),
     INTV("RAILNET_GID_INDEX", K_AUTO, 0, 255, gid_index, "auto or 0..255"),
     INTV("RAILNET_MERGE_PORTS", K_AUTO, 0, 1, merge_ports, "auto, 0 or 1"),

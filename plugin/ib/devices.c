@@ -23,42 +23,136 @@ static pthread_mutex_t devs_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ------------------------------------------------------------ pure helpers */
 
-static int filter_item_match(const char *item, size_t len, int exact, const char *dev, int port)
+/* A decimal field of a RAILNET_HCA entry: digits only (as NCCL_IB_HCA's,
+ * which NCCL reads with atoi: no hex, no sign), in lo..hi. */
+static int hca_number(const char *s, size_t len, int lo, int hi, int *out)
 {
-    char buf[128];
-    if (len == 0 || len >= sizeof(buf))
-        return 0;
-    memcpy(buf, item, len);
-    buf[len] = '\0';
-    int want_port = 0;
-    char *colon = strchr(buf, ':');
-    if (colon) {
-        *colon = '\0';
-        want_port = atoi(colon + 1);
-        if (want_port <= 0)
-            return 0;
+    if (len == 0)
+        return -1;
+    long v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+        if (v > hi)
+            return -1;
     }
-    int name_ok = exact ? !strcmp(buf, dev) : !strncmp(buf, dev, strlen(buf));
-    return name_ok && (!want_port || want_port == port);
+    if (v < lo)
+        return -1;
+    *out = (int)v;
+    return 0;
 }
 
-int devices_filter_match(const char *spec, const char *dev, int port)
+/* One entry item[0..len) into *e; 0, or -1 with why[] saying what is wrong. */
+static int hca_entry_parse(const char *item, size_t len, struct devices_hca_entry *e, char *why, size_t whylen)
 {
-    if (!spec || !*spec)
-        return 1;
-    int exclude = 0, exact = 0;
-    if (*spec == '^')
-        exclude = 1, spec++;
-    if (*spec == '=')
-        exact = 1, spec++;
-    int hit = 0;
-    while (*spec && !hit) {
-        const char *end = strchr(spec, ',');
-        size_t len = end ? (size_t)(end - spec) : strlen(spec);
-        hit = filter_item_match(spec, len, exact, dev, port);
-        spec += len + (end ? 1 : 0);
+    const char *field[5];
+    size_t flen[5];
+    int nf = 0;
+    const char *at = item, *end = item + len;
+    while (nf < 5) {
+        const char *colon = memchr(at, ':', (size_t)(end - at));
+        field[nf] = at;
+        flen[nf] = colon ? (size_t)(colon - at) : (size_t)(end - at);
+        nf++;
+        if (!colon)
+            break;
+        at = colon + 1;
     }
-    return exclude ? !hit : hit;
+    if (nf == 5) {
+        snprintf(why, whylen, "more than 4 fields (device:port:rail:plane)");
+        return -1;
+    }
+    if (flen[0] == 0) {
+        snprintf(why, whylen, "no device name");
+        return -1;
+    }
+    if (flen[0] >= sizeof(e->name)) {
+        snprintf(why, whylen, "a device name of %zu characters (at most %zu)", flen[0], sizeof(e->name) - 1);
+        return -1;
+    }
+    memcpy(e->name, field[0], flen[0]);
+    e->name[flen[0]] = '\0';
+    e->port = 0;
+    e->rail = e->plane = -1;
+    static const char *const what[4] = { NULL, "port", "rail", "plane" };
+    for (int i = 1; i < nf; i++) {
+        if (flen[i] == 0)
+            continue; /* empty: every port, or an undefined rail or plane */
+        int lo = i == 1 ? 1 : 0, hi = i == 1 ? 255 : DEVICES_ID_MAX;
+        int *dst = i == 1 ? &e->port : i == 2 ? &e->rail : &e->plane;
+        if (hca_number(field[i], flen[i], lo, hi, dst)) {
+            snprintf(why, whylen, "%s \"%.*s\" is not a decimal number %d..%d", what[i], (int)flen[i], field[i], lo,
+                     hi);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int devices_hca_parse(const char *spec, struct devices_hca *h)
+{
+    memset(h, 0, sizeof(*h));
+    if (!spec || !*spec) {
+        h->all = 1;
+        return 0;
+    }
+    const char *list = spec;
+    if (*spec == '^')
+        h->exclude = 1, spec++;
+    if (*spec == '=')
+        h->exact = 1, spec++;
+    int warned = 0;
+    while (*spec) {
+        const char *comma = strchr(spec, ',');
+        size_t len = comma ? (size_t)(comma - spec) : strlen(spec);
+        const char *item = spec;
+        spec += len + (comma ? 1 : 0);
+        if (len == 0)
+            continue;
+        char why[128];
+        struct devices_hca_entry e;
+        if (h->n >= DEVICES_HCA_MAX) {
+            snprintf(why, sizeof(why), "more than %d entries in the list", DEVICES_HCA_MAX);
+        } else if (!hca_entry_parse(item, len, &e, why, sizeof(why))) {
+            if (h->exclude && (e.rail >= 0 || e.plane >= 0)) {
+                WARN("NET/railnet: RAILNET_HCA=%s: entry \"%.*s\" names a rail or plane in an exclude list (^), "
+                     "where they mean nothing; they are ignored and the entry still excludes",
+                     list, (int)len, item);
+                e.rail = e.plane = -1;
+                warned++;
+            }
+            h->e[h->n++] = e;
+            continue;
+        }
+        WARN("NET/railnet: RAILNET_HCA=%s: entry \"%.*s\" refused: %s; it %s (form: device[:port[:rail[:plane]]])",
+             list, (int)len, item, why, h->exclude ? "excludes nothing" : "takes no port");
+        warned++;
+    }
+    return warned;
+}
+
+int devices_hca_match(const struct devices_hca *h, const char *dev, int port, int *rail, int *plane)
+{
+    int hit = -1;
+    for (int i = 0; !h->all && i < h->n && hit < 0; i++) {
+        const struct devices_hca_entry *e = &h->e[i];
+        int name_ok = h->exact ? !strcmp(e->name, dev) : !strncmp(e->name, dev, strlen(e->name));
+        if (name_ok && (!e->port || e->port == port))
+            hit = i;
+    }
+    int taken = h->all || (h->exclude ? hit < 0 : hit >= 0);
+    int with_ids = taken && !h->exclude && hit >= 0;
+    if (rail)
+        *rail = with_ids ? h->e[hit].rail : -1;
+    if (plane)
+        *plane = with_ids ? h->e[hit].plane : -1;
+    return taken;
+}
+
+int devices_id_combine(int a, int b)
+{
+    return a == b ? a : -1;
 }
 
 int devices_port_speed_mbps(uint32_t active_speed, uint8_t active_width)
@@ -166,6 +260,7 @@ struct found_port {
     struct qp_port qp;
     int speed;
     uint32_t max_msg;   /* the port's max_msg_sz */
+    int rail, plane;    /* of the RAILNET_HCA entry that took it; -1 undefined */
 };
 
 /* The bytes of one RDMA WRITE on a device whose ports take max_msg each:
@@ -211,6 +306,19 @@ static char *pci_path_of(struct ibv_device *d)
 
 static devices_gpu_probe_fn probe_gpu; /* set once by devices_init */
 
+/* ", rail R, plane P" for a device's INFO line: what is defined of them. */
+static const char *ids_text(const struct rn_device *r, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (r->rail_id >= 0)
+        snprintf(buf, len, ", rail %d", r->rail_id);
+    if (r->plane_id >= 0) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, ", plane %d", r->plane_id);
+    }
+    return buf;
+}
+
 static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv_pd *pd,
                        const struct ibv_device_attr *da, struct found_port *p, int np, int merged, int split)
 {
@@ -234,7 +342,11 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
     r->max_chunk = HS_CHUNK_MAX;
     r->nparts = 1;
     r->parts[0] = ndevs;
+    r->rail_id = p[0].rail;
+    r->plane_id = p[0].plane;
     for (int i = 0; i < np; i++) {
+        r->rail_id = devices_id_combine(r->rail_id, p[i].rail);
+        r->plane_id = devices_id_combine(r->plane_id, p[i].plane);
         r->ports[i] = p[i].qp;
         r->ports[i].ctx = ctx;
         r->ports[i].pd = pd;
@@ -259,12 +371,12 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
         size_t at = strlen(ports);
         snprintf(ports + at, sizeof(ports) - at, "%s%u", i ? "+" : "", p[i].qp.port_num);
     }
-    char capped[96] = "";
+    char capped[96] = "", ids[48];
     if (r->speed_mbps < ports_mbps)
         snprintf(capped, sizeof(capped), ": ports %d Mb/s, capped by its PCIe link %s", ports_mbps, link);
-    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: %s port %s (%s, %d Mb/s%s%s), pci %s", ndevs - 1, r->name,
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: %s port %s (%s, %d Mb/s%s%s)%s, pci %s", ndevs - 1, r->name,
          ports, r->link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "RoCE", r->speed_mbps, capped,
-         merged ? ", ports merged" : "", r->pci_path ? r->pci_path : "unknown");
+         merged ? ", ports merged" : "", ids_text(r, ids, sizeof(ids)), r->pci_path ? r->pci_path : "unknown");
 }
 
 static int merge_decision(const char *name, struct found_port *p, int np)
@@ -288,7 +400,7 @@ static int merge_decision(const char *name, struct found_port *p, int np)
     return 1;
 }
 
-static void scan_device(struct ibv_device *d)
+static void scan_device(struct ibv_device *d, const struct devices_hca *hca)
 {
     const struct ibvwrap *v = ibvwrap_global();
     const char *name = v->get_device_name(d);
@@ -310,7 +422,8 @@ static void scan_device(struct ibv_device *d)
         struct ibv_port_attr pa;
         if (ibvwrap_query_port(v, ctx, (uint8_t)port, &pa))
             continue;
-        if (!devices_filter_match(spec, name, port)) {
+        int rail = -1, plane = -1;
+        if (!devices_hca_match(hca, name, port, &rail, &plane)) {
             INFO(NCCL_NET | NCCL_INIT, "NET/railnet: %s port %d left out by RAILNET_HCA=%s", name, port, spec);
             continue;
         }
@@ -329,6 +442,8 @@ static void scan_device(struct ibv_device *d)
         f->qp.active_mtu = pa.active_mtu;
         f->speed = devices_port_speed_mbps(pa.active_speed, pa.active_width);
         f->max_msg = pa.max_msg_sz;
+        f->rail = rail;
+        f->plane = plane;
         if (pick_gid(d, ctx, port, pa.gid_tbl_len, &f->qp) && pa.link_layer == IBV_LINK_LAYER_ETHERNET)
             continue;
         nf++;
@@ -369,13 +484,15 @@ ncclResult_t devices_init(devices_gpu_probe_fn probe)
     }
     const struct ibvwrap *v = ibvwrap_global();
     INFO(NCCL_NET | NCCL_INIT, "NET/railnet: using %s", v->path);
+    struct devices_hca hca;
+    devices_hca_parse(rn_config()->hca, &hca);
     int n = 0;
     struct ibv_device **list = v->get_device_list(&n);
     if (!list || n == 0)
         INFO(NCCL_NET | NCCL_INIT, "NET/railnet: no RDMA devices: ibv_get_device_list found none (%s)",
              list ? "no device" : strerror(errno));
     for (int i = 0; list && i < n; i++)
-        scan_device(list[i]);
+        scan_device(list[i], &hca);
     if (list)
         v->free_device_list(list);
     nphys = ndevs;
@@ -434,10 +551,8 @@ ncclResult_t devices_properties(int dev, struct devices_props *props)
     props->max_p2p_bytes = HS_MAX_CHUNKS * r->max_chunk;
     props->max_coll_bytes = props->max_p2p_bytes;
     props->max_multi_request = 1;
-    /* railnet knows no rail or plane of a NIC (no topology file names
-     * them): undefined, which constrains nothing in NCCL's search */
-    props->rail_id = -1;
-    props->plane_id = -1;
+    props->rail_id = r->rail_id;
+    props->plane_id = r->plane_id;
     return ncclSuccess;
 }
 
@@ -479,6 +594,8 @@ static void vdev_merge(struct rn_device *r, int n, const int *parts)
         }
         r->speed_mbps += p->speed_mbps;
         r->ptr_support &= p->ptr_support;
+        r->rail_id = devices_id_combine(r->rail_id, p->rail_id);
+        r->plane_id = devices_id_combine(r->plane_id, p->plane_id);
         if (p->max_chunk < r->max_chunk)
             r->max_chunk = p->max_chunk;
         size_t at = strlen(name);
@@ -531,8 +648,10 @@ ncclResult_t devices_make_virtual(int n, const int *parts, int max, int *out)
     pthread_mutex_unlock(&devs_mu);
     *out = at;
     const struct rn_device *r = &devs[at];
-    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: virtual device %s over %d device(s), %d port(s), %d Mb/s%s",
-         at, r->name, n, r->nports, r->speed_mbps, r->host_bound ? " (capped by its PCIe link)" : "");
+    char ids[48];
+    INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: virtual device %s over %d device(s), %d port(s), %d Mb/s%s%s",
+         at, r->name, n, r->nports, r->speed_mbps, r->host_bound ? " (capped by its PCIe link)" : "",
+         ids_text(r, ids, sizeof(ids)));
     return ncclSuccess;
 }
 

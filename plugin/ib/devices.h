@@ -9,6 +9,12 @@
  * Everything it logs goes through NCCL's logger; no verbs library or no
  * device is not an error: the count is 0 and one INFO line says why.
  *
+ * Rail and plane (net v12's railId/planeId): each port takes those of the
+ * RAILNET_HCA entry that took it (devices_hca_match); a device of several
+ * ports or parts keeps each only when all parts have the same value
+ * (devices_id_combine), else -1, so that NCCL's search never sees a rail or
+ * plane that one of the device's ports is not on.
+ *
  * Virtual devices (NCCL's NIC fusion, net v9+ makeVDevice): NCCL names
  * physical devices (the first devices_count_physical() indexes) and gets a
  * new index after them. Over one device it is that device again; over
@@ -57,6 +63,7 @@ struct rn_device {
     struct oob_addr oob;     /* where listen binds */
     int nparts;              /* physical devices it is made of (vProps): itself, or a virtual device's */
     int parts[DEVICES_MAX_PARTS];
+    int rail_id, plane_id;   /* from RAILNET_HCA; -1 undefined (merged parts: devices_id_combine) */
 };
 
 /* The newest properties NCCL asks for (net v12's fields); each table's face
@@ -80,7 +87,7 @@ struct devices_props {
     uint64_t max_p2p_bytes;  /* one isend/irecv: HS_MAX_CHUNKS * max_chunk */
     uint64_t max_coll_bytes; /* the same bound (railnet has no collective network) */
     int max_multi_request;   /* 1: no multi-requests */
-    int rail_id, plane_id;   /* -1: not known to railnet (NCCL_NET_ID_UNDEF) */
+    int rail_id, plane_id;   /* RAILNET_HCA's rail and plane; -1: undefined (NCCL_NET_ID_UNDEF) */
 };
 
 /* NCCL_PTR_CUDA | NCCL_PTR_DMABUF as far as GPU memory registers on r
@@ -113,10 +120,39 @@ ncclResult_t devices_qp_ports(int dev, struct qp_port *ports, int *nports, char 
 ncclResult_t devices_handle_info(int dev, uint64_t *guid, uint8_t *link_layer, uint8_t *nports,
                                  struct oob_addr *addr);
 
-/* RAILNET_HCA matching, exposed for the tests: spec is a comma list of
- * name[:port]; a leading '^' excludes the listed ones, a leading '=' (after
- * '^' if any) makes names exact instead of prefixes. An empty spec keeps all. */
-int devices_filter_match(const char *spec, const char *dev, int port);
+/* RAILNET_HCA, parsed once (exposed for the tests). spec is a comma list of
+ * entries name[:port[:rail[:plane]]], NCCL_IB_HCA's form; a leading '^'
+ * excludes the listed ports, a leading '=' (after '^' if any) makes names
+ * exact instead of prefixes. An empty port field matches every port; rail
+ * and plane are decimal 0..DEVICES_ID_MAX, an empty or absent one is
+ * undefined (-1). An entry that does not parse (empty name, a field not a
+ * number or out of range, more than four fields, a name longer than a
+ * verbs name) is refused with a WARN naming it and matches nothing: in an
+ * include list its ports are not taken. An exclude entry carrying a rail or
+ * plane is a WARN too, but still excludes (the rail and plane are dropped:
+ * an excluded port reports nothing). Empty entries (",,") are skipped. */
+#define DEVICES_ID_MAX 32767 /* rail and plane are int16_t in net v12 */
+#define DEVICES_HCA_MAX 64
+struct devices_hca_entry {
+    char name[64];
+    int port;                /* 0: every port */
+    int rail, plane;         /* -1: undefined */
+};
+struct devices_hca {
+    int all;                 /* empty spec: every port, no rail or plane */
+    int exclude, exact;
+    int n;
+    struct devices_hca_entry e[DEVICES_HCA_MAX];
+};
+/* Fills *h from spec; returns how many entries were refused (each WARNed). */
+int devices_hca_parse(const char *spec, struct devices_hca *h);
+/* 1 when port `port` of verbs device `dev` is taken; then *rail and *plane
+ * (either may be NULL) are those of the first entry naming it (-1 when
+ * undefined, or in an exclude list). 0 when it is left out. */
+int devices_hca_match(const struct devices_hca *h, const char *dev, int port, int *rail, int *plane);
+/* The rail or plane of a device made of parts with ids a and b: the id
+ * when both are equal, else undefined (-1). */
+int devices_id_combine(int a, int b);
 /* Mb/s of a port from ibv_port_attr's active_speed/active_width codes; 0 if unknown. */
 int devices_port_speed_mbps(uint32_t active_speed, uint8_t active_width);
 

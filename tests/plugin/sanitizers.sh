@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 44
+tap_plan 46
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
@@ -37,6 +37,10 @@ san asan_traffic_spinning_nic_threads env SOFTNIC_SPIN_US=50 $nd traffic --ranks
 san asan_peer_killed_mid_transfer env RAILNET_IB_TIMEOUT=12 RAILNET_IB_RETRY_CNT=3 \
     $nd traffic --ranks 2 --iters 0 --max-size 1M --kill-rank 1 --kill-after-ms 300 --timeout 40
 san asan_rogue_handshakes_and_forged_handles "$asan/tests/plugin/test_conn_faults"
+# RAILNET_HCA's parser on good, bad and overlong entries (device:port:rail:plane)
+san asan_railnet_hca_entries_parsed "$asan/tests/plugin/test_config"
+san asan_railnet_hca_entries_at_init env RAILNET_HCA="softnic0:1:1:2,:x,softnic0:2:3:4:5:6,softnic0::9:99999999999999999999,,$(printf '%080d' 0)" \
+    $nd --net-version 12 probe
 if [ $have_cm = yes ]; then
     san asan_rdmacm_traffic env RAILNET_CM=rdmacm $nd traffic --ranks 3 --iters 30 --max-size 1M --seed 9
     san asan_rdmacm_connection_faults "$asan/tests/plugin/test_conn_cm"

@@ -1,10 +1,16 @@
 /* tests/plugin/test_config.c: the pure parts of the core: RAILNET_* value
- * parsers, the RAILNET_HCA filter, port speed from verbs codes. */
+ * parsers, the RAILNET_HCA filter (ports, rails and planes, the WARNs of bad
+ * entries), port speed from verbs codes. */
 #include "../tap.h"
 #include "plugin/ib/config.h"
 #include "plugin/ib/devices.h"
 #include "plugin/ib/hostlink.h"
+#include "plugin/ib/log.h"
 #include "plugin/ib/parse.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 TAP_CASE(test_parse_int_in_range_and_rejects_junk)
 {
@@ -87,20 +93,189 @@ TAP_CASE(test_parse_real_whole_and_at_least_lo)
     EXPECT_TRUE(v == 1e9);
 }
 
+/* ---- RAILNET_HCA ---- */
+
+static char warns[4096];
+
+static void warn_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                        ...)
+{
+    (void)flags, (void)file, (void)line;
+    if (level != NCCL_LOG_WARN)
+        return;
+    size_t at = strlen(warns);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(warns + at, sizeof(warns) - at, fmt, ap);
+    va_end(ap);
+    at = strlen(warns);
+    if (at + 1 < sizeof(warns))
+        warns[at] = '\n', warns[at + 1] = '\0';
+}
+
+/* RAILNET_HCA=spec parsed (its WARNs in warns[], their count returned in
+ * *nwarn when not NULL), then asked about port `port` of device `dev`:
+ * taken or not, with the rail and plane reported. */
+static int hca(const char *spec, const char *dev, int port, int *rail, int *plane, int *nwarn)
+{
+    struct devices_hca h;
+    warns[0] = '\0';
+    log_set(warn_logger);
+    int n = devices_hca_parse(spec, &h);
+    log_set(NULL);
+    if (nwarn)
+        *nwarn = n;
+    return devices_hca_match(&h, dev, port, rail, plane);
+}
+
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
 TAP_CASE(test_hca_filter_prefix_exact_port_and_exclude)
 {
-    EXPECT_EQ_INT(1, devices_filter_match("", "mlx5_0", 1));
-    EXPECT_EQ_INT(1, devices_filter_match("mlx5", "mlx5_0", 1));
-    EXPECT_EQ_INT(1, devices_filter_match("mlx5_0:1,mlx5_1", "mlx5_1", 2));
-    EXPECT_EQ_INT(0, devices_filter_match("mlx5_0:1,mlx5_1", "mlx5_0", 2));
-    EXPECT_EQ_INT(0, devices_filter_match("=mlx5_1", "mlx5_10", 1));
-    EXPECT_EQ_INT(1, devices_filter_match("mlx5_1", "mlx5_10", 1));
-    EXPECT_EQ_INT(0, devices_filter_match("^mlx5_0", "mlx5_0", 1));
-    EXPECT_EQ_INT(1, devices_filter_match("^mlx5_0", "mlx5_1", 1));
-    EXPECT_EQ_INT(1, devices_filter_match("^=mlx5_1", "mlx5_10", 1));
-    EXPECT_EQ_INT(0, devices_filter_match("^mlx5_0:2", "mlx5_0", 2));
-    EXPECT_EQ_INT(1, devices_filter_match("^mlx5_0:2", "mlx5_0", 1));
-    EXPECT_EQ_INT(0, devices_filter_match("mlx5_0:x", "mlx5_0", 1));
+    EXPECT_EQ_INT(1, hca("", "mlx5_0", 1, NULL, NULL, NULL));
+    EXPECT_EQ_INT(1, hca("mlx5", "mlx5_0", 1, NULL, NULL, NULL));
+    EXPECT_EQ_INT(1, hca("mlx5_0:1,mlx5_1", "mlx5_1", 2, NULL, NULL, NULL));
+    EXPECT_EQ_INT(0, hca("mlx5_0:1,mlx5_1", "mlx5_0", 2, NULL, NULL, NULL));
+    EXPECT_EQ_INT(0, hca("=mlx5_1", "mlx5_10", 1, NULL, NULL, NULL));
+    EXPECT_EQ_INT(1, hca("mlx5_1", "mlx5_10", 1, NULL, NULL, NULL));
+    EXPECT_EQ_INT(0, hca("^mlx5_0", "mlx5_0", 1, NULL, NULL, NULL));
+    EXPECT_EQ_INT(1, hca("^mlx5_0", "mlx5_1", 1, NULL, NULL, NULL));
+    EXPECT_EQ_INT(1, hca("^=mlx5_1", "mlx5_10", 1, NULL, NULL, NULL));
+    EXPECT_EQ_INT(0, hca("^mlx5_0:2", "mlx5_0", 2, NULL, NULL, NULL));
+    EXPECT_EQ_INT(1, hca("^mlx5_0:2", "mlx5_0", 1, NULL, NULL, NULL));
+    EXPECT_EQ_INT(1, hca("mlx5_0,,mlx5_1,", "mlx5_1", 1, NULL, NULL, NULL)); /* empty entries skipped */
+    EXPECT_STREQ("", warns);
+}
+
+TAP_CASE(test_hca_entry_gives_its_rail_and_plane_to_the_ports_it_takes)
+{
+    int rail = 9, plane = 9, nw = 9;
+    EXPECT_EQ_INT(1, hca("mlx5_0:1:3:7,mlx5_1:1:4", "mlx5_0", 1, &rail, &plane, &nw));
+    EXPECT_EQ_INT(3, rail);
+    EXPECT_EQ_INT(7, plane);
+    EXPECT_EQ_INT(0, nw);
+    EXPECT_EQ_INT(1, hca("mlx5_0:1:3:7,mlx5_1:1:4", "mlx5_1", 1, &rail, &plane, NULL));
+    EXPECT_EQ_INT(4, rail);
+    EXPECT_EQ_INT(-1, plane);
+    /* no rail or plane field: undefined */
+    EXPECT_EQ_INT(1, hca("mlx5_0", "mlx5_0", 2, &rail, &plane, NULL));
+    EXPECT_EQ_INT(-1, rail);
+    EXPECT_EQ_INT(-1, plane);
+    EXPECT_EQ_INT(1, hca("", "mlx5_0", 2, &rail, &plane, NULL));
+    EXPECT_EQ_INT(-1, rail);
+    EXPECT_EQ_INT(-1, plane);
+    /* an empty port field matches every port, as NCCL_IB_HCA's */
+    EXPECT_EQ_INT(1, hca("mlx5_0::2:1", "mlx5_0", 1, &rail, &plane, NULL));
+    EXPECT_EQ_INT(2, rail);
+    EXPECT_EQ_INT(1, plane);
+    EXPECT_EQ_INT(1, hca("mlx5_0::2:1", "mlx5_0", 2, &rail, &plane, NULL));
+    EXPECT_EQ_INT(2, rail);
+    /* an empty rail with a plane: rail undefined */
+    EXPECT_EQ_INT(1, hca("mlx5_0:1::5", "mlx5_0", 1, &rail, &plane, NULL));
+    EXPECT_EQ_INT(-1, rail);
+    EXPECT_EQ_INT(5, plane);
+    /* the first entry naming a port decides, as in NCCL */
+    EXPECT_EQ_INT(1, hca("mlx5_0:2:1,mlx5:2:6", "mlx5_0", 2, &rail, &plane, NULL));
+    EXPECT_EQ_INT(1, rail);
+    EXPECT_EQ_INT(1, hca("mlx5_0:2:1,mlx5:2:6", "mlx5_1", 2, &rail, &plane, NULL));
+    EXPECT_EQ_INT(6, rail);
+    /* the bounds of int16_t's non-negative range */
+    EXPECT_EQ_INT(1, hca("=mlx5_0:1:0:32767", "mlx5_0", 1, &rail, &plane, &nw));
+    EXPECT_EQ_INT(0, rail);
+    EXPECT_EQ_INT(32767, plane);
+    EXPECT_EQ_INT(0, nw);
+    /* a port left out reports nothing */
+    EXPECT_EQ_INT(0, hca("mlx5_0:1:3:7", "mlx5_0", 2, &rail, &plane, NULL));
+    EXPECT_EQ_INT(-1, rail);
+    EXPECT_EQ_INT(-1, plane);
+    EXPECT_STREQ("", warns);
+}
+
+TAP_CASE(test_hca_bad_entry_is_a_warn_naming_it_and_takes_no_port)
+{
+    static const struct {
+        const char *spec, *why;
+    } bad[] = {
+        { "mlx5_0:1:x", "RAILNET_HCA=mlx5_0:1:x: entry \"mlx5_0:1:x\" refused: rail \"x\" is not a decimal number "
+                        "0..32767; it takes no port (form: device[:port[:rail[:plane]]])" },
+        { "mlx5_0:1:-1", "entry \"mlx5_0:1:-1\" refused: rail \"-1\" is not a decimal number 0..32767" },
+        { "mlx5_0:1:32768", "entry \"mlx5_0:1:32768\" refused: rail \"32768\" is not a decimal number 0..32767" },
+        { "mlx5_0:1:0x1", "entry \"mlx5_0:1:0x1\" refused: rail \"0x1\" is not a decimal number 0..32767" },
+        { "mlx5_0:1:2:99999999999", "refused: plane \"99999999999\" is not a decimal number 0..32767" },
+        { "mlx5_0:1:2: 3", "refused: plane \" 3\" is not a decimal number 0..32767" },
+        { "mlx5_0:1:2:3:4", "entry \"mlx5_0:1:2:3:4\" refused: more than 4 fields (device:port:rail:plane)" },
+        { "mlx5_0:x", "entry \"mlx5_0:x\" refused: port \"x\" is not a decimal number 1..255" },
+        { "mlx5_0:0", "entry \"mlx5_0:0\" refused: port \"0\" is not a decimal number 1..255" },
+        { "mlx5_0:256:1", "refused: port \"256\" is not a decimal number 1..255" },
+        { ":1:2", "entry \":1:2\" refused: no device name" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rail = 9, plane = 9, nw = 0;
+        EXPECT_EQ_INT(0, hca(bad[i].spec, "mlx5_0", 1, &rail, &plane, &nw));
+        EXPECT_EQ_INT(1, nw);
+        EXPECT_EQ_INT(1, lines(warns));
+        EXPECT_TRUE(strstr(warns, bad[i].why) != NULL);
+        if (!strstr(warns, bad[i].why))
+            tap_diag("RAILNET_HCA=%s: expected \"%s\" in: %s", bad[i].spec, bad[i].why, warns);
+        EXPECT_EQ_INT(-1, rail);
+        EXPECT_EQ_INT(-1, plane);
+    }
+    /* the good entries beside a bad one still work */
+    int rail = 9, plane = 9, nw = 0;
+    EXPECT_EQ_INT(1, hca("mlx5_0:1:x,mlx5_1:1:2:3,mlx5_2:7:1:2:3", "mlx5_1", 1, &rail, &plane, &nw));
+    EXPECT_EQ_INT(2, rail);
+    EXPECT_EQ_INT(3, plane);
+    EXPECT_EQ_INT(2, nw);
+    EXPECT_EQ_INT(2, lines(warns));
+    EXPECT_EQ_INT(0, hca("mlx5_0:1:x,mlx5_1:1:2:3", "mlx5_0", 1, NULL, NULL, NULL));
+    /* a name longer than a verbs device name */
+    char longname[100];
+    memset(longname, 'a', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    EXPECT_EQ_INT(0, hca(longname, "aaaa", 1, NULL, NULL, &nw));
+    EXPECT_EQ_INT(1, nw);
+    EXPECT_TRUE(strstr(warns, "refused: a device name of 99 characters (at most 63)") != NULL);
+    /* a refused entry of an exclude list excludes nothing */
+    EXPECT_EQ_INT(1, hca("^mlx5_0:x", "mlx5_0", 1, NULL, NULL, &nw));
+    EXPECT_EQ_INT(1, nw);
+    EXPECT_TRUE(strstr(warns, "entry \"mlx5_0:x\" refused: port \"x\" is not a decimal number 1..255; it excludes "
+                              "nothing") != NULL);
+}
+
+TAP_CASE(test_hca_exclude_entry_with_rail_or_plane_warns_and_still_excludes)
+{
+    int rail = 9, plane = 9, nw = 0;
+    EXPECT_EQ_INT(0, hca("^mlx5_0:1:2:3", "mlx5_0", 1, &rail, &plane, &nw));
+    EXPECT_EQ_INT(1, nw);
+    EXPECT_EQ_INT(1, lines(warns));
+    EXPECT_TRUE(strstr(warns, "RAILNET_HCA=^mlx5_0:1:2:3: entry \"mlx5_0:1:2:3\" names a rail or plane in an exclude "
+                              "list (^), where they mean nothing; they are ignored and the entry still excludes") !=
+                NULL);
+    EXPECT_EQ_INT(-1, rail);
+    EXPECT_EQ_INT(-1, plane);
+    /* a port it does not exclude is taken with no rail or plane */
+    EXPECT_EQ_INT(1, hca("^mlx5_0:1::3", "mlx5_0", 2, &rail, &plane, &nw));
+    EXPECT_EQ_INT(1, nw);
+    EXPECT_EQ_INT(-1, rail);
+    EXPECT_EQ_INT(-1, plane);
+    /* an empty port field in an exclude list excludes every port */
+    EXPECT_EQ_INT(0, hca("^mlx5_0:", "mlx5_0", 2, NULL, NULL, &nw));
+    EXPECT_EQ_INT(0, nw);
+}
+
+TAP_CASE(test_ids_of_merged_parts_are_kept_only_when_equal)
+{
+    EXPECT_EQ_INT(3, devices_id_combine(3, 3));
+    EXPECT_EQ_INT(-1, devices_id_combine(3, 4));
+    EXPECT_EQ_INT(-1, devices_id_combine(3, -1));
+    EXPECT_EQ_INT(-1, devices_id_combine(-1, 3));
+    EXPECT_EQ_INT(-1, devices_id_combine(-1, -1));
 }
 
 TAP_CASE(test_port_speed_from_verbs_codes)

@@ -6,7 +6,8 @@
  *    touched, most of the case's time here); sizes beyond
  *    maxP2pBytes are refused with a WARN and leave the comm usable;
  *  - the properties v9+ report (vProps, maxP2pBytes, ...; v12's railId and
- *    planeId);
+ *    planeId from RAILNET_HCA's device:port:rail:plane, as GIN v14 reports
+ *    them, for devices, merged ports and virtual devices);
  *  - NCCL's traffic class reaches the QPs' GRH (softnic's per-class byte
  *    counters): v12's init context for both sides of the comms made
  *    through it, v10's connect config for the sender's, RAILNET_IB_TC
@@ -23,6 +24,7 @@
 #include "../tap.h"
 #include "built_plugin.h"
 #include "nccl_gin_v11.h"
+#include "nccl_gin_v14.h"
 #include "nccl_net_v12.h"
 #include "tests/build_paths.h"
 #include "tools/common/plugin_tables.h"
@@ -662,6 +664,195 @@ TAP_CASE(test_bad_virtual_device_requests_are_refused_with_a_warn)
     EXPECT_EQ_INT(ncclInvalidUsage, ((const ncclNet_v11_t *)n11.t)->makeVDevice(&d, &p11));
     EXPECT_EQ_INT(1, built_count(logbuf, "5 devices asked for; 1..4 can make a virtual device"));
     EXPECT_EQ_INT(3, ndevices(&n11));
+}
+
+/* ---- rail and plane (RAILNET_HCA's device:port:rail:plane) ---- */
+
+/* v12's railId and planeId of device d, or 99 each when getProperties fails */
+static void v12_ids(struct vnet *n, int d, int *rail, int *plane)
+{
+    ncclNetProperties_v12_t p;
+    *rail = *plane = 99;
+    if (((const ncclNet_v12_t *)n->t)->getProperties(d, &p) == ncclSuccess)
+        *rail = p.railId, *plane = p.planeId;
+}
+
+/* The same through ncclGinPlugin_v14 (init'ed and finalized here), the GIN
+ * table NCCL 2.30.7 reads first. */
+static void gin14_ids(int d, int *rail, int *plane)
+{
+    const ncclGin_v14_t *g = built_plugin_table(&plugin_table_gin_v14);
+    *rail = *plane = 99;
+    void *ctx = NULL;
+    if (!g || g->init(&ctx, 14, built_warn_logger) != ncclSuccess)
+        return;
+    ncclNetProperties_v12_t p;
+    if (g->getProperties(d, &p) == ncclSuccess)
+        *rail = p.railId, *plane = p.planeId;
+    g->finalize(ctx);
+}
+
+#define EXPECT_IDS(rail, plane, got_rail, got_plane)                                                             \
+    do {                                                                                                         \
+        EXPECT_EQ_INT((rail), (got_rail));                                                                       \
+        EXPECT_EQ_INT((plane), (got_plane));                                                                     \
+    } while (0)
+
+TAP_CASE(test_v12_and_gin_v14_report_each_devices_rail_and_plane)
+{
+    setenv("SOFTNIC_DEVICES", "softnic0:127.0.0.1;softnic1:127.0.0.2", 1);
+    setenv("RAILNET_HCA", "softnic0:1:3:1,softnic1:1:4:2", 1);
+    struct vnet n;
+    if (vnet_load(&n, 12, -1, NULL))
+        TAP_SKIP("the plugin or softnic is not available");
+    EXPECT_EQ_INT(2, ndevices(&n));
+    int rail, plane;
+    v12_ids(&n, 0, &rail, &plane);
+    EXPECT_IDS(3, 1, rail, plane);
+    v12_ids(&n, 1, &rail, &plane);
+    EXPECT_IDS(4, 2, rail, plane);
+    gin14_ids(0, &rail, &plane);
+    EXPECT_IDS(3, 1, rail, plane);
+    gin14_ids(1, &rail, &plane);
+    EXPECT_IDS(4, 2, rail, plane);
+    /* NCCL's fusion of one device keeps its ids; of two NICs it is refused
+     * (railnet stripes over one NIC's ports only) whatever their rails */
+    int d = -1;
+    const int one[1] = { 1 };
+    EXPECT_EQ_INT(ncclSuccess, make_vdev(&n, &d, 1, one));
+    EXPECT_EQ_INT(2, d);
+    v12_ids(&n, 2, &rail, &plane);
+    EXPECT_IDS(4, 2, rail, plane);
+    EXPECT_STREQ("", logbuf);
+}
+
+TAP_CASE(test_ports_without_rail_or_plane_report_undefined)
+{
+    setenv("SOFTNIC_DEVICES", "softnic0:127.0.0.1;softnic1:127.0.0.2", 1);
+    setenv("RAILNET_HCA", "softnic0:1:3,softnic1", 1);
+    struct vnet n;
+    if (vnet_load(&n, 12, -1, NULL))
+        TAP_SKIP("the plugin or softnic is not available");
+    int rail, plane;
+    v12_ids(&n, 0, &rail, &plane);
+    EXPECT_IDS(3, NCCL_NET_ID_UNDEF, rail, plane);
+    v12_ids(&n, 1, &rail, &plane);
+    EXPECT_IDS(NCCL_NET_ID_UNDEF, NCCL_NET_ID_UNDEF, rail, plane);
+    gin14_ids(0, &rail, &plane);
+    EXPECT_IDS(3, NCCL_NET_ID_UNDEF, rail, plane);
+    EXPECT_STREQ("", logbuf);
+}
+
+/* softnic0's two ports, merged by railnet (RAILNET_MERGE_PORTS auto) with
+ * RAILNET_HCA=hca: the device keeps a rail or plane only where both ports'
+ * entries agree; net v12 and GIN v14 report the same. One case a process:
+ * the plugin reads RAILNET_HCA once. */
+static void expect_merged_ids(const char *hca, int rail, int plane)
+{
+    setenv("RAILNET_HCA", hca, 1);
+    struct vnet n;
+    if (vnet_load(&n, 12, -1, NULL))
+        TAP_SKIP("the plugin or softnic is not available");
+    ncclNetProperties_v12_t p;
+    EXPECT_EQ_INT(1, ndevices(&n));
+    EXPECT_EQ_INT(ncclSuccess, ((const ncclNet_v12_t *)n.t)->getProperties(0, &p));
+    EXPECT_STREQ("softnic0", p.name);
+    EXPECT_IDS(rail, plane, p.railId, p.planeId);
+    int grail, gplane;
+    gin14_ids(0, &grail, &gplane);
+    EXPECT_IDS(rail, plane, grail, gplane);
+    EXPECT_STREQ("", logbuf);
+}
+
+TAP_CASE(test_merged_ports_of_one_rail_and_plane_keep_both)
+{
+    expect_merged_ids("softnic0:1:5:6,softnic0:2:5:6", 5, 6);
+}
+
+TAP_CASE(test_an_entry_with_an_empty_port_gives_both_ports_its_ids)
+{
+    expect_merged_ids("softnic0::5:6", 5, 6);
+}
+
+TAP_CASE(test_merged_ports_of_different_rails_have_no_rail)
+{
+    expect_merged_ids("softnic0:1:5:6,softnic0:2:7:6", NCCL_NET_ID_UNDEF, 6);
+}
+
+TAP_CASE(test_merged_ports_of_different_planes_have_no_plane)
+{
+    expect_merged_ids("softnic0:1:5:6,softnic0:2:5:8", 5, NCCL_NET_ID_UNDEF);
+}
+
+TAP_CASE(test_merged_ports_one_without_ids_have_none)
+{
+    expect_merged_ids("softnic0:1:5:6,softnic0:2", NCCL_NET_ID_UNDEF, NCCL_NET_ID_UNDEF);
+}
+
+/* RAILNET_MERGE_PORTS=0: softnic0's ports are two devices of rails 1 and 2;
+ * NCCL's makeVDevice over both gives a device of no rail; over ports of one
+ * rail it keeps that rail. */
+TAP_CASE(test_a_virtual_device_over_different_rails_has_no_rail)
+{
+    setenv("RAILNET_MERGE_PORTS", "0", 1);
+    setenv("RAILNET_HCA", "softnic0:1:1:0,softnic0:2:2:0", 1);
+    struct vnet n;
+    if (vnet_load(&n, 12, -1, NULL))
+        TAP_SKIP("the plugin or softnic is not available");
+    EXPECT_EQ_INT(2, ndevices(&n));
+    int rail, plane;
+    v12_ids(&n, 0, &rail, &plane);
+    EXPECT_IDS(1, 0, rail, plane);
+    v12_ids(&n, 1, &rail, &plane);
+    EXPECT_IDS(2, 0, rail, plane);
+    gin14_ids(1, &rail, &plane);
+    EXPECT_IDS(2, 0, rail, plane);
+    int d = -1;
+    const int both[2] = { 0, 1 };
+    EXPECT_EQ_INT(ncclSuccess, make_vdev(&n, &d, 2, both));
+    EXPECT_EQ_INT(2, d);
+    v12_ids(&n, 2, &rail, &plane);
+    EXPECT_IDS(NCCL_NET_ID_UNDEF, 0, rail, plane);
+    /* GIN's devices stay the physical ones and keep their ids */
+    gin14_ids(0, &rail, &plane);
+    EXPECT_IDS(1, 0, rail, plane);
+    EXPECT_STREQ("", logbuf);
+}
+
+TAP_CASE(test_a_virtual_device_over_one_rail_keeps_it)
+{
+    setenv("RAILNET_MERGE_PORTS", "0", 1);
+    setenv("RAILNET_HCA", "softnic0:1:1:0,softnic0:2:1:3", 1);
+    struct vnet n;
+    if (vnet_load(&n, 12, -1, NULL))
+        TAP_SKIP("the plugin or softnic is not available");
+    int d = -1, rail, plane;
+    const int both[2] = { 1, 0 };
+    EXPECT_EQ_INT(ncclSuccess, make_vdev(&n, &d, 2, both));
+    v12_ids(&n, d, &rail, &plane);
+    EXPECT_IDS(1, NCCL_NET_ID_UNDEF, rail, plane);
+    EXPECT_STREQ("", logbuf);
+}
+
+/* A bad entry is refused with a WARN naming it: its port is not taken, the
+ * good entries are. */
+TAP_CASE(test_a_bad_railnet_hca_entry_is_a_warn_and_its_port_is_not_taken)
+{
+    setenv("RAILNET_MERGE_PORTS", "0", 1);
+    setenv("RAILNET_HCA", "softnic0:1:1:0,softnic0:2:40000", 1);
+    struct vnet n;
+    if (vnet_load(&n, 12, -1, NULL))
+        TAP_SKIP("the plugin or softnic is not available");
+    EXPECT_EQ_INT(1, ndevices(&n));
+    ncclNetProperties_v12_t p;
+    EXPECT_EQ_INT(ncclSuccess, ((const ncclNet_v12_t *)n.t)->getProperties(0, &p));
+    EXPECT_STREQ("softnic0", p.name);
+    EXPECT_EQ_INT(1, p.port);
+    EXPECT_IDS(1, 0, p.railId, p.planeId);
+    tap_diag("%s", logbuf);
+    EXPECT_EQ_INT(1, built_count(logbuf, "entry \"softnic0:2:40000\" refused: rail \"40000\" is not a decimal number "
+                                         "0..32767; it takes no port"));
+    EXPECT_EQ_INT(1, built_count(logbuf, "\n"));
 }
 
 /* ---- profiler ---- */
