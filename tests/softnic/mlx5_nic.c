@@ -458,7 +458,7 @@ static int nic_decode(const struct mlx5_sn_qp *qp, const uint8_t *ring, uint16_t
 /* Whether op is executed by the engine (not the NIC thread itself). */
 static bool op_is_engine(const struct mlx5_sn_op *op)
 {
-    return op->opcode != MLX5_OPCODE_NOP && op->opcode != MLX5_SN_OPCODE_WAIT;
+    return op->opcode != MLX5_OPCODE_NOP && op->opcode != MLX5_SN_OPCODE_WAIT && op->opcode != MLX5_SN_OPCODE_DUMP;
 }
 
 /* Posts the well-formed engine WQEs from qp->ci on (up to NIC_POST_LIST,
@@ -555,7 +555,7 @@ static int qp_consume(struct mlx5_sn_qp *qp)
         } else if (syn) {
             e.kind = PEND_LOCAL_ERR;
             e.syndrome = (uint8_t)syn;
-        } else if (op.opcode == MLX5_OPCODE_NOP) {
+        } else if (op.opcode == MLX5_OPCODE_NOP || op.opcode == MLX5_SN_OPCODE_DUMP) {
             e.kind = PEND_LOCAL_OK;
         } else if (op.opcode == MLX5_SN_OPCODE_WAIT) {
             int w = wait_satisfied(&op);

@@ -206,6 +206,27 @@ TAP_CASE(test_decode_wait_on_cq_byte_image)
     EXPECT_EQ_INT(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, mlx5_wqe_decode(ring, 8, 1, QPN, 1, &op));
 }
 
+TAP_CASE(test_decode_dump_byte_image)
+{
+    /* DOCA GPUNetIO's DUMP after a get: ctrl (opcode 0x23, ds 2), one data
+     * segment naming a local buffer. */
+    memset(ring, 0, sizeof(ring));
+    uint8_t *w = ring + 3 * 64;
+    ctrl_bytes(w, 3, 0x23, 2, 0x08, 0);
+    put32(w + 16, 1);                       /* byte_count */
+    put32(w + 20, 0x00c0ffeeu);             /* lkey */
+    put64(w + 24, 0x7f0000002000ull);       /* addr */
+    static struct mlx5_sn_op op;
+    EXPECT_EQ_INT(0, mlx5_wqe_decode(ring, 8, 3, QPN, 1, &op));
+    EXPECT_EQ_INT(MLX5_SN_OPCODE_DUMP, op.opcode);
+    EXPECT_EQ_INT(1, op.nbb);
+    EXPECT_TRUE(op.signaled);
+    EXPECT_EQ_INT(1, (int)op.len);
+    EXPECT_EQ_INT(0, op.num_sge);           /* nothing for the engine to move */
+    ctrl_bytes(w, 3, 0x23, 1, 0x08, 0);     /* a DUMP without its data segment */
+    EXPECT_EQ_INT(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, mlx5_wqe_decode(ring, 8, 3, QPN, 1, &op));
+}
+
 TAP_CASE(test_decode_rejects_zero_ds)
 {
     memset(ring, 0, sizeof(ring));

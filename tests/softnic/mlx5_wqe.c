@@ -33,7 +33,7 @@ static bool opcode_is_atomic(uint8_t op)
 
 static bool opcode_supported(uint8_t op)
 {
-    return op == MLX5_OPCODE_NOP || op == MLX5_SN_OPCODE_WAIT || op == MLX5_OPCODE_SEND ||
+    return op == MLX5_OPCODE_NOP || op == MLX5_SN_OPCODE_WAIT || op == MLX5_SN_OPCODE_DUMP || op == MLX5_OPCODE_SEND ||
            op == MLX5_OPCODE_SEND_IMM || opcode_is_rdma(op) || opcode_is_atomic(op);
 }
 
@@ -76,6 +76,14 @@ int mlx5_wqe_decode(const void *sq, uint32_t wqe_cnt, uint16_t idx,
     uint8_t wqe[MLX5_SN_MAX_BBS * MLX5_SEND_WQE_BB];
     size_t bytes = (size_t)ds * 16;
     ring_copy(wqe, ring, ring_bytes, base, bytes);
+    if (op->opcode == MLX5_SN_OPCODE_DUMP) {
+        struct mlx5_wqe_data_seg d;
+        if (ds != 2)
+            return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+        memcpy(&d, wqe + sizeof(ctrl), sizeof(d));
+        op->len = be32toh(d.byte_count);
+        return 0;
+    }
     if (op->opcode == MLX5_SN_OPCODE_WAIT) {
         uint32_t w[2];
         if (ds != 2)

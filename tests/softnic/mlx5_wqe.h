@@ -29,6 +29,12 @@
 #define MLX5_SN_MAX_SGE 16
 #define MLX5_SN_MAX_INLINE (MLX5_SN_MAX_DS * 16)
 #define MLX5_SN_OPCODE_WAIT 0x0f
+/* mlx5's DUMP (ctrl + one data segment naming a local buffer): DOCA
+ * GPUNetIO posts one after RDMA READs so that a later completion vouches
+ * for the data they landed (NCCL 2.30's GDAKI flush after a get). softnic
+ * completes WQEs in order and a READ's data is in place before its
+ * completion, so a DUMP is a NOP with a data segment. */
+#define MLX5_SN_OPCODE_DUMP 0x23
 
 /* One decoded WQE, ready to be executed. */
 struct mlx5_sn_op {
