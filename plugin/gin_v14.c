@@ -7,8 +7,8 @@
  * 2.30), its properties, and a context:
  *  - getGinProperties: strong signals yes (a signal implies this put's and
  *    every earlier put's data to the peer, gin.h; the GDAKI type's signal
- *    is posted on the put's QP, after it), VA signals no (railnet's
- *    signals are offsets in a registered signal window);
+ *    is posted on the put's QP, after it), VA signals with the GDAKI type
+ *    (NCCL's device code posts them, see below), not with the proxy type;
  *  - createContext: the config is checked; nContexts and backendVersion
  *    reach the GDAKI type (which context layout its kernels read); the
  *    rank stride is not used by the GDAKI type (every peer gets QPs, as
@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 #include "gin/gin.h"
+#include "gin/gin_gdaki.h"
 #include "gin_face.h"
 #include "ib/log.h"
 #include "nccl_gin_v14.h"
@@ -26,8 +27,19 @@ static ncclResult_t get_gin_properties_v14(ncclGinProperties_v14_t *p)
 {
     if (!p)
         return ncclInvalidArgument;
+    /* the type is decided at the first getProperties, which NCCL may ask
+     * after this */
+    int ndev = 0;
+    ncclNetProperties_v12_t dp;
+    if (gin_devices(&ndev) == ncclSuccess && ndev > 0)
+        (void)gin_get_properties_v12(0, &dp);
     p->supportsStrongSignals = true;
-    p->supportsVASignals = false;
+    /* A VA signal of the GDAKI type is NCCL's device code's own atomic on
+     * the signal window's rkey at an offset, as a put to any window (every
+     * window allows remote atomics); NCCL's defaults require them. The
+     * proxy type never meets one: NCCL 2.30 runs its own proxy over the
+     * RMA table there. */
+    p->supportsVASignals = gin_gdaki_offered() != 0;
     return ncclSuccess;
 }
 

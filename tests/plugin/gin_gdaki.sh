@@ -46,7 +46,9 @@ grep -q 'netDeviceType=2 ' "$out" && grep -q 'offering the proxy type (RAILNET_G
 # GIN v14 offers what the process decided: layout 200 for NCCL 2.30
 RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --gin-version 14 probe >"$out" 2>&1
 grep -q '^device 0: name=softnic0 .*netDeviceType=3 netDeviceVersion=200 ' "$out" &&
-    tap_ok gin_v14_offers_gdaki_with_layout_version_200 || tap_not_ok gin_v14_offers_gdaki_with_layout_version_200 "$(cat "$out")"
+    grep -q '^ginProperties: strongSignals=1 vaSignals=1$' "$out" &&
+    tap_ok gin_v14_offers_gdaki_with_layout_version_200_and_va_signals ||
+    tap_not_ok gin_v14_offers_gdaki_with_layout_version_200_and_va_signals "$(cat "$out")"
 
 tap_check gdaki_layout_100_nccl_2_29_three_contexts_byte_checked "$gd" --plugin "$plugin" --ranks 3 --rounds 20 \
     --gin-version 12 --contexts 3 gdaki
