@@ -30,7 +30,8 @@
 # Knobs: NCCL_TESTS_DIR, NT_RANKS ("2 4 8"), NT_TYPES ("auto proxy gdaki"),
 # NT_IMPLS ("3 4"), NT_JOB_TIMEOUT (s per job, 240), NT_FAULT_TYPES ("gdaki
 # proxy"; "ncclib" runs them on NCCL's own IB transport, the reference),
-# NT_WAIT_OTHERS (s the survivors get, 60), NCCL_TORCH_LIB.
+# NT_WAIT_OTHERS (s the survivors get, 60), NT_FAULT_ITERS (operations
+# queued per cycle in the failure cases, 20), NCCL_TORCH_LIB.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 . "$top_srcdir/tests/gpu/lib-mps.sh"
@@ -172,7 +173,7 @@ mps_stop
 # -N 0 -n 20: cycles of 20 operations without end, the host synchronizing
 # (and polling ncclCommGetAsyncError) after each; one long cycle would
 # leave the host blocked in a kernel launch once the launch queue filled.
-FAULT_ARGS="-b 1M -e 1M -c 0 -R 2 -D 3 -N 0 -n 20 -w 0"
+FAULT_ARGS="-b 1M -e 1M -c 0 -R 2 -D 3 -N 0 -n ${NT_FAULT_ITERS:-20} -w 0"
 # stacks_if_late LOG JOB EXCEPT: when ranks of JOB still run BOUND + 5 s
 # from now, their host stacks go to LOG.stacks (where a survivor waits).
 stacks_if_late() {
