@@ -58,6 +58,8 @@
  * per target rank (its queue size, a power of two, capped there); that many
  * requests per peer, allocated once per collComm. */
 #define GIN_MAX_RECVS 8
+/* Signal offsets of a window remembered for the failure release (gin_rma_release.c). */
+#define GIN_RELEASE_OFFS 16
 #define GIN_NCCL_QUEUE (NCCL_NET_MAX_REQUESTS * GIN_MAX_RECVS)
 #define GIN_PEER_REQS GIN_NCCL_QUEUE
 /* Send queue of one QP: every request of its peer, at most two work
@@ -188,6 +190,11 @@ struct gin_coll {
     ncclResult_t error;           /* sticky; first failure wins */
     int errors_by_query;          /* an RMA context was made (gin_rma.c): once failed, requests complete
                                    * and only queryLastError reports the error */
+    uint64_t fail_posts;          /* requests made after the failure (atomic): gin_rma_release.c's pace */
+    int rel_busy;                 /* gin_rma_release_step under way (atomic) */
+    double rel_start, rel_last;   /* the release's first and latest advance (s, monotonic) */
+    uint64_t rel_posts;           /* fail_posts at the latest advance */
+    unsigned rel_rounds;
     uint64_t split_min;           /* RAILNET_SPLIT_MIN: a put this large is split over the peer's QPs */
     uint64_t signal_every;        /* RAILNET_GIN_SIGNAL_EVERY: at most this many work requests per signaled one */
     struct gin_stats stats;
@@ -219,6 +226,10 @@ struct gin_mr {
     uint64_t *len;                /* [nranks] */
     uint32_t *rkey;               /* [nranks] */
     struct gin_gdaki_win *gdaki;  /* GDAKI type: the zero-based registration and device handle */
+    int strict;                   /* NCCL_NET_MR_FLAG_FORCE_SO: NCCL's GIN proxy registers its signals so */
+    int cuda_dev;                 /* the GPU whose memory it is; -1 host memory, -2 CUDA memory of no known GPU */
+    int nsig_offs;                /* offsets the rank's own iputSignal named in it (gin_rma_release.c) */
+    uint64_t sig_offs[GIN_RELEASE_OFFS];
     struct gin_mr *next;          /* the collComm's live windows */
 };
 
@@ -235,6 +246,19 @@ struct gin_coll *gin_coll_of(void *coll_comm, const char *what);
 ncclResult_t gin_reg_mr_sym(void *coll_comm, void *data, size_t size, int type, uint64_t offset, int fd,
                             uint64_t flags, void **mhandle, void **gin_handle);
 ncclResult_t gin_dereg_mr_sym(void *coll_comm, void *mhandle);
+
+/* gin_rma_release.c: ending the application's kernels of a failed collComm
+ * under NCCL 2.30's GIN proxy (which runs over the RMA table). NCCL gives a
+ * user's device communicator no abort flag, so a kernel waiting for a dead
+ * peer's signal spins for good and ncclCommAbort waits for it in its own
+ * cuMemFreeHost. Once the collComm failed and an RMA context exists,
+ * gin_rma_release_step (called from rmaProgress, i.e. from NCCL's GIN
+ * progress thread while NCCL still drives the context) advances the
+ * signals the rank's kernels wait on: every word of a window NCCL
+ * registered with NCCL_NET_MR_FLAG_FORCE_SO (its signal buffers), and the
+ * words of other windows that this rank's iputSignal named (VA signals). */
+void gin_rma_release_note_signal(struct gin_mr *m, uint64_t off);
+void gin_rma_release_step(struct gin_coll *c);
 struct gin_mr *gin_mr_of(struct gin_coll *c, void *mhandle, const char *what);
 /* closeColl: windows NCCL did not deregister go with the collComm. */
 void gin_mr_free_all(struct gin_coll *c);

@@ -15,6 +15,7 @@
 #include "gin.h"
 #include "gin_gdaki.h"
 #include "gin_wire.h"
+#include "gpumem.h"
 #include "log.h"
 #include "mr.h"
 
@@ -56,12 +57,8 @@ static void mr_free(struct gin_mr *m)
 {
     if (!m)
         return;
-    gin_gdaki_dereg_window(m);
-    if (m->mh)
-        mr_deregister(NULL, m->mh);
-    free(m->addr);
-    free(m->len);
-    free(m->rkey);
+    /* off the list first: the failure release (gin_rma_release.c) writes
+     * the memory of listed windows, and NCCL frees it once this returns */
     if (m->coll) {
         pthread_mutex_lock(&m->coll->wins_mu);
         struct gin_mr **pp = &m->coll->wins;
@@ -71,6 +68,12 @@ static void mr_free(struct gin_mr *m)
             *pp = m->next;
         pthread_mutex_unlock(&m->coll->wins_mu);
     }
+    gin_gdaki_dereg_window(m);
+    if (m->mh)
+        mr_deregister(NULL, m->mh);
+    free(m->addr);
+    free(m->len);
+    free(m->rkey);
     m->magic = 0;
     free(m);
 }
@@ -168,6 +171,13 @@ ncclResult_t gin_reg_mr_sym(void *coll_comm, void *data, size_t size, int type, 
     if (res == ncclSuccess) {
         m->magic = GIN_MR_MAGIC;
         m->coll = c;
+        m->strict = (flags & NCCL_NET_MR_FLAG_FORCE_SO) != 0;
+        if (type == NCCL_PTR_CUDA) {
+            int ordinal = gpumem_device_ordinal(data);
+            m->cuda_dev = ordinal >= 0 ? ordinal : -2;
+        } else {
+            m->cuda_dev = -1;
+        }
         m->base = (uint64_t)(uintptr_t)data;
         m->size = size;
         m->lkey = mr_lkey(m->mh, 0);

@@ -736,6 +736,7 @@ ncclResult_t gin_lane_failed_request(struct gin_coll *c, struct gin_lane *l, uin
         return c->error;
     r->state = GR_DONE;
     pending_add(c, l, -1);
+    __atomic_fetch_add(&c->fail_posts, 1, __ATOMIC_RELAXED);   /* kernels still post: the release's pace */
     *request = r;
     return ncclSuccess;
 }

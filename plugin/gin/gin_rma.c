@@ -203,6 +203,10 @@ ncclResult_t gin_rma_iput_signal(void *rma_ctx, int context, uint64_t src_off, v
         WARN("NET/railnet/RMA: iputSignal: no signal window (NULL)");
         return ncclInvalidArgument;
     }
+    struct gin_mr *sm = gin_mr_of(c, sig_mh, "iputSignal");
+    if (!sm)
+        return ncclInvalidArgument;
+    gin_rma_release_note_signal(sm, sig_off);
     if (c->error)
         return gin_lane_failed_request(c, l, rank, request);
     return gin_lane_put(c, l, "iputSignal", src_off, src_mh, size, dst_off, dst_mh, rank, sig_off, sig_mh,
@@ -238,6 +242,8 @@ ncclResult_t gin_rma_progress(void *rma_ctx)
     if (!c)
         return ncclInvalidArgument;
     (void)gin_progress(c);
+    if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE) != ncclSuccess)
+        gin_rma_release_step(c);
     return ncclSuccess;     /* a failure is queryLastError's to say (above) */
 }
 

@@ -23,6 +23,17 @@ int gpumem_is_device_ptr(const void *ptr)
     return type == CU_MEMORYTYPE_DEVICE;
 }
 
+int gpumem_device_ordinal(const void *ptr)
+{
+    const struct cudawrap *cu = cudawrap_peek();
+    int ordinal = -1;
+    if (!gpumem_is_device_ptr(ptr) ||
+        cu->pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr) !=
+            CUDA_SUCCESS)
+        return -1;
+    return ordinal;
+}
+
 int gpumem_range(const void *ptr, uintptr_t *base, size_t *size)
 {
     const struct cudawrap *cu = cudawrap_peek();
@@ -121,6 +132,11 @@ int gpumem_is_device_ptr(const void *ptr)
 {
     (void)ptr;
     return 0;
+}
+int gpumem_device_ordinal(const void *ptr)
+{
+    (void)ptr;
+    return -1;
 }
 int gpumem_range(const void *ptr, uintptr_t *base, size_t *size)
 {

@@ -14,6 +14,8 @@
 int gpumem_load(char *err, size_t errlen);
 /* 1 when ptr is device memory of a CUDA allocation (cudaMalloc, cuMemCreate+cuMemMap). */
 int gpumem_is_device_ptr(const void *ptr);
+/* The ordinal of the GPU whose memory ptr is, -1 when it is none's. */
+int gpumem_device_ordinal(const void *ptr);
 /* The allocation (or mapping) holding ptr. */
 int gpumem_range(const void *ptr, uintptr_t *base, size_t *size);
 /* A dmabuf fd exporting [base, base+size) (cuMemGetHandleForAddressRange);

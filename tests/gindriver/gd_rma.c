@@ -39,6 +39,9 @@
 #define NCCL_CONFIG_UNDEF_INT INT_MIN /* NCCL's config value for "not set" */
 #define SHARED_WORD 63                /* signal-only sums land here */
 
+/* words of rma-kill's strict signal window */
+#define SIG_WORDS 64
+
 static void *alloc_host(size_t len)
 {
     void *p = NULL;
@@ -619,9 +622,35 @@ static int t_rma_kill(struct gd_rank *r, void *arg)
     int victim = r->nranks - 1;
     size_t len = 1 << 20;
     uint8_t *buf = alloc_host(len);
-    void *mh, *ctx = NULL;
-    if (!buf || reg(r, buf, len, 0, &mh) || create(r, NCTX, -1, 1, &ctx) != ncclSuccess || gd_barrier(r))
+    /* a signal buffer as NCCL's GIN proxy registers it (strict order) */
+    uint64_t *sig = alloc_host(SIG_WORDS * 8);
+    void *mh, *msig, *ctx = NULL;
+    if (!buf || !sig || reg(r, buf, len, 0, &mh) || reg(r, sig, SIG_WORDS * 8, NCCL_NET_MR_FLAG_FORCE_SO, &msig) ||
+        create(r, NCTX, -1, 1, &ctx) != ncclSuccess || gd_barrier(r))
         return 1;
+    /* the live ranks signal each other before the fault: an indexed signal
+     * in the strict window and a VA signal at the end of the data window */
+    const uint64_t va_off = len - 8, quiet_off = 8192;
+    if (r->rank != victim) {
+        uint32_t peer = (uint32_t)((r->rank + 1) % victim);
+        void *q1 = NULL, *q2 = NULL;
+        double dl = gd_now() + DEADLINE_S;
+        if (gd_rma->iputSignal(ctx, 0, 0, NULL, 0, 0, NULL, peer, 3 * 8, msig, 1, NCCL_NET_SIGNAL_OP_INC, true,
+                               &q1) != ncclSuccess ||
+            wait_req(r->coll, ctx, q1, dl) != ncclSuccess ||
+            gd_rma->iputSignal(ctx, 0, 0, mh, 8, 4096, mh, peer, va_off, mh, 1, NCCL_NET_SIGNAL_OP_INC, true, &q2) !=
+                ncclSuccess ||
+            wait_req(r->coll, ctx, q2, dl) != ncclSuccess) {
+            printf("rank %d: signals before the fault failed\n", r->rank);
+            return 1;
+        }
+    }
+    if (gd_barrier(r))
+        return 1;
+    uint64_t sig_before[SIG_WORDS], va_before, quiet_before;
+    memcpy(sig_before, sig, sizeof(sig_before));
+    memcpy(&va_before, buf + va_off, 8);
+    memcpy(&quiet_before, buf + quiet_off, 8);
     if (r->rank == victim) {
         gd_await_kill(r);
     }
@@ -694,8 +723,35 @@ static int t_rma_kill(struct gd_rank *r, void *arg)
                r->rank, left, later);
         return 1;
     }
+    /* and the signals a kernel of this rank could wait on move, as NCCL's
+     * progress thread keeps calling rmaProgress: every word of the strict
+     * window and the VA signal's word, by 2^16 or more; data stays */
+    int moved = 0;
+    for (double dl = gd_now() + 5; gd_now() < dl && !moved;) {
+        if (gd_rma->rmaProgress)
+            gd_rma->rmaProgress(ctx);
+        uint64_t va_now;
+        memcpy(&va_now, buf + va_off, 8);
+        moved = va_now >= va_before + (1ull << 16);
+        for (int w = 0; w < SIG_WORDS; w++)
+            moved &= __atomic_load_n(&sig[w], __ATOMIC_ACQUIRE) >= sig_before[w] + (1ull << 16);
+    }
+    uint64_t quiet_now;
+    memcpy(&quiet_now, buf + quiet_off, 8);
+    if (!gd_rma->rmaProgress) {
+        printf("rank %d: the table has no rmaProgress: NCCL 2.30's proxy calls it\n", r->rank);
+        return 1;
+    }
+    if (!moved || quiet_now != quiet_before) {
+        printf("rank %d: after the failure the signals %s by 2^16 within 5 s (strict word 3: %llu -> %llu), "
+               "and a data word %s\n",
+               r->rank, moved ? "moved" : "did not move", (unsigned long long)sig_before[3],
+               (unsigned long long)__atomic_load_n(&sig[3], __ATOMIC_ACQUIRE),
+               quiet_now == quiet_before ? "stayed" : "changed");
+        return 1;
+    }
     printf("rank %d: killed rank %d reported by queryLastError after %.1f s; every request in flight and 1000 "
-           "later ones completed at once\n",
+           "later ones completed at once; its signals advanced, its data left alone\n",
            r->rank, victim, took);
     gd_rma->destroyContext(ctx);
     return 0;

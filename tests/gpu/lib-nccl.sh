@@ -108,6 +108,11 @@ host_stacks() {
             timeout 90 cuda-gdb -nx -batch -p "$_p" -ex 'set pagination off' \
                 -ex 'thread apply all bt 30' -ex detach 2>&1 |
                 grep -E '^(Thread|#)' | cut -c1-220
+            # and where its kernels are (which one spins, in which wait)
+            echo "### kernels of pid $_p"
+            timeout 90 cuda-gdb -nx -batch -p "$_p" -ex 'set pagination off' -ex 'info cuda kernels' \
+                -ex 'cuda kernel 0 block 0 thread 0' -ex 'bt 12' -ex 'info cuda blocks' -ex detach 2>&1 |
+                grep -vE '^\[(New|Thread|Inferior)|^(Reading|Attaching|warning:|Detaching)' | head -n 60 | cut -c1-220
         else
             for _t in /proc/"$_p"/task/*; do
                 echo "thread ${_t##*/} $(cat "$_t/comm" 2>/dev/null) wchan=$(cat "$_t/wchan" 2>/dev/null)"
