@@ -107,9 +107,16 @@ tap_check gdaki_failed_context_destroy_ends_the_spinning_kernels "$gd" --plugin 
 # NCCL 2.30 calls createContext once per device communicator on the same
 # collComms: three GDAKI contexts of different shapes on one collComm, two
 # in use at once (interleaved), destroyed in another order than made; the
-# bytes and every signal word of each context exact
-tap_check gdaki_layout_200_three_contexts_on_one_collcomm_come_and_go env RAILNET_GIN_GDAKI_VERSION=200 "$gd" \
-    --plugin "$plugin" --ranks 3 --rounds 20 --gin-version 14 --contexts 2 gdaki-sets
+# bytes and every signal word of each context exact; a fourth left to
+# closeColl, which frees it and says so
+RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --ranks 3 --rounds 20 --gin-version 14 --contexts 2 \
+    gdaki-sets >"$out" 2>&1
+rc=$?
+n=$(grep -c 'WARN NET/railnet/GIN: device softnic0, rank [0-2]: closeColl with 1 GDAKI context(s) not destroyed' "$out")
+[ $rc -eq 0 ] && [ "$n" -eq 3 ] &&
+    tap_ok gdaki_layout_200_three_contexts_on_one_collcomm_come_and_go_a_fourth_freed_by_close_coll ||
+    tap_not_ok gdaki_layout_200_three_contexts_on_one_collcomm_come_and_go_a_fourth_freed_by_close_coll \
+        "rc=$rc, closeColl WARNs: $n $(tail -n 20 "$out")"
 tap_check gdaki_layout_100_three_contexts_on_one_collcomm_come_and_go "$gd" --plugin "$plugin" --ranks 3 --rounds 20 \
     --gin-version 12 gdaki-sets
 tap_check gdaki_layout_200_alltoall_kernels_on_three_contexts_of_one_collcomm_at_once env RAILNET_GIN_GDAKI_VERSION=200 \
