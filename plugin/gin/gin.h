@@ -202,7 +202,8 @@ struct gin_coll {
     uint64_t last_async_ns;       /* gin_check_async */
     struct errors_watch async;    /* plugin/ib errors.c: the device's async events this collComm has seen */
     int gdaki_type;               /* NCCL was offered the GDAKI type: its layout (gin_gdaki.h), else 0 */
-    struct gin_gdaki_res *gdaki;  /* its DEVX context, PD, QPs and tables; NULL until needed */
+    struct gin_gdaki_res *gdaki;  /* its DEVX context and PD, which every GDAKI context (one set of QPs
+                                   * and tables per createContext) and window uses; NULL until needed */
     int nconnections;             /* GIN v12's connect: connection ids below this are valid (0: one) */
 };
 

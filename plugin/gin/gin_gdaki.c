@@ -7,6 +7,7 @@
  * memory, or, in the CPU-consumer mode (no CUDA), page-aligned host memory
  * whose addresses the consumer uses as they are. */
 #include <endian.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,8 @@
 #define GIN_GDAKI_MAGIC 0x4b444747u
 #define GIN_GDAKI_SQ_DEPTH 512      /* slots per QP; the CQ has twice as many CQEs */
 #define GIN_GDAKI_SINK_BYTES 4096
-#define GIN_GDAKI_XSEQ 0x80000000u
-#define GIN_GDAKI_CHECK_NS 50000000ull  /* queryLastError looks at the QPs at most this often */  /* WIN sequence numbers of this file's exchanges */
+#define GIN_GDAKI_XSEQ 0x80000000u     /* WIN sequence numbers of this file's exchanges */
+#define GIN_GDAKI_CHECK_NS 50000000ull  /* queryLastError looks at the QPs at most this often */
 #define GIN_GDAKI_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
                           IBV_ACCESS_REMOTE_ATOMIC)
 
@@ -56,8 +57,10 @@ struct gin_gdaki_win {
     struct dmem blk;        /* mem handle, then rkeys[nranks] */
 };
 
+/* What belongs to the collComm: the DEVX context and PD every GDAKI
+ * context's QPs and every window's registration live on. Made at the first
+ * createContext or regMrSym, freed at closeColl. */
 struct gin_gdaki_res {
-    uint32_t magic;         /* first: the context NCCL holds is this struct */
     struct gin_coll *coll;
     const struct ibvwrap *v;
     struct ibv_context *ctx;
@@ -67,7 +70,18 @@ struct gin_gdaki_res {
     struct ibv_port_attr pattr;
     union ibv_gid gid;
     int port, gid_index;
-    int created;            /* createContext made the QPs and tables */
+    int kept;               /* a failed context or window stays until the process exits: so do the
+                             * DEVX context and PD under it */
+};
+
+/* What one createContext made (a "set"): NCCL 2.30 calls createContext once
+ * per device communicator on the same collComms, so several sets live on
+ * one collComm at once and go independently. The context NCCL holds is
+ * this struct. */
+struct gin_gdaki_set {
+    uint32_t magic;         /* first: gin_errors.c tells its proxy-type context by the first word */
+    struct gin_gdaki_res *base;
+    struct gin_gdaki_set *next;         /* the live sets of every collComm (sets_mu) */
     int layout, backend;    /* what the device code reads (gin_gdaki_layout.c) */
     int nctx;               /* contexts; QP of context x towards peer p: qp[x * nranks + p] */
     size_t qp_size, ctx_size;
@@ -80,8 +94,12 @@ struct gin_gdaki_res {
     ncclNetDeviceHandle_v11_t handle;
     uint64_t last_check_ns;
     int error;
-    int kept;               /* failed: left in place until the process exits */
 };
+
+/* Every live set of the process: a context pointer is checked against it
+ * before anything reads through it (a destroyed set is freed). */
+static pthread_mutex_t sets_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct gin_gdaki_set *sets;
 
 static uint64_t now_ns(void)
 {
@@ -149,16 +167,13 @@ static int current_cuda_dev(void)
     return 0;
 }
 
-/* Frees what base_open made (the context's resources are gone already). */
-static void res_free(struct gin_gdaki_res *r)
+/* Frees what base_open made (the sets and windows on it are gone already). */
+static void base_free(struct gin_gdaki_res *r)
 {
     if (r->pd)
         r->v->dealloc_pd(r->pd);
     if (r->ctx)
         r->v->close_device(r->ctx);
-    free(r->qp);
-    free(r->comp);
-    r->magic = 0;
     free(r);
 }
 
@@ -209,12 +224,11 @@ static ncclResult_t base_open(struct gin_coll *c)
                  r->v->path);
         goto fail;
     }
-    r->magic = GIN_GDAKI_MAGIC;
     c->gdaki = r;
     return ncclSuccess;
 fail:
     WARN("NET/railnet/GIN: device %s, rank %d: GDAKI type: %s", c->dev_name, c->rank, err);
-    res_free(r);
+    base_free(r);
     return ncclSystemError;
 }
 
@@ -429,33 +443,32 @@ static struct ibv_mr *reg0(struct gin_gdaki_res *r, void *addr, size_t len, char
     return mr;
 }
 
-static void res_free_context(struct gin_gdaki_res *r)
+/* Frees a set entirely (any prefix of what createContext made). */
+static void set_free(struct gin_gdaki_set *s)
 {
-    int nq = r->nctx * r->coll->nranks;
-    for (int i = 0; i < nq && r->qp && r->comp; i++) {
-        gdaki_pair_close(r->qp[i]);
-        gdaki_pair_close(r->comp[i]);
-        r->qp[i] = r->comp[i] = NULL;
+    struct gin_gdaki_res *r = s->base;
+    int nq = s->nctx * r->coll->nranks;
+    for (int i = 0; i < nq && s->qp && s->comp; i++) {
+        gdaki_pair_close(s->qp[i]);
+        gdaki_pair_close(s->comp[i]);
     }
-    free(r->qp);
-    free(r->comp);
-    r->qp = r->comp = NULL;
-    r->nctx = 0;
-    if (r->sig_mr)
-        r->v->dereg_mr(r->sig_mr);
-    if (r->cnt_mr)
-        r->v->dereg_mr(r->cnt_mr);
-    if (r->sink_mr)
-        r->v->dereg_mr(r->sink_mr);
-    r->sig_mr = r->cnt_mr = r->sink_mr = NULL;
-    dmem_free(&r->sig);
-    dmem_free(&r->cnt);
-    dmem_free(&r->sink);
-    dmem_free(&r->qps);
-    dmem_free(&r->keys);
-    dmem_free(&r->dctx);
-    dmem_free(&r->gets);
-    r->created = 0;
+    free(s->qp);
+    free(s->comp);
+    if (s->sig_mr)
+        r->v->dereg_mr(s->sig_mr);
+    if (s->cnt_mr)
+        r->v->dereg_mr(s->cnt_mr);
+    if (s->sink_mr)
+        r->v->dereg_mr(s->sink_mr);
+    dmem_free(&s->sig);
+    dmem_free(&s->cnt);
+    dmem_free(&s->sink);
+    dmem_free(&s->qps);
+    dmem_free(&s->keys);
+    dmem_free(&s->dctx);
+    dmem_free(&s->gets);
+    s->magic = 0;
+    free(s);
 }
 
 /* The descriptors, tables and context array in device memory, from the
@@ -464,14 +477,14 @@ static void res_free_context(struct gin_gdaki_res *r)
  * the same steps; gin_gdaki_layout.c says the sizes and writes the images:
  * main QPs of every context first ([nctx][nranks]), then companions; the
  * signal rkeys, then the counter rkeys; one context per contextId. */
-static ncclResult_t res_publish(struct gin_gdaki_res *r, const struct gw_win *all, int nsignals, int ncounters,
+static ncclResult_t set_publish(struct gin_gdaki_set *s, const struct gw_win *all, int nsignals, int ncounters,
                                 char *err, size_t el)
 {
-    struct gin_coll *c = r->coll;
-    int n = c->nranks, nq = r->nctx * n;
+    struct gin_gdaki_res *r = s->base;
+    int n = r->coll->nranks, nq = s->nctx * n;
     uint32_t *keys = calloc((size_t)2 * n, sizeof(*keys));
-    uint8_t *img = calloc((size_t)2 * nq, r->qp_size);
-    uint8_t *cx = calloc((size_t)r->nctx, r->ctx_size);
+    uint8_t *img = calloc((size_t)2 * nq, s->qp_size);
+    uint8_t *cx = calloc((size_t)s->nctx, s->ctx_size);
     ncclResult_t res = ncclSuccess;
     snprintf(err, el, "out of memory");
     if (!keys || !img || !cx)
@@ -482,38 +495,38 @@ static ncclResult_t res_publish(struct gin_gdaki_res *r, const struct gw_win *al
     }
     for (int i = 0; i < nq && res == ncclSuccess; i++) {
         struct gin_gdaki_queue q;
-        queue_of(r, r->qp[i], &q);
-        gin_gdaki_qp_write(r->layout, &q, img + (size_t)i * r->qp_size);
-        queue_of(r, r->comp[i], &q);
-        gin_gdaki_qp_write(r->layout, &q, img + (size_t)(nq + i) * r->qp_size);
+        queue_of(r, s->qp[i], &q);
+        gin_gdaki_qp_write(s->layout, &q, img + (size_t)i * s->qp_size);
+        queue_of(r, s->comp[i], &q);
+        gin_gdaki_qp_write(s->layout, &q, img + (size_t)(nq + i) * s->qp_size);
     }
-    int gets = gin_gdaki_ctx_gets(r->layout, r->backend);
+    int gets = gin_gdaki_ctx_gets(s->layout, s->backend);
     if (res == ncclSuccess &&
-        (dmem_alloc(r, r->qp_size * 2 * nq, &r->qps, err, el) < 0 ||
-         dmem_alloc(r, sizeof(*keys) * 2 * n, &r->keys, err, el) < 0 ||
-         dmem_alloc(r, r->ctx_size * r->nctx, &r->dctx, err, el) < 0 ||
-         (gets && dmem_alloc(r, sizeof(uint64_t) * 2 * nq, &r->gets, err, el) < 0) ||
-         dmem_put(r, &r->qps, 0, img, r->qp_size * 2 * nq, err, el) < 0 ||
-         dmem_put(r, &r->keys, 0, keys, sizeof(*keys) * 2 * n, err, el) < 0))
+        (dmem_alloc(r, s->qp_size * 2 * nq, &s->qps, err, el) < 0 ||
+         dmem_alloc(r, sizeof(*keys) * 2 * n, &s->keys, err, el) < 0 ||
+         dmem_alloc(r, s->ctx_size * s->nctx, &s->dctx, err, el) < 0 ||
+         (gets && dmem_alloc(r, sizeof(uint64_t) * 2 * nq, &s->gets, err, el) < 0) ||
+         dmem_put(r, &s->qps, 0, img, s->qp_size * 2 * nq, err, el) < 0 ||
+         dmem_put(r, &s->keys, 0, keys, sizeof(*keys) * 2 * n, err, el) < 0))
         res = ncclSystemError;
-    for (int x = 0; x < r->nctx && res == ncclSuccess; x++) {
-        uint8_t *dq = r->qps.ptr;
-        uint32_t *dk = r->keys.ptr;
-        uint64_t *dg = r->gets.ptr;
+    for (int x = 0; x < s->nctx && res == ncclSuccess; x++) {
+        uint8_t *dq = s->qps.ptr;
+        uint32_t *dk = s->keys.ptr;
+        uint64_t *dg = s->gets.ptr;
         struct gin_gdaki_ctx_desc d = {
-            .gdqp = dq + (size_t)x * n * r->qp_size,
-            .companion = dq + (size_t)(nq + x * n) * r->qp_size,
-            .counters = { .base = r->cnt.ptr, .rkeys = dk + n, .lkey = r->cnt_mr->lkey,
+            .gdqp = dq + (size_t)x * n * s->qp_size,
+            .companion = dq + (size_t)(nq + x * n) * s->qp_size,
+            .counters = { .base = s->cnt.ptr, .rkeys = dk + n, .lkey = s->cnt_mr->lkey,
                           .offset = (uint32_t)(x * ncounters) },
-            .signals = { .base = r->sig.ptr, .rkeys = dk, .lkey = r->sig_mr->lkey,
+            .signals = { .base = s->sig.ptr, .rkeys = dk, .lkey = s->sig_mr->lkey,
                          .offset = (uint32_t)(x * nsignals) },
-            .sink_lkey = r->sink_mr->lkey,
+            .sink_lkey = s->sink_mr->lkey,
             .last_issued_get = gets ? dg + (size_t)x * n : NULL,
             .last_visible_get = gets ? dg + (size_t)(nq + x * n) : NULL,
         };
-        gin_gdaki_ctx_write(r->layout, r->backend, &d, cx + (size_t)x * r->ctx_size);
+        gin_gdaki_ctx_write(s->layout, s->backend, &d, cx + (size_t)x * s->ctx_size);
     }
-    if (res == ncclSuccess && dmem_put(r, &r->dctx, 0, cx, r->ctx_size * r->nctx, err, el) < 0)
+    if (res == ncclSuccess && dmem_put(r, &s->dctx, 0, cx, s->ctx_size * s->nctx, err, el) < 0)
         res = ncclSystemError;
     free(keys);
     free(img);
@@ -546,6 +559,15 @@ static ncclResult_t ctx_shape(struct gin_coll *c, int nsignals, int ncounters, i
     return ncclSuccess;
 }
 
+/* Live sets of collComm c (sets_mu held). */
+static int sets_of_locked(const struct gin_coll *c)
+{
+    int k = 0;
+    for (struct gin_gdaki_set *s = sets; s; s = s->next)
+        k += s->base->coll == c;
+    return k;
+}
+
 ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, int ncontexts, int backend,
                                       void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle)
 {
@@ -556,46 +578,46 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     if (failed)
         return failed;
     res = base_open(c);
-    /* Every rank takes part in every exchange below, failed or not. */
+    /* Every rank takes part in every exchange below, failed or not. Each
+     * createContext has exchanges of its own: NCCL makes them in the same
+     * order on every rank (each is collective over the collComm). */
     struct gin_gdaki_res *r = c->gdaki;
-    if (r && r->created) {
-        WARN("NET/railnet/GIN: rank %d: createContext called twice on one collComm", c->rank);
-        return ncclInvalidUsage;
-    }
     int n = c->nranks, nq = ncontexts * n;
     char err[256] = "";
     int ok = res == ncclSuccess;
-    if (ok) {
-        r->layout = c->gdaki_type;
-        r->backend = backend;
-        r->qp_size = gin_gdaki_qp_size(r->layout);
-        r->ctx_size = gin_gdaki_ctx_size(r->layout, backend);
-        r->nctx = ncontexts;
-        r->qp = calloc((size_t)nq, sizeof(*r->qp));
-        r->comp = calloc((size_t)nq, sizeof(*r->comp));
-        if (!r->qp || !r->comp) {
-            snprintf(err, sizeof(err), "out of memory for %d QPs", 2 * nq);
-            ok = 0;
-        }
+    struct gin_gdaki_set *s = ok ? calloc(1, sizeof(*s)) : NULL;
+    if (ok && s) {
+        s->base = r;
+        s->layout = c->gdaki_type;
+        s->backend = backend;
+        s->qp_size = gin_gdaki_qp_size(s->layout);
+        s->ctx_size = gin_gdaki_ctx_size(s->layout, backend);
+        s->nctx = ncontexts;
+        s->qp = calloc((size_t)nq, sizeof(*s->qp));
+        s->comp = calloc((size_t)nq, sizeof(*s->comp));
+    }
+    if (ok && (!s || !s->qp || !s->comp)) {
+        snprintf(err, sizeof(err), "out of memory for %d QPs", 2 * nq);
+        ok = 0;
     }
     for (int i = 0; ok && i < nq; i++)
-        if (qp_new(r, &r->qp[i], err, sizeof(err)) < 0 || qp_new(r, &r->comp[i], err, sizeof(err)) < 0)
+        if (qp_new(r, &s->qp[i], err, sizeof(err)) < 0 || qp_new(r, &s->comp[i], err, sizeof(err)) < 0)
             ok = 0;
     /* one table of each kind for all contexts, registered once: context x
      * owns entries [x * count, (x + 1) * count) (its table offset) */
     size_t nsig_all = (size_t)nsignals * ncontexts, ncnt_all = (size_t)ncounters * ncontexts;
     size_t sig_len = (nsig_all ? nsig_all : 1) * 8, cnt_len = (ncnt_all ? ncnt_all : 1) * 8;
-    if (r) {
-        r->nsig = sig_len / 8;
-        r->ncnt = cnt_len / 8;
+    if (s) {
+        s->nsig = sig_len / 8;
+        s->ncnt = cnt_len / 8;
     }
-    if (ok && (dmem_alloc(r, sig_len, &r->sig, err, sizeof(err)) < 0 ||
-               dmem_alloc(r, cnt_len, &r->cnt, err, sizeof(err)) < 0 ||
-               dmem_alloc(r, GIN_GDAKI_SINK_BYTES, &r->sink, err, sizeof(err)) < 0))
+    if (ok && (dmem_alloc(r, sig_len, &s->sig, err, sizeof(err)) < 0 ||
+               dmem_alloc(r, cnt_len, &s->cnt, err, sizeof(err)) < 0 ||
+               dmem_alloc(r, GIN_GDAKI_SINK_BYTES, &s->sink, err, sizeof(err)) < 0))
         ok = 0;
-    if (ok && (!(r->sig_mr = reg0(r, r->sig.ptr, sig_len, err, sizeof(err))) ||
-               !(r->cnt_mr = reg0(r, r->cnt.ptr, cnt_len, err, sizeof(err))) ||
-               !(r->sink_mr = reg0(r, r->sink.ptr, GIN_GDAKI_SINK_BYTES, err, sizeof(err)))))
+    if (ok && (!(s->sig_mr = reg0(r, s->sig.ptr, sig_len, err, sizeof(err))) ||
+               !(s->cnt_mr = reg0(r, s->cnt.ptr, cnt_len, err, sizeof(err))) ||
+               !(s->sink_mr = reg0(r, s->sink.ptr, GIN_GDAKI_SINK_BYTES, err, sizeof(err)))))
         ok = 0;
     if (!ok && err[0])
         WARN("NET/railnet/GIN: device %s, rank %d: GDAKI createContext: %s", c->dev_name, c->rank, err);
@@ -611,21 +633,21 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         gin_fail_exchange(c, ncclSystemError);
         free(remote);
         free(all);
-        if (r)
-            res_free_context(r);    /* the QPs made above: a later createContext makes them anew */
+        if (s)
+            set_free(s);
         return ncclSystemError;
     }
     struct gw_win mine = { 0 };
     ncclResult_t xres = xchg_win(c, 0, ok, &mine, all);
     for (int x = 0; x < ncontexts && xres == ncclSuccess; x++)
-        if ((xres = xchg_qps(c, r->qp + (size_t)x * n, remote + (size_t)x * n, &ok)) != ncclSuccess) {
+        if ((xres = xchg_qps(c, s->qp + (size_t)x * n, remote + (size_t)x * n, &ok)) != ncclSuccess) {
             /* the peers that can still be written to read why before the EOF */
             xchg_leave(c, 1);
             gin_fail_exchange(c, ncclRemoteError);
         }
     if (xres == ncclSuccess) {
         for (int x = 0; x < ncontexts && ok; x++) {
-            struct gdaki_pair **qps = r->qp + (size_t)x * n, **comps = r->comp + (size_t)x * n;
+            struct gdaki_pair **qps = s->qp + (size_t)x * n, **comps = s->comp + (size_t)x * n;
             self_info(r, qps[c->rank], &remote[(size_t)x * n + c->rank]);
             for (int p = 0; p < n && ok; p++) {
                 struct gdaki_qp_info me;
@@ -641,8 +663,8 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
             }
         }
         if (ok) {
-            mine.addr = r->sig_mr->rkey;
-            mine.size = r->cnt_mr->rkey;
+            mine.addr = s->sig_mr->rkey;
+            mine.size = s->cnt_mr->rkey;
         }
         xres = xchg_win(c, 1, ok, &mine, all);
     }
@@ -654,83 +676,125 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
                  c->rank, p, (unsigned long long)all[p].addr, (unsigned long long)all[p].size, all[p].rkey);
             xres = ncclRemoteError;
         }
-    if (xres == ncclSuccess && ok && (xres = res_publish(r, all, nsignals, ncounters, err, sizeof(err))))
+    if (xres == ncclSuccess && ok && (xres = set_publish(s, all, nsignals, ncounters, err, sizeof(err))))
         WARN("NET/railnet/GIN: device %s, rank %d: GDAKI context in %s memory: %s", c->dev_name, c->rank,
              r->host_only ? "host" : "GPU", err);
     free(all);
     if (xres != ncclSuccess || !ok) {
-        if (r)
-            res_free_context(r);
+        if (s)
+            set_free(s);
         return xres != ncclSuccess ? xres : ncclSystemError;
     }
-    r->created = 1;
-    r->error = 0;           /* a context made after another was destroyed starts clean */
-    r->last_check_ns = 0;
-    memset(&r->handle, 0, sizeof(r->handle));
-    r->handle.netDeviceType = (ncclNetDeviceType)NCCL_NET_DEVICE_GIN_GDAKI;
-    r->handle.netDeviceVersion = r->layout;
-    r->handle.handle = r->dctx.ptr;
-    r->handle.size = r->ctx_size * (size_t)r->nctx;
-    r->handle.needsProxyProgress = 0;
+    s->handle.netDeviceType = (ncclNetDeviceType)NCCL_NET_DEVICE_GIN_GDAKI;
+    s->handle.netDeviceVersion = s->layout;
+    s->handle.handle = s->dctx.ptr;     /* NCCL 2.30 finds a device communicator's contexts by it */
+    s->handle.size = s->ctx_size * (size_t)s->nctx;
+    s->handle.needsProxyProgress = 0;
+    s->magic = GIN_GDAKI_MAGIC;
+    pthread_mutex_lock(&sets_mu);
+    s->next = sets;
+    sets = s;
+    int live = sets_of_locked(c);
+    pthread_mutex_unlock(&sets_mu);
     INFO(NCCL_NET | NCCL_INIT,
          "NET/railnet/GIN: rank %d of %d on %s: GDAKI type, layout %d%s, %d context(s) of %d DEVX QP(s) + companions "
-         "of %d slots (rings in %s memory), %d signals, %d counters per context, contexts in %s memory",
-         c->rank, n, c->dev_name, r->layout,
-         r->layout == RN_GIN_GDAKI_V200 ? (gin_gdaki_ctx_gets(r->layout, backend) ? " (backend 2: gets tracked)"
+         "of %d slots (rings in %s memory), %d signals, %d counters per context, contexts in %s memory; %d "
+         "createContext set(s) live on this collComm",
+         c->rank, n, c->dev_name, s->layout,
+         s->layout == RN_GIN_GDAKI_V200 ? (gin_gdaki_ctx_gets(s->layout, backend) ? " (backend 2: gets tracked)"
                                                                                     : " (backend 1)")
                                         : "",
          ncontexts, n, GIN_GDAKI_SQ_DEPTH, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
-         r->host_only ? "host" : "GPU");
-    *gin_ctx = r;
-    *dev_handle = &r->handle;
+         r->host_only ? "host" : "GPU", live);
+    *gin_ctx = s;
+    *dev_handle = &s->handle;
     return ncclSuccess;
 }
 
 int gin_gdaki_is_ctx(void *gin_ctx)
 {
-    return gin_ctx && *(uint32_t *)gin_ctx == GIN_GDAKI_MAGIC;
+    if (!gin_ctx)
+        return 0;
+    pthread_mutex_lock(&sets_mu);
+    struct gin_gdaki_set *s = sets;
+    while (s && s != gin_ctx)
+        s = s->next;
+    pthread_mutex_unlock(&sets_mu);
+    return s != NULL;
 }
 
-/* Whether the context failed: an error queryLastError saw, one of its
- * collComm, or one of another context of the same communicator (NCCL stops
- * asking at the first context with an error, then destroys them all). A failed context's GPU-visible memory stays as it is until the
- * process exits: NCCL 2.28's device code has no abort, so the application's
- * kernel may still spin on these queues, signals and counters while
- * ncclCommAbort tears the communicator down; cuMemHostUnregister of the
- * rings would wait for that kernel (nccl-tests' survivors of a killed peer
- * hung there, in destroyContext), and unmapping the tables under it faults
- * it. NCCL 2.29's device code aborts, but the plugin cannot tell the kernel
- * ended; the cost is one context's rings and tables per failed
- * communicator, for a process that is about to exit. */
-static int res_failed(const struct gin_gdaki_res *r)
+/* Takes a live set off the list: the caller frees or keeps it. NULL when
+ * gin_ctx is none (never created, or destroyed already). */
+static struct gin_gdaki_set *set_take(void *gin_ctx)
 {
-    if (__atomic_load_n(&r->error, __ATOMIC_ACQUIRE) || __atomic_load_n(&r->coll->error, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&sets_mu);
+    struct gin_gdaki_set **pp = &sets;
+    while (*pp && *pp != gin_ctx)
+        pp = &(*pp)->next;
+    struct gin_gdaki_set *s = *pp;
+    if (s)
+        *pp = s->next;
+    pthread_mutex_unlock(&sets_mu);
+    return s;
+}
+
+/* Whether the collComm failed, or another collComm of its communicator
+ * (NCCL stops asking at the first context with an error, then destroys
+ * them all). */
+static int base_failed(const struct gin_gdaki_res *r)
+{
+    if (__atomic_load_n(&r->coll->error, __ATOMIC_ACQUIRE)) {
         gin_group_fail(r->coll->comm_id);
         return 1;
     }
-    return gin_group_failed(r->coll->comm_id); /* another context of the communicator failed */
+    return gin_group_failed(r->coll->comm_id);
 }
 
-static void res_keep(struct gin_gdaki_res *r, const char *what)
+/* Whether a set failed: an error its queryLastError saw, or its
+ * collComm's or communicator's (base_failed). A failed set's GPU-visible
+ * memory stays as it is until the process exits: NCCL 2.28's device code
+ * has no abort, so the application's kernel may still spin on these
+ * queues, signals and counters while ncclCommAbort tears the communicator
+ * down; cuMemHostUnregister of the rings would wait for that kernel
+ * (nccl-tests' survivors of a killed peer hung there, in destroyContext),
+ * and unmapping the tables under it faults it. NCCL 2.29's device code
+ * aborts, but the plugin cannot tell the kernel ended; the cost is one
+ * set's rings and tables per failed device communicator, for a process
+ * that is about to exit. */
+static int set_failed(const struct gin_gdaki_set *s)
 {
-    if (!r->kept)
+    if (__atomic_load_n(&s->error, __ATOMIC_ACQUIRE)) {
+        gin_group_fail(s->base->coll->comm_id);
+        return 1;
+    }
+    return base_failed(s->base);
+}
+
+/* Something of the collComm stays in place: said once per collComm; its
+ * DEVX context and PD then stay too (the kept QPs and registrations live
+ * on them). */
+static void base_keep(struct gin_gdaki_res *r, const char *what)
+{
+    if (!__atomic_exchange_n(&r->kept, 1, __ATOMIC_ACQ_REL))
         INFO(NCCL_NET | NCCL_INIT,
              "NET/railnet/GIN: device %s, rank %d: %s of a failed GDAKI context leaves its queues, signals and "
              "counters in place until the process exits (the application's kernel may still use them)",
              r->coll->dev_name, r->coll->rank, what);
-    r->kept = 1;
 }
 
-/* A failed context's kernels: its QPs to the error state (nothing a
- * released kernel posts leaves the NIC), then gin_gdaki_release. */
-static void res_release(struct gin_gdaki_res *r)
+/* A failed set's kernels: its QPs to the error state (nothing a released
+ * kernel posts leaves the NIC), then gin_gdaki_release; the set stays
+ * allocated until the process exits. */
+static void set_release(struct gin_gdaki_set *s, const char *what)
 {
-    int nq = r->nctx * r->coll->nranks, stuck = 0;
+    struct gin_gdaki_res *r = s->base;
+    base_keep(r, what);
+    int nq = s->nctx * r->coll->nranks, stuck = 0;
     for (int i = 0; i < nq; i++) {
-        if (r->qp[i] && gdaki_pair_send_qp_state(r->qp[i]) != IBV_QPS_ERR && gdaki_pair_send_qp_fail(r->qp[i]) < 0)
+        if (s->qp[i] && gdaki_pair_send_qp_state(s->qp[i]) != IBV_QPS_ERR && gdaki_pair_send_qp_fail(s->qp[i]) < 0)
             stuck++;
-        if (r->comp[i] && gdaki_pair_send_qp_state(r->comp[i]) != IBV_QPS_ERR &&
-            gdaki_pair_send_qp_fail(r->comp[i]) < 0)
+        if (s->comp[i] && gdaki_pair_send_qp_state(s->comp[i]) != IBV_QPS_ERR &&
+            gdaki_pair_send_qp_fail(s->comp[i]) < 0)
             stuck++;
     }
     if (stuck)
@@ -740,54 +804,52 @@ static void res_release(struct gin_gdaki_res *r)
     snprintf(who, sizeof(who), "device %s, rank %d", r->coll->dev_name, r->coll->rank);
     struct gin_gdaki_release_req q = {
         .cuda_dev = r->host_only ? -1 : r->cuda_dev,
-        .qps = (uint64_t)(uintptr_t)r->qps.ptr,
+        .qps = (uint64_t)(uintptr_t)s->qps.ptr,
         .nqps = 2 * nq,
-        .qp_stride = r->qp_size,
-        .sig = (uint64_t)(uintptr_t)r->sig.ptr,
-        .cnt = (uint64_t)(uintptr_t)r->cnt.ptr,
-        .nsig = r->nsig,
-        .ncnt = r->ncnt,
+        .qp_stride = s->qp_size,
+        .sig = (uint64_t)(uintptr_t)s->sig.ptr,
+        .cnt = (uint64_t)(uintptr_t)s->cnt.ptr,
+        .nsig = s->nsig,
+        .ncnt = s->ncnt,
         .who = who,
     };
+    s->magic = 0;
     if (q.qps)
         gin_gdaki_release(&q);
 }
 
 ncclResult_t gin_gdaki_destroy_context(void *gin_ctx)
 {
-    struct gin_gdaki_res *r = gin_ctx;
-    if (!gin_gdaki_is_ctx(r) || !r->created) {
+    struct gin_gdaki_set *s = set_take(gin_ctx);
+    if (!s) {
         WARN("NET/railnet/GIN: destroyContext: %p is not a live GDAKI context", gin_ctx);
         return ncclInvalidArgument;
     }
-    if (res_failed(r)) {
-        res_keep(r, "destroyContext");
-        res_release(r);
-        r->created = 0;
-        return ncclSuccess;
-    }
-    res_free_context(r);
+    if (set_failed(s))
+        set_release(s, "destroyContext");
+    else
+        set_free(s);
     return ncclSuccess;
 }
 
 ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
 {
-    struct gin_gdaki_res *r = gin_ctx;
-    if (!gin_gdaki_is_ctx(r) || !r->created || !has_error) {
+    struct gin_gdaki_set *s = gin_ctx;
+    if (!has_error || !gin_gdaki_is_ctx(gin_ctx)) {
         WARN("NET/railnet/GIN: queryLastError: %p is not a live GDAKI context", gin_ctx);
         return ncclInvalidArgument;
     }
-    struct gin_coll *c = r->coll;
+    struct gin_coll *c = s->base->coll;
     /* ncclCommGetAsyncError may be called from several threads at once (a
      * watchdog and the application): the flag and the time of the last look
      * are atomics, and one caller per interval looks at the QPs. */
     if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
-        __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&s->error, 1, __ATOMIC_RELEASE);
     /* The QP states are firmware commands on a ConnectX: at most every 50 ms. */
-    uint64_t now = now_ns(), last = __atomic_load_n(&r->last_check_ns, __ATOMIC_ACQUIRE);
-    if (!__atomic_load_n(&r->error, __ATOMIC_ACQUIRE) &&
+    uint64_t now = now_ns(), last = __atomic_load_n(&s->last_check_ns, __ATOMIC_ACQUIRE);
+    if (!__atomic_load_n(&s->error, __ATOMIC_ACQUIRE) &&
         (now - last < GIN_GDAKI_CHECK_NS ||
-         !__atomic_compare_exchange_n(&r->last_check_ns, &last, now, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))) {
+         !__atomic_compare_exchange_n(&s->last_check_ns, &last, now, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))) {
         *has_error = false;
         return ncclSuccess;
     }
@@ -795,27 +857,27 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
      * fatal), as the proxy type's progress sees them: with a port down, a
      * spinning kernel's puts would otherwise wait out the QP retry budget
      * (gindriver gdaki-port-down runs with a 60 s one). */
-    if (!__atomic_load_n(&r->error, __ATOMIC_ACQUIRE)) {
+    if (!__atomic_load_n(&s->error, __ATOMIC_ACQUIRE)) {
         gin_check_async(c);
         if (__atomic_load_n(&c->error, __ATOMIC_ACQUIRE))
-            __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->error, 1, __ATOMIC_RELEASE);
     }
-    for (int i = 0; i < r->nctx * c->nranks && !__atomic_load_n(&r->error, __ATOMIC_ACQUIRE); i++) {
+    for (int i = 0; i < s->nctx * c->nranks && !__atomic_load_n(&s->error, __ATOMIC_ACQUIRE); i++) {
         int p = i % c->nranks;
-        int st = gdaki_devx_state(r->qp[i]), cs = gdaki_devx_state(r->comp[i]);
+        int st = gdaki_devx_state(s->qp[i]), cs = gdaki_devx_state(s->comp[i]);
         if (st == IBV_QPS_ERR || cs == IBV_QPS_ERR) {
-            WARN("NET/railnet/GIN: device %s, rank %d: the GDAKI %sQP towards rank %d is in the error state (an "
-                 "error completion: bad key or range, or the peer is gone)",
-                 c->dev_name, c->rank, st == IBV_QPS_ERR ? "" : "companion ", p);
-            __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
+            WARN("NET/railnet/GIN: device %s, rank %d: the GDAKI %sQP of context %d towards rank %d is in the error "
+                 "state (an error completion: bad key or range, or the peer is gone)",
+                 c->dev_name, c->rank, st == IBV_QPS_ERR ? "" : "companion ", i / c->nranks, p);
+            __atomic_store_n(&s->error, 1, __ATOMIC_RELEASE);
         } else if (p != c->rank && c->peers[p].fd >= 0 && !oob_peer_alive(c->peers[p].fd)) {
             WARN("NET/railnet/GIN: device %s, rank %d: rank %d closed its connection (process exited or aborted, or "
                  "its collComm failed: see its log)",
                  c->dev_name, c->rank, p);
-            __atomic_store_n(&r->error, 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->error, 1, __ATOMIC_RELEASE);
         }
     }
-    *has_error = __atomic_load_n(&r->error, __ATOMIC_ACQUIRE) != 0;
+    *has_error = __atomic_load_n(&s->error, __ATOMIC_ACQUIRE) != 0;
     if (*has_error)
         gin_group_fail(c->comm_id);
     return ncclSuccess;
@@ -876,6 +938,22 @@ ncclResult_t gin_gdaki_reg_window(struct gin_coll *c, struct gin_mr *m, void *da
     return ncclSuccess;
 }
 
+/* Whether a window's device handle must stay mapped: a kernel of a failed
+ * set (kept or still live) may read it. */
+static int win_keep(struct gin_gdaki_res *r)
+{
+    if (__atomic_load_n(&r->kept, __ATOMIC_ACQUIRE) || base_failed(r))
+        return 1;
+    int failed = 0;
+    pthread_mutex_lock(&sets_mu);
+    for (struct gin_gdaki_set *s = sets; s && !failed; s = s->next)
+        failed = s->base == r && __atomic_load_n(&s->error, __ATOMIC_ACQUIRE);
+    pthread_mutex_unlock(&sets_mu);
+    if (failed)
+        gin_group_fail(r->coll->comm_id);
+    return failed;
+}
+
 void gin_gdaki_dereg_window(struct gin_mr *m)
 {
     struct gin_gdaki_win *w = m->gdaki;
@@ -884,8 +962,8 @@ void gin_gdaki_dereg_window(struct gin_mr *m)
     struct gin_gdaki_res *r = m->coll->gdaki;
     if (w->mr)
         r->v->dereg_mr(w->mr);
-    if (res_failed(r))
-        res_keep(r, "deregMrSym"); /* the handle stays mapped: a kernel may still read it */
+    if (win_keep(r))
+        base_keep(r, "deregMrSym"); /* the handle stays mapped: a kernel may still read it */
     else
         dmem_free(&w->blk);
     free(w);
@@ -897,11 +975,31 @@ void gin_gdaki_coll_free(struct gin_coll *c)
     struct gin_gdaki_res *r = c->gdaki;
     if (!r)
         return;
+    /* Sets NCCL did not destroy (it destroys every context first): freed,
+     * or released and kept when failed, as destroyContext would. */
+    int left = 0;
+    for (;;) {
+        pthread_mutex_lock(&sets_mu);
+        struct gin_gdaki_set *s = sets;
+        while (s && s->base != r)
+            s = s->next;
+        pthread_mutex_unlock(&sets_mu);
+        if (!s || set_take(s) != s)
+            break;
+        left++;
+        if (set_failed(s))
+            set_release(s, "closeColl");
+        else
+            set_free(s);
+    }
+    if (left)
+        WARN("NET/railnet/GIN: device %s, rank %d: closeColl with %d GDAKI context(s) not destroyed: they go with "
+             "the collComm (destroyContext comes first)",
+             c->dev_name, c->rank, left);
     c->gdaki = NULL;
-    if (r->kept || res_failed(r)) {
-        res_keep(r, "closeColl");
+    if (__atomic_load_n(&r->kept, __ATOMIC_ACQUIRE) || base_failed(r)) {
+        base_keep(r, "closeColl");
         return;
     }
-    res_free_context(r);
-    res_free(r);
+    base_free(r);
 }

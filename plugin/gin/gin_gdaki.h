@@ -12,14 +12,19 @@
  * RAILNET_GIN=auto keeps the proxy type until the GDAKI type has been
  * validated on a GPU. Anything else: the proxy type, the reason logged once.
  *
- * Resources (gin_gdaki.c), made at createContext, collectively on every
- * rank (NCCL calls it on all ranks right after connect), on a DEVX context
- * and PD of the collComm's device (first port):
+ * Resources (gin_gdaki.c). The collComm's, made at its first createContext
+ * or regMrSym and freed at closeColl: a DEVX context and PD of its device
+ * (first port), on which every QP and registration below lives.
+ * Per createContext (a set; NCCL 2.30 calls it once per device
+ * communicator on the same collComms, so any number live at once and each
+ * destroyContext frees only its own), collectively on every rank (the same
+ * calls in the same order; each has exchange rounds of its own):
  * - per context (createContext's nContexts; 1 for GIN v11) and per peer p
  *   (self included): one DEVX RC QP (plugin/gdaki's queues: ring,
  *   doorbell records, CQ with overrun ignore, UAR) connected to peer p's QP
  *   towards this rank (QP numbers swapped in a GW_GDAKI message over the
- *   collComm's sockets), and one companion DEVX QP connected to itself;
+ *   collComm's sockets), and one companion DEVX QP connected to itself:
+ *   2 x nContexts x nranks QPs per set;
  * - the signal table (nSignals x 8 bytes per context) and the counter table
  *   (nCounters x 8 bytes per context), zeroed, and a sink, each registered
  *   zero-based (a context's part starts at its offset);
@@ -29,13 +34,17 @@
  * - in GPU memory (host memory in the CPU-consumer mode): the DOCA QP
  *   descriptors (gdqp[nranks], companion_gdqp[nranks] per context), the
  *   rkey arrays and the ncclGinGdakiGPUContext array; devHandle->handle
- *   points at the last.
+ *   points at the last (one per set: NCCL finds a device communicator's
+ *   contexts by it).
  * Windows (regMrSym on the GDAKI type): the buffer is also registered
  * zero-based on the DEVX PD; the rkeys are exchanged; the ginHandle is a
  * ncclGinGdakiMemHandle {rkeys[nranks], lkey} in GPU (or host) memory.
  * NCCL needs no proxy progress: needsProxyProgress = 0. Errors
- * (queryLastError): a DEVX QP found in the error state (an error CQE moved
- * it there), or a peer whose socket closed. */
+ * (queryLastError of a set): one of its DEVX QPs found in the error state
+ * (an error CQE moved it there), a peer whose socket closed, or its
+ * collComm's failure. A failed set's destroyContext releases its kernels
+ * (gin_gdaki_release) and keeps its memory; closeColl frees or releases
+ * the sets NCCL left, then the collComm's part. */
 #ifndef RAILNET_GIN_GDAKI_H
 #define RAILNET_GIN_GDAKI_H
 
@@ -128,12 +137,14 @@ void gin_gdaki_ctx_write(int layout, int backend, const struct gin_gdaki_ctx_des
  * the proxy type (decided at the first getProperties; gin_plugin.c). */
 void gin_gdaki_set_offered(int layout);
 int gin_gdaki_offered(void);
-/* ncontexts contexts (NCCL 2.29+ indexes the device handle by context),
- * each with QPs of its own; backend: see gin_gdaki_ctx_size (-1: the
- * newest, for faces that do not say). */
+/* A set of ncontexts contexts (NCCL 2.29+ indexes the device handle by
+ * context), each with QPs of its own; backend: see gin_gdaki_ctx_size (-1:
+ * the newest, for faces that do not say). Any number of sets per
+ * collComm. */
 ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, int ncontexts, int backend,
                                       void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle);
-/* Whether gin_ctx is a GDAKI context of this file (else: the proxy one). */
+/* Whether gin_ctx is a live GDAKI set of this file (else: the proxy
+ * type's context, or none); never reads through gin_ctx. */
 int gin_gdaki_is_ctx(void *gin_ctx);
 ncclResult_t gin_gdaki_destroy_context(void *gin_ctx);
 ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error);
@@ -142,7 +153,8 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error);
  * rkeys, and makes the device handle (*gin_handle). Collective. */
 ncclResult_t gin_gdaki_reg_window(struct gin_coll *c, struct gin_mr *m, void *data, size_t size, void **gin_handle);
 void gin_gdaki_dereg_window(struct gin_mr *m);
-/* closeColl: what createContext made and destroyContext did not free. */
+/* closeColl: the sets destroyContext did not free, then the collComm's
+ * part. */
 void gin_gdaki_coll_free(struct gin_coll *c);
 
 /* ---- a failed context's kernels (gin_gdaki_release.c) ---- */

@@ -95,14 +95,14 @@ static int qp_from_v200(const struct rn_doca_qp_v200 *d, struct rn_doca_qp *q, i
 }
 
 /* The device handle as NCCL's device code of this layout reads it: an
- * array of gd_contexts contexts, context x's table parts at offset
- * x * count (its buffer already there), QPs of its own, zeroed get
- * tracking per peer (layout 200, backend 2). Then k->gc: a layout-100 view
- * of the last context for doca_cpu (descriptors copied for layout 200). */
-static int gk_check_handle(struct gk *k, int layout)
+ * array of k->nctx contexts, context x's table parts at offset x * count
+ * (its buffer already there), QPs of its own, zeroed get tracking per peer
+ * (layout 200, backend 2). Then k->gc: a layout-100 view of the last
+ * context for doca_cpu (descriptors copied for layout 200). */
+static int gk_check_handle(struct gk *k)
 {
     struct gd_rank *r = k->r;
-    int n = r->nranks, nctx = gd_contexts;
+    int n = r->nranks, nctx = k->nctx, layout = k->layout;
     int gets = layout == RN_GIN_GDAKI_V200 && gd_backend == RN_GIN_GDAKI_BACKEND_V2;
     size_t csz = gets ? sizeof(struct rn_gin_gdaki_gpu_ctx_v200) : sizeof(struct rn_gin_gdaki_gpu_ctx);
     size_t qsz = layout == RN_GIN_GDAKI_V200 ? sizeof(struct rn_doca_qp_v200) : sizeof(struct rn_doca_qp);
@@ -115,7 +115,7 @@ static int gk_check_handle(struct gk *k, int layout)
     const struct rn_gin_gdaki_gpu_ctx *c0 = (const void *)arr;
     for (int x = 0; x < nctx; x++) {
         const struct rn_gin_gdaki_gpu_ctx *c = (const void *)(arr + (size_t)x * csz);
-        uint32_t so = (uint32_t)x * GK_NSIG, co = (uint32_t)x * GK_NCNT;
+        uint32_t so = (uint32_t)x * k->nsig, co = (uint32_t)x * k->ncnt;
         if (c->signals_table.offset != so || c->counters_table.offset != co ||
             c->signals_table.buffer != c0->signals_table.buffer + so ||
             c->counters_table.buffer != c0->counters_table.buffer + co ||
@@ -155,6 +155,43 @@ static int gk_check_handle(struct gk *k, int layout)
     return 0;
 }
 
+/* createContext on k->r's collComm, and the handle checked (gk_check_handle). */
+static int gk_create(struct gk *k, int nctx, int nsig, int ncnt)
+{
+    struct gd_rank *r = k->r;
+    if (gd_gin_version == 11)
+        nctx = 1;               /* GIN v11's createContext has no context count */
+    k->nctx = nctx, k->nsig = nsig, k->ncnt = ncnt;
+    int asked = gd_contexts;    /* the table adapters pass gd_contexts on (gd_tables.c) */
+    gd_contexts = nctx;
+    ncclResult_t e = r->gin->createContext(r->coll, nsig, ncnt, &k->ctx, &k->dh);
+    gd_contexts = asked;
+    if (e != ncclSuccess || !k->dh) {
+        printf("rank %d: createContext (%d contexts, %d signals, %d counters) failed: %d\n", r->rank, nctx, nsig,
+               ncnt, e);
+        k->ctx = NULL;
+        return 1;
+    }
+    if (k->dh->netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI || k->dh->needsProxyProgress || !k->dh->handle) {
+        printf("rank %d: device handle: type %d version %d proxy progress %d size %zu\n", r->rank,
+               (int)k->dh->netDeviceType, k->dh->netDeviceVersion, k->dh->needsProxyProgress, k->dh->size);
+        return 1;
+    }
+    return gk_check_handle(k);
+}
+
+int gk_ctx_open(struct gk *k, struct gk *x, int nctx, int nsig, int ncnt)
+{
+    memset(x, 0, sizeof(*x));
+    x->r = k->r;
+    x->layout = k->layout;
+    x->borrowed = 1;
+    x->src = k->src, x->dst = k->dst, x->len = k->len;
+    x->src_mh = k->src_mh, x->dst_mh = k->dst_mh;
+    x->src_gh = k->src_gh, x->dst_gh = k->dst_gh;
+    return gk_create(x, nctx, nsig, ncnt);
+}
+
 int gk_open(struct gd_rank *r, struct gk *k, size_t len)
 {
     memset(k, 0, sizeof(*k));
@@ -170,16 +207,8 @@ int gk_open(struct gd_rank *r, struct gk *k, size_t len)
         printf("rank %d: connect failed\n", r->rank);
         return 1;
     }
-    if (r->gin->createContext(r->coll, GK_NSIG, GK_NCNT, &k->ctx, &k->dh) != ncclSuccess || !k->dh) {
-        printf("rank %d: createContext failed\n", r->rank);
-        return 1;
-    }
-    if (k->dh->netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI || k->dh->needsProxyProgress || !k->dh->handle) {
-        printf("rank %d: device handle: type %d version %d proxy progress %d size %zu\n", r->rank,
-               (int)k->dh->netDeviceType, k->dh->netDeviceVersion, k->dh->needsProxyProgress, k->dh->size);
-        return 1;
-    }
-    if (gk_check_handle(k, p.netDeviceVersion))
+    k->layout = p.netDeviceVersion;
+    if (gk_create(k, gd_contexts, GK_NSIG, GK_NCNT))
         return 1;
     k->len = len;
     k->src = alloc_pages(len);
@@ -198,6 +227,12 @@ int gk_open(struct gd_rank *r, struct gk *k, size_t len)
 void gk_close(struct gk *k)
 {
     struct gd_rank *r = k->r;
+    if (k->borrowed) {
+        if (k->ctx)
+            r->gin->destroyContext(k->ctx);
+        free(k->shadow);
+        return;
+    }
     if (k->dst_mh)
         r->gin->deregMrSym(r->coll, k->dst_mh);
     if (k->src_mh)
@@ -443,6 +478,172 @@ static int t_gdaki_kill(struct gd_rank *r, void *arg)
     return 0;
 }
 
+/* gdaki-sets: GDAKI contexts come and go on one collComm as NCCL 2.30's
+ * device communicators do (a createContext each, destroyed in any order).
+ * Three sets, each of a different shape: A (gk_open's, --contexts
+ * contexts), B (one context more, twice the signals), C (two more, half
+ * the signals and counters). Phase 1 posts through A and B, slot after
+ * slot in turn; then A is destroyed; phase 2 posts through B alone; C is
+ * made; phase 3 posts through B and C in turn; then C and B are destroyed.
+ * A slot is a put with a signal from every rank to every rank (self
+ * included) through the set's last context: its own bytes in the window,
+ * and 1 added to the target's signal nsig - 1 - source in that set's
+ * table. After each phase every byte of its slots is checked, and every
+ * live set's signal words are exactly what went through it (no word of
+ * another set's moved). Last, a fourth set D is made and left for
+ * closeColl (the rank's end), which must free it (gin_gdaki.sh checks its
+ * WARN; ASan that nothing is read after it is freed). */
+#define GS_CHUNK 256
+#define GS_SLOTS_PER_ROUND 5          /* A, B; B; B, C */
+
+struct gs {
+    struct gk *k;
+    const char *name;
+    uint64_t posts;                   /* slots posted through it: each source's signal sum */
+};
+
+static uint64_t gs_id(int from, int to, int slot)
+{
+    return 0x5e70000000000000ull | ((uint64_t)from << 40) | ((uint64_t)to << 32) | (uint64_t)slot;
+}
+
+/* Slot `slot` through set g: to every rank, its chunk with a signal. */
+static void gs_post(struct gk *w, struct gs *g, int slot)
+{
+    struct rn_gin_gdaki_gpu_ctx *gc = g->k->gc;
+    int n = w->r->nranks, me = w->r->rank;
+    struct dc_addr sink = { 0, gc->sink_buffer_lkey };
+    for (int t = 0; t < n; t++) {
+        struct dc_addr ra = { ((uint64_t)slot * n + me) * GS_CHUNK, w->dst_gh->rkeys[t] };
+        struct dc_addr la = { ((uint64_t)slot * n + t) * GS_CHUNK, w->src_gh->lkey };
+        uint64_t id = (uint64_t)g->k->nsig - 1 - (uint64_t)me;
+        struct dc_addr sig = { 8u * (gc->signals_table.offset + id), gc->signals_table.rkeys[t] };
+        dc_put_signal(gc->gdqp + t, ra, la, GS_CHUNK, sig, sink, 1);
+    }
+    g->posts++;
+}
+
+/* Every word of g's signal part (its last context's): source q's word at
+ * its sum once it gets there, every other word zero. */
+static int gs_check_signals(struct gd_rank *r, struct gs *g, double deadline)
+{
+    volatile uint64_t *sig = g->k->gc->signals_table.buffer;
+    int n = r->nranks, nsig = g->k->nsig;
+    for (int i = 0; i < nsig; i++) {
+        int q = nsig - 1 - i;
+        uint64_t want = q < n ? g->posts : 0;
+        while (__atomic_load_n(&sig[i], __ATOMIC_ACQUIRE) < want && gd_now() < deadline)
+            usleep(100);
+        uint64_t got = __atomic_load_n(&sig[i], __ATOMIC_ACQUIRE);
+        if (got != want) {
+            printf("rank %d: set %s: signal %d (%s) is %llu, expected %llu\n", r->rank, g->name, i,
+                   q < n ? "a source's" : "no source's", (unsigned long long)got, (unsigned long long)want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* One phase: rounds x nu slots through use[] in turn from *slot on; then
+ * signals and bytes checked, every QP used flushed, queryLastError of
+ * each quiet, and a barrier (no rank destroys a set a peer still posts
+ * into). */
+static int gs_phase(struct gk *w, struct gs **use, int nu, int rounds, int *slot, const char *what)
+{
+    struct gd_rank *r = w->r;
+    int n = r->nranks, me = r->rank, first = *slot, bad = 0;
+    for (int i = 0; i < rounds; i++)
+        for (int u = 0; u < nu; u++)
+            gs_post(w, use[u], (*slot)++);
+    double deadline = gd_now() + GK_DEADLINE_S;
+    for (int u = 0; u < nu && !bad; u++)
+        bad = gs_check_signals(r, use[u], deadline);
+    for (int s = first; s < *slot && !bad; s++)
+        for (int q = 0; q < n && !bad; q++) {
+            const uint8_t *c = w->dst + ((size_t)s * n + q) * GS_CHUNK;
+            for (size_t x = 0; x < GS_CHUNK; x++)
+                if (c[x] != gd_byte(gs_id(q, me, s), x)) {
+                    printf("rank %d: %s: byte %zu of slot %d from rank %d is 0x%02x, expected 0x%02x\n", me, what, x,
+                           s, q, c[x], gd_byte(gs_id(q, me, s), x));
+                    bad = 1;
+                    break;
+                }
+        }
+    for (int u = 0; u < nu && !bad; u++) {
+        for (int t = 0; t < n && !bad; t++)
+            if (dc_wait(use[u]->k->gc->gdqp + t, 30.0)) {
+                printf("rank %d: %s: the flush of set %s towards rank %d failed\n", me, what, use[u]->name, t);
+                bad = 1;
+            }
+        bool has = true;
+        if (!bad && (r->gin->queryLastError(use[u]->k->ctx, &has) != ncclSuccess || has)) {
+            printf("rank %d: %s: queryLastError of set %s reports an error\n", me, what, use[u]->name);
+            bad = 1;
+        }
+    }
+    if (!bad)
+        printf("rank %d: %s: %d slots to %d ranks byte-checked, signals exact\n", me, what, *slot - first, n);
+    if (gd_barrier(r))
+        bad = 1;
+    return bad;
+}
+
+static int gs_destroy(struct gd_rank *r, struct gk *k, const char *name)
+{
+    ncclResult_t e = r->gin->destroyContext(k->ctx);
+    k->ctx = NULL;
+    if (e != ncclSuccess)
+        printf("rank %d: destroyContext of set %s: %d\n", r->rank, name, e);
+    return e != ncclSuccess;
+}
+
+static int t_gdaki_sets(struct gd_rank *r, void *arg)
+{
+    struct gd_opts *o = arg;
+    int n = r->nranks, me = r->rank, rounds = o->rounds, slots = GS_SLOTS_PER_ROUND * rounds;
+    struct gk ka, kb, kc;
+    memset(&kb, 0, sizeof(kb));
+    memset(&kc, 0, sizeof(kc));
+    if (gk_open(r, &ka, (size_t)slots * n * GS_CHUNK))
+        return 1;
+    for (int s = 0; s < slots; s++)
+        for (int t = 0; t < n; t++)
+            for (size_t x = 0; x < GS_CHUNK; x++)
+                ka.src[((size_t)s * n + t) * GS_CHUNK + x] = gd_byte(gs_id(me, t, s), x);
+    struct gs a = { &ka, "A", 0 }, b = { &kb, "B", 0 }, c = { &kc, "C", 0 };
+    int bad = gk_ctx_open(&ka, &kb, ka.nctx + 1, 2 * GK_NSIG, GK_NCNT);
+    if (!bad && (kb.dh->handle == ka.dh->handle || kb.gc->signals_table.buffer == ka.gc->signals_table.buffer ||
+                 kb.gc->gdqp[0].sq_num == ka.gc->gdqp[0].sq_num)) {
+        printf("rank %d: sets A and B share their device handle, signal table or QPs\n", me);
+        bad = 1;
+    }
+    int slot = 0;
+    struct gs *ab[] = { &a, &b }, *bo[] = { &b }, *bc[] = { &b, &c };
+    if (!bad)
+        bad = gs_phase(&ka, ab, 2, rounds, &slot, "sets A and B");
+    if (!bad)
+        bad = gs_destroy(r, &ka, "A");
+    if (!bad)
+        bad = gs_phase(&ka, bo, 1, rounds, &slot, "set B after A was destroyed");
+    if (!bad && gk_ctx_open(&ka, &kc, ka.nctx + 2, GK_NSIG / 2, GK_NCNT / 2))
+        bad = 1;
+    if (!bad)
+        bad = gs_phase(&ka, bc, 2, rounds, &slot, "sets B and C");
+    if (!bad)
+        bad = gs_destroy(r, &kc, "C") | gs_destroy(r, &kb, "B");
+    if (!bad)
+        printf("rank %d: three GDAKI contexts on one collComm made, used and destroyed\n", me);
+    gk_close(&kc);
+    gk_close(&kb);
+    struct gk kd;
+    if (!bad && gk_ctx_open(&ka, &kd, 1, GK_NSIG, GK_NCNT))
+        bad = 1;
+    else if (!bad)
+        free(kd.shadow);        /* its context is closeColl's */
+    gk_close(&ka);
+    return bad;
+}
+
 /* gdaki-port-down: rank 0 takes port 2 of its device down while every
  * rank holds a GDAKI context (a kernel spinning on a signal would be
  * waiting): its queryLastError must report it at once, not after the QP
@@ -558,6 +759,8 @@ int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
         return gd_run(plugin, 2, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki_error, o);
     if (!strcmp(name, "gdaki-a2a"))
         return gd_gdaki_a2a_run(plugin, o, 0);
+    if (!strcmp(name, "gdaki-sets"))
+        return gd_run(plugin, o->ranks, GK_DEADLINE_S * 2, -1, o->seed, t_gdaki_sets, o);
     if (!strcmp(name, "gdaki-release"))
         return gd_gdaki_a2a_run(plugin, o, 1);
     if (!strcmp(name, "gdaki-kill"))

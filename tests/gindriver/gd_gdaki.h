@@ -20,6 +20,9 @@ struct gk {
     struct gd_rank *r;
     void *ctx;
     ncclNetDeviceHandle_v11_t *dh;
+    int layout;                       /* getProperties' netDeviceVersion */
+    int nctx, nsig, ncnt;             /* what createContext was asked for */
+    int borrowed;                     /* gk_ctx_open's: the windows are another gk's */
     struct rn_gin_gdaki_gpu_ctx *gc;  /* &view */
     struct rn_gin_gdaki_gpu_ctx view; /* the last context, as layout 100 (gd_contexts, gd_backend) */
     struct rn_doca_qp *shadow;        /* layout 200: its descriptors as layout 100, main then companions */
@@ -32,6 +35,11 @@ struct gk {
 /* connect, createContext (GK_NSIG signals, GK_NCNT counters), and the two
  * windows (zeroed host pages); 0 or 1 (said why on stdout). */
 int gk_open(struct gd_rank *r, struct gk *k, size_t len);
+/* Another GDAKI context on k's collComm, as NCCL 2.30 makes one per device
+ * communicator: createContext with nctx contexts (GIN v12, v14), nsig
+ * signals and ncnt counters, its handle checked as gk_open's; x shares k's
+ * windows (gk_close of x leaves them). 0 or 1 (said why on stdout). */
+int gk_ctx_open(struct gk *k, struct gk *x, int nctx, int nsig, int ncnt);
 void gk_close(struct gk *k);
 
 struct gd_opts;

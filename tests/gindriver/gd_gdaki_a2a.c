@@ -23,7 +23,12 @@
  * failure: they ignore error CQEs and have no abort, so they spin on the
  * dead rank's signals. Each survivor waits for queryLastError to report
  * the failure, destroys its context as ncclCommAbort does, and every CTA
- * must then finish its remaining kernels within A2A_RELEASE_S. */
+ * must then finish its remaining kernels within A2A_RELEASE_S.
+ *
+ * --sets N: N GDAKI contexts on the one collComm (N createContext calls,
+ * as NCCL 2.30 makes one per device communicator), each with CTAs of its
+ * own running at once; with gdaki-release every set must report the
+ * failure, and destroying each (last made first) must end its CTAs. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -41,6 +46,7 @@
 #define A2A_SIG_BAR(b) (A2A_CTAS + (b)) /* barrier signals after the kernel's own, as NCCL lays them */
 #define A2A_RELEASE_S 10.0
 #define A2A_VICTIM_AFTER 3              /* kernels the killed rank completes */
+#define A2A_MAX_SETS 4
 
 struct a2a {
     struct gk k;
@@ -144,103 +150,65 @@ static void *a2a_cta_main(void *arg)
     return NULL;
 }
 
-/* gdaki-release, with the CTAs started: the victim is killed after
- * A2A_VICTIM_AFTER kernels; a survivor waits for the error, destroys its
- * context and gives its CTAs A2A_RELEASE_S to end. 0 or 1. */
-static int a2a_release(struct gd_rank *r, struct a2a *a)
+/* gdaki-release, with every set's CTAs started: the victim is killed
+ * after A2A_VICTIM_AFTER kernels of the first set; a survivor waits for
+ * each set's queryLastError to report the error, destroys the sets, last
+ * made first, and gives every CTA A2A_RELEASE_S to end. 0 or 1. */
+static int a2a_release(struct gd_rank *r, struct a2a **a, int nsets)
 {
-    if (a->me == a->n - 1) {
-        while (__atomic_load_n(&a->done, __ATOMIC_ACQUIRE) < A2A_VICTIM_AFTER && gd_now() < a->deadline)
+    int me = a[0]->me, n = a[0]->n;
+    if (me == n - 1) {
+        while (__atomic_load_n(&a[0]->done, __ATOMIC_ACQUIRE) < A2A_VICTIM_AFTER && gd_now() < a[0]->deadline)
             usleep(1000);
         gd_await_kill(r);
     }
-    bool has = false;
     double t0 = gd_now();
-    while (r->gin->queryLastError(a->k.ctx, &has) == ncclSuccess && !has && gd_now() < t0 + A2A_RELEASE_S)
-        usleep(1000);
-    if (!has) {
-        printf("rank %d: queryLastError reports nothing %.0f s into the run with rank %d killed\n", a->me,
-               A2A_RELEASE_S, a->n - 1);
-        return 1;
+    for (int s = 0; s < nsets; s++) {
+        bool has = false;
+        while (r->gin->queryLastError(a[s]->k.ctx, &has) == ncclSuccess && !has && gd_now() < t0 + A2A_RELEASE_S)
+            usleep(1000);
+        if (!has) {
+            printf("rank %d: queryLastError of set %d reports nothing %.0f s into the run with rank %d killed\n", me, s,
+                   A2A_RELEASE_S, n - 1);
+            return 1;
+        }
     }
-    int at = __atomic_load_n(&a->done, __ATOMIC_ACQUIRE);
-    if (r->gin->destroyContext(a->k.ctx) != ncclSuccess) {
-        printf("rank %d: destroyContext of the failed context failed\n", a->me);
-        return 1;
+    int at = __atomic_load_n(&a[0]->done, __ATOMIC_ACQUIRE);
+    for (int s = nsets - 1; s >= 0; s--) {
+        if (r->gin->destroyContext(a[s]->k.ctx) != ncclSuccess) {
+            printf("rank %d: destroyContext of failed set %d failed\n", me, s);
+            return 1;
+        }
+        a[s]->k.ctx = NULL;
     }
-    a->k.ctx = NULL;
     double t1 = gd_now();
-    while (__atomic_load_n(&a->ended, __ATOMIC_ACQUIRE) < A2A_CTAS && gd_now() < t1 + A2A_RELEASE_S)
+    int ended = 0, ctas = nsets * A2A_CTAS;
+    for (;;) {
+        ended = 0;
+        for (int s = 0; s < nsets; s++)
+            ended += __atomic_load_n(&a[s]->ended, __ATOMIC_ACQUIRE);
+        if (ended == ctas || gd_now() > t1 + A2A_RELEASE_S)
+            break;
         usleep(1000);
-    int ended = __atomic_load_n(&a->ended, __ATOMIC_ACQUIRE);
-    if (ended < A2A_CTAS) {
-        printf("rank %d: %d of %d CTAs still spin %.0f s after destroyContext (at kernel %d of %d)\n", a->me,
-               A2A_CTAS - ended, A2A_CTAS, A2A_RELEASE_S, __atomic_load_n(&a->done, __ATOMIC_ACQUIRE), a->kernels);
+    }
+    if (ended < ctas) {
+        for (int s = 0; s < nsets; s++)
+            printf("rank %d: set %d: %d of %d CTAs still spin %.0f s after destroyContext (at kernel %d of %d)\n", me,
+                   s, A2A_CTAS - __atomic_load_n(&a[s]->ended, __ATOMIC_ACQUIRE), A2A_CTAS, A2A_RELEASE_S,
+                   __atomic_load_n(&a[s]->done, __ATOMIC_ACQUIRE), a[s]->kernels);
         fflush(stdout);
         _exit(1);       /* the spinning CTAs cannot be joined */
     }
-    printf("rank %d: error seen at kernel %d; after destroyContext all %d CTAs ended their %d kernels in %.2f s\n",
-           a->me, at, A2A_CTAS, a->kernels, gd_now() - t1);
+    printf("rank %d: error seen at kernel %d; after destroyContext of %d set(s) all %d CTAs ended their %d kernels in "
+           "%.2f s\n",
+           me, at, nsets, ctas, a[0]->kernels, gd_now() - t1);
     return 0;
 }
 
-static int t_gdaki_a2a(struct gd_rank *r, void *arg)
+/* The end checks of one set: its signals exact, its context error-free. */
+static int a2a_check_set(struct gd_rank *r, struct a2a *a, int set)
 {
-    struct gd_opts *o = arg;
-    struct a2a *a = calloc(1, sizeof(*a));
-    if (!a)
-        return 1;
-    a->me = r->rank;
-    a->n = r->nranks;
-    a->kernels = o->rounds;
-    a->release = o->release;
-    a->chunk = o->slot;
-    if (gk_open(r, &a->k, (size_t)a->n * a->chunk)) {
-        free(a);
-        return 1;
-    }
-    for (int t = 0; t < a->n; t++)
-        for (size_t x = 0; x < a->chunk; x++)
-            a->k.src[(size_t)t * a->chunk + x] = gd_byte(chunk_id(a->me, t), x);
-    int bad = gd_barrier(r);
-    pthread_barrier_init(&a->kernel_end, NULL, A2A_CTAS);
-    a->deadline = gd_now() + A2A_DEADLINE_S;
-    pthread_t th[A2A_CTAS];
-    struct a2a_cta cta[A2A_CTAS];
-    int started = 0;
-    for (int b = 0; b < A2A_CTAS && !bad; b++) {
-        cta[b] = (struct a2a_cta){ a, b };
-        if (pthread_create(&th[b], NULL, a2a_cta_main, &cta[b]) != 0) {
-            printf("rank %d: pthread_create failed\n", a->me);
-            bad = 1;
-            break;
-        }
-        started++;
-    }
-    if (a->release && started == A2A_CTAS) {
-        bad = a2a_release(r, a);
-        for (int b = 0; b < started; b++)
-            pthread_join(th[b], NULL);
-        pthread_barrier_destroy(&a->kernel_end);
-        gk_close(&a->k);
-        free(a);
-        if (!bad) {
-            /* NCCL unloads the plugin after the last communicator: the
-             * release (2 s of quiet yet to go) must outlive that */
-            gd_unload(r, 3.0);
-            printf("rank %d: the plugin unloaded 3 s ago, the rank lives on\n", r->rank);
-        }
-        return bad;
-    }
-    for (int b = 0; b < started; b++)
-        pthread_join(th[b], NULL);
-    if (started != A2A_CTAS) {
-        /* the started CTAs wait at the kernel end for the missing ones */
-        gk_close(&a->k);
-        free(a);
-        return 1;
-    }
-    bad |= a->failed;
+    int bad = a->failed;
     volatile uint64_t *sig = a->k.gc->signals_table.buffer;
     if (!bad) {
         /* late atomics of the peers' last barrier: they may still land */
@@ -263,38 +231,127 @@ static int t_gdaki_a2a(struct gd_rank *r, void *arg)
                 bad = 1;
             }
     }
-    for (int q = 0; q < a->n && !bad; q++)
-        for (size_t x = 0; x < a->chunk; x++)
-            if (a->k.dst[(size_t)q * a->chunk + x] != gd_byte(chunk_id(q, a->me), x)) {
-                printf("rank %d: byte %zu of the chunk from rank %d is 0x%02x, expected 0x%02x\n", a->me, x, q,
-                       a->k.dst[(size_t)q * a->chunk + x], gd_byte(chunk_id(q, a->me), x));
-                bad = 1;
-                break;
-            }
     bool has = true;
     if (r->gin->queryLastError(a->k.ctx, &has) != ncclSuccess || has) {
-        printf("rank %d: queryLastError reports an error\n", a->me);
+        printf("rank %d: queryLastError of set %d reports an error\n", a->me, set);
         bad = 1;
     }
     if (!bad)
-        printf("rank %d: %d kernels of %d CTAs to %d ranks, %zu-byte chunks byte-checked, signals exact, %llu "
-               "slots on a ring of %u\n",
-               a->me, a->kernels, A2A_CTAS, a->n, a->chunk,
+        printf("rank %d: set %d: %d kernels of %d CTAs to %d ranks, %zu-byte chunks, signals exact, %llu slots on a "
+               "ring of %u\n",
+               a->me, set, a->kernels, A2A_CTAS, a->n, a->chunk,
                (unsigned long long)a->k.gc->gdqp[(a->me + 1) % a->n].sq_rsvd_index,
                (unsigned)a->k.gc->gdqp[0].sq_wqe_num);
+    return bad;
+}
+
+/* Sets made on the collComm (--sets): the first owns the windows; each
+ * later one is another createContext (gd_contexts + s contexts), as NCCL
+ * 2.30 makes one per device communicator. Their CTAs run at once, each
+ * set's kernels on its own queues and signals; all of them put the same
+ * chunks into the same windows, so the bytes are checked once. */
+static int t_gdaki_a2a(struct gd_rank *r, void *arg)
+{
+    struct gd_opts *o = arg;
+    int nsets = o->sets, bad = 0, ready = 0;
+    struct a2a *a[A2A_MAX_SETS] = { 0 };
+    for (; ready < nsets && !bad; ready++) {
+        struct a2a *x = a[ready] = calloc(1, sizeof(*x));
+        if (!x) {
+            bad = 1;
+            break;
+        }
+        x->me = r->rank;
+        x->n = r->nranks;
+        x->kernels = o->rounds;
+        x->release = o->release;
+        x->chunk = o->slot;
+        bad = ready == 0 ? gk_open(r, &x->k, (size_t)x->n * x->chunk)
+                         : gk_ctx_open(&a[0]->k, &x->k, gd_contexts + ready, GK_NSIG, GK_NCNT);
+    }
+    if (bad) {
+        for (int s = ready - 1; s >= 0; s--) {
+            if (a[s])
+                gk_close(&a[s]->k);
+            free(a[s]);
+        }
+        return 1;
+    }
+    int me = a[0]->me, n = a[0]->n;
+    size_t chunk = a[0]->chunk;
+    for (int t = 0; t < n; t++)
+        for (size_t x = 0; x < chunk; x++)
+            a[0]->k.src[(size_t)t * chunk + x] = gd_byte(chunk_id(me, t), x);
+    bad = gd_barrier(r);
+    pthread_t th[A2A_MAX_SETS * A2A_CTAS];
+    struct a2a_cta cta[A2A_MAX_SETS * A2A_CTAS];
+    int started = 0;
+    for (int s = 0; s < nsets; s++) {
+        pthread_barrier_init(&a[s]->kernel_end, NULL, A2A_CTAS);
+        a[s]->deadline = gd_now() + A2A_DEADLINE_S;
+    }
+    for (int i = 0; i < nsets * A2A_CTAS && !bad; i++) {
+        cta[i] = (struct a2a_cta){ a[i / A2A_CTAS], i % A2A_CTAS };
+        if (pthread_create(&th[i], NULL, a2a_cta_main, &cta[i]) != 0) {
+            printf("rank %d: pthread_create failed\n", me);
+            bad = 1;
+            break;
+        }
+        started++;
+    }
+    if (started != nsets * A2A_CTAS) {
+        /* the started CTAs wait at a kernel end for the missing ones */
+        printf("rank %d: %d of %d CTAs started\n", me, started, nsets * A2A_CTAS);
+        fflush(stdout);
+        _exit(1);
+    }
+    if (a[0]->release) {
+        bad = a2a_release(r, a, nsets);
+        for (int i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
+        for (int s = nsets - 1; s >= 0; s--) {
+            pthread_barrier_destroy(&a[s]->kernel_end);
+            gk_close(&a[s]->k);
+            free(a[s]);
+        }
+        if (!bad) {
+            /* NCCL unloads the plugin after the last communicator: the
+             * release (2 s of quiet yet to go) must outlive that */
+            gd_unload(r, 3.0);
+            printf("rank %d: the plugin unloaded 3 s ago, the rank lives on\n", r->rank);
+        }
+        return bad;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    for (int s = 0; s < nsets; s++)
+        bad |= a2a_check_set(r, a[s], s);
+    for (int q = 0; q < n && !bad; q++)
+        for (size_t x = 0; x < chunk; x++)
+            if (a[0]->k.dst[(size_t)q * chunk + x] != gd_byte(chunk_id(q, me), x)) {
+                printf("rank %d: byte %zu of the chunk from rank %d is 0x%02x, expected 0x%02x\n", me, x, q,
+                       a[0]->k.dst[(size_t)q * chunk + x], gd_byte(chunk_id(q, me), x));
+                bad = 1;
+                break;
+            }
+    if (!bad)
+        printf("rank %d: every chunk byte-checked\n", me);
     if (gd_barrier(r))
         bad = 1;
-    pthread_barrier_destroy(&a->kernel_end);
-    gk_close(&a->k);
-    free(a);
+    for (int s = nsets - 1; s >= 0; s--) {
+        pthread_barrier_destroy(&a[s]->kernel_end);
+        gk_close(&a[s]->k);
+        free(a[s]);
+    }
     return bad;
 }
 
 int gd_gdaki_a2a_run(const char *plugin, struct gd_opts *o, int release)
 {
     o->release = release;
-    if (o->ranks < 1 || o->ranks > GD_MAX_RANKS || A2A_CTAS * 2 > GK_NSIG || o->slot == 0) {
-        printf("gdaki-a2a: 1..%d ranks and a --slot size, please\n", GD_MAX_RANKS);
+    if (o->ranks < 1 || o->ranks > GD_MAX_RANKS || A2A_CTAS * 2 > GK_NSIG || o->slot == 0 || o->sets < 1 ||
+        o->sets > A2A_MAX_SETS) {
+        printf("gdaki-a2a: 1..%d ranks, a --slot size and 1..%d --sets, please\n", GD_MAX_RANKS, A2A_MAX_SETS);
         return 1;
     }
     if (release && o->ranks < 2) {

@@ -55,6 +55,7 @@ struct gd_opts {
     void *shared;  /* flush: MAP_SHARED page, rank 0 -> rank 1 */
     int forge;     /* gdaki-forged-KIND: which forgery (gd_forge.c) */
     int release;   /* gdaki-release: gdaki-a2a with the last rank killed */
+    int sets;      /* gdaki-a2a, gdaki-release: GDAKI contexts (createContext calls) on the collComm */
 };
 
 /* Returns the number of failed ranks (0: pass), -1 for an unknown name. */

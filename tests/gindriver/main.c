@@ -10,7 +10,7 @@
 #include "parse.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "       gindriver --plugin PATH --rma-version 13|14 [options] rma|rma-bad|rma-kill|probe\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does (or another GIN or\n"
     "RMA table, see the options), with ranks as processes of this host (softnic:\n"
@@ -50,6 +50,9 @@ static const char help[] =
     "  gdaki-release  gdaki-a2a with the last rank killed after 3 kernels and CTAs that never abort:\n"
     "          the others see the error, destroy the context, and their CTAs end within 10 s; then the\n"
     "          plugin is unloaded and the rank lives on for 3 s\n"
+    "  gdaki-sets   three GDAKI contexts on one collComm (different --contexts and signal counts): puts\n"
+    "          with signals through two at once, interleaved, byte-checked, sums exact per context; the\n"
+    "          first destroyed, the second still used, a third made, then destroyed last made first\n"
     "  gdaki-port-down  rank 0's port 2 goes down: its queryLastError reports it within 5 s\n"
     "  gdaki-group-fail two contexts of one communicator: rank 0 sees the error on the first; both are kept\n"
     "  gdaki-kill   a rank SIGKILLed after createContext: queryLastError of the others says so\n"
@@ -62,6 +65,8 @@ static const char help[] =
     "         --contexts N  createContext's nContexts (GIN v12, v14; 1..64, default 1); the GDAKI\n"
     "                  subcommands check every context and post through the last\n"
     "         --backend N  GIN v14 createContext's backendVersion (0..2, default 2)\n"
+    "         --sets N  gdaki-a2a, gdaki-release: N GDAKI contexts (createContext calls) on the collComm,\n"
+    "                  kernels on all at once (1..4, default 1)\n"
     "         --rma-version N  the RMA table driven: 13 (ncclRmaPlugin_v13) or 14 (ncclRmaPlugin_v14)\n"
     "         --queue N mesh/rate puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
     "         --size BYTES rate: bytes per put (8)\n"
@@ -112,7 +117,8 @@ static int probe(const char *plugin)
 int main(int argc, char **argv)
 {
     const char *plugin = NULL, *cmd = NULL;
-    struct gd_opts o = { .ranks = 4, .rounds = 3, .puts = 32, .adds = 64, .queue = 256, .slot = 65536, .seed = 12345 };
+    struct gd_opts o = { .ranks = 4, .rounds = 3, .puts = 32, .adds = 64, .queue = 256, .slot = 65536, .seed = 12345,
+                       .sets = 1 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x = 0;
@@ -128,6 +134,8 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(a, "--contexts") && v) {
             bad = parse_int(v, 1, 64, &x), gd_contexts = (int)x, i++;
+        } else if (!strcmp(a, "--sets") && v) {
+            bad = parse_int(v, 1, 4, &x), o.sets = (int)x, i++;
         } else if (!strcmp(a, "--backend") && v) {
             bad = parse_int(v, 0, 2, &x), gd_backend = (int)x, i++;
         } else if (!strcmp(a, "--rma-version") && v) {

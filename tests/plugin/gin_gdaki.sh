@@ -18,7 +18,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 26
+tap_plan 30
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -103,6 +103,30 @@ tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ra
 # release thread must not run in unmapped code)
 tap_check gdaki_failed_context_destroy_ends_the_spinning_kernels "$gd" --plugin "$plugin" --ranks 3 --rounds 200 \
     --slot 4096 gdaki-release
+
+# NCCL 2.30 calls createContext once per device communicator on the same
+# collComms: three GDAKI contexts of different shapes on one collComm, two
+# in use at once (interleaved), destroyed in another order than made; the
+# bytes and every signal word of each context exact; a fourth left to
+# closeColl, which frees it and says so
+RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --ranks 3 --rounds 20 --gin-version 14 --contexts 2 \
+    gdaki-sets >"$out" 2>&1
+rc=$?
+n=$(grep -c 'WARN NET/railnet/GIN: device softnic0, rank [0-2]: closeColl with 1 GDAKI context(s) not destroyed' "$out")
+[ $rc -eq 0 ] && [ "$n" -eq 3 ] &&
+    tap_ok gdaki_layout_200_three_contexts_on_one_collcomm_come_and_go_a_fourth_freed_by_close_coll ||
+    tap_not_ok gdaki_layout_200_three_contexts_on_one_collcomm_come_and_go_a_fourth_freed_by_close_coll \
+        "rc=$rc, closeColl WARNs: $n $(tail -n 20 "$out")"
+tap_check gdaki_layout_100_three_contexts_on_one_collcomm_come_and_go "$gd" --plugin "$plugin" --ranks 3 --rounds 20 \
+    --gin-version 12 gdaki-sets
+tap_check gdaki_layout_200_alltoall_kernels_on_three_contexts_of_one_collcomm_at_once env RAILNET_GIN_GDAKI_VERSION=200 \
+    "$gd" --plugin "$plugin" --ranks 3 --rounds 20 --slot 4096 --gin-version 14 --sets 3 gdaki-a2a
+# a peer killed under kernels spinning on two contexts of one collComm:
+# each context reports it, and each one's destroyContext ends its kernels
+# (layout 100: the CPU kernels post on the plugin's own descriptors, which
+# the release advances; layout 200's are read through copies)
+tap_check gdaki_failed_contexts_of_one_collcomm_each_destroy_ends_its_kernels "$gd" --plugin "$plugin" --ranks 3 \
+    --rounds 200 --slot 4096 --gin-version 12 --sets 2 gdaki-release
 
 # A forged GW_GDAKI message from rank 2 to rank 0: rank 0 refuses it with a
 # WARN saying why, and rank 1 learns that rank 0 failed from the exchange

@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 46
+tap_plan 48
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -97,6 +97,12 @@ san asan_gin_gdaki_peer_killed env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=hos
 # the release thread of a failed context under posting threads that never abort
 san asan_gin_gdaki_failed_context_released env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx \
     $gd --ranks 3 --rounds 100 --slot 4096 gdaki-release
+# GDAKI contexts made and destroyed one by one on a collComm, and two
+# failed ones released
+san asan_gin_gdaki_contexts_come_and_go env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx \
+    RAILNET_GIN_GDAKI_VERSION=200 $gd --ranks 3 --rounds 10 --gin-version 14 --contexts 2 gdaki-sets
+san asan_gin_gdaki_failed_contexts_of_one_collcomm_released env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx \
+    $gd --ranks 3 --rounds 100 --slot 4096 --gin-version 12 --sets 2 gdaki-release
 # the DEVX QPs' completers and their peers' responders polling before they
 # sleep (SOFTNIC_ACK_POLL_US; off by default on CI's two cores)
 san asan_gin_gdaki_polling_threads env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx SOFTNIC_ACK_POLL_US=200 \
