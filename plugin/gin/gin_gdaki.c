@@ -94,6 +94,7 @@ struct gin_gdaki_set {
     ncclNetDeviceHandle_v11_t handle;
     uint64_t last_check_ns;
     int error;
+    int released;           /* set_release ran (atomic): at the first error seen, or at destroy */
 };
 
 /* Every live set of the process: a context pointer is checked against it
@@ -787,6 +788,8 @@ static void base_keep(struct gin_gdaki_res *r, const char *what)
  * allocated until the process exits. */
 static void set_release(struct gin_gdaki_set *s, const char *what)
 {
+    if (__atomic_exchange_n(&s->released, 1, __ATOMIC_ACQ_REL))
+        return;
     struct gin_gdaki_res *r = s->base;
     base_keep(r, what);
     int nq = s->nctx * r->coll->nranks, stuck = 0;
@@ -813,9 +816,22 @@ static void set_release(struct gin_gdaki_set *s, const char *what)
         .ncnt = s->ncnt,
         .who = who,
     };
-    s->magic = 0;
     if (q.qps)
         gin_gdaki_release(&q);
+}
+
+/* The release of every live set of a failed communicator, as soon as one
+ * of its contexts reports the error: NCCL 2.29 waits for the application's
+ * stream in ncclDevCommDestroy, before any destroyContext (nccl-tests'
+ * survivors of a killed peer, stacks and kernels taken on an H200), and
+ * NCCL stops asking at the first context with an error. */
+static void sets_release_failed(void)
+{
+    pthread_mutex_lock(&sets_mu);
+    for (struct gin_gdaki_set *s = sets; s; s = s->next)
+        if (!__atomic_load_n(&s->released, __ATOMIC_ACQUIRE) && set_failed(s))
+            set_release(s, "queryLastError");
+    pthread_mutex_unlock(&sets_mu);
 }
 
 ncclResult_t gin_gdaki_destroy_context(void *gin_ctx)
@@ -825,10 +841,12 @@ ncclResult_t gin_gdaki_destroy_context(void *gin_ctx)
         WARN("NET/railnet/GIN: destroyContext: %p is not a live GDAKI context", gin_ctx);
         return ncclInvalidArgument;
     }
-    if (set_failed(s))
+    if (set_failed(s) || __atomic_load_n(&s->released, __ATOMIC_ACQUIRE)) {
         set_release(s, "destroyContext");
-    else
+        s->magic = 0;       /* its memory stays until the process exits (above) */
+    } else {
         set_free(s);
+    }
     return ncclSuccess;
 }
 
@@ -878,8 +896,10 @@ ncclResult_t gin_gdaki_query_last_error(void *gin_ctx, bool *has_error)
         }
     }
     *has_error = __atomic_load_n(&s->error, __ATOMIC_ACQUIRE) != 0;
-    if (*has_error)
+    if (*has_error) {
         gin_group_fail(c->comm_id);
+        sets_release_failed();
+    }
     return ncclSuccess;
 }
 
@@ -987,10 +1007,12 @@ void gin_gdaki_coll_free(struct gin_coll *c)
         if (!s || set_take(s) != s)
             break;
         left++;
-        if (set_failed(s))
+        if (set_failed(s) || __atomic_load_n(&s->released, __ATOMIC_ACQUIRE)) {
             set_release(s, "closeColl");
-        else
+            s->magic = 0;
+        } else {
             set_free(s);
+        }
     }
     if (left)
         WARN("NET/railnet/GIN: device %s, rank %d: closeColl with %d GDAKI context(s) not destroyed: they go with "

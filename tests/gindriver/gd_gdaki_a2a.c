@@ -55,7 +55,7 @@ struct a2a {
     pthread_barrier_t kernel_end;
     double deadline;
     int failed;                 /* atomic: first failure wins the message */
-    int release;                /* gdaki-release: no abort, error CQEs ignored */
+    int release;                /* gdaki-release: no abort, error CQEs ignored (2: -query) */
     int done;                   /* atomic: kernels CTA 0 completed */
     int ended;                  /* atomic: CTAs that returned */
     uint64_t epoch[A2A_CTAS];
@@ -174,7 +174,11 @@ static int a2a_release(struct gd_rank *r, struct a2a **a, int nsets)
         }
     }
     int at = __atomic_load_n(&a[0]->done, __ATOMIC_ACQUIRE);
-    for (int s = nsets - 1; s >= 0; s--) {
+    /* gdaki-release-query: NCCL 2.29 waits for the application's stream
+     * before any destroyContext, so reporting the error must do it */
+    int by_query = a[0]->release == 2;
+    const char *by = by_query ? "queryLastError" : "destroyContext";
+    for (int s = nsets - 1; s >= 0 && !by_query; s--) {
         if (r->gin->destroyContext(a[s]->k.ctx) != ncclSuccess) {
             printf("rank %d: destroyContext of failed set %d failed\n", me, s);
             return 1;
@@ -193,15 +197,21 @@ static int a2a_release(struct gd_rank *r, struct a2a **a, int nsets)
     }
     if (ended < ctas) {
         for (int s = 0; s < nsets; s++)
-            printf("rank %d: set %d: %d of %d CTAs still spin %.0f s after destroyContext (at kernel %d of %d)\n", me,
-                   s, A2A_CTAS - __atomic_load_n(&a[s]->ended, __ATOMIC_ACQUIRE), A2A_CTAS, A2A_RELEASE_S,
+            printf("rank %d: set %d: %d of %d CTAs still spin %.0f s after %s (at kernel %d of %d)\n", me, s,
+                   A2A_CTAS - __atomic_load_n(&a[s]->ended, __ATOMIC_ACQUIRE), A2A_CTAS, A2A_RELEASE_S, by,
                    __atomic_load_n(&a[s]->done, __ATOMIC_ACQUIRE), a[s]->kernels);
         fflush(stdout);
         _exit(1);       /* the spinning CTAs cannot be joined */
     }
-    printf("rank %d: error seen at kernel %d; after destroyContext of %d set(s) all %d CTAs ended their %d kernels in "
-           "%.2f s\n",
-           me, at, nsets, ctas, a[0]->kernels, gd_now() - t1);
+    printf("rank %d: error seen at kernel %d; after %s of %d set(s) all %d CTAs ended their %d kernels in %.2f s\n",
+           me, at, by, nsets, ctas, a[0]->kernels, gd_now() - t1);
+    for (int s = nsets - 1; s >= 0 && by_query; s--) {
+        if (r->gin->destroyContext(a[s]->k.ctx) != ncclSuccess) {
+            printf("rank %d: destroyContext of released set %d failed\n", me, s);
+            return 1;
+        }
+        a[s]->k.ctx = NULL;
+    }
     return 0;
 }
 
@@ -355,7 +365,7 @@ int gd_gdaki_a2a_run(const char *plugin, struct gd_opts *o, int release)
         return 1;
     }
     if (release && o->ranks < 2) {
-        printf("gdaki-release: 2 ranks or more, please\n");
+        printf("gdaki-release%s: 2 ranks or more, please\n", release == 2 ? "-query" : "");
         return 1;
     }
     return gd_run(plugin, o->ranks, A2A_DEADLINE_S * 2, release ? o->ranks - 1 : -1, o->seed, t_gdaki_a2a, o);

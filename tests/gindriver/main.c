@@ -10,7 +10,7 @@
 #include "parse.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-release-query|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "       gindriver --plugin PATH --rma-version 13|14 [options] rma|rma-bad|rma-kill|probe\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does (or another GIN or\n"
     "RMA table, see the options), with ranks as processes of this host (softnic:\n"
@@ -50,6 +50,8 @@ static const char help[] =
     "  gdaki-release  gdaki-a2a with the last rank killed after 3 kernels and CTAs that never abort:\n"
     "          the others see the error, destroy the context, and their CTAs end within 10 s; then the\n"
     "          plugin is unloaded and the rank lives on for 3 s\n"
+    "  gdaki-release-query  the same, but the CTAs must end once queryLastError reports the error,\n"
+    "          before any destroyContext (NCCL 2.29 waits for the stream first)\n"
     "  gdaki-sets   three GDAKI contexts on one collComm (different --contexts and signal counts): puts\n"
     "          with signals through two at once, interleaved, byte-checked, sums exact per context; the\n"
     "          first destroyed, the second still used, a third made, then destroyed last made first\n"

@@ -18,7 +18,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 30
+tap_plan 31
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -103,6 +103,10 @@ tap_check gdaki_killed_peer_is_an_error_not_a_hang "$gd" --plugin "$plugin" --ra
 # release thread must not run in unmapped code)
 tap_check gdaki_failed_context_destroy_ends_the_spinning_kernels "$gd" --plugin "$plugin" --ranks 3 --rounds 200 \
     --slot 4096 gdaki-release
+# NCCL 2.29 waits for the application's stream in ncclDevCommDestroy before
+# any destroyContext: the error reported by queryLastError must end them
+tap_check gdaki_error_reported_ends_the_spinning_kernels_before_any_destroy "$gd" --plugin "$plugin" --ranks 3 \
+    --rounds 200 --slot 4096 gdaki-release-query
 
 # NCCL 2.30 calls createContext once per device communicator on the same
 # collComms: three GDAKI contexts of different shapes on one collComm, two
