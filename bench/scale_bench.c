@@ -4,7 +4,11 @@
  * proxy drives it: one listen per peer, connect and accept polled until all
  * are up, one message each way per peer) and through the GIN table
  * (ncclGinPlugin_v11, proxy type: the collective connect, createContext, one
- * symmetric window, a put with signal to every peer). Then each rank reads
+ * symmetric window, a put with signal to every peer). --rails R connects
+ * GIN as NCCL's RAIL connection type does (no cross-NIC support): with R
+ * ranks a node, each rank passes connect only its rail's handles (the ranks
+ * of its local index, one a node), so its GIN peers are the N/R nodes' and
+ * puts address them by rail rank; the p2p mesh is the same. Then each rank reads
  * what it holds: threads, fds, RSS, pinned memory and, on softnic, its live
  * QPs, CQs and MRs; and the CPU its threads use over one idle second. The
  * parent relays handles and prints one row per N and, at the end, a
@@ -43,7 +47,7 @@
 #define MSG_MAX 1024
 
 static const char help[] =
-    "usage: scale_bench [--ranks LIST] [--step-timeout S] [--total-timeout S] [--bytes B]\n"
+    "usage: scale_bench [--ranks LIST] [--rails R] [--step-timeout S] [--total-timeout S] [--bytes B]\n"
     "                   [--plugin PATH] [--verbose]\n"
     "For each rank count N, forks N rank processes on this host; every rank connects to every\n"
     "other through railnet's net table (ncclNetPlugin_v8: a listen per peer, connect and accept\n"
@@ -53,11 +57,16 @@ static const char help[] =
     "reads what it holds. One row per N: median/max over ranks of connect time (p2p, GIN),\n"
     "CPU use over one idle second with everything up (100 = one core), threads, fds, RSS,\n"
     "pinned memory (VmLck + VmPin) and softnic's live QPs/CQs/MRs\n"
-    "(softnic_ctl_objects; n/a without softnic). After the last N: a least-squares fit\n"
+    "(softnic_ctl_objects; n/a without softnic), and GIN's share of fds, RSS, QPs, CQs and MRs\n"
+    "(everything up less the p2p mesh alone). After the last N: a least-squares fit\n"
     "a + b*N of each metric's median, with everything up and with the p2p mesh alone.\n"
     "A step that fails, a rank that dies or a step over its time budget stops the bench; the\n"
     "last line says which step of which N and why.\n"
     "  --ranks LIST         rank counts, comma- or space-separated, 2..1024 (default 2,4,8,16,32,64)\n"
+    "  --rails R            GIN connected as NCCL's RAIL connection type with R ranks a node (rank r:\n"
+    "                       node r / R, local index r % R): connect gets only the rail's handles (the\n"
+    "                       ranks of one local index) in node order, puts go to the rail's ranks by\n"
+    "                       rail rank; every N a multiple of R (default 1: FULL, every rank's handle)\n"
     "  --step-timeout S     seconds one step may take (default 120)\n"
     "  --total-timeout S    seconds all counts may take together, 0 = no limit (default 0)\n"
     "  --bytes B            bytes of each message and each put (default 65536)\n"
@@ -142,6 +151,7 @@ struct softnic_ctl_objects_view {
 
 struct rank {
     int me, n, fd;
+    int rails, gn, gme; /* GIN: ranks a node; the rank's rail: its size, its rank in it */
     size_t bytes;
     double budget; /* seconds a step may take */
     struct plugin_tables lib;
@@ -418,27 +428,34 @@ static int gin_listen_step(struct rank *r, uint8_t (*all)[HANDLE])
     return step_done(r, h, HANDLE, all, (uint32_t)r->n * HANDLE) ? 1 : 0;
 }
 
+/* The world rank of GIN rank g of this rank's rail. */
+static int gin_world(const struct rank *r, int g)
+{
+    return g * r->rails + r->me % r->rails;
+}
+
 static int gin_connect_step(struct rank *r, uint8_t (*all)[HANDLE], double *took)
 {
-    void **hp = calloc((size_t)r->n, sizeof(void *));
+    /* FULL: every handle; RAIL: the rail's, in node order (rails 1: the same) */
+    void **hp = calloc((size_t)r->gn, sizeof(void *));
     if (!hp)
         return fail(r, "out of memory");
-    for (int i = 0; i < r->n; i++)
-        hp[i] = all[i];
+    for (int i = 0; i < r->gn; i++)
+        hp[i] = all[gin_world(r, i)];
     double t0 = now_s();
-    ncclResult_t e = r->gin->connect(r->gctx, hp, r->n, r->me, r->glisten, &r->gcoll);
+    ncclResult_t e = r->gin->connect(r->gctx, hp, r->gn, r->gme, r->glisten, &r->gcoll);
     *took = now_s() - t0;
     free(hp);
     if (e != ncclSuccess || !r->gcoll)
-        return fail(r, "GIN connect of %d ranks failed (%d) after %.1f s", r->n, e, *took);
+        return fail(r, "GIN connect of %d ranks as rank %d failed (%d) after %.1f s", r->gn, r->gme, e, *took);
     return 0;
 }
 
-/* The window: [what this rank puts to each peer, b bytes a peer][what each
- * peer put here][one 8-byte signal word a peer]. */
+/* The window: [what this rank puts to each GIN peer, b bytes a peer][what
+ * each GIN peer put here][one 8-byte signal word a GIN peer], by GIN rank. */
 static int gin_setup_step(struct rank *r)
 {
-    size_t b = r->bytes, n = (size_t)r->n;
+    size_t b = r->bytes, n = (size_t)r->gn;
     ncclNetDeviceHandle_v11_t *dh = NULL;
     ncclResult_t e = r->gin->createContext(r->gcoll, (int)n, 0, &r->gcontext, &dh);
     if (e != ncclSuccess || !r->gcontext)
@@ -449,7 +466,7 @@ static int gin_setup_step(struct rank *r)
     memset(r->win, 0, r->win_len);
     for (size_t p = 0; p < n; p++)
         for (size_t j = 0; j < b; j++)
-            r->win[p * b + j] = pattern(r->me, (int)p, j);
+            r->win[p * b + j] = pattern(r->me, gin_world(r, (int)p), j);
     void *gh = NULL;
     e = r->gin->regMrSym(r->gcoll, r->win, r->win_len, NCCL_PTR_HOST, NCCL_NET_MR_FLAG_FORCE_SO, &r->gmh, &gh);
     if (e != ncclSuccess || !r->gmh)
@@ -459,7 +476,7 @@ static int gin_setup_step(struct rank *r)
 
 static int gin_put_step(struct rank *r)
 {
-    int n = r->n, me = r->me;
+    int n = r->gn, me = r->gme; /* GIN ranks: the rail's with --rails */
     size_t b = r->bytes;
     uint64_t dst = (uint64_t)n * b, sig = 2 * (uint64_t)n * b;
     void **req = calloc((size_t)n, sizeof(void *));
@@ -474,13 +491,13 @@ static int gin_put_step(struct rank *r)
             if ((e = r->gin->iputSignal(r->gcoll, (uint64_t)p * b, r->gmh, b, dst + (uint64_t)me * b, r->gmh,
                                         (uint32_t)p, sig + (uint64_t)me * 8, r->gmh, 1, NCCL_NET_SIGNAL_OP_INC,
                                         &req[p])) != ncclSuccess)
-                return fail(r, "GIN iputSignal to rank %d failed (%d)", p, e);
+                return fail(r, "GIN iputSignal to GIN rank %d failed (%d)", p, e);
             if (!req[p] && (e = r->gin->ginProgress(r->gcoll)) != ncclSuccess)
                 return fail(r, "GIN ginProgress failed (%d)", e);
             if (!req[p])
                 usleep(IDLE_US);
             if (now_s() - t0 > r->budget)
-                return fail(r, "GIN iputSignal to rank %d got no request for %.0f s", p, now_s() - t0);
+                return fail(r, "GIN iputSignal to GIN rank %d got no request for %.0f s", p, now_s() - t0);
         }
     }
     const volatile uint64_t *sw = (const uint64_t *)(r->win + sig);
@@ -492,14 +509,14 @@ static int gin_put_step(struct rank *r)
             if (req[p]) {
                 int d = 0;
                 if ((e = r->gin->test(r->gcoll, req[p], &d)) != ncclSuccess)
-                    return fail(r, "GIN test of the put to rank %d failed (%d)", p, e);
+                    return fail(r, "GIN test of the put to GIN rank %d failed (%d)", p, e);
                 if (d)
                     req[p] = NULL;
             }
             mine += req[p] == NULL;
             uint64_t v = __atomic_load_n(&sw[p], __ATOMIC_ACQUIRE);
             if (v > 1)
-                return fail(r, "signal word of rank %d is %llu, expected 1", p, (unsigned long long)v);
+                return fail(r, "signal word of GIN rank %d is %llu, expected 1", p, (unsigned long long)v);
             theirs += v == 1;
         }
         if (mine == n - 1 && theirs == n - 1)
@@ -517,10 +534,11 @@ static int gin_put_step(struct rank *r)
         if (p == me)
             continue;
         const uint8_t *got = r->win + dst + (size_t)p * b;
+        int pw = gin_world(r, p);
         for (size_t j = 0; j < b; j++)
-            if (got[j] != pattern(p, me, j))
-                return fail(r, "byte %zu of the put from rank %d is 0x%02x, expected 0x%02x", j, p, got[j],
-                            pattern(p, me, j));
+            if (got[j] != pattern(pw, r->me, j))
+                return fail(r, "byte %zu of the put from rank %d is 0x%02x, expected 0x%02x", j, pw, got[j],
+                            pattern(pw, r->me, j));
     }
     free(req);
     return 0;
@@ -554,12 +572,13 @@ static void teardown(struct rank *r)
     }
 }
 
-static int rank_main(const char *plugin, int me, int n, int fd, size_t bytes, double budget, int verbose)
+static int rank_main(const char *plugin, int me, int n, int rails, int fd, size_t bytes, double budget, int verbose)
 {
     static struct rank r;
     static uint8_t handles[MAX_RANKS][HANDLE];
     memset(&r, 0, sizeof(r));
     r.me = me, r.n = n, r.fd = fd, r.bytes = bytes, r.budget = budget;
+    r.rails = rails, r.gn = n / rails, r.gme = me / rails;
     rank_log.me = me, rank_log.verbose = verbose;
     void ***arrays[] = { &r.lc, &r.sc, &r.rc, &r.smh, &r.rmh, (void ***)&r.sbuf, (void ***)&r.rbuf };
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
@@ -612,7 +631,7 @@ struct bench {
     const char *plugin;
     size_t bytes;
     double step_budget, total_deadline;
-    int verbose;
+    int verbose, rails;
     char stop[2 * MSG_MAX]; /* why the bench stopped, "" when it did not */
 };
 
@@ -747,7 +766,7 @@ static int run_count(struct bench *b, struct count_result *res)
             for (int j = 0; j < i; j++)
                 close(fds[j]);
             close(sv[0]);
-            _exit(rank_main(b->plugin, i, n, sv[1], b->bytes, b->step_budget, b->verbose));
+            _exit(rank_main(b->plugin, i, n, b->rails, sv[1], b->bytes, b->step_budget, b->verbose));
         }
         close(sv[1]);
         fds[i] = sv[0], pids[i] = p, nf++;
@@ -808,11 +827,21 @@ out:
 
 /* ------------------------------------------------------------- reporting */
 
-enum metric { M_P2P_CONN, M_GIN_CONN, M_IDLE_CPU, M_THREADS, M_FDS, M_RSS, M_PINNED, M_QPS, M_CQS, M_MRS, NMETRICS };
+enum metric {
+    M_P2P_CONN, M_GIN_CONN, M_IDLE_CPU, M_THREADS, M_FDS, M_RSS, M_PINNED, M_QPS, M_CQS, M_MRS,
+    M_GIN_FDS, M_GIN_RSS, M_GIN_QPS, M_GIN_CQS, M_GIN_MRS, /* GIN's share: everything up less the p2p mesh */
+    NMETRICS
+};
 
 static const char *const metric_name[NMETRICS] = {
     "p2p connect ms", "GIN connect ms", "idle CPU %", "threads", "fds", "RSS MiB", "pinned MiB", "QPs", "CQs", "MRs",
+    "GIN fds", "GIN RSS MiB", "GIN QPs", "GIN CQs", "GIN MRs",
 };
+
+static double delta(int64_t all, int64_t p2p, double scale)
+{
+    return all < 0 || p2p < 0 ? -1 : (double)(all - p2p) / scale;
+}
 
 /* Metric m of a rank's report (all: everything up; else the p2p mesh
  * alone); < 0: n/a. */
@@ -830,6 +859,11 @@ static double metric(const struct rank_report *r, int m, int all)
     case M_QPS: return (double)s->qps;
     case M_CQS: return (double)s->cqs;
     case M_MRS: return (double)s->mrs;
+    case M_GIN_FDS: return all ? delta(r->all.fds, r->p2p.fds, 1) : -1;
+    case M_GIN_RSS: return all ? delta(r->all.rss_kb, r->p2p.rss_kb, 1024) : -1;
+    case M_GIN_QPS: return all ? delta(r->all.qps, r->p2p.qps, 1) : -1;
+    case M_GIN_CQS: return all ? delta(r->all.cqs, r->p2p.cqs, 1) : -1;
+    case M_GIN_MRS: return all ? delta(r->all.mrs, r->p2p.mrs, 1) : -1;
     }
     return -1;
 }
@@ -870,7 +904,7 @@ static void print_row(const struct count_result *c)
     for (int m = 0; m < NMETRICS; m++) {
         double med, max;
         char cell[64];
-        int prec = m == M_RSS || m == M_PINNED || m <= M_IDLE_CPU ? 1 : 0;
+        int prec = m == M_RSS || m == M_GIN_RSS || m == M_PINNED || m <= M_IDLE_CPU ? 1 : 0;
         if (med_max(c, m, 1, &med, &max))
             snprintf(cell, sizeof(cell), "%.*f/%.*f", prec, med, prec, max);
         else
@@ -920,7 +954,7 @@ static void print_fits(const struct count_result *c, int k)
                 x[j] = c[i].n, y[j++] = med;
             }
             const char *what = all ? "" : "   p2p alone: ";
-            if (!all && (m == M_GIN_CONN || m == M_IDLE_CPU))
+            if (!all && (m == M_GIN_CONN || m == M_IDLE_CPU || m >= M_GIN_FDS))
                 continue;
             if (na)
                 printf("%sn/a", what);
@@ -952,7 +986,7 @@ int main(int argc, char **argv)
     char *ranks = ranks_default, path[4096];
     int counts[MAX_COUNTS], k;
     double total = 0;
-    b.bytes = 65536, b.step_budget = 120;
+    b.bytes = 65536, b.step_budget = 120, b.rails = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x;
@@ -967,6 +1001,12 @@ int main(int argc, char **argv)
             return 2;
         } else if (!strcmp(a, "--ranks")) {
             ranks = argv[++i];
+        } else if (!strcmp(a, "--rails")) {
+            if (parse_int(v, 1, MAX_RANKS, &x)) {
+                fprintf(stderr, "scale_bench: bad value '%s' for --rails: ranks a node, 1 to %d\n", v, MAX_RANKS);
+                return 2;
+            }
+            b.rails = (int)x, i++;
         } else if (!strcmp(a, "--plugin")) {
             b.plugin = argv[++i];
         } else if (!strcmp(a, "--step-timeout") || !strcmp(a, "--total-timeout")) {
@@ -993,6 +1033,12 @@ int main(int argc, char **argv)
                 MAX_COUNTS, MAX_RANKS);
         return 2;
     }
+    for (int i = 0; i < k; i++)
+        if (counts[i] % b.rails) {
+            fprintf(stderr, "scale_bench: N=%d is not a whole number of nodes of --rails %d ranks\n", counts[i],
+                    b.rails);
+            return 2;
+        }
     if (!b.plugin) {
         const char *top = getenv("top_builddir") ? getenv("top_builddir") : ".";
         snprintf(path, sizeof(path), "%s/.libs/libnccl-net-railnet.so", top);
@@ -1020,6 +1066,10 @@ int main(int argc, char **argv)
     int done = 0;
     printf("scale_bench: %s, %zu-byte messages, step budget %.0f s; per rank, median/max over ranks\n", b.plugin,
            b.bytes, b.step_budget);
+    if (b.rails == 1)
+        printf("GIN: FULL (every rank's handle to connect)\n");
+    else
+        printf("GIN: RAIL, %d ranks a node (connect gets the N/%d handles of the rank's rail)\n", b.rails, b.rails);
     print_header();
     for (int i = 0; i < k; i++) {
         res[done].n = counts[i];

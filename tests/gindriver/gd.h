@@ -56,8 +56,16 @@ _Noreturn void gd_await_kill(struct gd_rank *r);
  * on for linger_s seconds (a thread the plugin left running must not run
  * in unmapped code). */
 void gd_unload(struct gd_rank *r, double linger_s);
-/* connect with every rank's handle as given by the exchange. */
+/* connect with every rank's handle as given by the exchange (NCCL's FULL
+ * connection type). */
 ncclResult_t gd_connect(struct gd_rank *r);
+/* connect as NCCL's RAIL connection type does (no cross-NIC support): with
+ * `rails` ranks a node, rank r is on node r / rails with local index
+ * r % rails; its rail is the ranks of the same local index, one a node. Only
+ * their handles are passed, in node order: nGinRanks = nranks / rails,
+ * myGinRank = rank / rails, and puts address peers by that rail rank.
+ * rails 1 is gd_connect. Uses r->listen, sets r->coll. */
+ncclResult_t gd_connect_rail(struct gd_rank *r, int rails);
 
 double gd_now(void);
 uint64_t gd_rand(uint64_t *state);

@@ -982,6 +982,8 @@ int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, o->ranks - 1, o->seed, t_kill, o);
     if (!strcmp(name, "deep"))
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_deep, o);
+    if (!strcmp(name, "rail"))
+        return gd_rail_run(plugin, o);
     if (!strcmp(name, "rate"))
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_rate, o);
     if (!strcmp(name, "cq-overrun"))

@@ -34,6 +34,10 @@
  *            collComm works; the same flap after creation fails it;
  *   qp-fatal - rank 0 puts into a window rank 1 deregistered: rank 1's QP
  *            gets IBV_EVENT_QP_ACCESS_ERR and its idle collComm fails;
+ *   rail   - (gd_rail.c) the job connected FULL, then per rail (--rails
+ *            ranks a node) as NCCL's RAIL connection type does: QPs only
+ *            towards the rail, puts with signals by rail rank; a foreign
+ *            rail's handle in a connect refused without a hang;
  *   rate   - (bench) each rank streams `puts` puts of --size bytes to the
  *            next rank, `queue` in flight; rank 0 prints the put rate. */
 #ifndef RAILNET_GINDRIVER_GD_TESTS_H
@@ -56,6 +60,7 @@ struct gd_opts {
     int forge;     /* gdaki-forged-KIND: which forgery (gd_forge.c) */
     int release;   /* gdaki-release: gdaki-a2a with the last rank killed */
     int sets;      /* gdaki-a2a, gdaki-release: GDAKI contexts (createContext calls) on the collComm */
+    int rails;     /* rail: ranks a node (rank r: node r / rails, local index r % rails) */
 };
 
 /* Returns the number of failed ranks (0: pass), -1 for an unknown name. */
@@ -66,6 +71,8 @@ int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o);
 int gd_forge_run(const char *plugin, const char *kind, struct gd_opts *o);
 /* rma, rma-bad, rma-kill (gd_rma.c): an RMA table (--rma-version). */
 int gd_rma_run(const char *plugin, const char *name, struct gd_opts *o);
+/* rail (gd_rail.c): NCCL's RAIL connection type. */
+int gd_rail_run(const char *plugin, struct gd_opts *o);
 /* port-down, port-flap, qp-fatal (gd_async.c): async events of the device. */
 int gd_async_run(const char *plugin, const char *name, struct gd_opts *o);
 /* softnic_ctl_port_set_state of the libibverbs the plugin loaded (NULL,

@@ -112,12 +112,20 @@ int gd_listen_again(struct gd_rank *r, void **listen_comm)
            fd_read_all(r->fd, r->handles, (size_t)r->nranks * GD_HANDLE);
 }
 
-ncclResult_t gd_connect(struct gd_rank *r)
+ncclResult_t gd_connect_rail(struct gd_rank *r, int rails)
 {
     void *hp[GD_MAX_RANKS];
-    for (int i = 0; i < r->nranks; i++)
-        hp[i] = r->handles[i];
-    return r->gin->connect(r->ctx, hp, r->nranks, r->rank, r->listen, &r->coll);
+    if (rails < 1 || r->nranks % rails)
+        return ncclInvalidArgument;
+    int nodes = r->nranks / rails, local = r->rank % rails;
+    for (int node = 0; node < nodes; node++)
+        hp[node] = r->handles[node * rails + local];
+    return r->gin->connect(r->ctx, hp, nodes, r->rank / rails, r->listen, &r->coll);
+}
+
+ncclResult_t gd_connect(struct gd_rank *r)
+{
+    return gd_connect_rail(r, 1);
 }
 
 ncclResult_t gd_wait(struct gd_rank *r, void *req, double deadline)

@@ -10,7 +10,7 @@
 #include "parse.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-release-query|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|rail|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-release-query|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "       gindriver --plugin PATH --rma-version 13|14 [options] rma|rma-bad|rma-kill|probe\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does (or another GIN or\n"
     "RMA table, see the options), with ranks as processes of this host (softnic:\n"
@@ -32,6 +32,12 @@ static const char help[] =
     "  port-flap  2 ranks: a port flap before connect does not fail the collComm, one after does\n"
     "  qp-fatal   2 ranks: a put into a deregistered window: the target's QP gets\n"
     "          IBV_EVENT_QP_ACCESS_ERR and its idle collComm fails\n"
+    "  rail    --ranks N as --rails R ranks a node (rank r: node r / R, local index r % R): the job\n"
+    "          connected FULL (every handle), then as NCCL's RAIL type (NCCL_CROSS_NIC=0): each rank\n"
+    "          with only its rail's handles (its local index, one a node) in node order; softnic's\n"
+    "          live QPs: only towards the rail; puts with ADD signals to every rail rank, byte-checked,\n"
+    "          sums exact; then rail 0's first rank passes another rail's handle: refused, rail 0 fails\n"
+    "          within RAILNET_HANDSHAKE_TIMEOUT (run with a short one), the other rails connect\n"
     "  rate    (bench) --puts puts of --size bytes to the next rank, --queue in flight; prints\n"
     "          '#rate rank R size S puts N secs T rate PUTS_PER_S'\n"
     "  probe   init, devices and properties as NCCL reads them\n"
@@ -70,6 +76,7 @@ static const char help[] =
     "         --sets N  gdaki-a2a, gdaki-release: N GDAKI contexts (createContext calls) on the collComm,\n"
     "                  kernels on all at once (1..4, default 1)\n"
     "         --rma-version N  the RMA table driven: 13 (ncclRmaPlugin_v13) or 14 (ncclRmaPlugin_v14)\n"
+    "         --rails R  rail: ranks a node (2..4, dividing --ranks into rails of 2 or more ranks)\n"
     "         --queue N mesh/rate puts in flight per peer (256, NCCL's depth; more: the plugin says try again)\n"
     "         --size BYTES rate: bytes per put (8)\n"
     "exit status: 0 pass, 1 a check failed, 2 usage or load error.\n";
@@ -120,7 +127,7 @@ int main(int argc, char **argv)
 {
     const char *plugin = NULL, *cmd = NULL;
     struct gd_opts o = { .ranks = 4, .rounds = 3, .puts = 32, .adds = 64, .queue = 256, .slot = 65536, .seed = 12345,
-                       .sets = 1 };
+                       .sets = 1, .rails = 1 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x = 0;
@@ -150,6 +157,8 @@ int main(int argc, char **argv)
             plugin = v, i++;
         else if (!strcmp(a, "--ranks") && v)
             bad = parse_int(v, 1, 1 << 20, &x), o.ranks = (int)x, i++;
+        else if (!strcmp(a, "--rails") && v)
+            bad = parse_int(v, 1, GD_MAX_RANKS, &x), o.rails = (int)x, i++;
         else if (!strcmp(a, "--rounds") && v)
             bad = parse_int(v, 1, 1 << 20, &x), o.rounds = (int)x, i++;
         else if (!strcmp(a, "--puts") && v)
@@ -185,6 +194,11 @@ int main(int argc, char **argv)
         o.queue < 1 || o.size > (1u << 30) ||
         (strcmp(cmd, "rate") && o.slot < (size_t)o.puts * 64) || o.slot > (64u << 20)) {
         fprintf(stderr, "%s", help);
+        return 2;
+    }
+    if (!strcmp(cmd, "rail") && (o.rails < 2 || o.ranks % o.rails || o.ranks / o.rails < 2)) {
+        fprintf(stderr, "gindriver: rail needs --rails R of 2 or more dividing --ranks %d into rails of 2 or more "
+                        "ranks (got %d)\n", o.ranks, o.rails);
         return 2;
     }
     if (gd_gin_version == 13 && !gd_rma_version)

@@ -5,7 +5,8 @@
 # random sizes and offsets, byte-checked; a deep queue; iputSignal ordering
 # and exact INC/ADD sums (needs softnic's RDMA atomics); deep queues with
 # selective signaling counted (RAILNET_STATS=1); a failed put amid unsignaled
-# ones; rogue handles; a killed peer; an overrun CQ; a port down, a port
+# ones; rogue handles; NCCL's RAIL connection type (connect per rail); a
+# killed peer; an overrun CQ; a port down, a port
 # flap before creation, a QP's fatal event (the device's async events).
 # NCCL 2.29's table (ncclGinPlugin_v12, --gin-version 12): the same mesh,
 # signal and kill cases through it.
@@ -13,7 +14,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 29
+tap_plan 31
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -109,6 +110,30 @@ if grep -q '^rogue: PASS' "$out" && grep -q 'is not this listener.s: wrong rank 
    grep -q 'refusing a connection: it has 3 ranks, this job 2' "$out"; then
     tap_ok rogue_handles_refused_with_warn_and_job_still_connects
 else tap_not_ok rogue_handles_refused_with_warn_and_job_still_connects "$(grep -v 'NCCL INFO' "$out")"; fi
+
+# NCCL's RAIL connection type (NCCL_CROSS_NIC=0): 8 ranks as nodes of 4 and
+# of 2 local ranks connect with only their rail's handles: their QPs are the
+# rail's (a quarter, a half of FULL's 16), puts with signals by rail rank
+# land; rail 0's first rank given the next local rank's handle (another
+# rail's) refuses the rank whose slot it took (ncclRemoteError at once), the
+# rest of rail 0 gives up at RAILNET_HANDSHAKE_TIMEOUT (one WARN each), and
+# nobody else warns: the foreign rank is never contacted
+for rails in 4 2; do
+    m=$((8 / rails))
+    RAILNET_HANDSHAKE_TIMEOUT=10 "$gd" --plugin "$plugin" --ranks 8 --rails $rails rail >"$out" 2>&1
+    if grep -q '^rail: PASS' "$out" &&
+       [ "$(grep -c "QPs only towards the $m ranks of its rail: $((16 * m / 8)), FULL 16$" "$out")" = 8 ] &&
+       [ "$(grep -c "puts with ADD signals to each of the $m ranks of its rail (by rail rank) byte-checked, sums exact" "$out")" = $((16 - m)) ] &&
+       grep -q "WARN NET/railnet/GIN: rank 0: refusing a connection: it claims rank $((m - 1)) with nonce 0x[0-9a-f]*, which is not the handle given for that rank" "$out" &&
+       grep -q "WARN NET/railnet/GIN: rank $((m - 1)): rank 0 refused the connection: the handle, rank or rank count is not of the listener's job" "$out" &&
+       [ "$(grep -c 'higher rank(s) did not connect within RAILNET_HANDSHAKE_TIMEOUT=10 s' "$out")" = $((m - 1)) ] &&
+       [ "$(grep -c 'WARN' "$out")" = $((m + 1)) ] &&
+       grep -q "^rank 0: rail 0 failed on all $m ranks (rank $((8 - rails)) refused first" "$out"; then
+        tap_ok "gin_rail_connection_${rails}_ranks_a_node_qps_only_towards_the_rail_foreign_handle_refused"
+        grep '^rank 0: ' "$out" | sed 's/^/# /'
+    else tap_not_ok "gin_rail_connection_${rails}_ranks_a_node_qps_only_towards_the_rail_foreign_handle_refused" \
+        "$(grep -v 'NCCL INFO' "$out")"; fi
+done
 
 "$gd" --plugin "$plugin" --ranks 3 kill >"$out" 2>&1
 if grep -q '^kill: PASS' "$out" && [ "$(grep -c 'reported as error 6 (remote error), queryLastError agrees' "$out")" = 2 ]; then

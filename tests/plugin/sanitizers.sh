@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 48
+tap_plan 49
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -76,6 +76,7 @@ san asan_gin_put_signal_order_and_sums $gd --ranks 3 --puts 16 --adds 16 --slot 
 san asan_gin_deep_queue_selective_signaling env RAILNET_STATS=1 $gd --ranks 3 --puts 256 --slot 1048576 --rounds 1 deep
 san asan_gin_failed_put_amid_unsignaled $gd flush
 san asan_gin_rogue_handles $gd rogue
+san asan_gin_rail_connection_and_foreign_handle env RAILNET_HANDSHAKE_TIMEOUT=10 $gd --ranks 8 --rails 4 rail
 san asan_gin_peer_killed $gd --ranks 3 kill
 san asan_gin_cq_overrun env RAILNET_GIN_SIGNAL_EVERY=1 $gd cq-overrun
 # the RMA tables (NCCL 2.30): puts, signals, gets and flushes on contexts made
