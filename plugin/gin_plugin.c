@@ -240,7 +240,7 @@ ncclResult_t gin_reg_mr_sym_dmabuf_face(void *coll_comm, void *data, size_t size
 static ncclResult_t create_context_v11(void *coll_comm, int nsignals, int ncounters, void **gin_ctx,
                                        ncclNetDeviceHandle_v11_t **dev_handle)
 {
-    return gin_create_context(coll_comm, nsignals, ncounters, 1, -1, gin_ctx, dev_handle);
+    return gin_create_context(coll_comm, nsignals, ncounters, 1, -1, 0, gin_ctx, dev_handle);
 }
 
 RN_EXPORT const ncclGin_v11_t ncclGinPlugin_v11 = {

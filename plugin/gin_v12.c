@@ -35,8 +35,10 @@ static ncclResult_t connect_v12(void *ctx, void *handles[], int nranks, int rank
         INFO(NCCL_NET, "NET/railnet/GIN: connect: queue depth %d; railnet takes %d requests per peer and asks for "
                        "the rest again", depth, GIN_PEER_REQS);
     ncclResult_t e = gin_connect_face(ctx, handles, nranks, rank, listen_comm, coll_comm);
-    if (e == ncclSuccess)
+    if (e == ncclSuccess) {
         ((struct gin_coll *)*coll_comm)->nconnections = nconn;
+        ((struct gin_coll *)*coll_comm)->queue_depth = depth;
+    }
     return e;
 }
 
@@ -47,7 +49,8 @@ static ncclResult_t create_context_v12(void *coll_comm, int nsignals, int ncount
         WARN("NET/railnet/GIN: createContext: %d contexts: not valid", ncontexts);
         return ncclInvalidArgument;
     }
-    return gin_create_context(coll_comm, nsignals, ncounters, ncontexts, -1, gin_ctx, dev_handle);
+    return gin_create_context(coll_comm, nsignals, ncounters, ncontexts, -1,
+                              ((struct gin_coll *)coll_comm)->queue_depth, gin_ctx, dev_handle);
 }
 
 static int connection_ok(void *coll_comm, int id, const char *what)

@@ -69,7 +69,8 @@ static ncclResult_t create_context_v14(void *coll_comm, ncclGinConfig_v14_t *cfg
         INFO(NCCL_INIT | NCCL_NET, "NET/railnet/GIN: createContext: traffic class %d asked for; the collComm's QPs "
                                    "were made at connect with class %d (RAILNET_IB_TC or 0)", cfg->trafficClass,
              c->qpp.tc);
-    return gin_create_context(coll_comm, cfg->nSignals, cfg->nCounters, cfg->nContexts, cfg->backendVersion, gin_ctx,
+    return gin_create_context(coll_comm, cfg->nSignals, cfg->nCounters, cfg->nContexts, cfg->backendVersion,
+                              cfg->queueDepth, gin_ctx,
                               dev_handle);
 }
 

@@ -205,6 +205,7 @@ struct gin_coll {
     struct gin_gdaki_res *gdaki;  /* its DEVX context and PD, which every GDAKI context (one set of QPs
                                    * and tables per createContext) and window uses; NULL until needed */
     int nconnections;             /* GIN v12's connect: connection ids below this are valid (0: one) */
+    int queue_depth;              /* GIN v12's connect: NCCL's queue depth (0: none asked) */
 };
 
 struct gin_listen {
@@ -340,8 +341,9 @@ int gin_group_failed(uint64_t comm_id);
 /* createContext/destroyContext/queryLastError: see gin_errors.c.
  * ncontexts and backend reach the GDAKI type (gin_gdaki.h): the number of
  * contexts NCCL's device code indexes, and NCCL 2.30.7's backendVersion
- * (-1 where the face has none). */
-ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, int ncontexts, int backend,
+ * (-1 where the face has none); depth: NCCL's queue depth (GIN v12's
+ * connect, v14's config; 0: none asked), the GDAKI type's send ring size. */
+ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, int ncontexts, int backend, int depth,
                                 void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle);
 ncclResult_t gin_destroy_context(void *gin_ctx);
 /* ginProgress of tables that name the context (GIN v13/v14): the proxy

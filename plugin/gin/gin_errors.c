@@ -207,7 +207,7 @@ struct gin_ctx {
     ncclNetDeviceHandle_v11_t dev;
 };
 
-ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, int ncontexts, int backend,
+ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, int ncontexts, int backend, int depth,
                                 void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle)
 {
     if (gin_ctx)
@@ -216,7 +216,7 @@ ncclResult_t gin_create_context(void *coll_comm, int nsignals, int ncounters, in
     if (!c || !gin_ctx || !dev_handle)
         return ncclInvalidArgument;
     if (c->gdaki_type)
-        return gin_gdaki_create_context(c, nsignals, ncounters, ncontexts, backend, gin_ctx, dev_handle);
+        return gin_gdaki_create_context(c, nsignals, ncounters, ncontexts, backend, depth, gin_ctx, dev_handle);
     struct gin_ctx *x = calloc(1, sizeof(*x));
     if (!x)
         return ncclSystemError;

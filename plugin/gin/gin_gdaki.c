@@ -26,7 +26,9 @@
 #include "qp.h"
 
 #define GIN_GDAKI_MAGIC 0x4b444747u
-#define GIN_GDAKI_SQ_DEPTH 512      /* slots per QP; the CQ has twice as many CQEs */
+#define GIN_GDAKI_SQ_DEPTH 512      /* slots per QP when NCCL asks no queue depth; the CQ has twice as many CQEs */
+#define GIN_GDAKI_SQ_MIN 16
+#define GIN_GDAKI_SQ_MAX 16384
 #define GIN_GDAKI_SINK_BYTES 4096
 #define GIN_GDAKI_XSEQ 0x80000000u     /* WIN sequence numbers of this file's exchanges */
 #define GIN_GDAKI_CHECK_NS 50000000ull  /* queryLastError looks at the QPs at most this often */
@@ -93,6 +95,7 @@ struct gin_gdaki_set {
     struct dmem gets;       /* layout 200, backend 2: last_issued_get, then last_visible_get, [nctx * nranks] each */
     ncclNetDeviceHandle_v11_t handle;
     uint64_t last_check_ns;
+    uint32_t sq_depth;      /* send ring slots of its QPs (sq_depth_of) */
     int error;
     int released;           /* set_release ran (atomic): at the first error seen, or at destroy */
 };
@@ -381,7 +384,7 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_pair **qps, struct
 
 /* ------------------------------------------------------------ QPs */
 
-static int qp_new(struct gin_gdaki_res *r, struct gdaki_pair **out, char *err, size_t el)
+static int qp_new(struct gin_gdaki_res *r, uint32_t depth, struct gdaki_pair **out, char *err, size_t el)
 {
     struct gdaki_pair *pr = gdaki_pair_alloc(err, el);
     if (!pr)
@@ -401,7 +404,7 @@ static int qp_new(struct gin_gdaki_res *r, struct gdaki_pair **out, char *err, s
     pr->cuda_dev = r->cuda_dev;
     pr->queue_mem = r->queue_gpu ? GDAKI_QUEUE_MEM_GPU : GDAKI_QUEUE_MEM_HOST_DEVX;
     pr->psn = qp_random_psn();
-    return gdaki_pair_build_send(pr, GIN_GDAKI_SQ_DEPTH, err, el);
+    return gdaki_pair_build_send(pr, depth, err, el);
 }
 
 static void self_info(struct gin_gdaki_res *r, struct gdaki_pair *pr, struct gdaki_qp_info *g)
@@ -569,8 +572,22 @@ static int sets_of_locked(const struct gin_coll *c)
     return k;
 }
 
+/* The send ring's slots for NCCL's queue depth (gin_gdaki.h). */
+static uint32_t sq_depth_of(const struct gin_coll *c, int depth)
+{
+    if (depth <= 0)
+        return GIN_GDAKI_SQ_DEPTH;
+    uint32_t d = GIN_GDAKI_SQ_MIN;
+    while (d < (uint32_t)depth && d < GIN_GDAKI_SQ_MAX)
+        d <<= 1;
+    if (d != (uint32_t)depth)
+        INFO(NCCL_NET, "NET/railnet/GIN: rank %d: queue depth %d asked for: GDAKI send rings of %u slots (a power "
+             "of two within %u..%u)", c->rank, depth, d, GIN_GDAKI_SQ_MIN, GIN_GDAKI_SQ_MAX);
+    return d;
+}
+
 ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, int ncontexts, int backend,
-                                      void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle)
+                                      int depth, void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle)
 {
     ncclResult_t res = ctx_shape(c, nsignals, ncounters, ncontexts, &backend);
     if (res != ncclSuccess)
@@ -601,8 +618,11 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         snprintf(err, sizeof(err), "out of memory for %d QPs", 2 * nq);
         ok = 0;
     }
+    uint32_t sq = sq_depth_of(c, depth);
+    if (s)
+        s->sq_depth = sq;
     for (int i = 0; ok && i < nq; i++)
-        if (qp_new(r, &s->qp[i], err, sizeof(err)) < 0 || qp_new(r, &s->comp[i], err, sizeof(err)) < 0)
+        if (qp_new(r, sq, &s->qp[i], err, sizeof(err)) < 0 || qp_new(r, sq, &s->comp[i], err, sizeof(err)) < 0)
             ok = 0;
     /* one table of each kind for all contexts, registered once: context x
      * owns entries [x * count, (x + 1) * count) (its table offset) */
@@ -705,7 +725,7 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
          s->layout == RN_GIN_GDAKI_V200 ? (gin_gdaki_ctx_gets(s->layout, backend) ? " (backend 2: gets tracked)"
                                                                                     : " (backend 1)")
                                         : "",
-         ncontexts, n, GIN_GDAKI_SQ_DEPTH, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
+         ncontexts, n, (int)s->sq_depth, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
          r->host_only ? "host" : "GPU", live);
     *gin_ctx = s;
     *dev_handle = &s->handle;

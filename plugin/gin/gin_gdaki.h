@@ -139,10 +139,12 @@ void gin_gdaki_set_offered(int layout);
 int gin_gdaki_offered(void);
 /* A set of ncontexts contexts (NCCL 2.29+ indexes the device handle by
  * context), each with QPs of its own; backend: see gin_gdaki_ctx_size (-1:
- * the newest, for faces that do not say). Any number of sets per
- * collComm. */
+ * the newest, for faces that do not say); depth: NCCL's queue depth, the
+ * send ring's slots (rounded up to a power of two within
+ * GIN_GDAKI_SQ_MIN..GIN_GDAKI_SQ_MAX; 0: GIN_GDAKI_SQ_DEPTH). Any number of
+ * sets per collComm. */
 ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncounters, int ncontexts, int backend,
-                                      void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle);
+                                      int depth, void **gin_ctx, ncclNetDeviceHandle_v11_t **dev_handle);
 /* Whether gin_ctx is a live GDAKI set of this file (else: the proxy
  * type's context, or none); never reads through gin_ctx. */
 int gin_gdaki_is_ctx(void *gin_ctx);

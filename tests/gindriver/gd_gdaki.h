@@ -14,7 +14,7 @@
 
 /* --contexts and --backend (gd_tables.c): createContext's nContexts (GIN
  * v12, v14) and backendVersion (v14) */
-extern int gd_contexts, gd_backend;
+extern int gd_contexts, gd_backend, gd_queue_depth;
 
 struct gk {
     struct gd_rank *r;

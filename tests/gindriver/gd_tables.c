@@ -22,6 +22,7 @@
 int gd_gin_version = 11;
 int gd_contexts = 1;
 int gd_backend = 2;
+int gd_queue_depth = 256;
 int gd_rma_version;
 const ncclRma_v14_t *gd_rma;
 
@@ -66,7 +67,7 @@ static ncclResult_t v14_get_properties(int dev, ncclNetProperties_v11_t *p)
 
 static ncclResult_t v14_create_context(void *coll, int nsig, int ncnt, void **ctx, ncclNetDeviceHandle_v11_t **dh)
 {
-    ncclGinConfig_v14_t cfg = { nsig, ncnt, gd_contexts, 256, -1, gd_backend, 1 };
+    ncclGinConfig_v14_t cfg = { nsig, ncnt, gd_contexts, gd_queue_depth, -1, gd_backend, 1 };
     return v14->createContext(coll, &cfg, ctx, dh);
 }
 

@@ -73,6 +73,7 @@ static const char help[] =
     "         --contexts N  createContext's nContexts (GIN v12, v14; 1..64, default 1); the GDAKI\n"
     "                  subcommands check every context and post through the last\n"
     "         --backend N  GIN v14 createContext's backendVersion (0..2, default 2)\n"
+    "         --queue-depth N  GIN v14 createContext's queueDepth (0..65536, default 256; 0: none asked)\n"
     "         --sets N  gdaki-a2a, gdaki-release: N GDAKI contexts (createContext calls) on the collComm,\n"
     "                  kernels on all at once (1..4, default 1)\n"
     "         --rma-version N  the RMA table driven: 13 (ncclRmaPlugin_v13) or 14 (ncclRmaPlugin_v14)\n"
@@ -147,6 +148,8 @@ int main(int argc, char **argv)
             bad = parse_int(v, 1, 4, &x), o.sets = (int)x, i++;
         } else if (!strcmp(a, "--backend") && v) {
             bad = parse_int(v, 0, 2, &x), gd_backend = (int)x, i++;
+        } else if (!strcmp(a, "--queue-depth") && v) {
+            bad = parse_int(v, 0, 65536, &x), gd_queue_depth = (int)x, i++;
         } else if (!strcmp(a, "--rma-version") && v) {
             gd_rma_version = atoi(v), i++;
             if ((gd_rma_version != 13 && gd_rma_version != 14) || strspn(v, "0123456789") != strlen(v)) {
