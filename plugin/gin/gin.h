@@ -192,9 +192,10 @@ struct gin_coll {
                                    * and only queryLastError reports the error */
     uint64_t fail_posts;          /* requests made after the failure (atomic): gin_rma_release.c's pace */
     int rel_busy;                 /* gin_rma_release_step under way (atomic) */
-    double rel_start, rel_last;   /* the release's first and latest advance (s, monotonic) */
+    uint64_t rel_start_ns, rel_last_ns; /* the release's first and latest advance (comm_now_ns) */
     uint64_t rel_posts;           /* fail_posts at the latest advance */
     unsigned rel_rounds;
+    int rel_stopped;              /* a round failed: no further ones */
     uint64_t split_min;           /* RAILNET_SPLIT_MIN: a put this large is split over the peer's QPs */
     uint64_t signal_every;        /* RAILNET_GIN_SIGNAL_EVERY: at most this many work requests per signaled one */
     struct gin_stats stats;
@@ -260,6 +261,14 @@ ncclResult_t gin_dereg_mr_sym(void *coll_comm, void *mhandle);
  * registered with NCCL_NET_MR_FLAG_FORCE_SO (its signal buffers), and the
  * words of other windows that this rank's iputSignal named (VA signals). */
 void gin_rma_release_note_signal(struct gin_mr *m, uint64_t off);
+/* What a failure release adds to a signal or counter: a kernel waiting for
+ * growth of up to 2^16 gets through, and one bump per kernel keeps NCCL's
+ * 32-bit rolling compares on the "reached" side for 2^15 kernels. */
+#define GIN_RELEASE_DELTA (1ull << 16)
+/* Adds GIN_RELEASE_DELTA to the n 64-bit words at addr: host memory in
+ * place (cuda_dev < 0), GPU cuda_dev's through a side context that never
+ * waits for the application's kernels (gin_gdaki_release.c). 0 or -1. */
+int gin_release_advance(int cuda_dev, uint64_t addr, size_t n, char *err, size_t el);
 void gin_rma_release_step(struct gin_coll *c);
 struct gin_mr *gin_mr_of(struct gin_coll *c, void *mhandle, const char *what);
 /* closeColl: windows NCCL did not deregister go with the collComm. */

@@ -95,7 +95,6 @@ struct gin_gdaki_set {
     struct dmem gets;       /* layout 200, backend 2: last_issued_get, then last_visible_get, [nctx * nranks] each */
     ncclNetDeviceHandle_v11_t handle;
     uint64_t last_check_ns;
-    uint32_t sq_depth;      /* send ring slots of its QPs (sq_depth_of) */
     int error;
     int released;           /* set_release ran (atomic): at the first error seen, or at destroy */
 };
@@ -619,8 +618,6 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         ok = 0;
     }
     uint32_t sq = sq_depth_of(c, depth);
-    if (s)
-        s->sq_depth = sq;
     for (int i = 0; ok && i < nq; i++)
         if (qp_new(r, sq, &s->qp[i], err, sizeof(err)) < 0 || qp_new(r, sq, &s->comp[i], err, sizeof(err)) < 0)
             ok = 0;
@@ -725,7 +722,7 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
          s->layout == RN_GIN_GDAKI_V200 ? (gin_gdaki_ctx_gets(s->layout, backend) ? " (backend 2: gets tracked)"
                                                                                     : " (backend 1)")
                                         : "",
-         ncontexts, n, (int)s->sq_depth, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
+         ncontexts, n, (int)sq, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
          r->host_only ? "host" : "GPU", live);
     *gin_ctx = s;
     *dev_handle = &s->handle;

@@ -16,30 +16,8 @@
 
 void gin_gdaki_qp_image_v200(const struct gin_gdaki_queue *q, struct rn_doca_qp_v200 *out)
 {
-    memset(out, 0, sizeof(*out));
-    uint32_t s8 = q->qpn << 8;
-    out->sq_num = q->qpn;
-    out->sq_num_shift8 = s8;
-    out->sq_num_shift8_be = htobe32(s8);
-    out->sq_num_shift8_be_1ds = htobe32(s8 | 1);
-    out->sq_num_shift8_be_2ds = htobe32(s8 | 2);
-    out->sq_num_shift8_be_3ds = htobe32(s8 | 3);
-    out->sq_num_shift8_be_4ds = htobe32(s8 | 4);
-    out->sq_num_shift8_be_5ds = htobe32(s8 | 5);
-    out->sq_wqe_num = (uint16_t)(1u << q->sq_log);
-    out->sq_wqe_mask = (uint16_t)((1u << q->sq_log) - 1);
-    out->sq_wqe_daddr = q->sq;
-    out->sq_dbrec = q->sq_dbrec;
-    out->sq_db = q->db;
-    out->cq_sq.cqe_daddr = q->cq;
-    out->cq_sq.cq_num = q->cqn;
-    out->cq_sq.cqe_num = 1u << q->cq_log;
-    out->cq_sq.dbrec = q->cq_dbrec;
-    out->cq_sq.cqe_mask = (1u << q->cq_log) - 1;
-    out->cq_sq.cqe_size = 64;
-    out->cq_sq.mem_type = q->gpu ? RN_DOCA_MEM_TYPE_GPU : RN_DOCA_MEM_TYPE_HOST;
-    out->nic_handler = RN_DOCA_NIC_HANDLER_GPU_SM_DB;
-    out->mem_type = q->gpu ? RN_DOCA_MEM_TYPE_GPU : RN_DOCA_MEM_TYPE_HOST;
+    GIN_GDAKI_QP_IMAGE(q, out);
+    out->sq_num_shift8_be_5ds = htobe32((q->qpn << 8) | 5);
 }
 
 /* Backend 2: the common part, then the per-peer get tracking NCCL 2.30.5+

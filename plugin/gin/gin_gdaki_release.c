@@ -11,7 +11,7 @@
  * - every CQ's consumer index (cq_sq.cqe_ci, which the device code only
  *   raises with an atomic max) goes to RELEASE_CI, so every "is CQE n
  *   there" answers yes from then on;
- * - every signal and counter advances by RELEASE_DELTA, again whenever the
+ * - every signal and counter advances by GIN_RELEASE_DELTA, again whenever the
  *   QPs show new posts: a kernel that reads a signal and then waits for it
  *   to grow by up to 2^16 (nccl-tests' alltoall, NCCL's GIN barrier) gets
  *   through, and one bump per kernel keeps NCCL's 32-bit rolling compares
@@ -37,11 +37,11 @@
 #include <time.h>
 
 #include "cudawrap.h"
+#include "gin.h"
 #include "gin_gdaki.h"
 #include "log.h"
 
 #define RELEASE_CI (1ull << 62)
-#define RELEASE_DELTA (1ull << 16)
 #define RELEASE_QUIET_S 2.0
 #define RELEASE_MAX_S 60.0
 #define RELEASE_TICK_NS 1000000L
@@ -68,14 +68,14 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Reads or writes (to_device) len bytes of the target's GPU memory at
- * addr; host memory (cuda_dev < 0) is used in place by the callers. */
-static int gpu_io(const struct target *t, uint64_t addr, void *h, size_t len, int to_device, char *err, size_t el)
+/* Reads or writes (to_device) len bytes of GPU cuda_dev's memory at addr;
+ * host memory (cuda_dev < 0) is used in place by the callers. */
+static int side_io(int cuda_dev, uint64_t addr, void *h, size_t len, int to_device, char *err, size_t el)
 {
     const struct cudawrap *cu = cudawrap_get(err, el);
     if (!cu)
         return -1;
-    return cudawrap_side_copy(cu, t->q.cuda_dev, (cudawrap_devptr)addr, h, len, to_device, RELEASE_COPY_MS, err, el);
+    return cudawrap_side_copy(cu, cuda_dev, (cudawrap_devptr)addr, h, len, to_device, RELEASE_COPY_MS, err, el);
 }
 
 /* The sum of every QP's reserved slots: it moves when a kernel posts. The
@@ -98,7 +98,7 @@ static int read_posts(const struct target *t, uint64_t *out, char *err, size_t e
         snprintf(err, el, "out of memory");
         return -1;
     }
-    int rc = gpu_io(t, t->q.qps, img, len, 0, err, el);
+    int rc = side_io(t->q.cuda_dev, t->q.qps, img, len, 0, err, el);
     for (int i = 0; rc == 0 && i < t->q.nqps; i++)
         sum += ((const struct rn_doca_qp *)(img + i * t->q.qp_stride))->sq_rsvd_index;
     free(img);
@@ -118,21 +118,21 @@ static int release_cqs(const struct target *t, char *err, size_t el)
                 ;
         } else {
             uint64_t v = RELEASE_CI;
-            if (gpu_io(t, at, &v, sizeof(v), 1, err, el) < 0)
+            if (side_io(t->q.cuda_dev, at, &v, sizeof(v), 1, err, el) < 0)
                 return -1;
         }
     }
     return 0;
 }
 
-static int bump(const struct target *t, uint64_t addr, size_t n, char *err, size_t el)
+int gin_release_advance(int cuda_dev, uint64_t addr, size_t n, char *err, size_t el)
 {
     if (!addr || !n)
         return 0;
-    if (t->q.cuda_dev < 0) {
+    if (cuda_dev < 0) {
         uint64_t *p = (uint64_t *)(uintptr_t)addr;
         for (size_t i = 0; i < n; i++)
-            __atomic_fetch_add(&p[i], RELEASE_DELTA, __ATOMIC_ACQ_REL);
+            __atomic_fetch_add(&p[i], GIN_RELEASE_DELTA, __ATOMIC_ACQ_REL);
         return 0;
     }
     uint64_t *v = malloc(n * sizeof(*v));
@@ -140,13 +140,13 @@ static int bump(const struct target *t, uint64_t addr, size_t n, char *err, size
         snprintf(err, el, "out of memory");
         return -1;
     }
-    int rc = gpu_io(t, addr, v, n * sizeof(*v), 0, err, el);
+    int rc = side_io(cuda_dev, addr, v, n * sizeof(*v), 0, err, el);
     for (size_t i = 0; rc == 0 && i < n; i++)
-        v[i] += RELEASE_DELTA;
+        v[i] += GIN_RELEASE_DELTA;
     if (rc == 0)
-        rc = gpu_io(t, addr, v, n * sizeof(*v), 1, err, el);
+        rc = side_io(cuda_dev, addr, v, n * sizeof(*v), 1, err, el);
     free(v);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 /* One look at a target: 1 while it runs on, 0 once done. */
@@ -162,8 +162,8 @@ static int step(struct target *t)
         t->posts = posts + 1;       /* bump at once */
     }
     if (rc == 0 && posts != t->posts) {
-        if ((rc = bump(t, t->q.sig, t->q.nsig, err, sizeof(err))) == 0)
-            rc = bump(t, t->q.cnt, t->q.ncnt, err, sizeof(err));
+        if ((rc = gin_release_advance(t->q.cuda_dev, t->q.sig, t->q.nsig, err, sizeof(err))) == 0)
+            rc = gin_release_advance(t->q.cuda_dev, t->q.cnt, t->q.ncnt, err, sizeof(err));
         t->posts = posts;
         t->last = now;
         t->bumps++;

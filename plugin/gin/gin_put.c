@@ -718,6 +718,7 @@ ncclResult_t gin_lane_put(struct gin_coll *c, struct gin_lane *l, const char *wh
                  what, (unsigned long long)sig_off, rank, (unsigned long long)sig->len[rank]);
             return ncclInvalidArgument;
         }
+        gin_rma_release_note_signal(sig, sig_off);   /* what a failure release advances */
         t.has_signal = 1;
         t.sig_raddr = sig->addr[rank] + sig_off;
         t.sig_rkey = sig->rkey[rank];

@@ -203,12 +203,14 @@ ncclResult_t gin_rma_iput_signal(void *rma_ctx, int context, uint64_t src_off, v
         WARN("NET/railnet/RMA: iputSignal: no signal window (NULL)");
         return ncclInvalidArgument;
     }
-    struct gin_mr *sm = gin_mr_of(c, sig_mh, "iputSignal");
-    if (!sm)
-        return ncclInvalidArgument;
-    gin_rma_release_note_signal(sm, sig_off);
-    if (c->error)
+    if (c->error) {
+        /* gin_lane_put notes the signal words of live requests */
+        struct gin_mr *sm = gin_mr_of(c, sig_mh, "iputSignal");
+        if (!sm)
+            return ncclInvalidArgument;
+        gin_rma_release_note_signal(sm, sig_off);
         return gin_lane_failed_request(c, l, rank, request);
+    }
     return gin_lane_put(c, l, "iputSignal", src_off, src_mh, size, dst_off, dst_mh, rank, sig_off, sig_mh,
                         sig_value, sig_op, request);
 }

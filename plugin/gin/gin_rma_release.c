@@ -13,11 +13,11 @@
  * - every word of a window NCCL registered with NCCL_NET_MR_FLAG_FORCE_SO
  *   (its GIN proxy's signal buffers), and the words of other windows that
  *   this rank's own iputSignal named (VA signals; at most GIN_RELEASE_OFFS
- *   a window), advance by RELEASE_DELTA;
+ *   a window), advance by GIN_RELEASE_DELTA;
  * - again whenever the kernels posted since (a kernel reads a signal, puts,
  *   then waits for it to grow by up to the rank count: nccl-tests' alltoall,
- *   NCCL's GIN barrier), and every RELEASE_IDLE_S in any case, for
- *   RELEASE_MAX_S at most: one bump per kernel keeps NCCL's 32-bit rolling
+ *   NCCL's GIN barrier), and every RELEASE_IDLE_NS in any case, for
+ *   RELEASE_MAX_NS at most: one bump per kernel keeps NCCL's 32-bit rolling
  *   compares on the "reached" side.
  * It runs in rmaProgress, that is on NCCL's GIN progress thread while NCCL
  * still drives the context, and under the collComm's window lock: a window
@@ -25,28 +25,15 @@
  * GPU memory is read and written from a side context (cudawrap_side_copy),
  * which never waits for the application's kernels. */
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#include "cudawrap.h"
+#include "comm.h"
 #include "gin.h"
 #include "log.h"
 
-#define RELEASE_DELTA (1ull << 16)
-#define RELEASE_MIN_GAP_S 0.001     /* at most one round a millisecond */
-#define RELEASE_IDLE_S 0.05         /* a round this often even without posts */
-#define RELEASE_MAX_S 60.0
-#define RELEASE_COPY_MS 500
-#define RELEASE_MAX_WINDOW (16u << 20)   /* a strict window larger than this is user data, not signals */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#define RELEASE_MIN_GAP_NS 1000000ull     /* at most one round a millisecond */
+#define RELEASE_IDLE_NS 50000000ull       /* a round this often even without posts */
+#define RELEASE_MAX_NS 60000000000ull
+#define RELEASE_MAX_WINDOW (16u << 20)    /* a strict window larger than this is user data, not signals */
 
 void gin_rma_release_note_signal(struct gin_mr *m, uint64_t off)
 {
@@ -62,34 +49,11 @@ void gin_rma_release_note_signal(struct gin_mr *m, uint64_t off)
     __atomic_store_n(&m->nsig_offs, n + 1, __ATOMIC_RELEASE);
 }
 
-/* Adds RELEASE_DELTA to the n words at addr of window m's memory. */
+/* Advances n words at addr of window m's memory; CUDA memory the driver
+ * placed on no GPU is left alone. */
 static int bump_words(const struct gin_mr *m, uint64_t addr, size_t n, char *err, size_t el)
 {
-    if (m->cuda_dev == -2)
-        return 0;           /* CUDA memory the driver placed on no GPU: left alone */
-    if (m->cuda_dev < 0) {
-        uint64_t *p = (uint64_t *)(uintptr_t)addr;
-        for (size_t i = 0; i < n; i++)
-            __atomic_fetch_add(&p[i], RELEASE_DELTA, __ATOMIC_ACQ_REL);
-        return 0;
-    }
-    const struct cudawrap *cu = cudawrap_get(err, el);
-    if (!cu)
-        return -1;
-    uint64_t *v = malloc(n * sizeof(*v));
-    if (!v) {
-        snprintf(err, el, "out of memory");
-        return -1;
-    }
-    int rc = cudawrap_side_copy(cu, m->cuda_dev, (cudawrap_devptr)addr, v, n * sizeof(*v), 0, RELEASE_COPY_MS, err,
-                                el);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        v[i] += RELEASE_DELTA;
-    if (rc == 0)
-        rc = cudawrap_side_copy(cu, m->cuda_dev, (cudawrap_devptr)addr, v, n * sizeof(*v), 1, RELEASE_COPY_MS, err,
-                                el);
-    free(v);
-    return rc < 0 ? -1 : 0;
+    return m->cuda_dev == -2 ? 0 : gin_release_advance(m->cuda_dev, addr, n, err, el);
 }
 
 /* One round over the collComm's windows; the count of words advanced. */
@@ -122,23 +86,23 @@ void gin_rma_release_step(struct gin_coll *c)
     if (!__atomic_load_n(&c->errors_by_query, __ATOMIC_ACQUIRE) ||
         __atomic_exchange_n(&c->rel_busy, 1, __ATOMIC_ACQ_REL))
         return;
-    double now = now_s();
+    uint64_t now = comm_now_ns();
     uint64_t posts = __atomic_load_n(&c->fail_posts, __ATOMIC_RELAXED);
-    int first = c->rel_start == 0;
+    int first = c->rel_start_ns == 0;
     if (first)
-        c->rel_start = now;
-    int due = first || (now - c->rel_last >= RELEASE_MIN_GAP_S &&
-                        (posts != c->rel_posts || now - c->rel_last >= RELEASE_IDLE_S));
-    if (due && now - c->rel_start <= RELEASE_MAX_S) {
+        c->rel_start_ns = now;
+    int due = first || (now - c->rel_last_ns >= RELEASE_MIN_GAP_NS &&
+                        (posts != c->rel_posts || now - c->rel_last_ns >= RELEASE_IDLE_NS));
+    if (due && !c->rel_stopped && now - c->rel_start_ns <= RELEASE_MAX_NS) {
         char err[256] = "";
         long words = round_of(c, err, sizeof(err));
         c->rel_posts = posts;
-        c->rel_last = now;
+        c->rel_last_ns = now;
         c->rel_rounds++;
         if (words < 0) {
             WARN("NET/railnet/RMA: device %s, rank %d: advancing the failed collComm's signals stopped: %s",
                  c->dev_name, c->rank, err);
-            c->rel_start = now - RELEASE_MAX_S - 1;    /* no further rounds */
+            c->rel_stopped = 1;    /* no further rounds */
         } else if (first) {
             WARN("NET/railnet/RMA: device %s, rank %d: the collComm failed: its signals (%ld words) are advanced "
                  "while NCCL drives it, so that kernels waiting on them end (NCCL gives an application's device "
