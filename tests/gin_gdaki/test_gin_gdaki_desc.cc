@@ -47,11 +47,14 @@ static uint32_t be_bytes(uint8_t a, uint8_t b, uint8_t c, uint8_t d)
     return v;
 }
 
-static void qp_image_matches_what_the_device_code_reads()
+/* The queue both layouts' QP images are checked against: 512 slots, 1024
+ * CQEs, QP 0x0a0b0c, CQ 0x412, in GPU memory. */
+static uint8_t sq[512 * 64], cq[1024 * 64];
+static uint32_t dbr[2], cq_dbr[2];
+static uint64_t uar;
+
+static struct gin_gdaki_queue test_queue()
 {
-    static uint8_t sq[512 * 64], cq[1024 * 64];
-    static uint32_t dbr[2], cq_dbr[2];
-    static uint64_t uar;
     struct gin_gdaki_queue q = {};
     q.sq = sq;
     q.sq_log = 9;
@@ -63,6 +66,12 @@ static void qp_image_matches_what_the_device_code_reads()
     q.cqn = 0x000412;
     q.qpn = 0x0a0b0c;
     q.gpu = 1;
+    return q;
+}
+
+static void qp_image_matches_what_the_device_code_reads()
+{
+    struct gin_gdaki_queue q = test_queue();
     struct rn_doca_qp img;
     std::memset(&img, 0xee, sizeof(img));   /* every byte must be written */
     gin_gdaki_qp_image(&q, &img);
@@ -110,20 +119,7 @@ static void qp_image_matches_what_the_device_code_reads()
 
 static void qp_image_v200_matches_nccl_2_30()
 {
-    static uint8_t sq[512 * 64], cq[1024 * 64];
-    static uint32_t dbr[2], cq_dbr[2];
-    static uint64_t uar;
-    struct gin_gdaki_queue q = {};
-    q.sq = sq;
-    q.sq_log = 9;
-    q.sq_dbrec = &dbr[1];
-    q.db = &uar;
-    q.cq = cq;
-    q.cq_log = 10;
-    q.cq_dbrec = cq_dbr;
-    q.cqn = 0x000412;
-    q.qpn = 0x0a0b0c;
-    q.gpu = 1;
+    struct gin_gdaki_queue q = test_queue();
     uint8_t raw[sizeof(struct rn_doca_qp_v200)];
     std::memset(raw, 0xee, sizeof(raw));    /* every byte must be written */
     EXPECT("layout 200: a QP descriptor of 296 bytes", 296, gin_gdaki_qp_size(RN_GIN_GDAKI_V200));

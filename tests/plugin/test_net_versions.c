@@ -697,6 +697,19 @@ static void gin14_ids(int d, int *rail, int *plane)
         EXPECT_EQ_INT((rail), (got_rail));                                                                       \
         EXPECT_EQ_INT((plane), (got_plane));                                                                     \
     } while (0)
+/* Device d's ids as net v12 (vnet *n) and GIN v14 report them. */
+#define EXPECT_V12_IDS(n, d, rail, plane)                                                                        \
+    do {                                                                                                         \
+        int got_rail_, got_plane_;                                                                               \
+        v12_ids((n), (d), &got_rail_, &got_plane_);                                                              \
+        EXPECT_IDS(rail, plane, got_rail_, got_plane_);                                                          \
+    } while (0)
+#define EXPECT_GIN14_IDS(d, rail, plane)                                                                         \
+    do {                                                                                                         \
+        int got_rail_, got_plane_;                                                                               \
+        gin14_ids((d), &got_rail_, &got_plane_);                                                                 \
+        EXPECT_IDS(rail, plane, got_rail_, got_plane_);                                                          \
+    } while (0)
 
 TAP_CASE(test_v12_and_gin_v14_report_each_devices_rail_and_plane)
 {
@@ -706,23 +719,17 @@ TAP_CASE(test_v12_and_gin_v14_report_each_devices_rail_and_plane)
     if (vnet_load(&n, 12, -1, NULL))
         TAP_SKIP("the plugin or softnic is not available");
     EXPECT_EQ_INT(2, ndevices(&n));
-    int rail, plane;
-    v12_ids(&n, 0, &rail, &plane);
-    EXPECT_IDS(3, 1, rail, plane);
-    v12_ids(&n, 1, &rail, &plane);
-    EXPECT_IDS(4, 2, rail, plane);
-    gin14_ids(0, &rail, &plane);
-    EXPECT_IDS(3, 1, rail, plane);
-    gin14_ids(1, &rail, &plane);
-    EXPECT_IDS(4, 2, rail, plane);
+    EXPECT_V12_IDS(&n, 0, 3, 1);
+    EXPECT_V12_IDS(&n, 1, 4, 2);
+    EXPECT_GIN14_IDS(0, 3, 1);
+    EXPECT_GIN14_IDS(1, 4, 2);
     /* NCCL's fusion of one device keeps its ids; of two NICs it is refused
      * (railnet stripes over one NIC's ports only) whatever their rails */
     int d = -1;
     const int one[1] = { 1 };
     EXPECT_EQ_INT(ncclSuccess, make_vdev(&n, &d, 1, one));
     EXPECT_EQ_INT(2, d);
-    v12_ids(&n, 2, &rail, &plane);
-    EXPECT_IDS(4, 2, rail, plane);
+    EXPECT_V12_IDS(&n, 2, 4, 2);
     EXPECT_STREQ("", logbuf);
 }
 
@@ -733,13 +740,9 @@ TAP_CASE(test_ports_without_rail_or_plane_report_undefined)
     struct vnet n;
     if (vnet_load(&n, 12, -1, NULL))
         TAP_SKIP("the plugin or softnic is not available");
-    int rail, plane;
-    v12_ids(&n, 0, &rail, &plane);
-    EXPECT_IDS(3, NCCL_NET_ID_UNDEF, rail, plane);
-    v12_ids(&n, 1, &rail, &plane);
-    EXPECT_IDS(NCCL_NET_ID_UNDEF, NCCL_NET_ID_UNDEF, rail, plane);
-    gin14_ids(0, &rail, &plane);
-    EXPECT_IDS(3, NCCL_NET_ID_UNDEF, rail, plane);
+    EXPECT_V12_IDS(&n, 0, 3, NCCL_NET_ID_UNDEF);
+    EXPECT_V12_IDS(&n, 1, NCCL_NET_ID_UNDEF, NCCL_NET_ID_UNDEF);
+    EXPECT_GIN14_IDS(0, 3, NCCL_NET_ID_UNDEF);
     EXPECT_STREQ("", logbuf);
 }
 
@@ -758,9 +761,7 @@ static void expect_merged_ids(const char *hca, int rail, int plane)
     EXPECT_EQ_INT(ncclSuccess, ((const ncclNet_v12_t *)n.t)->getProperties(0, &p));
     EXPECT_STREQ("softnic0", p.name);
     EXPECT_IDS(rail, plane, p.railId, p.planeId);
-    int grail, gplane;
-    gin14_ids(0, &grail, &gplane);
-    EXPECT_IDS(rail, plane, grail, gplane);
+    EXPECT_GIN14_IDS(0, rail, plane);
     EXPECT_STREQ("", logbuf);
 }
 
@@ -800,22 +801,16 @@ TAP_CASE(test_a_virtual_device_over_different_rails_has_no_rail)
     if (vnet_load(&n, 12, -1, NULL))
         TAP_SKIP("the plugin or softnic is not available");
     EXPECT_EQ_INT(2, ndevices(&n));
-    int rail, plane;
-    v12_ids(&n, 0, &rail, &plane);
-    EXPECT_IDS(1, 0, rail, plane);
-    v12_ids(&n, 1, &rail, &plane);
-    EXPECT_IDS(2, 0, rail, plane);
-    gin14_ids(1, &rail, &plane);
-    EXPECT_IDS(2, 0, rail, plane);
+    EXPECT_V12_IDS(&n, 0, 1, 0);
+    EXPECT_V12_IDS(&n, 1, 2, 0);
+    EXPECT_GIN14_IDS(1, 2, 0);
     int d = -1;
     const int both[2] = { 0, 1 };
     EXPECT_EQ_INT(ncclSuccess, make_vdev(&n, &d, 2, both));
     EXPECT_EQ_INT(2, d);
-    v12_ids(&n, 2, &rail, &plane);
-    EXPECT_IDS(NCCL_NET_ID_UNDEF, 0, rail, plane);
+    EXPECT_V12_IDS(&n, 2, NCCL_NET_ID_UNDEF, 0);
     /* GIN's devices stay the physical ones and keep their ids */
-    gin14_ids(0, &rail, &plane);
-    EXPECT_IDS(1, 0, rail, plane);
+    EXPECT_GIN14_IDS(0, 1, 0);
     EXPECT_STREQ("", logbuf);
 }
 
@@ -826,11 +821,10 @@ TAP_CASE(test_a_virtual_device_over_one_rail_keeps_it)
     struct vnet n;
     if (vnet_load(&n, 12, -1, NULL))
         TAP_SKIP("the plugin or softnic is not available");
-    int d = -1, rail, plane;
+    int d = -1;
     const int both[2] = { 1, 0 };
     EXPECT_EQ_INT(ncclSuccess, make_vdev(&n, &d, 2, both));
-    v12_ids(&n, d, &rail, &plane);
-    EXPECT_IDS(1, NCCL_NET_ID_UNDEF, rail, plane);
+    EXPECT_V12_IDS(&n, d, 1, NCCL_NET_ID_UNDEF);
     EXPECT_STREQ("", logbuf);
 }
 
