@@ -1,12 +1,14 @@
 #!/bin/sh
-# tests/gpu/nccl_tests_builds.sh: tests/gpu/nccl_tests.sh again under every
-# NCCL that scripts/build-nccl built and scripts/gpu-stage staged
-# ($top_builddir/nccl-VERSION, e.g. 2.29.7 and 2.30.7) with nccl-tests built
-# against it ($top_builddir/nccl-tests-VERSION: scripts/build-nccl-tests
-# --nccl build/nccl-VERSION --out build/nccl-tests-VERSION), as nccl-tests'
-# device-API code is compiled against one NCCL's headers. Each case keeps
-# its name behind nccl<VERSION>_; logs go to nccl-VERSION/ of the log
-# directory. NCCL_TESTS_BUILDS="2.30.7 ..." picks versions.
+# tests/gpu/nccl_tests_builds.sh: tests/gpu/nccl_tests.sh and
+# tests/gpu/nccl_rma.sh again under every NCCL that scripts/build-nccl built
+# and scripts/gpu-stage staged ($top_builddir/nccl-VERSION, e.g. 2.29.7 and
+# 2.30.7) with nccl-tests built against it ($top_builddir/nccl-tests-VERSION:
+# scripts/build-nccl-tests --nccl build/nccl-VERSION --out
+# build/nccl-tests-VERSION), as nccl-tests' device-API code is compiled
+# against one NCCL's headers. Each case keeps its name behind
+# nccl<VERSION>_; logs go to nccl-VERSION/ of
+# the log directory. NCCL_TESTS_BUILDS="2.30.7 ..." picks versions,
+# NCCL_BUILDS_TESTS ("nccl_tests.sh nccl_rma.sh") the scripts.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 found=
@@ -22,23 +24,26 @@ fi
 for v in $found; do
     out=$JOBDIR/nccl-$v
     mkdir -p "$out"
-    RAILNET_GPU_LOGDIR=$out NCCL_TESTS_DIR=$top_builddir/nccl-tests-$v NCCL_TORCH_LIB=$top_builddir/nccl-$v/lib \
-        sh "$top_srcdir/tests/gpu/nccl_tests.sh" >"$out/nccl_tests.tap" 2>&1
-    rc=$?
-    # the child's results, renumbered and named for the NCCL they ran
-    while IFS= read -r line; do
-        case $line in
-            "1..0 # SKIP"*) tap_skip "nccl${v}_nccl_tests" "${line#1..0 # SKIP }" ;;
-            "ok "*" - "*) rest=${line#ok * - }; TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - nccl${v}_$rest" ;;
-            "not ok "*" - "*)
-                rest=${line#not ok * - }; TAP_N=$((TAP_N + 1)); TAP_FAILED=$((TAP_FAILED + 1))
-                echo "not ok $TAP_N - nccl${v}_$rest" ;;
-            "#"*) echo "$line" ;;
-        esac
-    done <"$out/nccl_tests.tap"
-    if [ $rc -ne 0 ] && ! grep -q '^not ok' "$out/nccl_tests.tap"; then
-        tap_not_ok "nccl${v}_nccl_tests_exit_status" "exit $rc; $(tail -n 5 "$out/nccl_tests.tap")"
-    fi
+    for t in ${NCCL_BUILDS_TESTS:-nccl_tests.sh nccl_rma.sh}; do
+        pre=nccl${v}_
+        RAILNET_GPU_LOGDIR=$out NCCL_TESTS_DIR=$top_builddir/nccl-tests-$v NCCL_TORCH_LIB=$top_builddir/nccl-$v/lib \
+            sh "$top_srcdir/tests/gpu/$t" >"$out/${t%.sh}.tap" 2>&1
+        rc=$?
+        # the child's results, renumbered and named for the NCCL they ran
+        while IFS= read -r line; do
+            case $line in
+                "1..0 # SKIP"*) tap_skip "$pre${t%.sh}" "${line#1..0 # SKIP }" ;;
+                "ok "*" - "*) rest=${line#ok * - }; TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $pre$rest" ;;
+                "not ok "*" - "*)
+                    rest=${line#not ok * - }; TAP_N=$((TAP_N + 1)); TAP_FAILED=$((TAP_FAILED + 1))
+                    echo "not ok $TAP_N - $pre$rest" ;;
+                "#"*) echo "$line" ;;
+            esac
+        done <"$out/${t%.sh}.tap"
+        if [ $rc -ne 0 ] && ! grep -q '^not ok' "$out/${t%.sh}.tap"; then
+            tap_not_ok "$pre${t%.sh}_exit_status" "exit $rc; $(tail -n 5 "$out/${t%.sh}.tap")"
+        fi
+    done
 done
 tap_plan "$TAP_N"
 tap_done
