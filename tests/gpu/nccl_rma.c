@@ -18,7 +18,8 @@
  *
  * The binary is built against whichever nccl.h configure found (2.28 has no
  * host RMA API): the three calls are looked up at run time and the job
- * skips, saying so, where the NCCL that runs lacks them. */
+ * skips, saying so, where the NCCL that runs lacks them or, as 2.29 does,
+ * has them but loads no RMA table from a plugin. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include "plugin/ib/parse.h"
@@ -297,6 +298,11 @@ int main(int argc, char **argv)
     ncclGetVersion(&nv);
     if (!api.put_signal || !api.signal || !api.wait_signal) {
         printf("1..0 # SKIP NCCL %d has no host-initiated RMA API (ncclPutSignal: NCCL 2.30 and later)\n", nv);
+        return 0;
+    }
+    if (nv < 23000) { /* 2.29 has the calls, but its RMA proxy is NCCL's own IB: no plugin table */
+        printf("1..0 # SKIP NCCL %d carries host-initiated RMA to network peers only through its own IB "
+               "transport (RMA plugin tables: NCCL 2.30 and later)\n", nv);
         return 0;
     }
     if (probe) {
