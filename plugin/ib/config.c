@@ -26,6 +26,7 @@ static struct rn_config cfg = {
     .gdr_flush = RN_AUTO,
     .handshake_timeout = 60,
     .failover = 1,
+    .rail_from_pci = 1,
     /* A GIN send queue holds 520 work requests; one completion per 32 of
      * them keeps the CQ and this thread's polling ~30x below one per put
      * while a stream still retires every few microseconds on a NIC. */
@@ -59,6 +60,7 @@ struct var {
 static const struct var vars[] = {
     STRV("RAILNET_IBVERBS_LIB", ibverbs_lib, "a path to libibverbs.so.1"),
     STRV("RAILNET_HCA", hca, "device[:port[:rail[:plane]]] list, ^ to exclude, = for exact names"),
+    INTV("RAILNET_RAIL_FROM_PCI", K_INT, 0, 1, rail_from_pci, "0 or 1"),
     STRV("RAILNET_OOB_ADDR", oob_addr, "an IPv4 or IPv6 address of this host"),
     INTV("RAILNET_GID_INDEX", K_AUTO, 0, 255, gid_index, "auto or 0..255"),
     INTV("RAILNET_MERGE_PORTS", K_AUTO, 0, 1, merge_ports, "auto, 0 or 1"),

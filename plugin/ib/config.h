@@ -16,6 +16,8 @@
 struct rn_config {
     char ibverbs_lib[256];  /* RAILNET_IBVERBS_LIB: "" = libibverbs.so.1 */
     char hca[1024];         /* RAILNET_HCA: device:port:rail:plane list, "" = all (devices.h) */
+    int rail_from_pci;      /* RAILNET_RAIL_FROM_PCI: 1 (default) a port RAILNET_HCA gives no rail takes
+                             * the PCI topology's (rail_topo.h), 0 it stays undefined */
     char oob_addr[64];      /* RAILNET_OOB_ADDR: IP the TCP bootstrap listens on, "" = the port's */
     int gid_index;          /* RAILNET_GID_INDEX: -1 auto (RoCE v2 + IPv4), 0..255 */
     int merge_ports;        /* RAILNET_MERGE_PORTS: -1 auto, 0, 1 */

@@ -14,6 +14,7 @@
 #include "hostlink.h"
 #include "ibvwrap.h"
 #include "log.h"
+#include "rail_topo.h"
 
 static struct rn_device devs[DEVICES_MAX];
 static int ndevs;      /* entries in devs[]: physical ones, then virtual ones (read with acquire) */
@@ -260,7 +261,9 @@ struct found_port {
     struct qp_port qp;
     int speed;
     uint32_t max_msg;   /* the port's max_msg_sz */
-    int rail, plane;    /* of the RAILNET_HCA entry that took it; -1 undefined */
+    int rail, plane;    /* of the RAILNET_HCA entry that took it (a rail else the PCI
+                         * topology's: take_pci_rail); -1 undefined */
+    int rail_from_pci;  /* 1: the entry gave no rail, rail is the PCI topology's */
 };
 
 /* The bytes of one RDMA WRITE on a device whose ports take max_msg each:
@@ -319,8 +322,32 @@ static const char *ids_text(const struct rn_device *r, char *buf, size_t len)
     return buf;
 }
 
+/* The same for a physical device made of ports p[0..np), saying where a
+ * rail asked of the PCI topology came from, or why there is none (pci_why:
+ * rail_topo_rail's words). */
+static const char *port_ids_text(const struct rn_device *r, const struct found_port *p, int np, const char *pci_why,
+                                 char *buf, size_t len)
+{
+    int asked = 0, pci_rail = -1;
+    for (int i = 0; i < np; i++)
+        if (p[i].rail_from_pci)
+            asked = 1, pci_rail = p[i].rail;
+    buf[0] = '\0';
+    if (r->rail_id >= 0)
+        snprintf(buf, len, ", rail %d%s%s%s", r->rail_id, asked ? " (from PCI: " : "", asked ? pci_why : "",
+                 asked ? ")" : "");
+    else if (asked)
+        snprintf(buf, len, ", rail undefined (%s)", pci_rail < 0 ? pci_why : "its ports' rails differ");
+    if (r->plane_id >= 0) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, ", plane %d", r->plane_id);
+    }
+    return buf;
+}
+
 static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv_pd *pd,
-                       const struct ibv_device_attr *da, struct found_port *p, int np, int merged, int split)
+                       const struct ibv_device_attr *da, struct found_port *p, int np, int merged, int split,
+                       const char *pci_why)
 {
     const struct ibvwrap *v = ibvwrap_global();
     if (ndevs >= DEVICES_MAX)
@@ -371,12 +398,34 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
         size_t at = strlen(ports);
         snprintf(ports + at, sizeof(ports) - at, "%s%u", i ? "+" : "", p[i].qp.port_num);
     }
-    char capped[96] = "", ids[48];
+    char capped[96] = "", ids[RAIL_TOPO_WHY_LEN + 64];
     if (r->speed_mbps < ports_mbps)
         snprintf(capped, sizeof(capped), ": ports %d Mb/s, capped by its PCIe link %s", ports_mbps, link);
     INFO(NCCL_NET | NCCL_INIT, "NET/railnet: device %d: %s port %s (%s, %d Mb/s%s%s)%s, pci %s", ndevs - 1, r->name,
          ports, r->link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "RoCE", r->speed_mbps, capped,
-         merged ? ", ports merged" : "", ids_text(r, ids, sizeof(ids)), r->pci_path ? r->pci_path : "unknown");
+         merged ? ", ports merged" : "", port_ids_text(r, p, np, pci_why, ids, sizeof(ids)),
+         r->pci_path ? r->pci_path : "unknown");
+}
+
+/* The ports of p[0..np) RAILNET_HCA gave no rail take the one the PCI
+ * topology gives the NIC (rail_topo.h), or stay undefined; why[] receives
+ * its words. Nothing is asked with RAILNET_RAIL_FROM_PCI=0. */
+static void take_pci_rail(struct ibv_device *d, struct found_port *p, int np, char *why, size_t whylen)
+{
+    int need = 0;
+    why[0] = '\0';
+    for (int i = 0; i < np; i++)
+        need |= p[i].rail < 0;
+    if (!need || !rn_config()->rail_from_pci)
+        return;
+    char *pci = pci_path_of(d);
+    int rail = rail_topo_rail(d->ibdev_path, pci, DEVICES_ID_MAX, why, whylen);
+    free(pci);
+    for (int i = 0; i < np; i++)
+        if (p[i].rail < 0) {
+            p[i].rail = rail;
+            p[i].rail_from_pci = 1;
+        }
 }
 
 static int merge_decision(const char *name, struct found_port *p, int np)
@@ -458,12 +507,14 @@ static void scan_device(struct ibv_device *d, const struct devices_hca *hca)
         v->close_device(ctx);
         return;
     }
+    char pci_why[RAIL_TOPO_WHY_LEN];
+    take_pci_rail(d, found, nf, pci_why, sizeof(pci_why));
     if (merge_decision(name, found, nf)) {
-        add_device(d, ctx, pd, &da, found, nf, 1, 0);
+        add_device(d, ctx, pd, &da, found, nf, 1, 0, pci_why);
         return;
     }
     for (int i = 0; i < nf; i++)
-        add_device(d, ctx, pd, &da, &found[i], 1, 0, nf > 1);
+        add_device(d, ctx, pd, &da, &found[i], 1, 0, nf > 1, pci_why);
 }
 
 ncclResult_t devices_init(devices_gpu_probe_fn probe)

@@ -10,7 +10,10 @@
  * device is not an error: the count is 0 and one INFO line says why.
  *
  * Rail and plane (net v12's railId/planeId): each port takes those of the
- * RAILNET_HCA entry that took it (devices_hca_match); a device of several
+ * RAILNET_HCA entry that took it (devices_hca_match); a port the entry
+ * gives no rail takes the one the host's PCI topology gives its NIC
+ * (rail_topo.h; not with RAILNET_RAIL_FROM_PCI=0), and the device's INFO
+ * line says which GPU gave it or why there is none; a device of several
  * ports or parts keeps each only when all parts have the same value
  * (devices_id_combine), else -1, so that NCCL's search never sees a rail or
  * plane that one of the device's ports is not on.
@@ -63,7 +66,8 @@ struct rn_device {
     struct oob_addr oob;     /* where listen binds */
     int nparts;              /* physical devices it is made of (vProps): itself, or a virtual device's */
     int parts[DEVICES_MAX_PARTS];
-    int rail_id, plane_id;   /* from RAILNET_HCA; -1 undefined (merged parts: devices_id_combine) */
+    int rail_id, plane_id;   /* from RAILNET_HCA, a rail else from PCI; -1 undefined (merged parts:
+                              * devices_id_combine) */
 };
 
 /* The newest properties NCCL asks for (net v12's fields); each table's face

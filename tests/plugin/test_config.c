@@ -1,16 +1,22 @@
 /* tests/plugin/test_config.c: the pure parts of the core: RAILNET_* value
  * parsers, the RAILNET_HCA filter (ports, rails and planes, the WARNs of bad
- * entries), port speed from verbs codes. */
+ * entries), port speed from verbs codes, a NIC's rail from hand-made sysfs
+ * trees (rail_topo: what softnic's views do not show). */
 #include "../tap.h"
 #include "plugin/ib/config.h"
 #include "plugin/ib/devices.h"
 #include "plugin/ib/hostlink.h"
 #include "plugin/ib/log.h"
 #include "plugin/ib/parse.h"
+#include "plugin/ib/rail_topo.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 TAP_CASE(test_parse_int_in_range_and_rejects_junk)
 {
@@ -341,4 +347,153 @@ TAP_CASE(test_pcie_link_from_sysfs_texts)
     EXPECT_EQ_U64(0, hostlink_mbps("/nonexistent", NULL, 0));
 }
 
-int main(int argc, char **argv) { return tap_run(argc, argv); }
+/* ---- rail_topo on hand-made sysfs trees ---- */
+
+static char tmp_top[] = "/tmp/railnet_topo_XXXXXX"; /* made by main, one tree per case under it */
+static char tree[PATH_MAX];                          /* this case's, resolved */
+
+static void mkdir_p(const char *path)
+{
+    char at[PATH_MAX + 256];
+    snprintf(at, sizeof(at), "%s", path);
+    for (char *p = at + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(at, 0755);
+            *p = '/';
+        }
+    mkdir(at, 0755);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[PATH_MAX + 320];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    EXPECT_TRUE(f != NULL);
+    fprintf(f, "%s\n", text);
+    fclose(f);
+}
+
+/* A PCI function at <tree>/devices/<path> of that vendor and class, linked
+ * from bus/pci/devices as sysfs links it. */
+static void topo_fn(const char *path, const char *vendor, const char *class)
+{
+    char dir[PATH_MAX + 256], links[PATH_MAX + 32], link[PATH_MAX + 320], target[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/devices/%.200s", tree, path);
+    mkdir_p(dir);
+    write_text(dir, "vendor", vendor);
+    write_text(dir, "class", class);
+    snprintf(links, sizeof(links), "%s/bus/pci/devices", tree);
+    mkdir_p(links);
+    snprintf(link, sizeof(link), "%s/%.200s", links, strrchr(path, '/') + 1);
+    snprintf(target, sizeof(target), "../../../devices/%s", path);
+    EXPECT_EQ_INT(0, symlink(target, link));
+}
+
+static void topo_tree(const char *name)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/%s", tmp_top, name);
+    mkdir_p(dir);
+    EXPECT_TRUE(realpath(dir, tree) != NULL);
+}
+
+/* rail_topo_rail of <tree>/class/infiniband/nic0 whose PCI function is
+ * <tree>/devices/<nic> (resolved, as devices.c passes it). */
+static int topo_rail(const char *nic, int max, char *why, size_t whylen)
+{
+    char ib[PATH_MAX + 32], fn[PATH_MAX + 32];
+    snprintf(ib, sizeof(ib), "%s/class/infiniband/nic0", tree);
+    snprintf(fn, sizeof(fn), "%s/devices/%s", tree, nic);
+    char *real = realpath(fn, NULL);
+    EXPECT_TRUE(real != NULL);
+    int rail = rail_topo_rail(ib, real, max, why, whylen);
+    free(real);
+    return rail;
+}
+
+#define BRIDGE "0x8086", "0x060400"
+#define SW "pci0000:00/0000:00:01.0/0000:10:00.0"
+
+/* Only NVIDIA 3D and VGA functions are GPUs (not an NVSwitch's bridge
+ * function, not another vendor's GPU), numbered by domain, bus, device,
+ * function whatever the order of bus/pci/devices. */
+TAP_CASE(test_rail_topo_numbers_nvidia_gpus_in_bus_order)
+{
+    char why[RAIL_TOPO_WHY_LEN];
+    topo_tree("order");
+    topo_fn("pci0000:00/0000:00:01.0", BRIDGE);
+    topo_fn(SW, BRIDGE);
+    topo_fn(SW "/0000:11:00.0", BRIDGE);
+    topo_fn(SW "/0000:11:00.0/0000:12:00.0", "0x15b3", "0x020700");
+    topo_fn(SW "/0000:11:01.0", BRIDGE);
+    topo_fn(SW "/0000:11:01.0/0000:13:00.0", "0x10de", "0x068000");
+    topo_fn(SW "/0000:11:02.0", BRIDGE);
+    topo_fn(SW "/0000:11:02.0/0000:14:00.0", "0x1002", "0x030000");
+    topo_fn(SW "/0000:11:03.0", BRIDGE);
+    topo_fn(SW "/0000:11:03.0/0000:15:00.0", "0x10de", "0x030000");
+    topo_fn("pci0001:00/0001:00:01.0", BRIDGE);
+    topo_fn("pci0001:00/0001:00:01.0/0001:01:00.0", "0x10de", "0x030200");
+    topo_fn("pci0000:00/0000:00:02.0", BRIDGE);
+    topo_fn("pci0000:00/0000:00:02.0/0000:05:00.0", "0x10DE", "0x030200");
+    EXPECT_EQ_INT(1, topo_rail(SW "/0000:11:00.0/0000:12:00.0", 100, why, sizeof(why)));
+    EXPECT_STREQ("GPU 1 of 3, 0000:15:00.0, shares its PCIe switch 0000:10:00.0", why);
+    EXPECT_EQ_INT(-1, topo_rail(SW "/0000:11:00.0/0000:12:00.0", 0, why, sizeof(why)));
+    EXPECT_STREQ("the GPU on its PCIe switch, 0000:15:00.0, is number 1, above 0", why);
+}
+
+/* A NIC on a root port is on no switch: a GPU on another root port of the
+ * same root complex is not taken for its neighbour. */
+TAP_CASE(test_rail_topo_never_guesses_across_a_root_complex)
+{
+    char why[RAIL_TOPO_WHY_LEN];
+    topo_tree("root");
+    topo_fn("pci0000:00/0000:00:01.0", BRIDGE);
+    topo_fn("pci0000:00/0000:00:01.0/0000:01:00.0", "0x15b3", "0x020700");
+    topo_fn("pci0000:00/0000:00:02.0", BRIDGE);
+    topo_fn("pci0000:00/0000:00:02.0/0000:02:00.0", "0x10de", "0x030200");
+    EXPECT_EQ_INT(-1, topo_rail("pci0000:00/0000:00:01.0/0000:01:00.0", 100, why, sizeof(why)));
+    EXPECT_STREQ("its PCI function 0000:01:00.0 is behind no PCIe switch (its bridge is on the root complex)", why);
+}
+
+TAP_CASE(test_rail_topo_a_switch_without_a_gpu_gives_no_rail)
+{
+    char why[RAIL_TOPO_WHY_LEN];
+    topo_tree("nogpu");
+    topo_fn("pci0000:00/0000:00:01.0", BRIDGE);
+    topo_fn(SW, BRIDGE);
+    topo_fn(SW "/0000:11:00.0", BRIDGE);
+    topo_fn(SW "/0000:11:00.0/0000:12:00.0", "0x15b3", "0x020700");
+    topo_fn("pci0000:00/0000:00:02.0", BRIDGE);
+    topo_fn("pci0000:00/0000:00:02.0/0000:20:00.0", BRIDGE);
+    topo_fn("pci0000:00/0000:00:02.0/0000:20:00.0/0000:21:00.0", BRIDGE);
+    topo_fn("pci0000:00/0000:00:02.0/0000:20:00.0/0000:21:00.0/0000:22:00.0", "0x10de", "0x030200");
+    EXPECT_EQ_INT(-1, topo_rail(SW "/0000:11:00.0/0000:12:00.0", 100, why, sizeof(why)));
+    EXPECT_STREQ("no GPU shares its PCIe switch 0000:10:00.0 (1 GPU(s) on the host)", why);
+}
+
+TAP_CASE(test_rail_topo_needs_a_class_infiniband_path_and_a_pci_function)
+{
+    char why[RAIL_TOPO_WHY_LEN];
+    EXPECT_EQ_INT(-1, rail_topo_rail("/sys/devices/virtual/nic0", "/sys/devices/pci0000:00/0000:00:01.0", 100, why,
+                                     sizeof(why)));
+    EXPECT_STREQ("its sysfs path /sys/devices/virtual/nic0 is not <root>/class/infiniband/<name>", why);
+    EXPECT_EQ_INT(-1, rail_topo_rail("/sys/class/infiniband/", "/x/0000:01:00.0", 100, why, sizeof(why)));
+    EXPECT_EQ_INT(-1, rail_topo_rail("/sys/class/infiniband/nic0", NULL, 100, why, sizeof(why)));
+    EXPECT_STREQ("/sys/class/infiniband/nic0/device names no PCI function", why);
+}
+
+int main(int argc, char **argv)
+{
+    if (!mkdtemp(tmp_top)) {
+        perror(tmp_top);
+        return 1;
+    }
+    int rc = tap_run(argc, argv);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_top);
+    if (system(cmd))
+        fprintf(stderr, "cannot remove %s\n", tmp_top);
+    return rc;
+}

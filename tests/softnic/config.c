@@ -8,7 +8,8 @@
  *   4. SOFTNIC_PORT_OPTS (per port keys, e.g. faults for unmodified programs);
  *   5. SOFTNIC_RETRY_CAP_MS, SOFTNIC_RETRY_MIN_MS, SOFTNIC_RNR_CAP_MS,
  *      SOFTNIC_VF_BASE_RATE,
- *      SOFTNIC_SYSFS, SOFTNIC_CTL_FILE, SOFTNIC_DEBUG,
+ *      SOFTNIC_SYSFS, SOFTNIC_PCI_LAYOUT (the PCI functions the sysfs view
+ *      places the devices on, below), SOFTNIC_CTL_FILE, SOFTNIC_DEBUG,
  *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
  *      SOFTNIC_ENGINES (engine threads per process; engine.c),
@@ -24,14 +25,19 @@
  *     device <name>                       starts a device (max 4)
  *     port <key>=<value> ...              adds a port to it (max 4)
  *     retry_cap_ms <n> | retry_min_ms <n> | rnr_cap_ms <n> | vf_base_rate <rate>
- *     sysfs <dir> | ctl_file <path> | debug <0|1>
+ *     sysfs <dir> | pci_layout <none|rail|shared> | ctl_file <path> | debug <0|1>
  * Port keys: ip=<IPv4> (required), rate=<bytes/s>, latency_us=<n>,
  *   mtu=<256|512|1024|2048|4096>, vf=<0|1>, down_after_bytes=<n>,
  *   down_after_ms=<n>, ack_delay_us=<n>.  Rates take k/M/G (10^3..) or Ki/Mi/Gi suffixes.
  * SOFTNIC_DEVICES: "name:ip[,ip...][;name:ip...]", e.g.
  *   "softnic0:127.0.0.1,127.0.0.2;softnic1:127.0.1.1".
  * SOFTNIC_PORT_OPTS: "dev:port:key=value[,key=value...][;...]", e.g.
- *   "softnic0:1:rate=1G,down_after_bytes=100000000". */
+ *   "softnic0:1:rate=1G,down_after_bytes=100000000".
+ * pci_layout / SOFTNIC_PCI_LAYOUT (with a sysfs view; sysfs.c): "none"
+ *   (default): <dev>/device is a directory of its own, on no PCI bus;
+ *   "rail": a rail-optimized node, each device on a PCIe switch of its own
+ *   with one GPU (vendor 0x10de, class 0x030200) beside it; "shared": the
+ *   same with two GPUs on each switch. */
 #include "softnic.h"
 
 #include <arpa/inet.h>
@@ -173,6 +179,20 @@ static int port_keys(struct sn_port_conf *p, char *list, const char *seps)
  * 64-rank all-to-all opens thousands of QPs, not thousands of threads. */
 #define ENGINES_MAX 64u
 
+/* "none", "rail" or "shared" into *out; 0 or EINVAL. */
+static int pci_layout_parse(const char *s, int *out)
+{
+    if (!strcmp(s, "none"))
+        *out = SN_PCI_NONE;
+    else if (!strcmp(s, "rail"))
+        *out = SN_PCI_RAIL;
+    else if (!strcmp(s, "shared"))
+        *out = SN_PCI_SHARED;
+    else
+        return EINVAL;
+    return 0;
+}
+
 static void config_defaults(struct sn_config *c)
 {
     memset(c, 0, sizeof(*c));
@@ -235,6 +255,9 @@ static int config_file(struct sn_config *c, const char *path)
             d->nports++;
         } else if (!strcmp(word, "sysfs") && rest) {
             snprintf(c->sysfs_dir, sizeof(c->sysfs_dir), "%s", rest);
+        } else if (!strcmp(word, "pci_layout") && rest) {
+            const char *layout = strtok_r(rest, " \t", &save);
+            err = layout ? pci_layout_parse(layout, &c->pci_layout) : EINVAL;
         } else if (!strcmp(word, "ctl_file") && rest) {
             snprintf(c->ctl_file, sizeof(c->ctl_file), "%s", rest);
         } else if (rest && !parse_u64(rest, &v)) {
@@ -427,6 +450,10 @@ int config_load(struct sn_config *c)
     err = err ? err : env_poll_us("SOFTNIC_ACK_POLL_US", &c->ack_poll_us, "not polling");
     if ((v = getenv("SOFTNIC_SYSFS")) && *v)
         snprintf(c->sysfs_dir, sizeof(c->sysfs_dir), "%s", v);
+    if (!err && (v = getenv("SOFTNIC_PCI_LAYOUT")) && *v && pci_layout_parse(v, &c->pci_layout)) {
+        SN_LOG("config: bad SOFTNIC_PCI_LAYOUT=%s (none, rail or shared)", v);
+        err = EINVAL;
+    }
     if ((v = getenv("SOFTNIC_CTL_FILE")) && *v)
         snprintf(c->ctl_file, sizeof(c->ctl_file), "%s", v);
     if ((v = getenv("SOFTNIC_LINK_CACHE")) && *v)

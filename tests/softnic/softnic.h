@@ -71,6 +71,14 @@ struct sn_dev_conf {
     struct sn_port_conf port[SN_MAX_PORTS];
 };
 
+/* SOFTNIC_PCI_LAYOUT: the PCI functions the sysfs view places the devices
+ * on (sysfs.c). */
+enum sn_pci_layout {
+    SN_PCI_NONE = 0,   /* class/infiniband/<dev>/device is a directory of its own */
+    SN_PCI_RAIL,       /* each device shares a PCIe switch with one GPU */
+    SN_PCI_SHARED,     /* each device shares a PCIe switch with two GPUs */
+};
+
 struct sn_config {
     int ndevs;
     struct sn_dev_conf dev[SN_MAX_DEVICES];
@@ -79,6 +87,7 @@ struct sn_config {
     uint32_t rnr_cap_ms;       /* cap on a QP's RNR budget */
     uint64_t vf_base_rate;     /* VF slowdown base when port rate is 0 */
     char sysfs_dir[256];       /* SOFTNIC_SYSFS, "" = none */
+    int pci_layout;            /* SOFTNIC_PCI_LAYOUT: enum sn_pci_layout */
     char ctl_file[256];        /* SOFTNIC_CTL_FILE, "" = none */
     char link_cache[256];      /* SOFTNIC_LINK_CACHE, "" = /dev/shm/softnic-link-<uid> */
     int debug;

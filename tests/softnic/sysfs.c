@@ -6,7 +6,25 @@
  * link_layer,lid,gids/0,gid_attrs/types/0,gid_attrs/ndevs/0,pkeys/0}) and
  * <dir>/class/infiniband_verbs/uverbs<i>/{ibdev,abi_version}, so that
  * device discovery that reads sysfs can be tested.  The port state files
- * are the state at start. */
+ * are the state at start.
+ *
+ * With SOFTNIC_PCI_LAYOUT=rail or shared, device i of n sits on a PCIe
+ * switch of its own, as on a rail-optimized node, under
+ * <dir>/devices/pci0000:00/ (R = n - i, B = 0x10 * R, bus numbers in hex):
+ *
+ *   0000:00:0R.0                      root port
+ *     0000:B:00.0                     the switch's upstream port
+ *       0000:B+1:00.0/0000:B+2:00.0   a downstream port, the NIC's function
+ *       0000:B+1:01.0/0000:B+3:00.0   a downstream port, a GPU
+ *       0000:B+1:02.0/0000:B+4:00.0   "shared" only: a second GPU
+ *
+ * each function with its vendor, device and class files (a GPU: 0x10de,
+ * 0x2335, 0x030200), and <dir>/bus/pci/devices/<bdf> a link to each, as
+ * sysfs's.  class/infiniband/<dev>/device is then a link to the NIC's
+ * function, which holds the files the directory holds without a layout.
+ * The devices are placed from the last one down, so that the GPUs' bus
+ * order is not the devices' order: with "rail", device i's GPU is the
+ * host's GPU n-1-i in bus order. */
 #include "softnic.h"
 
 #include <errno.h>
@@ -66,6 +84,91 @@ static void put(const char *dir, const char *name, const char *fmt, ...)
     }
 }
 
+/* dir/name as a symbolic link to target, made whole as put() makes a file:
+ * under a hidden, unique name, then renamed over what is there (the same
+ * link, made by another rank). */
+static void put_link(const char *dir, const char *name, const char *target)
+{
+    char path[1024], tmp[1100];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    mkdirs(dir);
+    int made = 0;
+    for (int tries = 0; !made && tries < 16; tries++) {
+        snprintf(tmp, sizeof(tmp), "%s/.%s.%d.%llx", dir, name, (int)getpid(),
+                 (unsigned long long)sn_now_ns() + (unsigned)tries);
+        made = symlink(target, tmp) == 0;
+        if (!made && errno != EEXIST)
+            break;
+    }
+    if (!made) {
+        SN_LOG("sysfs: cannot link %s: %s", path, strerror(errno));
+        return;
+    }
+    if (rename(tmp, path)) {
+        SN_LOG("sysfs: cannot link %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+/* The identity and PCIe link of device d's NIC function, into dir. */
+static void nic_function_files(struct softnic *s, struct sn_device *d, const char *dir)
+{
+    put(dir, "vendor", "0x1de5\n");
+    put(dir, "device", "0x5001\n");
+    struct sn_host_link hl;
+    char gts[32];
+    hostlink_of_device(&s->conf, d, &hl);
+    hostlink_speed_string(&hl, gts, sizeof(gts));
+    put(dir, "current_link_speed", "%s\n", gts);
+    put(dir, "current_link_width", "%u\n", hl.width);
+    put(dir, "max_link_speed", "%s\n", gts);
+    put(dir, "max_link_width", "%u\n", hl.width);
+}
+
+/* A PCI function at <root>/devices/<path>: its vendor, device and class
+ * files, and its link <root>/bus/pci/devices/<bdf>. */
+static void pci_function(const char *root, const char *path, const char *vendor, const char *device,
+                         const char *class)
+{
+    char dir[1024], links[1024], target[1024];
+    snprintf(dir, sizeof(dir), "%s/devices/%s", root, path);
+    put(dir, "vendor", "%s\n", vendor);
+    put(dir, "device", "%s\n", device);
+    put(dir, "class", "%s\n", class);
+    snprintf(links, sizeof(links), "%s/bus/pci/devices", root);
+    snprintf(target, sizeof(target), "../../../devices/%s", path);
+    put_link(links, strrchr(path, '/') + 1, target);
+}
+
+/* Device i's switch, its NIC and GPUs (the layout above). */
+static void pci_switch(struct softnic *s, int i)
+{
+    const char *root = s->conf.sysfs_dir;
+    struct sn_device *d = &s->dev[i];
+    int r = s->ndevs - i, b = 0x10 * r;
+    int gpus = s->conf.pci_layout == SN_PCI_SHARED ? 2 : 1;
+    char rp[64], up[96], down[128], fn[160];
+    snprintf(rp, sizeof(rp), "pci0000:00/0000:00:%02x.0", r);
+    pci_function(root, rp, "0x8086", "0x347a", "0x060400");
+    snprintf(up, sizeof(up), "%s/0000:%02x:00.0", rp, b);
+    pci_function(root, up, "0x1000", "0xc030", "0x060400");
+    for (int k = 0; k <= gpus; k++) {
+        snprintf(down, sizeof(down), "%s/0000:%02x:%02x.0", up, b + 1, k);
+        pci_function(root, down, "0x1000", "0xc030", "0x060400");
+        snprintf(fn, sizeof(fn), "%s/0000:%02x:00.0", down, b + 2 + k);
+        if (k > 0) {
+            pci_function(root, fn, "0x10de", "0x2335", "0x030200");
+            continue;
+        }
+        pci_function(root, fn, "0x1de5", "0x5001", "0x020000");
+        char dir[1024], target[1024];
+        snprintf(dir, sizeof(dir), "%s/devices/%s", root, fn);
+        nic_function_files(s, d, dir);
+        snprintf(target, sizeof(target), "../../../devices/%s", fn);
+        put_link(d->ibdev.ibdev_path, "device", target);
+    }
+}
+
 void sysfs_write_tree(struct softnic *s)
 {
     for (int i = 0; i < s->ndevs; i++) {
@@ -81,16 +184,13 @@ void sysfs_write_tree(struct softnic *s)
         put(dir, "fw_ver", "1.0.0\n");
         put(dir, "hca_type", "softnic\n");
         put(dir, "board_id", "SOFTNIC\n");
-        put(dir, "device/vendor", "0x1de5\n");
-        put(dir, "device/device", "0x5001\n");
-        struct sn_host_link hl;
-        char gts[32];
-        hostlink_of_device(&s->conf, d, &hl);
-        hostlink_speed_string(&hl, gts, sizeof(gts));
-        put(dir, "device/current_link_speed", "%s\n", gts);
-        put(dir, "device/current_link_width", "%u\n", hl.width);
-        put(dir, "device/max_link_speed", "%s\n", gts);
-        put(dir, "device/max_link_width", "%u\n", hl.width);
+        if (s->conf.pci_layout == SN_PCI_NONE) {
+            char fn[1024];
+            snprintf(fn, sizeof(fn), "%s/device", dir);
+            nic_function_files(s, d, fn);
+        } else {
+            pci_switch(s, i);
+        }
         for (int p = 0; p < d->nports; p++) {
             struct sn_port *port = &d->port[p];
             char pdir[1024];

@@ -700,6 +700,153 @@ TAP_CASE(test_sysfs_view_describes_devices_and_gids)
     EXPECT_EQ_INT(0, system(cmd));
 }
 
+/* Entries of the tree at dir whose name starts with '.' (a writer's
+ * temporary name left behind). */
+static int hidden_entries(const char *dir)
+{
+    char cmd[300], line[16] = "";
+    snprintf(cmd, sizeof(cmd), "find '%s' -name '.*' | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    if (!fgets(line, sizeof(line), p))
+        line[0] = '\0';
+    pclose(p);
+    return atoi(line);
+}
+
+static void rm_tree(const char *dir)
+{
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    EXPECT_EQ_INT(0, system(cmd));
+}
+
+/* The sysfs view of devices softnic0 and softnic1 with SOFTNIC_PCI_LAYOUT
+ * = layout in dir, written by `writers` processes at once (the ranks of a
+ * job share one view), none of which logs a file or link it could not
+ * write. */
+static void write_view(const char *dir, const char *layout, int writers)
+{
+    setenv("SOFTNIC_SYSFS", dir, 1);
+    setenv("SOFTNIC_PCI_LAYOUT", layout, 1);
+    setenv("SOFTNIC_DEVICES", "softnic0:127.0.0.1;softnic1:127.0.0.2", 1);
+    char errs[] = "/tmp/softnic_sysfs_err_XXXXXX";
+    int fd = mkstemp(errs);
+    EXPECT_TRUE(fd >= 0);
+    pid_t kid[16];
+    for (int k = 0; k < writers; k++) {
+        kid[k] = fork();
+        EXPECT_TRUE(kid[k] >= 0);
+        if (kid[k] == 0) {
+            dup2(fd, 2);
+            int n = 0;
+            struct ibv_device **list = ibv_get_device_list(&n);
+            _exit(list && n == 2 ? 0 : 1);
+        }
+    }
+    for (int k = 0; k < writers; k++) {
+        int st = -1;
+        EXPECT_EQ_INT(kid[k], waitpid(kid[k], &st, 0));
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    char log[4096];
+    ssize_t n = pread(fd, log, sizeof(log) - 1, 0);
+    close(fd);
+    unlink(errs);
+    log[n > 0 ? n : 0] = '\0';
+    if (strstr(log, "sysfs:"))
+        tap_fail_at(__FILE__, __LINE__, "a writer failed: %s", log);
+}
+
+/* With "rail" (two devices: device 0 on root port 2, device 1 on 1), each
+ * device's function is a PCI function on a switch of its own with one
+ * GPU; every function is linked from bus/pci/devices; 8 writers at once
+ * leave the same tree and none of their temporary names. */
+TAP_CASE(test_sysfs_rail_layout_puts_each_device_on_a_switch_with_one_gpu)
+{
+    char dir[] = "/tmp/softnic_sysfs_XXXXXX";
+    EXPECT_TRUE(mkdtemp(dir) != NULL);
+    write_view(dir, "rail", 8);
+    char path[1200], buf[256];
+    for (int i = 0; i < 2; i++) {
+        int b = 0x10 * (2 - i);
+        char want[200];
+        snprintf(path, sizeof(path), "%s/class/infiniband/softnic%d/device", dir, i);
+        ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+        EXPECT_TRUE(n > 0);
+        buf[n] = '\0';
+        snprintf(want, sizeof(want),
+                 "../../../devices/pci0000:00/0000:00:%02x.0/0000:%02x:00.0/0000:%02x:00.0/0000:%02x:00.0", 2 - i, b,
+                 b + 1, b + 2);
+        EXPECT_STREQ(want, buf);
+        read_text(path, "vendor", buf, sizeof(buf));
+        EXPECT_STREQ("0x1de5", buf);
+        read_text(path, "current_link_width", buf, sizeof(buf));
+        EXPECT_TRUE(atoi(buf) >= 1);
+        snprintf(path, sizeof(path), "%s/bus/pci/devices/0000:%02x:00.0", dir, b + 3);
+        read_text(path, "vendor", buf, sizeof(buf));
+        EXPECT_STREQ("0x10de", buf);
+        read_text(path, "device", buf, sizeof(buf));
+        EXPECT_STREQ("0x2335", buf);
+        read_text(path, "class", buf, sizeof(buf));
+        EXPECT_STREQ("0x030200", buf);
+        /* the GPU hangs off the same switch's other downstream port */
+        char *gpu = realpath(path, NULL), *top = realpath(dir, NULL), port[1200];
+        EXPECT_TRUE(gpu && top);
+        snprintf(port, sizeof(port), "%s/devices/pci0000:00/0000:00:%02x.0/0000:%02x:00.0/0000:%02x:01.0/", top,
+                 2 - i, b, b + 1);
+        EXPECT_TRUE(!strncmp(gpu, port, strlen(port)));
+        free(gpu);
+        free(top);
+    }
+    /* per device: root port, switch, 2 downstream ports, NIC, GPU */
+    char cmd[1300];
+    snprintf(cmd, sizeof(cmd), "test $(ls '%s/bus/pci/devices' | wc -l) -eq 12", dir);
+    EXPECT_EQ_INT(0, system(cmd));
+    EXPECT_EQ_INT(0, hidden_entries(dir));
+    rm_tree(dir);
+}
+
+/* With "shared" each switch holds the NIC and two GPUs. */
+TAP_CASE(test_sysfs_shared_layout_puts_two_gpus_on_each_switch)
+{
+    char dir[] = "/tmp/softnic_sysfs_XXXXXX";
+    EXPECT_TRUE(mkdtemp(dir) != NULL);
+    write_view(dir, "shared", 2);
+    char path[1200], buf[64];
+    for (int g = 0; g < 2; g++) {
+        snprintf(path, sizeof(path), "%s/devices/pci0000:00/0000:00:02.0/0000:20:00.0/0000:21:%02x.0/0000:%02x:00.0",
+                 dir, g + 1, 0x23 + g);
+        read_text(path, "vendor", buf, sizeof(buf));
+        EXPECT_STREQ("0x10de", buf);
+    }
+    char cmd[1300];
+    snprintf(cmd, sizeof(cmd), "test $(ls '%s/bus/pci/devices' | wc -l) -eq 16", dir);
+    EXPECT_EQ_INT(0, system(cmd));
+    EXPECT_EQ_INT(0, hidden_entries(dir));
+    rm_tree(dir);
+}
+
+/* Without a layout the view is as it always was: device/ a directory of
+ * its own, no PCI bus. */
+TAP_CASE(test_sysfs_view_without_a_layout_has_no_pci_bus)
+{
+    char dir[] = "/tmp/softnic_sysfs_XXXXXX";
+    EXPECT_TRUE(mkdtemp(dir) != NULL);
+    write_view(dir, "none", 1);
+    char path[1200];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/class/infiniband/softnic0/device", dir);
+    EXPECT_EQ_INT(0, lstat(path, &st));
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    snprintf(path, sizeof(path), "%s/bus", dir);
+    EXPECT_EQ_INT(-1, lstat(path, &st));
+    snprintf(path, sizeof(path), "%s/devices", dir);
+    EXPECT_EQ_INT(-1, lstat(path, &st));
+    rm_tree(dir);
+}
+
 TAP_CASE(test_port_down_and_up_raise_async_events)
 {
     struct st_dev d;
