@@ -1,16 +1,18 @@
 #!/bin/sh
 # bench/scale.sh: what one rank costs as the job grows, on softnic. N ranks
 # of this host (bench/scale_bench.c) connect every rank to every other
-# through the plugin's net table and its GIN table (proxy type; per rail with
-# RAILNET_BENCH_RAILS); one row per N of per-rank connect times, threads,
-# fds, RSS, pinned memory and softnic's live QPs/CQs/MRs (and GIN's share of
-# them), then a fit a + b*N of each. A count that fails or runs past its step
-# budget stops the bench, which says where and why: on a small host that is
-# what it found, not a failure of the script (which fails only when not even
-# the first count completed).
+# through the plugin's net table and its GIN table (proxy type, or GDAKI with
+# RAILNET_BENCH_GIN=gdaki; per rail with RAILNET_BENCH_RAILS); one row per N
+# of per-rank connect times, threads, fds, RSS, pinned memory and softnic's
+# live QPs/CQs/MRs (and GIN's share of them), then a fit a + b*N of each. A
+# count that fails or runs past its step budget stops the bench, which says
+# where and why: on a small host that is what it found, not a failure of the
+# script (which fails only when not even the first count completed).
 # RAILNET_BENCH_RANKS       rank counts (default "2 4 8 16 32 64")
 # RAILNET_BENCH_RAILS       GIN as NCCL's RAIL connection type with this many ranks a node
 #                           (connect gets only the rank's rail: N/R handles); default 1: FULL
+# RAILNET_BENCH_GIN         GIN type: proxy (default) or gdaki (host memory, no GPU: connect,
+#                           one createContext, one window, as NCCL holds a GDAKI collComm)
 # RAILNET_BENCH_STEP_TIMEOUT seconds one step may take (default 120)
 # RAILNET_BENCH_TOTAL_TIMEOUT seconds for all counts (default 600, 0: none)
 # SOFTNIC_RETRY_MIN_MS, SOFTNIC_RETRY_CAP_MS  softnic's retry budget (default 60000 here)
@@ -30,7 +32,7 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) CPUs, load $(cut -
 tmp=$(mktemp) || exit 1
 trap 'rm -f "$tmp" "$tmp.rc"' EXIT
 {
-    "$b" --ranks "${RAILNET_BENCH_RANKS:-2 4 8 16 32 64}" --rails "${RAILNET_BENCH_RAILS:-1}" --step-timeout "${RAILNET_BENCH_STEP_TIMEOUT:-120}" \
+    "$b" --ranks "${RAILNET_BENCH_RANKS:-2 4 8 16 32 64}" --rails "${RAILNET_BENCH_RAILS:-1}" --gin "${RAILNET_BENCH_GIN:-proxy}" --step-timeout "${RAILNET_BENCH_STEP_TIMEOUT:-120}" \
         --total-timeout "${RAILNET_BENCH_TOTAL_TIMEOUT:-600}"
     echo $? >"$tmp.rc"
 } | tee "$tmp"

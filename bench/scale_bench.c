@@ -4,7 +4,10 @@
  * proxy drives it: one listen per peer, connect and accept polled until all
  * are up, one message each way per peer) and through the GIN table
  * (ncclGinPlugin_v11, proxy type: the collective connect, createContext, one
- * symmetric window, a put with signal to every peer). --rails R connects
+ * symmetric window, a put with signal to every peer; --gin gdaki: the GDAKI
+ * type as NCCL holds it, CPU-only (RAILNET_GDAKI_QUEUE_MEM=host-devx): the
+ * collective connect, one createContext, one symmetric window, no put from
+ * the host, which has none on that type). --rails R connects
  * GIN as NCCL's RAIL connection type does (no cross-NIC support): with R
  * ranks a node, each rank passes connect only its rail's handles (the ranks
  * of its local index, one a node), so its GIN peers are the N/R nodes' and
@@ -48,7 +51,7 @@
 
 static const char help[] =
     "usage: scale_bench [--ranks LIST] [--rails R] [--step-timeout S] [--total-timeout S] [--bytes B]\n"
-    "                   [--plugin PATH] [--verbose]\n"
+    "                   [--gin TYPE] [--plugin PATH] [--verbose]\n"
     "For each rank count N, forks N rank processes on this host; every rank connects to every\n"
     "other through railnet's net table (ncclNetPlugin_v8: a listen per peer, connect and accept\n"
     "polled until all are up, one registered message each way per peer, byte-checked) and its\n"
@@ -70,9 +73,13 @@ static const char help[] =
     "  --step-timeout S     seconds one step may take (default 120)\n"
     "  --total-timeout S    seconds all counts may take together, 0 = no limit (default 0)\n"
     "  --bytes B            bytes of each message and each put (default 65536)\n"
+    "  --gin TYPE           proxy: the GIN table as above (default); gdaki: the GDAKI type with every\n"
+    "                       structure in host memory (RAILNET_GDAKI_QUEUE_MEM=host-devx, no GPU):\n"
+    "                       connect, one createContext, regMrSym of the window, and no put (NCCL's\n"
+    "                       device code posts on that type; the host has no data path on it)\n"
     "  --plugin PATH        the plugin (default $top_builddir/.libs/libnccl-net-railnet.so)\n"
     "  --verbose            the plugin's WARN lines on stderr, prefixed by rank\n"
-    "Sets RAILNET_GIN=proxy. Run on softnic: LD_LIBRARY_PATH=BUILD/tests/softnic (bench/scale.sh).\n"
+    "Sets RAILNET_GIN to TYPE. Run on softnic: LD_LIBRARY_PATH=BUILD/tests/softnic (bench/scale.sh).\n"
     "exit status: 0 every count ran, 1 the bench stopped early, 2 usage or load error.\n";
 
 /* ------------------------------------------------------------ shared bits */
@@ -152,6 +159,7 @@ struct softnic_ctl_objects_view {
 struct rank {
     int me, n, fd;
     int rails, gn, gme; /* GIN: ranks a node; the rank's rail: its size, its rank in it */
+    int gdaki;          /* --gin gdaki */
     size_t bytes;
     double budget; /* seconds a step may take */
     struct plugin_tables lib;
@@ -423,6 +431,11 @@ static int gin_listen_step(struct rank *r, uint8_t (*all)[HANDLE])
         return fail(r, "GIN init failed (%d)", e);
     uint8_t h[HANDLE];
     memset(h, 0, sizeof(h));
+    ncclNetProperties_v11_t props;
+    if (r->gdaki && (r->gin->getProperties(0, &props) != ncclSuccess ||
+                     props.netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI))
+        return fail(r, "--gin gdaki: the plugin does not offer the GDAKI type (RAILNET_GIN=gdaki with "
+                       "RAILNET_GDAKI_QUEUE_MEM=host-devx needs a device that opens for DEVX: softnic's does)");
     if ((e = r->gin->listen(r->gctx, 0, h, &r->glisten)) != ncclSuccess)
         return fail(r, "GIN listen failed (%d)", e);
     return step_done(r, h, HANDLE, all, (uint32_t)r->n * HANDLE) ? 1 : 0;
@@ -471,11 +484,15 @@ static int gin_setup_step(struct rank *r)
     e = r->gin->regMrSym(r->gcoll, r->win, r->win_len, NCCL_PTR_HOST, NCCL_NET_MR_FLAG_FORCE_SO, &r->gmh, &gh);
     if (e != ncclSuccess || !r->gmh)
         return fail(r, "GIN regMrSym of a %zu-byte window failed (%d)", r->win_len, e);
+    if (r->gdaki && (!gh || gh == r->gmh))
+        return fail(r, "GIN regMrSym of the GDAKI type gave no device handle of the window");
     return 0;
 }
 
 static int gin_put_step(struct rank *r)
 {
+    if (r->gdaki)
+        return 0; /* NCCL's device code posts on that type: the host has no put */
     int n = r->gn, me = r->gme; /* GIN ranks: the rail's with --rails */
     size_t b = r->bytes;
     uint64_t dst = (uint64_t)n * b, sig = 2 * (uint64_t)n * b;
@@ -572,13 +589,14 @@ static void teardown(struct rank *r)
     }
 }
 
-static int rank_main(const char *plugin, int me, int n, int rails, int fd, size_t bytes, double budget, int verbose)
+static int rank_main(const char *plugin, int me, int n, int rails, int gdaki, int fd, size_t bytes, double budget,
+                     int verbose)
 {
     static struct rank r;
     static uint8_t handles[MAX_RANKS][HANDLE];
     memset(&r, 0, sizeof(r));
     r.me = me, r.n = n, r.fd = fd, r.bytes = bytes, r.budget = budget;
-    r.rails = rails, r.gn = n / rails, r.gme = me / rails;
+    r.rails = rails, r.gn = n / rails, r.gme = me / rails, r.gdaki = gdaki;
     rank_log.me = me, rank_log.verbose = verbose;
     void ***arrays[] = { &r.lc, &r.sc, &r.rc, &r.smh, &r.rmh, (void ***)&r.sbuf, (void ***)&r.rbuf };
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
@@ -631,7 +649,7 @@ struct bench {
     const char *plugin;
     size_t bytes;
     double step_budget, total_deadline;
-    int verbose, rails;
+    int verbose, rails, gdaki;
     char stop[2 * MSG_MAX]; /* why the bench stopped, "" when it did not */
 };
 
@@ -766,7 +784,7 @@ static int run_count(struct bench *b, struct count_result *res)
             for (int j = 0; j < i; j++)
                 close(fds[j]);
             close(sv[0]);
-            _exit(rank_main(b->plugin, i, n, b->rails, sv[1], b->bytes, b->step_budget, b->verbose));
+            _exit(rank_main(b->plugin, i, n, b->rails, b->gdaki, sv[1], b->bytes, b->step_budget, b->verbose));
         }
         close(sv[1]);
         fds[i] = sv[0], pids[i] = p, nf++;
@@ -1007,6 +1025,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             b.rails = (int)x, i++;
+        } else if (!strcmp(a, "--gin")) {
+            if (strcmp(v, "proxy") && strcmp(v, "gdaki")) {
+                fprintf(stderr, "scale_bench: bad value '%s' for --gin: proxy or gdaki\n", v);
+                return 2;
+            }
+            b.gdaki = !strcmp(v, "gdaki"), i++;
         } else if (!strcmp(a, "--plugin")) {
             b.plugin = argv[++i];
         } else if (!strcmp(a, "--step-timeout") || !strcmp(a, "--total-timeout")) {
@@ -1057,7 +1081,9 @@ int main(int argc, char **argv)
         }
         plugin_tables_close(&lib);
     }
-    setenv("RAILNET_GIN", "proxy", 1);
+    setenv("RAILNET_GIN", b.gdaki ? "gdaki" : "proxy", 1);
+    if (b.gdaki)
+        setenv("RAILNET_GDAKI_QUEUE_MEM", "host-devx", 1);
     signal(SIGPIPE, SIG_IGN);
     double start = now_s();
     if (total > 0)
@@ -1066,10 +1092,13 @@ int main(int argc, char **argv)
     int done = 0;
     printf("scale_bench: %s, %zu-byte messages, step budget %.0f s; per rank, median/max over ranks\n", b.plugin,
            b.bytes, b.step_budget);
+    const char *type = b.gdaki ? "GDAKI type, host memory (connect, createContext, window; no put)"
+                               : "proxy type (connect, createContext, window, put with signal)";
     if (b.rails == 1)
-        printf("GIN: FULL (every rank's handle to connect)\n");
+        printf("GIN: %s, FULL (every rank's handle to connect)\n", type);
     else
-        printf("GIN: RAIL, %d ranks a node (connect gets the N/%d handles of the rank's rail)\n", b.rails, b.rails);
+        printf("GIN: %s, RAIL, %d ranks a node (connect gets the N/%d handles of the rank's rail)\n", type, b.rails,
+               b.rails);
     print_header();
     for (int i = 0; i < k; i++) {
         res[done].n = counts[i];

@@ -27,7 +27,13 @@ ncclResult_t gin_get_properties_v12(int dev, ncclNetProperties_v12_t *props);
  * by definition: nothing logged). */
 ncclResult_t gin_get_properties_proxy_v12(int dev, ncclNetProperties_v12_t *props, const char *table);
 ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_comm);
+/* connect of a GIN table that offers the type this process decided: a
+ * collComm of the GDAKI type has no proxy QPs (plugin/gin/gin.h). */
 ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
+/* connect of a table of the proxy type whatever RAILNET_GIN says (the RMA
+ * tables, GIN v13): proxy QPs always. */
+ncclResult_t gin_connect_proxy_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm,
+                                    void **coll_comm);
 ncclResult_t gin_reg_mr_sym_face(void *coll_comm, void *data, size_t size, int type, uint64_t flags, void **mhandle,
                                  void **gin_handle);
 ncclResult_t gin_reg_mr_sym_dmabuf_face(void *coll_comm, void *data, size_t size, int type, uint64_t offset, int fd,
@@ -49,7 +55,8 @@ ncclResult_t face_v13_iput_signal(void *ctx, int context, uint64_t src_off, void
 #define FACE_V13_TABLE(get_properties)                                                                     \
     {                                                                                                      \
         .name = "railnet", .init = gin_init, .devices = gin_devices, .getProperties = (get_properties),    \
-        .listen = gin_listen_face, .connect = gin_connect_face, .createContext = face_v13_create_context,   \
+        .listen = gin_listen_face, .connect = gin_connect_proxy_face,                                      \
+        .createContext = face_v13_create_context,                                                          \
         .regMrSym = gin_reg_mr_sym_face, .regMrSymDmaBuf = gin_reg_mr_sym_dmabuf_face,                     \
         .deregMrSym = gin_dereg_mr_sym, .destroyContext = gin_rma_destroy, .closeColl = gin_close_coll,    \
         .closeListen = gin_close_listen, .iput = gin_rma_iput, .iputSignal = face_v13_iput_signal,         \

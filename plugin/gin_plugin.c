@@ -221,7 +221,18 @@ ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, 
     (void)ctx; /* NCCL passes another init's context here than to listen */
     if (!coll_comm)
         return ncclInvalidArgument;
-    return gin_connect(handles, nranks, rank, listen_comm, coll_comm);
+    /* the type NCCL was offered at getProperties, decided before: a GDAKI
+     * collComm gets no proxy QPs */
+    return gin_connect(handles, nranks, rank, listen_comm, gin_gdaki_offered(), coll_comm);
+}
+
+ncclResult_t gin_connect_proxy_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm,
+                                    void **coll_comm)
+{
+    (void)ctx;
+    if (!coll_comm)
+        return ncclInvalidArgument;
+    return gin_connect(handles, nranks, rank, listen_comm, 0, coll_comm);
 }
 
 ncclResult_t gin_reg_mr_sym_face(void *coll_comm, void *data, size_t size, int type, uint64_t flags,

@@ -16,18 +16,6 @@ static ncclResult_t get_properties_v14(int dev, ncclNetProperties_v12_t *props)
     return gin_get_properties_proxy_v12(dev, props, NULL);
 }
 
-/* An RMA collComm is of the proxy type whatever the GIN tables offer: NCCL's
- * device code never reads its windows, so they need no GDAKI registration
- * (NCCL 2.30.7 with RAILNET_GIN=gdaki connects both kinds). */
-static ncclResult_t connect_v14(void *ctx, void *handles[], int nranks, int rank, void *listen_comm,
-                                void **coll_comm)
-{
-    ncclResult_t e = gin_connect_face(ctx, handles, nranks, rank, listen_comm, coll_comm);
-    if (e == ncclSuccess)
-        ((struct gin_coll *)*coll_comm)->gdaki_type = 0;
-    return e;
-}
-
 static ncclResult_t create_context_v14(void *coll_comm, ncclRmaConfig_v14_t *cfg, void **rma_ctx)
 {
     if (rma_ctx)
@@ -57,7 +45,11 @@ RN_EXPORT const ncclRma_v14_t ncclRmaPlugin_v14 = {
     .devices = gin_devices,
     .getProperties = get_properties_v14,
     .listen = gin_listen_face,
-    .connect = connect_v14,
+    /* An RMA collComm is of the proxy type whatever the GIN tables offer:
+     * NCCL drives it through iputSignal (proxy QPs), and its device code
+     * never reads its windows (no GDAKI registration). NCCL 2.30.7 with
+     * RAILNET_GIN=gdaki connects both kinds. */
+    .connect = gin_connect_proxy_face,
     .createContext = create_context_v14,
     .regMrSym = reg_mr_sym_v14,
     .regMrSymDmaBuf = reg_mr_sym_dmabuf_v14,

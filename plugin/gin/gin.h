@@ -1,10 +1,19 @@
 /* plugin/gin/gin.h: the core behind ncclGinPlugin_v11, proxy type
  * (include/nccl_gin_v11.h states NCCL's side of the contract).
  *
- * One collComm (struct gin_coll) reaches every rank of the job: per peer, one
- * RC QP per port of the (merged) device, all on one CQ, and the TCP socket
- * the handshake ran on, kept open (its EOF says the peer process is gone;
- * registrations exchange their keys over it). Built on plugin/ib: devices,
+ * One collComm (struct gin_coll) reaches every rank of the job: per peer, the
+ * TCP socket the handshake ran on, kept open (its EOF says the peer process
+ * is gone; registrations exchange their keys over it) and, on a collComm of
+ * the proxy type or of an RMA table, one RC QP per port of the (merged)
+ * device ("proxy QPs"), all on one CQ. A collComm of the GDAKI type (a GIN
+ * table's connect while railnet offers NCCL that type: gin_connect's
+ * gdaki_type) has no proxy QPs, no CQ and no data path: NCCL never calls
+ * iput, iputSignal or test on it, only createContext (each GDAKI context
+ * brings its own QPs, gin_gdaki.c), the registrations, ginProgress,
+ * queryLastError, destroyContext and closeColl. The data path's calls and
+ * an RMA context are refused there (gin_proxy_only: ncclInvalidUsage). Both
+ * ends of every pair say in the handshake whether they have proxy QPs, and
+ * a pair that differs is refused (gin_wire.h). Built on plugin/ib: devices,
  * QPs (qp.h), registrations (mr.h), the listen handle and CRC
  * (handshake.h), sockets (oob.h), completion statuses (errors.h), config.
  *
@@ -170,6 +179,8 @@ struct gin_coll {
     int nports;
     struct qp_port ports[HS_MAX_PORTS];
     struct qp_params qpp;
+    int proxy_qps;                /* per peer one QP per port on cq, lane0 and scratch (the proxy type, RMA);
+                                   * 0: none of them (the GDAKI type, see the top of this file) */
     struct ibv_cq *cq;
     struct gin_peer *peers;       /* [nranks] */
     struct gin_lane *lane0;       /* the GIN tables' iput/iputSignal */
@@ -241,7 +252,12 @@ struct gin_mr {
  * a failure (gin_group_fail). */
 ncclResult_t gin_listen(int dev, uint64_t comm_id, void *handle, void **listen_comm);
 ncclResult_t gin_close_listen(void *listen_comm);
-ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm);
+/* gdaki_type: the GDAKI layout NCCL was offered for this collComm (a GIN
+ * table's connect: gin_gdaki_offered()), which then has no proxy QPs; 0:
+ * the proxy type or an RMA table, with them. Every rank must pass the same
+ * kind (the handshake refuses a pair that differs). */
+ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_comm, int gdaki_type,
+                         void **coll_comm);
 ncclResult_t gin_close_coll(void *coll_comm);
 struct gin_coll *gin_coll_of(void *coll_comm, const char *what);
 
@@ -318,6 +334,11 @@ int gin_peer_busy(const struct gin_coll *c, int p);
 
 /* gin_errors.c */
 void gin_fail(struct gin_coll *c, ncclResult_t err);
+/* ncclSuccess on a collComm with proxy QPs; else one WARN naming `call`
+ * and ncclInvalidUsage: the data path's entry points (iput, iputSignal,
+ * test, an RMA context, through which iget and iflush come) ask it first,
+ * so that nothing below them meets a peer without QPs. */
+ncclResult_t gin_proxy_only(struct gin_coll *c, const char *call);
 /* A setup exchange stream (regMrSym's or GDAKI's WINs and QPs) failed, was
  * garbled or was skipped: gin_fail, and every peer socket shut down (not
  * closed) so that the peers' exchanges see EOF at once instead of waiting

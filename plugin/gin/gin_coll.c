@@ -9,7 +9,10 @@
  * silent port scan) are refused with a WARN and accept goes on. Then a READY
  * barrier: no rank posts RDMA before every QP towards it is in RTS. A rank
  * also reaches itself, through QPs connected to themselves (NCCL may put to
- * its own rank). */
+ * its own rank). A collComm of the GDAKI type runs the same steps with no
+ * QPs at all (gin.h); each HELLO and REPLY says which kind its sender is,
+ * and a rank of this job of the other kind fails the connect on both sides
+ * at once (ncclInvalidUsage), where a stranger is only dropped. */
 #include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
@@ -131,7 +134,10 @@ static void coll_free(struct gin_coll *c)
     free(c);
 }
 
-static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll **out)
+/* The collComm of gin_connect: with proxy QPs (gdaki_type 0) their CQ, QPs
+ * (not connected yet), scratch page and lane0; without, only what every
+ * collComm has (ports, peers' sockets to come, the async watch). */
+static ncclResult_t coll_create(int dev, int rank, int nranks, int gdaki_type, struct gin_coll **out)
 {
     struct gin_coll *c = calloc(1, sizeof(*c));
     if (!c)
@@ -141,16 +147,19 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     c->dev = dev;
     c->rank = rank;
     c->nranks = nranks;
+    c->gdaki_type = gdaki_type;
+    c->proxy_qps = !gdaki_type;
     c->peers = calloc((size_t)nranks, sizeof(*c->peers));
-    c->scratch = aligned_alloc(4096, 4096);
-    if (!c->peers || !c->scratch) {
+    if (c->proxy_qps)
+        c->scratch = aligned_alloc(4096, 4096);
+    if (!c->peers || (c->proxy_qps && !c->scratch)) {
         WARN("NET/railnet/GIN: connect: out of memory for %d ranks", nranks);
         coll_free(c);
         return ncclSystemError;
     }
     for (int p = 0; p < nranks; p++)
         c->peers[p].fd = -1;
-    if (gin_lanes_init(c) != ncclSuccess) {
+    if (c->proxy_qps && gin_lanes_init(c) != ncclSuccess) {
         coll_free(c);
         return ncclSystemError;
     }
@@ -158,6 +167,18 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
         WARN("NET/railnet/GIN: connect: device %d does not exist", dev);
         coll_free(c);
         return ncclInvalidArgument;
+    }
+    const struct rn_config *cfg = rn_config();
+    c->qpp.timeout = cfg->ib_timeout;
+    c->qpp.retry_cnt = cfg->ib_retry_cnt;
+    c->qpp.tc = cfg->ib_tc >= 0 ? cfg->ib_tc : 0; /* RAILNET_IB_TC, unset: 0 */
+    c->qpp.sl = cfg->ib_sl;
+    c->split_min = (uint64_t)cfg->split_min;
+    c->signal_every = (uint64_t)cfg->gin_signal_every;
+    if (!c->proxy_qps) {
+        errors_watch_start(&c->async, c->ports, c->nports); /* the GDAKI contexts' port and device events */
+        *out = c;
+        return ncclSuccess;
     }
     static int warned_atomics;
     struct ibv_device_attr da;
@@ -167,13 +188,6 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
         WARN("NET/railnet/GIN: device %s reports no RDMA atomics (atomic_cap NONE): puts work, but signals "
              "(iputSignal, 64-bit fetch-and-add) will fail",
              c->dev_name);
-    const struct rn_config *cfg = rn_config();
-    c->qpp.timeout = cfg->ib_timeout;
-    c->qpp.retry_cnt = cfg->ib_retry_cnt;
-    c->qpp.tc = cfg->ib_tc >= 0 ? cfg->ib_tc : 0; /* RAILNET_IB_TC, unset: 0 */
-    c->qpp.sl = cfg->ib_sl;
-    c->split_min = (uint64_t)cfg->split_min;
-    c->signal_every = (uint64_t)cfg->gin_signal_every;
     c->qpp.max_send_wr = GIN_SQ_DEPTH;
     c->qpp.max_recv_wr = 1;
     /* Successful completions are fewer than work requests (selective
@@ -214,6 +228,12 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, struct gin_coll *
     return ncclSuccess;
 }
 
+/* What c says of itself in the handshake: whether it has proxy QPs. */
+static uint8_t qps_kind(const struct gin_coll *c)
+{
+    return c->proxy_qps ? GW_QPS_PROXY : GW_QPS_NONE;
+}
+
 static void describe(const struct gin_coll *c, int peer, uint64_t src_nonce, uint64_t dst_nonce, uint64_t guid,
                      struct gw_peer *m)
 {
@@ -226,6 +246,7 @@ static void describe(const struct gin_coll *c, int peer, uint64_t src_nonce, uin
     m->guid = guid;
     m->link_layer = c->ports[0].link_layer;
     m->nports = (uint8_t)c->nports;
+    m->qps = qps_kind(c);
     m->nqps = (uint8_t)c->peers[peer].nqps;
     for (int i = 0; i < m->nqps; i++)
         qp_describe(&c->peers[peer].qps[i].conn, &m->qp[i]);
@@ -263,6 +284,13 @@ static uint32_t check_peer(const struct gin_coll *c, const struct gw_peer *m, in
         snprintf(why, wl, "it claims rank %u with nonce 0x%llx, which is not the handle given for that rank",
                  m->src_rank, (unsigned long long)m->src_nonce);
         return GW_REJECT_JOB;
+    }
+    if (m->qps != qps_kind(c)) {
+        snprintf(why, wl, "rank %u connects with %s, this rank with %s: every rank must offer NCCL the same GIN "
+                          "type (RAILNET_GIN, and for the GDAKI type what each rank finds: GPU, NCCL's version, "
+                          "DEVX; see each rank's \"offering the\" line)",
+                 m->src_rank, gw_qps_str(m->qps), gw_qps_str(qps_kind(c)));
+        return GW_REJECT_TYPE;
     }
     if (m->link_layer != c->ports[0].link_layer || m->nqps != c->peers[m->src_rank].nqps) {
         snprintf(why, wl, "its device has link layer %u and %u QPs, ours %u and %d", m->link_layer, m->nqps,
@@ -313,15 +341,23 @@ static ncclResult_t connect_lower(struct gin_coll *c, int peer, const struct hs_
         WARN("NET/railnet/GIN: rank %d: bad REPLY from rank %d: %s", c->rank, peer, err);
         return ncclRemoteError;
     }
+    if (rep.status == GW_REJECT_TYPE) {
+        WARN("NET/railnet/GIN: rank %d: rank %d refused the connection: it connects with %s, this rank with %s: "
+             "every rank must offer NCCL the same GIN type (RAILNET_GIN, and for the GDAKI type what each rank "
+             "finds: GPU, NCCL's version, DEVX; see each rank's \"offering the\" line)",
+             c->rank, peer, gw_qps_str(rep.qps), gw_qps_str(qps_kind(c)));
+        return ncclInvalidUsage;
+    }
     if (rep.status) {
         WARN("NET/railnet/GIN: rank %d: rank %d refused the connection: %s", c->rank, peer,
              gw_reject_str(rep.status));
         return ncclRemoteError;
     }
-    char why[256];
-    if (check_peer(c, &rep, peer, handles, my_nonce, why, sizeof(why))) {
+    char why[512];
+    uint32_t st = check_peer(c, &rep, peer, handles, my_nonce, why, sizeof(why));
+    if (st) {
         WARN("NET/railnet/GIN: rank %d: REPLY from rank %d refused: %s", c->rank, peer, why);
-        return ncclRemoteError;
+        return st == GW_REJECT_TYPE ? ncclInvalidUsage : ncclRemoteError;
     }
     c->peers[peer].nonce = rep.src_nonce;
     return connect_qps(c, peer, rep.qp);
@@ -342,6 +378,7 @@ static void reject(int fd, const struct gin_coll *c, uint32_t status, uint64_t d
     m.dst_rank = c->rank ? 0 : 1;
     m.link_layer = c->ports[0].link_layer;
     m.nports = (uint8_t)c->nports;
+    m.qps = qps_kind(c); /* the connector names both sides' kinds */
     uint8_t buf[GW_MSG_MAX];
     size_t len = gw_peer_encode(GW_REPLY, &m, buf, sizeof(buf));
     char err[HS_ERR_LEN];
@@ -355,7 +392,7 @@ static ncclResult_t accept_hello(struct gin_coll *c, struct pending *p, const st
                                  uint64_t my_nonce, uint64_t guid, uint64_t deadline, int *connected)
 {
     struct gw_peer m;
-    char err[HS_ERR_LEN], why[256];
+    char err[HS_ERR_LEN], why[512];
     *connected = 0;
     if (gw_peer_parse(p->rx.buf, p->rx.off, GW_HELLO, &m, err)) {
         WARN("NET/railnet/GIN: rank %d: refusing a connection: %s", c->rank, err);
@@ -371,7 +408,11 @@ static ncclResult_t accept_hello(struct gin_coll *c, struct pending *p, const st
     if (st) {
         WARN("NET/railnet/GIN: rank %d: refusing a connection: %s", c->rank, why);
         reject(p->fd, c, st, deadline);
-        return ncclSuccess;
+        p->fd = -1; /* reject closed it */
+        /* a stranger is dropped and accept goes on; a rank of this job (its
+         * nonce checked) of the other GIN type ends the connect: it will
+         * not come back as another */
+        return st == GW_REJECT_TYPE ? ncclInvalidUsage : ncclSuccess;
     }
     int peer = (int)m.src_rank;
     /* the socket is the peer's from here: closed with the collComm, never
@@ -493,7 +534,8 @@ static ncclResult_t ready_barrier(struct gin_coll *c, uint64_t deadline)
     return ncclSuccess;
 }
 
-ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll_comm)
+ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_comm, int gdaki_type,
+                         void **coll_comm)
 {
     *coll_comm = NULL;
     struct gin_listen *l = listen_comm;
@@ -530,7 +572,7 @@ ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_com
     if (res == ncclSuccess)
         res = devices_handle_info(l->dev, &guid, &ll, &np, &a);
     if (res == ncclSuccess)
-        res = coll_create(l->dev, rank, nranks, &c);
+        res = coll_create(l->dev, rank, nranks, gdaki_type, &c);
     if (res == ncclSuccess)
         c->comm_id = l->comm_id;
     uint64_t deadline = now_ns() + (uint64_t)rn_config()->handshake_timeout * 1000000000ull;
@@ -552,9 +594,15 @@ ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_com
         return res;
     }
     c->magic = GIN_COLL_MAGIC;
-    c->gdaki_type = gin_gdaki_offered();
-    INFO(NCCL_NET | NCCL_INIT, "NET/railnet/GIN: rank %d of %d connected on %s: %d QP(s) per peer, %s type", rank,
-         nranks, c->dev_name, c->nports, c->gdaki_type ? "GDAKI" : "proxy");
+    if (c->proxy_qps)
+        INFO(NCCL_NET | NCCL_INIT, "NET/railnet/GIN: rank %d of %d connected on %s: %d QP(s) per peer (one a "
+                                   "port), proxy type or RMA table",
+             rank, nranks, c->dev_name, c->nports);
+    else
+        INFO(NCCL_NET | NCCL_INIT, "NET/railnet/GIN: rank %d of %d connected on %s: 0 QPs per peer, GDAKI type "
+                                   "(NCCL's device code posts on the QPs each createContext makes; the host has no "
+                                   "data path here)",
+             rank, nranks, c->dev_name);
     *coll_comm = c;
     return ncclSuccess;
 }

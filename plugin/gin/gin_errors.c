@@ -20,6 +20,7 @@
  * the proxy type (no device structure: devHandle->handle is NULL) whose
  * one use is queryLastError, for callers that drive the table themselves. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -92,6 +93,17 @@ void gin_fail_exchange(struct gin_coll *c, ncclResult_t err)
         INFO(NCCL_NET, "NET/railnet/GIN: rank %d: setup streams out of step: shut down the sockets to %d peer(s), "
                        "whose exchanges now fail at once",
              c->rank, told);
+}
+
+ncclResult_t gin_proxy_only(struct gin_coll *c, const char *call)
+{
+    if (c->proxy_qps)
+        return ncclSuccess;
+    WARN("NET/railnet/GIN: rank %d: %s on a collComm of the GDAKI type, which has no proxy QPs (NCCL's device code "
+         "posts on the QPs of its contexts): the host's puts, gets, flushes, tests and RMA contexts need a collComm "
+         "of the proxy type (RAILNET_GIN=proxy) or of an RMA table",
+         c->rank, call);
+    return ncclInvalidUsage;
 }
 
 ncclResult_t gin_failed(struct gin_coll *c, const char *call)
@@ -182,11 +194,13 @@ void gin_check_async(struct gin_coll *c)
         return;
     }
     if (n.down) {
-        /* every peer has one QP on each port of the device */
+        /* with proxy QPs, every peer has one on each port of the device */
+        char on[64] = "its GDAKI contexts' QPs";
+        if (c->proxy_qps)
+            snprintf(on, sizeof(on), "%d QPs on that port, one per rank", c->nranks);
         WARN("NET/railnet/GIN: device %s port %u, rank %d: IBV_EVENT_PORT_ERR (port went down); failing the GIN "
-             "comm (%d QPs on that port, one per rank; %d request(s) pending) rather than waiting out the QP "
-             "retry budget",
-             c->dev_name, c->async.port_num[__builtin_ctz(n.down)], c->rank, c->nranks, gin_outstanding(c));
+             "comm (%s; %d request(s) pending) rather than waiting out the QP retry budget",
+             c->dev_name, c->async.port_num[__builtin_ctz(n.down)], c->rank, on, gin_outstanding(c));
         gin_fail(c, ncclSystemError);
         return;
     }

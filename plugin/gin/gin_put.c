@@ -588,7 +588,8 @@ static void poll_cq(struct gin_coll *c)
 /* lanes_mu held */
 static ncclResult_t progress_locked(struct gin_coll *c)
 {
-    poll_cq(c);
+    if (c->cq)
+        poll_cq(c); /* none without proxy QPs: progress only watches the device (gin_check_async) */
     unsigned start = c->lane_turn++;
     for (int k = 0; k < c->nlanes; k++) {
         struct gin_lane *l = c->lanes[(start + (unsigned)k) % (unsigned)c->nlanes];
@@ -787,6 +788,7 @@ ncclResult_t gin_iput(void *coll_comm, uint64_t src_off, void *src_mh, size_t si
     struct gin_coll *c = gin_coll_of(coll_comm, "iput");
     if (!c || !request)
         return ncclInvalidArgument;
+    CHECK(gin_proxy_only(c, "iput"));
     return gin_lane_put(c, c->lane0, "iput", src_off, src_mh, size, dst_off, dst_mh, rank, 0, NULL, 0, 0, request);
 }
 
@@ -799,6 +801,7 @@ ncclResult_t gin_iput_signal(void *coll_comm, uint64_t src_off, void *src_mh, si
     struct gin_coll *c = gin_coll_of(coll_comm, "iputSignal");
     if (!c || !request)
         return ncclInvalidArgument;
+    CHECK(gin_proxy_only(c, "iputSignal"));
     if (!sig_mh) {
         (void)gin_mr_of(c, sig_mh, "iputSignal (signal window)"); /* says why */
         return ncclInvalidArgument;
@@ -814,6 +817,7 @@ ncclResult_t gin_test(void *coll_comm, void *request, int *done)
     struct gin_coll *c = gin_coll_of(coll_comm, "test");
     if (!c || !done)
         return ncclInvalidArgument;
+    CHECK(gin_proxy_only(c, "test"));
     struct gin_req *r = request;
     pthread_mutex_lock(&c->lanes_mu);
     /* NCCL hands back what a put or get gave it; anything else (a pointer

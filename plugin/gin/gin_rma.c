@@ -6,7 +6,8 @@
  * flight per context and peer and never retries a call that returned no
  * request, so each context needs its own pool; ordering is per lane, as
  * NCCL's contract is per context. The lanes share the collComm's QPs, made
- * at connect.
+ * at connect (an RMA table's connect always makes them; a GIN collComm of
+ * the GDAKI type has none, and createContext refuses it).
  *
  * The config, checked at createContext:
  *  - nContexts: 1 .. GIN_RMA_MAX_CONTEXTS;
@@ -113,6 +114,7 @@ ncclResult_t gin_rma_create(void *coll_comm, int ncontexts, int traffic_class, i
     struct gin_coll *c = gin_coll_of(coll_comm, "createContext");
     if (!c)
         return ncclInvalidArgument;
+    CHECK(gin_proxy_only(c, "RMA createContext"));
     if (!rma_ctx) {
         WARN("NET/railnet/RMA: createContext: no place for the context (NULL)");
         return ncclInvalidArgument;

@@ -55,8 +55,18 @@ const char *gw_reject_str(uint32_t s)
     case GW_REJECT_JOB: return "the handle, rank or rank count is not of the listener's job (stale or foreign handle)";
     case GW_REJECT_DEVICE: return "the devices cannot be connected (link layer or port count differ)";
     case GW_REJECT_RESOURCES: return "the listener could not create its QPs";
+    case GW_REJECT_TYPE: return "the GIN types differ (proxy QPs on one side, none on the other)";
     }
     return "unknown reason";
+}
+
+const char *gw_qps_str(uint8_t qps)
+{
+    switch (qps) {
+    case GW_QPS_PROXY: return "proxy QPs (the proxy type, or an RMA table)";
+    case GW_QPS_NONE: return "no proxy QPs (the GDAKI type)";
+    }
+    return "an unknown QP kind";
 }
 
 /* ---- header: 0 magic, 4 version, 6 type, 8 length, 12 crc32 */
@@ -151,7 +161,7 @@ static int qp_get(const uint8_t *p, uint8_t nports, struct hs_qp_info *q, char *
 
 /* ---- HELLO/REPLY body: 0 status, 4 nranks, 8 src_rank, 12 dst_rank,
  * 16 dst_nonce, 24 src_nonce, 32 guid, 40 link layer, 41 nports, 42 nqps,
- * 43..47 zero, 48 QP infos */
+ * 43 qps (enum gw_qps; 0 in GW_GDAKI), 44..47 zero, 48 QP infos */
 size_t gw_peer_encode(uint16_t type, const struct gw_peer *m, uint8_t *out, size_t cap)
 {
     if ((type != GW_HELLO && type != GW_REPLY && type != GW_GDAKI) || m->nqps > HS_MAX_PORTS)
@@ -172,6 +182,7 @@ size_t gw_peer_encode(uint16_t type, const struct gw_peer *m, uint8_t *out, size
     b[40] = m->link_layer;
     b[41] = m->nports;
     b[42] = m->nqps;
+    b[43] = m->qps;
     for (int i = 0; i < m->nqps; i++)
         qp_put(b + GW_PEER_FIXED + i * HS_QP_INFO_SIZE, &m->qp[i]);
     seal(out, (uint32_t)len);
@@ -199,11 +210,16 @@ int gw_peer_parse(const uint8_t *buf, size_t len, uint16_t want, struct gw_peer 
     m.link_layer = b[40];
     m.nports = b[41];
     m.nqps = b[42];
-    for (int i = 43; i < GW_PEER_FIXED; i++)
+    m.qps = b[43];
+    for (int i = 44; i < GW_PEER_FIXED; i++)
         if (b[i])
             return fail(err, "GIN peer message reserved bytes are not zero");
-    if (m.status > GW_REJECT_RESOURCES)
+    if (m.status > GW_REJECT_TYPE)
         return fail(err, "GIN peer message status %u unknown", m.status);
+    if (m.qps > GW_QPS_NONE)
+        return fail(err, "GIN peer message QP kind %u unknown", m.qps);
+    if (want == GW_GDAKI && m.qps != GW_QPS_PROXY)
+        return fail(err, "GIN GDAKI message carries QP kind %u, expected %d", m.qps, GW_QPS_PROXY);
     if (want != GW_REPLY && m.status)
         return fail(err, "GIN HELLO or GDAKI carries a rejection status %u", m.status);
     if (m.nranks < 1 || m.nranks > 1u << 20 || m.src_rank >= m.nranks || m.dst_rank >= m.nranks ||
@@ -213,8 +229,8 @@ int gw_peer_parse(const uint8_t *buf, size_t len, uint16_t want, struct gw_peer 
         return fail(err, "GIN link layer %u, expected 1 or 2", m.link_layer);
     if (m.nports < 1 || m.nports > HS_MAX_PORTS)
         return fail(err, "GIN port count %u, expected 1..%d", m.nports, HS_MAX_PORTS);
-    if (m.status ? m.nqps != 0 : (m.nqps < 1 || m.nqps > HS_MAX_PORTS))
-        return fail(err, "GIN QP count %u out of range for status %u", m.nqps, m.status);
+    if (m.status || m.qps == GW_QPS_NONE ? m.nqps != 0 : (m.nqps < 1 || m.nqps > HS_MAX_PORTS))
+        return fail(err, "GIN QP count %u out of range for status %u and %s", m.nqps, m.status, gw_qps_str(m.qps));
     if (want == GW_GDAKI && m.nqps != 1)
         return fail(err, "GIN GDAKI message carries %u QPs, expected exactly 1", m.nqps);
     if (len != GW_HEADER + GW_PEER_FIXED + (size_t)m.nqps * HS_QP_INFO_SIZE)

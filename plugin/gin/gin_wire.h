@@ -5,10 +5,11 @@
  * device guid, nonce naming the listener). Then, per pair of ranks, the
  * higher rank connects to the lower one's listener:
  *   HELLO  connector -> listener: job shape (nranks, both ranks), both
- *          listeners' nonces, device guid, link layer, its QPs towards
- *          the listener;
+ *          listeners' nonces, device guid, link layer, whether its
+ *          collComm has proxy QPs (enum gw_qps) and, if so, its QPs
+ *          towards the listener;
  *   REPLY  listener -> connector: the same from the other side, or a
- *          rejection status (then no QPs);
+ *          rejection status (then no QPs, and the listener's own gw_qps);
  *   READY  every rank -> every peer, once its QPs towards that peer are in
  *          RTS (no RDMA before all are);
  *   WIN    every rank -> every peer, once per regMrSym (collective): the
@@ -19,7 +20,16 @@
  * Every message: a 16-byte header {magic "RLGN", version, type, length,
  * crc32 of the message with the crc field zero}, then little-endian fields at
  * fixed offsets. Parsers treat input as untrusted: exact length, CRC, every
- * count and range checked, err says why. No logging here. */
+ * count and range checked, err says why. No logging here.
+ *
+ * Versions: the header's version must be GW_VERSION exactly. The gw_qps
+ * byte of HELLO and REPLY (offset 43 of the body) came later within version
+ * 1: it was reserved and had to be zero, and zero (GW_QPS_PROXY) still means
+ * what every collComm had then, one QP per port. So ranks of either kind
+ * connect as before wherever both sides have proxy QPs; a collComm without
+ * them (GW_QPS_NONE) is refused by an older peer (reserved bytes not zero),
+ * and GW_REJECT_TYPE reads there as an unknown status: a refusal either way,
+ * never a collComm that half works. */
 #ifndef RAILNET_GIN_WIRE_H
 #define RAILNET_GIN_WIRE_H
 
@@ -42,6 +52,14 @@ enum gw_reject {
     GW_REJECT_JOB = 1,    /* nonce, rank or rank count do not match this listener's job */
     GW_REJECT_DEVICE = 2, /* link layer or port count cannot be connected */
     GW_REJECT_RESOURCES = 3,
+    GW_REJECT_TYPE = 4,   /* one side has proxy QPs, the other none: they offer NCCL different GIN types */
+};
+
+/* What the sender's collComm holds towards the receiver (HELLO, REPLY;
+ * a GW_GDAKI message carries GW_QPS_PROXY, its one QP being the context's). */
+enum gw_qps {
+    GW_QPS_PROXY = 0,     /* one RC QP per port (the proxy type, RMA tables): nqps 1..HS_MAX_PORTS */
+    GW_QPS_NONE = 1,      /* none (the GDAKI type: its contexts make their own): nqps 0 */
 };
 
 struct gw_peer {
@@ -51,6 +69,7 @@ struct gw_peer {
     uint64_t src_nonce;   /* nonce of the sender's own listen handle */
     uint64_t guid;
     uint8_t link_layer, nports, nqps;
+    uint8_t qps;          /* enum gw_qps; in a rejection, the refusing side's own */
     struct hs_qp_info qp[HS_MAX_PORTS];
 };
 
@@ -62,6 +81,8 @@ struct gw_win {
 };
 
 const char *gw_reject_str(uint32_t s);
+/* What a collComm with `qps` (enum gw_qps) holds, in words, for WARNs. */
+const char *gw_qps_str(uint8_t qps);
 
 size_t gw_peer_encode(uint16_t type, const struct gw_peer *m, uint8_t *out, size_t cap);
 int gw_peer_parse(const uint8_t *buf, size_t len, uint16_t want, struct gw_peer *out, char err[HS_ERR_LEN]);

@@ -40,6 +40,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                                        .port_idx = (uint8_t)i, .mtu = 5, .is_global = 1 };
     seed_write(dir, "hello", buf, gw_peer_encode(GW_HELLO, &m, buf, sizeof(buf)));
     seed_write(dir, "reply", buf, gw_peer_encode(GW_REPLY, &m, buf, sizeof(buf)));
+    m.nqps = 0, m.qps = GW_QPS_NONE; /* a GDAKI-type collComm: no proxy QPs */
+    seed_write(dir, "hello-no-qps", buf, gw_peer_encode(GW_HELLO, &m, buf, sizeof(buf)));
     seed_write(dir, "ready", buf, gw_ready_encode(buf, sizeof(buf)));
     struct gw_win w = { .seq = 3, .addr = 0x1000, .size = 4096, .rkey = 7 };
     seed_write(dir, "win", buf, gw_win_encode(&w, buf, sizeof(buf)));
@@ -51,7 +53,8 @@ static int peer_same(const struct gw_peer *a, const struct gw_peer *b)
 {
     if (a->status != b->status || a->nranks != b->nranks || a->src_rank != b->src_rank ||
         a->dst_rank != b->dst_rank || a->dst_nonce != b->dst_nonce || a->src_nonce != b->src_nonce ||
-        a->guid != b->guid || a->link_layer != b->link_layer || a->nports != b->nports || a->nqps != b->nqps)
+        a->guid != b->guid || a->link_layer != b->link_layer || a->nports != b->nports || a->nqps != b->nqps ||
+        a->qps != b->qps)
         return 0;
     for (int i = 0; i < a->nqps; i++) {
         const struct hs_qp_info *x = &a->qp[i], *y = &b->qp[i];

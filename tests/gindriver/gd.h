@@ -38,6 +38,12 @@ typedef int (*gd_rank_fn)(struct gd_rank *r, void *arg);
  * SIGKILLed once it calls gd_ready. Returns the number of ranks (other than
  * the killed one) that exited non-zero or did not finish within timeout_s. */
 int gd_run(const char *plugin, int nranks, double timeout_s, int kill_rank, uint64_t seed, gd_rank_fn fn, void *arg);
+/* A variable gd_run sets in rank k's environment before that rank loads the
+ * plugin (name NULL: none), for jobs whose ranks are configured apart. */
+struct gd_env {
+    const char *name, *value;
+};
+extern struct gd_env gd_rank_env[GD_MAX_RANKS];
 
 /* Another listen of this rank's communicator (as NCCL makes one per GIN
  * context), its handles exchanged through the parent into r->handles: every

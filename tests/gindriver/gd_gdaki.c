@@ -15,14 +15,24 @@
  *                error, and queryLastError reports it;
  *   gdaki-kill   the last rank is SIGKILLed after createContext: the
  *                others' queryLastError reports it, and a put to it
- *                completes with an error CQE (no hang). */
+ *                completes with an error CQE (no hang);
+ *   gdaki-mismatch  rank 1 runs with RAILNET_GIN=proxy: its collComm has
+ *                proxy QPs, rank 0's (GDAKI) none; both connects fail at
+ *                once with ncclInvalidUsage (each side's WARN names both).
+ * Every connect of these (gk_open) is checked to make no proxy QPs: the
+ * collComm has no QP towards any peer and no CQ, and softnic counts no QP,
+ * CQ or MR more after it; gdaki also checks that the host's data path on
+ * the collComm is refused (iput, iputSignal, test, an RMA context:
+ * ncclInvalidUsage, nothing posted). */
 #include <endian.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../tools/common/plugin_tables.h"
 #include "../gin_gdaki/doca_cpu.h"
 #include "gd.h"
 #include "gd_tests.h"
@@ -203,6 +213,25 @@ int gk_ctx_open(struct gk *k, struct gk *x, int nctx, int nsig, int ncnt)
     return gk_create(x, nctx, nsig, ncnt);
 }
 
+/* A GDAKI-type collComm holds no proxy QPs: no QP towards any peer, no
+ * CQ, and its connect left softnic's live QPs, CQs and MRs as they were
+ * (a before, b after). */
+static int gk_check_no_proxy_qps(const struct gd_rank *r, const struct gd_objs *a, const struct gd_objs *b)
+{
+    const struct gin_coll *c = r->coll;
+    int qps = 0;
+    for (int p = 0; p < c->nranks; p++)
+        qps += c->peers[p].nqps;
+    if (c->proxy_qps || c->cq || qps || b->qps != a->qps || b->cqs != a->cqs || b->mrs != a->mrs) {
+        printf("rank %d: the GDAKI collComm has %d proxy QPs (flag %d) and %s CQ; its connect made %lld QPs, %lld "
+               "CQs, %lld MRs: expected none\n",
+               r->rank, qps, c->proxy_qps, c->cq ? "a" : "no", (long long)(b->qps - a->qps),
+               (long long)(b->cqs - a->cqs), (long long)(b->mrs - a->mrs));
+        return 1;
+    }
+    return 0;
+}
+
 int gk_open(struct gd_rank *r, struct gk *k, size_t len)
 {
     memset(k, 0, sizeof(*k));
@@ -214,10 +243,19 @@ int gk_open(struct gd_rank *r, struct gk *k, size_t len)
                p.netDeviceType, p.netDeviceVersion);
         return 1;
     }
+    objects_fn objects = gd_find_objects();
+    struct gd_objs before, after;
+    if (!objects || objects(&before)) {
+        printf("rank %d: softnic_ctl_objects not found: run on softnic (LD_LIBRARY_PATH=.../tests/softnic)\n",
+               r->rank);
+        return 1;
+    }
     if (gd_connect(r) != ncclSuccess) {
         printf("rank %d: connect failed\n", r->rank);
         return 1;
     }
+    if (objects(&after) || gk_check_no_proxy_qps(r, &before, &after))
+        return 1;
     k->layout = p.netDeviceVersion;
     if (gk_create(k, gd_contexts, GK_NSIG, GK_NCNT))
         return 1;
@@ -268,6 +306,62 @@ static const struct { size_t off, len; } part[4] = { { 0, 96 }, { 96, 104 }, { 2
 static uint64_t value_of(int from, int to, int round)
 {
     return 0xa5a5000000000000ull ^ put_id(from, to, round, 7);
+}
+
+/* The host has no data path on a GDAKI-type collComm (NCCL never calls
+ * one there): iput, iputSignal (GIN v11, v12: v14 has none), test of a
+ * request and an RMA context on it are each refused with ncclInvalidUsage,
+ * and nothing is posted (no request given); ginProgress succeeds. */
+static int gk_check_host_path_refused(struct gk *k)
+{
+    struct gd_rank *r = k->r;
+    uint32_t peer = (uint32_t)((r->rank + 1) % r->nranks);
+    int bad = 0;
+    void *req = &bad;
+    ncclResult_t e;
+    if (r->gin->iput) {
+        e = r->gin->iput(r->coll, 0, k->src_mh, 8, 0, k->dst_mh, peer, &req);
+        if (e != ncclInvalidUsage || req) {
+            printf("rank %d: iput on the GDAKI collComm: %d, request %p (want ncclInvalidUsage, none)\n", r->rank, e,
+                   req);
+            bad = 1;
+        }
+        req = &bad;
+        e = r->gin->iputSignal(r->coll, 0, k->src_mh, 8, 0, k->dst_mh, peer, 0, k->dst_mh, 1, NCCL_NET_SIGNAL_OP_INC,
+                               &req);
+        if (e != ncclInvalidUsage || req) {
+            printf("rank %d: iputSignal on the GDAKI collComm: %d, request %p (want ncclInvalidUsage, none)\n",
+                   r->rank, e, req);
+            bad = 1;
+        }
+    }
+    if (r->gin->test) {
+        int done = 1;
+        e = r->gin->test(r->coll, &bad, &done);
+        if (e != ncclInvalidUsage || done) {
+            printf("rank %d: test on the GDAKI collComm: %d, done %d (want ncclInvalidUsage, 0)\n", r->rank, e, done);
+            bad = 1;
+        }
+    }
+    /* ginProgress still answers: it only watches the device there */
+    if (r->gin->ginProgress && (e = r->gin->ginProgress(r->coll)) != ncclSuccess) {
+        printf("rank %d: ginProgress on the GDAKI collComm: %d\n", r->rank, e);
+        bad = 1;
+    }
+    char err[PATH_MAX + 256];
+    const ncclRma_v14_t *rma = plugin_tables_get(r->lib, &plugin_table_rma_v14, PLUGIN_TABLES_NAME, err, sizeof(err));
+    void *ctx = &bad;
+    ncclRmaConfig_v14_t cfg = { .nContexts = 1, .trafficClass = -1, .rankStride = 1 };
+    if (!rma || (e = rma->createContext(r->coll, &cfg, &ctx)) != ncclInvalidUsage || ctx) {
+        printf("rank %d: RMA createContext on the GDAKI collComm: %s%d, context %p (want ncclInvalidUsage, none)\n",
+               r->rank, rma ? "" : err, rma ? (int)e : -1, ctx);
+        bad = 1;
+    }
+    if (!bad)
+        printf("rank %d: iput, iputSignal, test and RMA createContext on the GDAKI collComm refused "
+               "(ncclInvalidUsage)\n",
+               r->rank);
+    return bad;
 }
 
 static int t_gdaki(struct gd_rank *r, void *arg)
@@ -375,6 +469,8 @@ static int t_gdaki(struct gd_rank *r, void *arg)
         printf("rank %d: queryLastError reports an error after a clean run\n", me);
         bad = 1;
     }
+    if (gk_check_host_path_refused(&k))
+        bad = 1;
     unsigned long long slots = (unsigned long long)gc->gdqp[(me + 1) % n].sq_rsvd_index;
     if (!bad)
         printf("rank %d: %d rounds to %d ranks byte-checked, signals and counters exact, %llu slots on a ring of %u\n",
@@ -760,8 +856,43 @@ static int t_gdaki_group_fail(struct gd_rank *r, void *arg)
     return bad;
 }
 
+/* gdaki-mismatch: rank 1 offers the proxy type (gd_rank_env), rank 0 the
+ * GDAKI type: rank 0 refuses rank 1's HELLO, and both connects fail at once
+ * with ncclInvalidUsage rather than after RAILNET_HANDSHAKE_TIMEOUT. */
+#define GK_MISMATCH_WITHIN_S 10.0
+static int t_gdaki_mismatch(struct gd_rank *r, void *arg)
+{
+    (void)arg;
+    ncclNetProperties_v11_t p;
+    if (r->gin->getProperties(0, &p) != ncclSuccess) {
+        printf("rank %d: getProperties failed\n", r->rank);
+        return 1;
+    }
+    int want = r->rank == 1 ? NCCL_NET_DEVICE_GIN_PROXY : NCCL_NET_DEVICE_GIN_GDAKI;
+    if ((int)p.netDeviceType != want) {
+        printf("rank %d: the plugin offers type %d, the case needs %d\n", r->rank, (int)p.netDeviceType, want);
+        return 1;
+    }
+    double t0 = gd_now();
+    ncclResult_t e = gd_connect(r);
+    double took = gd_now() - t0;
+    if (e != ncclInvalidUsage || r->coll || took > GK_MISMATCH_WITHIN_S) {
+        printf("rank %d: connect beside a rank of the other type: %d after %.1f s (want ncclInvalidUsage within "
+               "%.0f s)\n",
+               r->rank, e, took, GK_MISMATCH_WITHIN_S);
+        return 1;
+    }
+    printf("rank %d: connect beside a rank of the other type refused (ncclInvalidUsage) after %.1f s\n", r->rank,
+           took);
+    return 0;
+}
+
 int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
 {
+    if (!strcmp(name, "gdaki-mismatch")) {
+        gd_rank_env[1] = (struct gd_env){ "RAILNET_GIN", "proxy" };
+        return gd_run(plugin, 2, GK_DEADLINE_S, -1, o->seed, t_gdaki_mismatch, o);
+    }
     if (!strcmp(name, "gdaki-group-fail"))
         return gd_run(plugin, 2, GK_DEADLINE_S, -1, o->seed, t_gdaki_group_fail, o);
     if (!strcmp(name, "gdaki-port-down"))

@@ -29,13 +29,6 @@
 
 #define RAIL_DEADLINE_S 120.0
 
-/* softnic_ctl_objects (tests/softnic/softnic_ctl.h): verbs objects alive in
- * this process. */
-struct rail_objs {
-    int64_t qps, cqs, mrs;
-};
-typedef int (*objects_fn)(struct rail_objs *);
-
 /* What the ranks of the mistake phase report to each other. */
 struct rail_share {
     int rc[GD_MAX_RANKS];      /* connect's result */
@@ -49,7 +42,7 @@ struct rail_rank {
     objects_fn objects;
 };
 
-static objects_fn find_objects(void)
+objects_fn gd_find_objects(void)
 {
     void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
     objects_fn f = NULL;
@@ -58,7 +51,7 @@ static objects_fn find_objects(void)
     return f;
 }
 
-static int count(const struct rail_rank *x, struct rail_objs *o)
+static int count(const struct rail_rank *x, struct gd_objs *o)
 {
     if (x->objects(o)) {
         printf("rank %d: softnic_ctl_objects failed\n", x->r->rank);
@@ -102,10 +95,10 @@ static int check_coll(const struct rail_rank *x, int rails, int *qps)
 
 /* One connect (rails 1: FULL) on a fresh listen, closed after it as NCCL
  * does; *d: the verbs objects it added, *took: its seconds. */
-static ncclResult_t connect_counted(struct rail_rank *x, int rails, struct rail_objs *d, double *took)
+static ncclResult_t connect_counted(struct rail_rank *x, int rails, struct gd_objs *d, double *took)
 {
     struct gd_rank *r = x->r;
-    struct rail_objs a, b;
+    struct gd_objs a, b;
     if (count(x, &a))
         return ncclInternalError;
     double t0 = gd_now();
@@ -242,14 +235,14 @@ static int t_rail(struct gd_rank *r, void *arg)
     const struct gd_opts *o = arg;
     struct rail_share *sh = o->shared;
     struct rail_rank x = { .r = r, .o = o, .rails = o->rails, .nodes = r->nranks / o->rails,
-                           .local = r->rank % o->rails, .rr = r->rank / o->rails, .objects = find_objects() };
+                           .local = r->rank % o->rails, .rr = r->rank / o->rails, .objects = gd_find_objects() };
     int me = r->rank;
     if (!x.objects) {
         printf("rank %d: softnic_ctl_objects not found: run on softnic (LD_LIBRARY_PATH=.../tests/softnic)\n", me);
         return 1;
     }
     /* FULL: every rank's handle (the first listen's) */
-    struct rail_objs full, rail, after;
+    struct gd_objs full, rail, after;
     double took;
     int qfull = 0, qrail = 0;
     ncclResult_t e = connect_counted(&x, 1, &full, &took);
@@ -265,7 +258,7 @@ static int t_rail(struct gd_rank *r, void *arg)
     if (gd_barrier(r) || r->gin->closeColl(r->coll) != ncclSuccess)
         return 1;
     r->coll = NULL;
-    struct rail_objs base;
+    struct gd_objs base;
     if (count(&x, &base))
         return 1;
     /* RAIL: the rail's handles of a new listen (NCCL listens per connect) */

@@ -16,7 +16,10 @@
  *              every rank's exposed window on both contexts (random sizes,
  *              then whole slots, split over both ports), every byte checked;
  *              a flush of the landing window (says whether it gave a
- *              request: only where RAILNET_GDR_FLUSH asks for one);
+ *              request: only where RAILNET_GDR_FLUSH asks for one); with
+ *              RAILNET_GIN=gdaki, the GIN v14 table's type is decided
+ *              first, as NCCL 2.30.7 loads both: the RMA collComm has its
+ *              proxy QPs all the same;
  *   rma-bad  - invalid configs and operations refused with
  *              ncclInvalidArgument (a WARN each), the context still working
  *              afterwards; a context whose collComm was closed first is
@@ -31,8 +34,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../tools/common/plugin_tables.h"
 #include "gd.h"
 #include "gd_tests.h"
+#include "gin.h"
+#include "nccl_gin_v14.h"
 
 #define DEADLINE_S 120.0
 #define NCTX 2
@@ -432,15 +438,47 @@ static int rma_gets(struct gd_rank *r, const struct gd_opts *o, void *ctx, struc
     return 0;
 }
 
+/* RAILNET_GIN=gdaki: NCCL 2.30.7 asks the GIN v14 table's properties
+ * beside the RMA table; this process then offers the GDAKI type. 1 when
+ * it does (0: not asked), -1 when it does not (said on stdout). */
+static int beside_gdaki(struct gd_rank *r)
+{
+    const char *mode = getenv("RAILNET_GIN");
+    if (!mode || strcmp(mode, "gdaki"))
+        return 0;
+    char err[PATH_MAX + 256];
+    const ncclGin_v14_t *g = plugin_tables_get(r->lib, &plugin_table_gin_v14, PLUGIN_TABLES_NAME, err, sizeof(err));
+    ncclNetProperties_v12_t p;
+    if (!g || g->getProperties(0, &p) != ncclSuccess || p.netDeviceType != NCCL_NET_DEVICE_GIN_GDAKI) {
+        printf("rank %d: RAILNET_GIN=gdaki: the GIN v14 table offers no GDAKI type%s%s\n", r->rank, g ? "" : ": ",
+               g ? "" : err);
+        return -1;
+    }
+    return 1;
+}
+
 static int t_rma(struct gd_rank *r, void *arg)
 {
     const struct gd_opts *o = arg;
+    int gdaki = beside_gdaki(r);
+    if (gdaki < 0)
+        return 1;
     ncclResult_t e = gd_connect(r);
     if (e != ncclSuccess) {
         printf("rank %d: connect failed (%d)\n", r->rank, e);
         return 1;
     }
     int n = r->nranks;
+    const struct gin_coll *c = r->coll;
+    for (int p = 0; p < n; p++)
+        if (!c->proxy_qps || c->peers[p].nqps != c->nports) {
+            printf("rank %d: the RMA collComm has %d QPs towards rank %d (proxy QPs %d), expected %d\n", r->rank,
+                   c->peers[p].nqps, p, c->proxy_qps, c->nports);
+            return 1;
+        }
+    if (gdaki)
+        printf("rank %d: beside the GIN table's GDAKI type, the RMA collComm has %d proxy QPs per peer\n", r->rank,
+               c->nports);
     void *ctx = NULL;
     /* NCCL's GIN proxy: its context count, the config's undefined traffic
      * class, a rank stride of 1 (full GIN connections) */

@@ -80,5 +80,13 @@ int gd_async_run(const char *plugin, const char *name, struct gd_opts *o);
 struct ibv_context;
 typedef int (*set_state_fn)(struct ibv_context *, uint8_t, int);
 set_state_fn gd_find_set_state(void);
+/* softnic_ctl_objects (tests/softnic/softnic_ctl.h) of the libibverbs the
+ * plugin loaded: the verbs objects alive in this process; NULL when it is
+ * not softnic's (gd_rail.c). */
+struct gd_objs {
+    int64_t qps, cqs, mrs;
+};
+typedef int (*objects_fn)(struct gd_objs *);
+objects_fn gd_find_objects(void);
 
 #endif

@@ -19,6 +19,7 @@
 #include "gd.h"
 
 struct gd_gin_stats gd_stats;
+struct gd_env gd_rank_env[GD_MAX_RANKS];
 
 double gd_now(void)
 {
@@ -149,6 +150,8 @@ static int rank_main(const char *plugin, int rank, int nranks, int fd, uint64_t 
     struct gd_rank r;
     memset(&r, 0, sizeof(r));
     r.rank = rank, r.nranks = nranks, r.fd = fd, r.seed = seed;
+    if (gd_rank_env[rank].name)
+        setenv(gd_rank_env[rank].name, gd_rank_env[rank].value, 1);
     struct plugin_tables lib;
     char err[PATH_MAX + 256];
     r.gin = gd_load_gin(&lib, plugin, err, sizeof(err));

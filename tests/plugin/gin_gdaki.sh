@@ -8,7 +8,8 @@
 # counter sums, rings wrapped; a bad rkey and a killed peer as errors, and
 # kernels still spinning on a failed context ended by its destroyContext.
 # Plus the type choice: the layout version check and its fallback, and a
-# peer's GW_GDAKI message as untrusted input (gindriver gdaki-forged-KIND).
+# peer's GW_GDAKI message as untrusted input (gindriver gdaki-forged-KIND);
+# a GDAKI collComm without proxy QPs, and ranks of both types refused.
 # The layouts of NCCL 2.29 (GIN v12: a context per contextId, table
 # offsets) and 2.30 (GIN v14, RAILNET_GIN_GDAKI_VERSION=200: packed QP
 # descriptors, get tracking by backend version): gindriver reads the device
@@ -18,7 +19,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 34
+tap_plan 36
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -74,6 +75,29 @@ rc=$?
     tap_ok gdaki_layout_200_backend_0_refused_with_a_warn ||
     tap_not_ok gdaki_layout_200_backend_0_refused_with_a_warn "rc=$rc $(cat "$out")"
 
+# a GDAKI-type collComm holds no proxy QPs: every gdaki case checks that its
+# connect made no QP, CQ or MR (softnic's live counts) and that the collComm
+# has none; its connect says so, and the host's data path on it is refused
+env NCCL_DEBUG=INFO "$gd" --plugin "$plugin" --ranks 2 --rounds 2 gdaki >"$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] &&
+    [ "$(grep -c 'rank [01] of 2 connected on softnic0: 0 QPs per peer, GDAKI type' "$out")" = 2 ] &&
+    [ "$(grep -c '^rank [01]: iput, iputSignal, test and RMA createContext on the GDAKI collComm refused (ncclInvalidUsage)$' "$out")" = 2 ] &&
+    grep -q 'WARN NET/railnet/GIN: rank 0: iput on a collComm of the GDAKI type, which has no proxy QPs' "$out" &&
+    grep -q 'WARN NET/railnet/GIN: rank 1: RMA createContext on a collComm of the GDAKI type, which has no proxy QPs' "$out" &&
+    tap_ok gdaki_collcomm_has_no_proxy_qps_and_refuses_the_host_data_path ||
+    tap_not_ok gdaki_collcomm_has_no_proxy_qps_and_refuses_the_host_data_path "rc=$rc $(grep -v 'INFO' "$out" | tail -n 20)"
+# ranks of different types (here rank 1 with RAILNET_GIN=proxy): the
+# handshake refuses the pair, each side's WARN naming both, and both
+# connects fail at once, not at RAILNET_HANDSHAKE_TIMEOUT
+RAILNET_HANDSHAKE_TIMEOUT=60 "$gd" --plugin "$plugin" gdaki-mismatch >"$out" 2>&1
+rc=$?
+[ $rc -eq 0 ] &&
+    grep -q 'WARN NET/railnet/GIN: rank 0: refusing a connection: rank 1 connects with proxy QPs (the proxy type, or an RMA table), this rank with no proxy QPs (the GDAKI type): every rank must offer NCCL the same GIN type' "$out" &&
+    grep -q 'WARN NET/railnet/GIN: rank 1: rank 0 refused the connection: it connects with no proxy QPs (the GDAKI type), this rank with proxy QPs (the proxy type, or an RMA table)' "$out" &&
+    [ "$(grep -c '^rank [01]: connect beside a rank of the other type refused (ncclInvalidUsage)' "$out")" = 2 ] &&
+    tap_ok gdaki_and_proxy_ranks_refused_at_connect_each_warn_naming_both ||
+    tap_not_ok gdaki_and_proxy_ranks_refused_at_connect_each_warn_naming_both "rc=$rc $(cat "$out")"
 tap_check gdaki_cpu_consumer_2_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 2 --rounds 20 gdaki
 tap_check gdaki_cpu_consumer_3_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 3 --rounds 50 gdaki
 # 9 slots per peer per round: 200 rounds wrap the 512-slot rings 3 times

@@ -6,13 +6,13 @@
 # signal (strong: no signal before its context's data), signal-only adds,
 # gets and flushes on two contexts, NCCL's queue depth in flight per
 # context and peer and never refused, contexts made and destroyed on
-# another thread meanwhile; bad configs and operations refused with one
+# another thread meanwhile, also beside the GIN table's GDAKI type; bad configs and operations refused with one
 # WARN each; a killed peer.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 11
+tap_plan 13
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 quiet() { grep -v 'NCCL INFO' "$out"; }
 
@@ -49,6 +49,14 @@ rma_case() {
 }
 rma_case rma_v14_puts_signals_gets_3_ranks_2_contexts_nccls_depth 'no request (nothing to flush)' '' --rma-version 14
 rma_case gin_v13_as_nccl_2_30_4_drives_it_3_ranks 'no request (nothing to flush)' '' --gin-version 13
+# NCCL 2.30.7 with RAILNET_GIN=gdaki: the GIN table offers the GDAKI type
+# (whose collComms have no proxy QPs), the RMA table's collComm keeps its
+# QPs and its data path
+rma_case rma_v14_beside_the_gdaki_type_3_ranks 'no request (nothing to flush)' \
+    'RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx' --rma-version 14
+[ "$(grep -c "beside the GIN table's GDAKI type, the RMA collComm has 2 proxy QPs per peer" "$out")" = 3 ] &&
+    tap_ok rma_v14_collcomm_beside_the_gdaki_type_has_its_proxy_qps ||
+    tap_not_ok rma_v14_collcomm_beside_the_gdaki_type_has_its_proxy_qps "$(quiet)"
 # RAILNET_GDR_FLUSH=2 flushes host memory too: the flush is a READ that completes
 rma_case rma_v13_flush_is_a_read_that_completes 'a request, completed' RAILNET_GDR_FLUSH=2 --rma-version 13
 

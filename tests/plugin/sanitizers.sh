@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 49
+tap_plan 50
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -115,6 +115,9 @@ san asan_gin_gdaki_short_qp_message env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_ME
 # a GIN peer that resets mid-handshake, a bad request pointer, a garbled WIN
 # (the collComm fails and its peer sockets are shut down)
 san asan_gin_hostile_peers "$asan/tests/plugin/test_gin_hostile"
+# ranks of both GIN types: the refused handshake's error paths on both sides
+san asan_gin_gdaki_and_proxy_ranks_refused env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx \
+    RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-mismatch
 san asan_gin_gdaki_forged_table_keys env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx RAILNET_HANDSHAKE_TIMEOUT=20 $gd gdaki-forged-keys
 # softnic's extended verbs (ibv_wr_* builder, cq_ex, rereg_mr) and its
 # libmlx5 as NCCL 2.28.9 probes it

@@ -54,9 +54,78 @@ TAP_CASE(test_hello_round_trips_every_field)
     EXPECT_EQ_U64(m.src_nonce, out.src_nonce);
     EXPECT_EQ_U64(m.guid, out.guid);
     EXPECT_EQ_INT(2, out.nqps);
+    EXPECT_EQ_INT(GW_QPS_PROXY, out.qps);
+    EXPECT_EQ_INT(0, buf[GW_HEADER + 43]); /* proxy QPs: the byte is what it was before it had a meaning */
     EXPECT_EQ_INT(0x101, out.qp[1].qpn);
     EXPECT_EQ_INT(2, out.qp[1].port_num);
     EXPECT_EQ_INT(1, out.qp[1].gid[15]);
+}
+
+TAP_CASE(test_hello_without_proxy_qps_round_trips_and_carries_none)
+{
+    /* a GDAKI-type collComm: no QP towards the peer */
+    struct gw_peer m = sample_peer(0), out;
+    m.qps = GW_QPS_NONE;
+    uint8_t buf[GW_MSG_MAX];
+    size_t len = gw_peer_encode(GW_HELLO, &m, buf, sizeof(buf));
+    EXPECT_EQ_INT(GW_HEADER + GW_PEER_FIXED, len);
+    char err[HS_ERR_LEN] = "";
+    EXPECT_EQ_INT(0, gw_peer_parse(buf, len, GW_HELLO, &out, err));
+    EXPECT_EQ_INT(GW_QPS_NONE, out.qps);
+    EXPECT_EQ_INT(0, out.nqps);
+    EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_REPLY, &out, err)); /* a HELLO is no REPLY */
+    /* proxy QPs announced with none, and QPs carried while announcing none */
+    m.qps = GW_QPS_PROXY;
+    len = gw_peer_encode(GW_HELLO, &m, buf, sizeof(buf));
+    EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_HELLO, &out, err));
+    EXPECT_TRUE(strstr(err, "QP count 0 out of range") != NULL);
+    m = sample_peer(2);
+    m.qps = GW_QPS_NONE;
+    len = gw_peer_encode(GW_HELLO, &m, buf, sizeof(buf));
+    EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_HELLO, &out, err));
+    EXPECT_TRUE(strstr(err, "QP count 2 out of range") != NULL && strstr(err, "no proxy QPs") != NULL);
+}
+
+TAP_CASE(test_reply_refusing_another_gin_type_carries_the_listeners_kind)
+{
+    /* the connector names both sides' kinds in its WARN */
+    struct gw_peer m = sample_peer(0), out;
+    m.status = GW_REJECT_TYPE;
+    m.qps = GW_QPS_NONE;
+    uint8_t buf[GW_MSG_MAX];
+    size_t len = gw_peer_encode(GW_REPLY, &m, buf, sizeof(buf));
+    char err[HS_ERR_LEN] = "";
+    EXPECT_EQ_INT(0, gw_peer_parse(buf, len, GW_REPLY, &out, err));
+    EXPECT_EQ_INT(GW_REJECT_TYPE, out.status);
+    EXPECT_EQ_INT(GW_QPS_NONE, out.qps);
+    EXPECT_TRUE(strstr(gw_reject_str(GW_REJECT_TYPE), "GIN types differ") != NULL);
+    EXPECT_TRUE(strstr(gw_qps_str(GW_QPS_NONE), "no proxy QPs") != NULL);
+    EXPECT_TRUE(strstr(gw_qps_str(GW_QPS_PROXY), "proxy QPs") != NULL);
+    /* a status past the last one known, and a QP kind past GW_QPS_NONE */
+    uint8_t bad[GW_MSG_MAX];
+    memcpy(bad, buf, len);
+    bad[GW_HEADER] = GW_REJECT_TYPE + 1;
+    reseal(bad, len);
+    EXPECT_EQ_INT(-1, gw_peer_parse(bad, len, GW_REPLY, &out, err));
+    EXPECT_TRUE(strstr(err, "status 5 unknown") != NULL);
+    memcpy(bad, buf, len);
+    bad[GW_HEADER + 43] = GW_QPS_NONE + 1;
+    reseal(bad, len);
+    EXPECT_EQ_INT(-1, gw_peer_parse(bad, len, GW_REPLY, &out, err));
+    EXPECT_TRUE(strstr(err, "QP kind 2 unknown") != NULL);
+}
+
+TAP_CASE(test_gdaki_qp_message_carries_no_qp_kind)
+{
+    /* GW_GDAKI reuses the peer message: its one QP is the context's, the
+     * kind byte stays zero */
+    struct gw_peer m = sample_peer(1), out;
+    m.qps = GW_QPS_NONE;
+    uint8_t buf[GW_MSG_MAX];
+    size_t len = gw_peer_encode(GW_GDAKI, &m, buf, sizeof(buf));
+    char err[HS_ERR_LEN] = "";
+    EXPECT_EQ_INT(-1, gw_peer_parse(buf, len, GW_GDAKI, &out, err));
+    EXPECT_TRUE(strstr(err, "QP kind 1, expected 0") != NULL);
 }
 
 TAP_CASE(test_gdaki_qp_message_round_trips_and_is_not_a_hello)
@@ -153,7 +222,9 @@ TAP_CASE(test_hostile_fields_refused_even_with_a_valid_crc)
         { GW_HEADER + 40, 7, "link layer" },
         { GW_HEADER + 41, 3, "port count" },
         { GW_HEADER + 42, 1, "QP count disagreeing with the length" },
-        { GW_HEADER + 43, 1, "reserved byte" },
+        { GW_HEADER + 43, 1, "QP kind (none) beside its QPs" },
+        { GW_HEADER + 43, 2, "QP kind" },
+        { GW_HEADER + 44, 1, "reserved byte" },
         { GW_HEADER + GW_PEER_FIXED + 3, 0x01, "QP number beyond 24 bits" },
         { GW_HEADER + GW_PEER_FIXED + 11, 2, "QP port index beyond the ports" },
         { GW_HEADER + GW_PEER_FIXED + 12, 6, "MTU code" },
