@@ -143,6 +143,13 @@ for impl in $IMPLS; do
             fi
             # shellcheck disable=SC2086
             nt_job "$name" "$n" $env -- "$NT/alltoall_perf" -b 16 -e 64M -f 4 -c 1 -R 2 -D "$impl" -n 2 -w 1
+            # nccl-tests compiles its device implementations only against an
+            # NCCL whose headers have the GIN device API (not 2.28.3's)
+            if grep -q "Device implementation $impl is not supported by this test" "$log"; then
+                no_impl="nccl-tests built against NCCL ${nccl_ver} has no device implementation $impl (that NCCL's headers lack the device API nccl-tests needs)"
+                tap_skip "${name}_data_checked_16B_to_64MiB" "$no_impl"
+                continue
+            fi
             if [ $rc -eq 0 ] && rows_clean "$log" && grep -q "NET/railnet/GIN: rank 0 of $n .*$want" "$log"; then
                 tap_ok "${name}_data_checked_16B_to_64MiB"
             else tap_not_ok "${name}_data_checked_16B_to_64MiB" "$(why "$log")"; fi
@@ -195,6 +202,11 @@ fault_result() {
 }
 FAULT_TIMEOUT=$((40 + BOUND + WAIT_OTHERS))
 for type in $FAULT_TYPES; do
+    if [ -n "${no_impl:-}" ] && [ "$type" != ncclib ]; then
+        tap_skip "gin_${type}_peer_killed_survivors_end_with_an_error_within_${BOUND}s" "$no_impl"
+        tap_skip "gin_${type}_ports_down_every_rank_ends_with_an_error_within_${BOUND}s" "$no_impl"
+        continue
+    fi
     if [ "$type" = gdaki ] && [ $gdaki_ok = no ]; then
         why_not="NCCL ${nccl_ver}'s device code reads a GDAKI layout railnet does not write (it writes NCCL 2.28's, 2.29's and 2.30's)"
         tap_skip "gin_gdaki_peer_killed_survivors_end_with_an_error_within_${BOUND}s" "$why_not"
