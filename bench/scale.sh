@@ -13,6 +13,9 @@
 #                           (connect gets only the rank's rail: N/R handles); default 1: FULL
 # RAILNET_BENCH_GIN         GIN type: proxy (default) or gdaki (host memory, no GPU: connect,
 #                           one createContext, one window, as NCCL holds a GDAKI collComm)
+# RAILNET_BENCH_QUEUE_DEPTH with RAILNET_BENCH_GIN=gdaki: GIN through ncclGinPlugin_v12 with
+#                           this queue depth (1..65536), which sizes each QP's send ring;
+#                           default none: ncclGinPlugin_v11, rings of 512 slots
 # RAILNET_BENCH_STEP_TIMEOUT seconds one step may take (default 120)
 # RAILNET_BENCH_TOTAL_TIMEOUT seconds for all counts (default 600, 0: none)
 # SOFTNIC_RETRY_MIN_MS, SOFTNIC_RETRY_CAP_MS  softnic's retry budget (default 60000 here)
@@ -32,7 +35,8 @@ echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(nproc) CPUs, load $(cut -
 tmp=$(mktemp) || exit 1
 trap 'rm -f "$tmp" "$tmp.rc"' EXIT
 {
-    "$b" --ranks "${RAILNET_BENCH_RANKS:-2 4 8 16 32 64}" --rails "${RAILNET_BENCH_RAILS:-1}" --gin "${RAILNET_BENCH_GIN:-proxy}" --step-timeout "${RAILNET_BENCH_STEP_TIMEOUT:-120}" \
+    "$b" --ranks "${RAILNET_BENCH_RANKS:-2 4 8 16 32 64}" --rails "${RAILNET_BENCH_RAILS:-1}" --gin "${RAILNET_BENCH_GIN:-proxy}" \
+        ${RAILNET_BENCH_QUEUE_DEPTH:+--queue-depth "$RAILNET_BENCH_QUEUE_DEPTH"} --step-timeout "${RAILNET_BENCH_STEP_TIMEOUT:-120}" \
         --total-timeout "${RAILNET_BENCH_TOTAL_TIMEOUT:-600}"
     echo $? >"$tmp.rc"
 } | tee "$tmp"

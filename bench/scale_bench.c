@@ -7,7 +7,10 @@
  * symmetric window, a put with signal to every peer; --gin gdaki: the GDAKI
  * type as NCCL holds it, CPU-only (RAILNET_GDAKI_QUEUE_MEM=host-devx): the
  * collective connect, one createContext, one symmetric window, no put from
- * the host, which has none on that type). --rails R connects
+ * the host, which has none on that type; with --queue-depth D through
+ * ncclGinPlugin_v12 instead, as NCCL 2.29 calls it: connect with one
+ * connection and queue depth D, which sizes the GDAKI send rings, and
+ * createContext with one context). --rails R connects
  * GIN as NCCL's RAIL connection type does (no cross-NIC support): with R
  * ranks a node, each rank passes connect only its rail's handles (the ranks
  * of its local index, one a node), so its GIN peers are the N/R nodes' and
@@ -24,6 +27,7 @@
  * it has.
  * bench/scale.sh runs it on softnic. Usage: scale_bench --help. */
 #include "nccl_gin_v11.h"
+#include "nccl_gin_v12.h"
 #include "nccl_net_v8.h"
 #include "plugin/ib/parse.h"
 #include "tools/common/fdio.h"
@@ -51,7 +55,7 @@
 
 static const char help[] =
     "usage: scale_bench [--ranks LIST] [--rails R] [--step-timeout S] [--total-timeout S] [--bytes B]\n"
-    "                   [--gin TYPE] [--plugin PATH] [--verbose]\n"
+    "                   [--gin TYPE] [--queue-depth D] [--plugin PATH] [--verbose]\n"
     "For each rank count N, forks N rank processes on this host; every rank connects to every\n"
     "other through railnet's net table (ncclNetPlugin_v8: a listen per peer, connect and accept\n"
     "polled until all are up, one registered message each way per peer, byte-checked) and its\n"
@@ -77,6 +81,10 @@ static const char help[] =
     "                       structure in host memory (RAILNET_GDAKI_QUEUE_MEM=host-devx, no GPU):\n"
     "                       connect, one createContext, regMrSym of the window, and no put (NCCL's\n"
     "                       device code posts on that type; the host has no data path on it)\n"
+    "  --queue-depth D      with --gin gdaki: GIN through ncclGinPlugin_v12 (NCCL 2.29's table):\n"
+    "                       connect with one connection and queue depth D, 1..65536, which sizes\n"
+    "                       each QP's send ring (a power of two within 16..16384), createContext\n"
+    "                       with one context (default: ncclGinPlugin_v11, no queue depth: 512 slots)\n"
     "  --plugin PATH        the plugin (default $top_builddir/.libs/libnccl-net-railnet.so)\n"
     "  --verbose            the plugin's WARN lines on stderr, prefixed by rank\n"
     "Sets RAILNET_GIN to TYPE. Run on softnic: LD_LIBRARY_PATH=BUILD/tests/softnic (bench/scale.sh).\n"
@@ -160,6 +168,7 @@ struct rank {
     int me, n, fd;
     int rails, gn, gme; /* GIN: ranks a node; the rank's rail: its size, its rank in it */
     int gdaki;          /* --gin gdaki */
+    int depth;          /* --queue-depth: GIN v12's connect queueDepth; 0: GIN v11 */
     size_t bytes;
     double budget; /* seconds a step may take */
     struct plugin_tables lib;
@@ -561,6 +570,53 @@ static int gin_put_step(struct rank *r)
     return 0;
 }
 
+/* --queue-depth: ncclGinPlugin_v12 seen through the v11 shape the steps
+ * call, each call converted as NCCL 2.29 makes it: connect with one
+ * connection and the queue depth, createContext with one context,
+ * connection 0 on a put. */
+static const ncclGin_v12_t *gin_v12;
+static int gin_v12_depth;
+static ncclGin_v11_t gin_v12_as_v11;
+
+static ncclResult_t v12_connect(void *ctx, void *handles[], int nranks, int rank, void *listen, void **coll)
+{
+    return gin_v12->connect(ctx, handles, nranks, rank, 1, gin_v12_depth, listen, coll);
+}
+
+static ncclResult_t v12_create_context(void *coll, int nsig, int ncnt, void **ctx, ncclNetDeviceHandle_v11_t **dh)
+{
+    return gin_v12->createContext(coll, nsig, ncnt, 1, ctx, dh);
+}
+
+static ncclResult_t v12_iput(void *coll, uint64_t so, void *smh, size_t size, uint64_t d, void *dmh, uint32_t rank,
+                             void **req)
+{
+    return gin_v12->iput(coll, so, smh, size, d, dmh, rank, 0, req);
+}
+
+static ncclResult_t v12_iput_signal(void *coll, uint64_t so, void *smh, size_t size, uint64_t d, void *dmh,
+                                    uint32_t rank, uint64_t sigoff, void *sigmh, uint64_t val, uint32_t op, void **req)
+{
+    return gin_v12->iputSignal(coll, so, smh, size, d, dmh, rank, sigoff, sigmh, val, op, 0, req);
+}
+
+/* The GIN table the steps call: v11's, or with a queue depth v12's. */
+static const ncclGin_v11_t *gin_table(struct rank *r, char *err, size_t len)
+{
+    if (!r->depth)
+        return plugin_tables_get(&r->lib, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, len);
+    if (!(gin_v12 = plugin_tables_get(&r->lib, &plugin_table_gin_v12, PLUGIN_TABLES_NAME, err, len)))
+        return NULL;
+    _Static_assert(sizeof(gin_v12_as_v11) == sizeof(*gin_v12), "v12 keeps v11's entries");
+    memcpy(&gin_v12_as_v11, gin_v12, sizeof(gin_v12_as_v11)); /* the entries whose arguments did not change */
+    gin_v12_as_v11.connect = v12_connect;
+    gin_v12_as_v11.createContext = v12_create_context;
+    gin_v12_as_v11.iput = v12_iput;
+    gin_v12_as_v11.iputSignal = v12_iput_signal;
+    gin_v12_depth = r->depth;
+    return &gin_v12_as_v11;
+}
+
 static void teardown(struct rank *r)
 {
     if (r->gin) {
@@ -589,14 +645,14 @@ static void teardown(struct rank *r)
     }
 }
 
-static int rank_main(const char *plugin, int me, int n, int rails, int gdaki, int fd, size_t bytes, double budget,
-                     int verbose)
+static int rank_main(const char *plugin, int me, int n, int rails, int gdaki, int depth, int fd, size_t bytes,
+                     double budget, int verbose)
 {
     static struct rank r;
     static uint8_t handles[MAX_RANKS][HANDLE];
     memset(&r, 0, sizeof(r));
     r.me = me, r.n = n, r.fd = fd, r.bytes = bytes, r.budget = budget;
-    r.rails = rails, r.gn = n / rails, r.gme = me / rails, r.gdaki = gdaki;
+    r.rails = rails, r.gn = n / rails, r.gme = me / rails, r.gdaki = gdaki, r.depth = depth;
     rank_log.me = me, rank_log.verbose = verbose;
     void ***arrays[] = { &r.lc, &r.sc, &r.rc, &r.smh, &r.rmh, (void ***)&r.sbuf, (void ***)&r.rbuf };
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
@@ -607,7 +663,7 @@ static int rank_main(const char *plugin, int me, int n, int rails, int gdaki, in
     if (plugin_tables_open(&r.lib, plugin, err, sizeof(err)))
         return fail(&r, "%s", err);
     if (!(r.net = plugin_tables_get(&r.lib, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err))) ||
-        !(r.gin = plugin_tables_get(&r.lib, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err))))
+        !(r.gin = gin_table(&r, err, sizeof(err))))
         return fail(&r, "%s", err);
     if (r.net->init(logger) != ncclSuccess || r.net->devices(&ndev) != ncclSuccess || ndev < 1)
         return fail(&r, "net init failed or no device (%d devices)", ndev);
@@ -649,7 +705,7 @@ struct bench {
     const char *plugin;
     size_t bytes;
     double step_budget, total_deadline;
-    int verbose, rails, gdaki;
+    int verbose, rails, gdaki, depth;
     char stop[2 * MSG_MAX]; /* why the bench stopped, "" when it did not */
 };
 
@@ -784,7 +840,7 @@ static int run_count(struct bench *b, struct count_result *res)
             for (int j = 0; j < i; j++)
                 close(fds[j]);
             close(sv[0]);
-            _exit(rank_main(b->plugin, i, n, b->rails, b->gdaki, sv[1], b->bytes, b->step_budget, b->verbose));
+            _exit(rank_main(b->plugin, i, n, b->rails, b->gdaki, b->depth, sv[1], b->bytes, b->step_budget, b->verbose));
         }
         close(sv[1]);
         fds[i] = sv[0], pids[i] = p, nf++;
@@ -1031,6 +1087,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             b.gdaki = !strcmp(v, "gdaki"), i++;
+        } else if (!strcmp(a, "--queue-depth")) {
+            if (parse_int(v, 1, 65536, &x)) {
+                fprintf(stderr, "scale_bench: bad value '%s' for --queue-depth: 1 to 65536\n", v);
+                return 2;
+            }
+            b.depth = (int)x, i++;
         } else if (!strcmp(a, "--plugin")) {
             b.plugin = argv[++i];
         } else if (!strcmp(a, "--step-timeout") || !strcmp(a, "--total-timeout")) {
@@ -1051,6 +1113,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "scale_bench: unknown option '%s' (see --help)\n", a);
             return 2;
         }
+    }
+    if (b.depth && !b.gdaki) {
+        fprintf(stderr, "scale_bench: --queue-depth goes with --gin gdaki (it sizes the GDAKI type's send rings)\n");
+        return 2;
     }
     if (parse_ranks(ranks, counts, &k)) {
         fprintf(stderr, "scale_bench: bad --ranks list: up to %d integers in [2, %d], comma- or space-separated\n",
@@ -1075,7 +1141,8 @@ int main(int argc, char **argv)
         char err[PATH_MAX + 256];
         if (plugin_tables_open(&lib, b.plugin, err, sizeof(err)) ||
             !plugin_tables_get(&lib, &plugin_table_net_v8, PLUGIN_TABLES_NAME, err, sizeof(err)) ||
-            !plugin_tables_get(&lib, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, sizeof(err))) {
+            !plugin_tables_get(&lib, b.depth ? &plugin_table_gin_v12 : &plugin_table_gin_v11, PLUGIN_TABLES_NAME,
+                               err, sizeof(err))) {
             fprintf(stderr, "scale_bench: %s\n", err);
             return 2;
         }
@@ -1094,11 +1161,14 @@ int main(int argc, char **argv)
            b.bytes, b.step_budget);
     const char *type = b.gdaki ? "GDAKI type, host memory (connect, createContext, window; no put)"
                                : "proxy type (connect, createContext, window, put with signal)";
+    char table[64] = "";
+    if (b.depth)
+        snprintf(table, sizeof(table), ", GIN v12 with queue depth %d", b.depth);
     if (b.rails == 1)
-        printf("GIN: %s, FULL (every rank's handle to connect)\n", type);
+        printf("GIN: %s%s, FULL (every rank's handle to connect)\n", type, table);
     else
-        printf("GIN: %s, RAIL, %d ranks a node (connect gets the N/%d handles of the rank's rail)\n", type, b.rails,
-               b.rails);
+        printf("GIN: %s%s, RAIL, %d ranks a node (connect gets the N/%d handles of the rank's rail)\n", type, table,
+               b.rails, b.rails);
     print_header();
     for (int i = 0; i < k; i++) {
         res[done].n = counts[i];

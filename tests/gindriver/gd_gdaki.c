@@ -151,19 +151,23 @@ static int gk_check_handle(struct gk *k)
     const struct rn_gin_gdaki_gpu_ctx *last = (const void *)(arr + (size_t)(nctx - 1) * csz);
     k->view = *last;
     k->gc = &k->view;
-    if (layout != RN_GIN_GDAKI_V200)
-        return 0;
-    /* GIN v14's queueDepth sizes the send rings: a power of two within
-     * 16..16384 at or above it, 512 when none is asked */
+    /* NCCL's queue depth (GIN v12's connect, v14's createContext config)
+     * sizes the send rings: a power of two within 16..16384 at or above
+     * it, 512 when none is asked (GIN v11 asks none) */
+    int depth = gd_gin_version == 12 || gd_gin_version == 14 ? gd_queue_depth : 0;
     uint32_t want = 512;
-    if (gd_queue_depth > 0)
-        for (want = 16; want < (uint32_t)gd_queue_depth && want < 16384; want <<= 1)
+    if (depth > 0)
+        for (want = 16; want < (uint32_t)depth && want < 16384; want <<= 1)
             ;
-    uint32_t got = ((const struct rn_doca_qp_v200 *)last->gdqp)->sq_wqe_num;
-    if (gd_gin_version == 14 && got != want) {
-        printf("rank %d: send rings of %u slots for queue depth %d, want %u\n", r->rank, got, gd_queue_depth, want);
+    uint32_t got = layout == RN_GIN_GDAKI_V200 ? ((const struct rn_doca_qp_v200 *)last->gdqp)->sq_wqe_num
+                                               : ((const struct rn_doca_qp *)last->gdqp)->sq_wqe_num;
+    if (got != want) {
+        printf("rank %d: send rings of %u slots for queue depth %d (GIN v%d), want %u\n", r->rank, got, depth,
+               gd_gin_version, want);
         return 1;
     }
+    if (layout != RN_GIN_GDAKI_V200)
+        return 0;
     k->shadow = calloc((size_t)2 * n, sizeof(*k->shadow));
     if (!k->shadow)
         return 1;

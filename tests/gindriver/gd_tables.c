@@ -2,7 +2,7 @@
  * cases call a v11-shaped table (gd.h); --gin-version 12 loads
  * ncclGinPlugin_v12 and this file adapts it: each call converted as NCCL
  * 2.29 makes it (connect with one connection and NCCL's queue depth,
- * createContext with one context, connection 0 on every put);
+ * --queue-depth, createContext with one context, connection 0 on every put);
  * --gin-version 14 loads ncclGinPlugin_v14 for setup and properties (it has
  * no puts). --rma-version 14 loads ncclRmaPlugin_v14 and --rma-version 13
  * ncclRmaPlugin_v13 (or, with --gin-version 13, ncclGinPlugin_v13): the RMA
@@ -30,7 +30,7 @@ static const ncclGin_v12_t *v12;
 
 static ncclResult_t v12_connect(void *ctx, void *handles[], int nranks, int rank, void *listen, void **coll)
 {
-    return v12->connect(ctx, handles, nranks, rank, 1, 256, listen, coll);
+    return v12->connect(ctx, handles, nranks, rank, 1, gd_queue_depth, listen, coll);
 }
 
 static ncclResult_t v12_create_context(void *coll, int nsig, int ncnt, void **ctx, ncclNetDeviceHandle_v11_t **dh)

@@ -19,7 +19,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 36
+tap_plan 37
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -59,15 +59,18 @@ tap_check gdaki_layout_200_backend_1_byte_checked env RAILNET_GIN_GDAKI_VERSION=
     --rounds 10 --gin-version 14 --backend 1 gdaki
 tap_check gdaki_layout_200_alltoall_kernel_shape_4_ranks_rings_wrap env RAILNET_GIN_GDAKI_VERSION=200 "$gd" \
     --plugin "$plugin" --ranks 4 --rounds 40 --slot 4096 --gin-version 14 --contexts 2 gdaki-a2a
-# NCCL's queue depth (GIN v14's config) sizes the send rings: a small one
-# wraps all the time under the alltoall kernel; an odd one is rounded up; none
-# asked keeps 512 (the driver checks the rings' size in the device handle)
+# NCCL's queue depth (GIN v14's config, GIN v12's connect) sizes the send
+# rings: a small one wraps all the time under the alltoall kernel; an odd one
+# is rounded up; none asked keeps 512 (the driver checks the rings' size in
+# the device handle)
 tap_check gdaki_queue_depth_16_rings_of_16_alltoall_byte_checked env RAILNET_GIN_GDAKI_VERSION=200 "$gd" \
     --plugin "$plugin" --ranks 3 --rounds 40 --slot 4096 --gin-version 14 --queue-depth 16 gdaki-a2a
 tap_check gdaki_queue_depth_1000_rings_of_1024 env RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --ranks 2 \
     --rounds 10 --gin-version 14 --queue-depth 1000 gdaki
 tap_check gdaki_no_queue_depth_rings_of_512 env RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --ranks 2 \
     --rounds 10 --gin-version 14 --queue-depth 0 gdaki
+tap_check gdaki_v12_connect_queue_depth_128_layout_100_rings_of_128 "$gd" --plugin "$plugin" --ranks 2 --rounds 10 \
+    --gin-version 12 --queue-depth 128 gdaki
 # kernels built with an NCCL before 2.30.3 (backend 0): refused, as NCCL's own GDAKI refuses them
 RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --ranks 2 --rounds 1 --gin-version 14 --backend 0 gdaki >"$out" 2>&1
 rc=$?
