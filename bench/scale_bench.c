@@ -16,7 +16,16 @@
  * of its local index, one a node), so its GIN peers are the N/R nodes' and
  * puts address them by rail rank; the p2p mesh is the same. Then each rank reads
  * what it holds: threads, fds, RSS, pinned memory and, on softnic, its live
- * QPs, CQs and MRs; and the CPU its threads use over one idle second. The
+ * QPs, CQs and MRs; and the CPU its threads use over one idle second.
+ * Where a CUDA GPU is present (the driver through plugin/ib/cudawrap.h; "n/a"
+ * without one), the GPU memory GIN's setup takes per rank: every rank makes
+ * device 0's primary context current at its start, as an NCCL rank has a
+ * context before GIN (GIN's GDAKI type binds the current context's device:
+ * plugin/gin/gin_gdaki.c), and rank 0 reads the device's free memory
+ * (cuMemGetInfo) at two barriers: before any rank starts GIN and once every
+ * rank has finished createContext and the window's regMrSym. The ranks share
+ * the one GPU, so the device-wide difference is all ranks' allocations:
+ * (before - after) / N is the per-rank figure. The
  * parent relays handles and prints one row per N and, at the end, a
  * least-squares fit a + b*N of each metric per rank.
  *
@@ -29,6 +38,7 @@
 #include "nccl_gin_v11.h"
 #include "nccl_gin_v12.h"
 #include "nccl_net_v8.h"
+#include "plugin/ib/cudawrap.h"
 #include "plugin/ib/parse.h"
 #include "tools/common/fdio.h"
 #include "tools/common/plugin_tables.h"
@@ -65,7 +75,11 @@ static const char help[] =
     "CPU use over one idle second with everything up (100 = one core), threads, fds, RSS,\n"
     "pinned memory (VmLck + VmPin) and softnic's live QPs/CQs/MRs\n"
     "(softnic_ctl_objects; n/a without softnic), and GIN's share of fds, RSS, QPs, CQs and MRs\n"
-    "(everything up less the p2p mesh alone). After the last N: a least-squares fit\n"
+    "(everything up less the p2p mesh alone), and GIN's GPU memory a rank where a CUDA GPU is\n"
+    "present (n/a without one): each rank makes GPU 0's primary context current at its start,\n"
+    "rank 0 reads the GPU's free memory (cuMemGetInfo) before any rank starts GIN and after\n"
+    "every rank has finished createContext and regMrSym; the ranks share that GPU, so the\n"
+    "figure is the drop over N (one figure, not median/max). After the last N: a least-squares fit\n"
     "a + b*N of each metric's median, with everything up and with the p2p mesh alone.\n"
     "A step that fails, a rank that dies or a step over its time budget stops the bench; the\n"
     "last line says which step of which N and why.\n"
@@ -118,6 +132,7 @@ struct snap {
 struct rank_report {
     double p2p_connect_s, gin_connect_s;
     double idle_cpu; /* CPU seconds a second the rank used, all up and idle */
+    int64_t gpu_free_before, gpu_free_after; /* bytes free on the GPU (rank 0 only); -1: n/a */
     struct snap p2p, all; /* after the p2p mesh; after the GIN mesh too */
 };
 
@@ -180,6 +195,7 @@ struct rank {
     uint8_t *win;
     size_t win_len;
     int (*objects)(struct softnic_ctl_objects_view *);
+    const struct cudawrap *cu; /* NULL: no CUDA GPU here (GPU figure n/a) */
 };
 
 static struct {
@@ -301,6 +317,34 @@ static double cpu_s(void)
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* GIN's GPU memory: GPU 0's primary context made current in this rank, as
+ * an NCCL rank has a context before GIN, so that neither the context's own
+ * memory nor a rank creating it during GIN lands in GIN's figure. GIN's
+ * GDAKI type binds the primary context of the current context's device
+ * (plugin/gin/gin_gdaki.c, plugin/gdaki/gdaki_cuda.c): this same one, so
+ * the readings are of the device GIN allocates on. Without a CUDA driver or
+ * GPU r->cu stays NULL and the figure is n/a; that is no error. */
+static void gpu_bind(struct rank *r)
+{
+    const struct cudawrap *cu = cudawrap_get(NULL, 0);
+    cudawrap_device d;
+    cudawrap_ctx ctx;
+    int n = 0;
+    if (cu && cu->device_get_count(&n) == 0 && n > 0 && cu->device_get(&d, 0) == 0 &&
+        cu->primary_ctx_retain(&ctx, d) == 0 && cu->ctx_set_current(ctx) == 0)
+        r->cu = cu;
+}
+
+/* Rank 0's reading of the GPU's free bytes into *out (else it stays -1);
+ * always 0, to sit between the steps. */
+static int gpu_reading(const struct rank *r, int64_t *out)
+{
+    size_t free_b, total_b;
+    if (r->me == 0 && r->cu && r->cu->mem_get_info(&free_b, &total_b) == 0)
+        *out = (int64_t)free_b;
+    return 0;
 }
 
 /* softnic_ctl_objects, once the plugin loaded libibverbs: the plugin opens
@@ -654,6 +698,7 @@ static int rank_main(const char *plugin, int me, int n, int rails, int gdaki, in
     r.me = me, r.n = n, r.fd = fd, r.bytes = bytes, r.budget = budget;
     r.rails = rails, r.gn = n / rails, r.gme = me / rails, r.gdaki = gdaki, r.depth = depth;
     rank_log.me = me, rank_log.verbose = verbose;
+    gpu_bind(&r);
     void ***arrays[] = { &r.lc, &r.sc, &r.rc, &r.smh, &r.rmh, (void ***)&r.sbuf, (void ***)&r.rbuf };
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
         if (!(*arrays[i] = calloc((size_t)n, sizeof(void *))))
@@ -670,13 +715,22 @@ static int rank_main(const char *plugin, int me, int n, int rails, int gdaki, in
     find_objects(&r);
     struct rank_report rep;
     memset(&rep, 0, sizeof(rep));
+    rep.gpu_free_before = rep.gpu_free_after = -1;
+    /* GIN's GPU memory, read by rank 0 at two barriers: "before" while every
+     * rank waits at the end of the p2p steps (all contexts made, no rank has
+     * started GIN), "after" once the step after GIN setup is released (every
+     * rank has finished createContext and regMrSym; the put step after it
+     * allocates nothing on the GPU). The ranks share the GPU, so the
+     * device-wide drop is every rank's allocation: the parent reports
+     * (before - after) / N as the per-rank figure. */
     int rc = p2p_listen(&r, handles) || p2p_connect(&r, handles, &rep.p2p_connect_s) ||
-             step_done(&r, NULL, 0, NULL, 0) || p2p_data(&r) || step_done(&r, NULL, 0, NULL, 0);
+             step_done(&r, NULL, 0, NULL, 0) || p2p_data(&r) || gpu_reading(&r, &rep.gpu_free_before) ||
+             step_done(&r, NULL, 0, NULL, 0);
     if (!rc) {
         snapshot(&r, &rep.p2p);
         rc = gin_listen_step(&r, handles) || gin_connect_step(&r, handles, &rep.gin_connect_s) ||
              step_done(&r, NULL, 0, NULL, 0) || gin_setup_step(&r) || step_done(&r, NULL, 0, NULL, 0) ||
-             gin_put_step(&r) || step_done(&r, NULL, 0, NULL, 0);
+             gpu_reading(&r, &rep.gpu_free_after) || gin_put_step(&r) || step_done(&r, NULL, 0, NULL, 0);
     }
     if (!rc) {
         snapshot(&r, &rep.all);
@@ -699,6 +753,8 @@ static int rank_main(const char *plugin, int me, int n, int rails, int gdaki, in
 struct count_result {
     int n, complete;
     struct rank_report *rep; /* n of them */
+    int gpu_ok;              /* rank 0 read the GPU's free memory before and after GIN setup */
+    double gpu_mib;          /* GIN's GPU memory a rank: (before - after) / N, in MiB */
 };
 
 struct bench {
@@ -869,6 +925,10 @@ static int run_count(struct bench *b, struct count_result *res)
     if (collect(b, n, STEP_METRICS, fds, pids, (uint8_t *)res->rep, sizeof(struct rank_report)))
         goto out;
     res->complete = 1; /* the numbers are in; teardown can still stop the bench */
+    /* rank 0's two readings of the shared GPU, taken while every rank waited
+     * at a barrier: the drop is all N ranks' GIN setup, so a rank's is 1/N */
+    if ((res->gpu_ok = res->rep[0].gpu_free_before >= 0 && res->rep[0].gpu_free_after >= 0))
+        res->gpu_mib = (double)(res->rep[0].gpu_free_before - res->rep[0].gpu_free_after) / n / (1024.0 * 1024.0);
     if (reply_all(b, n, STEP_METRICS, fds, NULL, 0, 0))
         goto out;
     double t0 = now_s();
@@ -904,12 +964,13 @@ out:
 enum metric {
     M_P2P_CONN, M_GIN_CONN, M_IDLE_CPU, M_THREADS, M_FDS, M_RSS, M_PINNED, M_QPS, M_CQS, M_MRS,
     M_GIN_FDS, M_GIN_RSS, M_GIN_QPS, M_GIN_CQS, M_GIN_MRS, /* GIN's share: everything up less the p2p mesh */
+    M_GIN_GPU, /* GIN's GPU memory a rank: one figure a count (struct count_result), not per rank */
     NMETRICS
 };
 
 static const char *const metric_name[NMETRICS] = {
     "p2p connect ms", "GIN connect ms", "idle CPU %", "threads", "fds", "RSS MiB", "pinned MiB", "QPs", "CQs", "MRs",
-    "GIN fds", "GIN RSS MiB", "GIN QPs", "GIN CQs", "GIN MRs",
+    "GIN fds", "GIN RSS MiB", "GIN QPs", "GIN CQs", "GIN MRs", "GIN GPU MiB",
 };
 
 static double delta(int64_t all, int64_t p2p, double scale)
@@ -951,6 +1012,10 @@ static int cmp_double(const void *a, const void *b)
 /* Median and max of metric m over the ranks of one count; 0 if n/a. */
 static int med_max(const struct count_result *c, int m, int all, double *med, double *max)
 {
+    if (m == M_GIN_GPU) { /* one figure a count: median and max are it */
+        *med = *max = c->gpu_mib;
+        return all && c->gpu_ok;
+    }
     double *v = malloc((size_t)c->n * sizeof(double));
     if (!v)
         return 0;
@@ -978,8 +1043,10 @@ static void print_row(const struct count_result *c)
     for (int m = 0; m < NMETRICS; m++) {
         double med, max;
         char cell[64];
-        int prec = m == M_RSS || m == M_GIN_RSS || m == M_PINNED || m <= M_IDLE_CPU ? 1 : 0;
-        if (med_max(c, m, 1, &med, &max))
+        int prec = m == M_RSS || m == M_GIN_RSS || m == M_GIN_GPU || m == M_PINNED || m <= M_IDLE_CPU ? 1 : 0;
+        if (med_max(c, m, 1, &med, &max) && m == M_GIN_GPU)
+            snprintf(cell, sizeof(cell), "%.1f", med);
+        else if (med_max(c, m, 1, &med, &max))
             snprintf(cell, sizeof(cell), "%.*f/%.*f", prec, med, prec, max);
         else
             snprintf(cell, sizeof(cell), "n/a");

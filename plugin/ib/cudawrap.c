@@ -45,6 +45,7 @@ static const struct entry {
     E(mem_alloc, "cuMemAlloc", "_v2", 1),
     E(mem_free, "cuMemFree", "_v2", 1),
     E(mem_get_address_range, "cuMemGetAddressRange", "_v2", 1),
+    E(mem_get_info, "cuMemGetInfo", "_v2", 1),
     E(mem_host_register, "cuMemHostRegister", "_v2", 1),
     E(mem_host_unregister, "cuMemHostUnregister", "", 1),
     E(mem_host_get_device_pointer, "cuMemHostGetDevicePointer", "_v2", 1),

@@ -69,6 +69,7 @@ struct cudawrap {
     cudawrap_result (*mem_alloc)(cudawrap_devptr *p, size_t len);
     cudawrap_result (*mem_free)(cudawrap_devptr p);
     cudawrap_result (*mem_get_address_range)(cudawrap_devptr *base, size_t *len, cudawrap_devptr p);
+    cudawrap_result (*mem_get_info)(size_t *free_bytes, size_t *total_bytes); /* of the current context's device */
     cudawrap_result (*mem_host_register)(void *p, size_t len, unsigned int flags);
     cudawrap_result (*mem_host_unregister)(void *p);
     cudawrap_result (*mem_host_get_device_pointer)(cudawrap_devptr *d, void *p, unsigned int flags);
