@@ -16,6 +16,8 @@
 # RAILNET_BENCH_QUEUE_DEPTH with RAILNET_BENCH_GIN=gdaki: GIN through ncclGinPlugin_v12 with
 #                           this queue depth (1..65536), which sizes each QP's send ring;
 #                           default none: ncclGinPlugin_v11, rings of 512 slots
+# RAILNET_GDAKI_QUEUE_MEM   with RAILNET_BENCH_GIN=gdaki: host-devx (default here, CPU-only);
+#                           host or gpu on a GPU machine, where "GIN GPU MiB" is then measured
 # RAILNET_BENCH_STEP_TIMEOUT seconds one step may take (default 120)
 # RAILNET_BENCH_TOTAL_TIMEOUT seconds for all counts (default 600, 0: none)
 # SOFTNIC_RETRY_MIN_MS, SOFTNIC_RETRY_CAP_MS  softnic's retry budget (default 60000 here)

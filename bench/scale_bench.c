@@ -5,7 +5,8 @@
  * are up, one message each way per peer) and through the GIN table
  * (ncclGinPlugin_v11, proxy type: the collective connect, createContext, one
  * symmetric window, a put with signal to every peer; --gin gdaki: the GDAKI
- * type as NCCL holds it, CPU-only (RAILNET_GDAKI_QUEUE_MEM=host-devx): the
+ * type as NCCL holds it, CPU-only (RAILNET_GDAKI_QUEUE_MEM=host-devx, unless set
+ * otherwise: host or gpu on a GPU machine, for the GPU memory figure): the
  * collective connect, one createContext, one symmetric window, no put from
  * the host, which has none on that type; with --queue-depth D through
  * ncclGinPlugin_v12 instead, as NCCL 2.29 calls it: connect with one
@@ -92,7 +93,8 @@ static const char help[] =
     "  --total-timeout S    seconds all counts may take together, 0 = no limit (default 0)\n"
     "  --bytes B            bytes of each message and each put (default 65536)\n"
     "  --gin TYPE           proxy: the GIN table as above (default); gdaki: the GDAKI type with every\n"
-    "                       structure in host memory (RAILNET_GDAKI_QUEUE_MEM=host-devx, no GPU):\n"
+    "                       structure in host memory (RAILNET_GDAKI_QUEUE_MEM=host-devx, no GPU, unless\n"
+    "                       RAILNET_GDAKI_QUEUE_MEM names another placement: host or gpu on a GPU machine):\n"
     "                       connect, one createContext, regMrSym of the window, and no put (NCCL's\n"
     "                       device code posts on that type; the host has no data path on it)\n"
     "  --queue-depth D      with --gin gdaki: GIN through ncclGinPlugin_v12 (NCCL 2.29's table):\n"
@@ -1216,8 +1218,8 @@ int main(int argc, char **argv)
         plugin_tables_close(&lib);
     }
     setenv("RAILNET_GIN", b.gdaki ? "gdaki" : "proxy", 1);
-    if (b.gdaki)
-        setenv("RAILNET_GDAKI_QUEUE_MEM", "host-devx", 1);
+    if (b.gdaki) /* CPU-only unless the caller asks for GPU queues or host queues mapped for a GPU */
+        setenv("RAILNET_GDAKI_QUEUE_MEM", "host-devx", 0);
     signal(SIGPIPE, SIG_IGN);
     double start = now_s();
     if (total > 0)
