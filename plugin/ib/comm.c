@@ -52,6 +52,7 @@ struct request *comm_req_get(struct comm *c, int type)
     r->sq_need = 0;
     memset(r->phandle, 0, sizeof(r->phandle));
     memset(r->prof_ev, 0, sizeof(r->prof_ev));
+    r->prof_started = 0;
     c->inflight++;
     return r;
 }

@@ -148,6 +148,7 @@ struct request {
     int sq_need;        /* send: work requests per QP it holds of the comm's budget (send_comm.sq_used) */
     void *phandle[COMM_MAX_RECVS]; /* NCCL's profiler handles (send: [0]) */
     void *prof_ev[HS_MAX_CHUNKS];  /* profiler events started (prof.h): send: per chunk; recv: per buffer */
+    uint8_t prof_started;          /* events this request started (at most PROF_EVENTS_PER_REQ) */
 };
 _Static_assert(HS_MAX_CHUNKS <= 16, "chunk bit masks (seen, unacked, replayed) are 16 bits");
 _Static_assert(COMM_MAX_RECVS <= HS_MAX_CHUNKS, "a receive's profiler events fit prof_ev");

@@ -262,8 +262,8 @@ ncclResult_t p2p_post_chunk(struct send_comm *sc, struct request *r, unsigned k,
     }
     stats_tx(&c->stats, qpi, len);
     prof_stop(&r->prof_ev[k]); /* written again after a failover: the first write's event ends */
-    prof_start_qp(&r->prof_ev[k], r->phandle[0], c->dev, wr_data.wr_id, IBV_WR_RDMA_WRITE_WITH_IMM, q->qp->qp_num,
-                  (size_t)len);
+    prof_start_qp(&r->prof_ev[k], &r->prof_started, r->phandle[0], c->dev, wr_data.wr_id, IBV_WR_RDMA_WRITE_WITH_IMM,
+                  q->qp->qp_num, (size_t)len);
     return ncclSuccess;
 }
 
@@ -543,7 +543,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *
         return ncclSystemError;
     }
     for (int i = 0; i < n; i++)
-        prof_start_qp(&r->prof_ev[i], r->phandle[i], c->dev, rc->cts_wr_id, IBV_WR_RDMA_WRITE,
+        prof_start_qp(&r->prof_ev[i], &r->prof_started, r->phandle[i], c->dev, rc->cts_wr_id, IBV_WR_RDMA_WRITE,
                       c->qps[qpi].qp->qp_num, (size_t)sizes[i]);
     rc->next_seq++;
     *request = r;

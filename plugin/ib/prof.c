@@ -10,12 +10,14 @@ void prof_set(ncclProfilerCallback_t fn)
     __atomic_store_n(&prof_fn, fn, __ATOMIC_RELEASE);
 }
 
-void prof_start_qp(void **ev, void *phandle, int dev, uint64_t wr_id, int opcode, uint32_t qp_num, size_t length)
+void prof_start_qp(void **ev, uint8_t *started, void *phandle, int dev, uint64_t wr_id, int opcode, uint32_t qp_num,
+                   size_t length)
 {
     *ev = NULL;
     ncclProfilerCallback_t fn = __atomic_load_n(&prof_fn, __ATOMIC_ACQUIRE);
-    if (!fn || !phandle)
+    if (!fn || !phandle || *started >= PROF_EVENTS_PER_REQ)
         return;
+    ++*started;
     ncclProfilerNetIbDescr_v1_t d;
     memset(&d, 0, sizeof(d));
     d.type = ncclProfileQp;

@@ -14,6 +14,12 @@
  *    has landed.
  * An event a request still holds when test reports it done is stopped
  * then. No phandle (NCCL without a profiler passes NULL): no event.
+ * A request starts at most PROF_EVENTS_PER_REQ events (its later writes
+ * have none): NCCL's example profiler (plugins/profiler/example, the
+ * one profiler plugins start from) keeps that many network events per
+ * proxy step in a fixed array and writes past it beyond; a message split
+ * over more QPs (RAILNET_QPS_PER_CONN up to 16), or written again after a
+ * failover, would reach it.
  * Layer: base (like log: no dependency on the rest of the core). */
 #ifndef RAILNET_IB_PROF_H
 #define RAILNET_IB_PROF_H
@@ -23,9 +29,14 @@
 
 #include "nccl_profiler_net.h"
 
+#define PROF_EVENTS_PER_REQ 8
+
 void prof_set(ncclProfilerCallback_t fn);
-/* Starts an event into *ev (left NULL when none was started). */
-void prof_start_qp(void **ev, void *phandle, int dev, uint64_t wr_id, int opcode, uint32_t qp_num, size_t length);
+/* Starts an event into *ev (left NULL when none was started), counting it
+ * in *started, the request's events so far: none once that is
+ * PROF_EVENTS_PER_REQ. */
+void prof_start_qp(void **ev, uint8_t *started, void *phandle, int dev, uint64_t wr_id, int opcode, uint32_t qp_num,
+                   size_t length);
 /* Stops the event in *ev, if any, and clears it. */
 void prof_stop(void **ev);
 

@@ -17,8 +17,8 @@
  *    for bad arguments (a WARN, ncclInvalidUsage, the device count as it
  *    was; GIN's count never changes);
  *  - the profiler callback (v10+): one event per chunk written and per
- *    receive buffer, in NCCL's IB layout, balanced; none without a
- *    callback or phandle;
+ *    receive buffer, in NCCL's IB layout, balanced, at most 8 a request;
+ *    none without a callback or phandle;
  *  - v11/v12 contexts: a context not made by init is refused.
  * Waits are bounded (a hang fails a case) but never decide a result. */
 #include "../tap.h"
@@ -991,6 +991,64 @@ TAP_CASE(test_profiler_events_of_a_split_message_and_a_grouped_receive)
     EXPECT_EQ_U64(size, split_len);
     EXPECT_EQ_INT(nstart, nstop);
     EXPECT_EQ_INT(3 + 2 + 2, nstart);
+    vpair_close(&n, &p);
+}
+
+/* A message over 16 QPs is 16 writes, but a request starts at most
+ * PROF_EVENTS_PER_REQ (8) events, all stopped: NCCL's example profiler
+ * keeps 8 a step and writes past its array beyond. The message still
+ * lands whole. */
+TAP_CASE(test_profiler_events_of_a_request_stop_at_eight)
+{
+    setenv("RAILNET_QPS_PER_CONN", "16", 1);
+    struct vnet n;
+    int loaded = vnet_load(&n, 10, -1, counting_profiler);
+    unsetenv("RAILNET_QPS_PER_CONN");
+    if (loaded)
+        TAP_SKIP("the plugin or softnic is not available");
+    nev = nstart = nstop = 0;
+    struct vpair p;
+    EXPECT_EQ_INT(0, vpair_open(&n, NULL, 0, &p, 4 << 20));
+    const ncclNet_v8_t *s = v8_slots(&n);
+    void *rr = NULL, *sr = NULL, *rdata = p.rbuf, *rph[1] = { &ph_recv };
+    size_t posted = 4 << 20, size = 4 << 20;
+    int tag = 5, sdone = 0, rdone = 0;
+    fill(p.sbuf, size, 77);
+    memset(p.rbuf, 0, size);
+    double end = built_now_s() + WAIT_S;
+    while (!rr && built_now_s() < end)
+        EXPECT_EQ_INT(ncclSuccess, vn_irecv(&n, p.rc, 1, &rdata, &posted, &tag, &p.rmh, rph, &rr));
+    while (!sr && built_now_s() < end)
+        EXPECT_EQ_INT(ncclSuccess, vn_isend(&n, p.sc, p.sbuf, size, tag, p.smh, &ph_send, &sr));
+    while ((!sdone || !rdone) && built_now_s() < end) {
+        if (!sdone)
+            EXPECT_EQ_INT(ncclSuccess, s->test(sr, &sdone, NULL));
+        if (!rdone)
+            EXPECT_EQ_INT(ncclSuccess, s->test(rr, &rdone, NULL));
+    }
+    EXPECT_TRUE(sdone && rdone);
+    EXPECT_TRUE(memcmp(p.sbuf, p.rbuf, size) == 0);
+    int send_events = 0, recv_events = 0;
+    uint64_t qps[16];
+    int nqps = 0;
+    for (int i = 0; i < nev; i++) {
+        if (evs[i].type != ncclProfilerNetEventStart)
+            continue;
+        if (evs[i].phandle == &ph_recv) {
+            recv_events++;
+            continue;
+        }
+        send_events++;
+        int seen = 0;
+        for (int q = 0; q < nqps; q++)
+            seen |= qps[q] == (uint64_t)evs[i].d.qp.qpNum;
+        if (!seen && nqps < 16)
+            qps[nqps++] = (uint64_t)evs[i].d.qp.qpNum;
+    }
+    EXPECT_EQ_INT(8, send_events);
+    EXPECT_EQ_INT(8, nqps); /* the first 8 writes, each on its own QP */
+    EXPECT_EQ_INT(1, recv_events);
+    EXPECT_EQ_INT(nstart, nstop);
     vpair_close(&n, &p);
 }
 
