@@ -15,6 +15,7 @@
 #include "ibvwrap.h"
 #include "log.h"
 #include "rail_topo.h"
+#include "sysfs_attr.h"
 
 static struct rn_device devs[DEVICES_MAX];
 static int ndevs;      /* entries in devs[]: physical ones, then virtual ones (read with acquire) */
@@ -207,14 +208,9 @@ static int gid_is_roce_v2(struct ibv_device *d, struct ibv_context *ctx, int por
         if (v->query_gid_ex(ctx, (uint32_t)port, (uint32_t)i, &e, 0, sizeof(e)) == 0)
             return e.gid_type == IBV_GID_TYPE_ROCE_V2;
     }
-    char path[PATH_MAX + 64], buf[32] = "";
-    snprintf(path, sizeof(path), "%s/ports/%d/gid_attrs/types/%d", d->ibdev_path, port, i);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    int ok = fgets(buf, sizeof(buf), f) && !strncmp(buf, "RoCE v2", 7);
-    fclose(f);
-    return ok;
+    char name[64], buf[32];
+    snprintf(name, sizeof(name), "ports/%d/gid_attrs/types/%d", port, i);
+    return sysfs_attr_read(d->ibdev_path, name, buf, sizeof(buf)) == 0 && !strncmp(buf, "RoCE v2", 7);
 }
 
 static int pick_gid(struct ibv_device *d, struct ibv_context *ctx, int port, int tbl_len, struct qp_port *qp)

@@ -7,6 +7,7 @@
 
 #include "parse.h"
 #include "railnet_pcie.h"
+#include "sysfs_attr.h"
 
 uint64_t hostlink_parse_mbps(const char *speed, const char *width)
 {
@@ -29,27 +30,11 @@ uint64_t hostlink_parse_mbps(const char *speed, const char *width)
     return railnet_pcie_mbps((unsigned)tenths, (unsigned)w);
 }
 
-static int read_line(const char *dir, const char *name, char *buf, size_t len)
-{
-    char path[4096];
-    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
-        return -1;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    int ok = fgets(buf, (int)len, f) != NULL;
-    fclose(f);
-    if (!ok)
-        return -1;
-    buf[strcspn(buf, "\n")] = '\0';
-    return 0;
-}
-
 uint64_t hostlink_mbps(const char *pci_path, char *desc, size_t desclen)
 {
     char speed[64], width[16];
-    if (!pci_path || read_line(pci_path, "current_link_speed", speed, sizeof(speed)) ||
-        read_line(pci_path, "current_link_width", width, sizeof(width)))
+    if (!pci_path || sysfs_attr_read(pci_path, "current_link_speed", speed, sizeof(speed)) ||
+        sysfs_attr_read(pci_path, "current_link_width", width, sizeof(width)))
         return 0;
     uint64_t m = hostlink_parse_mbps(speed, width);
     if (m && desc) {

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "sysfs_attr.h"
+
 #define CLASS_IB "/class/infiniband/"
 
 struct gpu {
@@ -50,17 +52,9 @@ static int bdf_key(const char *name, uint64_t *key)
 /* The first word of dir/name into buf; 0, or -1 when it cannot be read. */
 static int read_word(const char *dir, const char *name, char *buf, size_t len)
 {
-    char path[PATH_MAX + 16];
-    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+    if (sysfs_attr_read(dir, name, buf, len))
         return -1;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    int ok = fgets(buf, (int)len, f) != NULL;
-    fclose(f);
-    if (!ok)
-        return -1;
-    buf[strcspn(buf, " \t\n")] = '\0';
+    buf[strcspn(buf, " \t")] = '\0';
     return 0;
 }
 
