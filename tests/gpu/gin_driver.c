@@ -31,6 +31,7 @@
 #include <nccl.h>
 
 #include "plugin/ib/parse.h"
+#include "tests/gpu/nccl_rank.h"
 
 #include <errno.h>
 #include <execinfo.h>
@@ -51,13 +52,6 @@ struct opts {
     size_t min_bytes, max_bytes;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* A crash in NCCL, a plugin or softnic inside this process: say where, in
  * the rank's log, then die of the same signal. */
 static void on_fatal(int sig)
@@ -69,40 +63,6 @@ static void on_fatal(int sig)
     backtrace_symbols_fd(frames, n, 2);
     signal(sig, SIG_DFL);
     raise(sig);
-}
-
-static int read_id(const struct opts *o, ncclUniqueId *id)
-{
-    if (o->rank == 0) {
-        ncclResult_t r = ncclGetUniqueId(id);
-        if (r != ncclSuccess) {
-            fprintf(stderr, "rank 0: ncclGetUniqueId: %s\n", ncclGetErrorString(r));
-            return -1;
-        }
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", o->id_file);
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0) {
-            fprintf(stderr, "rank 0: cannot write %s: %s\n", tmp, strerror(errno));
-            return -1;
-        }
-        return rename(tmp, o->id_file);
-    }
-    double t0 = now_s();
-    for (;;) {
-        FILE *f = fopen(o->id_file, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof(*id), 1, f);
-            fclose(f);
-            if (n == 1)
-                return 0;
-        }
-        if (now_s() - t0 > o->timeout_s) {
-            fprintf(stderr, "rank %d: no unique id in %s after %d s\n", o->rank, o->id_file, o->timeout_s);
-            return -1;
-        }
-        usleep(10000);
-    }
 }
 
 enum kind { PUT, INC, ADD, COUNTER, FLUSH, BARRIER, A2A, PUTVALUE };
@@ -166,10 +126,10 @@ static int mode_check(const struct opts *o, struct gin_env *env, int *broken)
             continue;
         }
         why[0] = 0;
-        double t0 = now_s();
+        double t0 = nccl_rank_now_s();
         int rc = run_case(env, &cases[i], why, sizeof(why));
         if (rc == 0) {
-            printf("ok %d - %s # %.2f s\n", i + 1, name, now_s() - t0);
+            printf("ok %d - %s # %.2f s\n", i + 1, name, nccl_rank_now_s() - t0);
         } else {
             printf("not ok %d - %s # %s\n", i + 1, name, why);
             failed++;
@@ -254,13 +214,13 @@ static void kill_rank1(const struct opts *o, struct gin_env *env)
 {
     char why[512];
     struct gin_kill_status st;
-    double t0 = now_s();
+    double t0 = nccl_rank_now_s();
     for (;;) {
         gin_kill_read(env, &st);
         if (st.puts >= KILL_ROUNDS)
             break;
         int done = gin_kill_done(env, why, sizeof(why));
-        if (done != 0 || now_s() - t0 > o->timeout_s) {
+        if (done != 0 || nccl_rank_now_s() - t0 > o->timeout_s) {
             printf("# rank 1: %u of %d rounds answered, kernel %s%s%s: not killing myself\n", st.puts, KILL_ROUNDS,
                    kill_kernel_state(&st, done), done < 0 ? ": " : "", done < 0 ? why : "");
             gin_kill_stop(env);
@@ -280,11 +240,11 @@ static void kill_rank0(const struct opts *o, ncclComm_t comm, struct gin_env *en
 {
     char why[512] = "";
     struct gin_kill_status st;
-    double t0 = now_s(), tref = 0;
+    double t0 = nccl_rank_now_s(), tref = 0;
     int done = 0;
     ncclResult_t ae;
     for (;;) {
-        double now = now_s();
+        double now = nccl_rank_now_s();
         gin_kill_read(env, &st);
         if (done == 0)
             done = gin_kill_done(env, why, sizeof(why));
@@ -316,7 +276,7 @@ static void kill_rank0(const struct opts *o, ncclComm_t comm, struct gin_env *en
         }
         usleep(1000);
     }
-    double now = now_s();
+    double now = nccl_rank_now_s();
     gin_kill_read(env, &st);
     if (tref == 0) {
         printf("#kill early error=%s before the kill (%u of %d rounds' puts issued): %s\n", result_name(ae),
@@ -332,8 +292,8 @@ static void kill_rank0(const struct opts *o, ncclComm_t comm, struct gin_env *en
     fflush(stdout);
     /* the kernel first (an abort that frees what it uses would wait on it) */
     gin_kill_stop(env);
-    double ts = now_s();
-    while (done == 0 && now_s() - ts < KILL_STOP_S) {
+    double ts = nccl_rank_now_s();
+    while (done == 0 && nccl_rank_now_s() - ts < KILL_STOP_S) {
         usleep(1000);
         done = gin_kill_done(env, why, sizeof(why));
     }
@@ -342,9 +302,9 @@ static void kill_rank0(const struct opts *o, ncclComm_t comm, struct gin_env *en
         fflush(NULL);
         _exit(4);
     }
-    double ta = now_s();
+    double ta = nccl_rank_now_s();
     ncclResult_t ar = ncclCommAbort(comm);
-    printf("#kill abort=%.3f result=%s\n", now_s() - ta, result_name(ar));
+    printf("#kill abort=%.3f result=%s\n", nccl_rank_now_s() - ta, result_name(ar));
     fflush(NULL);
     _exit(0);
 }
@@ -449,7 +409,7 @@ int main(int argc, char **argv)
     ncclUniqueId id;
     ncclComm_t comm;
     ncclResult_t r = ncclSuccess;
-    if (read_id(&o, &id) != 0 || (r = ncclCommInitRank(&comm, o.nranks, id, o.rank)) != ncclSuccess) {
+    if (nccl_rank_unique_id(o.rank, o.id_file, o.timeout_s, &id) != 0 || (r = ncclCommInitRank(&comm, o.nranks, id, o.rank)) != ncclSuccess) {
         fprintf(stderr, "rank %d: no communicator%s%s\n", o.rank, r ? ": " : "", r ? ncclGetErrorString(r) : "");
         return 1;
     }

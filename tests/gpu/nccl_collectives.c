@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include "plugin/ib/parse.h"
+#include "tests/gpu/nccl_rank.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -66,14 +67,6 @@ struct opts {
 
 static int g_rank;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* The value rank r contributes at element i: a small integer in [-8, 8]. */
 static int value_of(int r, size_t i)
 {
     return (int)((i * 7 + (size_t)r * 3) % 17) - 8;
@@ -167,56 +160,6 @@ static unsigned parse_list(const char *arg, const char *const *names, int n)
 }
 static const char *const type_name[2] = { "fp32", "bf16" };
 
-static int read_id(const struct opts *o, ncclUniqueId *id)
-{
-    if (o->rank == 0) {
-        NCCL_OK(ncclGetUniqueId(id));
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", o->id_file);
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0) {
-            fprintf(stderr, "rank 0: cannot write %s: %s\n", tmp, strerror(errno));
-            return -1;
-        }
-        return rename(tmp, o->id_file);
-    }
-    double t0 = now_s();
-    for (;;) {
-        FILE *f = fopen(o->id_file, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof(*id), 1, f);
-            fclose(f);
-            if (n == 1)
-                return 0;
-        }
-        if (now_s() - t0 > o->timeout_s) {
-            fprintf(stderr, "rank %d: no unique id in %s after %d s\n", o->rank, o->id_file, o->timeout_s);
-            return -1;
-        }
-        usleep(10000);
-    }
-}
-
-/* Waits for the stream while watching the communicator for async errors, so
- * a dead peer turns into an error instead of a hang. */
-static ncclResult_t wait_stream(ncclComm_t comm, cudaStream_t s, int timeout_s)
-{
-    double t0 = now_s();
-    for (;;) {
-        cudaError_t ce = cudaStreamQuery(s);
-        if (ce == cudaSuccess)
-            return ncclSuccess;
-        if (ce != cudaErrorNotReady)
-            return ncclUnhandledCudaError;
-        ncclResult_t ae;
-        if (ncclCommGetAsyncError(comm, &ae) != ncclSuccess || (ae != ncclSuccess && ae != ncclInProgress))
-            return ae != ncclSuccess ? ae : ncclSystemError;
-        if (now_s() - t0 > timeout_s)
-            return ncclInProgress; /* caller reports the timeout */
-        usleep(1000);
-    }
-}
-
 static int run_coll(const struct opts *o, ncclComm_t comm, cudaStream_t s, enum coll c,
                     ncclDataType_t t, size_t bytes, void *dsend, void *drecv, void *hsend,
                     void *hrecv, void *hexp, char *why, size_t whylen)
@@ -270,7 +213,7 @@ static int run_coll(const struct opts *o, ncclComm_t comm, cudaStream_t s, enum 
         break;
     default: break;
     }
-    ncclResult_t w = wait_stream(comm, s, o->timeout_s);
+    ncclResult_t w = nccl_rank_wait_stream(comm, s, o->timeout_s);
     if (w != ncclSuccess) {
         snprintf(why, whylen, "%s %zu B: %s", coll_name[c], bytes,
                  w == ncclInProgress ? "timed out" : ncclGetErrorString(w));
@@ -389,7 +332,7 @@ static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
             for (int w = 0; w < warm; w++)
                 if (bench_step(o, comm, s, c, d, r, b))
                     return 1;
-            if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
+            if (nccl_rank_wait_stream(comm, s, o->timeout_s) != ncclSuccess)
                 return 1;
             /* an event between steps: the slowest step beside the median
              * tells one stall from an even slowdown, without a sync that
@@ -399,16 +342,16 @@ static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
                 return 1;
             for (int i = 0; i <= iters; i++)
                 CUDA_OK(cudaEventCreate(&ev[i]));
-            double t0 = now_s();
+            double t0 = nccl_rank_now_s();
             CUDA_OK(cudaEventRecord(ev[0], s));
             for (int i = 0; i < iters; i++) {
                 if (bench_step(o, comm, s, c, d, r, b))
                     return 1;
                 CUDA_OK(cudaEventRecord(ev[i + 1], s));
             }
-            if (wait_stream(comm, s, o->timeout_s) != ncclSuccess)
+            if (nccl_rank_wait_stream(comm, s, o->timeout_s) != ncclSuccess)
                 return 1;
-            double us = (now_s() - t0) * 1e6 / iters;
+            double us = (nccl_rank_now_s() - t0) * 1e6 / iters;
             double algbw = (double)b / (us * 1e-6) / 1e9;
             double busbw = c == ALL_REDUCE ? algbw * 2.0 * (o->nranks - 1) / o->nranks : algbw;
             double *step = calloc((size_t)iters, sizeof(*step)), med = 0, max = 0;
@@ -449,8 +392,8 @@ static int mode_kill(const struct opts *o, ncclComm_t comm, cudaStream_t s)
             _exit(9);
         }
         NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
-        double t0 = now_s();
-        ncclResult_t w = wait_stream(comm, s, o->timeout_s);
+        double t0 = nccl_rank_now_s();
+        ncclResult_t w = nccl_rank_wait_stream(comm, s, o->timeout_s);
         if (w == ncclSuccess)
             continue;
         if (w == ncclInProgress) {
@@ -459,7 +402,7 @@ static int mode_kill(const struct opts *o, ncclComm_t comm, cudaStream_t s)
             _exit(1); /* the communicator is stuck; do not try to clean up */
         }
         printf("ok 1 - nccl_peer_killed_gives_error # %s after %.1f s\n", ncclGetErrorString(w),
-               now_s() - t0);
+               nccl_rank_now_s() - t0);
         fflush(stdout);
         ncclCommAbort(comm);
         _exit(0);
@@ -476,7 +419,7 @@ static int mode_loop(const struct opts *o, ncclComm_t comm, cudaStream_t s)
     CUDA_OK(cudaMalloc((void **)&d, count * sizeof(float)));
     CUDA_OK(cudaMalloc((void **)&dflag, sizeof(int)));
     printf("1..1\n");
-    double t0 = now_s();
+    double t0 = nccl_rank_now_s();
     long rounds = 0, wrong = 0;
     for (;; rounds++) {
         float v = (float)((o->rank + 1) * (int)(rounds % 7 + 1));
@@ -484,12 +427,12 @@ static int mode_loop(const struct opts *o, ncclComm_t comm, cudaStream_t s)
             h[i] = v + (float)(i % 3);
         CUDA_OK(cudaMemcpyAsync(d, h, count * sizeof(float), cudaMemcpyHostToDevice, s));
         NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
-        *hflag = o->rank == 0 && now_s() - t0 > o->iters;
+        *hflag = o->rank == 0 && nccl_rank_now_s() - t0 > o->iters;
         CUDA_OK(cudaMemcpyAsync(dflag, hflag, sizeof(int), cudaMemcpyHostToDevice, s));
         NCCL_OK(ncclAllReduce(dflag, dflag, 1, ncclInt32, ncclMax, comm, s));
         CUDA_OK(cudaMemcpyAsync(h, d, count * sizeof(float), cudaMemcpyDeviceToHost, s));
         CUDA_OK(cudaMemcpyAsync(hflag, dflag, sizeof(int), cudaMemcpyDeviceToHost, s));
-        ncclResult_t w = wait_stream(comm, s, o->timeout_s);
+        ncclResult_t w = nccl_rank_wait_stream(comm, s, o->timeout_s);
         if (w != ncclSuccess) {
             printf("not ok 1 - nccl_all_reduce_loop # round %ld: %s\n", rounds,
                    w == ncclInProgress ? "no completion: hang" : ncclGetErrorString(w));
@@ -508,14 +451,14 @@ static int mode_loop(const struct opts *o, ncclComm_t comm, cudaStream_t s)
         if (rounds == 0) {
             /* NCCL connects lazily, in the first collective: scripts that
              * inject faults into the loop start counting from this line */
-            printf("# loop: first round done after %.1f s\n", now_s() - t0);
+            printf("# loop: first round done after %.1f s\n", nccl_rank_now_s() - t0);
             fflush(stdout);
         }
         if (*hflag)
             break;
     }
     printf("%s 1 - nccl_all_reduce_loop # %ld rounds of %zu bytes in %.1f s, %ld wrong elements\n",
-           wrong ? "not ok" : "ok", rounds + 1, o->max_bytes, now_s() - t0, wrong);
+           wrong ? "not ok" : "ok", rounds + 1, o->max_bytes, nccl_rank_now_s() - t0, wrong);
     fflush(stdout);
     cudaFree(d);
     cudaFree(dflag);
@@ -583,7 +526,7 @@ int main(int argc, char **argv)
     }
     CUDA_OK(cudaSetDevice(o.gpu >= 0 ? o.gpu : o.rank % ngpu));
     ncclUniqueId id;
-    if (read_id(&o, &id) != 0)
+    if (nccl_rank_unique_id(o.rank, o.id_file, o.timeout_s, &id) != 0)
         return 1;
     ncclComm_t comm;
     NCCL_OK(ncclCommInitRank(&comm, o.nranks, id, o.rank));

@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include "plugin/ib/parse.h"
+#include "tests/gpu/nccl_rank.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -76,13 +77,6 @@ static int g_tap;
         CHECK(r_ == ncclSuccess, "%s failed: %s", #call, ncclGetErrorString(r_)); \
     } while (0)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* The byte at offset i of slot j of `rank`'s source for a size: every
  * (rank, size, slot) gives another sequence, so a misplaced or stale slot
  * shows. */
@@ -94,44 +88,14 @@ static uint8_t pattern(int rank, size_t size, int slot, size_t i)
     return (uint8_t)(x >> 32);
 }
 
-static int read_id(const struct opts *o, ncclUniqueId *id)
-{
-    if (o->rank == 0) {
-        NCCL_OK(ncclGetUniqueId(id));
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", o->id_file);
-        FILE *f = fopen(tmp, "wb");
-        CHECK(f && fwrite(id, sizeof(*id), 1, f) == 1 && fclose(f) == 0, "cannot write %s: %s", tmp,
-              strerror(errno));
-        CHECK(rename(tmp, o->id_file) == 0, "cannot rename %s: %s", tmp, strerror(errno));
-        return 0;
-    }
-    for (double t0 = now_s(); now_s() - t0 < o->timeout_s; usleep(10000)) {
-        FILE *f = fopen(o->id_file, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof(*id), 1, f);
-            fclose(f);
-            if (n == 1)
-                return 0;
-        }
-    }
-    CHECK(0, "no unique id in %s after %d s", o->id_file, o->timeout_s);
-}
-
 /* The stream's work done, or NCCL's asynchronous error, or the timeout:
  * never a hang on a lost peer. */
 static int wait_stream(const struct opts *o, ncclComm_t comm, cudaStream_t s, const char *what)
 {
-    for (double t0 = now_s();; usleep(1000)) {
-        cudaError_t ce = cudaStreamQuery(s);
-        if (ce == cudaSuccess)
-            return 0;
-        CHECK(ce == cudaErrorNotReady, "%s: stream error %s", what, cudaGetErrorString(ce));
-        ncclResult_t ae = ncclSuccess;
-        CHECK(ncclCommGetAsyncError(comm, &ae) == ncclSuccess && (ae == ncclSuccess || ae == ncclInProgress),
-              "%s: NCCL reports %s", what, ncclGetErrorString(ae));
-        CHECK(now_s() - t0 < o->timeout_s, "%s: not done after %d s", what, o->timeout_s);
-    }
+    ncclResult_t r = nccl_rank_wait_stream(comm, s, o->timeout_s);
+    CHECK(r != ncclInProgress, "%s: not done after %d s", what, o->timeout_s);
+    CHECK(r == ncclSuccess, "%s: %s", what, ncclGetErrorString(r));
+    return 0;
 }
 
 static void tap(int ok, const char *name, const char *why)
@@ -316,7 +280,7 @@ int main(int argc, char **argv)
     }
     CUDA_OK(cudaSetDevice(o.gpu >= 0 ? o.gpu : o.rank % ngpu));
     ncclUniqueId id;
-    if (read_id(&o, &id) != 0)
+    if (nccl_rank_unique_id(o.rank, o.id_file, o.timeout_s, &id) != 0)
         return 1;
     ncclComm_t comm;
     NCCL_OK(ncclCommInitRank(&comm, o.nranks, id, o.rank));
