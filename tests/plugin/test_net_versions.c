@@ -209,21 +209,23 @@ static void vpair_close(struct vnet *n, struct vpair *p)
 
 /* One message of size bytes from sbuf into a receive of posted bytes at
  * rbuf (nrecv buffers of posted bytes each, the message matching the
- * first), profiler handles ph (or NULL); both requests tested done. The
+ * first), profiler handles sph for the send and rph for the receive (or
+ * NULL); both requests tested done. The
  * sizes test reported in *sgot / *rgot. 0, a plugin error, or -2 for no
  * progress within WAIT_S. */
-static int vxfer(struct vnet *n, struct vpair *p, size_t posted, size_t size, void *ph, int *sgot, int *rgot)
+static int vxfer(struct vnet *n, struct vpair *p, size_t posted, size_t size, void *sph, void *rph, int *sgot,
+                 int *rgot)
 {
     const ncclNet_v8_t *s = v8_slots(n);
-    void *rr = NULL, *sr = NULL, *rdata = p->rbuf, *phs[1] = { ph };
+    void *rr = NULL, *sr = NULL, *rdata = p->rbuf, *phs[1] = { rph };
     int tag = 5, sdone = 0, rdone = 0;
     double end = built_now_s() + WAIT_S;
     ncclResult_t r;
     while (!rr && built_now_s() < end)
-        if ((r = vn_irecv(n, p->rc, 1, &rdata, &posted, &tag, &p->rmh, ph ? phs : NULL, &rr)) != ncclSuccess)
+        if ((r = vn_irecv(n, p->rc, 1, &rdata, &posted, &tag, &p->rmh, rph ? phs : NULL, &rr)) != ncclSuccess)
             return r;
     while (!sr && built_now_s() < end) {
-        if ((r = vn_isend(n, p->sc, p->sbuf, size, tag, p->smh, ph, &sr)) != ncclSuccess)
+        if ((r = vn_isend(n, p->sc, p->sbuf, size, tag, p->smh, sph, &sr)) != ncclSuccess)
             return r;
         if (!sr)
             sched_yield();
@@ -358,7 +360,7 @@ TAP_CASE(test_v9_a_message_over_2_gib_arrives_whole)
     memset(p.rbuf + size, 0xee, posted - size);
     double t1 = built_now_s();
     int sgot = -1, rgot = -1;
-    int res = vxfer(&n, &p, posted, size, NULL, &sgot, &rgot);
+    int res = vxfer(&n, &p, posted, size, NULL, NULL, &sgot, &rgot);
     if (res)
         tap_diag("%s", logbuf);
     EXPECT_EQ_INT(0, res);
@@ -400,7 +402,7 @@ TAP_CASE(test_sizes_beyond_max_p2p_bytes_are_refused_and_the_comm_goes_on)
     EXPECT_EQ_INT(1, built_count(logbuf, "irecv buffer 0 of 4294967297 bytes; at most 4294967296 (maxP2pBytes)"));
     int sgot = -1, rgot = -1;
     fill(p.sbuf, 1 << 20, 3);
-    EXPECT_EQ_INT(0, vxfer(&n, &p, 1 << 20, 1 << 20, NULL, &sgot, &rgot));
+    EXPECT_EQ_INT(0, vxfer(&n, &p, 1 << 20, 1 << 20, NULL, NULL, &sgot, &rgot));
     EXPECT_EQ_INT(1 << 20, rgot);
     EXPECT_TRUE(memcmp(p.sbuf, p.rbuf, 1 << 20) == 0);
     vpair_close(&n, &p);
@@ -441,7 +443,7 @@ static void tc_run(struct vnet *n, void *ctx, uint64_t *by_tc, const uint8_t *tc
     struct vpair p;
     EXPECT_EQ_INT(0, vpair_open(n, ctx, 0, &p, 1 << 20));
     int sgot, rgot;
-    EXPECT_EQ_INT(0, vxfer(n, &p, 1 << 20, 1 << 20, NULL, &sgot, &rgot));
+    EXPECT_EQ_INT(0, vxfer(n, &p, 1 << 20, 1 << 20, NULL, NULL, &sgot, &rgot));
     vpair_close(n, &p);
     for (int i = 0; i < ntc; i++)
         by_tc[i] = tc_bytes(n, tcs[i]) - before[i];
@@ -556,7 +558,7 @@ TAP_CASE(test_a_virtual_device_over_one_device_is_that_device_again)
     EXPECT_EQ_INT(0, vpair_open(&n, n.ctx, 1, &p, 1 << 20));
     fill(p.sbuf, 1 << 20, 7);
     int sgot, rgot;
-    EXPECT_EQ_INT(0, vxfer(&n, &p, 1 << 20, 1 << 20, NULL, &sgot, &rgot));
+    EXPECT_EQ_INT(0, vxfer(&n, &p, 1 << 20, 1 << 20, NULL, NULL, &sgot, &rgot));
     EXPECT_TRUE(memcmp(p.sbuf, p.rbuf, 1 << 20) == 0);
     vpair_close(&n, &p);
     EXPECT_STREQ("", logbuf);
@@ -591,7 +593,7 @@ TAP_CASE(test_a_virtual_device_over_the_ports_of_one_nic_stripes_over_both)
     uint64_t b1 = port_tx(&n, 1), b2 = port_tx(&n, 2);
     fill(vp.sbuf, 4 << 20, 9);
     int sgot, rgot;
-    EXPECT_EQ_INT(0, vxfer(&n, &vp, 4 << 20, 4 << 20, NULL, &sgot, &rgot));
+    EXPECT_EQ_INT(0, vxfer(&n, &vp, 4 << 20, 4 << 20, NULL, NULL, &sgot, &rgot));
     EXPECT_TRUE(memcmp(vp.sbuf, vp.rbuf, 4 << 20) == 0);
     uint64_t d1 = port_tx(&n, 1) - b1, d2 = port_tx(&n, 2) - b2;
     tap_diag("port 1: %llu bytes, port 2: %llu bytes", (unsigned long long)d1, (unsigned long long)d2);
@@ -891,22 +893,9 @@ TAP_CASE(test_profiler_gets_one_event_per_write_and_per_receive_balanced)
         TAP_SKIP("the plugin or softnic is not available");
     struct vpair p;
     EXPECT_EQ_INT(0, vpair_open(&n, n.ctx, 0, &p, 1 << 20));
-    const ncclNet_v8_t *s = v8_slots(&n);
-    void *rr = NULL, *sr = NULL, *rdata = p.rbuf, *rph[1] = { &ph_recv };
     size_t posted = 1 << 20, size = 300000;
-    int tag = 3, sdone = 0, rdone = 0;
-    double end = built_now_s() + WAIT_S;
-    while (!rr && built_now_s() < end)
-        EXPECT_EQ_INT(ncclSuccess, vn_irecv(&n, p.rc, 1, &rdata, &posted, &tag, &p.rmh, rph, &rr));
-    while (!sr && built_now_s() < end)
-        EXPECT_EQ_INT(ncclSuccess, vn_isend(&n, p.sc, p.sbuf, size, tag, p.smh, &ph_send, &sr));
-    while ((!sdone || !rdone) && built_now_s() < end) {
-        if (!sdone)
-            EXPECT_EQ_INT(ncclSuccess, s->test(sr, &sdone, NULL));
-        if (!rdone)
-            EXPECT_EQ_INT(ncclSuccess, s->test(rr, &rdone, NULL));
-    }
-    EXPECT_TRUE(sdone && rdone);
+    int sgot = -1, rgot = -1;
+    EXPECT_EQ_INT(0, vxfer(&n, &p, posted, size, &ph_send, &ph_recv, &sgot, &rgot));
     EXPECT_EQ_INT(2, nstart);
     EXPECT_EQ_INT(2, nstop);
     int seen_send = 0, seen_recv = 0;
@@ -1009,24 +998,11 @@ TAP_CASE(test_profiler_events_of_a_request_stop_at_eight)
     nev = nstart = nstop = 0;
     struct vpair p;
     EXPECT_EQ_INT(0, vpair_open(&n, NULL, 0, &p, 4 << 20));
-    const ncclNet_v8_t *s = v8_slots(&n);
-    void *rr = NULL, *sr = NULL, *rdata = p.rbuf, *rph[1] = { &ph_recv };
-    size_t posted = 4 << 20, size = 4 << 20;
-    int tag = 5, sdone = 0, rdone = 0;
+    size_t size = 4 << 20;
+    int sgot = -1, rgot = -1;
     fill(p.sbuf, size, 77);
     memset(p.rbuf, 0, size);
-    double end = built_now_s() + WAIT_S;
-    while (!rr && built_now_s() < end)
-        EXPECT_EQ_INT(ncclSuccess, vn_irecv(&n, p.rc, 1, &rdata, &posted, &tag, &p.rmh, rph, &rr));
-    while (!sr && built_now_s() < end)
-        EXPECT_EQ_INT(ncclSuccess, vn_isend(&n, p.sc, p.sbuf, size, tag, p.smh, &ph_send, &sr));
-    while ((!sdone || !rdone) && built_now_s() < end) {
-        if (!sdone)
-            EXPECT_EQ_INT(ncclSuccess, s->test(sr, &sdone, NULL));
-        if (!rdone)
-            EXPECT_EQ_INT(ncclSuccess, s->test(rr, &rdone, NULL));
-    }
-    EXPECT_TRUE(sdone && rdone);
+    EXPECT_EQ_INT(0, vxfer(&n, &p, size, size, &ph_send, &ph_recv, &sgot, &rgot));
     EXPECT_TRUE(memcmp(p.sbuf, p.rbuf, size) == 0);
     int send_events = 0, recv_events = 0;
     uint64_t qps[16];
@@ -1062,14 +1038,14 @@ TAP_CASE(test_no_profiler_or_no_phandle_means_no_event)
     EXPECT_EQ_INT(0, vpair_open(&n, n.ctx, 0, &p, 1 << 20));
     int sgot, rgot;
     /* no callback: handles given, nothing to call */
-    EXPECT_EQ_INT(0, vxfer(&n, &p, 1 << 20, 1000, &ph_send, &sgot, &rgot));
+    EXPECT_EQ_INT(0, vxfer(&n, &p, 1 << 20, 1000, &ph_send, &ph_send, &sgot, &rgot));
     EXPECT_EQ_INT(1000, rgot);
     vpair_close(&n, &p);
     /* a callback, no handles (NCCL without a profiler): never called */
     struct vnet m;
     EXPECT_EQ_INT(0, vnet_load(&m, 12, -1, counting_profiler));
     EXPECT_EQ_INT(0, vpair_open(&m, m.ctx, 0, &p, 1 << 20));
-    EXPECT_EQ_INT(0, vxfer(&m, &p, 1 << 20, 1000, NULL, &sgot, &rgot));
+    EXPECT_EQ_INT(0, vxfer(&m, &p, 1 << 20, 1000, NULL, NULL, &sgot, &rgot));
     EXPECT_EQ_INT(0, nev);
     vpair_close(&m, &p);
 }
