@@ -42,6 +42,7 @@
 #include "plugin/ib/cudawrap.h"
 #include "plugin/ib/parse.h"
 #include "tools/common/fdio.h"
+#include "tools/common/gin_v12_as_v11.h"
 #include "tools/common/plugin_tables.h"
 
 #include <dirent.h>
@@ -616,51 +617,16 @@ static int gin_put_step(struct rank *r)
     return 0;
 }
 
-/* --queue-depth: ncclGinPlugin_v12 seen through the v11 shape the steps
- * call, each call converted as NCCL 2.29 makes it: connect with one
- * connection and the queue depth, createContext with one context,
- * connection 0 on a put. */
-static const ncclGin_v12_t *gin_v12;
-static int gin_v12_depth;
-static ncclGin_v11_t gin_v12_as_v11;
-
-static ncclResult_t v12_connect(void *ctx, void *handles[], int nranks, int rank, void *listen, void **coll)
-{
-    return gin_v12->connect(ctx, handles, nranks, rank, 1, gin_v12_depth, listen, coll);
-}
-
-static ncclResult_t v12_create_context(void *coll, int nsig, int ncnt, void **ctx, ncclNetDeviceHandle_v11_t **dh)
-{
-    return gin_v12->createContext(coll, nsig, ncnt, 1, ctx, dh);
-}
-
-static ncclResult_t v12_iput(void *coll, uint64_t so, void *smh, size_t size, uint64_t d, void *dmh, uint32_t rank,
-                             void **req)
-{
-    return gin_v12->iput(coll, so, smh, size, d, dmh, rank, 0, req);
-}
-
-static ncclResult_t v12_iput_signal(void *coll, uint64_t so, void *smh, size_t size, uint64_t d, void *dmh,
-                                    uint32_t rank, uint64_t sigoff, void *sigmh, uint64_t val, uint32_t op, void **req)
-{
-    return gin_v12->iputSignal(coll, so, smh, size, d, dmh, rank, sigoff, sigmh, val, op, 0, req);
-}
-
-/* The GIN table the steps call: v11's, or with a queue depth v12's. */
+/* The GIN table the steps call: v11's, or with a queue depth v12's in
+ * v11's shape (as NCCL 2.29 calls it: one connection, the queue depth,
+ * one context). */
 static const ncclGin_v11_t *gin_table(struct rank *r, char *err, size_t len)
 {
     if (!r->depth)
         return plugin_tables_get(&r->lib, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, len);
-    if (!(gin_v12 = plugin_tables_get(&r->lib, &plugin_table_gin_v12, PLUGIN_TABLES_NAME, err, len)))
-        return NULL;
-    _Static_assert(sizeof(gin_v12_as_v11) == sizeof(*gin_v12), "v12 keeps v11's entries");
-    memcpy(&gin_v12_as_v11, gin_v12, sizeof(gin_v12_as_v11)); /* the entries whose arguments did not change */
-    gin_v12_as_v11.connect = v12_connect;
-    gin_v12_as_v11.createContext = v12_create_context;
-    gin_v12_as_v11.iput = v12_iput;
-    gin_v12_as_v11.iputSignal = v12_iput_signal;
-    gin_v12_depth = r->depth;
-    return &gin_v12_as_v11;
+    const ncclGin_v12_t *v12 = plugin_tables_get(&r->lib, &plugin_table_gin_v12, PLUGIN_TABLES_NAME, err, len);
+    static const int one = 1;
+    return v12 ? gin_v12_as_v11(v12, &r->depth, &one) : NULL;
 }
 
 static void teardown(struct rank *r)

@@ -1,8 +1,9 @@
 /* tests/gindriver/gd_tables.c: the table the driver speaks through. The
  * cases call a v11-shaped table (gd.h); --gin-version 12 loads
- * ncclGinPlugin_v12 and this file adapts it: each call converted as NCCL
- * 2.29 makes it (connect with one connection and NCCL's queue depth,
- * --queue-depth, createContext with one context, connection 0 on every put);
+ * ncclGinPlugin_v12 and tools/common/gin_v12_as_v11.c adapts it: each call
+ * converted as NCCL 2.29 makes it (connect with one connection and NCCL's
+ * queue depth, --queue-depth, createContext with --contexts contexts,
+ * connection 0 on every put);
  * --gin-version 14 loads ncclGinPlugin_v14 for setup and properties (it has
  * no puts). --rma-version 14 loads ncclRmaPlugin_v14 and --rma-version 13
  * ncclRmaPlugin_v13 (or, with --gin-version 13, ncclGinPlugin_v13): the RMA
@@ -17,6 +18,7 @@
 #include "nccl_gin_v14.h"
 #include "nccl_rma_v13.h"
 #include "nccl_rma_v14.h"
+#include "../../tools/common/gin_v12_as_v11.h"
 #include "../../tools/common/plugin_tables.h"
 
 int gd_gin_version = 11;
@@ -25,30 +27,6 @@ int gd_backend = 2;
 int gd_queue_depth = 256;
 int gd_rma_version;
 const ncclRma_v14_t *gd_rma;
-
-static const ncclGin_v12_t *v12;
-
-static ncclResult_t v12_connect(void *ctx, void *handles[], int nranks, int rank, void *listen, void **coll)
-{
-    return v12->connect(ctx, handles, nranks, rank, 1, gd_queue_depth, listen, coll);
-}
-
-static ncclResult_t v12_create_context(void *coll, int nsig, int ncnt, void **ctx, ncclNetDeviceHandle_v11_t **dh)
-{
-    return v12->createContext(coll, nsig, ncnt, gd_contexts, ctx, dh);
-}
-
-static ncclResult_t v12_iput(void *coll, uint64_t so, void *smh, size_t size, uint64_t d, void *dmh, uint32_t rank,
-                             void **req)
-{
-    return v12->iput(coll, so, smh, size, d, dmh, rank, 0, req);
-}
-
-static ncclResult_t v12_iput_signal(void *coll, uint64_t so, void *smh, size_t size, uint64_t d, void *dmh,
-                                    uint32_t rank, uint64_t sigoff, void *sigmh, uint64_t val, uint32_t op, void **req)
-{
-    return v12->iputSignal(coll, so, smh, size, d, dmh, rank, sigoff, sigmh, val, op, 0, req);
-}
 
 static const ncclGin_v14_t *v14;
 
@@ -186,16 +164,9 @@ const ncclGin_v11_t *gd_load_gin(struct plugin_tables *lib, const char *plugin, 
     if (gd_gin_version == 11)
         return plugin_tables_load(lib, plugin, &plugin_table_gin_v11, PLUGIN_TABLES_NAME, err, errlen);
     if (gd_gin_version == 12) {
-        v12 = plugin_tables_load(lib, plugin, &plugin_table_gin_v12, PLUGIN_TABLES_NAME, err, errlen);
-        if (!v12)
-            return NULL;
-        _Static_assert(sizeof(adapted) == sizeof(*v12), "v12 keeps v11's entries");
-        memcpy(&adapted, v12, sizeof(adapted)); /* the entries whose arguments did not change */
-        adapted.connect = v12_connect;
-        adapted.createContext = v12_create_context;
-        adapted.iput = v12_iput;
-        adapted.iputSignal = v12_iput_signal;
-        return &adapted;
+        const ncclGin_v12_t *v12 = plugin_tables_load(lib, plugin, &plugin_table_gin_v12, PLUGIN_TABLES_NAME, err,
+                                                      errlen);
+        return v12 ? gin_v12_as_v11(v12, &gd_queue_depth, &gd_contexts) : NULL;
     }
     if (gd_gin_version == 14) {
         /* setup and properties only: v14 has no data path (NCCL 2.30 puts through an RMA table) */
