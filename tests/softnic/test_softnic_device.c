@@ -695,9 +695,7 @@ TAP_CASE(test_sysfs_view_describes_devices_and_gids)
     read_text(list[0]->dev_path, "ibdev", buf, sizeof(buf));
     EXPECT_STREQ("softnic0", buf);
     ibv_free_device_list(list);
-    char cmd[200];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    EXPECT_EQ_INT(0, system(cmd));
+    rm_dir(dir);
 }
 
 /* Entries of the tree at dir whose name starts with '.' (a writer's
@@ -713,13 +711,6 @@ static int hidden_entries(const char *dir)
         line[0] = '\0';
     pclose(p);
     return atoi(line);
-}
-
-static void rm_tree(const char *dir)
-{
-    char cmd[200];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    EXPECT_EQ_INT(0, system(cmd));
 }
 
 /* The sysfs view of devices softnic0 and softnic1 with SOFTNIC_PCI_LAYOUT
@@ -805,7 +796,7 @@ TAP_CASE(test_sysfs_rail_layout_puts_each_device_on_a_switch_with_one_gpu)
     snprintf(cmd, sizeof(cmd), "test $(ls '%s/bus/pci/devices' | wc -l) -eq 12", dir);
     EXPECT_EQ_INT(0, system(cmd));
     EXPECT_EQ_INT(0, hidden_entries(dir));
-    rm_tree(dir);
+    rm_dir(dir);
 }
 
 /* With "shared" each switch holds the NIC and two GPUs. */
@@ -825,7 +816,7 @@ TAP_CASE(test_sysfs_shared_layout_puts_two_gpus_on_each_switch)
     snprintf(cmd, sizeof(cmd), "test $(ls '%s/bus/pci/devices' | wc -l) -eq 16", dir);
     EXPECT_EQ_INT(0, system(cmd));
     EXPECT_EQ_INT(0, hidden_entries(dir));
-    rm_tree(dir);
+    rm_dir(dir);
 }
 
 /* Without a layout the view is as it always was: device/ a directory of
@@ -844,7 +835,7 @@ TAP_CASE(test_sysfs_view_without_a_layout_has_no_pci_bus)
     EXPECT_EQ_INT(-1, lstat(path, &st));
     snprintf(path, sizeof(path), "%s/devices", dir);
     EXPECT_EQ_INT(-1, lstat(path, &st));
-    rm_tree(dir);
+    rm_dir(dir);
 }
 
 TAP_CASE(test_port_down_and_up_raise_async_events)
