@@ -147,6 +147,16 @@ static int round_puts(const struct opts *o, const struct rma *api, ncclComm_t co
     return 0;
 }
 
+/* The job's cases: one a size (x4 from --min-bytes to --max-bytes) and the
+ * signal rounds. */
+static int case_count(const struct opts *o)
+{
+    int n = 1;
+    for (size_t b = o->min_bytes; b <= o->max_bytes; b *= 4)
+        n++;
+    return n;
+}
+
 static int run(const struct opts *o, const struct rma *api, ncclComm_t comm, cudaStream_t s)
 {
     size_t win_bytes = 2 * (size_t)o->puts * o->max_bytes + 256; /* + the barrier's word */
@@ -156,10 +166,7 @@ static int run(const struct opts *o, const struct rma *api, ncclComm_t comm, cud
     NCCL_OK(ncclCommWindowRegister(comm, buf, win_bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
     uint8_t *host = malloc(o->max_bytes);
     CHECK(host, "out of memory");
-    int sizes = 0;
-    for (size_t b = o->min_bytes; b <= o->max_bytes; b *= 4)
-        sizes++;
-    printf("1..%d\n", sizes + 1);
+    printf("1..%d\n", case_count(o));
     int failed = 0;
     for (size_t b = o->min_bytes; b <= o->max_bytes; b *= 4) {
         char name[128], why[160];
@@ -237,7 +244,8 @@ int main(int argc, char **argv)
         default:
             printf("usage: %s --rank R --nranks N --id-file F [--gpu G] [--min-bytes B] [--max-bytes B]\n"
                    "          [--puts P (puts per size, 3)] [--signal-rounds K (16)] [--timeout S (120)]\n"
-                   "       %s --probe   (whether the NCCL that loads has the API; no job)\n",
+                   "       %s --probe [--min-bytes B] [--max-bytes B]   (whether the NCCL that loads has the\n"
+                   "            API, and a job's case count; no job)\n",
                    argv[0],
                    argv[0]);
             return ch == 'h' ? 0 : 2;
@@ -270,7 +278,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (probe) {
-        printf("NCCL %d has the host-initiated RMA API\n", nv);
+        printf("NCCL %d has the host-initiated RMA API\n%d cases a job\n", nv, case_count(&o));
         return 0;
     }
     int ngpu = 0;

@@ -23,8 +23,12 @@ fi
 tl=$(nccl_torch_lib)
 [ -e "$tl/libnccl.so.2" ] || tap_skip_all "no NCCL at $tl (NCCL_TORCH_LIB)"
 # the NCCL must have the API; the program says so itself, asked alone
-probe=$(LD_LIBRARY_PATH=$tl:$LD_LIBRARY_PATH "$prog" --probe 2>&1 | head -n 1)
+max=${RMA_MAX_BYTES:-32M}
+probe=$(LD_LIBRARY_PATH=$tl:$LD_LIBRARY_PATH "$prog" --probe --max-bytes "$max" 2>&1)
 case $probe in "1..0 # SKIP"*) tap_skip_all "${probe#1..0 # SKIP }" ;; esac
+# the program's cases a job (the sizes and the signal rounds)
+cases=$(printf '%s\n' "$probe" | sed -n 's/^\([0-9]*\) cases a job$/\1/p')
+if [ -z "$cases" ]; then tap_plan 1; tap_not_ok nccl_rma_probe "$probe"; exit 1; fi
 
 work=$(mktemp -d)
 mps_start "$work" || echo "# no MPS daemon: the ranks take time slices of the GPU"
@@ -33,11 +37,8 @@ unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE
 export LD_LIBRARY_PATH=$SOFTNIC_DIR:$tl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export NCCL_NET_PLUGIN=$RAILNET_PLUGIN NCCL_GIN_TYPE=2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 nr=0; for n in $RANKS; do nr=$((nr + 1)); done
-# per job: the program's cases (sizes + the signal rounds), RMA table, GIN table, exits
-sizes=0 b=8 max=${RMA_MAX_BYTES:-32M}
-maxb=$(echo "$max" | awk '{ m = $1 + 0; u = substr($1, length($1)); if (u == "K") m *= 1024; if (u == "M") m *= 1048576; print m }')
-while [ "$b" -le "$maxb" ]; do sizes=$((sizes + 1)); b=$((b * 4)); done
-per=$((sizes + 1 + 3))
+# per job: the program's cases, RMA table, GIN table, exits
+per=$((cases + 3))
 tap_plan $((nr * per))
 for n in $RANKS; do
     nccl_job "rma_${n}r" "$n" "$prog" --max-bytes "$max" --timeout 120
@@ -52,7 +53,7 @@ for n in $RANKS; do
             *) tap_ok "${n}r_${line#ok * - }" ;;
         esac
     done <"$work/cases"
-    while [ "$got" -lt $((sizes + 1)) ]; do
+    while [ "$got" -lt "$cases" ]; do
         tap_not_ok "${n}r_rma_case_missing" "$(grep -hE 'rank [0-9]+:|WARN' "$JOBDIR"/rma_"${n}"r.rank*.log | head -n 8)"
         got=$((got + 1))
     done
