@@ -368,8 +368,9 @@ static int fill_desc(struct gdaki_pair *pr, char *err, size_t errlen)
 }
 
 /* The descriptor the kernel reads: the same values, with every pointer
- * replaced by the device address of its (registered) host memory. */
-static int make_device_desc(struct gdaki_pair *pr, int cuda_dev, char *err, size_t errlen)
+ * replaced by the device address of its (registered) host memory; in
+ * pr->dview, and with want_copy also in GPU memory (pr->ddesc). */
+static int make_device_desc(struct gdaki_pair *pr, int cuda_dev, int want_copy, char *err, size_t errlen)
 {
     if (gdaki_cuda_open(cuda_dev, err, errlen) < 0)
         return -1;
@@ -405,6 +406,11 @@ static int make_device_desc(struct gdaki_pair *pr, int cuda_dev, char *err, size
         return -1;
     }
     d.db = (uint64_t *)(uintptr_t)p;
+    if (!want_copy) {
+        d.span = NULL; /* no kernel of railnet's posts here */
+        pr->dview = d;
+        return 0;
+    }
     /* the device descriptor's own span table (zeroed) right behind it: the
      * kernel's posts and polls never share the host descriptor's counters */
     size_t span_bytes = (size_t)1 << d.sq_log;
@@ -452,7 +458,8 @@ int gdaki_pair_finish(struct gdaki_pair *pr, int use_cuda, int cuda_dev, char *e
         return 0;
     if (fill_desc(pr, err, errlen) < 0)
         return -1;
-    if (use_cuda && make_device_desc(pr, cuda_dev, err, errlen) < 0)
+    if (use_cuda != GDAKI_FINISH_HOST &&
+        make_device_desc(pr, cuda_dev, use_cuda == GDAKI_FINISH_DEVICE_DESC, err, errlen) < 0)
         return -1;
     return 0;
 }

@@ -64,6 +64,14 @@ struct gdaki_pair *gdaki_pair_alloc(char *err, size_t errlen);
  * DEVX context then, from gdaki_devx_open). */
 int gdaki_pair_build_send(struct gdaki_pair *pr, uint32_t depth, char *err, size_t errlen);
 int gdaki_pair_build_recv(struct gdaki_pair *pr, char *err, size_t errlen);
+/* What finish gives the GPU (use_cuda): */
+#define GDAKI_FINISH_HOST 0        /* nothing: host memory only */
+#define GDAKI_FINISH_DEVICE_DESC 1 /* the queues mapped for the GPU (pr->dview) and a device copy of the
+                                    * descriptor with its own span table (gdaki_pair_qp_device), which
+                                    * railnet's own kernels read: one CUDA allocation a pair, which the
+                                    * VMM path rounds up to its granularity (2 MiB on current GPUs) */
+#define GDAKI_FINISH_GPU_VIEW 2    /* the queues mapped for the GPU (pr->dview) only: for device code
+                                    * that reads images built from it (NCCL's, through GIN) */
 int gdaki_pair_finish(struct gdaki_pair *pr, int use_cuda, int cuda_dev, char *err, size_t errlen);
 int gdaki_pair_qp_init(struct gdaki_pair *pr, struct ibv_qp *qp, char *err, size_t errlen);
 

@@ -663,6 +663,10 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
             xchg_leave(c, 1);
             gin_fail_exchange(c, ncclRemoteError);
         }
+    /* NCCL's device code reads the QP images set_publish makes from each
+     * pair's GPU view; railnet's own device descriptor would be a CUDA
+     * allocation per QP that nothing reads */
+    int gpu_view = r->host_only ? GDAKI_FINISH_HOST : GDAKI_FINISH_GPU_VIEW;
     if (xres == ncclSuccess) {
         for (int x = 0; x < ncontexts && ok; x++) {
             struct gdaki_pair **qps = s->qp + (size_t)x * n, **comps = s->comp + (size_t)x * n;
@@ -672,8 +676,8 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
                 self_info(r, comps[p], &me);
                 if (gdaki_devx_connect(qps[p], &remote[(size_t)x * n + p], err, sizeof(err)) < 0 ||
                     gdaki_devx_connect(comps[p], &me, err, sizeof(err)) < 0 ||
-                    gdaki_pair_finish(qps[p], !r->host_only, r->cuda_dev, err, sizeof(err)) < 0 ||
-                    gdaki_pair_finish(comps[p], !r->host_only, r->cuda_dev, err, sizeof(err)) < 0) {
+                    gdaki_pair_finish(qps[p], gpu_view, r->cuda_dev, err, sizeof(err)) < 0 ||
+                    gdaki_pair_finish(comps[p], gpu_view, r->cuda_dev, err, sizeof(err)) < 0) {
                     WARN("NET/railnet/GIN: device %s, rank %d: GDAKI QP of context %d towards rank %d: %s",
                          c->dev_name, c->rank, x, p, err);
                     ok = 0;
