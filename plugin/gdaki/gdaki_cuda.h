@@ -29,6 +29,10 @@ void gdaki_cuda_host_unregister(void *p);
 
 int gdaki_cuda_alloc(size_t len, uint64_t *dptr, char *err, size_t errlen);
 void gdaki_cuda_free(uint64_t dptr);
+/* GPU memory for a QP's queues on device dev (gdaki_ring_pool.h: 64 KiB
+ * units of shared blocks, not an allocation of the VMM granularity each). */
+int gdaki_cuda_ring_alloc(int dev, size_t len, uint64_t *dptr, char *err, size_t errlen);
+void gdaki_cuda_ring_free(uint64_t dptr);
 int gdaki_cuda_htod(uint64_t dst, const void *src, size_t len, char *err, size_t errlen);
 int gdaki_cuda_dtoh(void *dst, uint64_t src, size_t len, char *err, size_t errlen);
 

@@ -5,7 +5,8 @@
  * the CQ's at 64), each part page-aligned.  It is registered once as umem
  * and every PRM command names it by umem id and offset.  In GPU memory the
  * region is allocated 64 KiB-aligned (the GPU page a peer-memory
- * registration pins), and its initial image -- zeros, every CQE invalid
+ * registration pins; gdaki_cuda_ring_alloc carves it from blocks shared by
+ * the QPs), and its initial image -- zeros, every CQE invalid
  * with owner 1 -- is copied in from the host: a NIC never initialises a
  * ring it was handed. */
 #include "gdaki_devx.h"
@@ -21,11 +22,9 @@
 #include "gdaki_wqe.h"
 
 #define PAGE 4096u
-#define GPU_PAGE 65536u
 
 struct gdaki_devx {
     int gpu;
-    uint64_t raw;               /* GPU: the cuMemAlloc'ed pointer to free */
     uint8_t *mem;               /* region start (host pointer, or device address) */
     size_t len;
     size_t sq_off, cq_off, dbr_off;
@@ -119,14 +118,15 @@ static int alloc_region(struct gdaki_pair *pr, struct gdaki_devx *d, char *err, 
         d->mem = p;
         return 0;
     }
+    uint64_t dptr = 0;
     if (gdaki_cuda_open(pr->cuda_dev, err, errlen) < 0 ||
-        gdaki_cuda_alloc(d->len + GPU_PAGE, &d->raw, err, errlen) < 0) {
+        gdaki_cuda_ring_alloc(pr->cuda_dev, d->len, &dptr, err, errlen) < 0) {
         size_t l = strlen(err);
         snprintf(err + l, errlen - l, " (RAILNET_GDAKI_QUEUE_MEM=gpu needs CUDA device %d)",
                  pr->cuda_dev);
         rc = -1;
     } else {
-        d->mem = (uint8_t *)(uintptr_t)((d->raw + GPU_PAGE - 1) & ~(uint64_t)(GPU_PAGE - 1));
+        d->mem = (uint8_t *)(uintptr_t)dptr;
         rc = gdaki_cuda_htod((uint64_t)(uintptr_t)d->mem, img, d->len, err, errlen);
     }
     free(img);
@@ -378,7 +378,7 @@ void gdaki_devx_destroy(struct gdaki_pair *pr)
     if (d->umem)
         v->mlx5dv_devx_umem_dereg(d->umem);
     if (d->gpu)
-        gdaki_cuda_free(d->raw);
+        gdaki_cuda_ring_free((uint64_t)(uintptr_t)d->mem);
     else
         free(d->mem);
     free(d);
