@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/gpu/nccl_tests_builds.sh: tests/gpu/nccl_tests.sh and
-# tests/gpu/nccl_rma.sh again under every NCCL that scripts/build-nccl built
+# tests/gpu/nccl_tests_builds.sh: tests/gpu/nccl_tests.sh, nccl_rma.sh and
+# nccl_ib_pci.sh again under every NCCL that scripts/build-nccl built
 # and scripts/gpu-stage staged ($top_builddir/nccl-VERSION, e.g. 2.29.7 and
 # 2.30.7) with nccl-tests built against it ($top_builddir/nccl-tests-VERSION:
 # scripts/build-nccl-tests --nccl build/nccl-VERSION --out
@@ -8,7 +8,7 @@
 # against one NCCL's headers. Each case keeps its name behind
 # nccl<VERSION>_; logs go to nccl-VERSION/ of
 # the log directory. NCCL_TESTS_BUILDS="2.30.7 ..." picks versions,
-# NCCL_BUILDS_TESTS ("nccl_tests.sh nccl_rma.sh") the scripts.
+# NCCL_BUILDS_TESTS ("nccl_tests.sh nccl_rma.sh nccl_ib_pci.sh") the scripts.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 found=
@@ -24,7 +24,7 @@ fi
 for v in $found; do
     out=$JOBDIR/nccl-$v
     mkdir -p "$out"
-    for t in ${NCCL_BUILDS_TESTS:-nccl_tests.sh nccl_rma.sh}; do
+    for t in ${NCCL_BUILDS_TESTS:-nccl_tests.sh nccl_rma.sh nccl_ib_pci.sh}; do
         pre=nccl${v}_
         RAILNET_GPU_LOGDIR=$out NCCL_TESTS_DIR=$top_builddir/nccl-tests-$v NCCL_TORCH_LIB=$top_builddir/nccl-$v/lib \
             sh "$top_srcdir/tests/gpu/$t" >"$out/${t%.sh}.tap" 2>&1

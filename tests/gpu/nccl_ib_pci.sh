@@ -1,0 +1,91 @@
+#!/bin/sh
+# NCCL's own IB transport (NCCL_NET=IB NCCL_NET_PLUGIN=none) on softnic
+# seen as a PCI NIC: nccl-tests run under softnic-sysfs-ns, whose private
+# /sys places each softnic device as a PCI function beside the GPU, as
+# NCCL's topology code needs (2.29 and 2.30 end in "Could not find any
+# local path from gpu 0 to net" without a PCI path for the NIC; 2.28 warns
+# "Could not find real path"). Every job: 2 ranks sharing GPU 0 (each its
+# own NCCL node) under MPS where there is one, data checked (-c 1), rc 0,
+# every row's #wrong 0, NCCL's IB network on softnic's devices, and no
+# WARN about a path:
+#   ib_pci_<coll>_2r   all_reduce, alltoall and sendrecv, P2P and SHM off
+#                      (every byte crosses NCCL's net_ib), 8 B-64 MiB;
+#   ib_pci_gin_D3_2r   alltoall's GIN device implementation (-R 2 -D 3) on
+#                      NCCL's own GIN proxy (NCCL_GIN_TYPE=2) over net_ib;
+# and, as a reference printed as a comment, all_reduce without the view.
+# Runs with the NCCL nccl-tests were built against (NCCL_TESTS_DIR,
+# NCCL_TORCH_LIB: tests/gpu/nccl_tests_builds.sh sets both per build).
+# Needs root (a mount namespace); skips with the reason otherwise.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/gpu/lib-nccl.sh"
+. "$top_srcdir/tests/gpu/lib-mps.sh"
+NT=${NCCL_TESTS_DIR:-$top_builddir/nccl-tests}
+MR=$top_builddir/tests/minimpi/minimpirun
+MPILIB=$top_builddir/tests/minimpi/home/lib
+NS=$top_builddir/tests/softnic/softnic-sysfs-ns
+TIMEOUT=${NT_JOB_TIMEOUT:-240}
+if [ "$(gpu_count)" -lt 1 ]; then
+    tap_skip_all "no CUDA GPU on this machine (run make check-gpu on a GPU machine)"
+fi
+for p in alltoall_perf all_reduce_perf sendrecv_perf; do
+    [ -x "$NT/$p" ] || tap_skip_all "nccl-tests not built in $NT (scripts/build-nccl-tests SRC)"
+done
+[ -x "$MR" ] && [ -e "$MPILIB/libmpi.so" ] || tap_skip_all "tests/minimpi not built"
+[ -x "$NS" ] || tap_skip_all "$NS not built"
+out=$("$NS" -- true 2>&1) || tap_skip_all "softnic-sysfs-ns cannot make its view here: $(echo "$out" | head -n 1)"
+tap_plan 4
+
+work=$(mktemp -d)
+mps_start "$work" || echo "# no MPS daemon: the ranks take time slices of the GPU"
+trap 'mps_stop; rm -rf "$work"' EXIT
+unset NCCL_DEBUG_SUBSYS
+export NCCL_TESTS_DEVICE=0 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH
+export NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_IB_GID_INDEX=${NCCL_IB_GID_INDEX:-0}
+export LD_LIBRARY_PATH=$SOFTNIC_DIR:$(nccl_torch_lib):$MPILIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+# ib_job NAME WRAP [VAR=VALUE...] -- PROG ARGS: one job of 2 ranks, behind
+# WRAP ("ns": softnic-sysfs-ns; "none"); $log, $rc
+ib_job() {
+    _name=$1 _wrap=$2; shift 2
+    _x=
+    while [ "$1" != "--" ]; do _x="$_x -x $1"; shift; done
+    shift
+    log=$JOBDIR/nccl_ib_pci.$_name.log
+    _pre=
+    [ "$_wrap" = ns ] && _pre=$NS
+    # shellcheck disable=SC2086
+    $_pre "$MR" -n 2 --timeout "$TIMEOUT" --rank-env NCCL_HOSTID=railnet-ib-node-%r $_x "$@" >"$log" 2>&1
+    rc=$?
+}
+rows_clean() {
+    awk '/^ *[0-9]+ +[0-9]+ / { n++; if ($9 != "0" || ($13 != "0" && $13 != "N/A")) bad++ }
+         END { exit !(n > 0 && bad == 0) }' "$1" &&
+        grep -q 'Out of bounds values : 0 OK' "$1"
+}
+# NCCL used its IB network on softnic, with no WARN about a path
+ib_on_pci() {
+    grep -q 'NET/IB.*softnic' "$1" && ! grep -Eq 'WARN.*(Could not find|real path|local path)' "$1"
+}
+why() {
+    printf 'rc=%s rows: %s | %s' "$rc" \
+        "$(awk '/^ *[0-9]+ +[0-9]+ / { printf "%s:%s/%s ", $1, $9, $13 }' "$1" | cut -c1-300)" \
+        "$(grep -E 'WARN|rror|minimpirun:|softnic-sysfs-ns' "$1" | head -n 6 | tr '\n' '|' | cut -c1-900)"
+}
+
+for coll in all_reduce alltoall sendrecv; do
+    ib_job "$coll" ns NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- "$NT/${coll}_perf" -b 8 -e 64M -f 8 -c 1 -n 2 -w 1
+    if [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log"; then
+        tap_ok "ib_pci_${coll}_2r_data_checked"
+    else tap_not_ok "ib_pci_${coll}_2r_data_checked" "$(why "$log")"; fi
+done
+ib_job gin_D3 ns NCCL_GIN_TYPE=2 -- "$NT/alltoall_perf" -b 16 -e 64M -f 4 -c 1 -R 2 -D 3 -n 2 -w 1
+if grep -q "Device implementation 3 is not supported by this test" "$log"; then
+    tap_skip "ib_pci_gin_D3_2r_data_checked" "nccl-tests built against this NCCL has no device implementation 3"
+elif [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log"; then
+    tap_ok "ib_pci_gin_D3_2r_data_checked"
+else tap_not_ok "ib_pci_gin_D3_2r_data_checked" "$(why "$log")"; fi
+
+# the reference: the same all_reduce with the host's own /sys
+ib_job all_reduce_no_view none NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- "$NT/all_reduce_perf" -b 8 -e 1M -f 8 -c 1 -n 2 -w 1
+echo "# without the view: rc=$rc, $(grep -c 'WARN' "$log") WARN lines, first: $(grep -m1 'WARN' "$log" | cut -c1-200)"
+tap_done
