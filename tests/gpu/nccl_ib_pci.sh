@@ -12,6 +12,10 @@
 #                      (every byte crosses NCCL's net_ib), 8 B-64 MiB;
 #   ib_pci_gin_D3_2r   alltoall's GIN device implementation (-R 2 -D 3) on
 #                      NCCL's own GIN proxy (NCCL_GIN_TYPE=2) over net_ib;
+#   ib_pci_sharp_<coll>_2r  the three collectives again through NVIDIA's
+#                      external IB plugin (scripts/build-nccl-rdma-sharp-plugins,
+#                      staged as nccl-rdma-sharp-plugins/libnccl-net.so),
+#                      which NCCL must load and use as its network;
 # and, as a reference printed as a comment, all_reduce without the view.
 # Runs with the NCCL nccl-tests were built against (NCCL_TESTS_DIR,
 # NCCL_TORCH_LIB: tests/gpu/nccl_tests_builds.sh sets both per build).
@@ -33,7 +37,8 @@ done
 [ -x "$MR" ] && [ -e "$MPILIB/libmpi.so" ] || tap_skip_all "tests/minimpi not built"
 [ -x "$NS" ] || tap_skip_all "$NS not built"
 out=$("$NS" -- true 2>&1) || tap_skip_all "softnic-sysfs-ns cannot make its view here: $(echo "$out" | head -n 1)"
-tap_plan 4
+SHARP=$top_builddir/nccl-rdma-sharp-plugins/libnccl-net.so
+tap_plan 7
 
 work=$(mktemp -d)
 mps_start "$work" || echo "# no MPS daemon: the ranks take time slices of the GPU"
@@ -84,6 +89,22 @@ if grep -q "Device implementation 3 is not supported by this test" "$log"; then
 elif [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log"; then
     tap_ok "ib_pci_gin_D3_2r_data_checked"
 else tap_not_ok "ib_pci_gin_D3_2r_data_checked" "$(why "$log")"; fi
+
+# NVIDIA's external IB plugin: NCCL prefers a plugin's network to its own
+for coll in all_reduce alltoall sendrecv; do
+    name=ib_pci_sharp_${coll}_2r_data_checked
+    if [ ! -f "$SHARP" ]; then
+        tap_skip "$name" "nccl-rdma-sharp-plugins not built (scripts/build-nccl-rdma-sharp-plugins SRC, then scripts/gpu-stage)"
+        continue
+    fi
+    unset NCCL_NET
+    export NCCL_NET_PLUGIN=$SHARP
+    ib_job "sharp_$coll" ns NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- "$NT/${coll}_perf" -b 8 -e 64M -f 8 -c 1 -n 2 -w 1
+    export NCCL_NET=IB NCCL_NET_PLUGIN=none
+    if [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log" && grep -q 'Using network IBext' "$log"; then
+        tap_ok "$name"
+    else tap_not_ok "$name" "$(why "$log")"; fi
+done
 
 # the reference: the same all_reduce with the host's own /sys
 ib_job all_reduce_no_view none NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- "$NT/all_reduce_perf" -b 8 -e 1M -f 8 -c 1 -n 2 -w 1
