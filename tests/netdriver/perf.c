@@ -293,14 +293,24 @@ static int lat_rank(struct nd_world *w, void *arg)
             rtt[i - 11] = now - last;
         last = now;
         void **r = &rreq[i % LAT_AHEAD];
+        /* The receive of a later round takes a slot once the message is on
+         * its way: its clear-to-send then never queues in front of the
+         * message (NCCL's proxy posts its receives steps ahead, not between
+         * a step's data and its send). Rank 0 refills the slot its last
+         * round freed, rank 1 the one this round frees. */
         if (w->rank == 0) {
-            st = post_until(out, sbuf, size, &sreq) || wait_one(out, size, &sreq) || wait_one(in, size, r);
+            st = post_until(out, sbuf, size, &sreq);
+            if (!st && i > 0 && i - 1 + LAT_AHEAD < total) {
+                void **prev = &rreq[(i - 1) % LAT_AHEAD];
+                st = post(in, rbuf, size, 9, prev) || !*prev;
+            }
+            st = st || wait_one(out, size, &sreq) || wait_one(in, size, r);
         } else {
-            st = wait_one(in, size, r) || post_until(out, sbuf, size, &sreq) || wait_one(out, size, &sreq);
+            st = wait_one(in, size, r) || post_until(out, sbuf, size, &sreq);
+            if (!st && i + LAT_AHEAD < total)
+                st = post(in, rbuf, size, 9, r) || !*r;
+            st = st || wait_one(out, size, &sreq);
         }
-        /* the receive of round i + LAT_AHEAD takes the slot just freed */
-        if (!st && i + LAT_AHEAD < total)
-            st = post(in, rbuf, size, 9, r) || !*r;
     }
     if (!st && w->rank == 0) {
         double end = nd_now();
