@@ -11,11 +11,13 @@
 #   ib_pci_<coll>_2r   all_reduce, alltoall and sendrecv, P2P and SHM off
 #                      (every byte crosses NCCL's net_ib), 8 B-64 MiB;
 #   ib_pci_gin_D3_2r   alltoall's GIN device implementation (-R 2 -D 3) on
-#                      NCCL's own GIN proxy (NCCL_GIN_TYPE=2) over net_ib;
+#                      NCCL's own GIN proxy (NCCL_GIN_TYPE=2) over net_ib,
+#                      each port its own NIC (NCCL_NET_MERGE_LEVEL=LOC);
 #   ib_pci_sharp_<coll>_2r  the three collectives again through NVIDIA's
 #                      external IB plugin (scripts/build-nccl-rdma-sharp-plugins,
 #                      staged as nccl-rdma-sharp-plugins/libnccl-net.so),
-#                      which NCCL must load and use as its network;
+#                      which NCCL must load and use as its network (named
+#                      IBext_v11 up to 2.29, "NCCL RDMA Plugin v11" by 2.30);
 # and, as a reference printed as a comment, all_reduce without the view.
 # Runs with the NCCL nccl-tests were built against (NCCL_TESTS_DIR,
 # NCCL_TORCH_LIB: tests/gpu/nccl_tests_builds.sh sets both per build).
@@ -83,7 +85,10 @@ for coll in all_reduce alltoall sendrecv; do
         tap_ok "ib_pci_${coll}_2r_data_checked"
     else tap_not_ok "ib_pci_${coll}_2r_data_checked" "$(why "$log")"; fi
 done
-ib_job gin_D3 ns NCCL_GIN_TYPE=2 -- "$NT/alltoall_perf" -b 16 -e 64M -f 4 -c 1 -R 2 -D 3 -n 2 -w 1
+# NCCL_NET_MERGE_LEVEL=LOC: softnic0's two ports share one PCI function, as
+# a dual-port ConnectX's do, and NCCL fuses them into one virtual NIC by
+# default; NCCL 2.29 turns GIN off when any NIC is fused
+ib_job gin_D3 ns NCCL_GIN_TYPE=2 NCCL_NET_MERGE_LEVEL=LOC -- "$NT/alltoall_perf" -b 16 -e 64M -f 4 -c 1 -R 2 -D 3 -n 2 -w 1
 if grep -q "Device implementation 3 is not supported by this test" "$log"; then
     tap_skip "ib_pci_gin_D3_2r_data_checked" "nccl-tests built against this NCCL has no device implementation 3"
 elif [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log"; then
@@ -101,7 +106,7 @@ for coll in all_reduce alltoall sendrecv; do
     export NCCL_NET_PLUGIN=$SHARP
     ib_job "sharp_$coll" ns NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- "$NT/${coll}_perf" -b 8 -e 64M -f 8 -c 1 -n 2 -w 1
     export NCCL_NET=IB NCCL_NET_PLUGIN=none
-    if [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log" && grep -q 'Using network IBext' "$log"; then
+    if [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log" && grep -Eq 'Using network (IBext|NCCL RDMA Plugin)' "$log"; then
         tap_ok "$name"
     else tap_not_ok "$name" "$(why "$log")"; fi
 done
