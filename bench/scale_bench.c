@@ -1194,8 +1194,12 @@ int main(int argc, char **argv)
     int done = 0;
     printf("scale_bench: %s, %zu-byte messages, step budget %.0f s; per rank, median/max over ranks\n", b.plugin,
            b.bytes, b.step_budget);
-    const char *type = b.gdaki ? "GDAKI type, host memory (connect, createContext, window; no put)"
-                               : "proxy type (connect, createContext, window, put with signal)";
+    char type[160];
+    if (b.gdaki)
+        snprintf(type, sizeof(type), "GDAKI type, queues in %s memory (connect, createContext, window; no put)",
+                 getenv("RAILNET_GDAKI_QUEUE_MEM"));
+    else
+        snprintf(type, sizeof(type), "proxy type (connect, createContext, window, put with signal)");
     char table[64] = "";
     if (b.depth)
         snprintf(table, sizeof(table), ", GIN v12 with queue depth %d", b.depth);
