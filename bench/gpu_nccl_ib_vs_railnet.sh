@@ -1,71 +1,72 @@
 #!/bin/sh
-# bench/gpu_nccl_ib_vs_railnet.sh (GPU machine): all_reduce and send_recv bus
-# bandwidth of NCCL's built-in IB transport (NCCL_NET=IB, no plugin) against
-# railnet, both on the same softnic, 64 KiB..256 MiB (RAILNET_BENCH_MIN_BYTES,
-# RAILNET_BENCH_MAX_BYTES; RAILNET_BENCH_COLLS picks among all_reduce and
-# send_recv), two ranks, measured side by side in one run and printed as a
-# ratio per collective and size. Both runs use the same GDR level
-# (RAILNET_BENCH_GDR_LEVEL, default LOC = host staging, which does not depend
-# on how each transport detects GPU Direct support on a software NIC).
+# bench/gpu_nccl_ib_vs_railnet.sh (GPU machine): bus bandwidth of railnet
+# against NCCL's built-in IB transport (NCCL_NET=IB, no plugin), against
+# NCCL's IB transport run again (the A/A run: how far a point moves by
+# itself), and against NVIDIA's external IB plugin (nccl-rdma-sharp-plugins,
+# "peer"), all on the same softnic, measured side by side in the same
+# rounds: all_reduce, all_to_all and send_recv (RAILNET_BENCH_COLLS),
+# 64 KiB..256 MiB (RAILNET_BENCH_MIN_BYTES, RAILNET_BENCH_MAX_BYTES), two
+# ranks. Each table (NCCL x port rate) prints per collective and size the
+# medians, railnet / IB and the A/A and peer columns, then a verdict per
+# collective (the rule below).
 #
-# Two conditions make the comparison one of transports rather than of a
-# software NIC's quirks:
-# - Each softnic port is limited to RAILNET_BENCH_RATE bytes/s (a list;
-#   default "3125M 0": 3125M = 25 Gb/s, which softnic then advertises as
-#   1x EDR; "0" = no limit,
-#   advertised: the 4x link within softnic's copy calibration,
-#   docs/softnic.md).
-#   NCCL picks channels and protocol from the advertised speed; unlimited
-#   softnic claimed 200 Gb/s per port before that calibration but carries
-#   a few GB/s, and NCCL then picks LL and 4 channels for 1 MiB on
-#   railnet's merged 400 Gb/s device, which on softnic ran 0.9-1.2 GB/s
-#   against 2.6-3.3 GB/s with Simple on 2 channels.
-# - With fewer GPUs than ranks (both ranks on one GPU), the ranks' kernels
-#   share the GPU by time slices unless an MPS daemon runs: every step then
-#   waits for a context switch (a ~4.7 ms floor per all_reduce up to 8 MiB).
-#   The script starts a private MPS daemon for the run when
-#   nvidia-cuda-mps-control exists and GDR is off (softnic's GPU copies hang
-#   under MPS: its NIC threads use the CUDA driver from a third context),
-#   and says so when it does not.
-# RAILNET_BENCH_NCCL lists the NCCLs both runs load, one table each
+# The verdict. For one collective of one table, the A/A band is the range,
+# over its sizes, of IB-again / IB (ratios of medians, the statistic
+# railnet / IB is). railnet passes against IB when no size's railnet / IB
+# falls below the band's low edge and the median of railnet / IB over the
+# sizes is >= 1.0; against the peer by the same rule with railnet / peer.
+# Without the A/A run (RAILNET_BENCH_AA=0) the verdict is "undecided".
+#
+# What is held equal:
+# - The PCI view: every job runs under softnic-sysfs-ns (RAILNET_BENCH_PCI_VIEW,
+#   auto = where it can make the view, on = or fail, off), where each
+#   softnic device is a PCI NIC near the GPU. NCCL 2.29 and 2.30's IB
+#   transport and the peer plugin find no device without it; with it,
+#   NCCL's IB transport fuses softnic0's two ports into one NIC as railnet
+#   merges them (without it, NCCL uses one of the two).
+# - The port rate: each softnic port is limited to RAILNET_BENCH_RATE
+#   bytes/s (a list; default "3125M 0": 3125M = 25 Gb/s, which softnic then
+#   advertises as 1x EDR; "0" = no limit, advertised within softnic's copy
+#   calibration, docs/softnic.md). NCCL picks channels and protocol from
+#   the advertised speed.
+# - The GDR level (RAILNET_BENCH_GDR_LEVEL, default LOC = host staging,
+#   which does not depend on how each transport detects GPU Direct support
+#   on a software NIC).
+# - The GPU: with fewer GPUs than ranks (both ranks on one GPU) the ranks'
+#   kernels share the GPU by time slices unless an MPS daemon runs (a
+#   ~4.7 ms floor per all_reduce up to 8 MiB): the script starts a private
+#   MPS daemon when nvidia-cuda-mps-control exists and GDR is off, and says
+#   so when it does not.
+# RAILNET_BENCH_NCCL lists the NCCLs every run loads, one table each
 # (default "system torch"): "system" (the libnccl.so.2 the loader finds;
 # 2.28.3 on the GPU machines), "torch" (PyTorch's, 2.28.9, nccl_torch_lib
-# of tests/gpu/lib-nccl.sh) or a directory holding a libnccl.so.2. Every
-# NCCL runs at every rate; the version that ran is printed per table.
+# of tests/gpu/lib-nccl.sh) or a directory holding a libnccl.so.2 (a build
+# of scripts/build-nccl: DIR/lib). The version that ran is printed per table.
 #
 # One run of 50 calls per size scattered 0.6-1.9 between runs below 1 MiB,
 # so each (NCCL, rate) runs RAILNET_BENCH_ROUNDS rounds (default 3), the
-# transports alternating (IB, railnet, then the variants in odd rounds; the
-# same list reversed in even ones), and each size runs RAILNET_BENCH_TARGET_BYTES / size calls
-# (default 1G: 1000 calls up to 1 MiB, 1 GiB moved per size above, at
-# least RAILNET_BENCH_ITERS = 20). The table prints the median bus
-# bandwidth of each transport, their ratio, and the lowest and highest
-# ratio of one round's pair. RAILNET_BENCH_VARIANTS adds railnet runs with
-# other settings to the same rounds, one column each (median / IB's
-# median): a blank-separated list, each a '+'-separated list of VAR=value
-# (values may hold commas), e.g.
-# "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1+RAILNET_SPLIT_MIN=1G";
-# a variant that starts with "ib:" runs NCCL's IB transport instead (its
-# column is then that run's median / IB's default median). The noise
-# floor: "ib:NCCL_NET_GDR_LEVEL=LOC" runs NCCL's IB transport again with the
-# settings it already has, an A/A column (docs/performance.md: 0.81-1.34
-# over 104 points, 4 rounds, 2 x H100). Equal ports for
-# both: softnic as two one-port devices,
-# "ib:SOFTNIC_DEVICES=softnic0:127.0.0.1;softnic1:127.0.0.2+NCCL_NET_MERGE_LEVEL=LOC"
-# and "SOFTNIC_DEVICES=softnic0:127.0.0.1;softnic1:127.0.0.2": on softnic's
-# default device NCCL's IB transport uses one of the two ports (it keys its
-# topology by device name), and with two devices but NCCL's default merge
-# level its first collective fails (it fuses NICs that have no PCI path
-# and loses the result; NCCL_NET_FORCE_MERGE does the same).
+# transports alternating (IB, railnet, A/A, peer, then the variants in odd
+# rounds; the same list reversed in even ones), and each size runs
+# RAILNET_BENCH_TARGET_BYTES / size calls (default 1G: 1000 calls up to
+# 1 MiB, 1 GiB moved per size above, at least RAILNET_BENCH_ITERS = 20).
+# The table prints the median bus bandwidth of IB and railnet, their ratio,
+# the lowest and highest ratio of one round's pair, and median / IB's
+# median for the A/A run, the peer and each variant. RAILNET_BENCH_PEER is
+# the peer plugin (default the staged nccl-rdma-sharp-plugins/libnccl-net.so;
+# "none" leaves it out). RAILNET_BENCH_VARIANTS adds railnet runs with other
+# settings to the same rounds, one column each: a blank-separated list, each
+# a '+'-separated list of VAR=value (values may hold commas), e.g.
+# "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1+RAILNET_SPLIT_MIN=1G"; a
+# variant that starts with "ib:" runs NCCL's IB transport instead.
 # RAILNET_BENCH_LAYOUT=two runs every table on softnic as two one-port
-# devices (the ConnectX-4+ layout: equal ports for both transports; NCCL's
-# IB transport then with NCCL_NET_MERGE_LEVEL=LOC, see above); the default,
-# one, is softnic's one device with two ports, of which NCCL's IB transport
-# uses one.
+# devices (NCCL's IB transport and the peer then with
+# NCCL_NET_MERGE_LEVEL=LOC); the default, one, is softnic's one device with
+# two ports.
 # The proto column is NCCL's all_reduce protocol and channel count (TUNING
-# log, round 1): IB's/railnet's, S = Simple, e.g. LL2/LL2. Both transports see softnic's sysfs view
-# (SOFTNIC_SYSFS, default a directory of the run), with the device's PCIe
-# link that caps railnet's merged device (see below).
+# log, round 1): IB's/railnet's, S = Simple, e.g. LL2/LL2. railnet also
+# reads the device's PCIe link, which caps railnet's merged device, from the
+# PCI view (without it, from softnic's SOFTNIC_SYSFS view, default a
+# directory of the run).
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -74,6 +75,19 @@ export top_builddir top_srcdir
 export NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET,ENV,TUNING,GRAPH}
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
+# the PCI view: the whole run (MPS daemon, ranks) in one softnic-sysfs-ns
+view=${RAILNET_BENCH_PCI_VIEW:-auto}
+ns=$top_builddir/tests/softnic/softnic-sysfs-ns
+case $view in auto|on|off) ;; *) echo "RAILNET_BENCH_PCI_VIEW=$view: auto, on or off" >&2; exit 2 ;; esac
+if [ "$view" != off ] && [ -z "${RAILNET_BENCH_IN_VIEW:-}" ]; then
+    if [ -x "$ns" ] && why=$("$ns" -- true 2>&1); then
+        RAILNET_BENCH_IN_VIEW="softnic-sysfs-ns" exec "$ns" -- sh "$0" "$@"
+    fi
+    [ "$view" = on ] && { echo "RAILNET_BENCH_PCI_VIEW=on: softnic-sysfs-ns cannot make its view: ${why:-$ns not built}" >&2; exit 2; }
+    echo "# no PCI view (${why:-$ns not built}): NCCL 2.29/2.30's IB transport and the peer find no softnic device"
+fi
+peer=${RAILNET_BENCH_PEER:-$top_builddir/nccl-rdma-sharp-plugins/libnccl-net.so}
+[ "$peer" = none ] || [ -f "$peer" ] || { echo "# no peer plugin ($peer): scripts/build-nccl-rdma-sharp-plugins, then scripts/gpu-stage"; peer=none; }
 gdr=${RAILNET_BENCH_GDR_LEVEL:-LOC}
 mps=off
 if [ "$(gpu_count)" -lt 2 ]; then
@@ -85,7 +99,7 @@ if [ "$(gpu_count)" -lt 2 ]; then
     [ $mps = on ] || echo "# note: two ranks share one GPU without MPS: time slicing puts a floor under every all_reduce"
 fi
 prog=$top_builddir/tests/gpu/nccl_collectives
-colls=${RAILNET_BENCH_COLLS:-all_reduce,send_recv}
+colls=${RAILNET_BENCH_COLLS:-all_reduce,all_to_all,send_recv}
 rounds=${RAILNET_BENCH_ROUNDS:-3}
 args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-$((64 << 10))} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((256 << 20))} --colls $colls --iters ${RAILNET_BENCH_ITERS:-20} --target-bytes ${RAILNET_BENCH_TARGET_BYTES:-$((1 << 30))} --timeout 600"
 ld0=$LD_LIBRARY_PATH
@@ -101,15 +115,24 @@ esac
 # what the host moves through the NIC (plugin/ib/hostlink.h); NCCL places
 # a NIC whose path is no PCI device under the CPU, as without the view. A
 # variant "SOFTNIC_SYSFS=" runs without it (railnet: its ports' sum).
-export SOFTNIC_SYSFS="${SOFTNIC_SYSFS-$JOBDIR/sysfs}"
+# In the PCI view, /sys is that view for every transport: railnet then
+# finds its device where NCCL's IB transport does (with SOFTNIC_SYSFS, its
+# device sat at no PCI function, NCCL placed it elsewhere and planned
+# 2 channels for all_reduce where it planned 4 for IB).
+if [ -n "${RAILNET_BENCH_IN_VIEW:-}" ]; then
+    unset SOFTNIC_SYSFS
+else
+    export SOFTNIC_SYSFS="${SOFTNIC_SYSFS-$JOBDIR/sysfs}"
+fi
 
-# run_one TRANSPORT TAG ROUND: one job; TRANSPORT is ib, railnet or vN
-# (the Nth of RAILNET_BENCH_VARIANTS: railnet, or with "ib:" NCCL's IB
-# transport, with those settings)
+# run_one TRANSPORT TAG ROUND: one job; TRANSPORT is ib, railnet, aa (ib
+# again), peer or vN (the Nth of RAILNET_BENCH_VARIANTS: railnet, or with
+# "ib:" NCCL's IB transport, with those settings)
 run_one() {
     t=$1 tag=$2 k=$3 log=bench_$1_$2_r$3
     case $t in
-        ib) v=ib: ;;
+        ib|aa) v=ib: ;;
+        peer) v=peer: ;;
         railnet) v= ;;
         v*) v=$(echo $RAILNET_BENCH_VARIANTS | tr ' ' '\n' | sed -n "${t#v}p") ;;
     esac
@@ -120,6 +143,10 @@ run_one() {
                       NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0}; v=${v#ib:}
                 # fusing NICs without a PCI path breaks NCCL's topology
                 [ "${RAILNET_BENCH_LAYOUT:-one}" = two ] && export NCCL_NET_MERGE_LEVEL=LOC ;;
+          peer:*) unset NCCL_NET
+                  export NCCL_NET_PLUGIN="$peer" NCCL_NET_GDR_LEVEL=$gdr NCCL_IB_GID_INDEX=${RAILNET_BENCH_GID_INDEX:-0}
+                  [ "${RAILNET_BENCH_LAYOUT:-one}" = two ] && export NCCL_NET_MERGE_LEVEL=LOC
+                  v=${v#peer:} ;;
           *) export NCCL_NET_PLUGIN="$RAILNET_PLUGIN" NCCL_NET_GDR_LEVEL=$gdr ;;
       esac
       # a variant's settings last: it may name another NCCL_NET_PLUGIN
@@ -149,6 +176,8 @@ bench_one() {
     tag=${sel##*/}_$rate
     nv=$(echo $RAILNET_BENCH_VARIANTS | wc -w)
     ts="ib railnet"; i=1
+    [ "${RAILNET_BENCH_AA:-1}" = 0 ] || ts="$ts aa"
+    [ "$peer" = none ] || ts="$ts peer"
     while [ $i -le "$nv" ]; do ts="$ts v$i"; i=$((i + 1)); done
     k=1
     while [ $k -le "$rounds" ]; do
@@ -170,7 +199,8 @@ bench_one() {
         echo "# v$i: $w" | tr '+' ' '
         i=$((i + 1))
     done
-    printf "%-11s %10s %9s %9s %7s %11s %6s %6s" collective bytes IB_GBps rn_GBps ratio min..max proto call
+    echo "# PCI view: ${RAILNET_BENCH_IN_VIEW:-none}; peer: $([ "$peer" = none ] && echo none || echo "$peer")"
+    printf "%-11s %10s %9s %9s %7s %11s %6s %6s %6s %6s" collective bytes IB_GBps rn_GBps ratio min..max proto call aa peer
     i=1
     while [ $i -le "$nv" ]; do printf " %7s" v$i; i=$((i + 1)); done
     echo
@@ -187,13 +217,21 @@ bench_one() {
                 /AllReduce: [0-9]+ Bytes -> / && k == 1 { for (i = 1; i <= NF; i++) if ($i == "AllReduce:") b = $(i+1); else if ($i == "proto") p = $(i+1); else if ($i ~ /^channel[{]Lo..Hi[}]=[{][0-9]+..[0-9]+[}]$/) { c = $i; sub(/.*=[{]/, "", c); sub(/[}]/, "", c); split(c, lh, /[.][.]/); n = lh[2] - lh[1] + 1 }; print t, "proto", "all_reduce", b, (p == "SIMPLE" ? "S" : p) (n ? n : "") }' "$f"
             k=$((k + 1))
         done
-    done | awk -v nv="$nv" '
+    done | bench_table "$nv" | sort -k1,1 -k2,2n | bench_verdict
+}
+
+# bench_table NV: the (transport round collective bytes busbw callbw) lines
+# to one row per (collective, size); a column whose transport did not run
+# reads "-"
+bench_table() {
+    awk -v nv="$1" '
         function median(key, n) { return median_of(V, key, n) }
         function median_of(A, key, n,   i, j, x, a) {
             for (i = 1; i <= n; i++) a[i] = A[key, i]
             for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
             return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
         }
+        function col(t, key, mi) { return (N[t, key] && mi > 0) ? sprintf(" %6.2f", median(t SUBSEP key, N[t, key]) / mi) : sprintf(" %6s", "-") }
         $2 == "proto" { P[$1, $3 " " $4] = $5; next }
         { key = $3 " " $4; K[key] = 1; N[$1, key]++; V[$1, key, N[$1, key]] = $5; W[$1, key, N[$1, key]] = $6; R[$1, key, $2] = $5 }
         END {
@@ -207,11 +245,48 @@ bench_one() {
                 pr = (("ib", key) in P) ? P["ib", key] "/" P["railnet", key] : "-"
                 ci = median_of(W, "ib" SUBSEP key, N["ib", key]); cr = median_of(W, "railnet" SUBSEP key, N["railnet", key])
                 printf "%-11s %10d %9.3f %9.3f %7.2f %5.2f..%-5.2f %6s %6.2f", p[1], p[2], mi, mr, (mi > 0 ? mr / mi : 0), lo, hi, pr, (ci > 0 ? cr / ci : 0)
-                for (v = 1; v <= nv; v++) printf " %7.2f", (N["v" v, key] && mi > 0 ? median("v" v SUBSEP key, N["v" v, key]) / mi : 0)
+                printf "%s%s", col("aa", key, mi), col("peer", key, mi)
+                for (v = 1; v <= nv; v++) printf "%s", col("v" v, key, mi)
                 printf "\n"
             }
-        }' | sort -k1,1 -k2,2n
+        }'
 }
+
+# bench_verdict: the sorted rows, then per collective the A/A band and the
+# verdicts of railnet against IB and against the peer (header comment)
+bench_verdict() {
+    awk '
+        function median(A, n,   i, j, x, a) {
+            for (i = 1; i <= n; i++) a[i] = A[i]
+            for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+            return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+        }
+        function verdict(c, what, X, Z, n,   i, m, below) {
+            if (!n) return
+            if (!(c in alo)) { printf "verdict %s railnet/%s: undecided (no A/A run)\n", c, what; return }
+            below = ""
+            for (i = 1; i <= n; i++) if (X[c, i] < alo[c]) below = below " " Z[c, i] "=" sprintf("%.2f", X[c, i])
+            for (i = 1; i <= n; i++) tmp[i] = X[c, i]
+            m = median(tmp, n)
+            printf "verdict %s railnet/%s: %s (A/A band %.2f..%.2f; median %.2f over %d sizes; below the band:%s)\n", c, what,
+                (below == "" && m >= 1.0 ? "pass" : "fail"), alo[c], ahi[c], m, n, (below == "" ? " none" : below)
+        }
+        { print }
+        $1 !~ /^#/ && NF >= 10 {
+            c = $1; if (!(c in seen)) { seen[c] = 1; order[++nc] = c }
+            n[c]++; S[c, n[c]] = $2; Q[c, n[c]] = $5
+            if ($9 != "-") { if (!(c in alo) || $9 < alo[c]) alo[c] = $9; if (!(c in ahi) || $9 > ahi[c]) ahi[c] = $9 }
+            if ($10 != "-" && $10 > 0) { np[c]++; PQ[c, np[c]] = $5 / $10; SP[c, np[c]] = $2 }
+        }
+        END {
+            for (i = 1; i <= nc; i++) {
+                c = order[i]
+                verdict(c, "IB", Q, S, n[c])
+                verdict(c, "peer", PQ, SP, np[c])
+            }
+        }'
+}
+
 for sel in ${RAILNET_BENCH_NCCL:-system torch}; do
     for rate in ${RAILNET_BENCH_RATE:-3125M 0}; do
         bench_one "$sel" "$rate"

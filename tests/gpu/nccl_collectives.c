@@ -8,7 +8,8 @@
  *                    results compared element by element with a reference
  *                    computed on the host; one TAP line per (collective, type).
  *                    --colls a,b and --types fp32|bf16|fp32,bf16 pick a subset.
- *   bench            all_reduce bus bandwidth per size, one line per size;
+ *   bench            bus bandwidth per size of all_reduce, all_to_all and
+ *                    send_recv (--colls picks), one line per size;
  *                    with --target-bytes T each size runs T / size
  *                    iterations, at least --iters and at most 1000 (the
  *                    same rule on every rank, so their calls match), so a
@@ -290,14 +291,26 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One timed step of collective c over b bytes: all_reduce in place, or
- * send_recv around the ring (send to rank + 1, receive from rank - 1). */
+/* One timed step of collective c over b bytes: all_reduce in place,
+ * all_to_all (b / nranks bytes to and from each rank, as nccl-tests'
+ * alltoall_perf moves them), or send_recv around the ring (send to
+ * rank + 1, receive from rank - 1). */
 static int bench_step(const struct opts *o, ncclComm_t comm, cudaStream_t s, enum coll c, void *d, void *r,
                       size_t b)
 {
     size_t count = b / 4;
     if (c == ALL_REDUCE) {
         NCCL_OK(ncclAllReduce(d, d, count, ncclFloat32, ncclSum, comm, s));
+        return 0;
+    }
+    if (c == ALL_TO_ALL) {
+        size_t part = count / (size_t)o->nranks;
+        NCCL_OK(ncclGroupStart());
+        for (int p = 0; p < o->nranks; p++) {
+            NCCL_OK(ncclSend((const float *)d + (size_t)p * part, part, ncclFloat32, p, comm, s));
+            NCCL_OK(ncclRecv((float *)r + (size_t)p * part, part, ncclFloat32, p, comm, s));
+        }
+        NCCL_OK(ncclGroupEnd());
         return 0;
     }
     NCCL_OK(ncclGroupStart());
@@ -307,9 +320,10 @@ static int bench_step(const struct opts *o, ncclComm_t comm, cudaStream_t s, enu
     return 0;
 }
 
-/* --colls picks among all_reduce and send_recv (the others are check
- * mode's); bus bandwidth as nccl-tests counts it: all_reduce moves
- * 2 (n - 1) / n of the bytes per rank, send_recv the bytes. */
+/* --colls picks among all_reduce, all_to_all and send_recv (the others
+ * are check mode's); bus bandwidth as nccl-tests counts it: all_reduce
+ * moves 2 (n - 1) / n of the bytes per rank, all_to_all (n - 1) / n,
+ * send_recv the bytes. */
 static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
 {
     void *d, *r;
@@ -319,7 +333,7 @@ static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
     if (o->rank == 0)
         printf("# %12s %10s %12s %12s %-10s %10s %10s\n", "bytes", "iters", "time_us", "busbw_GBps", "collective",
                "median_us", "max_us");
-    static const enum coll timed[] = { ALL_REDUCE, SEND_RECV };
+    static const enum coll timed[] = { ALL_REDUCE, ALL_TO_ALL, SEND_RECV };
     for (size_t k = 0; k < sizeof(timed) / sizeof(timed[0]); k++) {
         enum coll c = timed[k];
         if (!(o->colls & (1u << c)))
@@ -353,7 +367,9 @@ static int mode_bench(const struct opts *o, ncclComm_t comm, cudaStream_t s)
                 return 1;
             double us = (nccl_rank_now_s() - t0) * 1e6 / iters;
             double algbw = (double)b / (us * 1e-6) / 1e9;
-            double busbw = c == ALL_REDUCE ? algbw * 2.0 * (o->nranks - 1) / o->nranks : algbw;
+            double busbw = c == ALL_REDUCE   ? algbw * 2.0 * (o->nranks - 1) / o->nranks
+                           : c == ALL_TO_ALL ? algbw * (o->nranks - 1) / o->nranks
+                                             : algbw;
             double *step = calloc((size_t)iters, sizeof(*step)), med = 0, max = 0;
             if (!step)
                 return 1;
