@@ -357,6 +357,19 @@ static void add_device(struct ibv_device *d, struct ibv_context *ctx, struct ibv
         snprintf(r->name, sizeof(r->name), "%s:%u", vname, p[0].qp.port_num);
     else
         snprintf(r->name, sizeof(r->name), "%s", vname);
+    /* NCCL keys the NICs of its topology by name, and the first table to
+     * name one fixes its speed. NCCL 2.30's own IB GIN and RMA name each
+     * port by its verbs name, at one port's speed: a merged device takes
+     * the name NCCL gives the fused device of the same ports
+     * ("mlx5_0+mlx5_0"), or NCCL plans it at the speed of one port. */
+    if (split)
+        snprintf(r->topo_name, sizeof(r->topo_name), "%s:%u", vname, p[0].qp.port_num);
+    else
+        snprintf(r->topo_name, sizeof(r->topo_name), "%s", vname);
+    for (int i = 1; i < np && !split; i++) {
+        size_t at = strlen(r->topo_name);
+        snprintf(r->topo_name + at, sizeof(r->topo_name) - at, "+%s", vname);
+    }
     r->pci_path = pci_path_of(d);
     r->guid = be64toh(da->node_guid);
     r->link_layer = p[0].qp.link_layer;
@@ -580,7 +593,7 @@ ncclResult_t devices_properties(int dev, struct devices_props *props)
         return ncclInvalidArgument;
     }
     memset(props, 0, sizeof(*props));
-    props->name = r->name;
+    props->name = r->topo_name;
     props->pci_path = r->pci_path;
     props->guid = r->guid;
     props->ptr_support = r->ptr_support;
@@ -649,6 +662,7 @@ static void vdev_merge(struct rn_device *r, int n, const int *parts)
         snprintf(name + at, sizeof(name) - at, "%s%s", i ? "+" : "", p->name);
     }
     memcpy(r->name, name, sizeof(name));
+    snprintf(r->topo_name, sizeof(r->topo_name), "%s", name);
     /* the ports share their NIC's PCIe link, as in add_device */
     uint64_t host = hostlink_mbps(r->pci_path, NULL, 0);
     if (host && host < (uint64_t)r->speed_mbps) {

@@ -51,6 +51,7 @@
 
 struct rn_device {
     char name[64];           /* verbs device name; "name:port" when unmerged and multi-port */
+    char topo_name[132];     /* the name NCCL's topology sees (devices_properties) */
     char verbs_name[64];
     char *pci_path;          /* realpath of <ibdev_path>/device, NULL when unknown */
     uint64_t guid;           /* node GUID, host order */

@@ -24,7 +24,7 @@ out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
-grep -q '^device 0: name=softnic0 .*netDeviceType=3 netDeviceVersion=100 ' "$out" &&
+grep -q '^device 0: name=softnic0+softnic0 .*netDeviceType=3 netDeviceVersion=100 ' "$out" &&
     grep -q 'offering the GDAKI type (RAILNET_GIN=gdaki: GDAKI type, layout version 100, with every structure in host memory' "$out" &&
     tap_ok gdaki_offered_with_layout_version_100 || tap_not_ok gdaki_offered_with_layout_version_100 "$(cat "$out")"
 
@@ -46,7 +46,7 @@ grep -q 'netDeviceType=2 ' "$out" && grep -q 'offering the proxy type (RAILNET_G
 
 # GIN v14 offers what the process decided: layout 200 for NCCL 2.30
 RAILNET_GIN_GDAKI_VERSION=200 "$gd" --plugin "$plugin" --gin-version 14 probe >"$out" 2>&1
-grep -q '^device 0: name=softnic0 .*netDeviceType=3 netDeviceVersion=200 ' "$out" &&
+grep -q '^device 0: name=softnic0+softnic0 .*netDeviceType=3 netDeviceVersion=200 ' "$out" &&
     grep -q '^ginProperties: strongSignals=1 vaSignals=1$' "$out" &&
     tap_ok gin_v14_offers_gdaki_with_layout_version_200_and_va_signals ||
     tap_not_ok gin_v14_offers_gdaki_with_layout_version_200_and_va_signals "$(cat "$out")"

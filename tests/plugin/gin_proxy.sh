@@ -18,7 +18,7 @@ tap_plan 31
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
-if grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0 .*maxRecvs=8 netDeviceType=2 ' "$out" &&
+if grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0+softnic0 .*maxRecvs=8 netDeviceType=2 ' "$out" &&
    grep -q 'offering the proxy type (RAILNET_GIN=auto: no CUDA GPU (' "$out"; then
     tap_ok auto_offers_the_proxy_type_and_says_why
 else tap_not_ok auto_offers_the_proxy_type_and_says_why "$(cat "$out")"; fi
@@ -186,7 +186,7 @@ tap_done
 
 # ncclGinPlugin_v12 (NCCL 2.29): properties, a mesh, signals, a killed peer
 "$gd" --gin-version 12 --plugin "$plugin" probe >"$out" 2>&1
-grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0 .*maxRecvs=8 netDeviceType=2 ' "$out" &&
+grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0+softnic0 .*maxRecvs=8 netDeviceType=2 ' "$out" &&
     tap_ok gin_v12_offers_the_proxy_type || tap_not_ok gin_v12_offers_the_proxy_type "$(cat "$out")"
 tap_check gin_v12_iput_full_mesh_4_ranks_byte_checked "$gd" --gin-version 12 --plugin "$plugin" --ranks 4 mesh
 tap_check gin_v12_iput_signal_order_and_exact_sums_3_ranks "$gd" --gin-version 12 --plugin "$plugin" --ranks 3 \
@@ -200,6 +200,6 @@ else tap_not_ok gin_v12_killed_peer_is_a_remote_error "$(grep -v 'NCCL INFO' "$o
 # no GPU, RAILNET_GIN=auto: the proxy type; the GDAKI type of layout 200 is
 # tests/plugin/gin_gdaki.sh's), strong signals, no VA signals
 RAILNET_GIN=auto RAILNET_GDAKI_QUEUE_MEM=host-devx "$gd" --gin-version 14 --plugin "$plugin" probe >"$out" 2>&1
-grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0 .*netDeviceType=2 netDeviceVersion=0 ' "$out" &&
+grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0+softnic0 .*netDeviceType=2 netDeviceVersion=0 ' "$out" &&
     grep -q '^ginProperties: strongSignals=1 vaSignals=0$' "$out" &&
     tap_ok gin_v14_proxy_type_strong_signals_no_va || tap_not_ok gin_v14_proxy_type_strong_signals_no_va "$(cat "$out")"

@@ -23,7 +23,7 @@ for t in "--rma-version 14:rma_v14" "--rma-version 13:rma_v13" "--gin-version 13
     RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx "$gd" $args --plugin "$plugin" probe >"$out" 2>&1
     said=0; grep -q 'offers the proxy type only' "$out" && said=1
     want=0; [ "$name" = gin_v13 ] && want=1
-    if grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0 .*maxRecvs=8 netDeviceType=2 netDeviceVersion=0 ' "$out" &&
+    if grep -q '^init: 0$' "$out" && grep -q '^device 0: name=softnic0+softnic0 .*maxRecvs=8 netDeviceType=2 netDeviceVersion=0 ' "$out" &&
        grep -q '^rma: createContext: set, iput: set, iputSignal: set, iget: set, iflush: set, test: set, progress: set, queryLastError: set$' "$out" &&
        [ $said = $want ]; then
         tap_ok "${name}_offers_the_proxy_type_with_every_entry"

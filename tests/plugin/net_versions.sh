@@ -17,7 +17,7 @@ show() { grep -v ' INFO ' "$out" | tail -n 8 | tr '\n' ' '; }
 for v in 8 9 10 11 12; do
     run --net-version $v probe; st=$?
     ok=0
-    if [ $st -eq 0 ] && grep -q "^plugin: railnet (ncclNetPlugin_v$v)" "$out" && grep -q '^device 0: name=softnic0 ' "$out"; then
+    if [ $st -eq 0 ] && grep -q "^plugin: railnet (ncclNetPlugin_v$v)" "$out" && grep -q '^device 0: name=softnic0+softnic0 ' "$out"; then
         ok=1
         [ $v -ge 9 ] && ! grep -q '^device 0: forceFlush=0 vProps=1:\[0\] maxP2pBytes=4294967296 maxCollBytes=4294967296 maxMultiRequestSize=1 railId=-1 planeId=-1$' "$out" && ok=0
     fi

@@ -33,7 +33,7 @@ export LD_LIBRARY_PATH=$sn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export SOFTNIC_LINK_RATE=25G
 "$nd" --plugin "$plugin" probe >"$out" 2>&1
 if grep -q '^devices: 1$' "$out" &&
-   grep -q '^device 0: name=softnic0 .* ptrSupport=0x1 regIsGlobal=1 speed=400000 port=1 .*maxRecvs=8 netDeviceType=0' "$out"; then
+   grep -q '^device 0: name=softnic0+softnic0 .* ptrSupport=0x1 regIsGlobal=1 speed=400000 port=1 .*maxRecvs=8 netDeviceType=0' "$out"; then
     tap_ok softnic_dual_port_nic_is_one_merged_device_with_summed_speed
 else tap_not_ok softnic_dual_port_nic_is_one_merged_device_with_summed_speed "$(cat "$out")"; fi
 grep -q 'softnic0: 2 active Ethernet ports merged into one device' "$out" && tap_ok merge_decision_logged ||
@@ -46,7 +46,7 @@ grep -q 'GID index 0 (::ffff:127.0.0.1, RoCE v2) picked automatically' "$out" &&
 # HDR ports on a ConnectX-6 do
 sys=$(mktemp -d); trap 'rm -f "$out"; rm -rf "$sys"' EXIT
 SOFTNIC_SYSFS=$sys NCCL_DEBUG=INFO "$nd" --plugin "$plugin" probe >"$out" 2>&1
-if grep -q "^device 0: name=softnic0 pciPath=$sys/class/infiniband/softnic0/device .*speed=252061 port=1" "$out" &&
+if grep -q "^device 0: name=softnic0+softnic0 pciPath=$sys/class/infiniband/softnic0/device .*speed=252061 port=1" "$out" &&
    grep -q 'device 0: softnic0 port 1+2 (RoCE, 252061 Mb/s: ports 400000 Mb/s, capped by its PCIe link 16.0 GT/s x16, ports merged)' "$out"; then
     tap_ok merged_speed_capped_by_the_pcie_link_in_sysfs
 else tap_not_ok merged_speed_capped_by_the_pcie_link_in_sysfs "$(grep -E '^device|railnet: device' "$out")"; fi

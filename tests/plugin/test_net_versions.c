@@ -417,7 +417,10 @@ TAP_CASE(test_v12_properties_of_a_physical_device)
         TAP_SKIP("the plugin or softnic is not available");
     ncclNetProperties_v12_t p;
     EXPECT_EQ_INT(ncclSuccess, ((const ncclNet_v12_t *)n.t)->getProperties(0, &p));
-    EXPECT_STREQ("softnic0", p.name);
+    /* softnic0's two ports merged: the name NCCL gives their fused device,
+     * never "softnic0", under which NCCL's own IB GIN and RMA list one port
+     * at one port's speed (NCCL's topology keys NICs by name) */
+    EXPECT_STREQ("softnic0+softnic0", p.name);
     EXPECT_EQ_INT(0, p.forceFlush);
     EXPECT_EQ_INT(1, p.vProps.ndevs);
     EXPECT_EQ_INT(0, p.vProps.devs[0]);
@@ -761,7 +764,7 @@ static void expect_merged_ids(const char *hca, int rail, int plane)
     ncclNetProperties_v12_t p;
     EXPECT_EQ_INT(1, ndevices(&n));
     EXPECT_EQ_INT(ncclSuccess, ((const ncclNet_v12_t *)n.t)->getProperties(0, &p));
-    EXPECT_STREQ("softnic0", p.name);
+    EXPECT_STREQ("softnic0+softnic0", p.name);
     EXPECT_IDS(rail, plane, p.railId, p.planeId);
     EXPECT_GIN14_IDS(0, rail, plane);
     EXPECT_STREQ("", logbuf);
