@@ -88,7 +88,7 @@
 #define PRM_CQC(o) (0x80 + (o))
 #define PRM_CQ_DBR_UMEM_VALID PRM_CQC(0x06), 1
 #define PRM_CQ_CQE_SZ PRM_CQC(0x08), 3         /* 0: 64-byte CQEs */
-#define PRM_CQ_OI PRM_CQC(0x0f), 1
+#define PRM_CQ_OI PRM_CQC(0x0e), 1
 #define PRM_CQ_DBR_UMEM_ID PRM_CQC(0x20), 32
 #define PRM_CQ_PAGE_OFFSET PRM_CQC(0x54), 6
 #define PRM_CQ_LOG_SIZE PRM_CQC(0x63), 5
