@@ -53,7 +53,9 @@
  *         -> GPU threads store the doorbell into the UAR themselves;
  *         failure -> CPU proxy: the DBR is host memory and NCCL's
  *         progress thread copies a GPU-written counter into the DBR and
- *         the UAR (needsProxyProgress).
+ *         the UAR (needsProxyProgress).  softnic's UAR is ordinary host
+ *         memory, which cuMemHostRegister refuses with IoMemory
+ *         (CUDA_ERROR_INVALID_VALUE, H200): DOCA takes the CPU proxy.
  *      d. QP: SQ ring in GPU memory (64 B x sq_nwqe, 1 WQEBB a WQE),
  *         DBR a GPU page (host page for the CPU proxy), umems as in b.
  *         mlx5dv_init_obj(PD) for the pdn.  CREATE_QP (0x500): st RC, pd,
