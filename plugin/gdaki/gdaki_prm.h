@@ -34,6 +34,7 @@
 #define PRM_OP_2ERR_QP 0x507
 #define PRM_OP_2RST_QP 0x50a
 #define PRM_OP_QUERY_QP 0x50b
+#define PRM_OP_QUERY_ROCE_ADDRESS 0x760
 
 #define PRM_STATUS_OK 0x00
 #define PRM_STATUS_INTERNAL_ERR 0x01
@@ -88,7 +89,7 @@
 #define PRM_CQC(o) (0x80 + (o))
 #define PRM_CQ_DBR_UMEM_VALID PRM_CQC(0x06), 1
 #define PRM_CQ_CQE_SZ PRM_CQC(0x08), 3         /* 0: 64-byte CQEs */
-#define PRM_CQ_OI PRM_CQC(0x0f), 1
+#define PRM_CQ_OI PRM_CQC(0x0e), 1
 #define PRM_CQ_DBR_UMEM_ID PRM_CQC(0x20), 32
 #define PRM_CQ_PAGE_OFFSET PRM_CQC(0x54), 6
 #define PRM_CQ_LOG_SIZE PRM_CQC(0x63), 5
@@ -124,6 +125,7 @@
 #define PRM_ADS_ACK_TIMEOUT PRM_ADS(0x40), 5
 #define PRM_ADS_SRC_ADDR_INDEX PRM_ADS(0x48), 8
 #define PRM_ADS_HOP_LIMIT PRM_ADS(0x58), 8
+#define PRM_ADS_TCLASS PRM_ADS(0x64), 8
 #define PRM_ADS_RGID_BIT PRM_ADS(0x80)            /* 16 bytes */
 #define PRM_ADS_UDP_SPORT PRM_ADS(0x110), 16
 #define PRM_ADS_SL PRM_ADS(0x124), 4

@@ -54,7 +54,7 @@ TAP_CASE(test_create_cq_image)
         { 0x00, 0x04 }, { 0x01, 0x00 },    /* opcode 0x400 */
         /* cqc at byte 0x10 */
         { 0x10, 0x02 },                    /* dbr_umem_valid: cqc bit 6 */
-        { 0x11, 0x01 },                    /* oi: cqc bit 0xf */
+        { 0x11, 0x02 },                    /* oi: cqc bit 0xe (0xf is cq_period_mode) */
         { 0x17, 0x22 },                    /* dbr_umem_id: cqc 0x20 -> bytes 0x14..0x17 */
         { 0x1c, 0x05 },                    /* log_cq_size: cqc 0x63, 5 bits */
         { 0x1e, 0x01 }, { 0x1f, 0x23 },    /* uar_page: cqc 0x68, 24 bits */

@@ -18,7 +18,7 @@
  *      SOFTNIC_LINK_CACHE (where the host's calibration is shared; link.c),
  *      SOFTNIC_MAX_WQE_SZ_SQ (a firmware that answers QUERY_HCA_CAP with
  *      this largest send WQE, 16..1024 bytes, and refuses larger WQEs;
- *      unset: QUERY_HCA_CAP is refused as not modelled; mlx5_devx.c),
+ *      unset: it states 1024 and refuses none; mlx5_hca_cap.c),
  *      SOFTNIC_STATS (1: per-thread-role counters on stderr at exit; stats.c).
  *
  * File format (SOFTNIC_CONF), one directive per line, '#' starts a comment:

@@ -1,21 +1,30 @@
 /* mlx5_devx.c: the DEVX face of softnic's libmlx5 -- user memory (umem),
- * UAR pages, and the PRM commands the GPU-initiated path sends through
- * mlx5dv_devx_obj_create/modify/query/destroy: CREATE_CQ and CREATE_QP
- * over umem, the QP state moves and QUERY_QP.  What they make are the
- * ordinary dv QPs and CQs of mlx5_nic.c over the user's memory, so the
- * same NIC thread executes their WQEs.
+ * UAR pages, and the PRM commands sent through mlx5dv_devx_obj_create/
+ * modify/query/destroy and mlx5dv_devx_general_cmd: CREATE_CQ and
+ * CREATE_QP over umem, the QP state moves and QUERY_QP, and the
+ * device-wide queries of mlx5_hca_cap.c (QUERY_HCA_CAP, QUERY_ROCE_ADDRESS).
+ * What they make are the ordinary dv QPs and CQs of mlx5_nic.c over the
+ * user's memory, so the same NIC thread executes their WQEs.
+ *
+ * Every softnic context can send DEVX commands, whether opened with
+ * ibv_open_device or with mlx5dv_open_device(MLX5DV_CONTEXT_FLAGS_DEVX):
+ * rdma-core's mlx5 provider asks the kernel for a DEVX user context on
+ * every open and falls back only when the kernel refuses, which a kernel
+ * and firmware that have DEVX do not.  A context of another libibverbs
+ * gets EOPNOTSUPP.
  *
  * Everything in an input mailbox is untrusted: a command is checked field
  * by field before anything is built, and a bad one fails the way firmware
- * fails it -- the output mailbox gets a PRM status (BAD_OP, BAD_PARAM,
- * BAD_RESOURCE, BAD_INPUT_LEN ...) and a syndrome naming the check, and
- * the call fails with errno EREMOTEIO, as rdma-core reports a command the
- * device refused.  Arguments that make no mailbox (NULL, short output)
- * give EINVAL; a context not opened with MLX5DV_CONTEXT_FLAGS_DEVX, or not
- * softnic's, gives EOPNOTSUPP.  What softnic leaves out: a CQ or QP whose
- * memory is a page list instead of umem, 128-byte CQEs, receive queues in
- * the mlx5 ring (rq_type must be zero-length), 2RST, dmabuf umem (the fd
- * cannot be mapped back to an address here). */
+ * fails it -- the output mailbox gets a PRM status (BAD_OP for a command
+ * softnic's firmware does not have, BAD_PARAM, BAD_RESOURCE, BAD_INP_LEN,
+ * BAD_OUTP_LEN ...) and a syndrome naming the check, and the call fails
+ * with errno EREMOTEIO, as rdma-core reports a command the device refused.
+ * Arguments that make no mailbox (NULL, short output) give EINVAL.  What
+ * softnic leaves out: a CQ or QP whose memory is a page list instead of
+ * umem, 128-byte CQEs, receive queues in the mlx5 ring (rq_type must be
+ * zero-length), 2RST, dmabuf umem (the fd cannot be mapped back to an
+ * address here: EOPNOTSUPP, after which DOCA GPUNetIO registers the
+ * memory by address). */
 #include "mlx5_nic.h"
 
 #include <errno.h>
@@ -53,7 +62,13 @@ enum {
     SYN_STATE_MOVE,
     SYN_ENGINE,
     SYN_BUSY,
+    SYN_CQ_FORMAT,
 };
+
+/* cqc bits softnic refuses: a collapsed CQ (every CQE in entry 0) and
+ * compressed CQEs are formats its CQ writer does not produce. */
+#define CQC_CC PRM_CQC(0x0b), 1
+#define CQC_CQE_COMP_EN PRM_CQC(0x11), 1
 
 enum obj_type { OBJ_CQ = 1, OBJ_QP = 2 };
 
@@ -86,6 +101,7 @@ struct mlx5dv_devx_obj {
     struct dx_umem *umem[2];
     struct dx_uar *uar;
     uint8_t port;
+    uint8_t log_sq_size;            /* OBJ_QP */
     int users;                      /* OBJ_CQ: QP objects on it */
     struct mlx5dv_devx_obj *next;
 };
@@ -97,8 +113,6 @@ struct dx_pd {
 
 static struct {
     pthread_mutex_t lock;
-    struct ibv_context *devx_ctx[64];
-    int ndevx;
     struct dx_umem *umems;
     struct dx_uar *uars;
     struct mlx5dv_devx_obj *objs;
@@ -107,17 +121,6 @@ static struct {
 } dx = { .lock = PTHREAD_MUTEX_INITIALIZER, .next_umem = 1, .next_uar = 1 };
 
 /* ------------------------------------------------------------ registries */
-
-void mlx5_devx_note_context(struct ibv_context *ctx)
-{
-    pthread_mutex_lock(&dx.lock);
-    bool known = false;
-    for (int i = 0; i < dx.ndevx; i++)
-        known |= dx.devx_ctx[i] == ctx;
-    if (!known && dx.ndevx < (int)(sizeof(dx.devx_ctx) / sizeof(dx.devx_ctx[0])))
-        dx.devx_ctx[dx.ndevx++] = ctx;
-    pthread_mutex_unlock(&dx.lock);
-}
 
 /* The pdn a user learns from mlx5dv_init_obj(MLX5DV_OBJ_PD) names that PD
  * in later CREATE_QP commands. */
@@ -138,25 +141,12 @@ void mlx5_devx_note_pd(struct ibv_pd *pd)
     pthread_mutex_unlock(&dx.lock);
 }
 
-static bool devx_ctx_locked(struct ibv_context *ctx)
-{
-    for (int i = 0; i < dx.ndevx; i++)
-        if (dx.devx_ctx[i] == ctx)
-            return true;
-    return false;
-}
-
 /* 0, or the errno of a context DEVX calls cannot use. */
 static int check_ctx(struct ibv_context *ctx)
 {
     if (!ctx)
         return EINVAL;
-    if (!mlx5_priv_is_softnic(ctx))
-        return EOPNOTSUPP;
-    pthread_mutex_lock(&dx.lock);
-    bool ok = devx_ctx_locked(ctx);
-    pthread_mutex_unlock(&dx.lock);
-    return ok ? 0 : EOPNOTSUPP;
+    return mlx5_priv_is_softnic(ctx) ? 0 : EOPNOTSUPP;
 }
 
 static struct dx_umem *umem_find_locked(struct ibv_context *ctx, uint32_t id)
@@ -277,8 +267,11 @@ EXPORT int mlx5dv_devx_umem_dereg(struct mlx5dv_devx_umem *umem)
 EXPORT struct mlx5dv_devx_uar *mlx5dv_devx_alloc_uar(struct ibv_context *ctx, uint32_t flags)
 {
     int rc = check_ctx(ctx);
-    /* 0: BlueFlame page, 1: non-cached page (the same thing here). */
-    if (!rc && (flags & ~(1u | (1u << 31))))
+    /* Types (mlx5dv.h): 0 BlueFlame, 1 non-cached, 2 non-cached and
+     * dedicated (rdma-core 53); bit 31 asks for the page without its
+     * mmap.  Every UAR here is a dedicated page of its own. */
+    uint32_t type = flags & ~(1u << 31);
+    if (!rc && type > 2)
         rc = EINVAL;
     if (rc) {
         errno = rc;
@@ -335,7 +328,7 @@ EXPORT int mlx5dv_devx_query_eqn(struct ibv_context *ctx, uint32_t vector, uint3
 /* ------------------------------------------------------------ commands */
 
 /* A refused command: status and syndrome in out, errno EREMOTEIO. */
-static int refuse(void *out, uint8_t status, uint32_t syndrome)
+int mlx5_devx_refuse(void *out, uint8_t status, uint32_t syndrome)
 {
     PRM_SET(out, PRM_OUT_STATUS, status);
     PRM_SET(out, PRM_OUT_SYNDROME, syndrome);
@@ -349,9 +342,9 @@ static int umem_range_locked(struct ibv_context *ctx, uint32_t id, uint64_t off,
 {
     *u = umem_find_locked(ctx, id);
     if (!*u)
-        return refuse(out, PRM_STATUS_BAD_RES, syn_id);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_RES, syn_id);
     if ((off & (align - 1)) || off > (*u)->size || len > (*u)->size - off)
-        return refuse(out, PRM_STATUS_BAD_PARAM, syn_range);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, syn_range);
     return 0;
 }
 
@@ -359,30 +352,32 @@ static int create_cq_locked(struct ibv_context *ctx, const void *in, size_t inle
                             struct mlx5dv_devx_obj *o)
 {
     if (inlen < PRM_CREATE_CQ_IN_BYTES)
-        return refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
     if (PRM_GET(in, PRM_CQ_UMEM_VALID) != 1)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_UMEM_NOT_VALID);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_UMEM_NOT_VALID);
     if (PRM_GET(in, PRM_CQ_CQE_SZ) != 0)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_CQE_SIZE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_CQE_SIZE);
+    if (PRM_GET(in, CQC_CC) || PRM_GET(in, CQC_CQE_COMP_EN))
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_CQ_FORMAT);
     uint32_t log = (uint32_t)PRM_GET(in, PRM_CQ_LOG_SIZE);
     if (log < 1 || log > 16)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_CQ_LOG_SIZE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_CQ_LOG_SIZE);
     if (PRM_GET(in, PRM_CQ_PAGE_OFFSET) != 0)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_PAGE_OFFSET);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_PAGE_OFFSET);
     struct dx_umem *ring, *dbr;
     int rc = umem_range_locked(ctx, (uint32_t)PRM_GET(in, PRM_CQ_UMEM_ID), PRM_GET(in, PRM_CQ_UMEM_OFFSET),
                                (uint64_t)64 << log, 64, &ring, SYN_UMEM_ID, SYN_UMEM_RANGE, out);
     if (rc)
         return rc;
     if (PRM_GET(in, PRM_CQ_DBR_UMEM_VALID) != 1)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_DBR_NOT_UMEM);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_DBR_NOT_UMEM);
     rc = umem_range_locked(ctx, (uint32_t)PRM_GET(in, PRM_CQ_DBR_UMEM_ID), PRM_GET(in, PRM_CQ_DBR_ADDR),
                            8, 8, &dbr, SYN_DBR_UMEM_ID, SYN_DBR_RANGE, out);
     if (rc)
         return rc;
     struct dx_uar *uar = uar_find_locked(ctx, (uint32_t)PRM_GET(in, PRM_CQ_UAR_PAGE));
     if (!uar)
-        return refuse(out, PRM_STATUS_BAD_RES, SYN_UAR_PAGE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_RES, SYN_UAR_PAGE);
     struct mlx5_sn_ext_cq e = {
         .buf = ring->addr + PRM_GET(in, PRM_CQ_UMEM_OFFSET), .buf_gpu = ring->gpu,
         .cqe_cnt = 1u << log,
@@ -391,7 +386,7 @@ static int create_cq_locked(struct ibv_context *ctx, const void *in, size_t inle
         .overrun_ignore = PRM_GET(in, PRM_CQ_OI) != 0,
     };
     if (mlx5_nic_cq_create_ext(&e, &o->cq) != 0)
-        return refuse(out, PRM_STATUS_EXCEED_LIM, SYN_ENGINE);
+        return mlx5_devx_refuse(out, PRM_STATUS_EXCEED_LIM, SYN_ENGINE);
     o->type = OBJ_CQ;
     o->id = o->cq->cqn;
     o->umem[0] = ring;
@@ -405,30 +400,30 @@ static int create_qp_locked(struct ibv_context *ctx, const void *in, size_t inle
                             struct mlx5dv_devx_obj *o)
 {
     if (inlen < PRM_QP_CMD_IN_BYTES)
-        return refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
     if (PRM_GET(in, PRM_QPC_ST) != PRM_QP_ST_RC)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_ST);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_ST);
     struct ibv_pd *pd = pd_find_locked(ctx, (uint32_t)PRM_GET(in, PRM_QPC_PD));
     if (!pd)
-        return refuse(out, PRM_STATUS_BAD_RES, SYN_QP_PD);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_RES, SYN_QP_PD);
     struct mlx5dv_devx_obj *cq = obj_find_locked(ctx, OBJ_CQ, (uint32_t)PRM_GET(in, PRM_QPC_CQN_SND));
     uint32_t cqn_rcv = (uint32_t)PRM_GET(in, PRM_QPC_CQN_RCV);
     if (!cq || (cqn_rcv && !obj_find_locked(ctx, OBJ_CQ, cqn_rcv)))
-        return refuse(out, PRM_STATUS_BAD_RES, SYN_QP_CQN);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_RES, SYN_QP_CQN);
     if (PRM_GET(in, PRM_QPC_RQ_TYPE) != PRM_QP_RQ_ZERO_LEN)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_RQ_TYPE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_RQ_TYPE);
     if (PRM_GET(in, PRM_QPC_NO_SQ))
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_NO_SQ);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_NO_SQ);
     uint32_t log = (uint32_t)PRM_GET(in, PRM_QPC_LOG_SQ_SIZE);
     if (log < 1 || log > 15)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_LOG_SQ);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_LOG_SQ);
     if (PRM_GET(in, PRM_QPC_PAGE_OFFSET) != 0)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_PAGE_OFFSET);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_PAGE_OFFSET);
     struct dx_uar *uar = uar_find_locked(ctx, (uint32_t)PRM_GET(in, PRM_QPC_UAR_PAGE));
     if (!uar)
-        return refuse(out, PRM_STATUS_BAD_RES, SYN_UAR_PAGE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_RES, SYN_UAR_PAGE);
     if (PRM_GET(in, PRM_QP_WQ_UMEM_VALID) != 1)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_UMEM_NOT_VALID);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_UMEM_NOT_VALID);
     struct dx_umem *wq, *dbr;
     uint64_t wq_off = PRM_GET(in, PRM_QP_WQ_UMEM_OFFSET);
     int rc = umem_range_locked(ctx, (uint32_t)PRM_GET(in, PRM_QP_WQ_UMEM_ID), wq_off,
@@ -437,7 +432,7 @@ static int create_qp_locked(struct ibv_context *ctx, const void *in, size_t inle
     if (rc)
         return rc;
     if (PRM_GET(in, PRM_QPC_DBR_UMEM_VALID) != 1)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_DBR_NOT_UMEM);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_DBR_NOT_UMEM);
     uint64_t dbr_off = PRM_GET(in, PRM_QPC_DBR_ADDR);
     rc = umem_range_locked(ctx, (uint32_t)PRM_GET(in, PRM_QPC_DBR_UMEM_ID), dbr_off, 8, 8, &dbr,
                            SYN_DBR_UMEM_ID, SYN_DBR_RANGE, out);
@@ -453,9 +448,10 @@ static int create_qp_locked(struct ibv_context *ctx, const void *in, size_t inle
     struct ibv_qp *qp = NULL;
     rc = mlx5_nic_qp_create_ext(ctx, &e, &qp);
     if (rc)
-        return refuse(out, PRM_STATUS_EXCEED_LIM, SYN_ENGINE);
+        return mlx5_devx_refuse(out, PRM_STATUS_EXCEED_LIM, SYN_ENGINE);
     o->type = OBJ_QP;
     o->qp = qp;
+    o->log_sq_size = (uint8_t)log;
     o->id = qp->qp_num;
     o->cq_obj = cq;
     o->umem[0] = wq;
@@ -494,7 +490,7 @@ EXPORT struct mlx5dv_devx_obj *mlx5dv_devx_obj_create(struct ibv_context *ctx, c
     else if (op == PRM_OP_CREATE_QP)
         rc = create_qp_locked(ctx, in, inlen, out, o);
     else
-        rc = refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
+        rc = mlx5_devx_refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
     if (!rc) {
         for (int i = 0; i < 2; i++)
             o->umem[i]->refs++;
@@ -531,12 +527,12 @@ static int modify_qp(struct mlx5dv_devx_obj *o, const void *in, size_t inlen, vo
     uint32_t op = (uint32_t)PRM_GET(in, PRM_IN_OPCODE);
     enum ibv_qp_state to = state_of_move(op);
     if (to == IBV_QPS_UNKNOWN)
-        return refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
     size_t need = op == PRM_OP_2ERR_QP ? PRM_QUERY_QP_IN_BYTES : PRM_QP_CMD_IN_BYTES;
     if (inlen < need)
-        return refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
     if (PRM_GET(in, PRM_QP_CMD_QPN) != o->id)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_QPN_MISMATCH);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QPN_MISMATCH);
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof(a));
     a.qp_state = to;
@@ -544,7 +540,7 @@ static int modify_qp(struct mlx5dv_devx_obj *o, const void *in, size_t inlen, vo
     if (op == PRM_OP_RST2INIT_QP) {
         uint32_t port = (uint32_t)PRM_GET(in, PRM_ADS_VHCA_PORT);
         if (port == 0)
-            return refuse(out, PRM_STATUS_BAD_PARAM, SYN_PORT);
+            return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_PORT);
         a.port_num = (uint8_t)port;
         a.pkey_index = (uint16_t)PRM_GET(in, PRM_ADS_PKEY_INDEX);
         a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
@@ -555,18 +551,26 @@ static int modify_qp(struct mlx5dv_devx_obj *o, const void *in, size_t inlen, vo
     } else if (op == PRM_OP_INIT2RTR_QP) {
         uint32_t mtu = (uint32_t)PRM_GET(in, PRM_QPC_MTU);
         if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096)
-            return refuse(out, PRM_STATUS_BAD_PARAM, SYN_MTU);
+            return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_MTU);
         a.path_mtu = (enum ibv_mtu)mtu;
         a.dest_qp_num = (uint32_t)PRM_GET(in, PRM_QPC_REMOTE_QPN);
         a.rq_psn = (uint32_t)PRM_GET(in, PRM_QPC_NEXT_RCV_PSN);
         a.max_dest_rd_atomic = (uint8_t)(1u << PRM_GET(in, PRM_QPC_LOG_RRA_MAX));
         a.min_rnr_timer = (uint8_t)PRM_GET(in, PRM_QPC_MIN_RNR_NAK);
         a.ah_attr.port_num = o->port;
-        if (PRM_GET(in, PRM_ADS_GRH)) {
+        /* On an Ethernet port the path is RoCE, routed by GID whatever
+         * grh says: DOCA GPUNetIO leaves grh 0 for RoCE and names the
+         * peer by rgid_rip (udp_sport, dscp and rmac mean nothing to
+         * softnic's wire, which routes by GID). */
+        struct ibv_port_attr pa;
+        bool roce = ibv_query_port(o->qp->context, o->port, &pa) == 0 &&
+                    pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+        if (roce || PRM_GET(in, PRM_ADS_GRH)) {
             a.ah_attr.is_global = 1;
             prm_get_bytes(in, PRM_ADS_RGID_BIT, a.ah_attr.grh.dgid.raw, 16);
             a.ah_attr.grh.sgid_index = (uint8_t)PRM_GET(in, PRM_ADS_SRC_ADDR_INDEX);
             a.ah_attr.grh.hop_limit = (uint8_t)PRM_GET(in, PRM_ADS_HOP_LIMIT);
+            a.ah_attr.grh.traffic_class = (uint8_t)PRM_GET(in, PRM_ADS_TCLASS);
         } else {
             a.ah_attr.dlid = (uint16_t)PRM_GET(in, PRM_ADS_RLID);
         }
@@ -586,7 +590,7 @@ static int modify_qp(struct mlx5dv_devx_obj *o, const void *in, size_t inlen, vo
     }
     int rc = ibv_modify_qp(o->qp, &a, mask);
     if (rc)
-        return refuse(out, PRM_STATUS_BAD_QP_STATE, SYN_STATE_MOVE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_QP_STATE, SYN_STATE_MOVE);
     if (op == PRM_OP_RST2INIT_QP)
         o->port = a.port_num;
     return 0;
@@ -599,8 +603,16 @@ EXPORT int mlx5dv_devx_obj_modify(struct mlx5dv_devx_obj *obj, const void *in, s
         return EINVAL;
     memset(out, 0, outlen);
     if (obj->type != OBJ_QP)
-        return refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
     return modify_qp(obj, in, inlen, out);
+}
+
+static uint32_t log2_of(uint32_t v)
+{
+    uint32_t l = 0;
+    while ((1u << (l + 1)) <= v && l < 7)
+        l++;
+    return l;
 }
 
 static uint8_t prm_state(enum ibv_qp_state s)
@@ -622,19 +634,62 @@ EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj *obj, const void *in, si
         return EINVAL;
     memset(out, 0, outlen);
     if (obj->type != OBJ_QP || PRM_GET(in, PRM_IN_OPCODE) != PRM_OP_QUERY_QP)
-        return refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
     if (inlen < PRM_QUERY_QP_IN_BYTES)
-        return refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
     if (outlen < PRM_QUERY_QP_OUT_BYTES)
-        return refuse(out, PRM_STATUS_BAD_OUTP_LEN, SYN_OUTLEN);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_OUTP_LEN, SYN_OUTLEN);
     if (PRM_GET(in, PRM_QP_CMD_QPN) != obj->id)
-        return refuse(out, PRM_STATUS_BAD_PARAM, SYN_QPN_MISMATCH);
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QPN_MISMATCH);
     struct ibv_qp_attr a;
     struct ibv_qp_init_attr ia;
-    if (ibv_query_qp(obj->qp, &a, IBV_QP_STATE, &ia) != 0)
-        return refuse(out, PRM_STATUS_INTERNAL_ERR, SYN_ENGINE);
+    int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS | IBV_QP_AV |
+               IBV_QP_PATH_MTU | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN |
+               IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+               IBV_QP_DEST_QPN;
+    memset(&a, 0, sizeof(a));
+    if (ibv_query_qp(obj->qp, &a, mask, &ia) != 0)
+        return mlx5_devx_refuse(out, PRM_STATUS_INTERNAL_ERR, SYN_ENGINE);
+    /* The context as CREATE_QP and the state moves set it (what a
+     * ConnectX keeps of them; values the QP never got read 0). */
     PRM_SET(out, PRM_QPC_STATE, prm_state(a.qp_state));
+    PRM_SET(out, PRM_QPC_ST, PRM_QP_ST_RC);
+    PRM_SET(out, PRM_QPC_PM_STATE, PRM_QP_PM_MIGRATED);
+    PRM_SET(out, PRM_QPC_PD, obj->qp->pd->handle);
+    PRM_SET(out, PRM_QPC_UAR_PAGE, obj->uar->pub.page_id);
+    PRM_SET(out, PRM_QPC_LOG_SQ_SIZE, obj->log_sq_size);
+    PRM_SET(out, PRM_QPC_RQ_TYPE, PRM_QP_RQ_ZERO_LEN);
     PRM_SET(out, PRM_QPC_CQN_SND, obj->cq_obj->id);
+    if (a.qp_state == IBV_QPS_RESET)
+        return 0;
+    PRM_SET(out, PRM_ADS_VHCA_PORT, obj->port);
+    PRM_SET(out, PRM_ADS_PKEY_INDEX, a.pkey_index);
+    PRM_SET(out, PRM_QPC_RRE, (a.qp_access_flags & IBV_ACCESS_REMOTE_READ) != 0);
+    PRM_SET(out, PRM_QPC_RWE, (a.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) != 0);
+    PRM_SET(out, PRM_QPC_RAE, (a.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) != 0);
+    if (a.qp_state == IBV_QPS_INIT)
+        return 0;
+    PRM_SET(out, PRM_QPC_MTU, a.path_mtu);
+    PRM_SET(out, PRM_QPC_REMOTE_QPN, a.dest_qp_num);
+    PRM_SET(out, PRM_QPC_NEXT_RCV_PSN, a.rq_psn);
+    PRM_SET(out, PRM_QPC_MIN_RNR_NAK, a.min_rnr_timer);
+    PRM_SET(out, PRM_QPC_LOG_RRA_MAX, log2_of(a.max_dest_rd_atomic));
+    PRM_SET(out, PRM_ADS_SL, a.ah_attr.sl);
+    if (a.ah_attr.is_global) {
+        prm_set_bytes(out, PRM_ADS_RGID_BIT, a.ah_attr.grh.dgid.raw, 16);
+        PRM_SET(out, PRM_ADS_SRC_ADDR_INDEX, a.ah_attr.grh.sgid_index);
+        PRM_SET(out, PRM_ADS_HOP_LIMIT, a.ah_attr.grh.hop_limit);
+        PRM_SET(out, PRM_ADS_TCLASS, a.ah_attr.grh.traffic_class);
+    } else {
+        PRM_SET(out, PRM_ADS_RLID, a.ah_attr.dlid);
+    }
+    if (a.qp_state == IBV_QPS_RTR)
+        return 0;
+    PRM_SET(out, PRM_QPC_NEXT_SEND_PSN, a.sq_psn);
+    PRM_SET(out, PRM_ADS_ACK_TIMEOUT, a.timeout);
+    PRM_SET(out, PRM_QPC_RETRY_COUNT, a.retry_cnt);
+    PRM_SET(out, PRM_QPC_RNR_RETRY, a.rnr_retry);
+    PRM_SET(out, PRM_QPC_LOG_SRA_MAX, log2_of(a.max_rd_atomic));
     return 0;
 }
 
@@ -686,18 +741,12 @@ EXPORT int mlx5dv_devx_general_cmd(struct ibv_context *ctx, const void *in, size
     if (!mailbox_args(in, inlen, out, outlen))
         return EINVAL;
     memset(out, 0, outlen);
-    /* QUERY_HCA_CAP of the general capabilities, only with a stated largest
-     * send WQE (SOFTNIC_MAX_WQE_SZ_SQ): every other field reads 0.  Without
-     * one, as every other general command, it is not modelled (NCCL's
-     * GDAKI probe then goes on without it: test_softnic_nccl_gdaki_probe). */
-    uint32_t max_sq = mlx5_priv_max_wqe_sz_sq();
-    if (PRM_GET(in, PRM_IN_OPCODE) != PRM_OP_QUERY_HCA_CAP || !max_sq ||
-        (PRM_GET(in, PRM_IN_OP_MOD) >> 1) != 0)
-        return refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
-    if (inlen < PRM_QUERY_HCA_CAP_IN_BYTES)
-        return refuse(out, PRM_STATUS_BAD_INP_LEN, SYN_INLEN);
-    if (outlen < PRM_QUERY_HCA_CAP_OUT_BYTES)
-        return refuse(out, PRM_STATUS_BAD_OUTP_LEN, SYN_OUTLEN);
-    PRM_SET(out, PRM_HCA_CAP_MAX_WQE_SZ_SQ, max_sq);
-    return 0;
+    switch (PRM_GET(in, PRM_IN_OPCODE)) {
+    case PRM_OP_QUERY_HCA_CAP:
+        return mlx5_hca_cap_query(ctx, in, inlen, out, outlen);
+    case PRM_OP_QUERY_ROCE_ADDRESS:
+        return mlx5_roce_address_query(ctx, in, inlen, out, outlen);
+    default:
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_OP, SYN_OPCODE);
+    }
 }

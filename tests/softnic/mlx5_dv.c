@@ -8,8 +8,9 @@
  * softnic does implement is the GPU-initiated path's subset:
  * mlx5dv_create_qp (RC, no mlx5-specific flags) and mlx5dv_init_obj for
  * those QPs, for CQs and for PDs (mlx5_nic.h), and the DEVX subset of
- * mlx5_devx.c (umem, UAR, CREATE_CQ/CREATE_QP and the QP state moves, on
- * contexts opened with MLX5DV_CONTEXT_FLAGS_DEVX), address handles' AV,
+ * mlx5_devx.c (umem, UAR, CREATE_CQ/CREATE_QP, the QP state moves and
+ * queries, QUERY_HCA_CAP and QUERY_ROCE_ADDRESS, on every softnic
+ * context), address handles' AV,
  * and mlx5dv_reg_dmabuf_mr without data-direct.  Everything else fails
  * cleanly: NULL with errno EOPNOTSUPP, or EOPNOTSUPP returned (the rest
  * of rdma-core 50's symbol set is in mlx5_stubs.c). */
@@ -66,13 +67,12 @@ EXPORT struct ibv_context *mlx5dv_open_device(struct ibv_device *device,
         return NULL;
     }
     struct ibv_context *ctx = ibv_open_device(device);
-    if (ctx && attr && (attr->flags & MLX5DV_CONTEXT_FLAGS_DEVX)) {
-        if (!mlx5_priv_is_softnic(ctx)) {
-            ibv_close_device(ctx);
-            errno = EOPNOTSUPP;
-            return NULL;
-        }
-        mlx5_devx_note_context(ctx);    /* DEVX calls need such a context */
+    /* Every softnic context has DEVX (mlx5_devx.c); another
+     * libibverbs' context cannot be given it. */
+    if (ctx && attr && (attr->flags & MLX5DV_CONTEXT_FLAGS_DEVX) && !mlx5_priv_is_softnic(ctx)) {
+        ibv_close_device(ctx);
+        errno = EOPNOTSUPP;
+        return NULL;
     }
     return ctx;
 }

@@ -144,11 +144,18 @@ struct mlx5_sn_ext_qp {
 int mlx5_nic_qp_create_ext(struct ibv_context *ctx, const struct mlx5_sn_ext_qp *e,
                            struct ibv_qp **out);
 
-/* DEVX bookkeeping (mlx5_devx.c): contexts opened with
- * MLX5DV_CONTEXT_FLAGS_DEVX, and PDs whose pdn the user learnt through
+/* DEVX bookkeeping (mlx5_devx.c): PDs whose pdn the user learnt through
  * mlx5dv_init_obj (CREATE_QP names its PD by that number). */
-void mlx5_devx_note_context(struct ibv_context *ctx);
 void mlx5_devx_note_pd(struct ibv_pd *pd);
+/* A refused PRM command: status and syndrome into the output mailbox;
+ * returns EREMOTEIO (mlx5_devx.c). */
+int mlx5_devx_refuse(void *out, uint8_t status, uint32_t syndrome);
+/* Device-wide commands of mlx5dv_devx_general_cmd (mlx5_hca_cap.c), the
+ * output already zeroed: 0, or EREMOTEIO with a PRM status in out. */
+int mlx5_hca_cap_query(struct ibv_context *ctx, const void *in, size_t inlen, void *out,
+                       size_t outlen);
+int mlx5_roce_address_query(struct ibv_context *ctx, const void *in, size_t inlen, void *out,
+                            size_t outlen);
 
 /* Private API of softnic's libibverbs, resolved at run time
  * (mlx5_priv.c); each returns EOPNOTSUPP when libibverbs is not softnic. */
@@ -161,7 +168,7 @@ int mlx5_priv_gpu_write(void *gpu_dst, const void *src, size_t len);
  * does nothing next to another libibverbs or one without that entry. */
 void mlx5_priv_thread_is_nic(bool on);
 /* The largest send WQE this NIC states in bytes (SOFTNIC_MAX_WQE_SZ_SQ,
- * read once), 0 when none. */
+ * read once), 0 when none (QUERY_HCA_CAP then states 1024). */
 uint32_t mlx5_priv_max_wqe_sz_sq(void);
 /* Tells softnic that a GPU drives engine QP qp (softnic_priv_qp_poll_acks);
  * nothing with a softnic that predates it. */
