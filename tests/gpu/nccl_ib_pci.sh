@@ -13,6 +13,13 @@
 #   ib_pci_gin_D3_2r   alltoall's GIN device implementation (-R 2 -D 3) on
 #                      NCCL's own GIN proxy (NCCL_GIN_TYPE=2) over net_ib,
 #                      each port its own NIC (NCCL_NET_MERGE_LEVEL=LOC);
+#   ib_pci_gdaki_D<n>_2r the same, -D 3 and -D 4, on NCCL's own GDAKI GIN
+#                      (NCCL_GIN_TYPE=3): DOCA GPUNetIO's CQs and QPs made
+#                      through softnic's DEVX, rings in GPU memory; softnic
+#                      as two one-port devices, as a dual-port ConnectX-4+
+#                      is (NCCL numbers a port by the ibv devices before it
+#                      on one PCI device, and GDAKI opens that port: port 3
+#                      of a two-port ibv device);
 #   ib_pci_sharp_<coll>_2r  the three collectives again through NVIDIA's
 #                      external IB plugin (scripts/build-nccl-rdma-sharp-plugins,
 #                      staged as nccl-rdma-sharp-plugins/libnccl-net.so),
@@ -40,7 +47,7 @@ done
 [ -x "$NS" ] || tap_skip_all "$NS not built"
 out=$("$NS" -- true 2>&1) || tap_skip_all "softnic-sysfs-ns cannot make its view here: $(echo "$out" | head -n 1)"
 SHARP=$top_builddir/nccl-rdma-sharp-plugins/libnccl-net.so
-tap_plan 7
+tap_plan 9
 
 work=$(mktemp -d)
 mps_start "$work" || echo "# no MPS daemon: the ranks take time slices of the GPU"
@@ -94,6 +101,20 @@ if grep -q "Device implementation 3 is not supported by this test" "$log"; then
 elif [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log"; then
     tap_ok "ib_pci_gin_D3_2r_data_checked"
 else tap_not_ok "ib_pci_gin_D3_2r_data_checked" "$(why "$log")"; fi
+sd0=${SOFTNIC_DEVICES-unset}
+export SOFTNIC_DEVICES="softnic0:127.0.0.1;softnic1:127.0.0.2"   # for the view and the ranks
+for d in 3 4; do
+    name=ib_pci_gdaki_D${d}_2r_data_checked
+    ib_job gdaki_D$d ns NCCL_GIN_TYPE=3 NCCL_NET_MERGE_LEVEL=LOC -- \
+        "$NT/alltoall_perf" -b 16 -e 1M -f 4 -c 1 -R 2 -D $d -n 2 -w 1
+    if grep -q "Device implementation $d is not supported by this test" "$log"; then
+        tap_skip "$name" "nccl-tests built against this NCCL has no device implementation $d"
+    elif [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log" && grep -q 'Assigned GIN plugin GIN_IB_GDAKI' "$log" &&
+        grep -q 'Created a QP group' "$log"; then
+        tap_ok "$name"
+    else tap_not_ok "$name" "$(why "$log")"; fi
+done
+if [ "$sd0" = unset ]; then unset SOFTNIC_DEVICES; else export SOFTNIC_DEVICES="$sd0"; fi
 
 # NVIDIA's external IB plugin: NCCL prefers a plugin's network to its own
 for coll in all_reduce alltoall sendrecv; do
