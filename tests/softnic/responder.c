@@ -21,7 +21,7 @@
  * when a request it covers asked for one (SN_REQ_ACKREQ: a signaled WQE,
  * or every SN_ACKREQ_EVERY-th) or completes a receive; the ACK of requests
  * that did not ask waits for one that does, or for SOFTNIC_ACK_COALESCE_US
- * (config.c; 0: every ACK goes when the connection runs dry), as an
+ * (config.c; 0, the default: every ACK goes when the connection runs dry), as an
  * RC NIC coalesces the ACKs of unsignaled writes (a stream of CTS-like
  * small writes costs one ACK in SN_ACKREQ_EVERY, not one each).
  *
