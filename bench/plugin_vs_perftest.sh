@@ -1,34 +1,41 @@
 #!/bin/sh
-# bench/plugin_vs_perftest.sh: the plugin against perftest on the same
-# softnic, measured side by side in one run:
-#  1. one-way bandwidth at 1..16 MiB: netdriver bw through the plugin with
-#     one QP on one port (RAILNET_QPS_PER_CONN=1, RAILNET_MERGE_PORTS=0)
-#     against ib_write_bw -q 1 on the same port; goal ratio >= 0.97.
-#     Both keep the same number of messages in flight, RAILNET_BENCH_WINDOW
-#     (1..32, default 16): netdriver --window and ib_write_bw's -t (its send
-#     queue depth), with a completion for every message on both sides (-Q 1).
-#     perftest's default depth is 128: 128 MiB of 1 MiB writes queued, which
-#     NCCL's net API (32 requests per comm at most) cannot ask of a plugin;
-#     ib_write_bw at that depth runs in the same rounds as a third column
-#     (and the plugin's ratio to it), to show what depth alone is worth.
-#     Each side times its sender from the first post to the last completion
-#     and counts size x iterations.
-#  2. 8-byte latency: netdriver lat (isend/irecv ping-pong, medians) against
-#     ib_write_lat's typical; goal ratio <= 1.5;
+# bench/plugin_vs_perftest.sh: the plugin at NCCL's depth against perftest
+# on the same softnic, measured side by side in one run.
+#  1. One-way bandwidth: netdriver bw (the plugin's v8 table driven as
+#     NCCL's proxy drives it) with one QP on one port (RAILNET_QPS_PER_CONN=1,
+#     RAILNET_MERGE_PORTS=0) against ib_write_bw -q 1 on the same port, both
+#     with the same number of messages in flight: netdriver --window D and
+#     ib_write_bw -t D (its send queue depth), a completion for every
+#     message on both sides (-Q 1), for each depth of RAILNET_BENCH_DEPTHS
+#     (default "8 16": NCCL keeps 8 steps of a connection in flight) and
+#     each size of RAILNET_BENCH_SIZES (default 64 KiB .. 16 MiB, NCCL's
+#     step sizes and above).  Each side times its sender from the first post
+#     to the last completion and counts size x iterations, at least
+#     RAILNET_BENCH_BYTES (default 1 GiB) and 200 messages a run.
+#     Goal: plugin / ib_write_bw >= RAILNET_BENCH_GOAL_BW (0.95) at every
+#     size and depth.
+#  2. 8-byte latency: netdriver lat (isend/irecv ping-pong, median of 2000
+#     round trips) against ib_write_lat's typical, with ib_send_lat beside
+#     it (it completes each message through the receiver's CQ, as the
+#     plugin must); goal plugin / ib_write_lat <= RAILNET_BENCH_GOAL_LAT (1.1).
+#  3. With SOFTNIC_RATE per port: the merged dual-port device against the
+#     plugin on port 1 alone (RAILNET_BENCH_STRIPING=0 skips it).
 # On a 2-core host the NIC's threads share the CPUs with the polling
-# programs (and with whatever else runs there), so single runs swing by
-# +-40%: the bandwidths are medians of RAILNET_BENCH_ROUNDS (default 5)
-# alternating runs, the latencies medians of RAILNET_BENCH_LAT_ROUNDS
-# (default 3) alternating runs each;
-# every run is printed, with the load average before and after.
-#  3. with SOFTNIC_RATE per port: the merged dual-port device against the
-#     plugin on port 1 alone; goal ratio >= 1.9.
-# RAILNET_BENCH_SIZES picks the bandwidth rows (bytes; default 1..16 MiB;
-# NCCL mostly sends 64 KiB-1 MiB steps: "65536 262144 524288 1048576").
+# programs (and with whatever else runs there), so single runs swing: every
+# number is the median of RAILNET_BENCH_ROUNDS (default 5) alternating runs
+# (perftest, then the plugin, round after round, so that load hits both
+# alike), printed with the min-max spread of the single runs; a verdict
+# from fewer than 5 rounds says so.  The load average is printed before and
+# after.
 # RAILNET_BENCH_BASELINE=DIR (another build's top_builddir, e.g. main's)
 # runs that build's plugin too, with this build's netdriver and softnic, in
-# the same alternating rounds: a "before" column and this plugin's ratio to
-# it (after/before), so a change is judged under the same host load.
+# the same alternating rounds: a "before" column and after/before.
+# RAILNET_BENCH_DEEP=1 adds ib_write_bw at its default depth (-t 128) to
+# each round: what depth alone is worth (NCCL's API allows 32 at most).
+# RAILNET_BENCH_MD=FILE writes the results as markdown (date, machine,
+# command, tables) for docs/performance.md: into FILE between the lines
+# "<!-- plugin_vs_perftest:begin -->" and "<!-- plugin_vs_perftest:end -->"
+# when FILE has them (the section is replaced), else as FILE's whole text.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
@@ -43,6 +50,20 @@ fi
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 port=${RAILNET_BENCH_PERFTEST_PORT:-17531}
+depths=${RAILNET_BENCH_DEPTHS:-8 16}
+sizes=${RAILNET_BENCH_SIZES:-65536 262144 1048576 4194304 16777216}
+rounds=${RAILNET_BENCH_ROUNDS:-5}
+lrounds=${RAILNET_BENCH_LAT_ROUNDS:-$rounds}
+budget=${RAILNET_BENCH_BYTES:-1073741824}
+goal_bw=${RAILNET_BENCH_GOAL_BW:-0.95}
+goal_lat=${RAILNET_BENCH_GOAL_LAT:-1.1}
+for d in $depths; do
+    case $d in ''|*[!0-9]*) d=0 ;; esac
+    [ "$d" -ge 1 ] && [ "$d" -le 32 ] || { echo "RAILNET_BENCH_DEPTHS: 1..32 each (NCCL's most requests per comm)"; exit 1; }
+done
+case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; exit 1 ;; esac
+case $lrounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_LAT_ROUNDS: a positive count"; exit 1 ;; esac
+few() { [ "$1" -lt 5 ] && echo " (from $1 rounds: fewer than 5, not a verdict)"; }
 
 perftest() { # tool args...: runs server and client, prints the client's output
     t=$1; shift
@@ -53,73 +74,152 @@ perftest() { # tool args...: runs server and client, prints the client's output
     port=$((port + 1))
 }
 
-# median of the arguments (an odd count)
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# "median min max" of the arguments (the median of an even count: the mean
+# of the middle two); "- - -" without any
+stats() {
+    printf '%s\n' "$@" | awk 'NF && $1 != "-" { print $1 }' | sort -g | awk '
+        { v[NR] = $1 }
+        END { if (!NR) { print "- - -"; exit }
+              m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+              printf "%.3f %.3f %.3f\n", m, v[1], v[NR] }'
+}
+human() { awk -v b="$1" 'BEGIN { if (b >= 1048576 && b % 1048576 == 0) print b / 1048576 " MiB"; else if (b >= 1024 && b % 1024 == 0) print b / 1024 " KiB"; else print b " B" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b != "-") printf "%.2f", b / a; else print "-" }'; }
 
-window=${RAILNET_BENCH_WINDOW:-16}
-case $window in ''|*[!0-9]*) window=0 ;; esac
-[ "$window" -ge 1 ] && [ "$window" -le 32 ] || { echo "RAILNET_BENCH_WINDOW: 1..32 (NCCL's most requests per comm)"; exit 1; }
-rounds=${RAILNET_BENCH_ROUNDS:-5}
-echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
-echo "== one-way bandwidth, 1 QP on port 1, $window messages in flight on both sides (GB/s, median of $rounds alternating runs; perftest MB/s are 2^20 bytes)"
-printf '%10s %14s %14s %8s %16s %10s' bytes ib_write_bw plugin ratio "ib_write_bw -t128" ratio128
-[ -n "$base" ] && printf ' %10s %12s %13s' baseline base_ratio after/before
-echo
-# netdriver bw through plugin .so $1 at size $2, $3 messages: prints GB/s and
-# "most in flight" into $tmp/pl
+# netdriver bw through plugin .so $1 at size $2, $3 messages, depth $4:
+# prints GB/s ("-" when it failed) and leaves its output in $tmp/pl
 plugin_bw() {
     RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-        "$nd" --plugin "$1" bw --size $2 --iters $3 --window $window >"$tmp/pl" 2>/dev/null
-    awk '$1 == '$2' { print $4 }' "$tmp/pl"
+        "$nd" --plugin "$1" bw --size $2 --iters $3 --window $4 >"$tmp/pl" 2>/dev/null
+    v=$(awk '$1 == '$2' { print $4 }' "$tmp/pl"); echo "${v:--}"
 }
-for size in ${RAILNET_BENCH_SIZES:-1048576 2097152 4194304 8388608 16777216}; do
-    # at least 1 GiB a run: a 0.1 s run is mostly scheduler noise on 2 cores
-    n=$(( (1 << 30) / size )); [ $n -lt 200 ] && n=200
-    ibs= pls= depths= dfs= bls=
-    for round in $(seq "$rounds"); do
-        dfs="$dfs $(perftest ib_write_bw -i 1 -q 1 -t 128 -Q 1 -s $size -n $n | awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }')"
-        [ -n "$base" ] && bls="$bls $(plugin_bw "$base" $size $n)"
-        perftest ib_write_bw -i 1 -q 1 -t $window -Q 1 -s $size -n $n >"$tmp/ib"
-        ibs="$ibs $(awk '$1 == '$size' { printf "%.3f", $4 * 1048576 / 1e9 }' "$tmp/ib")"
-        pls="$pls $(plugin_bw "$plugin" $size $n)"
-        # the depth each side really ran with: perftest's banner, the
-        # plugin's most sends in flight at once (netdriver bw counts them)
-        depths="$depths $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")"
-    done
-    ib=$(median $ibs); pl=$(median $pls); df=$(median $dfs)
-    awk -v s=$size -v a="$ib" -v b="$pl" -v d="$df" 'BEGIN { printf "%10d %14s %14s %8.2f %16s %10.2f", s, a, b, (a > 0 ? b / a : 0), d, (d > 0 ? b / d : 0) }'
-    if [ -n "$base" ]; then
-        bl=$(median $bls)
-        awk -v a="$ib" -v b="$pl" -v c="$bl" 'BEGIN { printf " %10s %12.2f %13.2f", c, (a > 0 ? c / a : 0), (c > 0 ? b / c : 0) }'
-    fi
+ib_bw() { # size iters depth
+    v=$(perftest ib_write_bw -i 1 -q 1 -t $3 -Q 1 -s $1 -n $2 | tee "$tmp/ib" |
+        awk '$1 == '$1' { printf "%.3f", $4 * 1048576 / 1e9 }'); echo "${v:--}"
+}
+
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+: >"$tmp/md"
+all_ok=1
+for depth in $depths; do
+    echo "== one-way bandwidth, 1 QP on port 1, $depth messages in flight on both sides: GB/s, median [min-max] of $rounds alternating runs (perftest MB/s are 2^20 bytes)"
+    printf '%10s %24s %24s %7s %s' bytes ib_write_bw plugin ratio verdict
+    [ -n "${RAILNET_BENCH_DEEP:-}" ] && printf ' %24s %8s' "ib_write_bw -t128" ratio128
+    [ -n "$base" ] && printf ' %24s %13s' baseline after/before
     echo
-    echo "#   runs: ib_write_bw$ibs; plugin$pls; -t 128$dfs; in flight (ib_write_bw/plugin):$depths${base:+; baseline$bls}"
+    below=
+    {
+        echo "| depth $depth | \`ib_write_bw\` GB/s | plugin GB/s | plugin / \`ib_write_bw\` |"
+        echo "|---|---:|---:|---:|"
+    } >>"$tmp/md"
+    for size in $sizes; do
+        n=$((budget / size)); [ $n -lt 200 ] && n=200
+        ibs= pls= deeps= bls= inflight=
+        for round in $(seq "$rounds"); do
+            [ -n "${RAILNET_BENCH_DEEP:-}" ] && deeps="$deeps $(ib_bw $size $n 128)"
+            [ -n "$base" ] && bls="$bls $(plugin_bw "$base" $size $n $depth)"
+            ibs="$ibs $(ib_bw $size $n $depth)"
+            pls="$pls $(plugin_bw "$plugin" $size $n $depth)"
+            # the depth each side really ran with: perftest's banner, the
+            # plugin's most sends in flight at once (netdriver bw counts them)
+            inflight="$inflight $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")"
+        done
+        set -- $(stats $ibs); ib=$1 ibr="$2-$3"
+        set -- $(stats $pls); pl=$1 plr="$2-$3"
+        r=$(ratio "$ib" "$pl")
+        v=$(awk -v r="$r" -v g="$goal_bw" 'BEGIN { print (r != "-" && r + 0 >= g ? "ok" : "below") }')
+        [ "$v" = ok ] || { below="$below $size:$r"; all_ok=0; }
+        printf '%10d %24s %24s %7s %s' $size "$ib [$ibr]" "$pl [$plr]" "$r" "$v"
+        if [ -n "${RAILNET_BENCH_DEEP:-}" ]; then
+            set -- $(stats $deeps)
+            printf ' %24s %8s' "$1 [$2-$3]" "$(ratio "$1" "$pl")"
+        fi
+        if [ -n "$base" ]; then
+            set -- $(stats $bls)
+            printf ' %24s %13s' "$1 [$2-$3]" "$(ratio "$1" "$pl")"
+        fi
+        echo
+        echo "#   runs: ib_write_bw$ibs; plugin$pls${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin):$inflight"
+        echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |" >>"$tmp/md"
+    done
+    if [ -z "$below" ]; then
+        echo "verdict, depth $depth: plugin / ib_write_bw >= $goal_bw at every size$(few "$rounds")"
+    else
+        echo "verdict, depth $depth: plugin / ib_write_bw below $goal_bw at (bytes:ratio)$below$(few "$rounds")"
+    fi
+    echo >>"$tmp/md"
 done
 
-echo "== 8-byte latency (us, one-way, medians of 2000 round trips -- ib_write_lat's t_typical -- then the median of ${RAILNET_BENCH_LAT_ROUNDS:-3} alternating runs)"
-# ib_send_lat completes each message through the receiver's CQ, as the
-# plugin must (ib_write_lat polls the last byte in memory): softnic's floor
-# for a completion-driven receive
-plugin_lat() { "$nd" --plugin "$1" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p'; }
+echo "== 8-byte latency (us, one-way: medians of 2000 round trips -- ib_write_lat's t_typical -- then the median [min-max] of $lrounds alternating runs)"
+plugin_lat() {
+    v=$("$nd" --plugin "$1" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p')
+    echo "${v:--}"
+}
 ibls= isls= plls= blls=
-for round in $(seq "${RAILNET_BENCH_LAT_ROUNDS:-3}"); do
-    ibls="$ibls $(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')"
+for round in $(seq "$lrounds"); do
+    v=$(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }'); ibls="$ibls ${v:--}"
     [ -n "$base" ] && blls="$blls $(plugin_lat "$base")"
-    isls="$isls $(perftest ib_send_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')"
+    v=$(perftest ib_send_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }'); isls="$isls ${v:--}"
     plls="$plls $(plugin_lat "$plugin")"
 done
 echo "# runs: ib_write_lat$ibls; ib_send_lat$isls; plugin$plls${base:+; baseline$blls}"
-ibl=$(median $ibls); isl=$(median $isls); pll=$(median $plls)
-awk -v a="$ibl" -v c="$isl" -v b="$pll" 'BEGIN { printf "ib_write_lat %s us, ib_send_lat %s us, plugin %s us; plugin/ib_write_lat %.2f, plugin/ib_send_lat %.2f\n", a, c, b, (a > 0 ? b / a : 0), (c > 0 ? b / c : 0) }'
+set -- $(stats $ibls); ibl=$1 iblr="$2-$3"
+set -- $(stats $isls); isl=$1 islr="$2-$3"
+set -- $(stats $plls); pll=$1 pllr="$2-$3"
+rl=$(ratio "$ibl" "$pll"); rs=$(ratio "$isl" "$pll")
+echo "ib_write_lat $ibl [$iblr] us, ib_send_lat $isl [$islr] us, plugin $pll [$pllr] us; plugin/ib_write_lat $rl, plugin/ib_send_lat $rs"
+lv=$(awk -v r="$rl" -v g="$goal_lat" 'BEGIN { print (r != "-" && r + 0 <= g ? "ok" : "above") }')
+[ "$lv" = ok ] || all_ok=0
+echo "verdict, latency: plugin / ib_write_lat $rl, goal <= $goal_lat: $lv$(few "$lrounds")"
 if [ -n "$base" ]; then
-    bll=$(median $blls)
-    awk -v a="$ibl" -v b="$pll" -v c="$bll" 'BEGIN { printf "baseline %s us; baseline/ib_write_lat %.2f, after/before %.2f\n", c, (a > 0 ? c / a : 0), (c > 0 ? b / c : 0) }'
+    set -- $(stats $blls)
+    echo "baseline $1 [$2-$3] us; after/before $(ratio "$1" "$pll")"
 fi
+{
+    echo "| 8 B one-way latency | \`ib_write_lat\` us | \`ib_send_lat\` us | plugin us | plugin / \`ib_write_lat\` |"
+    echo "|---|---:|---:|---:|---:|"
+    echo "| median (min-max) | $ibl ($iblr) | $isl ($islr) | $pll ($pllr) | $rl |"
+    echo
+} >>"$tmp/md"
 
-rate=${RAILNET_BENCH_RATE:-300M}
-echo "== striping with SOFTNIC_RATE=$rate bytes/s per port (GB/s at 16 MiB)"
-one=$(SOFTNIC_RATE=$rate RAILNET_HCA==softnic0:1 "$nd" --plugin "$plugin" bw --size 16M --iters 60 --window 16 2>/dev/null |
-    awk '$1 == 16777216 { print $4 }')
-two=$(SOFTNIC_RATE=$rate "$nd" --plugin "$plugin" bw --size 16M --iters 60 --window 16 2>/dev/null | awk '$1 == 16777216 { print $4 }')
-awk -v a="$one" -v b="$two" 'BEGIN { printf "port 1 alone %s, merged ports 1+2 %s, merged/one %.2f\n", a, b, (a > 0 ? b / a : 0) }'
-echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+if [ "${RAILNET_BENCH_STRIPING:-1}" != 0 ]; then
+    rate=${RAILNET_BENCH_RATE:-300M}
+    echo "== striping with SOFTNIC_RATE=$rate bytes/s per port (GB/s at 16 MiB)"
+    one=$(SOFTNIC_RATE=$rate RAILNET_HCA==softnic0:1 "$nd" --plugin "$plugin" bw --size 16M --iters 60 --window 16 2>/dev/null |
+        awk '$1 == 16777216 { print $4 }')
+    two=$(SOFTNIC_RATE=$rate "$nd" --plugin "$plugin" bw --size 16M --iters 60 --window 16 2>/dev/null | awk '$1 == 16777216 { print $4 }')
+    awk -v a="$one" -v b="$two" 'BEGIN { printf "port 1 alone %s, merged ports 1+2 %s, merged/one %.2f\n", a, b, (a > 0 ? b / a : 0) }'
+fi
+load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
+echo "# load average after: $load_after"
+echo "verdict, all: $([ $all_ok = 1 ] && echo "every goal met" || echo "some goals not met (above)")$(few "$rounds")"
+
+if [ -n "${RAILNET_BENCH_MD:-}" ]; then
+    cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null)
+    model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+    cmd="RAILNET_BENCH_DEPTHS=\"$depths\" RAILNET_BENCH_SIZES=\"$sizes\" RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_BYTES:+ RAILNET_BENCH_BYTES=$budget} sh ../bench/plugin_vs_perftest.sh"
+    {
+        echo "<!-- plugin_vs_perftest:begin -->"
+        echo "$(date +%F), $(uname -m), $cpus CPUs${model:+ ($model)}, kernel $(uname -r), load average after $load_after."
+        echo "Medians of $rounds alternating rounds (min-max of the single rounds in parentheses); ratios"
+        echo "are of the medians. Goals: bandwidth ratio >= $goal_bw at every size and depth, latency ratio <= $goal_lat."
+        echo
+        echo '```sh'
+        echo "cd build && $cmd"
+        echo '```'
+        echo
+        cat "$tmp/md"
+        echo "<!-- plugin_vs_perftest:end -->"
+    } >"$tmp/block"
+    if [ -f "$RAILNET_BENCH_MD" ] && grep -q '^<!-- plugin_vs_perftest:begin -->' "$RAILNET_BENCH_MD" &&
+        grep -q '^<!-- plugin_vs_perftest:end -->' "$RAILNET_BENCH_MD"; then
+        awk -v blk="$tmp/block" '
+            /^<!-- plugin_vs_perftest:begin -->/ { while ((getline l < blk) > 0) print l; skip = 1; next }
+            /^<!-- plugin_vs_perftest:end -->/ { skip = 0; next }
+            !skip' "$RAILNET_BENCH_MD" >"$tmp/new" && cat "$tmp/new" >"$RAILNET_BENCH_MD"
+        echo "# markdown: section replaced in $RAILNET_BENCH_MD"
+    else
+        cp "$tmp/block" "$RAILNET_BENCH_MD"
+        echo "# markdown: written to $RAILNET_BENCH_MD"
+    fi
+fi

@@ -101,6 +101,14 @@ EXPORT int softnic_ctl_qp_fast_bytes(struct ibv_qp *qp, uint64_t *out)
     return 0;
 }
 
+EXPORT int softnic_ctl_qp_acks(struct ibv_qp *qp, uint64_t *out)
+{
+    if (!qp || !out)
+        return EINVAL;
+    *out = atomic_load(&sn_qp_of(qp)->cnt.acks);
+    return 0;
+}
+
 EXPORT int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out)
 {
     if (!qp || !out)

@@ -319,6 +319,7 @@ static void qp_reset_locked(struct sn_qp *qp)
     qp->sq_head = qp->sq_sent = qp->sq_tail = 0;
     qp->rq_head = qp->rq_count = 0;
     qp->next_seq = 0;
+    qp->unreq = 0;
     qp->last_progress_ns = 0;
 }
 

@@ -43,6 +43,8 @@ struct sn_rconn {
     uint32_t expect_seq;
     bool ack_pending;
     uint32_t ack_seq;
+    bool ack_lazy;               /* no request the pending ACK covers asked for one */
+    uint64_t ack_due;            /* and then when it goes all the same */
     int err;                     /* first send error */
     int deferred;                /* placements whose CUDA writes are in flight (land_writes) */
     int nheld;

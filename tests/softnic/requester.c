@@ -84,6 +84,13 @@ static void batch_open_locked(struct sn_qp *qp, struct sn_req *rq, bool prepaid)
            !rd_gated_locked(qp)) {
         struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
         w->seq = qp->next_seq++;
+        /* an ACK is asked for where the QP needs one: a completion to
+         * write, or a share of the send queue (and of the direct path's
+         * unacknowledged window) held by unsignaled WQEs */
+        w->ack_req = qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED) || sn_wr_is_read_like(w->opcode) ||
+                     ++qp->unreq >= SN_ACKREQ_EVERY;
+        if (w->ack_req)
+            qp->unreq = 0;
         if (b->n == 0)
             b->since_ns = w->posted_ns;
         b->w[b->n++] = *w;

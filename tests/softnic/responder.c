@@ -17,7 +17,13 @@
  * so order and every check above are the same (cma.c).
  * Requests on one connection execute in order, so a WRITE_WITH_IMM
  * completion means every earlier WRITE of that QP is in memory.  ACKs are
- * coalesced: one cumulative ACK whenever the connection runs dry.
+ * coalesced: one cumulative ACK whenever the connection runs dry, and only
+ * when a request it covers asked for one (SN_REQ_ACKREQ: a signaled WQE,
+ * or every SN_ACKREQ_EVERY-th) or completes a receive; the ACK of requests
+ * that did not ask waits for one that does, or for SOFTNIC_ACK_COALESCE_US
+ * (config.c; 0, the default: every ACK goes when the connection runs dry), as an
+ * RC NIC coalesces the ACKs of unsignaled writes (a stream of CTS-like
+ * small writes costs one ACK in SN_ACKREQ_EVERY, not one each).
  *
  * It runs on the engines (engine.c), one step at a time, and never waits:
  * a request is a small state machine (enum rc_phase) that stops where it
@@ -125,6 +131,8 @@ static void send_ack(struct sn_rconn *rc)
 {
     if (rc->ack_pending) {
         rc->ack_pending = false;
+        rc->ack_lazy = false;
+        atomic_fetch_add(&rc->qp->cnt.acks, 1);
         sn_stat_add(SN_ST_ACKS, 1);
         responder_send_resp(rc, SN_RESP_ACK, 0, rc->ack_seq, 0);
     }
@@ -136,6 +144,19 @@ static void flush_ack(struct sn_rconn *rc)
     send_ack(rc);
     (void)txbuf_flush(&rc->tx, rc->fd);
     push_pending_wcs(rc);
+}
+
+/* The connection ran dry: the coalesced ACK goes out, unless no request
+ * it covers asked for one and its delay has not run out (the step's end
+ * arms the timer for it, responder_run).  A held ACK holds no receive
+ * completion: a request that completes a receive asks for its ACK. */
+static void flush_ack_dry(struct sn_rconn *rc)
+{
+    if (rc->ack_pending && rc->ack_lazy && sn_now_ns() < rc->ack_due) {
+        (void)txbuf_flush(&rc->tx, rc->fd);
+        return;
+    }
+    flush_ack(rc);
 }
 
 /* Fails the request with a NAK; with qp_err the QP goes to ERR too.  The
@@ -710,6 +731,7 @@ static void request_done(struct sn_rconn *rc)
 {
     const struct sn_wire_req *h = &rc->h;
     struct sn_qp *qp = rc->qp;
+    bool asked = (h->flags & SN_REQ_ACKREQ) || rc->have_r;
     if (rc->have_r) {
         rc->have_r = false;
         recv_wc(rc, rc->r.wr_id, IBV_WC_SUCCESS, recv_opcode(h), h->len);
@@ -726,12 +748,18 @@ static void request_done(struct sn_rconn *rc)
         atomic_fetch_add(&rc->port->cnt.fast_bytes, h->len);
         atomic_fetch_add(&qp->cnt.fast_bytes, h->len);
     }
+    if (asked)
+        rc->ack_lazy = false;
+    else if (!rc->ack_pending) {
+        rc->ack_lazy = true;
+        rc->ack_due = sn_now_ns() + (uint64_t)softnic_global()->conf.ack_coalesce_us * 1000ull;
+    }
     rc->ack_pending = true;
     rc->ack_seq = h->seq;
     /* a pulled payload never waits on the stream, where the coalesced ACK
      * would go out: it goes now, or the requester's completions and our
      * receive completions would wait for the stream to run dry */
-    if (rc->npend == PEND_WC || rc->src)
+    if (rc->npend == PEND_WC || (rc->src && !rc->ack_lazy))
         flush_ack(rc);
     rc->ph = PH_HEADER;
 }
@@ -762,7 +790,7 @@ unsigned responder_run(struct sn_rconn *rc)
             err = read_header(rc);
             if (err == EAGAIN) {
                 /* the connection ran dry: the coalesced ACK goes out */
-                flush_ack(rc);
+                flush_ack_dry(rc);
                 io = SN_ENG_IN;
                 goto wait;
             }
@@ -785,7 +813,7 @@ unsigned responder_run(struct sn_rconn *rc)
                     goto more;
                 /* the payload's rest has not come: the ACK of what came
                  * before goes out meanwhile */
-                flush_ack(rc);
+                flush_ack_dry(rc);
                 io = SN_ENG_IN;
                 goto wait;
             }
@@ -824,6 +852,8 @@ wait:
     /* this step's writes into CUDA memory land before it ends: the next
      * step may run on another engine, and gpu.c defers per thread */
     land_writes(rc);
+    if (rc->ack_pending && rc->ack_lazy)
+        engine_task_at(rc->task, rc->ack_due);   /* the held ACK's delay */
     if (!txbuf_empty(&rc->tx))
         io |= SN_ENG_OUT;
     return io | (rc->poll_next && (io & SN_ENG_IN) ? SN_ENG_POLL_RESP : 0);

@@ -96,6 +96,8 @@ struct sn_config {
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
     int stats;                 /* SOFTNIC_STATS: per-role counters on stderr at exit (stats.c) */
+    uint32_t ack_coalesce_us;  /* SOFTNIC_ACK_COALESCE_US: the longest a responder holds the
+                                * ACK of requests that asked for none (responder.c) */
     uint32_t ack_poll_us;      /* SOFTNIC_ACK_POLL_US: how long the completer of a QP that a
                                 * GPU drives polls for an ACK it awaits (config.c) */
     uint32_t engines;          /* SOFTNIC_ENGINES: engine threads per process, 0 = the
@@ -173,6 +175,7 @@ struct sn_counters {
     _Atomic uint64_t errors, retries, rnr_naks;
     _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
     _Atomic uint64_t direct_wqes;   /* tx WQEs a posting thread transmitted (requester.c) */
+    _Atomic uint64_t acks;          /* ACKs the responder sent to its peer (responder.c) */
     _Atomic uint64_t post_calls;    /* ibv_post_send calls that queued send WQEs (qp.c) */
 };
 
@@ -436,6 +439,7 @@ struct sn_swqe {
     uint64_t compare_add, swap;    /* atomics: the WR's operands */
     uint32_t len;                  /* total payload (atomics: 8) */
     uint32_t seq;                  /* wire sequence, set when sent */
+    bool ack_req;                  /* its request asks for an ACK (SN_REQ_ACKREQ), set when sent */
     uint64_t posted_ns;            /* when ibv_post_send took it: the port's rate limit
                                       earns credit from then on (rate.c) */
     int num_sge;
@@ -488,6 +492,7 @@ struct sn_qp {
     uint32_t sq_size;
     uint64_t sq_head, sq_sent, sq_tail;
     uint32_t next_seq;
+    uint32_t unreq;                /* WQEs sent since the last that asked for an ACK */
 
     /* receive queue (unused with an SRQ) */
     struct sn_rwqe *rq;
@@ -540,7 +545,7 @@ void qp_flush_recv_locked(struct sn_qp *qp);
 #define SN_MAX_LATENCY_US 2000000u
 
 #define SN_WIRE_MAGIC 0x534e4943u  /* "SNIC" */
-#define SN_WIRE_VERSION 3
+#define SN_WIRE_VERSION 4
 
 enum sn_wire_op {
     SN_OP_SEND = 1,
@@ -607,6 +612,13 @@ struct sn_wire_req {
  * struct sn_cma_seg follow the header instead (WRITE/SEND only), naming
  * the requester's memory for the responder to pull (cma.c) */
 #define SN_REQ_CMA 2
+/* the requester asks for an ACK of this request (AckReq): its WQE is
+ * signaled, or it is the SN_ACKREQ_EVERY-th since the last that asked.  The
+ * responder acknowledges other requests when a later one asks, or within
+ * its ACK coalescing delay (responder.c), as an RC NIC coalesces the ACKs
+ * of unsignaled writes */
+#define SN_REQ_ACKREQ 4
+#define SN_ACKREQ_EVERY 4
 
 struct sn_wire_cma {
     uint32_t nseg;          /* 1..SN_MAX_SGE */

@@ -48,6 +48,12 @@ int softnic_ctl_port_fast_bytes(struct ibv_context *ctx, uint8_t port, uint64_t 
  * sees what class a connection's QPs got. */
 int softnic_ctl_port_tc_bytes(struct ibv_context *ctx, uint8_t port, uint8_t tc, uint64_t *out);
 
+/* ACKs the responder of a QP sent to its peer's requester (coalesced: one
+ * acknowledges every request before it; requests whose WQE was not
+ * signaled are acknowledged with a later one, or after the responder's ACK
+ * coalescing delay). */
+int softnic_ctl_qp_acks(struct ibv_qp *qp, uint64_t *out);
+
 /* Send WQEs of a QP that the posting thread put on the wire itself
  * (requester.c: small or pulled payloads on an unpaced port), sparing the
  * requester thread's wake-up. */

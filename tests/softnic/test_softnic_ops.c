@@ -271,6 +271,96 @@ TAP_CASE(test_unsignaled_sends_complete_silently)
     teardown(&f);
 }
 
+static uint64_t acks_of(struct ibv_qp *qp)
+{
+    uint64_t n = 0;
+    EXPECT_EQ_INT(0, st_ctl()->qp_acks(qp, &n));
+    return n;
+}
+
+/* Posts an unsignaled 64-byte write of value v into slot i of dst and
+ * waits until it is in memory: the responder has run dry before the next. */
+static void write_placed(struct fixture *f, char *src, struct ibv_mr *smr, volatile char *dst,
+                         struct ibv_mr *dmr, int i, char v, unsigned int flags)
+{
+    memset(src + i * 64, v, 64);
+    st_post_rdma(f->a.qp, IBV_WR_RDMA_WRITE, (uint64_t)i, src + i * 64, 64, smr->lkey,
+                 (uintptr_t)(dst + i * 64), dmr->rkey, 0, flags);
+    uint64_t end = st_now_ms() + WAIT_MS;
+    while (dst[i * 64 + 63] != v && st_now_ms() < end)
+        sched_yield();
+    EXPECT_TRUE(dst[i * 64 + 63] == v);
+}
+
+/* Unsignaled writes ask for an ACK every 4th WQE only (and a signaled
+ * one always): eight placed one at a time, the stream running dry after
+ * each, then a signaled one, cost at most three ACKs, not nine.  The
+ * coalescing delay is set beyond the case so that no ACK goes for it. */
+TAP_CASE(test_unsignaled_writes_ask_for_an_ack_every_4th_wqe)
+{
+    setenv("SOFTNIC_ACK_COALESCE_US", "240000", 1);
+    struct fixture f;
+    setup(&f, NULL);
+    char *src = st_buf(4096, 0), *dst = st_buf(4096, 0);
+    struct ibv_mr *smr = reg(&f, src, 4096), *dmr = reg(&f, dst, 4096);
+    /* the connection up, and its ACK counted */
+    write_placed(&f, src, smr, dst, dmr, 0, 1, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
+    uint64_t a0 = acks_of(f.b.qp);
+    for (int i = 1; i <= 3; i++)
+        write_placed(&f, src, smr, dst, dmr, i, (char)(10 + i), 0);
+    /* three placed, none asked: no ACK yet */
+    EXPECT_EQ_INT(0, (int)(acks_of(f.b.qp) - a0));
+    for (int i = 4; i <= 8; i++)
+        write_placed(&f, src, smr, dst, dmr, i, (char)(10 + i), 0);
+    write_placed(&f, src, smr, dst, dmr, 9, 19, IBV_SEND_SIGNALED);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 9);
+    EXPECT_TRUE(st_no_wc(f.a.scq, 50));
+    uint64_t acks = acks_of(f.b.qp) - a0;
+    tap_diag("9 writes placed one at a time, 1 signaled: %llu ACKs", (unsigned long long)acks);
+    /* the 4th's, the 8th's (or with the 9th's) and the 9th's */
+    EXPECT_TRUE(acks >= 2 && acks <= 3);
+    for (int i = 1; i <= 9; i++)
+        EXPECT_MEMEQ(src + i * 64, dst + i * 64, 64);
+    /* the unsignaled WQEs left the send queue: a full queue's worth posts */
+    for (int i = 0; i < 16; i++)
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, (uint64_t)(100 + i), src, 64, smr->lkey, (uintptr_t)dst,
+                     dmr->rkey, 0, i == 15 ? IBV_SEND_SIGNALED : 0);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 115);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
+/* An unsignaled write no later request follows is acknowledged all the
+ * same, after the coalescing delay: its send-queue entry does not wait
+ * for the next post, nor for the retry budget. */
+TAP_CASE(test_a_lone_unsignaled_write_is_acknowledged_after_the_delay)
+{
+    setenv("SOFTNIC_ACK_COALESCE_US", "1000", 1);
+    struct fixture f;
+    setup(&f, NULL);
+    char *src = st_buf(4096, 0), *dst = st_buf(4096, 0);
+    struct ibv_mr *smr = reg(&f, src, 4096), *dmr = reg(&f, dst, 4096);
+    write_placed(&f, src, smr, dst, dmr, 0, 1, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    uint64_t a0 = acks_of(f.b.qp);
+    write_placed(&f, src, smr, dst, dmr, 1, 2, 0);
+    uint64_t end = st_now_ms() + WAIT_MS;
+    while (acks_of(f.b.qp) == a0 && st_now_ms() < end)
+        sched_yield();
+    EXPECT_EQ_INT(1, (int)(acks_of(f.b.qp) - a0));
+    EXPECT_TRUE(st_no_wc(f.a.scq, 20));   /* unsignaled: silent */
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    teardown(&f);
+}
+
 TAP_CASE(test_sq_sig_all_signals_every_request)
 {
     struct st_qp_opts o = { .sq_sig_all = 1 };

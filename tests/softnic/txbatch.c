@@ -243,6 +243,8 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, bool may_de
     memset(h, 0, sizeof(*h));
     h->op = wire_op_of(w->opcode);
     h->flags = (w->send_flags & IBV_SEND_SOLICITED) ? SN_REQ_SOLICITED : 0;
+    if (w->ack_req)
+        h->flags |= SN_REQ_ACKREQ;
     h->seq = w->seq;
     h->len = w->len;
     h->rkey = w->rkey;
