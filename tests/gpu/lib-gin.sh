@@ -39,7 +39,11 @@ gin_job() {
     # provide: name softnic's RoCE v2 IPv4 GID index (as the IB bench does).
     case $_net in
         ib-proxy) _env="NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_GIN_TYPE=2 NCCL_IB_GID_INDEX=${GIN_IB_GID_INDEX:-0}" ;;
-        ib-gdaki) _env="NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_GIN_TYPE=3 NCCL_IB_GID_INDEX=${GIN_IB_GID_INDEX:-0}" ;;
+        # NCCL's own GDAKI: softnic as a dual-port ConnectX-4+ shows itself
+        # (two one-port devices: NCCL numbers a port by the ibv devices
+        # before it on one PCI device, and GDAKI opens that port), each a
+        # PCI NIC of softnic-sysfs-ns's view, not fused
+        ib-gdaki) _env="NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_GIN_TYPE=3 NCCL_IB_GID_INDEX=${GIN_IB_GID_INDEX:-0} NCCL_NET_MERGE_LEVEL=LOC" ;;
         railnet) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN RAILNET_GIN=proxy" ;;
         # railnet's GDAKI type: NCCL's own device code posts into railnet's
         # DEVX queues (rings in GPU memory, or host memory: -hostq); -mismatch
@@ -52,6 +56,23 @@ gin_job() {
         railnet-auto) _env="NCCL_NET_PLUGIN=$RAILNET_PLUGIN" ;;
         *) echo "gin_job: unknown transport $_net" >&2; return 2 ;;
     esac
+    if [ "$_net" = ib-gdaki ]; then
+        _ns=$top_builddir/tests/softnic/softnic-sysfs-ns
+        _w0=$NCCL_RANK_WRAP_0 _w1=$NCCL_RANK_WRAP_1
+        _sd=${SOFTNIC_DEVICES-unset}
+        export SOFTNIC_DEVICES="softnic0:127.0.0.1;softnic1:127.0.0.2"   # the view's and the ranks'
+        if [ -x "$_ns" ] && LD_LIBRARY_PATH=$_ld "$_ns" -- true >/dev/null 2>&1; then
+            NCCL_RANK_WRAP_0="env LD_LIBRARY_PATH=$_ld $_ns -- $_w0" NCCL_RANK_WRAP_1="env LD_LIBRARY_PATH=$_ld $_ns -- $_w1"
+        else
+            echo "# gin_job: no softnic-sysfs-ns view here: NCCL finds no PCI path for softnic" >&2
+        fi
+        # shellcheck disable=SC2086
+        nccl_job "$_name" 2 timeout -k 10 "$GIN_JOB_TIMEOUT" env LD_LIBRARY_PATH="$_ld" $_env "$GIN_PROG" "$@"
+        _st=$?
+        NCCL_RANK_WRAP_0=$_w0 NCCL_RANK_WRAP_1=$_w1
+        if [ "$_sd" = unset ]; then unset SOFTNIC_DEVICES; else export SOFTNIC_DEVICES="$_sd"; fi
+        return $_st
+    fi
     # shellcheck disable=SC2086
     nccl_job "$_name" 2 timeout -k 10 "$GIN_JOB_TIMEOUT" env LD_LIBRARY_PATH="$_ld" $_env "$GIN_PROG" "$@"
 }
