@@ -19,7 +19,11 @@
 #                      as two one-port devices, as a dual-port ConnectX-4+
 #                      is (NCCL numbers a port by the ibv devices before it
 #                      on one PCI device, and GDAKI opens that port: port 3
-#                      of a two-port ibv device);
+#                      of a two-port ibv device), functions .0 and .1 of one
+#                      NIC (softnic-sysfs-ns --dual-port) from NCCL 2.29 on,
+#                      whose GDAKI opens port 1; each on a bus of its own
+#                      for 2.28, whose GDAKI opens that numbered port (2 on
+#                      a ConnectX's second function);
 #   ib_pci_sharp_<coll>_2r  the three collectives again through NVIDIA's
 #                      external IB plugin (scripts/build-nccl-rdma-sharp-plugins,
 #                      staged as nccl-rdma-sharp-plugins/libnccl-net.so),
@@ -58,7 +62,7 @@ export NCCL_NET=IB NCCL_NET_PLUGIN=none NCCL_IB_GID_INDEX=${NCCL_IB_GID_INDEX:-0
 export LD_LIBRARY_PATH=$SOFTNIC_DIR:$(nccl_torch_lib):$MPILIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # ib_job NAME WRAP [VAR=VALUE...] -- PROG ARGS: one job of 2 ranks, behind
-# WRAP ("ns": softnic-sysfs-ns; "none"); $log, $rc
+# WRAP ("ns": softnic-sysfs-ns; "ns_dual": with --dual-port; "none"); $log, $rc
 ib_job() {
     _name=$1 _wrap=$2; shift 2
     _x=
@@ -67,6 +71,7 @@ ib_job() {
     log=$JOBDIR/nccl_ib_pci.$_name.log
     _pre=
     [ "$_wrap" = ns ] && _pre=$NS
+    [ "$_wrap" = ns_dual ] && _pre="$NS --dual-port"
     # shellcheck disable=SC2086
     $_pre "$MR" -n 2 --timeout "$TIMEOUT" --rank-env NCCL_HOSTID=railnet-ib-node-%r $_x "$@" >"$log" 2>&1
     rc=$?
@@ -103,14 +108,16 @@ elif [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log"; then
 else tap_not_ok "ib_pci_gin_D3_2r_data_checked" "$(why "$log")"; fi
 sd0=${SOFTNIC_DEVICES-unset}
 export SOFTNIC_DEVICES="softnic0:127.0.0.1;softnic1:127.0.0.2"   # for the view and the ranks
+wrap=ns_dual
+case $(sed -n 's/.*NCCL version \([0-9.]*\).*/\1/p' "$log" | head -n 1) in 2.28.*) wrap=ns ;; esac
 for d in 3 4; do
     name=ib_pci_gdaki_D${d}_2r_data_checked
-    ib_job gdaki_D$d ns NCCL_GIN_TYPE=3 NCCL_NET_MERGE_LEVEL=LOC -- \
+    ib_job gdaki_D$d $wrap NCCL_GIN_TYPE=3 NCCL_NET_MERGE_LEVEL=LOC -- \
         "$NT/alltoall_perf" -b 16 -e 1M -f 4 -c 1 -R 2 -D $d -n 2 -w 1
     if grep -q "Device implementation $d is not supported by this test" "$log"; then
         tap_skip "$name" "nccl-tests built against this NCCL has no device implementation $d"
     elif [ $rc -eq 0 ] && rows_clean "$log" && ib_on_pci "$log" && grep -q 'Assigned GIN plugin GIN_IB_GDAKI' "$log" &&
-        grep -q 'Created a QP group' "$log"; then
+        grep -Eq 'Created a QP( group)?: ' "$log"; then    # 2.30: groups only with counters
         tap_ok "$name"
     else tap_not_ok "$name" "$(why "$log")"; fi
 done

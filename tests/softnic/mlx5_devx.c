@@ -22,9 +22,10 @@
  * Arguments that make no mailbox (NULL, short output) give EINVAL.  What
  * softnic leaves out: a CQ or QP whose memory is a page list instead of
  * umem, 128-byte CQEs, receive queues in the mlx5 ring (rq_type must be
- * zero-length), 2RST, dmabuf umem (the fd cannot be mapped back to an
- * address here: EOPNOTSUPP, after which DOCA GPUNetIO registers the
- * memory by address). */
+ * zero-length), DBR-less send (send_dbr_mode other than 0), 2RST,
+ * dmabuf umem (the fd cannot be mapped back to an address here:
+ * EOPNOTSUPP, after which DOCA GPUNetIO registers the memory by
+ * address). */
 #include "mlx5_nic.h"
 
 #include <errno.h>
@@ -63,12 +64,17 @@ enum {
     SYN_ENGINE,
     SYN_BUSY,
     SYN_CQ_FORMAT,
+    SYN_QP_DBR_MODE,
 };
 
 /* cqc bits softnic refuses: a collapsed CQ (every CQE in entry 0) and
  * compressed CQEs are formats its CQ writer does not produce. */
 #define CQC_CC PRM_CQC(0x0b), 1
 #define CQC_CQE_COMP_EN PRM_CQC(0x11), 1
+/* qpc.send_dbr_mode: 0 the doorbell record is valid; 1 (NO_DBR_EXT) and
+ * the rest ask for DBR-less send, which softnic's NIC does not have (it
+ * takes the producer index from the record): hca_cap_2 says so. */
+#define QPC_SEND_DBR_MODE PRM_QPC(0x80), 2
 
 enum obj_type { OBJ_CQ = 1, OBJ_QP = 2 };
 
@@ -414,6 +420,8 @@ static int create_qp_locked(struct ibv_context *ctx, const void *in, size_t inle
         return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_RQ_TYPE);
     if (PRM_GET(in, PRM_QPC_NO_SQ))
         return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_NO_SQ);
+    if (PRM_GET(in, QPC_SEND_DBR_MODE) != 0)
+        return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_DBR_MODE);
     uint32_t log = (uint32_t)PRM_GET(in, PRM_QPC_LOG_SQ_SIZE);
     if (log < 1 || log > 15)
         return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_QP_LOG_SQ);
@@ -660,6 +668,15 @@ EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj *obj, const void *in, si
     PRM_SET(out, PRM_QPC_LOG_SQ_SIZE, obj->log_sq_size);
     PRM_SET(out, PRM_QPC_RQ_TYPE, PRM_QP_RQ_ZERO_LEN);
     PRM_SET(out, PRM_QPC_CQN_SND, obj->cq_obj->id);
+    /* Before INIT2RTR gives the path its MTU, the port's active MTU: DOCA
+     * GPUNetIO (NCCL 2.30) queries every QP it creates, still in RST, and
+     * refuses one whose mtu is not a PRM MTU (1..5, 7). */
+    if (a.qp_state == IBV_QPS_RESET || a.qp_state == IBV_QPS_INIT) {
+        struct ibv_port_attr pa;
+        if (ibv_query_port(obj->qp->context, obj->port ? obj->port : 1, &pa) != 0)
+            return mlx5_devx_refuse(out, PRM_STATUS_INTERNAL_ERR, SYN_ENGINE);
+        PRM_SET(out, PRM_QPC_MTU, pa.active_mtu);
+    }
     if (a.qp_state == IBV_QPS_RESET)
         return 0;
     PRM_SET(out, PRM_ADS_VHCA_PORT, obj->port);

@@ -6,7 +6,7 @@
  * (from ibv_query_device / ibv_query_port of the same context).
  *
  * Stated, in the general capabilities (type 0; maximum and current values
- * alike): port_type Ethernet, roce, rc, atomic, cqe_version 1, num_ports,
+ * alike): hca_cap_2, port_type Ethernet, roce, rc, atomic, cqe_version 1, num_ports,
  * log_max_qp / _cq / _pd / _msg / _ra_req_qp / _ra_res_qp, log_max_qp_sz
  * 15 (the longest DEVX send ring), log_max_cq_sz 16, log_pg_sz 12,
  * max_wqe_sz_sq (SOFTNIC_MAX_WQE_SZ_SQ, else 1024: 16 basic blocks).
@@ -14,7 +14,11 @@
  * table, rts2rts_qp_dscp, and everything else.  In the RoCE capabilities
  * (type 4): RoCE v2 over IPv4/IPv6, destination UDP port 4791, source
  * ports 0xc000..0xffff, an address table of the port's GID table length.
- * Another capability type is refused with BAD_PARAM.
+ * The second general capabilities (type 0x20) are all absent: among them
+ * send_dbr_mode_no_dbr_ext, DBR-less send (softnic's NIC takes a send
+ * queue's producer index from its doorbell record), which DOCA GPUNetIO
+ * (NCCL 2.30) reads before it asks for a QP without one.  Another
+ * capability type is refused with BAD_PARAM.
  *
  * QUERY_ROCE_ADDRESS answers an index of the GID table with the GID, RoCE
  * version 2 and L3 type IPv4 (softnic's GIDs are IPv4-mapped), no VLAN and
@@ -27,6 +31,7 @@
 
 /* Layout facts (mlx5_ifc.h): field bit offsets inside the capability
  * that QUERY_HCA_CAP's output holds at byte 0x10 (PRM_HCA_CAP). */
+#define CAP_HCA_CAP_2 PRM_HCA_CAP(0x20), 1
 #define CAP_LOG_MAX_QP_SZ PRM_HCA_CAP(0x88), 8
 #define CAP_LOG_MAX_QP PRM_HCA_CAP(0x9b), 5
 #define CAP_LOG_MAX_CQ_SZ PRM_HCA_CAP(0xc8), 8
@@ -52,6 +57,7 @@
 
 #define CAP_TYPE_GENERAL 0x0
 #define CAP_TYPE_ROCE 0x4
+#define CAP_TYPE_GENERAL_2 0x20
 #define PORT_TYPE_ETH 0x1
 #define ROCE_VERSION_2_CAP 0x4          /* bit per version: 1 << 2 */
 #define ROCE_L3_IPV4_CAP 0x2
@@ -111,6 +117,7 @@ static int general_caps(struct ibv_context *ctx, void *out)
     PRM_SET(out, CAP_LOG_MAX_CQ, cap_log((uint64_t)da.max_cq, 31));
     PRM_SET(out, CAP_LOG_MAX_RA_REQ_QP, cap_log((uint64_t)da.max_qp_init_rd_atom, 63));
     PRM_SET(out, CAP_LOG_MAX_RA_RES_QP, cap_log((uint64_t)da.max_qp_rd_atom, 63));
+    PRM_SET(out, CAP_HCA_CAP_2, 1);
     PRM_SET(out, CAP_PORT_TYPE, PORT_TYPE_ETH);
     PRM_SET(out, CAP_NUM_PORTS, da.phys_port_cnt);
     PRM_SET(out, CAP_LOG_MAX_MSG, cap_log(pa.max_msg_sz, 31));
@@ -150,6 +157,8 @@ int mlx5_hca_cap_query(struct ibv_context *ctx, const void *in, size_t inlen, vo
         return general_caps(ctx, out);
     if (type == CAP_TYPE_ROCE)
         return roce_caps(ctx, out);
+    if (type == CAP_TYPE_GENERAL_2)
+        return 0;       /* every field absent, send_dbr_mode_no_dbr_ext too */
     return mlx5_devx_refuse(out, PRM_STATUS_BAD_PARAM, SYN_CAP_TYPE);
 }
 

@@ -33,7 +33,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-"Usage: " NS_PROG " [--near-gpu|--root] [--keep-going] -- CMD [ARGS...]\n"
+"Usage: " NS_PROG " [--near-gpu|--root] [--dual-port] [--keep-going] -- CMD [ARGS...]\n"
 "Runs CMD in a private mount namespace whose /sys shows each softnic device as\n"
 "a PCI function (vendor 0x15b3, class 0x020700) that\n"
 "/sys/class/infiniband/<dev>/device resolves to, so that programs that place\n"
@@ -49,6 +49,9 @@ static void usage(FILE *out)
 "                    the GPU's NUMA node (default when the host has an NVIDIA GPU)\n"
 "      --root        the ports on the first PCI root, /sys/devices/pci*\n"
 "                    (default without a GPU)\n"
+"      --dual-port   devices 2k and 2k+1 (softnic's order) as functions .0 and\n"
+"                    .1 of one NIC behind one port, as a ConnectX shows the\n"
+"                    two ports of a card: NCCL fuses them into one NIC\n"
 "      --keep-going  when the view cannot be made, say why and run CMD on the\n"
 "                    unchanged /sys instead of failing\n"
 "  -h, --help        this help\n"
@@ -61,11 +64,12 @@ static void usage(FILE *out)
 /* 0, 1 for --help, or -1 after a message. */
 static int parse_args(int argc, char **argv, struct ns_ctx *c)
 {
-    enum { OPT_NEAR = 256, OPT_ROOT, OPT_KEEP };
+    enum { OPT_NEAR = 256, OPT_ROOT, OPT_KEEP, OPT_DUAL };
     static const struct option longopts[] = {
         { "near-gpu", no_argument, NULL, OPT_NEAR },
         { "root", no_argument, NULL, OPT_ROOT },
         { "keep-going", no_argument, NULL, OPT_KEEP },
+        { "dual-port", no_argument, NULL, OPT_DUAL },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -84,6 +88,7 @@ static int parse_args(int argc, char **argv, struct ns_ctx *c)
             break;
         }
         case OPT_KEEP: c->keep_going = 1; break;
+        case OPT_DUAL: c->dual_port = 1; break;
         case 'h': return 1;
         default: return -1; /* getopt said which */
         }
@@ -268,7 +273,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (rc < 0) {
-        fprintf(stderr, "Usage: " NS_PROG " [--near-gpu|--root] [--keep-going] -- CMD [ARGS...]\n"
+        fprintf(stderr, "Usage: " NS_PROG " [--near-gpu|--root] [--dual-port] [--keep-going] -- CMD [ARGS...]\n"
                         "Try '" NS_PROG " --help'.\n");
         return NS_EXIT_USAGE;
     }

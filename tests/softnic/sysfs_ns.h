@@ -38,13 +38,15 @@ struct ns_dev {
     int uverbs;              /* its index in the view's infiniband_verbs, -1 if none */
     char parent[PATH_MAX];   /* the sysfs directory its port goes into */
     char port[16];           /* the bridge, "DDDD:BB:SS.0" on parent's bus */
-    char bdf[16];            /* the NIC behind it, "DDDD:NB:00.0" */
+    char bdf[16];            /* the NIC behind it, "DDDD:NB:00.0" (".1": fn 1) */
     char near[PATH_MAX];     /* the GPU function it sits beside, "" on a root */
+    int fn;                  /* bdf's function: 1 for the second port of a --dual-port NIC */
 };
 
 struct ns_ctx {
     enum ns_placement placement;
     int keep_going;
+    int dual_port;              /* devices 2k and 2k+1 as functions .0 and .1 of one NIC */
     char **cmd;                 /* argv of the command, NULL-terminated */
     char tmp[PATH_MAX];         /* the mkdtemp directory */
     char view[PATH_MAX];        /* tmp/view: softnic's SOFTNIC_SYSFS view */

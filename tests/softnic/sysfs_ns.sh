@@ -17,7 +17,7 @@ if command -v unshare >/dev/null &&
    ! why=$(unshare -m sh -c "mount -t tmpfs none '$SN_TMP/probe'" 2>&1); then
     tap_skip_all "a mount namespace with a tmpfs is not permitted here: $why"
 fi
-tap_plan 11
+tap_plan 13
 
 export SOFTNIC_DEVICES="softnic0:127.0.0.1,127.0.0.2;softnic1:127.0.1.1"
 BDF='[0-9a-f]\{4\}:[0-9a-f]\{2\}:[0-9a-f]\{2\}\.[0-9a-f]'
@@ -139,6 +139,40 @@ left=$(ls -A "$SN_TMP/t"; ls -A /sys/class | diff "$SN_TMP/class.before" - | sed
        ls -A /sys/class/infiniband 2>/dev/null | grep '^softnic'; grep -F "$SN_TMP/t" /proc/self/mountinfo)
 [ -z "$left" ] && tap_ok nothing_left_outside_after_exit || tap_not_ok nothing_left_outside_after_exit "$left"
 
+# --dual-port: two one-port devices as functions .0 and .1 of one NIC behind
+# one port, on one bus, as a ConnectX shows a dual-port card (NCCL fuses
+# the devices whose paths differ in the function only, and numbers the
+# second one's port 2)
+cat >"$SN_TMP/dual.sh" <<'EOF'
+for d in softnic0 softnic1; do
+    fn=$(realpath /sys/class/infiniband/$d/device)
+    bdf=${fn##*/}
+    echo "fn_$d=$fn"
+    echo "class_$d=$(cat $fn/class)"
+    echo "ports_$d=$(ls /sys/class/infiniband/$d/ports | tr '\n' ' ')"
+    echo "bybus_$d=$(realpath /sys/class/pci_bus/${bdf%:*}/../../$bdf)"
+    echo "portclass_$d=$(cat ${fn%/*}/class)"
+done
+EOF
+SOFTNIC_DEVICES="softnic0:127.0.0.1;softnic1:127.0.0.2" TMPDIR=$SN_TMP/t timeout 60 \
+    "$NS" --dual-port -- sh "$SN_TMP/dual.sh" >"$SN_TMP/dual.out" 2>"$SN_TMP/dual.err"
+rc=$?
+dval() { sed -n "s|^$1=||p" "$SN_TMP/dual.out"; }
+d0=$(dval fn_softnic0) d1=$(dval fn_softnic1)
+if [ $rc -eq 0 ] && path_ok "$d0" && [ "${d0%.0}.1" = "$d1" ] && [ "${d0%/*}" = "${d1%/*}" ] &&
+   [ "$(dval ports_softnic0)|$(dval ports_softnic1)" = "1 |1 " ]; then
+    tap_ok "dual_port_devices_are_functions_0_and_1_of_one_nic ($d0, $d1)"
+else
+    tap_not_ok dual_port_devices_are_functions_0_and_1_of_one_nic "rc=$rc; softnic0 at '$d0', softnic1 at '$d1'; ports '$(dval ports_softnic0)|$(dval ports_softnic1)'; $(cat "$SN_TMP/dual.err" | head -n 20)"
+fi
+got="$(dval class_softnic0) $(dval class_softnic1) $(dval portclass_softnic0) $(dval portclass_softnic1)"
+if [ "$got" = "0x020700 0x020700 0x060400 0x060400" ] && [ -n "$d0" ] &&
+   [ "$(dval bybus_softnic0)" = "$d0" ] && [ "$(dval bybus_softnic1)" = "$d1" ]; then
+    tap_ok dual_port_functions_found_through_their_one_bus
+else
+    tap_not_ok dual_port_functions_found_through_their_one_bus "classes '$got'; by bus: '$(dval bybus_softnic0)' '$(dval bybus_softnic1)'"
+fi
+
 # a signal's status as a shell gives it; SIGTERM to the program reaches the command
 TMPDIR=$SN_TMP/t timeout 60 "$NS" -- sh -c 'kill -KILL $$' 2>/dev/null
 k=$?
@@ -175,7 +209,8 @@ else
     got="$got 125"
 fi
 if [ "$got" = "0 2 2 2 125" ] && echo "$help" | grep -q -- '--near-gpu' &&
-   echo "$help" | grep -q -- '--root' && echo "$help" | grep -q -- '--keep-going'; then
+   echo "$help" | grep -q -- '--root' && echo "$help" | grep -q -- '--keep-going' &&
+   echo "$help" | grep -q -- '--dual-port'; then
     tap_ok help_usage_and_refusal_without_root
 else
     tap_not_ok help_usage_and_refusal_without_root "help, no command, both placements, unknown option, unprivileged: $got (0 2 2 2 125 wanted); help: $(echo "$help" | head -n 3)"

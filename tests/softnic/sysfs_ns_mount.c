@@ -242,7 +242,8 @@ static int make_fn(struct ns_ctx *c, const struct ns_dev *v, const char *dir, in
 }
 
 /* v's port, with the directory of its secondary bus, and the NIC behind
- * it with its class directories. */
+ * it with its class directories; the second function of a dual-port NIC
+ * only the function, beside the first. */
 static int make_device(struct ns_ctx *c, const struct ns_dev *v, char *err, size_t errlen)
 {
     char port[PATH_MAX], nic[PATH_MAX], pci_bus[PATH_MAX], bus[PATH_MAX], uv[32];
@@ -251,9 +252,10 @@ static int make_device(struct ns_ctx *c, const struct ns_dev *v, char *err, size
         ns_path(pci_bus, sizeof(pci_bus), err, errlen, "%s/pci_bus", port) ||
         ns_path(bus, sizeof(bus), err, errlen, "%s/%.7s", pci_bus, v->bdf))
         return -1;
-    if (make_fn(c, v, port, 0, err, errlen) || make_fn(c, v, nic, 1, err, errlen) ||
-        make_dir(pci_bus, err, errlen) || make_dir(bus, err, errlen) ||
-        class_dir(c, nic, "infiniband", v->name, err, errlen))
+    if (v->fn == 0 && (make_fn(c, v, port, 0, err, errlen) || make_dir(pci_bus, err, errlen) ||
+                       make_dir(bus, err, errlen)))
+        return -1;
+    if (make_fn(c, v, nic, 1, err, errlen) || class_dir(c, nic, "infiniband", v->name, err, errlen))
         return -1;
     snprintf(uv, sizeof(uv), "uverbs%d", v->uverbs);
     return v->uverbs >= 0 ? class_dir(c, nic, "infiniband_verbs", uv, err, errlen) : 0;
@@ -277,7 +279,7 @@ static int class_links(const struct ns_dev *v, char *err, size_t errlen)
     snprintf(bus, sizeof(bus), "%.7s", v->bdf);
     if (ns_path(port, sizeof(port), err, errlen, "%s/%s", v->parent, v->port) ||
         ns_path(nic, sizeof(nic), err, errlen, "%s/%s", port, v->bdf) ||
-        class_link("pci_bus", bus, port, err, errlen) ||
+        (v->fn == 0 && class_link("pci_bus", bus, port, err, errlen)) ||
         class_link("infiniband", v->name, nic, err, errlen))
         return -1;
     if (v->uverbs < 0)

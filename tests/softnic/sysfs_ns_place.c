@@ -248,8 +248,29 @@ int ns_place_devices(struct ns_ctx *c, char *err, size_t errlen)
     for (int i = 0; i < c->ndevs; i++) {
         struct ns_dev *v = &c->dev[i];
         char bus[8], link[PATH_MAX];
+        if (ns_path(link, sizeof(link), err, errlen, "/sys/class/infiniband/%s", v->name))
+            return -1;
+        if (ns_exists(link)) {
+            ns_err(err, errlen, "%s exists already: a host device has softnic's device name %s",
+                   link, v->name);
+            return -1;
+        }
+        if (c->dual_port && i % 2 == 1) {
+            /* the second port of device i-1's NIC: its function 1, behind
+             * the same bridge on the same bus, as a ConnectX shows the
+             * ports of a dual-port card (NCCL fuses them by that path) */
+            const struct ns_dev *p = &c->dev[i - 1];
+            snprintf(v->parent, sizeof(v->parent), "%s", p->parent);
+            snprintf(v->near, sizeof(v->near), "%s", p->near);
+            snprintf(v->port, sizeof(v->port), "%s", p->port);
+            snprintf(v->bdf, sizeof(v->bdf), "%.10s.1", p->bdf);
+            v->fn = 1;
+            continue;
+        }
+        v->fn = 0;
+        int nic = c->dual_port ? i / 2 : i;
         if (near) {
-            if (beside_gpu(v, gpus[i % ngpus], bus, err, errlen))
+            if (beside_gpu(v, gpus[nic % ngpus], bus, err, errlen))
                 return -1;
         } else {
             snprintf(v->parent, sizeof(v->parent), "%s", root);
@@ -263,13 +284,6 @@ int ns_place_devices(struct ns_ctx *c, char *err, size_t errlen)
         }
         if (free_slot(c, v, bus, err, errlen) || free_bus(c, v, err, errlen))
             return -1;
-        if (ns_path(link, sizeof(link), err, errlen, "/sys/class/infiniband/%s", v->name))
-            return -1;
-        if (ns_exists(link)) {
-            ns_err(err, errlen, "%s exists already: a host device has softnic's device name %s",
-                   link, v->name);
-            return -1;
-        }
     }
     return 0;
 }

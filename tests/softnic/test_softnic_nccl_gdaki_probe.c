@@ -29,7 +29,8 @@
  *         then QUERY_HCA_CAP (0x100) op_mod 0x1 (general, current):
  *         port_type, gid_table_size (IB only), rc, rts2rts_qp_dscp,
  *         max_wqe_sz_sq, max_wqe_sz_rq, log_max_qp_sz (2.30 also
- *         hca_cap_2 and, when set, op_mod 0x41 for send_dbr_mode_no_dbr_ext);
+ *         hca_cap_2 and, when set, op_mod 0x41 for send_dbr_mode_no_dbr_ext:
+ *         0 -> a QP asking NO_DBR_EXT fails in DOCA, NOT_SUPPORTED);
  *         QUERY_HCA_CAP op_mod 0x9 (RoCE, current):
  *         roce_address_table_size (ETH), r_roce_min/max_src_udp_port.
  *         A failed command fails the create.  It gives up when: rc is 0;
@@ -62,7 +63,13 @@
  *         user_index 0, uar_page, cqn_snd, log_sq_size, rq_type 3 (no RQ),
  *         no cqn_rcv, dbr_umem_valid/id, dbr_addr 0, cd_master (companion),
  *         wq_umem_id/valid, offset 0, log_page_size 0 (2.30: send_dbr_mode
- *         0 by default).
+ *         0, 1 only for NO_DBR_HW).  2.30's create_qp_group_hl makes the
+ *         group's UAR first and gives it to both CQs and both QPs;
+ *         create_qp_hl makes the CQ (its own NC UAR) before the QP's UAR.
+ *         2.30's doca_gpu_verbs_export_qp then queries the new QP (RST):
+ *         QUERY_QP's state and mtu must be PRM values (mtu 1..5 or 7),
+ *         else doca_verbs_qp_query fails with DOCA_ERROR_UNEXPECTED (22),
+ *         the create fails, and NCCL WARNs "DOCA Error 22".
  *      e. Connect (doca_verbs_qp_modify): RST2INIT (0x502): vhca_port_num,
  *         pm_state migrated, pkey_index, rwe, rre, rae + atomic_mode 1.
  *         INIT2RTR (0x503): next_rcv_psn 0, remote_qpn, log_msg_max 30,
@@ -71,7 +78,7 @@
  *         ibv_create_ah + mlx5dv_init_obj(AH); port_type ETH ->
  *         QUERY_ROCE_ADDRESS (0x760) of the sgid index, and roce_version
  *         2 -> a random udp_sport in the RoCE caps' range, dscp = tc >> 2
- *         (2.30 also log_rra_max / log_sra_max).  RTR2RTS (0x504):
+ *         (2.30 also log_rra_max / log_sra_max: log2 of max_qp_rd_atom).  RTR2RTS (0x504):
  *         next_send_psn 0, ack_timeout, retry_count, rnr_retry 7,
  *         min_rnr_nak, log_ack_req_freq 0.  QUERY_QP (0x50b) reads the
  *         context back (state, mtu must be a valid PRM MTU, psns, ...).
@@ -192,6 +199,8 @@ TAP_CASE(test_nccl_ib_device_probe_finds_mlx5_without_data_direct)
 #define CAP_PORT_TYPE PRM_HCA_CAP(0x1b6), 2
 #define CAP_RC PRM_HCA_CAP(0x23f), 1
 #define CAP_MAX_WQE_SZ_RQ PRM_HCA_CAP(0x2b0), 16
+#define CAP_HCA_CAP_2 PRM_HCA_CAP(0x20), 1
+#define CAP2_SEND_DBR_MODE_NO_DBR_EXT PRM_HCA_CAP(0x2e1), 1
 #define ROCE_MAX_SRC_UDP_PORT PRM_HCA_CAP(0xc0), 16
 #define ROCE_MIN_SRC_UDP_PORT PRM_HCA_CAP(0xd0), 16
 #define ROCE_ADDRESS_TABLE_SIZE PRM_HCA_CAP(0xf0), 16
@@ -199,6 +208,7 @@ TAP_CASE(test_nccl_ib_device_probe_finds_mlx5_without_data_direct)
 #define OPMOD_GENERAL_MAX 0x0
 #define OPMOD_ROCE_CUR (0x4 << 1 | 1)
 #define OPMOD_ODP_CUR (0x2 << 1 | 1)
+#define OPMOD_GENERAL_2_CUR (0x20 << 1 | 1)
 #define PORT_TYPE_ETH 1
 #define ROCE_ADDR_IN_INDEX 0x40, 16
 #define ROCE_ADDR_IN_PORT 0x5c, 4
@@ -208,6 +218,7 @@ TAP_CASE(test_nccl_ib_device_probe_finds_mlx5_without_data_direct)
 #define CQC_CC PRM_CQC(0x0b), 1
 #define QPC_USER_INDEX PRM_QPC(0x88), 24
 #define QPC_CD_MASTER PRM_QPC(0x49f), 1
+#define QPC_SEND_DBR_MODE PRM_QPC(0x80), 2
 #define QPC_ATOMIC_MODE PRM_QPC(0x48c), 4
 #define QPC_LOG_ACK_REQ_FREQ PRM_QPC(0x380), 4
 #define ADS_STAT_RATE PRM_ADS(0x54), 4
@@ -266,7 +277,12 @@ struct doca_caps {
     struct ibv_device_attr da;
     uint32_t port_type, rc, max_sq_desc, max_rq_desc, max_send_wqebb;
     uint32_t gid_table_size, min_udp_sport, max_udp_sport;
+    uint32_t hca_cap_2, send_dbr_mode_no_dbr_ext;       /* 2.30 */
 };
+
+/* Which NCCL's DOCA the replay follows: 2.28.9's, or 2.30.7's (hca_cap_2,
+ * QP group UAR first, QUERY_QP at export, log_rra_max/log_sra_max). */
+static bool doca230;
 
 static void doca_query_device(struct ibv_context *ctx, struct doca_caps *c)
 {
@@ -284,6 +300,17 @@ static void doca_query_device(struct ibv_context *ctx, struct doca_caps *c)
     c->gid_table_size = (uint32_t)PRM_GET(out, ROCE_ADDRESS_TABLE_SIZE);
     c->min_udp_sport = (uint32_t)PRM_GET(out, ROCE_MIN_SRC_UDP_PORT);
     c->max_udp_sport = (uint32_t)PRM_GET(out, ROCE_MAX_SRC_UDP_PORT);
+    if (!doca230)
+        return;
+    /* 2.30: the general capabilities again for hca_cap_2 (read from the
+     * first answer in DOCA; the same bits), then type 0x20 when set */
+    EXPECT_EQ_INT(0, hca_cap_query(ctx, OPMOD_GENERAL_CUR, out, sizeof(out)));
+    c->hca_cap_2 = (uint32_t)PRM_GET(out, CAP_HCA_CAP_2);
+    if (!c->hca_cap_2)
+        return;
+    EXPECT_EQ_INT(0, hca_cap_query(ctx, OPMOD_GENERAL_2_CUR, out, sizeof(out)));
+    EXPECT_EQ_INT(PRM_STATUS_OK, (int)PRM_GET(out, PRM_OUT_STATUS));
+    c->send_dbr_mode_no_dbr_ext = (uint32_t)PRM_GET(out, CAP2_SEND_DBR_MODE_NO_DBR_EXT);
 }
 
 /* ------------------------------------------------------------ cases */
@@ -467,7 +494,8 @@ struct dq {
     struct ibv_context *ctx;
     uint8_t *cq_buf, *cq_dbr, *sq_buf, *sq_dbr;
     struct mlx5dv_devx_umem *umem[4];
-    struct mlx5dv_devx_uar *cq_uar, *qp_uar;
+    struct mlx5dv_devx_uar *cq_uar, *qp_uar;   /* cq_uar NULL: the CQ uses qp_uar */
+    bool own_qp_uar;                            /* not a group's shared UAR */
     struct mlx5dv_devx_obj *cq, *qp;
     uint32_t cqn, qpn;
     uint16_t pi;
@@ -492,10 +520,46 @@ static struct mlx5dv_devx_umem *doca_umem(struct ibv_context *ctx, void *addr, s
     return u;
 }
 
-static void dq_create(struct dq *q, struct ibv_context *ctx, struct ibv_pd *pd, bool cd_master)
+/* create_uar: NC_DEDICATED, else NC. */
+static struct mlx5dv_devx_uar *doca_qp_uar(struct ibv_context *ctx)
+{
+    struct mlx5dv_devx_uar *u = mlx5dv_devx_alloc_uar(ctx, UAR_NC_DEDICATED);
+    if (!u)
+        u = mlx5dv_devx_alloc_uar(ctx, MLX5DV_UAR_ALLOC_TYPE_NC);
+    EXPECT_TRUE(u != NULL);
+    return u;
+}
+
+/* A PRM MTU DOCA's convert_prm_mtu_size_to_doca_verbs_mtu_size takes. */
+static bool doca_mtu_ok(uint32_t mtu) { return (mtu >= 1 && mtu <= 5) || mtu == 7; }
+
+/* doca_verbs_qp_query's checks (2.30's doca_gpu_verbs_export_qp makes it
+ * on the new QP, in RST): the state and the MTU must be PRM values, or it
+ * returns DOCA_ERROR_UNEXPECTED. */
+static void dq_export_query(struct mlx5dv_devx_obj *qp, uint32_t qpn, uint32_t want_state)
+{
+    uint8_t in[0x10], out[PRM_QUERY_QP_OUT_BYTES];
+    memset(in, 0, sizeof(in));
+    PRM_SET(in, PRM_IN_OPCODE, PRM_OP_QUERY_QP);
+    PRM_SET(in, PRM_QP_CMD_QPN, qpn);
+    EXPECT_EQ_INT(0, mlx5dv_devx_obj_query(qp, in, sizeof(in), out, sizeof(out)));
+    EXPECT_EQ_INT(want_state, (uint32_t)PRM_GET(out, PRM_QPC_STATE));
+    uint32_t mtu = (uint32_t)PRM_GET(out, PRM_QPC_MTU);
+    if (!doca_mtu_ok(mtu))
+        tap_fail_at(__FILE__, __LINE__, "QUERY_QP of QP 0x%x in state %u: mtu %u, not a PRM MTU "
+                    "(DOCA 2.30: DOCA_ERROR_UNEXPECTED)", qpn, want_state, mtu);
+}
+
+/* One DOCA QP: create_qp_hl (group_uar NULL: the CQ with a UAR of its own
+ * first, then the QP's UAR) or one QP of create_qp_group_hl (2.30: the
+ * group's UAR, made first, serves the CQ and the QP; 2.28: as qp_hl). */
+static void dq_create(struct dq *q, struct ibv_context *ctx, struct ibv_pd *pd, bool cd_master,
+                      struct mlx5dv_devx_uar *group_uar)
 {
     memset(q, 0, sizeof(*q));
     q->ctx = ctx;
+    if (doca230 && group_uar)
+        q->qp_uar = group_uar;
     struct doca_caps caps;
     doca_query_device(ctx, &caps);
     EXPECT_TRUE(caps.rc && DEPTH <= caps.da.max_cqe && 48 <= caps.max_sq_desc && DEPTH <= caps.max_send_wqebb);
@@ -506,8 +570,10 @@ static void dq_create(struct dq *q, struct ibv_context *ctx, struct ibv_pd *pd, 
     q->cq_dbr = page_mem(PAGE);
     q->umem[0] = doca_umem(ctx, q->cq_buf, DEPTH * 64);
     q->umem[1] = doca_umem(ctx, q->cq_dbr, PAGE);
-    q->cq_uar = mlx5dv_devx_alloc_uar(ctx, MLX5DV_UAR_ALLOC_TYPE_NC);
-    EXPECT_TRUE(q->cq_uar != NULL);
+    if (!q->qp_uar) {
+        q->cq_uar = mlx5dv_devx_alloc_uar(ctx, MLX5DV_UAR_ALLOC_TYPE_NC);
+        EXPECT_TRUE(q->cq_uar != NULL);
+    }
     uint32_t eqn = 0;
     EXPECT_EQ_INT(0, mlx5dv_devx_query_eqn(ctx, 0, &eqn));
     uint8_t in[0x110], out[0x10];
@@ -517,7 +583,7 @@ static void dq_create(struct dq *q, struct ibv_context *ctx, struct ibv_pd *pd, 
     PRM_SET(in, CQC_CC, 0);
     PRM_SET(in, PRM_CQ_OI, 1);
     PRM_SET(in, PRM_CQ_LOG_SIZE, 7);
-    PRM_SET(in, PRM_CQ_UAR_PAGE, q->cq_uar->page_id);
+    PRM_SET(in, PRM_CQ_UAR_PAGE, (q->cq_uar ? q->cq_uar : q->qp_uar)->page_id);
     PRM_SET(in, PRM_CQ_UMEM_ID, q->umem[0]->umem_id);
     PRM_SET(in, PRM_CQ_UMEM_VALID, 1);
     PRM_SET(in, PRM_CQ_UMEM_OFFSET, 0);
@@ -532,10 +598,12 @@ static void dq_create(struct dq *q, struct ibv_context *ctx, struct ibv_pd *pd, 
                     (unsigned)PRM_GET(out, PRM_OUT_SYNDROME));
     q->cqn = (uint32_t)PRM_GET(out, PRM_OUT_OBJ_ID);
     /* QP */
-    q->qp_uar = mlx5dv_devx_alloc_uar(ctx, UAR_NC_DEDICATED);
-    if (!q->qp_uar)
-        q->qp_uar = mlx5dv_devx_alloc_uar(ctx, MLX5DV_UAR_ALLOC_TYPE_NC);
-    EXPECT_TRUE(q->qp_uar != NULL);
+    if (!q->qp_uar) {
+        q->qp_uar = doca_qp_uar(ctx);
+        q->own_qp_uar = true;
+    }
+    if (doca230)
+        doca_query_device(ctx, &caps);      /* the QP's constructor queries again */
     q->sq_buf = page_mem(DEPTH * 64);
     q->sq_dbr = page_mem(PAGE);
     q->umem[2] = doca_umem(ctx, q->sq_buf, DEPTH * 64);
@@ -556,6 +624,8 @@ static void dq_create(struct dq *q, struct ibv_context *ctx, struct ibv_pd *pd, 
     PRM_SET(in, PRM_QPC_DBR_UMEM_ID, q->umem[3]->umem_id);
     PRM_SET(in, PRM_QPC_DBR_ADDR, 0);
     PRM_SET(in, QPC_CD_MASTER, cd_master);
+    if (doca230)
+        PRM_SET(in, QPC_SEND_DBR_MODE, 0);  /* VALID_DBR (NO_DBR_EXT: no such capability) */
     PRM_SET(in, PRM_QP_WQ_UMEM_ID, q->umem[2]->umem_id);
     PRM_SET(in, PRM_QP_WQ_UMEM_VALID, 1);
     PRM_SET(in, PRM_QPC_LOG_PAGE_SIZE, 0);
@@ -564,6 +634,8 @@ static void dq_create(struct dq *q, struct ibv_context *ctx, struct ibv_pd *pd, 
         tap_fail_at(__FILE__, __LINE__, "CREATE_QP: errno %d status 0x%x syndrome 0x%x", errno, out[0],
                     (unsigned)PRM_GET(out, PRM_OUT_SYNDROME));
     q->qpn = (uint32_t)PRM_GET(out, PRM_OUT_OBJ_ID);
+    if (doca230)
+        dq_export_query(q->qp, q->qpn, PRM_QP_STATE_RST);
 }
 
 static void dq_modify(struct dq *q, const uint8_t *in, const char *what)
@@ -572,6 +644,16 @@ static void dq_modify(struct dq *q, const uint8_t *in, const char *what)
     if (mlx5dv_devx_obj_modify(q->qp, in, 0x110, out, sizeof(out)) != 0)
         tap_fail_at(__FILE__, __LINE__, "%s: status 0x%x syndrome 0x%x", what, out[0],
                     (unsigned)PRM_GET(out, PRM_OUT_SYNDROME));
+}
+
+static uint32_t log2_u32(uint32_t v)
+{
+    uint32_t l = 0;
+    while (v > 1) {
+        v >>= 1;
+        l++;
+    }
+    return l;
 }
 
 /* gdakiConnectQp: RST2INIT, INIT2RTR, RTR2RTS as doca_verbs_qp_modify
@@ -631,6 +713,8 @@ static void dq_connect(struct dq *q, struct ibv_pd *pd, uint32_t remote_qpn, con
     PRM_SET(in, PRM_QPC_RRE, 1);
     PRM_SET(in, PRM_QPC_RAE, 1);
     PRM_SET(in, QPC_ATOMIC_MODE, 1);
+    if (doca230)    /* MAX_DEST_RD_ATOMIC: the device's max_qp_rd_atom */
+        PRM_SET(in, PRM_QPC_LOG_RRA_MAX, log2_u32((uint32_t)caps.da.max_qp_rd_atom));
     PRM_SET(in, PRM_QP_OPT_PARAM_MASK, (1u << 1) | (1u << 3) | (1u << 4) | (1u << 6) | (1u << 17) | (1u << 23));
     dq_modify(q, in, "INIT2RTR");
 
@@ -646,6 +730,8 @@ static void dq_connect(struct dq *q, struct ibv_pd *pd, uint32_t remote_qpn, con
     PRM_SET(in, PRM_QPC_RAE, 1);
     PRM_SET(in, QPC_ATOMIC_MODE, 1);
     PRM_SET(in, QPC_LOG_ACK_REQ_FREQ, 0);
+    if (doca230)
+        PRM_SET(in, PRM_QPC_LOG_SRA_MAX, log2_u32((uint32_t)caps.da.max_qp_rd_atom));
     PRM_SET(in, PRM_QP_OPT_PARAM_MASK, 1u << 6);
     dq_modify(q, in, "RTR2RTS");
 }
@@ -765,8 +851,10 @@ static void dq_destroy(struct dq *q)
     EXPECT_EQ_INT(0, mlx5dv_devx_obj_destroy(q->cq));
     for (int i = 0; i < 4; i++)
         EXPECT_EQ_INT(0, mlx5dv_devx_umem_dereg(q->umem[i]));
-    mlx5dv_devx_free_uar(q->qp_uar);
-    mlx5dv_devx_free_uar(q->cq_uar);
+    if (q->own_qp_uar)
+        mlx5dv_devx_free_uar(q->qp_uar);
+    if (q->cq_uar)
+        mlx5dv_devx_free_uar(q->cq_uar);
     free(q->cq_buf);
     free(q->cq_dbr);
     free(q->sq_buf);
@@ -782,7 +870,7 @@ static void dq_destroy(struct dq *q)
  * (WAIT for the main CQ's fourth CQE, then a fetch-and-add), which must
  * not run before that CQE.  Data and counters land, every CQE comes in
  * order with its WQE counter, QUERY_QP reads the connected context. */
-TAP_CASE(test_doca_sequence_connects_rc_qps_and_moves_data)
+static void doca_replay(void)
 {
     setenv("SOFTNIC_DEVICES", "softnic0:127.0.0.1;softnic1:127.0.1.1", 1);
     struct ibv_context *ca = plain_context(0), *cb = plain_context(1);
@@ -793,11 +881,15 @@ TAP_CASE(test_doca_sequence_connects_rc_qps_and_moves_data)
     EXPECT_EQ_INT(0, ibv_query_gid(cb, 1, 0, &gb));
     EXPECT_TRUE(memcmp(ga.raw, gb.raw, 16) != 0);
 
-    struct dq am, ac, bm, bc;
-    dq_create(&am, ca, pa, false);
-    dq_create(&ac, ca, pa, true);
-    dq_create(&bm, cb, pb, false);
-    dq_create(&bc, cb, pb, true);
+    /* a QP group per side (2.30: the group's UAR first, shared by main and
+     * companion), then a self-loop peer QP (create_qp_hl) */
+    struct mlx5dv_devx_uar *ua = doca_qp_uar(ca), *ub = doca_qp_uar(cb);
+    struct dq am, ac, bm, bc, self;
+    dq_create(&am, ca, pa, false, ua);
+    dq_create(&ac, ca, pa, true, ua);
+    dq_create(&bm, cb, pb, false, ub);
+    dq_create(&bc, cb, pb, true, ub);
+    dq_create(&self, ca, pa, false, NULL);
     dq_connect(&am, pa, bm.qpn, &gb);
     dq_connect(&bm, pb, am.qpn, &ga);
     dq_connect(&ac, pa, bc.qpn, &gb);
@@ -877,14 +969,124 @@ TAP_CASE(test_doca_sequence_connects_rc_qps_and_moves_data)
     EXPECT_EQ_INT(0, ibv_dereg_mr(mb));
     EXPECT_EQ_INT(0, ibv_dereg_mr(mf));
     EXPECT_EQ_INT(0, ibv_dereg_mr(ml));
+    dq_destroy(&self);
     dq_destroy(&ac);
     dq_destroy(&am);
     dq_destroy(&bc);
     dq_destroy(&bm);
+    mlx5dv_devx_free_uar(ua);
+    mlx5dv_devx_free_uar(ub);
     EXPECT_EQ_INT(0, ibv_dealloc_pd(pa));
     EXPECT_EQ_INT(0, ibv_dealloc_pd(pb));
     EXPECT_EQ_INT(0, ibv_close_device(ca));
     EXPECT_EQ_INT(0, ibv_close_device(cb));
+}
+
+TAP_CASE(test_doca_228_sequence_connects_rc_qps_and_moves_data)
+{
+    doca230 = false;
+    doca_replay();
+}
+
+/* NCCL 2.30.7's DOCA (NCCL_GDAKI_USE_RELIABLE_DB 0: VALID_DBR; the
+ * NO_DBR_SW_EMULATED fallback makes the same commands, its DBR in host
+ * memory): doca_gpu_verbs_export_qp queries every new QP and needs a PRM
+ * MTU from it while the QP is still in RST. */
+TAP_CASE(test_doca_230_sequence_connects_rc_qps_and_moves_data)
+{
+    doca230 = true;
+    doca_replay();
+}
+
+/* NO_DBR_HW (NCCL_GDAKI_USE_RELIABLE_DB 1 or 2): DOCA asks hca_cap_2's
+ * send_dbr_mode_no_dbr_ext and, where it reads 0, refuses the mode itself
+ * (DOCA_ERROR_NOT_SUPPORTED) and NCCL falls back.  softnic's NIC takes a
+ * send queue's producer index from its doorbell record, so it has no
+ * DBR-less send: the capability type is there (as on a ConnectX-7) with
+ * that bit 0, and a CREATE_QP asking send_dbr_mode NO_DBR_EXT anyway is
+ * refused with BAD_PARAM, nothing created. */
+TAP_CASE(test_dbr_less_send_reads_absent_and_is_refused)
+{
+    doca230 = true;
+    struct ibv_context *ctx = plain_context(0);
+    struct doca_caps c;
+    doca_query_device(ctx, &c);
+    EXPECT_EQ_INT(1, c.hca_cap_2);
+    EXPECT_EQ_INT(0, c.send_dbr_mode_no_dbr_ext);
+    static uint8_t out[PRM_QUERY_HCA_CAP_OUT_BYTES];
+    EXPECT_EQ_INT(0, hca_cap_query(ctx, OPMOD_GENERAL_2_CUR, out, sizeof(out)));
+    for (size_t i = 0x10; i < sizeof(out); i++)     /* every type-0x20 capability absent */
+        if (out[i])
+            tap_fail_at(__FILE__, __LINE__, "hca_cap_2 byte 0x%zx is 0x%x", i - 0x10, out[i]);
+    EXPECT_EQ_INT(EREMOTEIO, hca_cap_query(ctx, OPMOD_GENERAL_2_CUR, out, 0x100));
+    EXPECT_EQ_INT(PRM_STATUS_BAD_OUTP_LEN, out[0]);
+
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    EXPECT_TRUE(pd != NULL);
+    struct dq q;
+    dq_create(&q, ctx, pd, false, NULL);
+    /* the same CREATE_QP with send_dbr_mode 1 */
+    uint8_t *sq = page_mem(DEPTH * 64), *dbr = page_mem(PAGE);
+    struct mlx5dv_devx_umem *us = doca_umem(ctx, sq, DEPTH * 64), *ud = doca_umem(ctx, dbr, PAGE);
+    struct mlx5dv_pd dvpd;
+    struct mlx5dv_obj obj = { .pd = { .in = pd, .out = &dvpd } };
+    EXPECT_EQ_INT(0, mlx5dv_init_obj(&obj, MLX5DV_OBJ_PD));
+    uint8_t in[0x110], o[0x10];
+    memset(in, 0, sizeof(in));
+    PRM_SET(in, PRM_IN_OPCODE, PRM_OP_CREATE_QP);
+    PRM_SET(in, PRM_QPC_ST, PRM_QP_ST_RC);
+    PRM_SET(in, PRM_QPC_PD, dvpd.pdn);
+    PRM_SET(in, PRM_QPC_UAR_PAGE, q.qp_uar->page_id);
+    PRM_SET(in, PRM_QPC_CQN_SND, q.cqn);
+    PRM_SET(in, PRM_QPC_LOG_SQ_SIZE, 7);
+    PRM_SET(in, PRM_QPC_RQ_TYPE, PRM_QP_RQ_ZERO_LEN);
+    PRM_SET(in, PRM_QPC_DBR_UMEM_VALID, 1);
+    PRM_SET(in, PRM_QPC_DBR_UMEM_ID, ud->umem_id);
+    PRM_SET(in, PRM_QP_WQ_UMEM_ID, us->umem_id);
+    PRM_SET(in, PRM_QP_WQ_UMEM_VALID, 1);
+    for (uint32_t mode = 1; mode <= 3; mode++) {
+        PRM_SET(in, QPC_SEND_DBR_MODE, mode);
+        errno = 0;
+        EXPECT_TRUE(mlx5dv_devx_obj_create(ctx, in, sizeof(in), o, sizeof(o)) == NULL);
+        EXPECT_EQ_INT(EREMOTEIO, errno);
+        EXPECT_EQ_INT(PRM_STATUS_BAD_PARAM, o[0]);
+    }
+    EXPECT_EQ_INT(0, mlx5dv_devx_umem_dereg(us));
+    EXPECT_EQ_INT(0, mlx5dv_devx_umem_dereg(ud));
+    free(sq);
+    free(dbr);
+    dq_destroy(&q);
+    EXPECT_EQ_INT(0, ibv_dealloc_pd(pd));
+    EXPECT_EQ_INT(0, ibv_close_device(ctx));
+}
+
+/* QUERY_QP before INIT2RTR (which sets the path MTU) answers the port's
+ * active MTU, a PRM MTU; from RTR on, the MTU the QP was given. */
+TAP_CASE(test_query_qp_before_rtr_answers_a_valid_mtu)
+{
+    doca230 = true;
+    struct ibv_context *ctx = plain_context(0);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    EXPECT_TRUE(pd != NULL);
+    struct ibv_port_attr pa;
+    EXPECT_EQ_INT(0, ibv_query_port(ctx, 1, &pa));
+    struct dq q;
+    dq_create(&q, ctx, pd, false, NULL);    /* its export query: RST */
+    uint8_t qo[PRM_QUERY_QP_OUT_BYTES];
+    dq_query(&q, qo);
+    EXPECT_EQ_INT(pa.active_mtu, (int)PRM_GET(qo, PRM_QPC_MTU));
+    uint8_t in[0x110], out[0x10];
+    memset(in, 0, sizeof(in));
+    PRM_SET(in, PRM_IN_OPCODE, PRM_OP_RST2INIT_QP);
+    PRM_SET(in, PRM_QP_CMD_QPN, q.qpn);
+    PRM_SET(in, PRM_ADS_VHCA_PORT, 1);
+    EXPECT_EQ_INT(0, mlx5dv_devx_obj_modify(q.qp, in, sizeof(in), out, sizeof(out)));
+    dq_export_query(q.qp, q.qpn, PRM_QP_STATE_INIT);
+    dq_query(&q, qo);
+    EXPECT_EQ_INT(pa.active_mtu, (int)PRM_GET(qo, PRM_QPC_MTU));
+    dq_destroy(&q);
+    EXPECT_EQ_INT(0, ibv_dealloc_pd(pd));
+    EXPECT_EQ_INT(0, ibv_close_device(ctx));
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }
