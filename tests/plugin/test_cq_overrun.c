@@ -45,7 +45,9 @@ static int load(void)
     ncclNetProperties_v8_t props;
     if (!resize_cq || net->getProperties(0, &props) != ncclSuccess)
         return -1;
-    snprintf(dev_name, sizeof(dev_name), "device %s", props.name);
+    /* the WARN names the NIC; a merged device's properties name its ports'
+     * fused device ("softnic0+softnic0") */
+    snprintf(dev_name, sizeof(dev_name), "device %.*s", (int)strcspn(props.name, "+"), props.name);
     logbuf[0] = '\0';
     return 0;
 }
