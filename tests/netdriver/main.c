@@ -8,9 +8,11 @@
  *   netdriver [OPTS] traffic .. multi-rank verified traffic (traffic.c)
  *   netdriver [OPTS] bw ..      one-way bandwidth table (perf.c)
  *   netdriver [OPTS] lat ..     ping-pong latency (perf.c)
- * OPTS: --plugin PATH, --net-version N, --traffic-class T, and --rank-wrap
- * PREFIX once per rank from rank 0 on (each rank then runs as "PREFIX
- * netdriver ..."; see nd.h).
+ * OPTS: --plugin PATH, --net-version N, --traffic-class T, --table-name
+ * NAME (the name the table must carry, default railnet; "any" drives
+ * another library's table, e.g. NVIDIA's external IB plugin beside
+ * railnet), and --rank-wrap PREFIX once per rank from rank 0 on (each rank
+ * then runs as "PREFIX netdriver ..."; see nd.h).
  *
  * PATH defaults to libnccl-net-railnet.so found through the loader's path.
  * The plugin's log lines go to stderr with NCCL-like prefixes. */
@@ -94,7 +96,8 @@ static int cmd_probe(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: netdriver [--plugin PATH] [--net-version 8..12] [--traffic-class T] [--rank-wrap PREFIX]...\n"
+    fprintf(f, "usage: netdriver [--plugin PATH] [--net-version 8..12] [--traffic-class T] [--table-name NAME|any]\n"
+               "                 [--rank-wrap PREFIX]...\n"
                "                 probe|traffic|bw|lat [options]\n"
                "       (netdriver CMD --help); rank i runs behind the i-th PREFIX, e.g.\n"
                "       --rank-wrap 'ip netns exec A env VAR=x' (split on blanks)\n");
@@ -116,6 +119,8 @@ int main(int argc, char **argv)
             if (nd_opt_int("--traffic-class", argv[i + 1], -1, 255, &tc))
                 return 2;
             nd_tables_set_traffic_class(tc);
+        } else if (!strcmp(argv[i], "--table-name")) {
+            nd_tables_set_name(strcmp(argv[i + 1], "any") ? argv[i + 1] : NULL);
         } else if (!strcmp(argv[i], "--rank-wrap")) {
             if (nd_add_rank_wrap(argv[i + 1]) != 0) {
                 fprintf(stderr, "netdriver: at most %d --rank-wrap\n", ND_MAX_RANKS);

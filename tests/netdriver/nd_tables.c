@@ -1,5 +1,6 @@
 /* tests/netdriver/nd_tables.c: the net table the driver drives, in v8's
  * shape (nd_tables.h). */
+#include <dlfcn.h>
 #include "nd_tables.h"
 
 #include <limits.h>
@@ -217,10 +218,31 @@ static const struct plugin_table_kind *kind_of(int v)
     }
 }
 
+static const char *want_name = PLUGIN_TABLES_NAME;
+
+void nd_tables_set_name(const char *name)
+{
+    want_name = name;
+}
+
 const ncclNet_v8_t *nd_tables_open(const char *path, ncclDebugLogger_t logger, char *err, size_t errlen)
 {
     static struct plugin_tables lib; /* stays loaded for the life of the process */
-    table = plugin_tables_load(&lib, path, kind_of(version), PLUGIN_TABLES_NAME, err, errlen);
+    const struct plugin_table_kind *kind = kind_of(version);
+    if (want_name) {
+        table = plugin_tables_load(&lib, path, kind, want_name, err, errlen);
+    } else {
+        /* another library's table may be filled in by its init (NVIDIA's
+         * external IB plugin exports only its name and init): its entries
+         * are checked after init, before any other call, as NCCL needs them */
+        if (plugin_tables_open(&lib, path, err, errlen))
+            return NULL;
+        table = dlsym(lib.handle, kind->symbol);
+        if (!table || !((const ncclNet_v8_t *)table)->init) {
+            snprintf(err, errlen, "%s: exports no %s with an init", path, kind->symbol);
+            return NULL;
+        }
+    }
     if (!table)
         return NULL;
     ncclResult_t r;
@@ -236,6 +258,8 @@ const ncclNet_v8_t *nd_tables_open(const char *path, ncclDebugLogger_t logger, c
         snprintf(err, errlen, "%s: init of ncclNetPlugin_v%d returned %d", path, version, (int)r);
         return NULL;
     }
+    if (!want_name && !plugin_tables_get(&lib, kind, NULL, err, errlen))
+        return NULL;
     if (version == 8)
         return table;
     /* the entries whose arguments do not change are v8's slots as they are */

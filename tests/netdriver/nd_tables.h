@@ -18,6 +18,8 @@
 /* 0, or -1 for a version the plugin has no table of. */
 int nd_tables_set_version(int version);
 int nd_tables_version(void);
+/* The name the table must carry (default "railnet"; NULL: any). */
+void nd_tables_set_name(const char *name);
 /* NCCL's traffic class for v10+ (-1: NCCL_NET_TRAFFIC_CLASS_UNDEF). */
 void nd_tables_set_traffic_class(int tc);
 

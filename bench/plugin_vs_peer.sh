@@ -1,0 +1,138 @@
+#!/bin/sh
+# bench/plugin_vs_peer.sh: railnet against its nearest peer, NVIDIA's
+# external IB plugin (nccl-rdma-sharp-plugins, built by
+# scripts/build-nccl-rdma-sharp-plugins into $top_builddir), both driven
+# through their ncclNetPlugin_v8 by the same driver (netdriver, as NCCL's
+# proxy drives a net table) on the same softnic port, side by side in one
+# run. The peer finds NICs by their PCI function, so the whole run is in
+# softnic-sysfs-ns's view (root; it skips without).
+#  1. One-way bandwidth: netdriver bw, one QP on port 1 for both
+#     (RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1;
+#     NCCL_IB_QPS_PER_CONNECTION=1 NCCL_IB_HCA==softnic0:1), each depth of
+#     RAILNET_BENCH_DEPTHS (default "8 16") and size of RAILNET_BENCH_SIZES
+#     (default 64 KiB .. 16 MiB), at least RAILNET_BENCH_BYTES (1 GiB) and
+#     200 messages a run.
+#  2. 8-byte latency: netdriver lat (isend/irecv ping-pong, median of 2000
+#     round trips).
+# Each round runs the peer, railnet, then the peer again (the A/A run: how
+# far a figure moves by itself), RAILNET_BENCH_ROUNDS rounds (default 5),
+# medians with the min-max of single runs. The verdict per depth: the A/A
+# band is the range over the sizes of peer-again / peer; railnet passes
+# when no size's railnet / peer falls below the band's low edge and their
+# median is >= 1.0 (latency: peer / railnet, by the same rule).
+# RAILNET_BENCH_MD=FILE writes the tables as markdown into FILE between
+# "<!-- plugin_vs_peer:begin -->" and "<!-- plugin_vs_peer:end -->".
+: "${top_builddir:=$(pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+plugin=$top_builddir/.libs/libnccl-net-railnet.so
+peer=${RAILNET_BENCH_PEER:-$top_builddir/nccl-rdma-sharp-plugins/libnccl-net.so}
+nd=$top_builddir/tests/netdriver/netdriver
+ns=$top_builddir/tests/softnic/softnic-sysfs-ns
+[ -x "$nd" ] && [ -f "$plugin" ] && [ -x "$ns" ] || { echo "skipped: build the plugin and tests first"; exit 0; }
+[ -f "$peer" ] || { echo "skipped: no peer plugin at $peer (scripts/build-nccl-rdma-sharp-plugins SRC)"; exit 0; }
+export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -z "${RAILNET_BENCH_IN_VIEW:-}" ]; then
+    why=$("$ns" -- true 2>&1) || { echo "skipped: softnic-sysfs-ns cannot make its view here: $why"; exit 0; }
+    RAILNET_BENCH_IN_VIEW=1 exec "$ns" -- sh "$0" "$@"
+fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+depths=${RAILNET_BENCH_DEPTHS:-8 16}
+sizes=${RAILNET_BENCH_SIZES:-65536 262144 1048576 4194304 16777216}
+rounds=${RAILNET_BENCH_ROUNDS:-5}
+budget=${RAILNET_BENCH_BYTES:-1073741824}
+for d in $depths; do
+    case $d in ''|*[!0-9]*) d=0 ;; esac
+    [ "$d" -ge 1 ] && [ "$d" -le 32 ] || { echo "RAILNET_BENCH_DEPTHS: 1..32 each"; exit 1; }
+done
+case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; exit 1 ;; esac
+
+stats() { # "median min max" of the numbers given ("- - -" without any)
+    printf '%s\n' "$@" | awk 'NF && $1 != "-" { print $1 }' | sort -g | awk '
+        { v[NR] = $1 }
+        END { if (!NR) { print "- - -"; exit }
+              m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+              printf "%.3f %.3f %.3f\n", m, v[1], v[NR] }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b != "-") printf "%.2f", b / a; else print "-" }'; }
+# run WHO CMD ARGS...: netdriver through railnet or the peer on port 1
+run() {
+    who=$1; shift
+    case $who in
+        railnet) RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
+                     timeout 300 "$nd" --plugin "$plugin" "$@" ;;
+        *) NCCL_IB_QPS_PER_CONNECTION=1 NCCL_IB_HCA==softnic0:1 NCCL_IB_GID_INDEX=0 \
+               timeout 300 "$nd" --plugin "$peer" --table-name any "$@" ;;
+    esac 2>/dev/null
+}
+bw() { v=$(run "$1" bw --size "$2" --iters "$3" --window "$4" | awk '$1 == '"$2"' { print $4 }'); echo "${v:--}"; }
+lat() { v=$(run "$1" lat --size 8 --iters 2000 | sed -n 's/.*, \([0-9.]*\) us one-way (median).*/\1/p'); echo "${v:--}"; }
+# verdict: lines "SIZE RATIO AA" -> "pass|fail (band, median, below)"
+verdict() {
+    awk '{ n++; s[n] = $1; r[n] = $2; if ($3 != "-") { if (!lo || $3 < lo) lo = $3; if ($3 > hi) hi = $3 } }
+         END { if (!lo) { print "undecided (no A/A run)"; exit }
+               for (i = 1; i <= n; i++) { v[i] = r[i]; if (r[i] < lo) below = below " " s[i] "=" r[i] }
+               for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j+1] = v[j]; v[j+1] = x }
+               m = n % 2 ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2
+               printf "%s (A/A band %.2f..%.2f; median %.2f over %d; below the band:%s)\n", (below == "" && m >= 1.0 ? "pass" : "fail"), lo, hi, m, n, (below == "" ? " none" : below) }'
+}
+
+echo "# peer: $peer; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+: >"$tmp/md"
+for depth in $depths; do
+    echo "== one-way bandwidth, 1 QP on port 1, $depth in flight: GB/s, median [min-max] of $rounds rounds"
+    printf '%10s %22s %22s %22s %8s %5s\n' bytes peer railnet peer_again rn/peer A/A
+    : >"$tmp/v"
+    { echo "| depth $depth | peer GB/s | railnet GB/s | railnet / peer | A/A |"; echo "|---|---:|---:|---:|---:|"; } >>"$tmp/md"
+    for size in $sizes; do
+        n=$((budget / size)); [ $n -lt 200 ] && n=200
+        ps= rs= as=
+        for round in $(seq "$rounds"); do
+            ps="$ps $(bw peer "$size" $n "$depth")"
+            rs="$rs $(bw railnet "$size" $n "$depth")"
+            as="$as $(bw peer "$size" $n "$depth")"
+        done
+        set -- $(stats $ps); p=$1 pr="$2-$3"
+        set -- $(stats $rs); r=$1 rr="$2-$3"
+        set -- $(stats $as); a=$1 ar="$2-$3"
+        q=$(ratio "$p" "$r") aa=$(ratio "$p" "$a")
+        printf '%10d %22s %22s %22s %8s %5s\n' "$size" "$p [$pr]" "$r [$rr]" "$a [$ar]" "$q" "$aa"
+        echo "$size $q $aa" >>"$tmp/v"
+        echo "| $((size / 1024)) KiB | $p ($pr) | $r ($rr) | $q | $aa |" >>"$tmp/md"
+    done
+    v=$(verdict <"$tmp/v")
+    echo "verdict depth $depth railnet/peer: $v"
+    printf '\nDepth %s: %s\n\n' "$depth" "$v" >>"$tmp/md"
+done
+ps= rs= as=
+for round in $(seq "$rounds"); do
+    ps="$ps $(lat peer)"; rs="$rs $(lat railnet)"; as="$as $(lat peer)"
+done
+set -- $(stats $ps); p=$1 pr="$2-$3"
+set -- $(stats $rs); r=$1 rr="$2-$3"
+set -- $(stats $as); a=$1 ar="$2-$3"
+q=$(ratio "$r" "$p") aa=$(ratio "$a" "$p")
+echo "== 8 B one-way latency, us: peer $p [$pr], railnet $r [$rr], peer again $a [$ar]; peer/railnet $q, A/A $aa"
+lv=$(echo "8 $q $aa" | verdict)
+echo "verdict latency peer/railnet: $lv"
+{ echo "| 8 B one-way latency | peer us | railnet us | peer / railnet | A/A |"; echo "|---|---:|---:|---:|---:|"
+  echo "| median (min-max) | $p ($pr) | $r ($rr) | $q | $aa |"; printf '\nLatency: %s\n' "$lv"; } >>"$tmp/md"
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "${RAILNET_BENCH_MD:-}" ]; then
+    {
+        echo "$(date -u +%Y-%m-%d), $(uname -m), $(nproc) CPUs, load average after $(cut -d' ' -f1-3 /proc/loadavg)."
+        echo "Medians of $rounds rounds (peer, railnet, peer again), min-max of single runs in parentheses."
+        echo
+        echo '```sh'
+        echo "cd build && RAILNET_BENCH_ROUNDS=$rounds sh ../bench/plugin_vs_peer.sh"
+        echo '```'
+        echo
+        cat "$tmp/md"
+    } >"$tmp/section"
+    f=$RAILNET_BENCH_MD
+    if grep -q '<!-- plugin_vs_peer:begin -->' "$f" 2>/dev/null; then
+        awk -v sec="$tmp/section" '/<!-- plugin_vs_peer:begin -->/ { print; while ((getline l < sec) > 0) print l; skip = 1; next }
+                                   /<!-- plugin_vs_peer:end -->/ { skip = 0 } !skip' "$f" >"$tmp/new" && cat "$tmp/new" >"$f"
+    else
+        cp "$tmp/section" "$f"
+    fi
+fi
