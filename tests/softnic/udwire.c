@@ -27,8 +27,9 @@
 /* the largest datagram a port sends (MTU 4096) plus one byte, so that a
  * longer one is seen as such and dropped */
 #define RX_BYTES (sizeof(struct sn_ud_hdr) + 4096 + 1)
-/* asked of the kernel for each socket (it caps it at net.core.rmem_max):
- * a burst a step has not read yet waits there rather than being lost */
+/* asked of the kernel for each socket (it caps it at net.core.rmem_max
+ * unless the process may force it): a burst an engine has not read yet
+ * waits there rather than being lost */
 #define SOCK_BUF (4 << 20)
 
 struct ud_sock {
@@ -107,7 +108,9 @@ static int sock_open(uint16_t block, struct in_addr ip)
     int err = !s->rx ? ENOMEM : s->fd < 0 ? errno : 0;
     if (!err) {
         int sz = SOCK_BUF;
-        setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+        /* past net.core.rmem_max where the process may (CAP_NET_ADMIN) */
+        if (setsockopt(s->fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+            setsockopt(s->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
         setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(block), .sin_addr = ip };
         if (bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)))
