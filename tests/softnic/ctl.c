@@ -39,6 +39,19 @@ EXPORT int softnic_ctl_objects(struct softnic_ctl_objects *out)
     return 0;
 }
 
+EXPORT int softnic_ctl_ud_counts(struct softnic_ctl_ud *out)
+{
+    if (!out)
+        return EINVAL;
+    out->sent = atomic_load(&sn_ud_cnt.sent);
+    out->delivered = atomic_load(&sn_ud_cnt.delivered);
+    out->malformed = atomic_load(&sn_ud_cnt.malformed);
+    out->no_qp = atomic_load(&sn_ud_cnt.no_qp);
+    out->bad_qkey = atomic_load(&sn_ud_cnt.bad_qkey);
+    out->no_recv = atomic_load(&sn_ud_cnt.no_recv);
+    return 0;
+}
+
 static struct sn_port *ctl_port(struct ibv_context *ctx, uint8_t port)
 {
     if (!ctx || ctx->abi_compat != __VERBS_ABI_IS_EXTENDED)

@@ -1,6 +1,8 @@
-/* qp.c: RC queue pairs: creation, the state machine of ibv_modify_qp with
- * the attribute masks the IB spec requires per transition (EINVAL for a
- * missing required or a disallowed attribute), query, posting, flushing.
+/* qp.c: RC and UD queue pairs: creation, the state machine of
+ * ibv_modify_qp with the attribute masks the IB spec requires per
+ * transition and transport (EINVAL for a missing required or a disallowed
+ * attribute), query, posting, flushing.  A UD QP's sends and receives are
+ * ud.c's; it has no requester or completer task (nothing is connected).
  *
  * Engines: the requester's and the completer's tasks start at the first
  * move to RTS and stop at RESET or destroy; a responder's task attaches to
@@ -25,7 +27,7 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     int err = 0;
     if (!pd || !ia || !ia->send_cq || !ia->recv_cq)
         err = EINVAL;
-    else if (ia->qp_type != IBV_QPT_RC)
+    else if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UD)
         err = EOPNOTSUPP;
     else if (ia->cap.max_send_wr > SN_MAX_QP_WR || ia->cap.max_send_sge > SN_MAX_SGE ||
              ia->cap.max_inline_data > SN_MAX_INLINE ||
@@ -54,14 +56,18 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     qp->sq_inline = calloc(qp->sq_size, qp->cap.max_inline_data ? qp->cap.max_inline_data : 1);
     qp->rq = qp->rq_size ? calloc(qp->rq_size, sizeof(*qp->rq)) : NULL;
     uint32_t qpn = wire_alloc_qpn();
-    if (!qp->sq || !qp->sq_inline || (qp->rq_size && !qp->rq) || !qpn) {
+    err = !qpn ? ENOSPC : (!qp->sq || !qp->sq_inline || (qp->rq_size && !qp->rq)) ? ENOMEM : 0;
+    /* a UD QP's datagrams arrive on its block's sockets (udwire.c) */
+    if (!err && ia->qp_type == IBV_QPT_UD)
+        err = udwire_open(qpn);
+    if (err) {
         if (qpn)
             wire_free_qpn(qpn);
         free(qp->sq);
         free(qp->sq_inline);
         free(qp->rq);
         free(qp);
-        errno = qpn ? ENOMEM : ENOSPC;
+        errno = err;
         return NULL;
     }
     pthread_mutex_init(&qp->lock, NULL);
@@ -82,7 +88,7 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     qp->ibqp.handle = qpn;
     qp->ibqp.qp_num = qpn;
     qp->ibqp.state = IBV_QPS_RESET;
-    qp->ibqp.qp_type = IBV_QPT_RC;
+    qp->ibqp.qp_type = ia->qp_type;
     pthread_mutex_init(&qp->ibqp.mutex, NULL);
     pthread_cond_init(&qp->ibqp.cond, NULL);
     cq_attach(ia->send_cq, 1);
@@ -115,8 +121,9 @@ struct ibv_qp *qp_create_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *i
     a.cap = ia->cap;
     a.qp_type = ia->qp_type;
     a.sq_sig_all = ia->sq_sig_all;
-    if ((ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && ia->qp_type != IBV_QPT_RC) {
-        errno = EOPNOTSUPP;       /* the builder is offered for RC only */
+    if ((ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && ia->qp_type != IBV_QPT_RC &&
+        ia->qp_type != IBV_QPT_UD) {
+        errno = EOPNOTSUPP;       /* the builder is offered for RC and UD */
         return NULL;
     }
     struct ibv_qp *qp = qp_create(ia->pd, &a);
@@ -218,15 +225,33 @@ static const struct qp_transition rc_table[] = {
           IBV_QP_MAX_DEST_RD_ATOMIC },
 };
 
-/* Checks mask against the transition table; 0 or EINVAL. */
-static int qp_check_mask(enum ibv_qp_state cur, enum ibv_qp_state next, int mask)
+/* UD (IB spec 11.2.4.2's table for UD): no path, no PSN to receive, no
+ * RDMA; the Q_Key from INIT on. */
+static const struct qp_transition ud_table[] = {
+    { IBV_QPS_RESET, IBV_QPS_RESET, 0, 0 },
+    { IBV_QPS_RESET, IBV_QPS_INIT, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, 0 },
+    { IBV_QPS_INIT, IBV_QPS_INIT, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY },
+    { IBV_QPS_INIT, IBV_QPS_RTR, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY },
+    { IBV_QPS_RTR, IBV_QPS_RTS, IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY },
+    { IBV_QPS_RTS, IBV_QPS_RTS, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY },
+    { IBV_QPS_RTS, IBV_QPS_SQD, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY },
+    { IBV_QPS_SQD, IBV_QPS_RTS, 0, IBV_QP_CUR_STATE | IBV_QP_QKEY },
+    { IBV_QPS_SQD, IBV_QPS_SQD, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY },
+};
+
+/* Checks mask against the transition table of the QP's type; 0 or EINVAL. */
+static int qp_check_mask(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
+                         int mask)
 {
     mask &= ~IBV_QP_STATE;
     /* to RESET or ERR: from anywhere but RESET -> ERR, with no attribute */
     if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
         return (mask || (cur == IBV_QPS_RESET && next == IBV_QPS_ERR)) ? EINVAL : 0;
-    for (size_t i = 0; i < sizeof(rc_table) / sizeof(rc_table[0]); i++) {
-        const struct qp_transition *t = &rc_table[i];
+    const struct qp_transition *table = type == IBV_QPT_UD ? ud_table : rc_table;
+    size_t n = type == IBV_QPT_UD ? sizeof(ud_table) / sizeof(ud_table[0])
+                                  : sizeof(rc_table) / sizeof(rc_table[0]);
+    for (size_t i = 0; i < n; i++) {
+        const struct qp_transition *t = &table[i];
         if (t->from != cur || t->to != next)
             continue;
         if ((mask & t->req) != t->req)
@@ -286,6 +311,7 @@ static void qp_store(struct sn_qp *qp, const struct ibv_qp_attr *a, int mask)
         qp->port = sn_port_get(qp->dev, a->port_num);
     }
     if (mask & IBV_QP_PKEY_INDEX) s->pkey_index = a->pkey_index;
+    if (mask & IBV_QP_QKEY) s->qkey = a->qkey;
     if (mask & IBV_QP_ACCESS_FLAGS) s->qp_access_flags = a->qp_access_flags;
     if (mask & IBV_QP_AV) {
         s->ah_attr = a->ah_attr;
@@ -339,7 +365,7 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
     else if (cur == IBV_QPS_ERR && next != IBV_QPS_RESET && next != IBV_QPS_ERR)
         err = EINVAL;
     else
-        err = qp_check_mask(cur, next, mask);
+        err = qp_check_mask(ibqp->qp_type, cur, next, mask);
     if (!err)
         err = qp_check_values(qp, a, mask);
     if (!err && next == IBV_QPS_RTR && qp->port && !(mask & IBV_QP_PORT)) {
@@ -364,7 +390,7 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
             pthread_cond_wait(&qp->cond, &qp->lock);
         qp->placing_waiters--;
     }
-    if (next == IBV_QPS_RTS && !qp->req)
+    if (next == IBV_QPS_RTS && !qp->req && ibqp->qp_type == IBV_QPT_RC)
         start = true;
     if (next != IBV_QPS_ERR) {
         qp->attr.qp_state = next;
@@ -408,7 +434,7 @@ int qp_query(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask, struct ibv_qp
     ia->recv_cq = ibqp->recv_cq;
     ia->srq = ibqp->srq;
     ia->cap = qp->cap;
-    ia->qp_type = IBV_QPT_RC;
+    ia->qp_type = ibqp->qp_type;
     ia->sq_sig_all = qp->sq_sig_all;
     pthread_mutex_unlock(&qp->lock);
     return 0;
@@ -583,6 +609,8 @@ static bool sq_wait_for_acks_locked(struct sn_qp *qp)
 int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
     struct sn_qp *qp = sn_qp_of(ibqp);
+    if (ibqp->qp_type == IBV_QPT_UD)
+        return ud_post_send(qp, wr, bad);
     int err = 0;
     pthread_mutex_lock(&qp->lock);
     enum ibv_qp_state st = qp->attr.qp_state;

@@ -1,5 +1,7 @@
 /* qp_ex.c: the extended QP's work-request builder (ibv_wr_start ...
- * ibv_wr_complete), for RC QPs created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
+ * ibv_wr_complete), for RC and UD QPs created with
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (UD: the sends, addressed with
+ * ibv_wr_set_ud_addr, as mlx5 offers them).
  *
  * In rdma-core the ibv_wr_* calls are inlines of verbs.h that jump through
  * the function pointers of struct ibv_qp_ex; softnic fills them here.  The
@@ -41,6 +43,9 @@ struct sn_qp_ex {
                       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
                       IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+/* what mlx5 builds on a UD QP */
+#define SN_QP_EX_OPS_UD (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 
 static struct sn_qp *qp_of_ex(struct ibv_qp_ex *x) { return (struct sn_qp *)x; }
 
@@ -176,6 +181,24 @@ static void ex_atomic_fetch_add(struct ibv_qp_ex *x, uint32_t rkey, uint64_t rad
     }
 }
 
+/* The address of the WR opened last (UD): not a data setter, so it may
+ * come before or after the SGEs, as in mlx5. */
+static void ex_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t remote_qpn,
+                           uint32_t remote_qkey)
+{
+    struct sn_qp_ex *b = qp_of_ex(x)->ex;
+    if (!b->open || b->err)
+        return;
+    if (b->n == 0) {
+        b->err = EINVAL;
+        return;
+    }
+    struct ibv_send_wr *wr = &b->wrs[b->n - 1].wr;
+    wr->wr.ud.ah = ah;
+    wr->wr.ud.remote_qpn = remote_qpn;
+    wr->wr.ud.remote_qkey = remote_qkey;
+}
+
 static void ex_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *sg)
 {
     struct sn_ex_wr *w = cur_wr(x);
@@ -267,7 +290,8 @@ int qp_ex_init(struct sn_qp *qp, uint64_t send_ops)
 {
     if (send_ops & ~(uint64_t)SN_QP_EX_OPS)
         return EOPNOTSUPP;         /* bind MW, local inv, TSO, send inv ... */
-    if (qp->ibqp.qp_type != IBV_QPT_RC)
+    if (qp->ibqp.qp_type != IBV_QPT_RC &&
+        (qp->ibqp.qp_type != IBV_QPT_UD || (send_ops & ~(uint64_t)SN_QP_EX_OPS_UD)))
         return EOPNOTSUPP;
     struct sn_qp_ex *b = calloc(1, sizeof(*b));
     if (!b)
@@ -291,6 +315,8 @@ int qp_ex_init(struct sn_qp *qp, uint64_t send_ops)
     x->wr_atomic_cmp_swp = ex_atomic_cmp_swp;
     x->wr_atomic_fetch_add = ex_atomic_fetch_add;
     x->wr_set_sge = ex_set_sge;
+    if (qp->ibqp.qp_type == IBV_QPT_UD)
+        x->wr_set_ud_addr = ex_set_ud_addr;
     x->wr_set_sge_list = ex_set_sge_list;
     x->wr_set_inline_data = ex_set_inline_data;
     x->wr_set_inline_data_list = ex_set_inline_data_list;

@@ -121,6 +121,7 @@ struct st_ctl {
     int (*port_tc_bytes)(struct ibv_context *, uint8_t, uint8_t, uint64_t *);
     int (*qp_steps)(struct ibv_qp *, struct softnic_ctl_qp_steps *);
     int (*engines)(struct softnic_ctl_engines *);
+    int (*ud_counts)(struct softnic_ctl_ud *);
 };
 const struct st_ctl *st_ctl(void);
 

@@ -782,6 +782,66 @@ void responder_kick_locked(struct sn_qp *qp);
  * either look again (caller holds qp->lock). */
 void responder_wake_locked(struct sn_qp *qp, bool recv_posted);
 
+/* ------------------------------------------------------ ud.c, udwire.c */
+/* Address handles (verbs.c): what ibv_create_ah was given, for a UD send. */
+struct sn_ah {
+    struct ibv_ah ibah;
+    struct ibv_ah_attr attr;
+};
+
+/* A UD datagram on the wire: one UDP datagram from the sending port's IP
+ * to the receiving port's IP, UDP port (dst_qpn >> 8) -- the listener
+ * block's number, so (GID, QPN) names the socket as it names the TCP
+ * listener of an RC QP -- this header, then len payload bytes (at most
+ * the port MTU).  Host byte order, both ends are this library; every field
+ * is checked on receipt (udwire.c) and a datagram that fails is dropped
+ * and counted. */
+#define SN_UD_MAGIC 0x534e5544u   /* "SNUD" */
+#define SN_UD_VERSION 1
+struct sn_ud_hdr {
+    uint32_t magic;
+    uint8_t version;
+    uint8_t op;             /* SN_OP_SEND or SN_OP_SEND_IMM */
+    uint8_t flags;          /* SN_REQ_SOLICITED */
+    uint8_t tclass;         /* the AH's traffic class and hop limit: the */
+    uint8_t hop_limit;      /* receiver's GRH (IPv4 TOS and TTL) shows them */
+    uint8_t pad[3];
+    uint32_t dst_qpn;
+    uint32_t src_qpn;
+    uint32_t qkey;
+    uint32_t imm;           /* network order, as in the WR */
+    uint32_t len;           /* payload bytes after the header */
+    uint32_t pad2;
+};
+/* The GRH a UD receive gets in front of the payload (IB spec 11.4.1.3). */
+#define SN_GRH_BYTES 40
+
+/* Opens the datagram sockets of qpn's listener block (one per port IP,
+ * bound to UDP port qpn >> 8, read by an engine task each), once per
+ * block: 0 or an errno (EADDRINUSE: another program holds that UDP port). */
+int udwire_open(uint32_t qpn);
+/* Sends one datagram from the socket of qpn's block on local port ip to
+ * dst (IPv4, network order); 0 or an errno. */
+int udwire_send(uint32_t src_qpn, struct in_addr ip, struct in_addr dst,
+                const struct sn_ud_hdr *h, const void *payload, uint32_t len);
+/* A datagram udwire.c validated (from: its source IP, on: the IP it
+ * arrived on): ud.c finds its QP and places it, or drops it. */
+void ud_deliver(const struct sn_ud_hdr *h, const void *payload, struct in_addr from,
+                struct in_addr on);
+/* ibv_post_send on a UD QP (qp.c's qp_post_send hands it over). */
+int ud_post_send(struct sn_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+/* The address handle attributes that answer a datagram received on
+ * port_num (ibv_init_ah_from_wc): 0, or EINVAL without a valid GRH. */
+int ud_ah_attr_from_grh(uint8_t port_num, const struct ibv_wc *wc, const struct ibv_grh *grh,
+                        struct ibv_ah_attr *a);
+/* Process-wide UD counters (softnic_ctl_ud_counts). */
+struct sn_ud_counts {
+    _Atomic uint64_t sent, delivered, malformed, no_qp, bad_qkey, no_recv;
+};
+extern struct sn_ud_counts sn_ud_cnt;
+/* The port MTU in bytes. */
+static inline uint32_t sn_mtu_bytes(int mtu) { return 128u << mtu; }
+
 /* ---------------------------------------------------- qp_ex.c, cq_ex.c */
 /* Makes qp an extended QP for the IBV_QP_EX_WITH_* ops in send_ops (RC
  * ones only): fills ibqp_ex's builder functions.  0 or an errno

@@ -115,6 +115,15 @@ int softnic_ctl_gpu_value_writes(uint64_t *out);
  * within (SOFTNIC_LINK_RATE, or this process's calibration: link.c). */
 int softnic_ctl_link_rate(uint64_t *bytes_per_s);
 
+/* This process's UD datagrams (all devices): sent, placed in a receive
+ * WQE, and dropped on receipt because they were malformed (size, header
+ * fields), named no UD QP here in RTR or later on the port they arrived
+ * on, carried another Q_Key, or found no receive WQE posted. */
+struct softnic_ctl_ud {
+    uint64_t sent, delivered, malformed, no_qp, bad_qkey, no_recv;
+};
+int softnic_ctl_ud_counts(struct softnic_ctl_ud *out);
+
 /* Verbs objects alive in this process (all devices): leak checks compare
  * these before and after work that must free what it made. */
 struct softnic_ctl_objects {

@@ -900,7 +900,8 @@ TAP_CASE(test_unsupported_verbs_fail_cleanly)
     struct st_dev d;
     st_dev_open(&d);
     struct ibv_cq *cq = ibv_create_cq(d.ctx, 4, NULL, NULL, 0);
-    struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+    /* UC: softnic serves RC and UD only (test_softnic_ud) */
+    struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UC,
                                    .cap = { .max_send_wr = 1, .max_recv_wr = 1,
                                             .max_send_sge = 1, .max_recv_sge = 1 } };
     errno = 0;

@@ -358,10 +358,10 @@ EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
     return EOPNOTSUPP;
 }
 
-/* ------------------------------------------------------------ unsupported */
-/* Address handles: softnic has no UD QPs to use one with, but mlx5
- * programs create one to learn a route (mlx5dv_init_obj AH, the remote MAC
- * of a DEVX QP).  On RoCE ports, as on a ConnectX, the GRH is required. */
+/* -------------------------------------------------------- address handles */
+/* Address handles, for UD sends (ud.c) and for mlx5 programs that create
+ * one to learn a route (mlx5dv_init_obj AH, the remote MAC of a DEVX QP).
+ * On RoCE ports, as on a ConnectX, the GRH is required. */
 EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a)
 {
     if (!pd || !a) {
@@ -373,15 +373,16 @@ EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a)
         errno = EINVAL;
         return NULL;
     }
-    struct ibv_ah *ah = calloc(1, sizeof(*ah));
+    struct sn_ah *ah = calloc(1, sizeof(*ah));
     if (!ah) {
         errno = ENOMEM;
         return NULL;
     }
-    ah->context = pd->context;
-    ah->pd = pd;
+    ah->attr = *a;
+    ah->ibah.context = pd->context;
+    ah->ibah.pd = pd;
     pd_use(pd, 1);
-    return ah;
+    return &ah->ibah;
 }
 
 EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
@@ -389,26 +390,33 @@ EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
     if (!ah)
         return EINVAL;
     pd_use(ah->pd, -1);
-    free(ah);
+    free((struct sn_ah *)ah);
     return 0;
 }
 
 EXPORT int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc,
                                struct ibv_grh *grh, struct ibv_ah_attr *a)
 {
-    (void)c, (void)port, (void)wc, (void)grh, (void)a;
-    errno = EOPNOTSUPP;
-    return -1;
+    int err = (!c || !wc || !grh || !a || !sn_port_get(sn_device_of(c), port))
+                  ? EINVAL : ud_ah_attr_from_grh(port, wc, grh, a);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
 }
 
 EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
                                             struct ibv_grh *grh, uint8_t port)
 {
-    (void)pd, (void)wc, (void)grh, (void)port;
-    errno = EOPNOTSUPP;
-    return NULL;
+    struct ibv_ah_attr a;
+    if (!pd || ibv_init_ah_from_wc(pd->context, port, wc, grh, &a))
+        return (errno = pd ? errno : EINVAL), NULL;
+    return ibv_create_ah(pd, &a);
 }
 
+/* ------------------------------------------------------------ unsupported */
+/* Multicast: UD QPs are unicast only. */
 EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
     (void)qp, (void)gid, (void)lid;
