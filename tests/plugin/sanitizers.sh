@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 50
+tap_plan 51
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_ud tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
@@ -123,6 +123,8 @@ san asan_gin_gdaki_forged_table_keys env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_M
 # libmlx5 as NCCL 2.28.9 probes it
 san asan_softnic_verbs_ex "$asan/tests/softnic/test_softnic_verbs_ex"
 san asan_softnic_nccl_gdaki_probe "$asan/tests/softnic/test_softnic_nccl_gdaki_probe"
+# UD QPs: datagrams, GRH, drops, malformed datagrams from a raw socket
+san asan_softnic_ud "$asan/tests/softnic/test_softnic_ud"
 # the same-host fast path (process_vm_readv pulls, pins, killed peers)
 san asan_softnic_fastpath "$asan/tests/softnic/test_softnic_fastpath"
 # the engines: 128 QPs on a few threads, one engine shared by a stream and
@@ -153,7 +155,7 @@ if grep -q '^RAILNET_SAN_FLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/nul
     tap_skip valgrind_memcheck_softnic_tests_clean "this build is itself instrumented with ASan, which valgrind cannot run (a plain build runs this case)"
 elif command -v valgrind >/dev/null 2>&1; then
     st=0; out=
-    for t in test_softnic_atomics test_softnic_mr test_softnic_verbs_ex test_softnic_engines; do
+    for t in test_softnic_atomics test_softnic_mr test_softnic_verbs_ex test_softnic_engines test_softnic_ud test_softnic_nccl_gdaki_probe; do
         # valgrind runs softnic's NIC threads ~20x slower, beside make check's
         # other jobs: a retry budget that long cannot pass for a dead link
         o=$(env -u LD_LIBRARY_PATH SOFTNIC_RETRY_MIN_MS=20000 SOFTNIC_RETRY_CAP_MS=30000 \
