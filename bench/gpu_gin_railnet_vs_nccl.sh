@@ -13,8 +13,11 @@
 #   message-rate ratio: the rows up to 64 KiB are the small-message rates;
 # - ping-pong: an 8-byte put with SignalInc, answered when the signal moves,
 #   microseconds per round trip measured on the GPU clock.
-# Ratios: railnet / NCCL for bandwidth, NCCL / railnet for latency (> 1 means
-# railnet is better in both). Softnic ports are limited to RAILNET_BENCH_RATE
+# NCCL's GDAKI runs twice a round (the A/A run) and every figure is the median
+# of RAILNET_BENCH_ROUNDS alternating rounds (default 3). The verdicts:
+# railnet's GDAKI against NCCL's by the A/A rule (no size below the band of
+# NCCL-again / NCCL, median ratio >= 1.0), and railnet's GDAKI per-op time
+# against its proxy type's at 64 KiB-1 MiB (<= RAILNET_BENCH_GDAKI_GOAL, 0.25). Softnic ports are limited to RAILNET_BENCH_RATE
 # bytes/s (default 3125M, as bench/gpu_nccl_ib_vs_railnet.sh; 0 = no limit).
 # With one GPU the two ranks share it: without MPS their kernels take turns
 # in ~2 ms time slices (tests/gpu/lib-mps.sh says why that matters on
@@ -37,37 +40,87 @@ if [ "$(gpu_count)" -lt 2 ] && [ "${RAILNET_BENCH_MPS:-0}" = 1 ]; then
     if mps_start "$JOBDIR"; then mps=on; trap mps_stop EXIT; fi
 fi
 rc=0
-# shellcheck disable=SC2086
-gin_job bench_gin_ib torch ib-proxy $args || { rc=1; echo "NCCL IB proxy GIN run failed:"; tail -n 15 "$JOBDIR/bench_gin_ib.rank0.log"; }
-# NCCL's own GDAKI over its IB transport: a column when softnic runs it (on
-# 2026-11-24 NCCL refused it cleanly on softnic: then "-")
-# shellcheck disable=SC2086
-gin_job bench_gin_ibg torch ib-gdaki $args || echo "NCCL IB GDAKI GIN did not run (column '-'): $(grep -m1 -E 'NCCL WARN|gin_env_open' "$JOBDIR/bench_gin_ibg.rank0.log")"
-# shellcheck disable=SC2086
-gin_job bench_gin_railnet torch railnet $args || { rc=1; echo "railnet GIN run failed:"; tail -n 15 "$JOBDIR/bench_gin_railnet.rank0.log"; }
-# railnet's GDAKI type: NCCL's device code posts into railnet's DEVX queues
-# shellcheck disable=SC2086
-gin_job bench_gin_railnet_gdaki torch railnet-gdaki $args || { rc=1; echo "railnet GDAKI GIN run failed:"; tail -n 15 "$JOBDIR/bench_gin_railnet_gdaki.rank0.log"; }
-ib=$JOBDIR/bench_gin_ib.rank0.log
-ibg=$JOBDIR/bench_gin_ibg.rank0.log
-rn=$JOBDIR/bench_gin_railnet.rank0.log
-rg=$JOBDIR/bench_gin_railnet_gdaki.rank0.log
-echo "GIN alltoall and put+signal ping-pong, 2 ranks, NCCL 2.28.9, softnic at ${SOFTNIC_RATE:-unlimited} B/s per port, $(gpu_count) GPU(s), MPS $mps"
-grep -hE "Assigned GIN plugin|GIN Proxy will not|NET/railnet/GIN: rank 0 of 2 on .*GDAKI type" "$ib" "$ibg" "$rn" "$rg" 2>/dev/null |
-    sed 's/^[^]]*] NCCL INFO /# /' | sort | uniq -c | sed 's/^ */# x/'
-# Columns: NCCL IB proxy, NCCL IB GDAKI, railnet proxy, railnet GDAKI (GB/s);
-# ratios: railnet GDAKI over NCCL's best, and over railnet proxy.
-printf '%12s %11s %11s %11s %11s %9s %9s\n' bytes IB_proxy IB_gdaki rn_proxy rn_gdaki gdaki/best gdaki/rnp
-touch "$ib" "$ibg" "$rn" "$rg"   # a run that did not start leaves its column "-"
-awk 'FNR==1 { for (i = 1; i < ARGC; i++) if (ARGV[i] == FILENAME) f = i } $1=="#bench" && $2=="alltoall" { v[f, $3]=$5; b[$3]=1 }
-     function cell(i, x) { return ((i, x) in v) ? sprintf("%.4g", v[i, x]) : "-" }
-     END { for (x in b) { best = 0; if ((1, x) in v) best = v[1, x]; if ((2, x) in v && v[2, x] > best) best = v[2, x]
-             printf "%12d %11s %11s %11s %11s %9s %9s\n", x, cell(1, x), cell(2, x), cell(3, x), cell(4, x),
-               ((4, x) in v && best > 0) ? sprintf("%.2f", v[4, x] / best) : "-",
-               ((4, x) in v && (3, x) in v && v[3, x] > 0) ? sprintf("%.2f", v[4, x] / v[3, x]) : "-" } }' \
-    "$ib" "$ibg" "$rn" "$rg" | sort -n
-awk 'FNR==1 { for (i = 1; i < ARGC; i++) if (ARGV[i] == FILENAME) f = i } $1=="#bench" && $2=="pingpong" { pp[f]=$4 }
-     function c(i) { return (i in pp) ? pp[i] : "-" }
-     END { printf "ping-pong round trip (us): IB proxy %s, IB GDAKI %s, railnet proxy %s, railnet GDAKI %s\n", c(1), c(2), c(3), c(4) }' \
-    "$ib" "$ibg" "$rn" "$rg"
+# Transports, each a column: NCCL's proxy GIN and NCCL's own GDAKI over its
+# IB transport, NCCL's GDAKI again (the A/A run: how far a figure moves by
+# itself), railnet's proxy type and railnet's GDAKI type. Each of
+# RAILNET_BENCH_ROUNDS rounds (default 3) runs them all, the order reversed
+# in even rounds; every figure is the median over the rounds.
+ts="ib_proxy ib_gdaki ib_gdaki_aa rn_proxy rn_gdaki"
+rounds=${RAILNET_BENCH_ROUNDS:-3}
+case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; exit 2 ;; esac
+net_of() {
+    case $1 in
+        ib_proxy) echo ib-proxy ;; ib_gdaki*) echo ib-gdaki ;;
+        rn_proxy) echo railnet ;; rn_gdaki) echo railnet-gdaki ;;
+    esac
+}
+k=1
+while [ $k -le "$rounds" ]; do
+    order=$ts
+    [ $((k % 2)) = 0 ] && order=$(echo $ts | tr ' ' '\n' | sed '1!G;h;$!d' | tr '\n' ' ')
+    for t in $order; do
+        # shellcheck disable=SC2086
+        gin_job "bench_gin_${t}_r$k" torch "$(net_of $t)" $args ||
+            { case $t in ib_gdaki*) ;; *) rc=1 ;; esac
+              echo "$t run failed (round $k): $(grep -m1 -E 'NCCL WARN|gin_env_open|rror' "$JOBDIR/bench_gin_${t}_r$k.rank0.log")"; }
+    done
+    k=$((k + 1))
+done
+echo "GIN alltoall and put+signal ping-pong, 2 ranks, NCCL 2.28.9, softnic at ${SOFTNIC_RATE:-unlimited} B/s per port, $(gpu_count) GPU(s), MPS $mps, medians of $rounds rounds"
+for t in $ts; do
+    grep -hE "Assigned GIN plugin|GIN Proxy will not|NET/railnet/GIN: rank 0 of 2 on .*GDAKI type" "$JOBDIR/bench_gin_${t}_r1.rank0.log" 2>/dev/null |
+        sed "s/^[^]]*] NCCL INFO /# $t: /" | sort -u
+done
+# rank 0's "#bench" lines of every run, as "TRANSPORT alltoall BYTES GBPS" and
+# "TRANSPORT pingpong - US"; then the table, the ping-pong and the verdicts:
+# - railnet GDAKI against NCCL's GDAKI by the A/A rule: the band is the range
+#   over the sizes of NCCL GDAKI again / NCCL GDAKI; railnet passes when no
+#   size falls below its low edge and the median ratio is >= 1.0;
+# - railnet's GDAKI per-op time against its proxy type's at 64 KiB-1 MiB:
+#   <= 0.25 (RAILNET_BENCH_GDAKI_GOAL) at every one of those sizes.
+for t in $ts; do
+    k=1
+    while [ $k -le "$rounds" ]; do
+        f=$JOBDIR/bench_gin_${t}_r$k.rank0.log
+        [ -e "$f" ] && awk -v t="$t" '$1 == "#bench" && $2 == "alltoall" { print t, "alltoall", $3, $5 }
+                                       $1 == "#bench" && $2 == "pingpong" { print t, "pingpong", "-", $4 }' "$f"
+        k=$((k + 1))
+    done
+done | awk -v goal="${RAILNET_BENCH_GDAKI_GOAL:-0.25}" '
+    function med(key, n,   i, j, x, a) {
+        for (i = 1; i <= n; i++) a[i] = V[key, i]
+        for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
+        return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+    }
+    function m(t, x) { return ((t, x) in N) ? med(t SUBSEP x, N[t, x]) : 0 }
+    function cell(v) { return v > 0 ? sprintf("%.4g", v) : "-" }
+    function rat(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "-" }
+    { key = $1 SUBSEP $3; N[$1, $3]++; V[key, N[$1, $3]] = $4; if ($2 == "alltoall") S[$3] = 1 }
+    END {
+        printf "%12s %10s %10s %6s %10s %10s %12s %14s\n", "bytes", "IB_proxy", "IB_gdaki", "A/A", "rn_proxy", "rn_gdaki", "rn_g/IB_g", "op_g/op_proxy"
+        n = 0; for (x in S) sz[++n] = x + 0
+        for (i = 2; i <= n; i++) { y = sz[i]; for (j = i - 1; j >= 1 && sz[j] > y; j--) sz[j+1] = sz[j]; sz[j+1] = y }
+        lo = 0; hi = 0; nr = 0; below = ""; over = ""; ngoal = 0
+        for (i = 1; i <= n; i++) {
+            x = sz[i]; ip = m("ib_proxy", x); ig = m("ib_gdaki", x); ia = m("ib_gdaki_aa", x); rp = m("rn_proxy", x); rg = m("rn_gdaki", x)
+            aa = rat(ia, ig); q = rat(rg, ig); op = rat(rp, rg)   # per-op time ratio = proxy bw / gdaki bw
+            printf "%12d %10s %10s %6s %10s %10s %12s %14s\n", x, cell(ip), cell(ig), aa, cell(rp), cell(rg), q, op
+            if (aa != "-") { if (!lo || aa + 0 < lo) lo = aa + 0; if (aa + 0 > hi) hi = aa + 0 }
+            if (q != "-") { R[++nr] = q + 0; QS[nr] = x }
+            if (x >= 65536 && x <= 1048576) { ngoal++; if (op == "-" || op + 0 > goal) over = over " " x "=" op }
+        }
+        if ((("rn_proxy", "-") in N) || (("rn_gdaki", "-") in N) || (("ib_gdaki", "-") in N))
+            printf "ping-pong round trip (us): IB proxy %s, IB GDAKI %s, A/A %s, railnet proxy %s, railnet GDAKI %s\n",
+                cell(m("ib_proxy", "-")), cell(m("ib_gdaki", "-")), cell(m("ib_gdaki_aa", "-")), cell(m("rn_proxy", "-")), cell(m("rn_gdaki", "-"))
+        if (!nr || !lo) print "verdict railnet GDAKI / NCCL GDAKI: undecided (NCCL'"'"'s GDAKI did not run twice)"
+        else {
+            for (i = 1; i <= nr; i++) { T[i] = R[i]; if (R[i] < lo) below = below " " QS[i] "=" sprintf("%.2f", R[i]) }
+            for (i = 2; i <= nr; i++) { y = T[i]; for (j = i - 1; j >= 1 && T[j] > y; j--) T[j+1] = T[j]; T[j+1] = y }
+            md = nr % 2 ? T[(nr+1)/2] : (T[nr/2] + T[nr/2+1]) / 2
+            printf "verdict railnet GDAKI / NCCL GDAKI: %s (A/A band %.2f..%.2f; median %.2f over %d sizes; below the band:%s)\n",
+                (below == "" && md >= 1.0 ? "pass" : "fail"), lo, hi, md, nr, (below == "" ? " none" : below)
+        }
+        printf "verdict railnet GDAKI per-op / proxy per-op <= %s at 64 KiB-1 MiB: %s%s\n", goal,
+            (ngoal && over == "" ? "pass" : (ngoal ? "fail" : "undecided (no such size)")), (over == "" ? "" : " (above:" over ")")
+    }'
 exit $rc
