@@ -128,11 +128,6 @@ if [ -n "${RAILNET_BENCH_MD:-}" ]; then
         echo
         cat "$tmp/md"
     } >"$tmp/section"
-    f=$RAILNET_BENCH_MD
-    if grep -q '<!-- plugin_vs_peer:begin -->' "$f" 2>/dev/null; then
-        awk -v sec="$tmp/section" '/<!-- plugin_vs_peer:begin -->/ { print; while ((getline l < sec) > 0) print l; skip = 1; next }
-                                   /<!-- plugin_vs_peer:end -->/ { skip = 0 } !skip' "$f" >"$tmp/new" && cat "$tmp/new" >"$f"
-    else
-        cp "$tmp/section" "$f"
-    fi
+    . "$top_srcdir/bench/lib-md.sh"
+    md_section "$RAILNET_BENCH_MD" plugin_vs_peer "$tmp/section"
 fi

@@ -199,7 +199,6 @@ if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
     cmd="RAILNET_BENCH_DEPTHS=\"$depths\" RAILNET_BENCH_SIZES=\"$sizes\" RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_BYTES:+ RAILNET_BENCH_BYTES=$budget} sh ../bench/plugin_vs_perftest.sh"
     {
-        echo "<!-- plugin_vs_perftest:begin -->"
         echo "$(date +%F), $(uname -m), $cpus CPUs${model:+ ($model)}, kernel $(uname -r), load average after $load_after."
         echo "Medians of $rounds alternating rounds (min-max of the single rounds in parentheses); ratios"
         echo "are of the medians. Goals: bandwidth ratio >= $goal_bw at every size and depth, latency ratio <= $goal_lat."
@@ -209,17 +208,7 @@ if [ -n "${RAILNET_BENCH_MD:-}" ]; then
         echo '```'
         echo
         cat "$tmp/md"
-        echo "<!-- plugin_vs_perftest:end -->"
     } >"$tmp/block"
-    if [ -f "$RAILNET_BENCH_MD" ] && grep -q '^<!-- plugin_vs_perftest:begin -->' "$RAILNET_BENCH_MD" &&
-        grep -q '^<!-- plugin_vs_perftest:end -->' "$RAILNET_BENCH_MD"; then
-        awk -v blk="$tmp/block" '
-            /^<!-- plugin_vs_perftest:begin -->/ { while ((getline l < blk) > 0) print l; skip = 1; next }
-            /^<!-- plugin_vs_perftest:end -->/ { skip = 0; next }
-            !skip' "$RAILNET_BENCH_MD" >"$tmp/new" && cat "$tmp/new" >"$RAILNET_BENCH_MD"
-        echo "# markdown: section replaced in $RAILNET_BENCH_MD"
-    else
-        cp "$tmp/block" "$RAILNET_BENCH_MD"
-        echo "# markdown: written to $RAILNET_BENCH_MD"
-    fi
+    . "$top_srcdir/bench/lib-md.sh"
+    md_section "$RAILNET_BENCH_MD" plugin_vs_perftest "$tmp/block"
 fi
