@@ -662,7 +662,13 @@ static void vdev_merge(struct rn_device *r, int n, const int *parts)
         snprintf(name + at, sizeof(name) - at, "%s%s", i ? "+" : "", p->name);
     }
     memcpy(r->name, name, sizeof(name));
-    snprintf(r->topo_name, sizeof(r->topo_name), "%s", name);
+    /* as NCCL names a fused device: its parts' topology names joined */
+    char topo[sizeof(r->topo_name)] = "";
+    for (int i = 0; i < n; i++) {
+        size_t at = strlen(topo);
+        snprintf(topo + at, sizeof(topo) - at, "%s%s", i ? "+" : "", devs[parts[i]].topo_name);
+    }
+    memcpy(r->topo_name, topo, sizeof(topo));
     /* the ports share their NIC's PCIe link, as in add_device */
     uint64_t host = hostlink_mbps(r->pci_path, NULL, 0);
     if (host && host < (uint64_t)r->speed_mbps) {

@@ -240,6 +240,7 @@ const ncclNet_v8_t *nd_tables_open(const char *path, ncclDebugLogger_t logger, c
         table = dlsym(lib.handle, kind->symbol);
         if (!table || !((const ncclNet_v8_t *)table)->init) {
             snprintf(err, errlen, "%s: exports no %s with an init", path, kind->symbol);
+            plugin_tables_close(&lib);
             return NULL;
         }
     }
@@ -258,8 +259,10 @@ const ncclNet_v8_t *nd_tables_open(const char *path, ncclDebugLogger_t logger, c
         snprintf(err, errlen, "%s: init of ncclNetPlugin_v%d returned %d", path, version, (int)r);
         return NULL;
     }
-    if (!want_name && !plugin_tables_get(&lib, kind, NULL, err, errlen))
+    if (!want_name && !plugin_tables_get(&lib, kind, NULL, err, errlen)) {
+        plugin_tables_close(&lib);
         return NULL;
+    }
     if (version == 8)
         return table;
     /* the entries whose arguments do not change are v8's slots as they are */

@@ -748,7 +748,9 @@ static void request_done(struct sn_rconn *rc)
         atomic_fetch_add(&rc->port->cnt.fast_bytes, h->len);
         atomic_fetch_add(&qp->cnt.fast_bytes, h->len);
     }
-    if (asked)
+    /* SOFTNIC_ACK_COALESCE_US=0: every request is acknowledged as it was
+     * before requests carried an ACK request */
+    if (asked || !softnic_global()->conf.ack_coalesce_us)
         rc->ack_lazy = false;
     else if (!rc->ack_pending) {
         rc->ack_lazy = true;
