@@ -615,14 +615,6 @@ EXPORT int mlx5dv_devx_obj_modify(struct mlx5dv_devx_obj *obj, const void *in, s
     return modify_qp(obj, in, inlen, out);
 }
 
-static uint32_t log2_of(uint32_t v)
-{
-    uint32_t l = 0;
-    while ((1u << (l + 1)) <= v && l < 7)
-        l++;
-    return l;
-}
-
 static uint8_t prm_state(enum ibv_qp_state s)
 {
     switch (s) {
@@ -690,7 +682,7 @@ EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj *obj, const void *in, si
     PRM_SET(out, PRM_QPC_REMOTE_QPN, a.dest_qp_num);
     PRM_SET(out, PRM_QPC_NEXT_RCV_PSN, a.rq_psn);
     PRM_SET(out, PRM_QPC_MIN_RNR_NAK, a.min_rnr_timer);
-    PRM_SET(out, PRM_QPC_LOG_RRA_MAX, log2_of(a.max_dest_rd_atomic));
+    PRM_SET(out, PRM_QPC_LOG_RRA_MAX, mlx5_prm_log2(a.max_dest_rd_atomic, 7));
     PRM_SET(out, PRM_ADS_SL, a.ah_attr.sl);
     if (a.ah_attr.is_global) {
         prm_set_bytes(out, PRM_ADS_RGID_BIT, a.ah_attr.grh.dgid.raw, 16);
@@ -706,7 +698,7 @@ EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj *obj, const void *in, si
     PRM_SET(out, PRM_ADS_ACK_TIMEOUT, a.timeout);
     PRM_SET(out, PRM_QPC_RETRY_COUNT, a.retry_cnt);
     PRM_SET(out, PRM_QPC_RNR_RETRY, a.rnr_retry);
-    PRM_SET(out, PRM_QPC_LOG_SRA_MAX, log2_of(a.max_rd_atomic));
+    PRM_SET(out, PRM_QPC_LOG_SRA_MAX, mlx5_prm_log2(a.max_rd_atomic, 7));
     return 0;
 }
 

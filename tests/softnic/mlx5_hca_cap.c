@@ -88,19 +88,13 @@ enum {
     SYN_ROCE_PORT,
 };
 
-static uint32_t log2_floor(uint64_t v)
+uint32_t mlx5_prm_log2(uint64_t v, uint32_t most)
 {
     uint32_t l = 0;
     while (v > 1) {
         v >>= 1;
         l++;
     }
-    return l;
-}
-
-static uint32_t cap_log(uint64_t v, uint32_t most)
-{
-    uint32_t l = log2_floor(v);
     return l > most ? most : l;
 }
 
@@ -112,21 +106,21 @@ static int general_caps(struct ibv_context *ctx, void *out)
         return mlx5_devx_refuse(out, PRM_STATUS_INTERNAL_ERR, SYN_CAP_DEVICE);
     uint32_t max_sq = mlx5_priv_max_wqe_sz_sq();
     PRM_SET(out, CAP_LOG_MAX_QP_SZ, 15);
-    PRM_SET(out, CAP_LOG_MAX_QP, cap_log((uint64_t)da.max_qp, 31));
+    PRM_SET(out, CAP_LOG_MAX_QP, mlx5_prm_log2((uint64_t)da.max_qp, 31));
     PRM_SET(out, CAP_LOG_MAX_CQ_SZ, 16);
-    PRM_SET(out, CAP_LOG_MAX_CQ, cap_log((uint64_t)da.max_cq, 31));
-    PRM_SET(out, CAP_LOG_MAX_RA_REQ_QP, cap_log((uint64_t)da.max_qp_init_rd_atom, 63));
-    PRM_SET(out, CAP_LOG_MAX_RA_RES_QP, cap_log((uint64_t)da.max_qp_rd_atom, 63));
+    PRM_SET(out, CAP_LOG_MAX_CQ, mlx5_prm_log2((uint64_t)da.max_cq, 31));
+    PRM_SET(out, CAP_LOG_MAX_RA_REQ_QP, mlx5_prm_log2((uint64_t)da.max_qp_init_rd_atom, 63));
+    PRM_SET(out, CAP_LOG_MAX_RA_RES_QP, mlx5_prm_log2((uint64_t)da.max_qp_rd_atom, 63));
     PRM_SET(out, CAP_HCA_CAP_2, 1);
     PRM_SET(out, CAP_PORT_TYPE, PORT_TYPE_ETH);
     PRM_SET(out, CAP_NUM_PORTS, da.phys_port_cnt);
-    PRM_SET(out, CAP_LOG_MAX_MSG, cap_log(pa.max_msg_sz, 31));
+    PRM_SET(out, CAP_LOG_MAX_MSG, mlx5_prm_log2(pa.max_msg_sz, 31));
     PRM_SET(out, CAP_CQE_VERSION, 1);
     PRM_SET(out, CAP_ROCE, 1);
     PRM_SET(out, CAP_ATOMIC, da.atomic_cap != IBV_ATOMIC_NONE);
     PRM_SET(out, CAP_RC, 1);
     PRM_SET(out, CAP_LOG_PG_SZ, 12);
-    PRM_SET(out, CAP_LOG_MAX_PD, cap_log((uint64_t)da.max_pd, 31));
+    PRM_SET(out, CAP_LOG_MAX_PD, mlx5_prm_log2((uint64_t)da.max_pd, 31));
     PRM_SET(out, PRM_HCA_CAP_MAX_WQE_SZ_SQ, max_sq ? max_sq : SOFTNIC_LARGEST_WQE);
     return 0;
 }

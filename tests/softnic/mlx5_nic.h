@@ -150,6 +150,8 @@ void mlx5_devx_note_pd(struct ibv_pd *pd);
 /* A refused PRM command: status and syndrome into the output mailbox;
  * returns EREMOTEIO (mlx5_devx.c). */
 int mlx5_devx_refuse(void *out, uint8_t status, uint32_t syndrome);
+/* floor(log2(v)) capped at most (0 for v <= 1): a PRM log_* field. */
+uint32_t mlx5_prm_log2(uint64_t v, uint32_t most);
 /* Device-wide commands of mlx5dv_devx_general_cmd (mlx5_hca_cap.c), the
  * output already zeroed: 0, or EREMOTEIO with a PRM status in out. */
 int mlx5_hca_cap_query(struct ibv_context *ctx, const void *in, size_t inlen, void *out,

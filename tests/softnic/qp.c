@@ -537,19 +537,8 @@ void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
 /* --------------------------------------------------------------- posting */
 static int qp_check_send_wr(struct sn_qp *qp, const struct ibv_send_wr *wr, uint32_t *len)
 {
-    switch (wr->opcode) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-        break;
-    default:
-        return EINVAL;
-    }
-    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+    uint64_t total;
+    if (sn_send_wr_check(&qp->cap, wr, &total))
         return EINVAL;
     if ((wr->send_flags & IBV_SEND_INLINE) && sn_wr_is_read_like(wr->opcode))
         return EINVAL;
@@ -563,9 +552,6 @@ static int qp_check_send_wr(struct sn_qp *qp, const struct ibv_send_wr *wr, uint
         *len = SN_ATOMIC_SIZE;
         return 0;
     }
-    uint64_t total = 0;
-    for (int i = 0; i < wr->num_sge; i++)
-        total += wr->sg_list[i].length;
     if (total > SN_MAX_MSG)
         return EINVAL;
     if ((wr->send_flags & IBV_SEND_INLINE) && total > qp->cap.max_inline_data)

@@ -380,6 +380,30 @@ static inline bool sn_wr_is_read_like(enum ibv_wr_opcode op)
 {
     return op == IBV_WR_RDMA_READ || sn_wr_is_atomic(op);
 }
+/* What a provider checks of any send WR at post time, whatever the QP
+ * type: an opcode softnic knows and at most max_send_sge SGEs. 0 or EINVAL;
+ * the SGEs' byte total in *total. */
+static inline int sn_send_wr_check(const struct ibv_qp_cap *cap, const struct ibv_send_wr *wr, uint64_t *total)
+{
+    switch (wr->opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+        break;
+    default:
+        return EINVAL;
+    }
+    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > cap->max_send_sge)
+        return EINVAL;
+    *total = 0;
+    for (int i = 0; i < wr->num_sge; i++)
+        *total += wr->sg_list[i].length;
+    return 0;
+}
 #define SN_ATOMIC_SIZE 8
 #define SN_MAX_RD_ATOMIC 16
 

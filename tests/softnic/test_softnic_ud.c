@@ -142,6 +142,17 @@ static void pair_send(struct ud_pair *p, uint64_t id, uint32_t len, uint32_t qke
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, id);
 }
 
+/* The next receive completion on b is recv_id's, of len bytes after the
+ * GRH, which hold what a sent. */
+static void pair_expect_recv(struct ud_pair *p, uint64_t recv_id, uint32_t len)
+{
+    struct ibv_wc wc;
+    st_wait_wc(p->b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, recv_id);
+    EXPECT_EQ_INT(GRH + len, wc.byte_len);
+    EXPECT_MEMEQ(p->sbuf, p->rbuf + GRH, len);
+}
+
 static uint16_t csum(const uint8_t *b, size_t n)
 {
     uint32_t s = 0;
@@ -295,11 +306,7 @@ TAP_CASE(test_ud_wrong_qkey_is_dropped_and_the_receive_stays_posted)
     /* a Q_Key with the high bit set sends the QP's own (here the right one) */
     st_fill(p.sbuf, 256, 11);
     pair_send(&p, 2, 256, 0x80000000u);
-    struct ibv_wc wc;
-    st_wait_wc(p.b.rcq, &wc, WAIT_MS);
-    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 7);
-    EXPECT_EQ_INT(GRH + 256, wc.byte_len);
-    EXPECT_MEMEQ(p.sbuf, p.rbuf + GRH, 256);
+    pair_expect_recv(&p, 7, 256);
     pair_close(&p);
 }
 
@@ -318,11 +325,7 @@ TAP_CASE(test_ud_datagram_without_a_receive_posted_is_dropped)
     EXPECT_TRUE(st_no_wc(p.b.rcq, QUIET_MS));
     st_fill(p.sbuf, 128, 12);
     pair_send(&p, 2, 128, QKEY);
-    struct ibv_wc wc;
-    st_wait_wc(p.b.rcq, &wc, WAIT_MS);
-    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 3);
-    EXPECT_EQ_INT(GRH + 128, wc.byte_len);
-    EXPECT_MEMEQ(p.sbuf, p.rbuf + GRH, 128);
+    pair_expect_recv(&p, 3, 128);
     pair_close(&p);
 }
 
@@ -416,11 +419,8 @@ TAP_CASE(test_ud_send_larger_than_the_mtu_completes_loc_len_err)
     st_post_recv(p.b.qp, 3, p.rbuf, BUF, p.rmr->lkey);
     /* exactly the MTU goes */
     pair_send(&p, 1, mtu, QKEY);
+    pair_expect_recv(&p, 3, mtu);
     struct ibv_wc wc;
-    st_wait_wc(p.b.rcq, &wc, WAIT_MS);
-    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 3);
-    EXPECT_EQ_INT(GRH + mtu, wc.byte_len);
-    EXPECT_MEMEQ(p.sbuf, p.rbuf + GRH, mtu);
     st_post_recv(p.b.qp, 4, p.rbuf, BUF, p.rmr->lkey);
     EXPECT_EQ_INT(0, ud_send(&p.a, p.ab, p.b.qp->qp_num, QKEY, IBV_WR_SEND, 2, p.sbuf, mtu + 1,
                              p.smr->lkey, 0));

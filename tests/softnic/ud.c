@@ -124,26 +124,12 @@ static enum ibv_wc_status ud_execute(struct sn_qp *qp, const struct ibv_send_wr 
 /* Checks what the provider checks at post time; 0 or EINVAL. */
 static int ud_check_wr(struct sn_qp *qp, const struct ibv_send_wr *wr, uint32_t *len)
 {
-    switch (wr->opcode) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-        break;
-    default:
-        return EINVAL;
-    }
-    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+    uint64_t total;
+    if (sn_send_wr_check(&qp->cap, wr, &total))
         return EINVAL;
     const struct sn_ah *ah = (const struct sn_ah *)wr->wr.ud.ah;
     if (!ah || ah->ibah.context != qp->ibqp.context)
         return EINVAL;
-    uint64_t total = 0;
-    for (int i = 0; i < wr->num_sge; i++)
-        total += wr->sg_list[i].length;
     if ((wr->send_flags & IBV_SEND_INLINE) && total > qp->cap.max_inline_data)
         return EINVAL;
     *len = total > SN_MAX_MSG ? SN_MAX_MSG : (uint32_t)total;
