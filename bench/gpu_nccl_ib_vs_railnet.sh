@@ -255,36 +255,17 @@ bench_table() {
 # bench_verdict: the sorted rows, then per collective the A/A band and the
 # verdicts of railnet against IB and against the peer (header comment)
 bench_verdict() {
-    awk '
-        function median(A, n,   i, j, x, a) {
-            for (i = 1; i <= n; i++) a[i] = A[i]
-            for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j+1] = a[j]; a[j+1] = x }
-            return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-        }
-        function verdict(c, what, X, Z, n,   i, m, below) {
-            if (!n) return
-            if (!(c in alo)) { printf "verdict %s railnet/%s: undecided (no A/A run)\n", c, what; return }
-            below = ""
-            for (i = 1; i <= n; i++) if (X[c, i] < alo[c]) below = below " " Z[c, i] "=" sprintf("%.2f", X[c, i])
-            for (i = 1; i <= n; i++) tmp[i] = X[c, i]
-            m = median(tmp, n)
-            printf "verdict %s railnet/%s: %s (A/A band %.2f..%.2f; median %.2f over %d sizes; below the band:%s)\n", c, what,
-                (below == "" && m >= 1.0 ? "pass" : "fail"), alo[c], ahi[c], m, n, (below == "" ? " none" : below)
-        }
-        { print }
-        $1 !~ /^#/ && NF >= 10 {
-            c = $1; if (!(c in seen)) { seen[c] = 1; order[++nc] = c }
-            n[c]++; S[c, n[c]] = $2; Q[c, n[c]] = $5
-            if ($9 != "-") { if (!(c in alo) || $9 < alo[c]) alo[c] = $9; if (!(c in ahi) || $9 > ahi[c]) ahi[c] = $9 }
-            if ($10 != "-" && $10 > 0) { np[c]++; PQ[c, np[c]] = $5 / $10; SP[c, np[c]] = $2 }
-        }
-        END {
-            for (i = 1; i <= nc; i++) {
-                c = order[i]
-                verdict(c, "IB", Q, S, n[c])
-                verdict(c, "peer", PQ, SP, np[c])
-            }
-        }'
+    rows=$(cat)
+    printf '%s\n' "$rows"
+    for c in $(printf '%s\n' "$rows" | awk '$1 !~ /^#/ && NF >= 10 && !seen[$1]++ { print $1 }'); do
+        # against IB: railnet / IB, the A/A column
+        echo "verdict $c railnet/IB: $(printf '%s\n' "$rows" | awk -v c="$c" '$1 == c && NF >= 10 { print $2, $5, $9 }' |
+            awk -f "$top_srcdir/bench/aa-verdict.awk")"
+        # against the peer, at the sizes it ran: railnet / peer, the same band
+        printf '%s\n' "$rows" | awk -v c="$c" '$1 == c && NF >= 10 { print $2, ($10 != "-" && $10 > 0 ? $5 / $10 : "-"), $9 }' >"$JOBDIR/verdict_peer"
+        awk '$2 != "-" { n++ } END { exit !n }' "$JOBDIR/verdict_peer" &&
+            echo "verdict $c railnet/peer: $(awk -f "$top_srcdir/bench/aa-verdict.awk" "$JOBDIR/verdict_peer")"
+    done
 }
 
 for sel in ${RAILNET_BENCH_NCCL:-system torch}; do

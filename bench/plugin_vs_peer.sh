@@ -66,14 +66,10 @@ run() {
 }
 bw() { v=$(run "$1" bw --size "$2" --iters "$3" --window "$4" | awk '$1 == '"$2"' { print $4 }'); echo "${v:--}"; }
 lat() { v=$(run "$1" lat --size 8 --iters 2000 | sed -n 's/.*, \([0-9.]*\) us one-way (median).*/\1/p'); echo "${v:--}"; }
-# verdict: lines "SIZE RATIO AA" -> "pass|fail (band, median, below)"
+# verdict: lines "SIZE RATIO AA" -> "pass|fail (band, median, below)";
+# a run that failed ("-") counts as a point below the band
 verdict() {
-    awk '{ n++; s[n] = $1; r[n] = $2; if ($3 != "-") { if (!lo || $3 < lo) lo = $3; if ($3 > hi) hi = $3 } }
-         END { if (!lo) { print "undecided (no A/A run)"; exit }
-               for (i = 1; i <= n; i++) { v[i] = r[i]; if (r[i] < lo) below = below " " s[i] "=" r[i] }
-               for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j+1] = v[j]; v[j+1] = x }
-               m = n % 2 ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2
-               printf "%s (A/A band %.2f..%.2f; median %.2f over %d; below the band:%s)\n", (below == "" && m >= 1.0 ? "pass" : "fail"), lo, hi, m, n, (below == "" ? " none" : below) }'
+    awk '{ if ($2 == "-") $2 = 0; print }' | awk -f "$top_srcdir/bench/aa-verdict.awk"
 }
 
 echo "# peer: $peer; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
