@@ -20,10 +20,12 @@
 # against its proxy type's at 64 KiB-1 MiB (<= RAILNET_BENCH_GDAKI_GOAL, 0.25). Softnic ports are limited to RAILNET_BENCH_RATE
 # bytes/s (default 3125M, as bench/gpu_nccl_ib_vs_railnet.sh; 0 = no limit).
 # With one GPU the two ranks share it: without MPS their kernels take turns
-# in ~2 ms time slices (tests/gpu/lib-mps.sh says why that matters on
-# softnic). RAILNET_BENCH_MPS=1 runs a private MPS daemon for the benchmark
-# (off by default: on one H100, 2026-11-24, every rank's cudaSetDevice failed
-# under it); the output says which.
+# in time slices (tests/gpu/lib-mps.sh says why that matters on softnic),
+# and every transport then shows the same slice-bound figures (one H200,
+# 2026-12-03: 0.012 GB/s at 1 MiB and 23 ms ping-pongs for all five, against
+# 1.0-1.4 GB/s and 90-125 us under MPS). So a private MPS daemon runs for
+# the benchmark by default on one GPU (RAILNET_BENCH_MPS=0: none); the
+# output says which.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -35,7 +37,7 @@ rate=${RAILNET_BENCH_RATE:-3125M}
 [ "$rate" = 0 ] || export SOFTNIC_RATE="$rate"
 args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-1024} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((64 << 20))} --iters ${RAILNET_BENCH_ITERS:-20} --pp-iters ${RAILNET_BENCH_PP_ITERS:-200} --timeout 120"
 mps=off
-if [ "$(gpu_count)" -lt 2 ] && [ "${RAILNET_BENCH_MPS:-0}" = 1 ]; then
+if [ "$(gpu_count)" -lt 2 ] && [ "${RAILNET_BENCH_MPS:-1}" = 1 ]; then
     . "$top_srcdir/tests/gpu/lib-mps.sh"
     if mps_start "$JOBDIR"; then mps=on; trap mps_stop EXIT; fi
 fi
