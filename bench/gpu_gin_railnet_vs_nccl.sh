@@ -25,7 +25,8 @@
 # 2026-12-03: 0.012 GB/s at 1 MiB and 23 ms ping-pongs for all five, against
 # 1.0-1.4 GB/s and 90-125 us under MPS). So a private MPS daemon runs for
 # the benchmark by default on one GPU (RAILNET_BENCH_MPS=0: none); the
-# output says which.
+# output says which. RAILNET_BENCH_GDAKI_QUEUE: where railnet's GDAKI rings
+# live, gpu (default, as on a ConnectX) or host-devx (RAILNET_GDAKI_QUEUE_MEM).
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -33,6 +34,7 @@ export top_builddir top_srcdir
 . "$top_srcdir/tests/gpu/lib-gin.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
 if [ ! -x "$GIN_PROG" ]; then echo "skipped: tests/gpu/gin_device not built (no nvcc or NCCL headers)"; exit 0; fi
+case ${RAILNET_BENCH_GDAKI_QUEUE:-gpu} in gpu|host-devx) ;; *) echo "RAILNET_BENCH_GDAKI_QUEUE: gpu or host-devx" >&2; exit 2 ;; esac
 rate=${RAILNET_BENCH_RATE:-3125M}
 [ "$rate" = 0 ] || export SOFTNIC_RATE="$rate"
 args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-1024} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((64 << 20))} --iters ${RAILNET_BENCH_ITERS:-20} --pp-iters ${RAILNET_BENCH_PP_ITERS:-200} --timeout 120"
@@ -53,7 +55,11 @@ case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; ex
 net_of() {
     case $1 in
         ib_proxy) echo ib-proxy ;; ib_gdaki*) echo ib-gdaki ;;
-        rn_proxy) echo railnet ;; rn_gdaki) echo railnet-gdaki ;;
+        rn_proxy) echo railnet ;;
+        rn_gdaki) case ${RAILNET_BENCH_GDAKI_QUEUE:-gpu} in
+                      gpu) echo railnet-gdaki ;; host-devx) echo railnet-gdaki-hostq ;;
+                      *) echo "RAILNET_BENCH_GDAKI_QUEUE: gpu or host-devx" >&2; exit 2 ;;
+                  esac ;;
     esac
 }
 k=1
