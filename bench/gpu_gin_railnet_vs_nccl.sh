@@ -21,9 +21,8 @@
 # bytes/s (default 3125M, as bench/gpu_nccl_ib_vs_railnet.sh; 0 = no limit).
 # With one GPU the two ranks share it: without MPS their kernels take turns
 # in time slices (tests/gpu/lib-mps.sh says why that matters on softnic),
-# and every transport then shows the same slice-bound figures (one H200,
-# 2026-12-03: 0.012 GB/s at 1 MiB and 23 ms ping-pongs for all five, against
-# 1.0-1.4 GB/s and 90-125 us under MPS). So a private MPS daemon runs for
+# and every transport then shows the same slice-bound figures
+# (docs/performance.md gives them). So a private MPS daemon runs for
 # the benchmark by default on one GPU (RAILNET_BENCH_MPS=0: none); the
 # output says which. RAILNET_BENCH_GDAKI_QUEUE: where railnet's GDAKI rings
 # live, gpu (default, as on a ConnectX) or host-devx (RAILNET_GDAKI_QUEUE_MEM).
@@ -34,7 +33,11 @@ export top_builddir top_srcdir
 . "$top_srcdir/tests/gpu/lib-gin.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
 if [ ! -x "$GIN_PROG" ]; then echo "skipped: tests/gpu/gin_device not built (no nvcc or NCCL headers)"; exit 0; fi
-case ${RAILNET_BENCH_GDAKI_QUEUE:-gpu} in gpu|host-devx) ;; *) echo "RAILNET_BENCH_GDAKI_QUEUE: gpu or host-devx" >&2; exit 2 ;; esac
+case ${RAILNET_BENCH_GDAKI_QUEUE:-gpu} in
+    gpu) rn_gdaki_net=railnet-gdaki ;;
+    host-devx) rn_gdaki_net=railnet-gdaki-hostq ;;
+    *) echo "RAILNET_BENCH_GDAKI_QUEUE: gpu or host-devx" >&2; exit 2 ;;
+esac
 rate=${RAILNET_BENCH_RATE:-3125M}
 [ "$rate" = 0 ] || export SOFTNIC_RATE="$rate"
 args="--mode bench --min-bytes ${RAILNET_BENCH_MIN_BYTES:-1024} --max-bytes ${RAILNET_BENCH_MAX_BYTES:-$((64 << 20))} --iters ${RAILNET_BENCH_ITERS:-20} --pp-iters ${RAILNET_BENCH_PP_ITERS:-200} --timeout 120"
@@ -55,11 +58,7 @@ case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; ex
 net_of() {
     case $1 in
         ib_proxy) echo ib-proxy ;; ib_gdaki*) echo ib-gdaki ;;
-        rn_proxy) echo railnet ;;
-        rn_gdaki) case ${RAILNET_BENCH_GDAKI_QUEUE:-gpu} in
-                      gpu) echo railnet-gdaki ;; host-devx) echo railnet-gdaki-hostq ;;
-                      *) echo "RAILNET_BENCH_GDAKI_QUEUE: gpu or host-devx" >&2; exit 2 ;;
-                  esac ;;
+        rn_proxy) echo railnet ;; rn_gdaki) echo "$rn_gdaki_net" ;;
     esac
 }
 k=1
