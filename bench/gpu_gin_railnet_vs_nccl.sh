@@ -25,7 +25,11 @@
 # (docs/performance.md gives them). So a private MPS daemon runs for
 # the benchmark by default on one GPU (RAILNET_BENCH_MPS=0: none); the
 # output says which. RAILNET_BENCH_GDAKI_QUEUE: where railnet's GDAKI rings
-# live, gpu (default, as on a ConnectX) or host-devx (RAILNET_GDAKI_QUEUE_MEM).
+# live (RAILNET_GDAKI_QUEUE_MEM): host-devx (default: host memory mapped for
+# the GPU, what the GIN GDAKI type uses unless told otherwise) or gpu (GPU
+# memory, as IBGDA places them; on softnic each doorbell then costs CUDA
+# copies, docs/gpu-initiated.md). NCCL's own GDAKI places its rings in GPU
+# memory.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -33,9 +37,9 @@ export top_builddir top_srcdir
 . "$top_srcdir/tests/gpu/lib-gin.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
 if [ ! -x "$GIN_PROG" ]; then echo "skipped: tests/gpu/gin_device not built (no nvcc or NCCL headers)"; exit 0; fi
-case ${RAILNET_BENCH_GDAKI_QUEUE:-gpu} in
-    gpu) rn_gdaki_net=railnet-gdaki ;;
-    host-devx) rn_gdaki_net=railnet-gdaki-hostq ;;
+case ${RAILNET_BENCH_GDAKI_QUEUE:-host-devx} in
+    gpu) rn_gdaki_net=railnet-gdaki ringmem=GPU ;;
+    host-devx) rn_gdaki_net=railnet-gdaki-hostq ringmem=host ;;
     *) echo "RAILNET_BENCH_GDAKI_QUEUE: gpu or host-devx" >&2; exit 2 ;;
 esac
 rate=${RAILNET_BENCH_RATE:-3125M}
@@ -73,7 +77,7 @@ while [ $k -le "$rounds" ]; do
     done
     k=$((k + 1))
 done
-echo "GIN alltoall and put+signal ping-pong, 2 ranks, NCCL 2.28.9, softnic at ${SOFTNIC_RATE:-unlimited} B/s per port, $(gpu_count) GPU(s), MPS $mps, medians of $rounds rounds"
+echo "GIN alltoall and put+signal ping-pong, 2 ranks, NCCL 2.28.9, softnic at ${SOFTNIC_RATE:-unlimited} B/s per port, $(gpu_count) GPU(s), MPS $mps, railnet GDAKI rings in $ringmem memory, medians of $rounds rounds"
 for t in $ts; do
     grep -hE "Assigned GIN plugin|GIN Proxy will not|NET/railnet/GIN: rank 0 of 2 on .*GDAKI type" "$JOBDIR/bench_gin_${t}_r1.rank0.log" 2>/dev/null |
         sed "s/^[^]]*] NCCL INFO /# $t: /" | sort -u
@@ -121,7 +125,40 @@ done | awk -v goal="${RAILNET_BENCH_GDAKI_GOAL:-0.25}" -v vfile="$JOBDIR/gin_ver
                 cell(m("ib_proxy", "-")), cell(m("ib_gdaki", "-")), cell(m("ib_gdaki_aa", "-")), cell(m("rn_proxy", "-")), cell(m("rn_gdaki", "-"))
         printf "verdict railnet GDAKI per-op / proxy per-op <= %s at 64 KiB-1 MiB: %s%s\n", goal,
             (ngoal && over == "" ? "pass" : (ngoal ? "fail" : "undecided (no such size)")), (over == "" ? "" : " (above:" over ")") > pfile
-    }'
-echo "verdict railnet GDAKI / NCCL GDAKI: $(awk -v why="NCCL's GDAKI did not run twice" -f "$top_srcdir/bench/aa-verdict.awk" "$JOBDIR/gin_verdict_aa")"
-cat "$JOBDIR/gin_verdict_op"
+    }' >"$JOBDIR/gin_table"
+echo "verdict railnet GDAKI / NCCL GDAKI: $(awk -v why="NCCL's GDAKI did not run twice" -f "$top_srcdir/bench/aa-verdict.awk" "$JOBDIR/gin_verdict_aa")" >>"$JOBDIR/gin_table"
+cat "$JOBDIR/gin_verdict_op" >>"$JOBDIR/gin_table"
+cat "$JOBDIR/gin_table"
+
+# RAILNET_BENCH_MD=FILE: the results as markdown for docs/performance.md,
+# into FILE's section "gpu_gin_railnet_vs_nccl" (bench/lib-md.sh)
+if [ -n "${RAILNET_BENCH_MD:-}" ]; then
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+    cmd="RAILNET_BENCH_GPU=1 RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_MIN_BYTES:+ RAILNET_BENCH_MIN_BYTES=$RAILNET_BENCH_MIN_BYTES}${RAILNET_BENCH_MAX_BYTES:+ RAILNET_BENCH_MAX_BYTES=$RAILNET_BENCH_MAX_BYTES}${RAILNET_BENCH_GDAKI_QUEUE:+ RAILNET_BENCH_GDAKI_QUEUE=$RAILNET_BENCH_GDAKI_QUEUE}"
+    if [ -f "$top_builddir/Makefile" ]; then
+        cmd="cd build && $cmd sh ../bench/gpu_gin_railnet_vs_nccl.sh"
+    else
+        cmd="scripts/gpu-stage  # on the build host; then on the GPU machine, from the repository root:
+top_builddir=\$PWD/.gpu $cmd sh bench/gpu_gin_railnet_vs_nccl.sh"
+    fi
+    {
+        echo "$(date -u +%F), ${gpu:-a GPU} shared by 2 ranks (MPS $mps), NCCL 2.28.9 (PyTorch's), softnic at ${SOFTNIC_RATE:-unlimited} B/s a port,"
+        echo "railnet's GDAKI rings in $ringmem memory, GB/s of alltoall bus bandwidth per rank size, medians of $rounds alternating"
+        echo "rounds. NCCL's own GDAKI runs twice a round: A/A is its second run over its first."
+        echo
+        echo '```sh'
+        echo "$cmd"
+        echo '```'
+        echo
+        echo "| per rank | NCCL IB proxy | NCCL IB GDAKI | A/A | railnet proxy | railnet GDAKI | railnet GDAKI / NCCL GDAKI | GDAKI per-op / proxy per-op |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+        awk '$1 ~ /^[0-9]+$/ && NF == 8 {
+                 b = $1 + 0; h = b >= 1048576 ? b / 1048576 " MiB" : b / 1024 " KiB"
+                 printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", h, $2, $3, $4, $5, $6, $7, $8 }' "$JOBDIR/gin_table"
+        echo
+        sed -n 's/^ping-pong round trip (us): /Put + signal ping-pong round trip (us): /p; s/^verdict \(.*\)/- verdict \1/p' "$JOBDIR/gin_table"
+    } >"$JOBDIR/gin_md"
+    . "$top_srcdir/bench/lib-md.sh"
+    md_section "$RAILNET_BENCH_MD" gpu_gin_railnet_vs_nccl "$JOBDIR/gin_md"
+fi
 exit $rc

@@ -35,11 +35,15 @@
 # RAILNET_BENCH_MD=FILE writes the results as markdown (date, machine,
 # command, tables) for docs/performance.md: into FILE between the lines
 # "<!-- plugin_vs_perftest:begin -->" and "<!-- plugin_vs_perftest:end -->"
-# when FILE has them (the section is replaced), else as FILE's whole text.
+# when FILE has them (the section is replaced), else as FILE's whole text;
+# RAILNET_BENCH_MD_SECTION names another section (another machine's table).
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 nd=$top_builddir/tests/netdriver/netdriver
+# perftest as scripts/gpu-stage stages it for a machine without it
+[ -x "$top_builddir/perftest/ib_write_bw" ] && ! command -v ib_write_bw >/dev/null &&
+    PATH=$top_builddir/perftest:$PATH
 command -v ib_write_bw >/dev/null || { echo "skipped: perftest not installed"; exit 0; }
 [ -x "$nd" ] && [ -f "$plugin" ] || { echo "skipped: build the plugin and tests first"; exit 0; }
 base=
@@ -197,18 +201,26 @@ echo "verdict, all: $([ $all_ok = 1 ] && echo "every goal met" || echo "some goa
 if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null)
     model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
-    cmd="RAILNET_BENCH_DEPTHS=\"$depths\" RAILNET_BENCH_SIZES=\"$sizes\" RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_BYTES:+ RAILNET_BENCH_BYTES=$budget} sh ../bench/plugin_vs_perftest.sh"
+    sect=${RAILNET_BENCH_MD_SECTION:-plugin_vs_perftest}
+    cmd="RAILNET_BENCH_DEPTHS=\"$depths\" RAILNET_BENCH_SIZES=\"$sizes\" RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_BYTES:+ RAILNET_BENCH_BYTES=$budget}"
+    # a build tree, or scripts/gpu-stage's tree run from the repository root
+    if [ -f "$top_builddir/Makefile" ]; then
+        cmd="cd build && $cmd sh ../bench/plugin_vs_perftest.sh"
+    else
+        cmd="scripts/gpu-stage  # here; then on the other machine, from the repository root:
+top_builddir=\$PWD/.gpu $cmd sh bench/plugin_vs_perftest.sh"
+    fi
     {
         echo "$(date +%F), $(uname -m), $cpus CPUs${model:+ ($model)}, kernel $(uname -r), load average after $load_after."
         echo "Medians of $rounds alternating rounds (min-max of the single rounds in parentheses); ratios"
         echo "are of the medians. Goals: bandwidth ratio >= $goal_bw at every size and depth, latency ratio <= $goal_lat."
         echo
         echo '```sh'
-        echo "cd build && $cmd"
+        echo "$cmd"
         echo '```'
         echo
         cat "$tmp/md"
     } >"$tmp/block"
     . "$top_srcdir/bench/lib-md.sh"
-    md_section "$RAILNET_BENCH_MD" plugin_vs_perftest "$tmp/block"
+    md_section "$RAILNET_BENCH_MD" "$sect" "$tmp/block"
 fi
