@@ -69,9 +69,12 @@ struct gin_gdaki_res {
     struct ibv_pd *pd;
     int host_only, cuda_dev, is_mlx5, atomics;
     int queue_gpu;          /* RAILNET_GDAKI_QUEUE_MEM=gpu: rings in GPU memory */
-    struct ibv_port_attr pattr;
-    union ibv_gid gid;
-    int port, gid_index;
+    int nports;             /* the device's ports the QPs spread over (port_slot) */
+    struct {
+        struct ibv_port_attr pattr;
+        union ibv_gid gid;
+        int port, gid_index;
+    } pt[HS_MAX_PORTS];
     int kept;               /* a failed context or window stays until the process exits: so do the
                              * DEVX context and PD under it */
 };
@@ -180,7 +183,8 @@ static void base_free(struct gin_gdaki_res *r)
     free(r);
 }
 
-/* The DEVX context and PD of the collComm's device (first port). */
+/* The DEVX context and PD of the collComm's device, and the ports of that
+ * device the collComm has (both of a merged dual-port NIC). */
 static ncclResult_t base_open(struct gin_coll *c)
 {
     if (c->gdaki)
@@ -212,12 +216,19 @@ static ncclResult_t base_open(struct gin_coll *c)
         snprintf(err, sizeof(err), "ibv_alloc_pd on the DEVX context failed");
         goto fail;
     }
-    r->port = pt->port_num;
-    r->gid = pt->gid;
-    r->gid_index = pt->gid_index;
-    if (ibvwrap_query_port(r->v, r->ctx, (uint8_t)r->port, &r->pattr) != 0) {
-        snprintf(err, sizeof(err), "ibv_query_port(%d) on the DEVX context failed", r->port);
-        goto fail;
+    for (int k = 0; k < c->nports && k < HS_MAX_PORTS; k++) {
+        const struct qp_port *q = &c->ports[k];
+        if (q->ctx->device != pt->ctx->device)
+            continue;   /* a port of another device: not on this DEVX context */
+        int i = r->nports;
+        r->pt[i].port = q->port_num;
+        r->pt[i].gid = q->gid;
+        r->pt[i].gid_index = q->gid_index;
+        if (ibvwrap_query_port(r->v, r->ctx, q->port_num, &r->pt[i].pattr) != 0) {
+            snprintf(err, sizeof(err), "ibv_query_port(%d) on the DEVX context failed", q->port_num);
+            goto fail;
+        }
+        r->nports++;
     }
     struct ibv_device_attr da;
     memset(&da, 0, sizeof(da));
@@ -309,7 +320,6 @@ static void xchg_leave(struct gin_coll *c, uint32_t step)
  * xchg_leave has told the peers why. */
 static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_pair **qps, struct gdaki_qp_info *remote, int *ok)
 {
-    struct gin_gdaki_res *r = c->gdaki;
     uint64_t deadline = now_ns() + (uint64_t)rn_config()->handshake_timeout * 1000000000ull;
     char err[HS_ERR_LEN];
     for (int p = 0; p < c->nranks; p++) {
@@ -320,18 +330,19 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_pair **qps, struct
         m.nranks = (uint32_t)c->nranks;
         m.src_rank = (uint32_t)c->rank;
         m.dst_rank = (uint32_t)p;
-        m.link_layer = r->pattr.link_layer;
+        const struct gdaki_pair *mine = qps[p];
+        m.link_layer = mine->port_attr.link_layer;
         m.nports = 1;
         m.nqps = 1;
         struct hs_qp_info *q = &m.qp[0];
         q->qpn = gdaki_pair_send_qpn(qps[p]);
-        q->psn = qps[p]->psn;
-        q->lid = r->pattr.lid;
-        q->port_num = (uint8_t)r->port;
-        q->mtu = (uint8_t)r->pattr.active_mtu;
-        q->gid_index = (uint8_t)r->gid_index;
-        q->is_global = r->pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
-        memcpy(q->gid, r->gid.raw, 16);
+        q->psn = mine->psn;
+        q->lid = mine->port_attr.lid;
+        q->port_num = (uint8_t)mine->port;
+        q->mtu = (uint8_t)mine->port_attr.active_mtu;
+        q->gid_index = (uint8_t)mine->gid_index;
+        q->is_global = mine->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+        memcpy(q->gid, mine->gid.raw, 16);
         uint8_t buf[GW_MSG_MAX];
         size_t len = gw_peer_encode(GW_GDAKI, &m, buf, sizeof(buf));
         if (gw_send(c->peers[p].fd, buf, len, deadline, err)) {
@@ -360,10 +371,10 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_pair **qps, struct
             *ok = 0;
             continue;
         }
-        if (m.link_layer != r->pattr.link_layer) {
+        if (m.link_layer != qps[p]->port_attr.link_layer) {
             WARN("NET/railnet/GIN: rank %d: the GDAKI QP of rank %d is on link layer %u, this rank's %s port %d on "
                  "%u: cannot be connected",
-                 c->rank, p, m.link_layer, c->dev_name, r->port, r->pattr.link_layer);
+                 c->rank, p, m.link_layer, c->dev_name, qps[p]->port, qps[p]->port_attr.link_layer);
             *ok = 0;
             continue;
         }
@@ -383,7 +394,17 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_pair **qps, struct
 
 /* ------------------------------------------------------------ QPs */
 
-static int qp_new(struct gin_gdaki_res *r, uint32_t depth, struct gdaki_pair **out, char *err, size_t el)
+/* The port (index into r->pt) of the QP of context x between this rank and
+ * peer: (rank + peer + x) mod the ports, the same on both ends (a QP and
+ * the one it connects to sit on the same port index: one rail of a
+ * dual-port NIC), and spread so that a rank's peers, its own loop and the
+ * contexts share both ports instead of all using the first. */
+static int port_slot(const struct gin_coll *c, const struct gin_gdaki_res *r, int peer, int x)
+{
+    return (int)(((unsigned)c->rank + (unsigned)peer + (unsigned)x) % (unsigned)r->nports);
+}
+
+static int qp_new(struct gin_gdaki_res *r, int slot, uint32_t depth, struct gdaki_pair **out, char *err, size_t el)
 {
     struct gdaki_pair *pr = gdaki_pair_alloc(err, el);
     if (!pr)
@@ -394,10 +415,10 @@ static int qp_new(struct gin_gdaki_res *r, uint32_t depth, struct gdaki_pair **o
     pr->pd = r->pd;
     pr->borrowed = 1;
     snprintf(pr->dev_name, sizeof(pr->dev_name), "%s", r->coll->dev_name);
-    pr->port = r->port;
-    pr->port_attr = r->pattr;
-    pr->gid = r->gid;
-    pr->gid_index = r->gid_index;
+    pr->port = r->pt[slot].port;
+    pr->port_attr = r->pt[slot].pattr;
+    pr->gid = r->pt[slot].gid;
+    pr->gid_index = r->pt[slot].gid_index;
     pr->atomics = r->atomics;
     pr->is_mlx5 = r->is_mlx5;
     pr->cuda_dev = r->cuda_dev;
@@ -406,17 +427,17 @@ static int qp_new(struct gin_gdaki_res *r, uint32_t depth, struct gdaki_pair **o
     return gdaki_pair_build_send(pr, depth, err, el);
 }
 
-static void self_info(struct gin_gdaki_res *r, struct gdaki_pair *pr, struct gdaki_qp_info *g)
+static void self_info(struct gdaki_pair *pr, struct gdaki_qp_info *g)
 {
     memset(g, 0, sizeof(*g));
     g->magic = GDAKI_QP_INFO_MAGIC;
     g->qpn = gdaki_pair_send_qpn(pr);
     g->psn = pr->psn;
-    g->lid = r->pattr.lid;
-    g->port = (uint8_t)r->port;
-    g->mtu = (uint8_t)r->pattr.active_mtu;
-    g->is_global = r->pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
-    memcpy(g->gid, r->gid.raw, 16);
+    g->lid = pr->port_attr.lid;
+    g->port = (uint8_t)pr->port;
+    g->mtu = (uint8_t)pr->port_attr.active_mtu;
+    g->is_global = pr->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+    memcpy(g->gid, pr->gid.raw, 16);
 }
 
 /* The queue view of a finished pair: device addresses, or host ones. */
@@ -618,9 +639,13 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
         ok = 0;
     }
     uint32_t sq = sq_depth_of(c, depth);
-    for (int i = 0; ok && i < nq; i++)
-        if (qp_new(r, sq, &s->qp[i], err, sizeof(err)) < 0 || qp_new(r, sq, &s->comp[i], err, sizeof(err)) < 0)
+    /* a companion loops back on its main QP's port */
+    for (int i = 0; ok && i < nq; i++) {
+        int slot = port_slot(c, r, i % n, i / n);
+        if (qp_new(r, slot, sq, &s->qp[i], err, sizeof(err)) < 0 ||
+            qp_new(r, slot, sq, &s->comp[i], err, sizeof(err)) < 0)
             ok = 0;
+    }
     /* one table of each kind for all contexts, registered once: context x
      * owns entries [x * count, (x + 1) * count) (its table offset) */
     size_t nsig_all = (size_t)nsignals * ncontexts, ncnt_all = (size_t)ncounters * ncontexts;
@@ -670,10 +695,10 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     if (xres == ncclSuccess) {
         for (int x = 0; x < ncontexts && ok; x++) {
             struct gdaki_pair **qps = s->qp + (size_t)x * n, **comps = s->comp + (size_t)x * n;
-            self_info(r, qps[c->rank], &remote[(size_t)x * n + c->rank]);
+            self_info(qps[c->rank], &remote[(size_t)x * n + c->rank]);
             for (int p = 0; p < n && ok; p++) {
                 struct gdaki_qp_info me;
-                self_info(r, comps[p], &me);
+                self_info(comps[p], &me);
                 if (gdaki_devx_connect(qps[p], &remote[(size_t)x * n + p], err, sizeof(err)) < 0 ||
                     gdaki_devx_connect(comps[p], &me, err, sizeof(err)) < 0 ||
                     gdaki_pair_finish(qps[p], gpu_view, r->cuda_dev, err, sizeof(err)) < 0 ||
@@ -720,13 +745,13 @@ ncclResult_t gin_gdaki_create_context(struct gin_coll *c, int nsignals, int ncou
     pthread_mutex_unlock(&sets_mu);
     INFO(NCCL_NET | NCCL_INIT,
          "NET/railnet/GIN: rank %d of %d on %s: GDAKI type, layout %d%s, %d context(s) of %d DEVX QP(s) + companions "
-         "of %d slots (rings in %s memory), %d signals, %d counters per context, contexts in %s memory; %d "
-         "createContext set(s) live on this collComm",
+         "of %d slots over %d port(s) (rings in %s memory), %d signals, %d counters per context, contexts in %s "
+         "memory; %d createContext set(s) live on this collComm",
          c->rank, n, c->dev_name, s->layout,
          s->layout == RN_GIN_GDAKI_V200 ? (gin_gdaki_ctx_gets(s->layout, backend) ? " (backend 2: gets tracked)"
                                                                                     : " (backend 1)")
                                         : "",
-         ncontexts, n, (int)sq, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
+         ncontexts, n, (int)sq, r->nports, r->queue_gpu ? "GPU" : "host", nsignals, ncounters,
          r->host_only ? "host" : "GPU", live);
     *gin_ctx = s;
     *dev_handle = &s->handle;

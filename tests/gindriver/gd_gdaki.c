@@ -11,6 +11,8 @@
  *                signal, a signal alone; rounds wrap the rings several
  *                times. Receivers wait for their signals, then check every
  *                byte; senders wait for their counters and flush every QP;
+ *                each rank then prints the payload bytes softnic sent on
+ *                each port of the first device (the QPs spread over both);
  *   gdaki-error  rank 0 puts with a corrupted rkey: the slot's CQE is an
  *                error, and queryLastError reports it;
  *   gdaki-kill   the last rank is SIGKILLed after createContext: the
@@ -24,6 +26,7 @@
  * CQ or MR more after it; gdaki also checks that the host's data path on
  * the collComm is refused (iput, iputSignal, test, an RMA context:
  * ncclInvalidUsage, nothing posted). */
+#include <dlfcn.h>
 #include <endian.h>
 #include <limits.h>
 #include <signal.h>
@@ -34,6 +37,7 @@
 
 #include "../../tools/common/plugin_tables.h"
 #include "../gin_gdaki/doca_cpu.h"
+#include "../softnic/softnic_ctl.h"
 #include "gd.h"
 #include "gd_tests.h"
 #include "gd_gdaki.h"
@@ -368,6 +372,41 @@ static int gk_check_host_path_refused(struct gk *k)
     return bad;
 }
 
+/* The request payload bytes this process sent on ports 1 and 2 of the
+ * first device (softnic_ctl_port_counters, through a context of its own:
+ * a port's counters are the device's). Returns 0, or 1 off softnic. */
+static int port_tx(unsigned long long tx[2])
+{
+    void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    struct ibv_device **(*get_list)(int *) = NULL;
+    void (*free_list)(struct ibv_device **) = NULL;
+    struct ibv_context *(*open_dev)(struct ibv_device *) = NULL;
+    int (*close_dev)(struct ibv_context *) = NULL;
+    int (*counters)(struct ibv_context *, uint8_t, struct softnic_ctl_counters *) = NULL;
+    if (v) {
+        *(void **)&get_list = dlsym(v, "ibv_get_device_list");
+        *(void **)&free_list = dlsym(v, "ibv_free_device_list");
+        *(void **)&open_dev = dlsym(v, "ibv_open_device");
+        *(void **)&close_dev = dlsym(v, "ibv_close_device");
+        *(void **)&counters = dlsym(v, "softnic_ctl_port_counters");
+    }
+    if (!get_list || !free_list || !open_dev || !close_dev || !counters)
+        return 1;
+    int n = 0, bad = 1;
+    struct ibv_device **list = get_list(&n);
+    struct ibv_context *own = list && n >= 1 ? open_dev(list[0]) : NULL;
+    if (own) {
+        struct softnic_ctl_counters c1, c2;
+        bad = counters(own, 1, &c1) || counters(own, 2, &c2);
+        tx[0] = bad ? 0 : c1.tx_bytes;
+        tx[1] = bad ? 0 : c2.tx_bytes;
+        close_dev(own);
+    }
+    if (list)
+        free_list(list);
+    return bad;
+}
+
 static int t_gdaki(struct gd_rank *r, void *arg)
 {
     struct gd_opts *o = arg;
@@ -376,6 +415,8 @@ static int t_gdaki(struct gd_rank *r, void *arg)
     struct gk k;
     if (gk_open(r, &k, len))
         return 1;
+    unsigned long long tx0[2] = { 0, 0 }, tx1[2] = { 0, 0 };
+    int no_tx = port_tx(tx0);
     struct rn_gin_gdaki_gpu_ctx *gc = k.gc;
     /* source bytes: for target t, round i: chunk (t * rounds + i) */
     for (int t = 0; t < n; t++)
@@ -479,6 +520,8 @@ static int t_gdaki(struct gd_rank *r, void *arg)
     if (!bad)
         printf("rank %d: %d rounds to %d ranks byte-checked, signals and counters exact, %llu slots on a ring of %u\n",
                me, rounds, n, slots, (unsigned)gc->gdqp[0].sq_wqe_num);
+    if (!no_tx && !port_tx(tx1))
+        printf("rank %d: payload bytes sent: port 1 %llu, port 2 %llu\n", me, tx1[0] - tx0[0], tx1[1] - tx0[1]);
     if (gd_barrier(r))
         bad = 1;
     gk_close(&k);

@@ -9,7 +9,8 @@
 # kernels still spinning on a failed context ended by its destroyContext.
 # Plus the type choice: the layout version check and its fallback, and a
 # peer's GW_GDAKI message as untrusted input (gindriver gdaki-forged-KIND);
-# a GDAKI collComm without proxy QPs, and ranks of both types refused.
+# a GDAKI collComm without proxy QPs, and ranks of both types refused; the
+# QPs spread over both ports of the merged device.
 # The layouts of NCCL 2.29 (GIN v12: a context per contextId, table
 # offsets) and 2.30 (GIN v14, RAILNET_GIN_GDAKI_VERSION=200: packed QP
 # descriptors, get tracking by backend version): gindriver reads the device
@@ -19,7 +20,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 37
+tap_plan 38
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -102,6 +103,16 @@ rc=$?
     tap_ok gdaki_and_proxy_ranks_refused_at_connect_each_warn_naming_both ||
     tap_not_ok gdaki_and_proxy_ranks_refused_at_connect_each_warn_naming_both "rc=$rc $(cat "$out")"
 tap_check gdaki_cpu_consumer_2_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 2 --rounds 20 gdaki
+# the merged device's two ports both carry the QPs' traffic: a rank's own
+# loop and its peer sit on different ports (port 1 alone halves a rate-
+# limited device); with one port (RAILNET_MERGE_PORTS=0) port 2 stays idle
+"$gd" --plugin "$plugin" --ranks 2 --rounds 20 gdaki >"$out" 2>&1
+both=$(grep -c '^rank [01]: payload bytes sent: port 1 [1-9][0-9]*, port 2 [1-9][0-9]*$' "$out")
+RAILNET_MERGE_PORTS=0 "$gd" --plugin "$plugin" --ranks 2 --rounds 20 gdaki >"$out.1" 2>&1
+one=$(grep -c '^rank [01]: payload bytes sent: port 1 [1-9][0-9]*, port 2 0$' "$out.1")
+[ "$both" = 2 ] && [ "$one" = 2 ] && tap_ok gdaki_qps_spread_over_both_ports_of_the_merged_device ||
+    tap_not_ok gdaki_qps_spread_over_both_ports_of_the_merged_device "$(cat "$out" "$out.1")"
+rm -f "$out.1"
 tap_check gdaki_cpu_consumer_3_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 3 --rounds 50 gdaki
 # 9 slots per peer per round: 200 rounds wrap the 512-slot rings 3 times
 tap_check gdaki_cpu_consumer_4_ranks_rings_wrap "$gd" --plugin "$plugin" --ranks 4 --rounds 200 gdaki
