@@ -34,33 +34,44 @@ set_state_fn gd_find_set_state(void)
     return f;
 }
 
-/* Takes port DOWN_PORT of the first device down and up through a context
- * of its own (the plugin's is not reachable before connect: softnic's port
- * events reach every context of the device), closed again afterwards.
- * Returns 0 on success. */
-static int flap_on_own_ctx(set_state_fn set_state)
+struct ibv_context *gd_own_dev_open(struct gd_own_dev *d)
 {
+    memset(d, 0, sizeof(*d));
     void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
     struct ibv_device **(*get_list)(int *) = NULL;
-    void (*free_list)(struct ibv_device **) = NULL;
     struct ibv_context *(*open_dev)(struct ibv_device *) = NULL;
-    int (*close_dev)(struct ibv_context *) = NULL;
     if (v) {
         *(void **)&get_list = dlsym(v, "ibv_get_device_list");
-        *(void **)&free_list = dlsym(v, "ibv_free_device_list");
+        *(void **)&d->free_list = dlsym(v, "ibv_free_device_list");
         *(void **)&open_dev = dlsym(v, "ibv_open_device");
-        *(void **)&close_dev = dlsym(v, "ibv_close_device");
+        *(void **)&d->close_dev = dlsym(v, "ibv_close_device");
     }
-    if (!get_list || !free_list || !open_dev || !close_dev)
-        return 1;
+    if (!get_list || !d->free_list || !open_dev || !d->close_dev)
+        return NULL;
     int n = 0;
-    struct ibv_device **list = get_list(&n);
-    struct ibv_context *own = list && n >= 1 ? open_dev(list[0]) : NULL;
+    d->list = get_list(&n);
+    d->ctx = d->list && n >= 1 ? open_dev(d->list[0]) : NULL;
+    return d->ctx;
+}
+
+void gd_own_dev_close(struct gd_own_dev *d)
+{
+    if (d->ctx)
+        d->close_dev(d->ctx);
+    if (d->list)
+        d->free_list(d->list);
+    memset(d, 0, sizeof(*d));
+}
+
+/* Takes port DOWN_PORT of the first device down and up through a context
+ * of its own (the plugin's is not reachable before connect: softnic's port
+ * events reach every context of the device). Returns 0 on success. */
+static int flap_on_own_ctx(set_state_fn set_state)
+{
+    struct gd_own_dev d;
+    struct ibv_context *own = gd_own_dev_open(&d);
     int bad = !own || set_state(own, DOWN_PORT, 0) || set_state(own, DOWN_PORT, 1);
-    if (own)
-        close_dev(own);
-    if (list)
-        free_list(list);
+    gd_own_dev_close(&d);
     return bad;
 }
 

@@ -373,37 +373,22 @@ static int gk_check_host_path_refused(struct gk *k)
 }
 
 /* The request payload bytes this process sent on ports 1 and 2 of the
- * first device (softnic_ctl_port_counters, through a context of its own:
- * a port's counters are the device's). Returns 0, or 1 off softnic. */
+ * first device (softnic_ctl_port_counters on a context of its own: a
+ * port's counters are the device's). Returns 0, or 1 off softnic. */
 static int port_tx(unsigned long long tx[2])
 {
     void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-    struct ibv_device **(*get_list)(int *) = NULL;
-    void (*free_list)(struct ibv_device **) = NULL;
-    struct ibv_context *(*open_dev)(struct ibv_device *) = NULL;
-    int (*close_dev)(struct ibv_context *) = NULL;
     int (*counters)(struct ibv_context *, uint8_t, struct softnic_ctl_counters *) = NULL;
-    if (v) {
-        *(void **)&get_list = dlsym(v, "ibv_get_device_list");
-        *(void **)&free_list = dlsym(v, "ibv_free_device_list");
-        *(void **)&open_dev = dlsym(v, "ibv_open_device");
-        *(void **)&close_dev = dlsym(v, "ibv_close_device");
+    if (v)
         *(void **)&counters = dlsym(v, "softnic_ctl_port_counters");
-    }
-    if (!get_list || !free_list || !open_dev || !close_dev || !counters)
-        return 1;
-    int n = 0, bad = 1;
-    struct ibv_device **list = get_list(&n);
-    struct ibv_context *own = list && n >= 1 ? open_dev(list[0]) : NULL;
-    if (own) {
-        struct softnic_ctl_counters c1, c2;
-        bad = counters(own, 1, &c1) || counters(own, 2, &c2);
-        tx[0] = bad ? 0 : c1.tx_bytes;
-        tx[1] = bad ? 0 : c2.tx_bytes;
-        close_dev(own);
-    }
-    if (list)
-        free_list(list);
+    struct gd_own_dev d;
+    struct ibv_context *own = counters ? gd_own_dev_open(&d) : NULL;
+    struct softnic_ctl_counters c1, c2;
+    int bad = !own || counters(own, 1, &c1) || counters(own, 2, &c2);
+    if (counters)
+        gd_own_dev_close(&d);
+    tx[0] = bad ? 0 : c1.tx_bytes;
+    tx[1] = bad ? 0 : c2.tx_bytes;
     return bad;
 }
 

@@ -80,6 +80,18 @@ int gd_async_run(const char *plugin, const char *name, struct gd_opts *o);
 struct ibv_context;
 typedef int (*set_state_fn)(struct ibv_context *, uint8_t, int);
 set_state_fn gd_find_set_state(void);
+/* A context of this process's own on the first device of the libibverbs
+ * the plugin loaded (for softnic's control calls; the plugin's contexts are
+ * not reachable from here): gd_own_dev_open returns it or NULL, and
+ * gd_own_dev_close closes it and frees the device list. */
+struct gd_own_dev {
+    struct ibv_device **list;
+    struct ibv_context *ctx;
+    void (*free_list)(struct ibv_device **);
+    int (*close_dev)(struct ibv_context *);
+};
+struct ibv_context *gd_own_dev_open(struct gd_own_dev *d);
+void gd_own_dev_close(struct gd_own_dev *d);
 /* softnic_ctl_objects (tests/softnic/softnic_ctl.h) of the libibverbs the
  * plugin loaded: the verbs objects alive in this process; NULL when it is
  * not softnic's (gd_rail.c). */
