@@ -207,7 +207,7 @@ if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     if [ -f "$top_builddir/Makefile" ]; then
         cmd="cd build && $cmd sh ../bench/plugin_vs_perftest.sh"
     else
-        cmd="scripts/gpu-stage  # here; then on the other machine, from the repository root:
+        cmd="scripts/gpu-stage  # on the build host; then on the other machine, from the repository root:
 top_builddir=\$PWD/.gpu $cmd sh bench/plugin_vs_perftest.sh"
     fi
     {
