@@ -31,6 +31,7 @@
 struct gin_instance {
     uint32_t magic;
     uint64_t comm_id;
+    unsigned nlisten;   /* listens made on this context (atomic) */
 };
 
 static pthread_mutex_t type_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -211,8 +212,10 @@ ncclResult_t gin_listen_face(void *ctx, int dev, void *handle, void **listen_com
         return ncclInvalidArgument;
     /* NCCL listens with the communicator's init context: its id groups the
      * collComms (one per GIN context) of one communicator. */
-    const struct gin_instance *g = ctx;
-    return gin_listen(dev, g && g->magic == GIN_INSTANCE_MAGIC ? g->comm_id : 0, handle, listen_comm);
+    struct gin_instance *g = ctx;
+    int mine = g && g->magic == GIN_INSTANCE_MAGIC;
+    unsigned ordinal = mine ? __atomic_fetch_add(&g->nlisten, 1, __ATOMIC_RELAXED) : 0;
+    return gin_listen(dev, mine ? g->comm_id : 0, ordinal, handle, listen_comm);
 }
 
 ncclResult_t gin_connect_face(void *ctx, void *handles[], int nranks, int rank, void *listen_comm,

@@ -176,6 +176,8 @@ struct gin_coll {
     char dev_name[64];
     int rank, nranks;
     uint64_t comm_id;             /* the communicator's id from init (0: none) */
+    unsigned ordinal;             /* rank 0's listen ordinal on its init context (gin_listen): which of
+                                   * the communicator's collComms this is, the same on every rank */
     int nports;
     struct qp_port ports[HS_MAX_PORTS];
     struct qp_params qpp;
@@ -225,7 +227,7 @@ struct gin_listen {
     int dev;
     uint64_t comm_id;
     int fd;
-    uint64_t nonce;
+    uint64_t nonce;               /* its low byte: the listen's ordinal (gin_listen) */
     uint8_t handle[HS_HANDLE_SIZE];
 };
 
@@ -250,7 +252,10 @@ struct gin_mr {
 /* gin_coll.c */
 /* comm_id: the communicator's id from init (0: none); its collComms share
  * a failure (gin_group_fail). */
-ncclResult_t gin_listen(int dev, uint64_t comm_id, void *handle, void **listen_comm);
+/* ordinal: how many listens the communicator's init context made before
+ * this one; carried in the low byte of the handle's nonce, so that every
+ * rank reads rank 0's from the handles connect gets (gin_coll.ordinal). */
+ncclResult_t gin_listen(int dev, uint64_t comm_id, unsigned ordinal, void *handle, void **listen_comm);
 ncclResult_t gin_close_listen(void *listen_comm);
 /* gdaki_type: the GDAKI layout NCCL was offered for this collComm (a GIN
  * table's connect: gin_gdaki_offered()), which then has no proxy QPs; 0:

@@ -45,7 +45,7 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-ncclResult_t gin_listen(int dev, uint64_t comm_id, void *handle, void **listen_comm)
+ncclResult_t gin_listen(int dev, uint64_t comm_id, unsigned ordinal, void *handle, void **listen_comm)
 {
     *listen_comm = NULL;
     struct hs_handle h;
@@ -67,7 +67,7 @@ ncclResult_t gin_listen(int dev, uint64_t comm_id, void *handle, void **listen_c
     l->magic = GIN_LISTEN_MAGIC;
     l->dev = dev;
     l->comm_id = comm_id;
-    l->nonce = hs_nonce_new();
+    l->nonce = (hs_nonce_new() & ~0xffull) | (ordinal & 0xffu);
     h.version = HS_VERSION;
     h.family = a.family;
     memcpy(h.addr, a.addr, 16);
@@ -573,8 +573,10 @@ ncclResult_t gin_connect(void *handles[], int nranks, int rank, void *listen_com
         res = devices_handle_info(l->dev, &guid, &ll, &np, &a);
     if (res == ncclSuccess)
         res = coll_create(l->dev, rank, nranks, gdaki_type, &c);
-    if (res == ncclSuccess)
+    if (res == ncclSuccess) {
         c->comm_id = l->comm_id;
+        c->ordinal = (unsigned)(hs[0].nonce & 0xffu);
+    }
     uint64_t deadline = now_ns() + (uint64_t)rn_config()->handshake_timeout * 1000000000ull;
     if (res == ncclSuccess) {
         struct gw_peer self;

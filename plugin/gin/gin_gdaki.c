@@ -395,13 +395,15 @@ static ncclResult_t xchg_qps(struct gin_coll *c, struct gdaki_pair **qps, struct
 /* ------------------------------------------------------------ QPs */
 
 /* The port (index into r->pt) of the QP of context x between this rank and
- * peer: (rank + peer + x) mod the ports, the same on both ends (a QP and
- * the one it connects to sit on the same port index: one rail of a
- * dual-port NIC), and spread so that a rank's peers, its own loop and the
- * contexts share both ports instead of all using the first. */
+ * peer: (rank + peer + x + the collComm's ordinal) mod the ports, the same
+ * on both ends (a QP and the one it connects to sit on the same port
+ * index: one rail of a dual-port NIC), and spread so that a rank's peers,
+ * its own loop and the contexts share both ports instead of all using the
+ * first. NCCL 2.28 makes a collComm per GIN context (the ordinal), 2.29
+ * and 2.30 several contexts on one (x). */
 static int port_slot(const struct gin_coll *c, const struct gin_gdaki_res *r, int peer, int x)
 {
-    return (int)(((unsigned)c->rank + (unsigned)peer + (unsigned)x) % (unsigned)r->nports);
+    return (int)(((unsigned)c->rank + (unsigned)peer + (unsigned)x + c->ordinal) % (unsigned)r->nports);
 }
 
 static int qp_new(struct gin_gdaki_res *r, int slot, uint32_t depth, struct gdaki_pair **out, char *err, size_t el)

@@ -888,6 +888,61 @@ static int t_gdaki_group_fail(struct gd_rank *r, void *arg)
     return bad;
 }
 
+/* gdaki-ports: two GDAKI collComms of one communicator, as NCCL 2.28 opens
+ * one per GIN context (two listens on the init context): on each, one put
+ * of GK_PORT_PUT bytes to the other rank, flushed, and the port whose sent
+ * bytes grew by it printed. gin_gdaki.sh checks that both ranks name the
+ * same port for a collComm (its QP and the peer's sit on one port) and
+ * that the two collComms use different ports. */
+#define GK_PORT_PUT 65536
+static int port_of_put(struct gd_rank *r, struct gk *k, int which)
+{
+    int peer = 1 - r->rank;
+    unsigned long long t0[2], t1[2];
+    if (port_tx(t0))
+        return 1;
+    struct dc_addr ra = { 0, k->dst_gh->rkeys[peer] }, la = { 0, k->src_gh->lkey };
+    dc_put(k->gc->gdqp + peer, ra, la, GK_PORT_PUT);
+    int w = dc_wait(k->gc->gdqp + peer, 30.0);
+    if (w || port_tx(t1)) {
+        printf("rank %d: collComm %d: the put to rank %d did not complete (%d)\n", r->rank, which, peer, w);
+        return 1;
+    }
+    unsigned long long d1 = t1[0] - t0[0], d2 = t1[1] - t0[1];
+    int port = d1 >= GK_PORT_PUT && d2 < GK_PORT_PUT ? 1 : d2 >= GK_PORT_PUT && d1 < GK_PORT_PUT ? 2 : 0;
+    printf("rank %d: collComm %d: the put to rank %d went on port %d (%llu, %llu bytes)\n", r->rank, which, peer,
+           port, d1, d2);
+    return port ? 0 : 1;
+}
+
+static int t_gdaki_ports(struct gd_rank *r, void *arg)
+{
+    (void)arg;
+    struct gk k1, k2;
+    if (gk_open(r, &k1, GK_PORT_PUT))
+        return 1;
+    void *coll1 = r->coll, *listen1 = r->listen, *listen2 = NULL;
+    r->coll = NULL;
+    int bad = gd_listen_again(r, &listen2);
+    r->listen = listen2;
+    if (bad || gk_open(r, &k2, GK_PORT_PUT)) {
+        printf("rank %d: the second collComm failed\n", r->rank);
+        bad = 1;
+    }
+    void *coll2 = r->coll;
+    bad = bad || gd_barrier(r) || port_of_put(r, &k1, 1) || gd_barrier(r) || port_of_put(r, &k2, 2);
+    if (gd_barrier(r))
+        bad = 1;
+    gk_close(&k2);
+    if (coll2 && r->gin->closeColl(coll2) != ncclSuccess)
+        bad = 1;
+    if (listen2)
+        r->gin->closeListen(listen2);
+    r->coll = coll1, r->listen = listen1;
+    gk_close(&k1);
+    return bad;
+}
+
 /* gdaki-mismatch: rank 1 offers the proxy type (gd_rank_env), rank 0 the
  * GDAKI type: rank 0 refuses rank 1's HELLO, and both connects fail at once
  * with ncclInvalidUsage rather than after RAILNET_HANDSHAKE_TIMEOUT. */
@@ -927,6 +982,8 @@ int gd_gdaki_run(const char *plugin, const char *name, struct gd_opts *o)
     }
     if (!strcmp(name, "gdaki-group-fail"))
         return gd_run(plugin, 2, GK_DEADLINE_S, -1, o->seed, t_gdaki_group_fail, o);
+    if (!strcmp(name, "gdaki-ports"))
+        return gd_run(plugin, 2, GK_DEADLINE_S, -1, o->seed, t_gdaki_ports, o);
     if (!strcmp(name, "gdaki-port-down"))
         return gd_run(plugin, 2, GK_DEADLINE_S, -1, o->seed, t_gdaki_port_down, o);
     if (!strncmp(name, "gdaki-forged-", 13))

@@ -10,7 +10,7 @@
 #include "parse.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|rail|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-release-query|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-error|gdaki-kill|gdaki-mismatch|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|rail|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-release-query|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-ports|gdaki-error|gdaki-kill|gdaki-mismatch|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "       gindriver --plugin PATH --rma-version 13|14 [options] rma|rma-bad|rma-kill|probe\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does (or another GIN or\n"
     "RMA table, see the options), with ranks as processes of this host (softnic:\n"
@@ -63,6 +63,7 @@ static const char help[] =
     "          first destroyed, the second still used, a third made, then destroyed last made first\n"
     "  gdaki-port-down  rank 0's port 2 goes down: its queryLastError reports it within 5 s\n"
     "  gdaki-group-fail two contexts of one communicator: rank 0 sees the error on the first; both are kept\n"
+    "  gdaki-ports  two collComms of one communicator: the port each one's put to the peer went on\n"
     "  gdaki-kill   a rank SIGKILLed after createContext: queryLastError of the others says so\n"
     "  gdaki-mismatch  2 ranks, rank 1 with RAILNET_GIN=proxy: both connects refused at once (ncclInvalidUsage)\n"
     "  gdaki-forged-KIND  rank 2 forges rank 0's GW_GDAKI message: createContext refuses it, ranks 0, 1 fail\n"

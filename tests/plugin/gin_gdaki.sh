@@ -10,7 +10,8 @@
 # Plus the type choice: the layout version check and its fallback, and a
 # peer's GW_GDAKI message as untrusted input (gindriver gdaki-forged-KIND);
 # a GDAKI collComm without proxy QPs, and ranks of both types refused; the
-# QPs spread over both ports of the merged device.
+# QPs spread over both ports of the merged device, and a communicator's
+# collComms take the ports in turn.
 # The layouts of NCCL 2.29 (GIN v12: a context per contextId, table
 # offsets) and 2.30 (GIN v14, RAILNET_GIN_GDAKI_VERSION=200: packed QP
 # descriptors, get tracking by backend version): gindriver reads the device
@@ -20,7 +21,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 38
+tap_plan 39
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 export RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_MEM=host-devx
 
@@ -113,6 +114,15 @@ one=$(grep -c '^rank [01]: payload bytes sent: port 1 [1-9][0-9]*, port 2 0$' "$
 [ "$both" = 2 ] && [ "$one" = 2 ] && tap_ok gdaki_qps_spread_over_both_ports_of_the_merged_device ||
     tap_not_ok gdaki_qps_spread_over_both_ports_of_the_merged_device "$(cat "$out" "$out.1")"
 rm -f "$out.1"
+# the collComms of one communicator (NCCL 2.28: one per GIN context) take
+# the ports in turn: both ranks put a collComm's traffic on the same port,
+# the second collComm on the other one
+"$gd" --plugin "$plugin" gdaki-ports >"$out" 2>&1
+p1=$(sed -n 's/^rank [01]: collComm 1: the put to rank [01] went on port \([12]\) .*/\1/p' "$out" | sort -u)
+p2=$(sed -n 's/^rank [01]: collComm 2: the put to rank [01] went on port \([12]\) .*/\1/p' "$out" | sort -u)
+[ "$(grep -c 'went on port [12] ' "$out")" = 4 ] && [ "$(echo $p1 | wc -w)" = 1 ] && [ "$(echo $p2 | wc -w)" = 1 ] &&
+    [ "$p1" != "$p2" ] && tap_ok gdaki_collcomms_of_one_communicator_take_the_ports_in_turn ||
+    tap_not_ok gdaki_collcomms_of_one_communicator_take_the_ports_in_turn "$(cat "$out")"
 tap_check gdaki_cpu_consumer_3_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 3 --rounds 50 gdaki
 # 9 slots per peer per round: 200 rounds wrap the 512-slot rings 3 times
 tap_check gdaki_cpu_consumer_4_ranks_rings_wrap "$gd" --plugin "$plugin" --ranks 4 --rounds 200 gdaki
