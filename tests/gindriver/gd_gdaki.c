@@ -832,6 +832,41 @@ static int t_gdaki_port_down(struct gd_rank *r, void *arg)
     return bad;
 }
 
+/* A second collComm of the communicator k1's belongs to (a second listen
+ * on the init context, as NCCL makes one per GIN context) with a GDAKI
+ * context on it in k2; r->coll and r->listen are the second's until
+ * gk_second_close puts the first's back. 0, or 1 (said why). */
+struct gk_second {
+    void *coll1, *listen1, *coll2, *listen2;
+};
+
+static int gk_second_open(struct gd_rank *r, struct gk *k2, size_t len, struct gk_second *s)
+{
+    s->coll1 = r->coll, s->listen1 = r->listen, s->coll2 = NULL, s->listen2 = NULL;
+    r->coll = NULL;
+    int bad = gd_listen_again(r, &s->listen2);
+    r->listen = s->listen2;
+    if (bad || gk_open(r, k2, len)) {
+        printf("rank %d: the second collComm failed\n", r->rank);
+        bad = 1;
+    }
+    s->coll2 = r->coll;
+    return bad;
+}
+
+/* Closes k2 and the second collComm and listen; 0, or 1 when closeColl failed. */
+static int gk_second_close(struct gd_rank *r, struct gk *k2, struct gk_second *s)
+{
+    int bad = 0;
+    gk_close(k2);
+    if (s->coll2 && r->gin->closeColl(s->coll2) != ncclSuccess)
+        bad = 1;
+    if (s->listen2)
+        r->gin->closeListen(s->listen2);
+    r->coll = s->coll1, r->listen = s->listen1;
+    return bad;
+}
+
 /* gdaki-group-fail: each rank holds two GDAKI contexts of one communicator
  * (two listens and collComms with the init context's id, as NCCL opens one
  * per GIN context); rank 0 takes port 2 down and asks queryLastError of the
@@ -846,21 +881,14 @@ static int t_gdaki_group_fail(struct gd_rank *r, void *arg)
     set_state_fn set_state = gd_find_set_state();
     if (!set_state || gk_open(r, &k1, 4096))
         return 1;
-    void *coll1 = r->coll, *listen1 = r->listen, *listen2 = NULL;
-    r->coll = NULL;
-    int bad = gd_listen_again(r, &listen2);
-    r->listen = listen2;
-    if (bad || gk_open(r, &k2, 4096)) {
-        printf("rank %d: the second context failed\n", r->rank);
-        bad = 1;
-    }
-    void *coll2 = r->coll;
+    struct gk_second sec;
+    int bad = gk_second_open(r, &k2, 4096, &sec);
     if (!bad && gd_barrier(r))
         bad = 1;
     if (!bad && r->rank == 0) {
         double t0 = gd_now();
         bool has = false;
-        if (set_state(((struct gin_coll *)coll1)->ports[0].ctx, 2, 0) != 0) {
+        if (set_state(((struct gin_coll *)sec.coll1)->ports[0].ctx, 2, 0) != 0) {
             printf("rank 0: cannot take port 2 down\n");
             bad = 1;
         }
@@ -876,12 +904,8 @@ static int t_gdaki_group_fail(struct gd_rank *r, void *arg)
     }
     if (gd_barrier(r))
         bad = 1;
-    gk_close(&k2);
-    if (coll2 && r->gin->closeColl(coll2) != ncclSuccess)
+    if (gk_second_close(r, &k2, &sec))
         bad = 1;
-    if (listen2)
-        r->gin->closeListen(listen2);
-    r->coll = coll1, r->listen = listen1;
     gk_close(&k1);
     if (!bad)
         printf("rank %d: two contexts torn down\n", r->rank);
@@ -921,24 +945,13 @@ static int t_gdaki_ports(struct gd_rank *r, void *arg)
     struct gk k1, k2;
     if (gk_open(r, &k1, GK_PORT_PUT))
         return 1;
-    void *coll1 = r->coll, *listen1 = r->listen, *listen2 = NULL;
-    r->coll = NULL;
-    int bad = gd_listen_again(r, &listen2);
-    r->listen = listen2;
-    if (bad || gk_open(r, &k2, GK_PORT_PUT)) {
-        printf("rank %d: the second collComm failed\n", r->rank);
-        bad = 1;
-    }
-    void *coll2 = r->coll;
+    struct gk_second sec;
+    int bad = gk_second_open(r, &k2, GK_PORT_PUT, &sec);
     bad = bad || gd_barrier(r) || port_of_put(r, &k1, 1) || gd_barrier(r) || port_of_put(r, &k2, 2);
     if (gd_barrier(r))
         bad = 1;
-    gk_close(&k2);
-    if (coll2 && r->gin->closeColl(coll2) != ncclSuccess)
+    if (gk_second_close(r, &k2, &sec))
         bad = 1;
-    if (listen2)
-        r->gin->closeListen(listen2);
-    r->coll = coll1, r->listen = listen1;
     gk_close(&k1);
     return bad;
 }
