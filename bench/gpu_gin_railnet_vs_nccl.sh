@@ -134,13 +134,8 @@ cat "$JOBDIR/gin_table"
 # into FILE's section "gpu_gin_railnet_vs_nccl" (bench/lib-md.sh)
 if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
-    cmd="RAILNET_BENCH_GPU=1 RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_MIN_BYTES:+ RAILNET_BENCH_MIN_BYTES=$RAILNET_BENCH_MIN_BYTES}${RAILNET_BENCH_MAX_BYTES:+ RAILNET_BENCH_MAX_BYTES=$RAILNET_BENCH_MAX_BYTES}${RAILNET_BENCH_GDAKI_QUEUE:+ RAILNET_BENCH_GDAKI_QUEUE=$RAILNET_BENCH_GDAKI_QUEUE}"
-    if [ -f "$top_builddir/Makefile" ]; then
-        cmd="cd build && $cmd sh ../bench/gpu_gin_railnet_vs_nccl.sh"
-    else
-        cmd="scripts/gpu-stage  # on the build host; then on the GPU machine, from the repository root:
-top_builddir=\$PWD/.gpu $cmd sh bench/gpu_gin_railnet_vs_nccl.sh"
-    fi
+    . "$top_srcdir/bench/lib-md.sh"
+    cmd=$(md_command "RAILNET_BENCH_GPU=1 RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_MIN_BYTES:+ RAILNET_BENCH_MIN_BYTES=$RAILNET_BENCH_MIN_BYTES}${RAILNET_BENCH_MAX_BYTES:+ RAILNET_BENCH_MAX_BYTES=$RAILNET_BENCH_MAX_BYTES}${RAILNET_BENCH_GDAKI_QUEUE:+ RAILNET_BENCH_GDAKI_QUEUE=$RAILNET_BENCH_GDAKI_QUEUE}" gpu_gin_railnet_vs_nccl.sh)
     {
         echo "$(date -u +%F), ${gpu:-a GPU} shared by 2 ranks (MPS $mps), NCCL 2.28.9 (PyTorch's), softnic at ${SOFTNIC_RATE:-unlimited} B/s a port,"
         echo "railnet's GDAKI rings in $ringmem memory, GB/s of alltoall bus bandwidth per rank size, medians of $rounds alternating"
@@ -158,7 +153,6 @@ top_builddir=\$PWD/.gpu $cmd sh bench/gpu_gin_railnet_vs_nccl.sh"
         echo
         sed -n 's/^ping-pong round trip (us): /Put + signal ping-pong round trip (us): /p; s/^verdict \(.*\)/- verdict \1/p' "$JOBDIR/gin_table"
     } >"$JOBDIR/gin_md"
-    . "$top_srcdir/bench/lib-md.sh"
     md_section "$RAILNET_BENCH_MD" gpu_gin_railnet_vs_nccl "$JOBDIR/gin_md"
 fi
 exit $rc

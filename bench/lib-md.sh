@@ -4,6 +4,19 @@
 # replaces what FILE holds between the lines "<!-- NAME:begin -->" and
 # "<!-- NAME:end -->" (both kept) with the text of the file BLOCK; a FILE
 # without both lines becomes the markers around BLOCK. Says which it did.
+#   md_command SETTINGS SCRIPT
+# prints the command a reader runs again: SETTINGS (VAR=value ...) and
+# bench/SCRIPT from a build tree (cd build), or from the repository root
+# over scripts/gpu-stage's tree (top_builddir without a Makefile).
+md_command() {
+    if [ -f "$top_builddir/Makefile" ]; then
+        printf 'cd build && %s sh ../bench/%s\n' "$1" "$2"
+    else
+        printf 'scripts/gpu-stage  # on the build host; then on the GPU machine, from the repository root:\n'
+        printf 'top_builddir=$PWD/.gpu %s sh bench/%s\n' "$1" "$2"
+    fi
+}
+
 md_section() {
     _f=$1 _n=$2 _blk=$3
     if [ -f "$_f" ] && grep -q "^<!-- $_n:begin -->\$" "$_f" && grep -q "^<!-- $_n:end -->\$" "$_f"; then

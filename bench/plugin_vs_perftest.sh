@@ -202,14 +202,8 @@ if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null)
     model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
     sect=${RAILNET_BENCH_MD_SECTION:-plugin_vs_perftest}
-    cmd="RAILNET_BENCH_DEPTHS=\"$depths\" RAILNET_BENCH_SIZES=\"$sizes\" RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_BYTES:+ RAILNET_BENCH_BYTES=$budget}"
-    # a build tree, or scripts/gpu-stage's tree run from the repository root
-    if [ -f "$top_builddir/Makefile" ]; then
-        cmd="cd build && $cmd sh ../bench/plugin_vs_perftest.sh"
-    else
-        cmd="scripts/gpu-stage  # on the build host; then on the other machine, from the repository root:
-top_builddir=\$PWD/.gpu $cmd sh bench/plugin_vs_perftest.sh"
-    fi
+    . "$top_srcdir/bench/lib-md.sh"
+    cmd=$(md_command "RAILNET_BENCH_DEPTHS=\"$depths\" RAILNET_BENCH_SIZES=\"$sizes\" RAILNET_BENCH_ROUNDS=$rounds${RAILNET_BENCH_BYTES:+ RAILNET_BENCH_BYTES=$budget}" plugin_vs_perftest.sh)
     {
         echo "$(date +%F), $(uname -m), $cpus CPUs${model:+ ($model)}, kernel $(uname -r), load average after $load_after."
         echo "Medians of $rounds alternating rounds (min-max of the single rounds in parentheses); ratios"
@@ -221,6 +215,5 @@ top_builddir=\$PWD/.gpu $cmd sh bench/plugin_vs_perftest.sh"
         echo
         cat "$tmp/md"
     } >"$tmp/block"
-    . "$top_srcdir/bench/lib-md.sh"
     md_section "$RAILNET_BENCH_MD" "$sect" "$tmp/block"
 fi
