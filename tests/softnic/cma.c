@@ -190,29 +190,41 @@ static int pidfd_of(uint32_t pid)
 #endif
 }
 
+void cma_token(uint64_t *addr, uint64_t *tok)
+{
+    pthread_once(&token_once, token_init);
+    *addr = (uint64_t)(uintptr_t)&token;
+    *tok = token;
+}
+
 int cma_accept_peer(int fd, const struct sn_wire_hello *h)
 {
     if (!softnic_global()->conf.fastpath || !(h->hflags & SN_HELLO_CMA) || !h->pid)
         return -1;
+    return cma_check_peer(fd, h->pid, h->fd, h->token_addr, h->token);
+}
+
+int cma_check_peer(int fd, uint32_t pid, uint32_t fd_hint, uint64_t token_addr, uint64_t tok)
+{
     struct sockaddr_in us, peer;
     socklen_t l1 = sizeof(us), l2 = sizeof(peer);
     if (getsockname(fd, (struct sockaddr *)&us, &l1) || getpeername(fd, (struct sockaddr *)&peer, &l2) ||
         us.sin_family != AF_INET || peer.sin_family != AF_INET)
         return -1;
-    int pidfd = pidfd_of(h->pid);
+    int pidfd = pidfd_of(pid);
     if (pidfd < 0)
         return -1;
     unsigned long inode = tcp_inode(&peer, &us);
-    if (!inode || !pid_owns_inode(h->pid, inode, h->fd)) {
+    if (!inode || !pid_owns_inode(pid, inode, fd_hint)) {
         close(pidfd);
         return -1;
     }
     uint64_t got = 0;
     struct iovec l = { &got, sizeof(got) };
-    struct iovec r = { (void *)(uintptr_t)h->token_addr, sizeof(got) };
-    ssize_t n = process_vm_readv((pid_t)h->pid, &l, 1, &r, 1, 0);
-    if (n != (ssize_t)sizeof(got) || got != h->token) {
-        SN_DEBUG("cma: peer pid %u: process_vm_readv refused (%s): payloads on the wire", h->pid,
+    struct iovec r = { (void *)(uintptr_t)token_addr, sizeof(got) };
+    ssize_t n = process_vm_readv((pid_t)pid, &l, 1, &r, 1, 0);
+    if (n != (ssize_t)sizeof(got) || got != tok) {
+        SN_DEBUG("cma: peer pid %u: process_vm_readv refused (%s): payloads on the wire", pid,
                  n < 0 ? strerror(errno) : "token mismatch");
         close(pidfd);
         return -1;

@@ -4,7 +4,8 @@
  * the same-host fast path's offer), and, when the hello offered the fast
  * path, the responder's answer: it comes once the peer QP is ready to
  * receive, before anything else on the connection, so the first request
- * already knows how to carry its payload (cma.c).  A peer that never
+ * already knows how to carry its payload (cma.c), followed by its offer to
+ * let us place small writes ourselves when the hello asked (push.c).  A peer that never
  * answers costs nothing but the retry budget, which the completer keeps. */
 #include "connect.h"
 
@@ -25,6 +26,8 @@ int conn_start(struct sn_conn_setup *cs, struct sn_qp *qp)
     h->src_qpn = qp->ibqp.qp_num;
     memcpy(h->src_gid, qp->port->gid.raw, 16);
     cma_hello_fill(h);
+    if ((h->hflags & SN_HELLO_CMA) && softnic_global()->conf.push)
+        h->hflags |= SN_HELLO_PUSH;
     if (qp->poll_acks)
         h->hflags |= SN_HELLO_POLL;
     union ibv_gid dgid = qp->attr.ah_attr.grh.dgid;
@@ -42,6 +45,25 @@ void conn_abort(struct sn_conn_setup *cs)
     if (cs->fd >= 0)
         close(cs->fd);
     cs->fd = -1;
+}
+
+/* Reads what has come of a fixed-size message: 0 once *got == len,
+ * EINPROGRESS (*io: wait to read), or why the connection failed. */
+static int recv_all(int fd, void *buf, size_t len, size_t *got, unsigned *io)
+{
+    while (*got < len) {
+        ssize_t n = recv(fd, (char *)buf + *got, len - *got, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            *io = SN_ENG_IN;
+            return EINPROGRESS;
+        }
+        if (n <= 0)
+            return n == 0 ? ECONNRESET : errno;
+        *got += (size_t)n;
+    }
+    return 0;
 }
 
 int conn_advance(struct sn_conn_setup *cs, bool *cma, unsigned *io)
@@ -75,21 +97,19 @@ int conn_advance(struct sn_conn_setup *cs, bool *cma, unsigned *io)
             return 0;
         cs->state = CONN_ANSWER;
     }
-    while (cs->answer_got < sizeof(cs->answer)) {
-        ssize_t n = recv(cs->fd, (char *)&cs->answer + cs->answer_got, sizeof(cs->answer) - cs->answer_got,
-                         MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            *io = SN_ENG_IN;
-            return EINPROGRESS;
-        }
-        if (n <= 0)
-            return n == 0 ? ECONNRESET : errno;
-        cs->answer_got += (size_t)n;
+    if (cs->state == CONN_ANSWER) {
+        int err = recv_all(cs->fd, &cs->answer, sizeof(cs->answer), &cs->answer_got, io);
+        if (err)
+            return err;
+        if (cs->answer.type != SN_RESP_HELLO || (cs->answer.syndrome & ~(SN_ANSWER_CMA | SN_ANSWER_PUSH)) ||
+            ((cs->answer.syndrome & SN_ANSWER_PUSH) &&
+             (!(cs->hello.hflags & SN_HELLO_PUSH) || !(cs->answer.syndrome & SN_ANSWER_CMA))))
+            return EPROTO;
+        *cma = cs->answer.syndrome & SN_ANSWER_CMA;
+        if (!(cs->answer.syndrome & SN_ANSWER_PUSH))
+            return 0;
+        cs->state = CONN_OFFER;
     }
-    if (cs->answer.type != SN_RESP_HELLO || cs->answer.syndrome > 1)
-        return EPROTO;
-    *cma = cs->answer.syndrome == 1;
-    return 0;
+    *cma = true;
+    return recv_all(cs->fd, &cs->offer, sizeof(cs->offer), &cs->offer_got, io);
 }

@@ -103,6 +103,10 @@ EXPORT int softnic_ctl_port_counters(struct ibv_context *ctx, uint8_t port,
     if (!p || !out)
         return EINVAL;
     counters_read(&p->cnt, out);
+    uint64_t b, n;
+    push_rx_counts(NULL, sn_device_of(ctx), port, &b, &n);   /* what same-host peers placed */
+    out->rx_bytes += b;
+    out->rx_packets += n;
     return 0;
 }
 
@@ -127,6 +131,14 @@ EXPORT int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out)
     if (!qp || !out)
         return EINVAL;
     *out = atomic_load(&sn_qp_of(qp)->cnt.direct_wqes);
+    return 0;
+}
+
+EXPORT int softnic_ctl_qp_pushed_wqes(struct ibv_qp *qp, uint64_t *out)
+{
+    if (!qp || !out)
+        return EINVAL;
+    *out = atomic_load(&sn_qp_of(qp)->cnt.pushed_wqes);
     return 0;
 }
 
@@ -220,5 +232,9 @@ EXPORT int softnic_ctl_qp_counters(struct ibv_qp *qp, struct softnic_ctl_counter
     if (!qp || !out)
         return EINVAL;
     counters_read(&sn_qp_of(qp)->cnt, out);
+    uint64_t b, p;
+    push_rx_counts(sn_qp_of(qp), NULL, 0, &b, &p);   /* what same-host peers placed */
+    out->rx_bytes += b;
+    out->rx_packets += p;
     return 0;
 }

@@ -113,6 +113,7 @@ void device_port_set_state(struct sn_device *d, int port_num, bool up)
         return;
     if (up)
         p->up_since_ns = sn_now_ns();
+    push_port_update(d, p);   /* same-host pushers see it at once */
     struct ibv_async_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.element.port_num = port_num;
@@ -127,8 +128,10 @@ void device_set_fatal(struct sn_device *d)
     ev.element.port_num = 0;
     ev.event_type = IBV_EVENT_DEVICE_FATAL;
     async_post_dev(d, &ev);
-    for (int p = 1; sn_port_get(d, p); p++)
+    for (int p = 1; sn_port_get(d, p); p++) {
         atomic_store(&sn_port_get(d, p)->state, IBV_PORT_DOWN);
+        push_port_update(d, sn_port_get(d, p));
+    }
 }
 
 int device_query_device(struct ibv_context *c, struct ibv_device_attr *a)

@@ -63,6 +63,7 @@ static struct ibv_mr *mr_insert(struct sn_mr *mr)
     atomic_store(&mr->refs, 1);
     mr_table[idx] = mr;
     pthread_rwlock_unlock(&mr_lock);
+    push_mr_publish(mr);
     pd_use(mr->ibmr.pd, 1);
     atomic_fetch_add(&sn_live_mrs, 1);
     return &mr->ibmr;
@@ -137,6 +138,7 @@ int mr_dereg(struct ibv_mr *ibmr)
     }
     mr_table[idx] = NULL;
     pthread_rwlock_unlock(&mr_lock);
+    push_mr_withdraw(ibmr->rkey);   /* returns once no same-host push is under way */
     /* wait for accesses that started before the key went away */
     while (atomic_load(&mr->refs) > 1)
         usleep(50);
@@ -282,6 +284,7 @@ int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size
         usleep(50);
     }
     struct ibv_pd *old_pd = ibmr->pd;
+    push_mr_withdraw(ibmr->rkey);   /* same-host pushers see the new region or none */
     if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
         ibmr->addr = addr;
         ibmr->length = len;
@@ -299,6 +302,7 @@ int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size
         mr->iova = 0;
     if (flags & IBV_REREG_MR_CHANGE_PD)
         ibmr->pd = pd;
+    push_mr_publish(mr);
     pthread_rwlock_unlock(&mr_lock);
     if (ibmr->pd != old_pd) {
         pd_use(pd, 1);

@@ -75,6 +75,7 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     qp->dev = sn_device_of(c);
     qp->sq_sig_all = ia->sq_sig_all != 0;
     qp->out_fd = -1;
+    qp->push_slot = -1;
     qp->attr.qp_state = IBV_QPS_RESET;
     qp->attr.cap = qp->cap;
     qp->attr.path_mtu = IBV_MTU_1024;
@@ -173,6 +174,10 @@ int qp_destroy(struct ibv_qp *ibqp)
     qp->stopping = true;
     pthread_mutex_unlock(&qp->lock);
     qp_engine_stop(qp);
+    pthread_mutex_lock(&qp->lock);
+    push_qp_release_locked(qp);
+    push_detach_locked(qp);
+    pthread_mutex_unlock(&qp->lock);
     wire_free_qpn(ibqp->qp_num);
     cq_attach(ibqp->send_cq, -1);
     cq_attach(ibqp->recv_cq, -1);
@@ -340,6 +345,9 @@ static void qp_store(struct sn_qp *qp, const struct ibv_qp_attr *a, int mask)
 /* Empties both queues without completions (move to RESET). */
 static void qp_reset_locked(struct sn_qp *qp)
 {
+    /* a reset QP meets its next peer afresh: the old one's pushes end here */
+    push_qp_release_locked(qp);
+    push_detach_locked(qp);
     for (uint32_t i = 0; i < qp->sq_size; i++)
         qp_unpin_locked(&qp->sq[i]);
     qp->sq_head = qp->sq_sent = qp->sq_tail = 0;
@@ -396,6 +404,7 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
         qp->attr.qp_state = next;
         ibqp->state = next;
     }
+    push_qp_update_locked(qp);   /* its state and access flags, for same-host pushers */
     if (next == IBV_QPS_SQD && cur == IBV_QPS_RTS && qp->attr.en_sqd_async_notify &&
         qp->sq_head == qp->sq_sent)
         async_post_qp(ibqp, IBV_EVENT_SQ_DRAINED);
@@ -519,6 +528,7 @@ void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
         return;
     qp->attr.qp_state = IBV_QPS_ERR;
     qp->ibqp.state = IBV_QPS_ERR;
+    push_qp_update_locked(qp);
     while (qp->sq_head != qp->sq_tail) {
         struct sn_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];
         bool guilty = qp->sq_head == culprit;
@@ -662,6 +672,8 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
         if (head0 == tail0 && st == IBV_QPS_RTS)
             completer_arm_locked(qp);
     }
+    /* what the posting thread places itself (push.c) needs no requester */
+    push_try_locked(qp);
     if (!requester_try_direct_locked(qp))
         requester_kick_locked(qp);
     pthread_mutex_unlock(&qp->lock);

@@ -5,7 +5,8 @@
  *          configured remote (QPN and GID) -- otherwise the connection is
  *          dropped, as hardware drops such packets, and the requester ends
  *          with IBV_WC_RETRY_EXC_ERR;  a hello offering the same-host fast
- *          path is answered first (cma.c);
+ *          path is answered first (cma.c), with the offer to place small
+ *          writes itself when it asked (push.c);
  *   run:   the requests, in order (responder.c);
  *   drain: after a NAK, the peer gets up to 2 s to read it before the
  *          close (what it still sends is read and dropped).
@@ -166,8 +167,21 @@ static int start_run(struct sn_rconn *rc)
         rc->cma_pid = pull ? h->pid : 0;
         SN_DEBUG("responder: QP 0x%x: peer QP 0x%x pid %u: %s", qp->ibqp.qp_num, h->src_qpn, h->pid,
                  pull ? "same host, payloads by cross-memory attach" : "payloads on the wire");
-        if ((err = responder_send_resp(rc, SN_RESP_HELLO, pull ? 1 : 0, 0, 0)))
+        struct sn_wire_push_offer offer;
+        bool push = false;
+        if (pull && (h->hflags & SN_HELLO_PUSH)) {
+            pthread_mutex_lock(&qp->lock);
+            push = push_offer_locked(qp, rc->fd, &offer);
+            pthread_mutex_unlock(&qp->lock);
+        }
+        uint8_t syn = (uint8_t)((pull ? SN_ANSWER_CMA : 0) | (push ? SN_ANSWER_PUSH : 0));
+        if ((err = responder_send_resp(rc, SN_RESP_HELLO, syn, 0, 0)))
             return err;
+        if (push) {
+            struct iovec v = { &offer, sizeof(offer) };
+            if ((err = txbuf_writev(&rc->tx, rc->fd, &v, 1)))
+                return err;
+        }
     }
     /* a GPU-driven requester (a kernel's put + quiet loop) sends its next
      * request a round trip after this one's ACK: the engine polls for it,

@@ -175,6 +175,8 @@ static unsigned connect_locked(struct sn_eng_task *t, struct sn_qp *qp, struct s
     unsigned io = 0;
     pthread_mutex_unlock(&qp->lock);
     int err = conn_advance(&rq->cs, &cma, &io);
+    if (!err && (rq->cs.answer.syndrome & SN_ANSWER_PUSH))
+        push_attach(qp, rq->cs.fd, &rq->cs.offer);   /* checks the peer: not under the lock */
     pthread_mutex_lock(&qp->lock);
     if (err == EINPROGRESS)
         return io;

@@ -92,6 +92,7 @@ struct sn_config {
     char link_cache[256];      /* SOFTNIC_LINK_CACHE, "" = /dev/shm/softnic-link-<uid> */
     int debug;
     int fastpath;              /* SOFTNIC_FASTPATH: same-host peers by CMA (cma.c) */
+    int push;                  /* SOFTNIC_PUSH: small writes placed by the requester (push.c) */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
@@ -175,6 +176,7 @@ struct sn_counters {
     _Atomic uint64_t errors, retries, rnr_naks;
     _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
     _Atomic uint64_t direct_wqes;   /* tx WQEs a posting thread transmitted (requester.c) */
+    _Atomic uint64_t pushed_wqes;   /* tx WQEs a posting thread placed in the peer (push.c) */
     _Atomic uint64_t acks;          /* ACKs the responder sent to its peer (responder.c) */
     _Atomic uint64_t post_calls;    /* ibv_post_send calls that queued send WQEs (qp.c) */
 };
@@ -526,6 +528,11 @@ struct sn_qp {
     int out_fd;                    /* requester -> peer responder */
     bool conn_dead;                /* out_fd failed: retry budget running */
     bool cma_ok;                   /* out_fd's responder pulls payloads (cma.c) */
+    /* push.c: the peer process this QP places small writes in (NULL: the
+     * wire), and its QP's slot there; as a responder, our own slot (-1) */
+    struct sn_push_peer *push_peer;
+    uint32_t push_to_slot, push_to_gen;
+    int push_slot;
     uint64_t last_progress_ns;     /* last response, or work arriving */
     bool stopping;
     bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
@@ -617,6 +624,21 @@ struct sn_wire_hello {
 /* the requesting QP is one a GPU drives (sn_qp.poll_acks): the responder
  * polls for its next request before it sleeps (SOFTNIC_ACK_POLL_US) */
 #define SN_HELLO_POLL 2
+/* the requester places small writes itself when the responder offers it
+ * (push.c): the answer's syndrome has SN_ANSWER_PUSH and a struct
+ * sn_wire_push_offer follows the answer */
+#define SN_HELLO_PUSH 4
+#define SN_ANSWER_CMA 1
+#define SN_ANSWER_PUSH 2
+struct sn_wire_push_offer {
+    uint32_t magic;         /* SN_WIRE_MAGIC */
+    uint32_t pid;           /* the responder's process */
+    uint32_t conn_fd;       /* its descriptor of this connection (cma_check_peer's hint) */
+    uint32_t region_fd;     /* its shared region's descriptor, opened through /proc */
+    uint64_t token_addr;    /* its token, for the requester's probe read */
+    uint64_t token;
+    uint32_t slot, gen;     /* its QP's slot in the region */
+};
 
 /* Request header; WRITE/SEND payload of len bytes follows. */
 struct sn_wire_req {
@@ -710,12 +732,48 @@ void cma_hello_fill(struct sn_wire_hello *h);
  * namespace, and its memory can be read: a pidfd of it (the caller closes
  * it); else -1: the wire. */
 int cma_accept_peer(int fd, const struct sn_wire_hello *h);
+/* The same proof for any peer: process pid owns the other end of fd
+ * (fd_hint: its descriptor of it, where it looks first) in our namespace,
+ * and reading its token at token_addr gives token.  A pidfd, or -1. */
+int cma_check_peer(int fd, uint32_t pid, uint32_t fd_hint, uint64_t token_addr, uint64_t token);
+/* This process's token and where it lives, for an answer's offer. */
+void cma_token(uint64_t *addr, uint64_t *token);
 /* Reads len bytes at offset off of the segments of process pid (pidfd:
  * from cma_accept_peer) into dst; 0, ECONNRESET when the process is gone
  * or the memory is no longer there, EPROTO on a short descriptor. */
 int cma_pull(int pidfd, uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off,
              void *dst, size_t len);
 void wire_tune(int fd);
+
+/* ------------------------------------------------------------ push.c */
+/* The largest write the requester places itself: what would otherwise
+ * travel on the wire; from SN_CMA_MIN_BYTES the responder pulls the
+ * payload instead (one copy either way, and the poster does not copy
+ * what a NIC moves in the background). */
+#define SN_PUSH_MAX_BYTES (SN_CMA_MIN_BYTES - 1)
+struct sn_push_peer;
+struct sn_mr;
+/* Responder side: publish / withdraw a region's key (withdraw returns when
+ * no push into it is under way), a port's state, a QP's state and access
+ * (qp->lock held); the offer for a connection whose requester asked (false:
+ * none); the slot's release at destroy. */
+void push_mr_publish(const struct sn_mr *mr);
+void push_mr_withdraw(uint32_t key);
+void push_port_update(const struct sn_device *d, const struct sn_port *port);
+void push_qp_update_locked(struct sn_qp *qp);
+bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer *o);
+void push_qp_release_locked(struct sn_qp *qp);
+/* Bytes and packets peers pushed into qp (qp != NULL) or into port
+ * port_num of d. */
+void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_num, uint64_t *bytes,
+                    uint64_t *packets);
+/* Requester side: takes the offer that came on fd (checks the peer first;
+ * without the QP's lock), lets it go (qp->lock held), and places the
+ * send queue's next WQEs while they qualify (qp->lock held): true when it
+ * placed any. */
+void push_attach(struct sn_qp *qp, int fd, const struct sn_wire_push_offer *o);
+void push_detach_locked(struct sn_qp *qp);
+bool push_try_locked(struct sn_qp *qp);
 /* Registers/unregisters a QP in the qpn table used by incoming hellos. */
 void wire_qp_register(struct sn_qp *qp);
 void wire_qp_unregister(struct sn_qp *qp);

@@ -59,6 +59,10 @@ int softnic_ctl_qp_acks(struct ibv_qp *qp, uint64_t *out);
  * requester thread's wake-up. */
 int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out);
 
+/* Send WQEs of a QP that the posting thread placed in its same-host peer's
+ * memory itself (small RDMA WRITEs: no NIC thread and no ACK; push.c). */
+int softnic_ctl_qp_pushed_wqes(struct ibv_qp *qp, uint64_t *out);
+
 /* ibv_post_send calls that queued send WQEs on a QP (a list counts once):
  * for a QP made by mlx5dv_create_qp, how many post lists softnic's mlx5
  * NIC thread made of the WQEs it found (mlx5_nic.c). */

@@ -129,6 +129,7 @@ static uint64_t write_rounds(struct fixture *f, char *src, struct ibv_mr *smr, c
  * the requester thread still finishing, so "taken" means at least once. */
 TAP_CASE(test_posting_thread_transmits_small_and_pulled_payloads)
 {
+    setenv("SOFTNIC_PUSH", "0", 1);   /* small writes on the wire, not placed (push.c) */
     struct fixture f;
     setup(&f);
     size_t len = 64 << 10;

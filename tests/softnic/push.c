@@ -1,0 +1,494 @@
+/* push.c: the same-host push.  A small RDMA WRITE (no immediate, at most
+ * SN_PUSH_MAX_BYTES) to a same-host peer is placed by the posting thread
+ * itself with process_vm_writev, as a NIC places a write without the
+ * responder's CPU; the responder's NIC thread never wakes for it and no
+ * ACK travels.  Without it every small write costs both processes' NIC
+ * threads a wake-up and a socket round trip, several times what the write
+ * moves: NCCL's clear-to-send rows, 64-256 bytes per message, cost as much
+ * NIC-thread time as the message itself, which a ConnectX does not.
+ *
+ * The responder's side: a shared region (a memfd, one per process) that
+ * publishes what a write needs checked -- its host memory regions by key
+ * (address, length, access, PD) and, per QP it offered the push to, the
+ * QP's state, access flags, PD and port state.  It offers the push in its
+ * answer to a hello that asked for it (connect.c, rconn.c), only after
+ * it accepted the requester for the fast path (cma.c).
+ *
+ * The requester's side: it checks that the offered pid owns the other end
+ * of its very socket (cma_check_peer, the same proof the responder asks),
+ * maps the region read-mostly through /proc/<pid>/fd, and then pushes a
+ * write only when every check passes: its send queue holds nothing before
+ * it (RC's order: all earlier WQEs are acknowledged, so placed), the QP
+ * and its port are plain (no rate, latency or faults), the key names a
+ * host region of the QP's PD with remote write, in bounds, the QP is
+ * ready to receive and its port up.  Anything else goes on the wire, which
+ * gives the answer a NIC would (an access error, a retry).
+ *
+ * Races: a pusher counts itself on the QP slot and on the region entry
+ * before it reads them, and a deregistration clears the key before it
+ * waits for that count to fall (both sequentially consistent), so no push
+ * lands after ibv_dereg_mr returns.  A QP leaving RTR/RTS stops new pushes;
+ * one already under way lands, as a write the NIC had started. */
+#include "softnic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
+#define PUSH_VERSION 1u
+#define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
+#define PUSH_QP_SLOTS 16384u
+/* how long a deregistration waits for pushes under way: a pusher holds its
+ * count for one system call; a peer that died holding it cannot write */
+#define PUSH_DRAIN_NS 1000000000ull
+
+struct push_mr {
+    _Atomic uint32_t key;        /* 0: none */
+    uint32_t access;
+    uint64_t iova, base, len, pd;
+    _Atomic int32_t pushers;
+    uint32_t pad;
+};
+
+struct push_qp {
+    _Atomic uint32_t live;       /* gen << 1 | ready to receive */
+    uint32_t access;             /* qp_access_flags */
+    uint64_t pd;
+    uint16_t dev, port;          /* its port, for port_up */
+    _Atomic int32_t pushers;
+    _Atomic uint64_t rx_bytes, rx_packets;
+};
+
+struct push_region {
+    uint32_t magic, version, pid, pad;
+    _Atomic int32_t port_up[SN_MAX_DEVICES][SN_MAX_PORTS];
+    _Atomic uint64_t port_rx_bytes[SN_MAX_DEVICES][SN_MAX_PORTS];
+    _Atomic uint64_t port_rx_packets[SN_MAX_DEVICES][SN_MAX_PORTS];
+    struct push_qp qp[PUSH_QP_SLOTS];
+    struct push_mr mr[PUSH_MR_SLOTS];
+};
+
+/* ------------------------------------------------------- the responder */
+static struct {
+    pthread_mutex_t lock;        /* the region's creation, slot allocation */
+    struct push_region *r;       /* NULL: none (yet, off, or memfd failed) */
+    uint32_t pid;                /* the process that made it: a forked child makes its own */
+    bool tried;
+    int fd;
+    uint32_t next_slot;
+    uint32_t gen[PUSH_QP_SLOTS];
+    bool used[PUSH_QP_SLOTS];
+} me = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+
+#define REGION_NAME "softnic-push"
+
+/* me.lock held */
+static void region_create_locked(void)
+{
+    uint32_t pid = (uint32_t)getpid();
+    if (me.tried && me.pid == pid)
+        return;
+    if (me.r) {   /* the parent's, inherited across fork: its keys are not ours */
+        munmap(me.r, sizeof(*me.r));
+        close(me.fd);
+        me.fd = -1;
+        memset(me.used, 0, sizeof(me.used));
+        __atomic_store_n(&me.r, NULL, __ATOMIC_RELEASE);
+    }
+    me.tried = true;
+    me.pid = pid;
+    if (!softnic_global()->conf.push || !softnic_global()->conf.fastpath)
+        return;
+    int fd = memfd_create(REGION_NAME, MFD_CLOEXEC);
+    if (fd < 0)
+        return;
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, sizeof(struct push_region)) == 0)
+        p = mmap(NULL, sizeof(struct push_region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        SN_DEBUG("push: no shared region (%s): small writes on the wire", strerror(errno));
+        close(fd);
+        return;
+    }
+    struct push_region *r = p;
+    r->magic = PUSH_MAGIC;
+    r->version = PUSH_VERSION;
+    r->pid = (uint32_t)getpid();
+    me.fd = fd;
+    __atomic_store_n(&me.r, r, __ATOMIC_RELEASE);
+}
+
+/* The region if this process made one already (none made here). */
+static struct push_region *made(void)
+{
+    struct push_region *r = __atomic_load_n(&me.r, __ATOMIC_ACQUIRE);
+    return r && me.pid == (uint32_t)getpid() ? r : NULL;
+}
+
+static struct push_region *region(void)
+{
+    struct push_region *r = __atomic_load_n(&me.r, __ATOMIC_ACQUIRE);
+    if (r && me.pid == (uint32_t)getpid())
+        return r;
+    pthread_mutex_lock(&me.lock);
+    region_create_locked();
+    r = me.r;
+    pthread_mutex_unlock(&me.lock);
+    return r;
+}
+
+/* Waits for the pushes under way on a slot or entry to end. */
+static void drain(_Atomic int32_t *pushers)
+{
+    uint64_t until = sn_now_ns() + PUSH_DRAIN_NS;
+    while (atomic_load(pushers) > 0) {
+        if (sn_now_ns() > until) {
+            SN_LOG("push: a peer's push did not end within 1 s (the peer stopped in it?): going on");
+            atomic_store(pushers, 0);
+            return;
+        }
+        usleep(20);
+    }
+}
+
+void push_mr_publish(const struct sn_mr *mr)
+{
+    struct push_region *r = region();
+    uint32_t key = mr->ibmr.rkey, idx = key >> 8;
+    if (!r || idx >= PUSH_MR_SLOTS || mr->gpu || !(mr->access & IBV_ACCESS_REMOTE_WRITE))
+        return;
+    struct push_mr *e = &r->mr[idx];
+    e->access = (uint32_t)mr->access;
+    e->iova = mr->iova;
+    e->base = (uint64_t)(uintptr_t)mr->base;
+    e->len = mr->len;
+    e->pd = (uint64_t)(uintptr_t)mr->ibmr.pd;
+    atomic_store(&e->key, key);   /* the fields first: a pusher reads the key, then them */
+}
+
+void push_mr_withdraw(uint32_t key)
+{
+    struct push_region *r = region();
+    uint32_t idx = key >> 8;
+    if (!r || idx >= PUSH_MR_SLOTS)
+        return;
+    struct push_mr *e = &r->mr[idx];
+    uint32_t k = key;
+    if (!atomic_compare_exchange_strong(&e->key, &k, 0))
+        return;   /* never published (GPU memory, no remote write) */
+    drain(&e->pushers);
+}
+
+void push_port_update(const struct sn_device *d, const struct sn_port *port)
+{
+    struct push_region *r = made();   /* none yet: set at the offer */
+    if (!r || d->index < 0 || d->index >= SN_MAX_DEVICES || port->num < 1 || port->num > SN_MAX_PORTS)
+        return;
+    atomic_store(&r->port_up[d->index][port->num - 1], atomic_load(&port->state) == IBV_PORT_ACTIVE);
+}
+
+static bool qp_ready(const struct sn_qp *qp)
+{
+    enum ibv_qp_state s = qp->attr.qp_state;
+    return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD;
+}
+
+void push_qp_update_locked(struct sn_qp *qp)
+{
+    struct push_region *r = made();
+    if (qp->push_slot < 0 || !r)
+        return;
+    struct push_qp *s = &r->qp[qp->push_slot];
+    s->access = qp->attr.qp_access_flags;
+    bool ready = qp_ready(qp);
+    atomic_store(&s->live, me.gen[qp->push_slot] << 1 | (ready ? 1u : 0u));
+    if (!ready)   /* ibv_modify_qp(ERR) returns with nothing landing any more */
+        drain(&s->pushers);
+}
+
+bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer *o)
+{
+    struct push_region *r = region();
+    const struct sn_port *port = qp->port;
+    if (!r || !port || port->conf.ack_delay_us || port->conf.latency_us)
+        return false;
+    if (qp->push_slot < 0) {
+        pthread_mutex_lock(&me.lock);
+        for (uint32_t n = 0; n < PUSH_QP_SLOTS; n++) {
+            uint32_t i = (me.next_slot + n) % PUSH_QP_SLOTS;
+            if (!me.used[i]) {
+                me.used[i] = true;
+                me.gen[i]++;
+                me.next_slot = i + 1;
+                qp->push_slot = (int)i;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&me.lock);
+        if (qp->push_slot < 0)
+            return false;
+        struct push_qp *s = &r->qp[qp->push_slot];
+        s->pd = (uint64_t)(uintptr_t)qp->ibqp.pd;
+        const struct sn_device *d = sn_device_of(qp->ibqp.context);
+        s->dev = (uint16_t)d->index;
+        s->port = (uint16_t)(port->num - 1);
+        push_port_update(d, port);
+    }
+    push_qp_update_locked(qp);
+    memset(o, 0, sizeof(*o));
+    o->magic = SN_WIRE_MAGIC;
+    o->pid = (uint32_t)getpid();
+    o->conn_fd = (uint32_t)conn_fd;
+    o->region_fd = (uint32_t)me.fd;
+    o->slot = (uint32_t)qp->push_slot;
+    o->gen = me.gen[qp->push_slot];
+    cma_token(&o->token_addr, &o->token);
+    return true;
+}
+
+void push_qp_release_locked(struct sn_qp *qp)
+{
+    struct push_region *r = made();
+    if (qp->push_slot < 0 || !r)
+        return;
+    struct push_qp *s = &r->qp[qp->push_slot];
+    atomic_store(&s->live, 0);
+    drain(&s->pushers);
+    /* what peers pushed stays counted on the QP */
+    atomic_fetch_add(&qp->cnt.rx_bytes, atomic_exchange(&s->rx_bytes, 0));
+    atomic_fetch_add(&qp->cnt.rx_packets, atomic_exchange(&s->rx_packets, 0));
+    pthread_mutex_lock(&me.lock);
+    me.used[qp->push_slot] = false;
+    pthread_mutex_unlock(&me.lock);
+    qp->push_slot = -1;
+}
+
+void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_num, uint64_t *bytes,
+                    uint64_t *packets)
+{
+    *bytes = *packets = 0;
+    struct push_region *r = made();
+    if (!r)
+        return;
+    if (qp) {
+        if (qp->push_slot >= 0) {
+            *bytes = atomic_load(&r->qp[qp->push_slot].rx_bytes);
+            *packets = atomic_load(&r->qp[qp->push_slot].rx_packets);
+        }
+    } else if (d && d->index >= 0 && d->index < SN_MAX_DEVICES && port_num >= 1 && port_num <= SN_MAX_PORTS) {
+        *bytes = atomic_load(&r->port_rx_bytes[d->index][port_num - 1]);
+        *packets = atomic_load(&r->port_rx_packets[d->index][port_num - 1]);
+    }
+}
+
+/* ------------------------------------------------------- the requester */
+/* One mapping per peer process, shared by the QPs that push to it. */
+struct sn_push_peer {
+    uint32_t pid;
+    int pidfd;
+    struct push_region *r;
+    int refs;
+    struct sn_push_peer *next;
+};
+static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sn_push_peer *peers;
+
+static struct sn_push_peer *peer_get(uint32_t pid, uint32_t region_fd, int pidfd)
+{
+    pthread_mutex_lock(&peers_lock);
+    for (struct sn_push_peer *p = peers; p; p = p->next) {
+        /* the same pid with a live pidfd: the same process */
+        struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
+        if (p->pid == pid && poll(&pf, 1, 0) == 0) {
+            p->refs++;
+            pthread_mutex_unlock(&peers_lock);
+            close(pidfd);
+            return p;
+        }
+    }
+    pthread_mutex_unlock(&peers_lock);
+    char path[64], link[64];
+    snprintf(path, sizeof(path), "/proc/%u/fd/%u", pid, region_fd);
+    /* a memfd of softnic's, not some file the peer holds open */
+    ssize_t ln = readlink(path, link, sizeof(link) - 1);
+    link[ln > 0 ? ln : 0] = 0;
+    int fd = strncmp(link, "/memfd:" REGION_NAME " ", strlen("/memfd:" REGION_NAME " ")) == 0
+                 ? open(path, O_RDWR | O_CLOEXEC)
+                 : -1;
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size == sizeof(struct push_region))
+        m = mmap(NULL, sizeof(struct push_region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    struct push_region *r = m == MAP_FAILED ? NULL : m;
+    if (!r || r->magic != PUSH_MAGIC || r->version != PUSH_VERSION || r->pid != pid) {
+        SN_DEBUG("push: peer pid %u: its region %s: small writes on the wire", pid,
+                 r ? "is not softnic's" : "cannot be mapped");
+        if (r)
+            munmap(r, sizeof(*r));
+        close(pidfd);
+        return NULL;
+    }
+    struct sn_push_peer *p = calloc(1, sizeof(*p));
+    if (!p) {
+        munmap(r, sizeof(*r));
+        close(pidfd);
+        return NULL;
+    }
+    p->pid = pid;
+    p->pidfd = pidfd;
+    p->r = r;
+    p->refs = 1;
+    pthread_mutex_lock(&peers_lock);
+    p->next = peers;
+    peers = p;
+    pthread_mutex_unlock(&peers_lock);
+    return p;
+}
+
+static void peer_put(struct sn_push_peer *p)
+{
+    pthread_mutex_lock(&peers_lock);
+    if (--p->refs > 0) {
+        pthread_mutex_unlock(&peers_lock);
+        return;
+    }
+    for (struct sn_push_peer **pp = &peers; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    pthread_mutex_unlock(&peers_lock);
+    munmap(p->r, sizeof(*p->r));
+    close(p->pidfd);
+    free(p);
+}
+
+void push_attach(struct sn_qp *qp, int fd, const struct sn_wire_push_offer *o)
+{
+    if (o->magic != SN_WIRE_MAGIC || o->slot >= PUSH_QP_SLOTS || !o->pid)
+        return;
+    int pidfd = cma_check_peer(fd, o->pid, o->conn_fd, o->token_addr, o->token);
+    if (pidfd < 0)
+        return;
+    struct sn_push_peer *p = peer_get(o->pid, o->region_fd, pidfd);
+    if (!p)
+        return;
+    pthread_mutex_lock(&qp->lock);
+    if (qp->push_peer)
+        peer_put(qp->push_peer);
+    qp->push_peer = p;
+    qp->push_to_slot = o->slot;
+    qp->push_to_gen = o->gen;
+    pthread_mutex_unlock(&qp->lock);
+    SN_DEBUG("push: QP 0x%x: small writes placed in peer pid %u directly", qp->ibqp.qp_num, o->pid);
+}
+
+void push_detach_locked(struct sn_qp *qp)
+{
+    if (!qp->push_peer)
+        return;
+    peer_put(qp->push_peer);
+    qp->push_peer = NULL;
+}
+
+/* The local pieces of w, in host memory of the QP's PD: false otherwise. */
+static bool local_iov(struct sn_qp *qp, const struct sn_swqe *w, struct iovec *v, unsigned long *n)
+{
+    if (w->inl) {
+        v[0].iov_base = w->inl;
+        v[0].iov_len = w->len;
+        *n = 1;
+        return true;
+    }
+    *n = 0;
+    for (int i = 0; i < w->num_sge; i++) {
+        const struct ibv_sge *s = &w->sge[i];
+        if (!s->length)
+            continue;
+        if (mr_mem_try(s->lkey, qp->ibqp.pd, s->addr, s->length) != SN_MEM_HOST)
+            return false;
+        v[*n].iov_base = (void *)(uintptr_t)s->addr;
+        v[*n].iov_len = s->length;
+        (*n)++;
+    }
+    return true;
+}
+
+/* Places w in the peer, or says why not (false: the wire). */
+static bool push_one_locked(struct sn_qp *qp, const struct sn_swqe *w)
+{
+    struct sn_push_peer *p = qp->push_peer;
+    struct push_region *r = p->r;
+    struct iovec lv[SN_MAX_SGE];
+    unsigned long nl;
+    if (w->opcode != IBV_WR_RDMA_WRITE || !w->len || w->len > SN_PUSH_MAX_BYTES || !local_iov(qp, w, lv, &nl))
+        return false;
+    struct push_qp *s = &r->qp[qp->push_to_slot];
+    bool ok = false;
+    atomic_fetch_add(&s->pushers, 1);
+    uint16_t dev = s->dev, port = s->port;
+    if (atomic_load(&s->live) == (qp->push_to_gen << 1 | 1u) && (s->access & IBV_ACCESS_REMOTE_WRITE) &&
+        dev < SN_MAX_DEVICES && port < SN_MAX_PORTS && atomic_load(&r->port_up[dev][port])) {
+        uint32_t idx = w->rkey >> 8;
+        struct push_mr *e = idx < PUSH_MR_SLOTS ? &r->mr[idx] : NULL;
+        if (e) {
+            atomic_fetch_add(&e->pushers, 1);
+            if (atomic_load(&e->key) == w->rkey && e->pd == s->pd && (e->access & IBV_ACCESS_REMOTE_WRITE) &&
+                w->raddr >= e->iova && w->len <= e->len && w->raddr - e->iova <= e->len - w->len) {
+                struct iovec rv = { (void *)(uintptr_t)(e->base + (w->raddr - e->iova)), w->len };
+                struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
+                /* the pid is still the peer's (not a process that reused it) */
+                ok = poll(&pf, 1, 0) == 0 &&
+                     process_vm_writev((pid_t)p->pid, lv, nl, &rv, 1, 0) == (ssize_t)w->len;
+            }
+            atomic_fetch_sub(&e->pushers, 1);
+        }
+    }
+    atomic_fetch_sub(&s->pushers, 1);
+    if (!ok)
+        return false;
+    uint64_t mtu_bytes = 128u << qp->attr.path_mtu;
+    uint64_t pkts = (w->len + mtu_bytes - 1) / mtu_bytes;
+    atomic_fetch_add(&s->rx_bytes, w->len);
+    atomic_fetch_add(&s->rx_packets, pkts);
+    atomic_fetch_add(&r->port_rx_bytes[dev][port], w->len);
+    atomic_fetch_add(&r->port_rx_packets[dev][port], pkts);
+    struct sn_port *lp = qp->port;
+    atomic_fetch_add(&lp->cnt.tx_bytes, w->len);
+    atomic_fetch_add(&lp->cnt.tx_packets, pkts);
+    atomic_fetch_add(&qp->cnt.tx_bytes, w->len);
+    atomic_fetch_add(&qp->cnt.tx_packets, pkts);
+    atomic_fetch_add(&qp->cnt.pushed_wqes, 1);
+    return true;
+}
+
+bool push_try_locked(struct sn_qp *qp)
+{
+    const struct sn_port *port = qp->port;
+    if (!qp->push_peer || qp->attr.qp_state != IBV_QPS_RTS || qp->conn_dead || qp->stopping || qp->tx_busy ||
+        qp->tx_held || !port || port->conf.latency_us || port->conf.down_after_bytes || port->conf.down_after_ms ||
+        port->conf.ack_delay_us || port->conf.vf || port->tx_rate.rate ||
+        atomic_load(&port->state) != IBV_PORT_ACTIVE)
+        return false;
+    bool any = false;
+    /* only with nothing before it in flight: RC places writes in order */
+    while (qp->sq_head == qp->sq_sent && qp->sq_sent < qp->sq_tail) {
+        struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
+        if (!push_one_locked(qp, w))
+            break;
+        qp->sq_sent++;
+        qp_complete_send_locked(qp, IBV_WC_SUCCESS);
+        any = true;
+    }
+    return any;
+}
