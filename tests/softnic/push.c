@@ -475,7 +475,13 @@ static bool push_one_locked(struct sn_qp *qp, const struct sn_swqe *w)
 bool push_try_locked(struct sn_qp *qp)
 {
     const struct sn_port *port = qp->port;
-    if (!qp->push_peer || qp->attr.qp_state != IBV_QPS_RTS || qp->conn_dead || qp->stopping || qp->tx_busy ||
+    /* A GPU-driven QP (softnic's mlx5 layer: the GPU rings, the layer
+     * posts) keeps the wire: that layer turns completions into the GPU's
+     * CQEs after its post returns, and a completion made inside the post
+     * broke it (railnet's GDAKI type with its rings in GPU memory failed
+     * NCCL's GIN barrier test with error completions; it passes with the
+     * push off). */
+    if (!qp->push_peer || qp->poll_acks || qp->attr.qp_state != IBV_QPS_RTS || qp->conn_dead || qp->stopping || qp->tx_busy ||
         qp->tx_held || !port || port->conf.latency_us || port->conf.down_after_bytes || port->conf.down_after_ms ||
         port->conf.ack_delay_us || port->conf.vf || port->tx_rate.rate ||
         atomic_load(&port->state) != IBV_PORT_ACTIVE)

@@ -8,6 +8,7 @@
 #include "sntest.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,6 +389,40 @@ TAP_CASE(test_no_push_lands_after_the_peer_deregistered)
     st_qp_destroy(&q);
     ibv_dereg_mr(mr);
     st_dev_close(&d);
+}
+
+/* A QP a GPU drives (softnic's mlx5 layer posts what the GPU rang and
+ * makes the GPU's CQEs from its completions after the post) is never
+ * pushed: its writes take the wire and complete there. */
+TAP_CASE(test_a_gpu_driven_qp_places_nothing)
+{
+    int (*poll_acks)(struct ibv_qp *) = (int (*)(struct ibv_qp *))dlsym(RTLD_DEFAULT, "softnic_priv_qp_poll_acks");
+    EXPECT_TRUE(poll_acks != NULL);
+    struct fixture f;
+    setup(&f);
+    EXPECT_EQ_INT(0, poll_acks(f.a.qp));
+    uint64_t p0 = pushed(f.a.qp);
+    for (int i = 0; i < 10; i++) {
+        st_fill(f.src, 256, 80u + (unsigned)i);
+        EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 10 + (uint64_t)i, 0, 256, f.dmr->rkey, 0));
+        EXPECT_MEMEQ(f.src, f.dst, 256);
+    }
+    EXPECT_EQ_U64(p0, pushed(f.a.qp));
+    /* its peer, an ordinary QP, pushes back */
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 30, 0, 64, f.dmr->rkey, 0));
+    uint64_t q0 = pushed(f.b.qp);
+    struct ibv_mr *bmr = ibv_reg_mr(f.d.pd, f.src, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_wc wc;
+    for (uint64_t id = 40; id < 42; id++) {   /* the first opens the connection */
+        st_post_rdma(f.b.qp, IBV_WR_RDMA_WRITE, id, f.dst, 64, f.dmr->lkey, (uintptr_t)f.src + 4096, bmr->rkey, 0,
+                     IBV_SEND_SIGNALED);
+        st_wait_wc(f.b.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, id);
+    }
+    EXPECT_MEMEQ(f.dst, f.src + 4096, 64);
+    EXPECT_TRUE(!push_on() || pushed(f.b.qp) > q0);
+    ibv_dereg_mr(bmr);
+    teardown(&f);
 }
 
 /* A paced port keeps its pacing: nothing is placed around the limit. */
