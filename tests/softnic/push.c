@@ -424,20 +424,17 @@ static bool local_iov(struct sn_qp *qp, const struct sn_swqe *w, struct iovec *v
     return true;
 }
 
-/* Places w in the peer, or says why not (false: the wire). */
-static bool push_one_locked(struct sn_qp *qp, const struct sn_swqe *w)
+/* Places w's pieces lv[0..nl) in the peer's QP slot (gen) when every check
+ * passes: true once the bytes are there.  Without the QP's lock. */
+static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const struct sn_swqe *w,
+                  const struct iovec *lv, unsigned long nl, uint64_t pkts)
 {
-    struct sn_push_peer *p = qp->push_peer;
     struct push_region *r = p->r;
-    struct iovec lv[SN_MAX_SGE];
-    unsigned long nl;
-    if (w->opcode != IBV_WR_RDMA_WRITE || !w->len || w->len > SN_PUSH_MAX_BYTES || !local_iov(qp, w, lv, &nl))
-        return false;
-    struct push_qp *s = &r->qp[qp->push_to_slot];
+    struct push_qp *s = &r->qp[slot];
     bool ok = false;
     atomic_fetch_add(&s->pushers, 1);
     uint16_t dev = s->dev, port = s->port;
-    if (atomic_load(&s->live) == (qp->push_to_gen << 1 | 1u) && (s->access & IBV_ACCESS_REMOTE_WRITE) &&
+    if (atomic_load(&s->live) == (gen << 1 | 1u) && (s->access & IBV_ACCESS_REMOTE_WRITE) &&
         dev < SN_MAX_DEVICES && port < SN_MAX_PORTS && atomic_load(&r->port_up[dev][port])) {
         uint32_t idx = w->rkey >> 8;
         struct push_mr *e = idx < PUSH_MR_SLOTS ? &r->mr[idx] : NULL;
@@ -454,21 +451,59 @@ static bool push_one_locked(struct sn_qp *qp, const struct sn_swqe *w)
             atomic_fetch_sub(&e->pushers, 1);
         }
     }
+    if (ok) {   /* counted as the peer's port and QP received it */
+        atomic_fetch_add(&s->rx_bytes, w->len);
+        atomic_fetch_add(&s->rx_packets, pkts);
+        atomic_fetch_add(&r->port_rx_bytes[dev][port], w->len);
+        atomic_fetch_add(&r->port_rx_packets[dev][port], pkts);
+    }
     atomic_fetch_sub(&s->pushers, 1);
-    if (!ok)
+    return ok;
+}
+
+/* Places the WQE at sq_sent in the peer and completes it: true, or false
+ * for the wire.  qp->lock held; let go during the copy, with tx_busy
+ * held as a posting thread's transmission holds it (the requester sends
+ * nothing meanwhile, and the QP's stop waits for it), so the NIC threads
+ * that place and complete this QP's other traffic do not wait for it. */
+static bool push_next_locked(struct sn_qp *qp)
+{
+    uint64_t at = qp->sq_sent;
+    struct sn_swqe w = qp->sq[at % qp->sq_size];
+    char inl[SN_MAX_INLINE];
+    struct iovec lv[SN_MAX_SGE];
+    unsigned long nl;
+    if (w.opcode != IBV_WR_RDMA_WRITE || !w.len || w.len > SN_PUSH_MAX_BYTES || (w.inl && w.len > sizeof(inl)))
+        return false;
+    if (w.inl) {   /* its slot's buffer serves a later WQE once this one is flushed */
+        memcpy(inl, w.inl, w.len);
+        w.inl = inl;
+    }
+    if (!local_iov(qp, &w, lv, &nl))
         return false;
     uint64_t mtu_bytes = 128u << qp->attr.path_mtu;
-    uint64_t pkts = (w->len + mtu_bytes - 1) / mtu_bytes;
-    atomic_fetch_add(&s->rx_bytes, w->len);
-    atomic_fetch_add(&s->rx_packets, pkts);
-    atomic_fetch_add(&r->port_rx_bytes[dev][port], w->len);
-    atomic_fetch_add(&r->port_rx_packets[dev][port], pkts);
+    uint64_t pkts = (w.len + mtu_bytes - 1) / mtu_bytes;
+    struct sn_push_peer *peer = qp->push_peer;
+    uint32_t slot = qp->push_to_slot, gen = qp->push_to_gen;
+    qp->tx_busy = true;
+    pthread_mutex_unlock(&qp->lock);
+    bool ok = place(peer, slot, gen, &w, lv, nl, pkts);
+    pthread_mutex_lock(&qp->lock);
+    qp->tx_busy = false;
+    if (!ok || qp->sq_sent != at || qp->sq_head != at) {
+        /* refused (the wire answers it), or flushed meanwhile by an error */
+        if (qp->stopping)
+            pthread_cond_broadcast(&qp->cond);
+        return false;
+    }
     struct sn_port *lp = qp->port;
-    atomic_fetch_add(&lp->cnt.tx_bytes, w->len);
+    atomic_fetch_add(&lp->cnt.tx_bytes, w.len);
     atomic_fetch_add(&lp->cnt.tx_packets, pkts);
-    atomic_fetch_add(&qp->cnt.tx_bytes, w->len);
+    atomic_fetch_add(&qp->cnt.tx_bytes, w.len);
     atomic_fetch_add(&qp->cnt.tx_packets, pkts);
     atomic_fetch_add(&qp->cnt.pushed_wqes, 1);
+    qp->sq_sent++;
+    qp_complete_send_locked(qp, IBV_WC_SUCCESS);   /* wakes qp->cond: the stop's wait too */
     return true;
 }
 
@@ -488,13 +523,8 @@ bool push_try_locked(struct sn_qp *qp)
         return false;
     bool any = false;
     /* only with nothing before it in flight: RC places writes in order */
-    while (qp->sq_head == qp->sq_sent && qp->sq_sent < qp->sq_tail) {
-        struct sn_swqe *w = &qp->sq[qp->sq_sent % qp->sq_size];
-        if (!push_one_locked(qp, w))
-            break;
-        qp->sq_sent++;
-        qp_complete_send_locked(qp, IBV_WC_SUCCESS);
+    while (qp->sq_head == qp->sq_sent && qp->sq_sent < qp->sq_tail && qp->push_peer && !qp->stopping &&
+           qp->attr.qp_state == IBV_QPS_RTS && push_next_locked(qp))
         any = true;
-    }
     return any;
 }
