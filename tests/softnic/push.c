@@ -503,7 +503,7 @@ static bool push_next_locked(struct sn_qp *qp)
     atomic_fetch_add(&qp->cnt.tx_packets, pkts);
     atomic_fetch_add(&qp->cnt.pushed_wqes, 1);
     qp->sq_sent++;
-    qp_complete_send_locked(qp, IBV_WC_SUCCESS);   /* wakes qp->cond: the stop's wait too */
+    qp_complete_send_locked(qp, IBV_WC_SUCCESS);   /* wakes qp->cond, where qp_engine_stop may wait */
     return true;
 }
 
