@@ -16,7 +16,8 @@
  *
  * The requester's side: it checks that the offered pid owns the other end
  * of its very socket (cma_check_peer, the same proof the responder asks),
- * maps the region read-mostly through /proc/<pid>/fd, and then pushes a
+ * maps the region through /proc/<pid>/fd (only a memfd of that name: not
+ * some other file the peer holds open), and then pushes a
  * write only when every check passes: its send queue holds nothing before
  * it (RC's order: all earlier WQEs are acknowledged, so placed), the QP
  * and its port are plain (no rate, latency or faults), the key names a
@@ -27,8 +28,10 @@
  * Races: a pusher counts itself on the QP slot and on the region entry
  * before it reads them, and a deregistration clears the key before it
  * waits for that count to fall (both sequentially consistent), so no push
- * lands after ibv_dereg_mr returns.  A QP leaving RTR/RTS stops new pushes;
- * one already under way lands, as a write the NIC had started. */
+ * lands after ibv_dereg_mr returns; a QP leaving RTR/RTS/SQD likewise
+ * stops new pushes and waits for those under way, as ibv_modify_qp(ERR)
+ * waits for placements.  The poster lets go of its QP's lock while it
+ * copies, holding tx_busy as a direct transmission does. */
 #include "softnic.h"
 
 #include <errno.h>
