@@ -232,11 +232,16 @@ int cma_check_peer(int fd, uint32_t pid, uint32_t fd_hint, uint64_t token_addr, 
     return pidfd;
 }
 
+bool cma_peer_alive(int pidfd)
+{
+    struct pollfd p = { .fd = pidfd, .events = POLLIN };   /* readable once it exited */
+    return poll(&p, 1, 0) == 0;
+}
+
 int cma_pull(int pidfd, uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off,
              void *dst, size_t len)
 {
-    struct pollfd p = { .fd = pidfd, .events = POLLIN };
-    if (poll(&p, 1, 0) != 0)
+    if (!cma_peer_alive(pidfd))
         return ECONNRESET;   /* the process has exited: its pid is not its own any more */
     struct iovec remote[SN_MAX_SGE];
     int nr = 0;

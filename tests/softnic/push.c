@@ -36,7 +36,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,8 +308,7 @@ static struct sn_push_peer *peer_get(uint32_t pid, uint32_t region_fd, int pidfd
     pthread_mutex_lock(&peers_lock);
     for (struct sn_push_peer *p = peers; p; p = p->next) {
         /* the same pid with a live pidfd: the same process */
-        struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
-        if (p->pid == pid && poll(&pf, 1, 0) == 0) {
+        if (p->pid == pid && cma_peer_alive(p->pidfd)) {
             p->refs++;
             pthread_mutex_unlock(&peers_lock);
             close(pidfd);
@@ -446,9 +444,8 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
             if (atomic_load(&e->key) == w->rkey && e->pd == s->pd && (e->access & IBV_ACCESS_REMOTE_WRITE) &&
                 w->raddr >= e->iova && w->len <= e->len && w->raddr - e->iova <= e->len - w->len) {
                 struct iovec rv = { (void *)(uintptr_t)(e->base + (w->raddr - e->iova)), w->len };
-                struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
                 /* the pid is still the peer's (not a process that reused it) */
-                ok = poll(&pf, 1, 0) == 0 &&
+                ok = cma_peer_alive(p->pidfd) &&
                      process_vm_writev((pid_t)p->pid, lv, nl, &rv, 1, 0) == (ssize_t)w->len;
             }
             atomic_fetch_sub(&e->pushers, 1);
@@ -484,8 +481,7 @@ static bool push_next_locked(struct sn_qp *qp)
     }
     if (!local_iov(qp, &w, lv, &nl))
         return false;
-    uint64_t mtu_bytes = 128u << qp->attr.path_mtu;
-    uint64_t pkts = (w.len + mtu_bytes - 1) / mtu_bytes;
+    uint64_t pkts = sn_mtu_packets(w.len, qp->attr.path_mtu);
     struct sn_push_peer *peer = qp->push_peer;
     uint32_t slot = qp->push_to_slot, gen = qp->push_to_gen;
     qp->tx_busy = true;

@@ -737,13 +737,11 @@ static void request_done(struct sn_rconn *rc)
         recv_wc(rc, rc->r.wr_id, IBV_WC_SUCCESS, recv_opcode(h), h->len);
     }
     sn_stat_add(SN_ST_REQUESTS, 1);
-    int mtu = qp->attr.path_mtu;
-    uint64_t mtu_bytes = 128u << mtu;
-    uint64_t pkts = (h->len + mtu_bytes - 1) / mtu_bytes;
+    uint64_t pkts = sn_mtu_packets(h->len, qp->attr.path_mtu);
     atomic_fetch_add(&rc->port->cnt.rx_bytes, h->len);
-    atomic_fetch_add(&rc->port->cnt.rx_packets, pkts ? pkts : 1);
+    atomic_fetch_add(&rc->port->cnt.rx_packets, pkts);
     atomic_fetch_add(&qp->cnt.rx_bytes, h->len);
-    atomic_fetch_add(&qp->cnt.rx_packets, pkts ? pkts : 1);
+    atomic_fetch_add(&qp->cnt.rx_packets, pkts);
     if (rc->src) {
         atomic_fetch_add(&rc->port->cnt.fast_bytes, h->len);
         atomic_fetch_add(&qp->cnt.fast_bytes, h->len);

@@ -736,6 +736,9 @@ int cma_accept_peer(int fd, const struct sn_wire_hello *h);
  * (fd_hint: its descriptor of it, where it looks first) in our namespace,
  * and reading its token at token_addr gives token.  A pidfd, or -1. */
 int cma_check_peer(int fd, uint32_t pid, uint32_t fd_hint, uint64_t token_addr, uint64_t token);
+/* Whether the process of pidfd (from cma_check_peer) still runs: its pid
+ * then names no other process. */
+bool cma_peer_alive(int pidfd);
 /* This process's token and where it lives, for an answer's offer. */
 void cma_token(uint64_t *addr, uint64_t *token);
 /* Reads len bytes at offset off of the segments of process pid (pidfd:
@@ -923,6 +926,13 @@ struct sn_ud_counts {
 extern struct sn_ud_counts sn_ud_cnt;
 /* The port MTU in bytes. */
 static inline uint32_t sn_mtu_bytes(int mtu) { return 128u << mtu; }
+/* The packets a payload of len bytes takes at that MTU (at least one: a
+ * request without payload is a packet too), as the port counters count. */
+static inline uint64_t sn_mtu_packets(uint64_t len, int mtu)
+{
+    uint64_t n = (len + sn_mtu_bytes(mtu) - 1) / sn_mtu_bytes(mtu);
+    return n ? n : 1;
+}
 
 /* ---------------------------------------------------- qp_ex.c, cq_ex.c */
 /* Makes qp an extended QP for the IBV_QP_EX_WITH_* ops in send_ops (RC

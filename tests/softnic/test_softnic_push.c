@@ -46,15 +46,21 @@ struct fixture {
 
 #define BUF (1u << 20)
 
-static void setup_with(struct fixture *f, const struct st_qp_opts *o)
+/* The source and target buffers of a fixture whose QPs are up. */
+static void fixture_bufs(struct fixture *f)
 {
-    st_dev_open(&f->d);
-    st_qp_pair(&f->d, &f->a, &f->b, o);
     f->src = st_buf(BUF, 1);
     f->dst = st_buf(BUF, 2);
     f->smr = ibv_reg_mr(f->d.pd, f->src, BUF, IBV_ACCESS_LOCAL_WRITE);
     f->dmr = ibv_reg_mr(f->d.pd, f->dst, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     EXPECT_TRUE(f->smr && f->dmr);
+}
+
+static void setup_with(struct fixture *f, const struct st_qp_opts *o)
+{
+    st_dev_open(&f->d);
+    st_qp_pair(&f->d, &f->a, &f->b, o);
+    fixture_bufs(f);
 }
 
 static void setup(struct fixture *f)
@@ -240,10 +246,7 @@ TAP_CASE(test_a_receiving_qp_that_cannot_take_writes_gets_none_placed)
             st_qp_info(&f.d, &f.b, &ib);
             st_qp_connect(&f.a, &ib);
             st_qp_connect(&f.b, &ia);
-            f.src = st_buf(BUF, 1);
-            f.dst = st_buf(BUF, 2);
-            f.smr = ibv_reg_mr(f.d.pd, f.src, BUF, IBV_ACCESS_LOCAL_WRITE);
-            f.dmr = ibv_reg_mr(f.d.pd, f.dst, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+            fixture_bufs(&f);
         }
         EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
         EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 2, 0, 64, f.dmr->rkey, 0));

@@ -352,9 +352,7 @@ static int batch_add(struct sn_qp *qp, struct sn_tx_batch *b, int i, bool may_de
         h->flags |= SN_REQ_CMA;
         desc->iov_len = sizeof(b->cma_desc[i].d) + b->cma_desc[i].d.nseg * sizeof(struct sn_cma_seg);
     }
-    uint64_t mtu_bytes = 128u << b->mtu;
-    uint64_t pkts = read ? 1 : (w->len + mtu_bytes - 1) / mtu_bytes;
-    pkts = pkts ? pkts : 1;
+    uint64_t pkts = read ? 1 : sn_mtu_packets(w->len, b->mtu);
     atomic_fetch_add(&qp->port->cnt.tx_packets, pkts);
     atomic_fetch_add(&qp->cnt.tx_packets, pkts);
     return 0;
