@@ -125,8 +125,11 @@ for depth in $depths; do
             ibs="$ibs $(ib_bw $size $n $depth)"
             pls="$pls $(plugin_bw "$plugin" $size $n $depth)"
             # the depth each side really ran with: perftest's banner, the
-            # plugin's most sends in flight at once (netdriver bw counts them)
-            inflight="$inflight $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")"
+            # plugin's most sends in flight at once (netdriver bw counts
+            # them), then the plugin's mean sends and receives in flight: a
+            # mean of sends far below the receives' is time the sender
+            # waited for clear-to-sends
+            inflight="$inflight $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")($(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/pl"):$(sed -n 's/^# [0-9]* bytes: at most [0-9]* receives posted, \([0-9.]*\) on average/\1/p' "$tmp/pl"))"
         done
         set -- $(stats $ibs); ib=$1 ibr="$2-$3"
         set -- $(stats $pls); pl=$1 plr="$2-$3"
@@ -143,7 +146,7 @@ for depth in $depths; do
             printf ' %24s %13s' "$1 [$2-$3]" "$(ratio "$1" "$pl")"
         fi
         echo
-        echo "#   runs: ib_write_bw$ibs; plugin$pls${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin):$inflight"
+        echo "#   runs: ib_write_bw$ibs; plugin$pls${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin(plugin's mean sends:receives)):$inflight"
         echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |" >>"$tmp/md"
     done
     if [ -z "$below" ]; then

@@ -358,7 +358,7 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
             fprintf(stderr, "netdriver: --rank-of names rank %d of %d\n", nd_self_rank, nranks);
             _exit(1);
         }
-        _exit(rank_body(nd_self_rank, nranks, ndevs, nd_self_fd, deadline, fn, arg));
+        exit(rank_body(nd_self_rank, nranks, ndevs, nd_self_fd, deadline, fn, arg));
     }
     double t0 = nd_now();
     uint64_t flap_rng = nd_flap.random_seed;
@@ -387,7 +387,10 @@ int nd_run_ranks(int nranks, int ndevs, double timeout_s, int kill_rank, int kil
             alarm((unsigned)timeout_s + 10);
             if (i < nd_nwraps)
                 exec_wrapped(i, sv[1]);
-            _exit(rank_body(i, nranks, ndevs, sv[1], deadline, fn, arg));
+            /* exit, not _exit: the libraries' exit handlers run in the
+             * rank (softnic's SOFTNIC_STATS lines); stdio was flushed
+             * before the fork, so nothing of the parent's prints twice */
+            exit(rank_body(i, nranks, ndevs, sv[1], deadline, fn, arg));
         }
         close(sv[1]);
         fds[i] = sv[0];

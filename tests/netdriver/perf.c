@@ -69,14 +69,20 @@ static int test(struct perf_ctx *p, void *req, int *done, int *got)
 
 /* iters messages of size bytes, up to `window` in flight, message i in slot
  * i mod nslots of the buffer; *most gets the largest number that were in
- * flight at once. 0 or -1. */
-static int stream(struct perf_ctx *p, int size, int nslots, int iters, int window, int *most)
+ * flight at once, *mean their number over time (below the window: the
+ * sender waited for clear-to-sends, not for its own completions). 0 or -1. */
+static int stream(struct perf_ctx *p, int size, int nslots, int iters, int window, int *most, double *mean)
 {
     void *reqs[PERF_MAX_WINDOW] = { 0 };
     int posted = 0, completed = 0;
+    double start = nd_now(), last = start, area = 0;
     *most = 0;
+    *mean = 0;
     while (completed < iters) {
-        if (nd_now() > p->deadline) {
+        double now = nd_now();
+        area += (now - last) * (posted - completed);
+        last = now;
+        if (now > p->deadline) {
             fprintf(stderr, "netdriver: deadline passed at %d of %d messages of %d bytes\n", completed, iters, size);
             return -1;
         }
@@ -111,6 +117,8 @@ static int stream(struct perf_ctx *p, int size, int nslots, int iters, int windo
         if (!progress)
             sched_yield();
     }
+    if (last > start)
+        *mean = area / (last - start);
     return 0;
 }
 
@@ -149,10 +157,15 @@ static int sizes_loop(struct nd_world *w, const struct perf_opts *o, struct perf
         }
         double t0 = nd_now();
         int most = 0;
-        if (stream(p, (int)size, nslots, iters, o->window, &most))
+        double mean = 0;
+        if (stream(p, (int)size, nslots, iters, o->window, &most, &mean))
             return 1;
         double us = (nd_now() - t0) * 1e6;
         if (!p->sender) {
+            /* the receiver's own line: far fewer sends than receives in
+             * flight means the clear-to-sends reach the sender late */
+            printf("# %lld bytes: at most %d receives posted, %.1f on average\n", size, most, mean);
+            fflush(stdout);
             int last = (iters - 1) % nslots;
             long bad = nd_check(p->buf + (size_t)last * (size_t)size, (size_t)size, slot_id(size, last));
             if (bad >= 0) {
@@ -163,7 +176,8 @@ static int sizes_loop(struct nd_world *w, const struct perf_opts *o, struct perf
         if (w->rank == 0) {
             double gbs = (double)size * iters / us / 1e3;
             printf("%12lld %8d %12.1f %10.3f %10.2f\n", size, iters, us, gbs, gbs * 8);
-            printf("# %lld bytes: at most %d sends in flight (window %d)\n", size, most, o->window);
+            printf("# %lld bytes: at most %d sends in flight (window %d), %.1f on average\n", size, most, o->window,
+                   mean);
             if (nslots > 1)
                 printf("# %lld bytes: %d slots, %lld bytes touched on each side\n", size, nslots,
                        (long long)nslots * size);

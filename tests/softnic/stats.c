@@ -67,7 +67,7 @@ static double per(uint64_t a, uint64_t b)
 /* One line per role that did anything, naming only what it did. */
 __attribute__((destructor)) static void stats_print(void)
 {
-    if (atomic_load(&enabled) != 1)
+    if (!sn_stats_on())
         return;
     for (int r = 0; r < SN_ROLE_N; r++) {
         uint64_t c[SN_ST_N];
@@ -100,4 +100,9 @@ __attribute__((destructor)) static void stats_print(void)
 #undef ADD
         fprintf(stderr, "%s\n", line);
     }
+    struct sn_engine_counts e;
+    engine_counts(&e);
+    if (e.steps)
+        fprintf(stderr, "softnic stats: engines: %d threads, %llu steps, %llu wake-ups, %llu timers\n", e.engines,
+                (unsigned long long)e.steps, (unsigned long long)e.wakeups, (unsigned long long)e.timers);
 }
