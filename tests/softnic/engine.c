@@ -367,6 +367,7 @@ static void *engine_main(void *arg)
 {
     (void)arg;
     sn_nic_thread_init();
+    (void)sn_stats_on();   /* so that the exit's stats line knows, steps or not */
     on_engine = true;
     bool spin = sn_spin_on();
     unsigned poll_next = 0;   /* the last step asked for an ACK poll: 1 + its sn_poll_kind */

@@ -67,7 +67,9 @@ static double per(uint64_t a, uint64_t b)
 /* One line per role that did anything, naming only what it did. */
 __attribute__((destructor)) static void stats_print(void)
 {
-    if (!sn_stats_on())
+    /* not sn_stats_on(): a process that never used softnic must not set
+     * it up at exit; every engine asks when it starts */
+    if (atomic_load(&enabled) != 1)
         return;
     for (int r = 0; r < SN_ROLE_N; r++) {
         uint64_t c[SN_ST_N];
