@@ -94,7 +94,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b != "-") printf "%.
 # prints GB/s ("-" when it failed) and leaves its output in $tmp/pl
 plugin_bw() {
     RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-        "$nd" --plugin "$1" bw --size $2 --iters $3 --window $4 >"$tmp/pl" 2>/dev/null
+        "$nd" --plugin "$1" bw --size $2 --iters $3 --window $4 --receives >"$tmp/pl" 2>/dev/null
     v=$(awk '$1 == '$2' { print $4 }' "$tmp/pl"); echo "${v:--}"
 }
 ib_bw() { # size iters depth

@@ -7,15 +7,16 @@
 # message takes longer on the wire than posting the window does: the window
 # fills whatever the host's load, and stays full but for the last window's
 # drain: both sides' means over time are at least 3/4 of it (and at most
-# it). Every last message's bytes are checked.
+# it; the receiver's line is there with --receives, and only then). Every
+# last message's bytes are checked.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 plugin_on_softnic
 nd=$top_builddir/tests/netdriver/netdriver
-tap_plan 3
+tap_plan 4
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 case_window() { # name window size iters
     SOFTNIC_RATE=100M RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-        "$nd" --plugin "$plugin" bw --size "$3" --iters "$4" --window "$2" --timeout 60 >"$out" 2>&1
+        "$nd" --plugin "$plugin" bw --size "$3" --iters "$4" --window "$2" --receives --timeout 60 >"$out" 2>&1
     st=$?
     sm=$(sed -n "s/^# $(($3)) bytes: at most $2 sends in flight (window $2), \([0-9.]*\) on average\$/\1/p" "$out")
     rm_=$(sed -n "s/^# $(($3)) bytes: at most $2 receives posted, \([0-9.]*\) on average\$/\1/p" "$out")
@@ -29,3 +30,11 @@ case_window() { # name window size iters
 case_window bw_window_8_keeps_8_sends_in_flight 8 262144 60
 case_window bw_window_32_keeps_32_sends_in_flight 32 65536 200
 case_window bw_window_1_keeps_one_send_in_flight 1 65536 40
+SOFTNIC_RATE=100M RAILNET_QPS_PER_CONN=1 RAILNET_HCA==softnic0:1 "$nd" --plugin "$plugin" bw --size 65536 --iters 20 \
+    --window 4 --timeout 60 >"$out" 2>&1
+st=$?
+if [ $st -eq 0 ] && grep -q "^# 65536 bytes: at most 4 sends in flight" "$out" && ! grep -q "receives posted" "$out"; then
+    tap_ok bw_prints_the_receivers_line_only_with_receives
+else
+    tap_not_ok bw_prints_the_receivers_line_only_with_receives "exit $st; $(grep -v ' INFO ' "$out" | tail -n 6 | tr '\n' ' ')"
+fi
