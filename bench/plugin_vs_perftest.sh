@@ -30,6 +30,8 @@
 # RAILNET_BENCH_BASELINE=DIR (another build's top_builddir, e.g. main's)
 # runs that build's plugin too, with this build's netdriver and softnic, in
 # the same alternating rounds: a "before" column and after/before.
+# RAILNET_BENCH_VARIANTS="VAR=V[ VAR=V];..." repeats the bandwidth runs
+# under each softnic setting listed (printed, no verdict).
 # RAILNET_BENCH_DEEP=1 adds ib_write_bw at its default depth (-t 128) to
 # each round: what depth alone is worth (NCCL's API allows 32 at most).
 # RAILNET_BENCH_MD=FILE writes the results as markdown (date, machine,
@@ -156,6 +158,35 @@ for depth in $depths; do
     fi
     echo >>"$tmp/md"
 done
+
+# RAILNET_BENCH_VARIANTS: the same bandwidth runs again under each softnic
+# setting of a ';'-separated list (e.g. "SOFTNIC_ENGINES=1;SOFTNIC_SPIN_US=50"),
+# both programs alike: which of softnic's choices a gap follows. Printed
+# only, no verdict and no markdown.
+if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
+    echo "== variants (RAILNET_BENCH_VARIANTS): medians of $rounds alternating runs; the plugin's mean sends:receives in flight"
+    printf '%-32s %5s %10s %11s %11s %7s %s\n' variant depth bytes ib_write_bw plugin ratio "in flight"
+    old_ifs=$IFS; IFS=';'; set -f; set -- $RAILNET_BENCH_VARIANTS; IFS=$old_ifs
+    for variant in "$@"; do
+        for depth in $depths; do
+            for size in $sizes; do
+                n=$((budget / size)); [ $n -lt 200 ] && n=200
+                ibs= pls= means=
+                for round in $(seq "$rounds"); do
+                    # shellcheck disable=SC2086
+                    ibs="$ibs $(export $variant; ib_bw $size $n $depth)"
+                    port=$((port + 1))
+                    # shellcheck disable=SC2086
+                    pls="$pls $(export $variant; plugin_bw "$plugin" $size $n $depth)"
+                    means="$means $(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/pl"):$(sed -n 's/^# [0-9]* bytes: at most [0-9]* receives posted, \([0-9.]*\) on average/\1/p' "$tmp/pl")"
+                done
+                ib=$(stats $ibs | cut -d' ' -f1) pl=$(stats $pls | cut -d' ' -f1)
+                printf '%-32s %5s %10s %11s %11s %7s %s\n' "$variant" $depth $size "$ib" "$pl" "$(ratio "$ib" "$pl")" "$means"
+            done
+        done
+    done
+    set +f
+fi
 
 echo "== 8-byte latency (us, one-way: medians of 2000 round trips -- ib_write_lat's t_typical -- then the median [min-max] of $lrounds alternating runs)"
 plugin_lat() {
