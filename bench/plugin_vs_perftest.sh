@@ -55,7 +55,7 @@ if [ -n "${RAILNET_BENCH_BASELINE:-}" ]; then
 fi
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-port=${RAILNET_BENCH_PERFTEST_PORT:-17531}
+port0=${RAILNET_BENCH_PERFTEST_PORT:-17531}
 depths=${RAILNET_BENCH_DEPTHS:-8 16}
 sizes=${RAILNET_BENCH_SIZES:-65536 262144 1048576 4194304 16777216}
 rounds=${RAILNET_BENCH_ROUNDS:-5}
@@ -73,11 +73,14 @@ few() { [ "$1" -lt 5 ] && echo " (from $1 rounds: fewer than 5, not a verdict)";
 
 perftest() { # tool args...: runs server and client, prints the client's output
     t=$1; shift
+    # a fresh port each run; its callers run in $(...), so the next port
+    # lives in a file, not in a variable they would lose
+    port=$(cat "$tmp/port" 2>/dev/null || echo "$port0")
+    echo $((port + 1)) >"$tmp/port"
     timeout 120 "$t" -d softnic0 -x 0 -p $port "$@" >"$tmp/srv" 2>&1 &
     sleep 1
     timeout 120 "$t" -d softnic0 -x 0 -p $port "$@" 127.0.0.1 2>&1
     wait
-    port=$((port + 1))
 }
 
 # "median min max" of the arguments (the median of an even count: the mean
@@ -98,6 +101,11 @@ plugin_bw() {
     RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
         "$nd" --plugin "$1" bw --size $2 --iters $3 --window $4 --receives >"$tmp/pl" 2>/dev/null
     v=$(awk '$1 == '$2' { print $4 }' "$tmp/pl"); echo "${v:--}"
+}
+# the last plugin_bw run's mean sends and receives in flight, "sends:receives"
+plugin_means() {
+    printf '%s:%s' "$(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/pl")" \
+        "$(sed -n 's/^# [0-9]* bytes: at most [0-9]* receives posted, \([0-9.]*\) on average/\1/p' "$tmp/pl")"
 }
 ib_bw() { # size iters depth
     v=$(perftest ib_write_bw -i 1 -q 1 -t $3 -Q 1 -s $1 -n $2 | tee "$tmp/ib" |
@@ -131,7 +139,7 @@ for depth in $depths; do
             # them), then the plugin's mean sends and receives in flight: a
             # mean of sends far below the receives' is time the sender
             # waited for clear-to-sends
-            inflight="$inflight $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")($(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/pl"):$(sed -n 's/^# [0-9]* bytes: at most [0-9]* receives posted, \([0-9.]*\) on average/\1/p' "$tmp/pl"))"
+            inflight="$inflight $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")($(plugin_means))"
         done
         set -- $(stats $ibs); ib=$1 ibr="$2-$3"
         set -- $(stats $pls); pl=$1 plr="$2-$3"
@@ -175,10 +183,9 @@ if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
                 for round in $(seq "$rounds"); do
                     # shellcheck disable=SC2086
                     ibs="$ibs $(export $variant; ib_bw $size $n $depth)"
-                    port=$((port + 1))
                     # shellcheck disable=SC2086
                     pls="$pls $(export $variant; plugin_bw "$plugin" $size $n $depth)"
-                    means="$means $(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/pl"):$(sed -n 's/^# [0-9]* bytes: at most [0-9]* receives posted, \([0-9.]*\) on average/\1/p' "$tmp/pl")"
+                    means="$means $(plugin_means)"
                 done
                 ib=$(stats $ibs | cut -d' ' -f1) pl=$(stats $pls | cut -d' ' -f1)
                 printf '%-32s %5s %10s %11s %11s %7s %s\n' "$variant" $depth $size "$ib" "$pl" "$(ratio "$ib" "$pl")" "$means"
