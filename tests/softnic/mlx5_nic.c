@@ -56,6 +56,8 @@ static struct mlx5_sn_cq *cq_find_locked(struct ibv_cq *cq)
 static void cq_free(struct mlx5_sn_cq *c)
 {
     pthread_mutex_destroy(&c->lock);
+    free(c->shadow);
+    free(c->old_own);
     if (!c->ext) {
         free(c->buf);
         free(c->dbrec);
@@ -110,30 +112,101 @@ static struct mlx5_sn_cq *cq_get_locked(struct ibv_cq *cq, int *err)
     return c;
 }
 
+/* CQEs made so far: for a ring in GPU memory, those not yet copied there
+ * as well. */
+static uint32_t cq_made(const struct mlx5_sn_cq *c)
+{
+    return c->buf_gpu ? c->staged : c->pi;
+}
+
 /* Whether the CQ has a free entry (the consumer's doorbell record is
  * behind the producer by less than the ring).  A doorbell record in GPU
  * memory is read only when the last value read says full. */
 static bool cq_has_room(struct mlx5_sn_cq *c)
 {
-    uint32_t ci;
+    uint32_t ci, made = cq_made(c);
     if (c->overrun_ignore)
         return true;
     if (!c->dbr_gpu) {
         ci = be32toh(__atomic_load_n(&c->dbrec[MLX5_SN_CQ_SET_CI], __ATOMIC_ACQUIRE)) & 0xffffff;
     } else {
         ci = c->ci_seen;
-        if (((c->pi - ci) & 0xffffff) >= c->cqe_cnt) {
+        if (((made - ci) & 0xffffff) >= c->cqe_cnt) {
             __be32 v;
             if (mlx5_priv_gpu_read(&v, &c->dbrec[MLX5_SN_CQ_SET_CI], sizeof(v)) != 0)
                 return false;
             ci = c->ci_seen = be32toh(v) & 0xffffff;
         }
     }
-    return ((c->pi - ci) & 0xffffff) < c->cqe_cnt;
+    return ((made - ci) & 0xffffff) < c->cqe_cnt;
 }
 
-/* Writes one CQE for pend entry e; false when the CQ ring is full (the
- * consumer has not advanced its doorbell record yet). */
+/* The host copy of a GPU ring, read from the GPU once: the entries'
+ * owner bytes before softnic's first lap are the user's.  c->lock held. */
+static bool cq_shadow_ready(struct mlx5_sn_cq *c)
+{
+    if (c->shadow)
+        return true;
+    size_t bytes = (size_t)c->cqe_cnt * sizeof(struct mlx5_cqe64);
+    struct mlx5_cqe64 *sh = malloc(bytes);
+    uint8_t *own = malloc(c->cqe_cnt);
+    if (!sh || !own || mlx5_priv_gpu_read(sh, c->buf, bytes) != 0) {
+        free(sh);
+        free(own);
+        return false;
+    }
+    c->shadow = sh;
+    c->old_own = own;
+    return true;
+}
+
+/* Copies slots [from, from + n) of the host copy (not wrapping) to the
+ * GPU, with each entry's op_own as it was before this run when `before`.
+ * c->lock held. */
+static int cq_copy_run(struct mlx5_sn_cq *c, uint32_t from, uint32_t n, bool before)
+{
+    for (uint32_t i = from; before && i < from + n; i++) {
+        uint8_t t = c->shadow[i].op_own;
+        c->shadow[i].op_own = c->old_own[i];
+        c->old_own[i] = t;
+    }
+    int rc = mlx5_priv_gpu_write(&c->buf[from], &c->shadow[from], (size_t)n * sizeof(struct mlx5_cqe64));
+    for (uint32_t i = from; before && i < from + n; i++) {
+        uint8_t t = c->shadow[i].op_own;
+        c->shadow[i].op_own = c->old_own[i];
+        c->old_own[i] = t;
+    }
+    return rc;
+}
+
+/* Makes the CQEs staged in the host copy visible in GPU memory: first the
+ * run with every owner byte as it was (the bodies land, no entry changes
+ * hands), then the run again with the new owner bytes.  The second copy
+ * starts after the first completed, so a GPU poller that sees an entry's
+ * new owner reads a whole CQE.  c->lock held. */
+static void cq_flush_locked(struct mlx5_sn_cq *c)
+{
+    uint32_t n = c->staged - c->pi;
+    if (!c->buf_gpu || !n || c->detached)
+        return;
+    uint32_t from = c->pi & (c->cqe_cnt - 1);
+    uint32_t first = c->cqe_cnt - from < n ? c->cqe_cnt - from : n;
+    if (cq_copy_run(c, from, first, true) == 0 && (n == first || cq_copy_run(c, 0, n - first, true) == 0) &&
+        cq_copy_run(c, from, first, false) == 0 && (n == first || cq_copy_run(c, 0, n - first, false) == 0))
+        c->pi = c->staged;
+    /* else retried on the next pass */
+}
+
+static void cq_flush(struct mlx5_sn_cq *c)
+{
+    pthread_mutex_lock(&c->lock);
+    cq_flush_locked(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Writes one CQE for pend entry e (in GPU memory: into the host copy, for
+ * cq_flush); false when the CQ ring is full (the consumer has not advanced
+ * its doorbell record yet). */
 static bool cq_emit(struct mlx5_sn_qp *qp, const struct mlx5_sn_pend *e,
                     uint8_t syndrome, uint8_t vendor)
 {
@@ -143,30 +216,24 @@ static bool cq_emit(struct mlx5_sn_qp *qp, const struct mlx5_sn_pend *e,
         pthread_mutex_unlock(&c->lock);
         return true;            /* nobody can read it any more */
     }
-    if (!cq_has_room(c)) {
+    if (!cq_has_room(c) || (c->buf_gpu && !cq_shadow_ready(c))) {
         pthread_mutex_unlock(&c->lock);
         return false;
     }
-    struct mlx5_cqe64 *slot = &c->buf[c->pi & (c->cqe_cnt - 1)], local;
-    struct mlx5_cqe64 *cqe = c->buf_gpu ? &local : slot;
-    unsigned owner = (c->pi & c->cqe_cnt) ? 1 : 0;
+    uint32_t made = cq_made(c), slot = made & (c->cqe_cnt - 1);
+    struct mlx5_cqe64 *cqe = c->buf_gpu ? &c->shadow[slot] : &c->buf[slot];
+    unsigned owner = (made & c->cqe_cnt) ? 1 : 0;
     uint32_t qpn = qp->ibqp->qp_num;
+    if (c->buf_gpu)
+        c->old_own[slot] = cqe->op_own;   /* what the slot shows until cq_flush */
     if (syndrome)
         mlx5_cqe_write_err(cqe, e->opcode, qpn, e->wqe_idx, syndrome, vendor, owner);
     else
         mlx5_cqe_write_req(cqe, e->opcode, qpn, e->wqe_idx, e->byte_cnt, owner);
-    if (c->buf_gpu) {
-        /* Body, then the owner byte: the second copy starts after the
-         * first completed, so a GPU poller that sees the new owner reads
-         * a whole CQE. */
-        size_t body = offsetof(struct mlx5_cqe64, op_own);
-        if (mlx5_priv_gpu_write(slot, &local, body) != 0 ||
-            mlx5_priv_gpu_write(&slot->op_own, &local.op_own, 1) != 0) {
-            pthread_mutex_unlock(&c->lock);
-            return false;       /* retried on the next pass */
-        }
-    }
-    c->pi++;
+    if (c->buf_gpu)
+        c->staged++;
+    else
+        c->pi++;
     pthread_mutex_unlock(&c->lock);
     qp->counters[1]++;
     return true;
@@ -680,6 +747,10 @@ static void *nic_main(void *arg)
             work += qp_retire(qp);
             busy |= qp->pend_count != 0;
         }
+        /* the pass's CQEs for rings in GPU memory, in one run per CQ */
+        for (struct mlx5_sn_cq *c = nic.cqs; c; c = c->next)
+            if (c->buf_gpu)
+                cq_flush(c);
         if (nic.ngrave)
             grave_sweep_locked();
         uint64_t now = nic_now_ns();

@@ -54,7 +54,14 @@ struct mlx5_sn_cq {
     __be32 *dbrec;
     void *uar;
     uint32_t cqn;
-    uint32_t pi;                /* CQEs written so far */
+    uint32_t pi;                /* CQEs written so far (in GPU memory: visible there) */
+    /* A ring in GPU memory: CQEs are made in a host copy of the ring and
+     * reach the GPU in runs (cq_flush), two copies per run, where each CQE
+     * took two: each copy may wait for the GPU to switch to softnic's
+     * context while the application's kernels run (1-3 ms on an H200). */
+    struct mlx5_cqe64 *shadow;  /* the ring as written so far, NULL until the first CQE */
+    uint8_t *old_own;           /* per slot: its op_own before the run being made */
+    uint32_t staged;            /* CQEs in shadow; staged - pi wait for cq_flush */
     bool detached;              /* the ibv_cq (or DEVX CQ object) was destroyed */
     bool ext;                   /* DEVX: buf, dbrec, uar are the user's */
     bool buf_gpu, dbr_gpu;      /* DEVX: in GPU memory */
