@@ -13,6 +13,7 @@
  *      SOFTNIC_FASTPATH (0: every payload on the wire; see cma.c),
  *      SOFTNIC_PUSH (0: small writes to same-host peers on the wire too,
  *      not placed by the requester; see push.c; off with SOFTNIC_FASTPATH=0),
+ *      SOFTNIC_PUSH_IMM (0: WRITE_WITH_IMM on the wire, placed writes only),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
  *      SOFTNIC_ENGINES (engine threads per process; engine.c),
  *      SOFTNIC_ACK_POLL_US (a GPU-driven QP's completer and responder poll; spin.c),
@@ -217,6 +218,7 @@ static void config_defaults(struct sn_config *c)
     c->vf_base_rate = 2000000000ull;
     c->fastpath = 1;
     c->push = 1;
+    c->push_imm = 1;
     c->ack_poll_us = sn_usable_cores() >= ACK_POLL_MIN_CORES ? ACK_POLL_US : 0;
     c->ack_coalesce_us = ACK_COALESCE_US;
 }
@@ -440,6 +442,9 @@ int config_load(struct sn_config *c)
     uint32_t push = (uint32_t)c->push;
     err = err ? err : env_u32("SOFTNIC_PUSH", &push);
     c->push = push != 0;
+    uint32_t push_imm = (uint32_t)c->push_imm;
+    err = err ? err : env_u32("SOFTNIC_PUSH_IMM", &push_imm);
+    c->push_imm = push_imm != 0;
     uint32_t stats = 0;
     err = err ? err : env_u32("SOFTNIC_STATS", &stats);
     c->stats = stats != 0;

@@ -90,6 +90,7 @@ struct ibv_cq *cq_create(struct ibv_context *c, int cqe, void *cq_context,
         return NULL;
     }
     pthread_mutex_init(&cq->lock, NULL);
+    pthread_mutex_init(&cq->push_lock, NULL);
     cq->cap = cqe;
     cq->ibcq.context = c;
     cq->ibcq.channel = channel;
@@ -124,6 +125,7 @@ int cq_destroy(struct ibv_cq *ibcq)
         pthread_mutex_unlock(&ibcq->context->mutex);
     }
     pthread_mutex_destroy(&cq->lock);
+    pthread_mutex_destroy(&cq->push_lock);
     pthread_mutex_destroy(&ibcq->mutex);
     pthread_cond_destroy(&ibcq->cond);
     free(cq->ring);
@@ -170,6 +172,9 @@ int cq_poll(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
     struct sn_cq *cq = (struct sn_cq *)ibcq;
     if (n < 0)
         return -1;
+    /* completions of writes same-host peers pushed (push.c) */
+    if (atomic_load_explicit(&cq->push_qps, memory_order_relaxed))
+        push_cq_collect(cq);
     /* A program spinning on an empty CQ must not take the lock the NIC
      * threads need to add to it: count is written under the lock but read
      * here without it (a completion seen one poll late is harmless). */

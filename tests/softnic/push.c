@@ -1,8 +1,9 @@
-/* push.c: the same-host push.  A small RDMA WRITE (no immediate, at most
- * SN_PUSH_MAX_BYTES) to a same-host peer is placed by the posting thread
- * itself with process_vm_writev, as a NIC places a write without the
- * responder's CPU; the responder's NIC thread never wakes for it and no
- * ACK travels.  Without it every small write costs both processes' NIC
+/* push.c: the same-host push.  A small RDMA WRITE (at most
+ * SN_PUSH_MAX_BYTES, with or without an immediate) to a same-host peer is
+ * placed by the posting thread itself with process_vm_writev, as a NIC
+ * places a write without the responder's CPU; the responder's NIC thread
+ * never wakes for it and no ACK travels.  A WRITE_WITH_IMM's receive
+ * completion is made by the receiver's own poll (below).  Without it every small write costs both processes' NIC
  * threads a wake-up and a socket round trip, several times what the write
  * moves: NCCL's clear-to-send rows, 64-256 bytes per message, cost as much
  * NIC-thread time as the message itself, which a ConnectX does not.
@@ -45,9 +46,12 @@
 #include <unistd.h>
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 1u
+#define PUSH_VERSION 2u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
+/* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
+ * pusher finding them all unread goes on the wire */
+#define PUSH_RECS 16u
 /* how long a deregistration waits for pushes under way: a pusher holds its
  * count for one system call; a peer that died holding it cannot write */
 #define PUSH_DRAIN_NS 1000000000ull
@@ -60,6 +64,16 @@ struct push_mr {
     uint32_t pad;
 };
 
+/* A pushed WRITE_WITH_IMM's completion, for its receiver to make: seq is
+ * its receive's index + 1, stored last. */
+struct push_rec {
+    _Atomic uint64_t seq;
+    uint32_t imm;                /* network order, as in the WR */
+    uint32_t len;
+    uint32_t solicited;
+    uint32_t pad;
+};
+
 struct push_qp {
     _Atomic uint32_t live;       /* gen << 1 | ready to receive */
     uint32_t access;             /* qp_access_flags */
@@ -67,6 +81,13 @@ struct push_qp {
     uint16_t dev, port;          /* its port, for port_up */
     _Atomic int32_t pushers;
     _Atomic uint64_t rx_bytes, rx_packets;
+    /* WRITE_WITH_IMM: its receives, indexed from 0 in posting order;
+     * taken by the receiver's engine or a pusher (compare-and-swap), done:
+     * the receiver made the completions below it */
+    _Atomic uint32_t imm_ok;     /* its own RQ (no SRQ), a recv CQ a poll drains */
+    uint32_t pad;
+    _Atomic uint64_t rq_posted, rq_taken, rq_done;
+    struct push_rec rec[PUSH_RECS];
 };
 
 struct push_region {
@@ -197,6 +218,175 @@ void push_port_update(const struct sn_device *d, const struct sn_port *port)
     atomic_store(&r->port_up[d->index][port->num - 1], atomic_load(&port->state) == IBV_PORT_ACTIVE);
 }
 
+/* ---------------------------------------- WRITE_WITH_IMM, the receiver */
+/* A pusher places the data, takes the QP's next receive index with a
+ * compare-and-swap on rq_taken (below rq_posted, and within PUSH_RECS of
+ * rq_done) and writes the record of that index.  The receiver turns
+ * records into completions, in index order, with the receive WQEs from
+ * the head of its RQ: in its recv CQ's polls (push_cq_collect), before its
+ * engine takes a receive, after the engine's own completion of an earlier
+ * index, and before a flush.
+ * Order: a pusher pushes only with its send queue empty (every earlier
+ * request acknowledged), and sends nothing while it pushes, so when the
+ * engine takes index k for a request on the wire every pushed index below
+ * k already has its record; the engine's completion of k appears after
+ * its ACK, when a later push may have recorded k + 1: a record waits for
+ * rx_next to reach it. */
+
+static struct push_qp *my_slot(const struct sn_qp *qp)
+{
+    struct push_region *r = made();
+    return r && qp->push_slot >= 0 ? &r->qp[qp->push_slot] : NULL;
+}
+
+/* Whether a pushed completion can be made for qp: its own RQ, an RC QP,
+ * and a recv CQ the application polls (no channel to signal, no mlx5
+ * layer writing it elsewhere). */
+static bool imm_ok_locked(const struct sn_qp *qp)
+{
+    const struct sn_cq *cq = (const struct sn_cq *)qp->ibqp.recv_cq;
+    return !qp->ibqp.srq && qp->rq && qp->ibqp.qp_type == IBV_QPT_RC && cq && !cq->ibcq.channel && !cq->hook;
+}
+
+static void cq_list(struct sn_qp *qp)
+{
+    struct sn_cq *cq = (struct sn_cq *)qp->ibqp.recv_cq;
+    pthread_mutex_lock(&cq->push_lock);
+    if (!qp->push_cq_listed) {
+        qp->push_cq_next = atomic_load(&cq->push_qps);
+        atomic_store(&cq->push_qps, qp);
+        qp->push_cq_listed = true;
+    }
+    pthread_mutex_unlock(&cq->push_lock);
+}
+
+static void cq_unlist(struct sn_qp *qp)
+{
+    if (!qp->push_cq_listed)
+        return;
+    struct sn_cq *cq = (struct sn_cq *)qp->ibqp.recv_cq;
+    pthread_mutex_lock(&cq->push_lock);
+    struct sn_qp *head = atomic_load(&cq->push_qps);
+    if (head == qp) {
+        atomic_store(&cq->push_qps, qp->push_cq_next);
+    } else {
+        for (struct sn_qp *q = head; q; q = q->push_cq_next)
+            if (q->push_cq_next == qp) {
+                q->push_cq_next = qp->push_cq_next;
+                break;
+            }
+    }
+    qp->push_cq_listed = false;
+    pthread_mutex_unlock(&cq->push_lock);
+}
+
+/* A fresh slot: the receives in the RQ now are indices 0 on. */
+static void rx_slot_start_locked(struct sn_qp *qp, struct push_qp *s)
+{
+    for (uint32_t i = 0; i < PUSH_RECS; i++)
+        atomic_store(&s->rec[i].seq, 0);
+    atomic_store(&s->rq_taken, 0);
+    atomic_store(&s->rq_done, 0);
+    atomic_store(&s->rq_posted, qp->rq_count);
+    qp->rx_next = qp->rx_popped = 0;
+    bool ok = imm_ok_locked(qp) && softnic_global()->conf.push_imm;
+    if (ok)
+        cq_list(qp);
+    atomic_store(&s->imm_ok, ok ? 1u : 0u);
+}
+
+void push_rq_posted_locked(struct sn_qp *qp, uint32_t n)
+{
+    struct push_qp *s = my_slot(qp);
+    if (s && n)
+        atomic_fetch_add(&s->rq_posted, n);
+}
+
+int push_rx_collect_locked(struct sn_qp *qp)
+{
+    struct push_qp *s = my_slot(qp);
+    int n = 0;
+    while (s && qp->rx_next == qp->rx_popped && qp->rq_count) {
+        struct push_rec *rec = &s->rec[qp->rx_next % PUSH_RECS];
+        if (atomic_load_explicit(&rec->seq, memory_order_acquire) != qp->rx_next + 1)
+            break;
+        struct ibv_wc wc;
+        memset(&wc, 0, sizeof(wc));
+        wc.wr_id = qp->rq[qp->rq_head].wr_id;
+        wc.status = IBV_WC_SUCCESS;
+        wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+        wc.byte_len = rec->len;
+        wc.qp_num = qp->ibqp.qp_num;
+        wc.src_qp = qp->attr.dest_qp_num;
+        wc.wc_flags = IBV_WC_WITH_IMM;
+        wc.imm_data = rec->imm;
+        bool solicited = rec->solicited != 0;
+        qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
+        qp->rq_count--;
+        qp->rx_popped++;
+        __atomic_store_n(&qp->rx_next, qp->rx_next + 1, __ATOMIC_RELAXED);
+        atomic_store(&s->rq_done, qp->rx_next);
+        cq_push((struct sn_cq *)qp->ibqp.recv_cq, &wc, solicited);
+        n++;
+    }
+    return n;
+}
+
+int push_rq_take_locked(struct sn_qp *qp, struct sn_rwqe *out)
+{
+    struct push_qp *s = my_slot(qp);
+    if (!s || qp->ibqp.srq)
+        return -1;
+    for (;;) {
+        push_rx_collect_locked(qp);
+        uint64_t t = atomic_load(&s->rq_taken);
+        /* a pushed index without its record yet (see above: not while
+         * the pusher's request waits for this receive) */
+        if (t != qp->rx_popped || !qp->rq_count || qp->attr.qp_state == IBV_QPS_ERR)
+            return 0;
+        if (atomic_compare_exchange_strong(&s->rq_taken, &t, t + 1))
+            break;
+    }
+    *out = qp->rq[qp->rq_head];
+    out->idx = qp->rx_popped++;
+    qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
+    qp->rq_count--;
+    return 1;
+}
+
+void push_rx_done_locked(struct sn_qp *qp, uint64_t idx)
+{
+    struct push_qp *s = my_slot(qp);
+    if (!s || idx != qp->rx_next)
+        return;
+    __atomic_store_n(&qp->rx_next, idx + 1, __ATOMIC_RELAXED);
+    atomic_store(&s->rq_done, idx + 1);
+    push_rx_collect_locked(qp);
+}
+
+void push_cq_collect(struct sn_cq *cq)
+{
+    struct push_region *r = made();
+    if (!r)
+        return;
+    pthread_mutex_lock(&cq->push_lock);
+    for (struct sn_qp *qp = atomic_load(&cq->push_qps); qp; qp = qp->push_cq_next) {
+        int slot = qp->push_slot;
+        if (slot < 0)
+            continue;
+        uint64_t next = __atomic_load_n(&qp->rx_next, __ATOMIC_RELAXED);
+        if (atomic_load_explicit(&r->qp[slot].rec[next % PUSH_RECS].seq, memory_order_relaxed) != next + 1)
+            continue;
+        /* the QP's lock comes after the CQ's list here and before it where
+         * the QP joins the list: never wait for it */
+        if (pthread_mutex_trylock(&qp->lock) != 0)
+            continue;
+        push_rx_collect_locked(qp);
+        pthread_mutex_unlock(&qp->lock);
+    }
+    pthread_mutex_unlock(&cq->push_lock);
+}
+
 static bool qp_ready(const struct sn_qp *qp)
 {
     enum ibv_qp_state s = qp->attr.qp_state;
@@ -243,6 +433,7 @@ bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer 
         s->dev = (uint16_t)d->index;
         s->port = (uint16_t)(port->num - 1);
         push_port_update(d, port);
+        rx_slot_start_locked(qp, s);
     }
     push_qp_update_locked(qp);
     memset(o, 0, sizeof(*o));
@@ -263,7 +454,9 @@ void push_qp_release_locked(struct sn_qp *qp)
         return;
     struct push_qp *s = &r->qp[qp->push_slot];
     atomic_store(&s->live, 0);
+    atomic_store(&s->imm_ok, 0);
     drain(&s->pushers);
+    cq_unlist(qp);
     /* what peers pushed stays counted on the QP */
     atomic_fetch_add(&qp->cnt.rx_bytes, atomic_exchange(&s->rx_bytes, 0));
     atomic_fetch_add(&qp->cnt.rx_packets, atomic_exchange(&s->rx_packets, 0));
@@ -425,8 +618,34 @@ static bool local_iov(struct sn_qp *qp, const struct sn_swqe *w, struct iovec *v
     return true;
 }
 
+/* Takes the receiver's next receive index for a WRITE_WITH_IMM whose data
+ * is in place and records its completion there: false when the receiver
+ * has no receive free (an RNR on the wire), its records are all unread,
+ * or it makes no pushed completions. */
+static bool claim_recv(struct push_qp *s, const struct sn_swqe *w)
+{
+    if (!atomic_load(&s->imm_ok))
+        return false;
+    uint64_t t = atomic_load(&s->rq_taken);
+    for (;;) {
+        if (t >= atomic_load(&s->rq_posted) || t - atomic_load(&s->rq_done) >= PUSH_RECS)
+            return false;
+        if (atomic_compare_exchange_weak(&s->rq_taken, &t, t + 1))
+            break;
+    }
+    struct push_rec *rec = &s->rec[t % PUSH_RECS];
+    rec->imm = w->imm;
+    rec->len = w->len;
+    rec->solicited = (w->send_flags & IBV_SEND_SOLICITED) != 0;
+    atomic_store_explicit(&rec->seq, t + 1, memory_order_release);
+    return true;
+}
+
 /* Places w's pieces lv[0..nl) in the peer's QP slot (gen) when every check
- * passes: true once the bytes are there.  Without the QP's lock. */
+ * passes, and for a WRITE_WITH_IMM takes its receive: true once the bytes
+ * (and the record) are there.  A WRITE_WITH_IMM that finds no receive goes
+ * on the wire after its bytes were placed: the wire places the same bytes
+ * again, as a retried request does.  Without the QP's lock. */
 static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const struct sn_swqe *w,
                   const struct iovec *lv, unsigned long nl, uint64_t pkts)
 {
@@ -439,7 +658,9 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
         dev < SN_MAX_DEVICES && port < SN_MAX_PORTS && atomic_load(&r->port_up[dev][port])) {
         uint32_t idx = w->rkey >> 8;
         struct push_mr *e = idx < PUSH_MR_SLOTS ? &r->mr[idx] : NULL;
-        if (e) {
+        if (!w->len) {
+            ok = true;   /* a zero-length RDMA access checks no key */
+        } else if (e) {
             atomic_fetch_add(&e->pushers, 1);
             if (atomic_load(&e->key) == w->rkey && e->pd == s->pd && (e->access & IBV_ACCESS_REMOTE_WRITE) &&
                 w->raddr >= e->iova && w->len <= e->len && w->raddr - e->iova <= e->len - w->len) {
@@ -450,6 +671,8 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
             }
             atomic_fetch_sub(&e->pushers, 1);
         }
+        if (ok && w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+            ok = claim_recv(s, w);
     }
     if (ok) {   /* counted as the peer's port and QP received it */
         atomic_fetch_add(&s->rx_bytes, w->len);
@@ -473,7 +696,9 @@ static bool push_next_locked(struct sn_qp *qp)
     char inl[SN_MAX_INLINE];
     struct iovec lv[SN_MAX_SGE];
     unsigned long nl;
-    if (w.opcode != IBV_WR_RDMA_WRITE || !w.len || w.len > SN_PUSH_MAX_BYTES || (w.inl && w.len > sizeof(inl)))
+    bool imm = w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    if ((w.opcode != IBV_WR_RDMA_WRITE && !imm) || (!w.len && !imm) || w.len > SN_PUSH_MAX_BYTES ||
+        (w.inl && w.len > sizeof(inl)))
         return false;
     if (w.inl) {   /* its slot's buffer serves a later WQE once this one is flushed */
         memcpy(inl, w.inl, w.len);

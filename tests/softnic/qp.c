@@ -514,6 +514,7 @@ static void qp_recv_flush_wc(struct sn_qp *qp, uint64_t wr_id)
 
 void qp_flush_recv_locked(struct sn_qp *qp)
 {
+    push_rx_collect_locked(qp);   /* pushed writes that landed complete */
     while (qp->rq_count) {
         qp_recv_flush_wc(qp, qp->rq[qp->rq_head].wr_id);
         qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
@@ -711,6 +712,7 @@ int qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
         if (wr->num_sge)
             memcpy(r->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
         qp->rq_count++;
+        push_rq_posted_locked(qp, 1);
     }
     if (err && bad)
         *bad = wr;
@@ -725,14 +727,23 @@ int qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 
 bool qp_take_recv(struct sn_qp *qp, struct sn_rwqe *out)
 {
-    if (qp->ibqp.srq)
-        return srq_take((struct sn_srq *)qp->ibqp.srq, out);
+    if (qp->ibqp.srq) {
+        bool ok = srq_take((struct sn_srq *)qp->ibqp.srq, out);
+        out->idx = SN_RWQE_NO_IDX;
+        return ok;
+    }
     pthread_mutex_lock(&qp->lock);
-    bool ok = qp->rq_count > 0 && qp->attr.qp_state != IBV_QPS_ERR;
-    if (ok) {
-        *out = qp->rq[qp->rq_head];
-        qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
-        qp->rq_count--;
+    /* a QP pushed into shares its receives with its pushers */
+    int pushed = push_rq_take_locked(qp, out);
+    bool ok = pushed > 0;
+    if (pushed < 0) {
+        ok = qp->rq_count > 0 && qp->attr.qp_state != IBV_QPS_ERR;
+        if (ok) {
+            *out = qp->rq[qp->rq_head];
+            out->idx = SN_RWQE_NO_IDX;
+            qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
+            qp->rq_count--;
+        }
     }
     pthread_mutex_unlock(&qp->lock);
     return ok;

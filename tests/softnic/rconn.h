@@ -14,6 +14,7 @@
 struct pend_wc {
     struct ibv_wc wc;
     bool solicited;
+    uint64_t idx;                /* its receive's index (sn_rwqe.idx) */
 };
 #define PEND_WC 64
 

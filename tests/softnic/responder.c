@@ -114,6 +114,25 @@ int responder_send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uin
     return err;
 }
 
+/* The held completions appear, in order; a receive a same-host peer's
+ * pushes share (push.c) moves their order on as well. */
+static void pend_wcs_appear(struct sn_rconn *rc)
+{
+    struct sn_qp *qp = rc->qp;
+    for (int i = 0; i < rc->npend; i++) {
+        const struct pend_wc *p = &rc->pend[i];
+        if (p->idx == SN_RWQE_NO_IDX) {
+            cq_push((struct sn_cq *)qp->ibqp.recv_cq, &p->wc, p->solicited);
+            continue;
+        }
+        pthread_mutex_lock(&qp->lock);
+        cq_push((struct sn_cq *)qp->ibqp.recv_cq, &p->wc, p->solicited);
+        push_rx_done_locked(qp, p->idx);
+        pthread_mutex_unlock(&qp->lock);
+    }
+    rc->npend = 0;
+}
+
 /* The completions whose ACK is on the wire appear (not while it is to be
  * sent or still waits in tx: the sender's acknowledgement must not depend
  * on us). */
@@ -122,9 +141,7 @@ static void push_pending_wcs(struct sn_rconn *rc)
     if (!rc->npend || rc->ack_pending || !txbuf_empty(&rc->tx))
         return;
     land_writes(rc);
-    for (int i = 0; i < rc->npend; i++)
-        cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &rc->pend[i].wc, rc->pend[i].solicited);
-    rc->npend = 0;
+    pend_wcs_appear(rc);
 }
 
 static void send_ack(struct sn_rconn *rc)
@@ -202,6 +219,7 @@ static void recv_wc(struct sn_rconn *rc, uint64_t wr_id, enum ibv_wc_status st,
     /* a request starts only with room for its completion (responder_run) */
     rc->pend[rc->npend].wc = wc;
     rc->pend[rc->npend].solicited = (h->flags & SN_REQ_SOLICITED) != 0;
+    rc->pend[rc->npend].idx = rc->r.idx;
     rc->npend++;
 }
 
@@ -872,13 +890,17 @@ void responder_end(struct sn_rconn *rc)
     rnr_done(rc);
     /* a receive WQE taken for a request that will not come whole is gone
      * with it (the QP in ERR flushed it already, see PH_PLACE) */
+    bool dropped = rc->have_r && rc->r.idx != SN_RWQE_NO_IDX;
     rc->have_r = false;
     rc->ph = PH_HEADER;
     flush_ack(rc);
     /* the completions of requests done appear, whether or not their ACK
      * could still go: the peer's retry budget tells it otherwise */
     land_writes(rc);
-    for (int i = 0; i < rc->npend; i++)
-        cq_push((struct sn_cq *)rc->qp->ibqp.recv_cq, &rc->pend[i].wc, rc->pend[i].solicited);
-    rc->npend = 0;
+    pend_wcs_appear(rc);
+    if (dropped) {   /* the receives after it do not wait for its completion */
+        pthread_mutex_lock(&rc->qp->lock);
+        push_rx_done_locked(rc->qp, rc->r.idx);
+        pthread_mutex_unlock(&rc->qp->lock);
+    }
 }

@@ -93,6 +93,8 @@ struct sn_config {
     int debug;
     int fastpath;              /* SOFTNIC_FASTPATH: same-host peers by CMA (cma.c) */
     int push;                  /* SOFTNIC_PUSH: small writes placed by the requester (push.c) */
+    int push_imm;              /* SOFTNIC_PUSH_IMM: WRITE_WITH_IMM too, its receive completion made
+                                * by the receiver's poll */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
@@ -430,6 +432,10 @@ struct sn_cq {
     sn_cq_hook hook;
     void *hook_arg;
     struct sn_counters cnt;
+    /* QPs of this recv CQ that same-host peers push WRITE_WITH_IMM into:
+     * a poll collects their completions (push.c) */
+    pthread_mutex_t push_lock;
+    struct sn_qp *_Atomic push_qps;
 };
 void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited);
 void cq_attach(struct ibv_cq *cq, int delta);
@@ -439,7 +445,10 @@ struct sn_rwqe {
     uint64_t wr_id;
     int num_sge;
     struct ibv_sge sge[SN_MAX_SGE];
+    uint64_t idx;                  /* taken: its index among the receives pushers
+                                    * see (push.c), SN_RWQE_NO_IDX without */
 };
+#define SN_RWQE_NO_IDX UINT64_MAX
 
 struct sn_srq {
     struct ibv_srq ibsrq;
@@ -533,6 +542,14 @@ struct sn_qp {
     struct sn_push_peer *push_peer;
     uint32_t push_to_slot, push_to_gen;
     int push_slot;
+    /* as a responder with a slot: receives are indexed in the order they
+     * are taken (by the engine, or by a pushed WRITE_WITH_IMM); rx_popped
+     * taken from rq, rx_next the first index without its completion
+     * (completions appear in index order); push_cq_next: the recv CQ's list
+     * of QPs whose pushed completions its polls collect */
+    uint64_t rx_next, rx_popped;
+    struct sn_qp *push_cq_next;
+    bool push_cq_listed;
     uint64_t last_progress_ns;     /* last response, or work arriving */
     bool stopping;
     bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
@@ -766,6 +783,18 @@ void push_port_update(const struct sn_device *d, const struct sn_port *port);
 void push_qp_update_locked(struct sn_qp *qp);
 bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer *o);
 void push_qp_release_locked(struct sn_qp *qp);
+/* The receive side of a WRITE_WITH_IMM push, for a QP with a slot (the
+ * others: no-ops, and push_rq_take_locked returns -1).  qp->lock held:
+ * n receives posted; the next receive for the engine (1 with *out and its
+ * index, 0 none now, -1 not a pushed-into QP); the engine's completion of
+ * receive idx appeared (or its receive is gone without one); completions
+ * of pushed writes made now (every QP's, through its recv CQ: push_cq_collect,
+ * without locks). */
+void push_rq_posted_locked(struct sn_qp *qp, uint32_t n);
+int push_rq_take_locked(struct sn_qp *qp, struct sn_rwqe *out);
+void push_rx_done_locked(struct sn_qp *qp, uint64_t idx);
+int push_rx_collect_locked(struct sn_qp *qp);
+void push_cq_collect(struct sn_cq *cq);
 /* Bytes and packets peers pushed into qp (qp != NULL) or into port
  * port_num of d. */
 void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_num, uint64_t *bytes,

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -275,33 +276,227 @@ TAP_CASE(test_a_receiving_qp_that_cannot_take_writes_gets_none_placed)
     }
 }
 
-/* Only plain RDMA WRITEs are placed: with an immediate, sends and reads go
- * on the wire, and their receive completions are the responder's. */
-TAP_CASE(test_writes_with_immediate_and_sends_take_the_wire)
+static bool push_imm_on(void)
+{
+    const char *v = getenv("SOFTNIC_PUSH_IMM");
+    return push_on() && (!v || strcmp(v, "0") != 0);
+}
+
+/* Posts a WRITE_WITH_IMM of len bytes from src + off to dst + off. */
+static void write_imm(struct fixture *f, uint64_t id, uint32_t off, uint32_t len, uint32_t imm)
+{
+    st_post_rdma(f->a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, id, f->src + off, len, f->smr->lkey,
+                 (uintptr_t)f->dst + off, f->dmr->rkey, imm, IBV_SEND_SIGNALED);
+}
+
+/* A WRITE_WITH_IMM is placed as a write is, and takes the receiver's next
+ * receive: its completion (immediate, length, source QP) is made by the
+ * receiver's poll, with no responder step and no ACK; a SEND still takes
+ * the wire, and the receive completions come in posting order. */
+TAP_CASE(test_writes_with_immediate_are_placed_and_sends_take_the_wire)
 {
     struct fixture f;
     setup(&f);
     EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
-    uint64_t p0 = pushed(f.a.qp);
+    uint64_t p0 = pushed(f.a.qp), s0 = responder_steps(f.b.qp);
     st_post_recv(f.b.qp, 7, f.dst + 4096, 4096, f.dmr->lkey);
     st_post_recv(f.b.qp, 8, f.dst + 8192, 4096, f.dmr->lkey);
+    st_post_recv(f.b.qp, 9, f.dst + 4096, 4096, f.dmr->lkey);
     st_fill(f.src, 256, 70);
-    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 2, f.src, 64, f.smr->lkey, (uintptr_t)f.dst, f.dmr->rkey,
-                 0x1234, IBV_SEND_SIGNALED);
-    st_post_send(f.a.qp, 3, f.src + 64, 64, f.smr->lkey, IBV_SEND_SIGNALED);
+    write_imm(&f, 2, 0, 64, 0x1234);
     struct ibv_wc wc;
     st_wait_wc(f.a.scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
-    st_wait_wc(f.a.scq, &wc, WAIT_MS);
-    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 3);
     st_wait_wc(f.b.rcq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 7);
     EXPECT_EQ_U64(htonl(0x1234), wc.imm_data);   /* st_post_rdma sends it in network order */
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ_INT(64, (int)wc.byte_len);
+    EXPECT_EQ_INT((int)f.b.qp->qp_num, (int)wc.qp_num);
+    EXPECT_EQ_INT((int)f.a.qp->qp_num, (int)wc.src_qp);
+    EXPECT_MEMEQ(f.src, f.dst, 64);
+    EXPECT_EQ_U64(push_imm_on() ? p0 + 1 : p0, pushed(f.a.qp));
+    if (push_imm_on())
+        EXPECT_EQ_U64(s0, responder_steps(f.b.qp));
+    st_post_send(f.a.qp, 3, f.src + 64, 64, f.smr->lkey, IBV_SEND_SIGNALED);
+    write_imm(&f, 4, 128, 0, 0x55);   /* zero bytes: no key is checked */
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 3);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 4);
     st_wait_wc(f.b.rcq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 8);
-    EXPECT_MEMEQ(f.src, f.dst, 64);
     EXPECT_MEMEQ(f.src + 64, f.dst + 8192, 64);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 9);
+    EXPECT_EQ_INT(0, (int)wc.byte_len);
+    EXPECT_EQ_U64(htonl(0x55), wc.imm_data);
+    teardown(&f);
+}
+
+/* Writes with immediate pushed and on the wire (above SN_PUSH_MAX_BYTES the
+ * responder pulls), more than the receiver holds records for, posted
+ * before the receiver polls: every one completes, and the receive
+ * completions come in the order of the writes, each with its length. */
+TAP_CASE(test_pushed_and_wire_writes_with_immediate_complete_in_order)
+{
+    struct fixture f;
+    setup(&f);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+    enum { N = 48 };
+    for (int i = 0; i < N; i++)
+        st_post_recv(f.b.qp, 100 + (uint64_t)i, NULL, 0, 0);
+    st_fill(f.src, BUF, 80);
+    uint32_t len[N];
+    for (int i = 0; i < N; i++) {
+        len[i] = i % 7 == 3 ? 16384 : (uint32_t)(8 + 8 * i);
+        write_imm(&f, 200 + (uint64_t)i, (uint32_t)i * 16384, len[i], (uint32_t)i);
+        struct ibv_wc wc;   /* one at a time: each finds the queue empty, and may be pushed */
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 200 + (uint64_t)i);
+    }
+    for (int i = 0; i < N; i++) {
+        struct ibv_wc wc;
+        st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 100 + (uint64_t)i);
+        EXPECT_EQ_INT((int)len[i], (int)wc.byte_len);
+        EXPECT_EQ_U64(htonl((uint32_t)i), wc.imm_data);
+        EXPECT_MEMEQ(f.src + (size_t)i * 16384, f.dst + (size_t)i * 16384, len[i]);
+    }
+    EXPECT_TRUE(st_no_wc(f.b.rcq, 50));
+    teardown(&f);
+}
+
+/* Without a receive posted a WRITE_WITH_IMM is not completed by a push: it
+ * waits on the wire (RNR) and completes once a receive comes. */
+TAP_CASE(test_a_write_with_immediate_without_a_receive_waits_for_one)
+{
+    struct fixture f;
+    struct st_qp_opts o = { .max_inline = 64, .timeout = 10, .retry_cnt = 1, .rnr_retry = 7, .min_rnr_timer = 1 };
+    setup_with(&f, &o);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+    uint64_t p0 = pushed(f.a.qp);
+    st_fill(f.src, 64, 90);
+    write_imm(&f, 2, 0, 64, 7);
+    struct ibv_wc wc;
+    EXPECT_TRUE(st_no_wc(f.b.rcq, 100));
+    st_post_recv(f.b.qp, 5, NULL, 0, 0);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 5);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+    EXPECT_MEMEQ(f.src, f.dst, 64);
     EXPECT_EQ_U64(p0, pushed(f.a.qp));
+    teardown(&f);
+}
+
+/* A receiver on an SRQ, or whose recv CQ has a completion channel, gets
+ * its writes with immediate on the wire (a push could not take an SRQ's
+ * receive, nor signal the channel): the completion and the event come. */
+TAP_CASE(test_srq_and_channel_receivers_get_writes_with_immediate_on_the_wire)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+    struct ibv_srq *srq = ibv_create_srq(d.pd, &sa);
+    EXPECT_TRUE(srq != NULL);
+    struct st_qp a, b;
+    struct st_qp_opts o = { .max_inline = 64, .srq = srq };
+    st_qp_pair(&d, &a, &b, &o);
+    char *src = st_buf(4096, 3), *dst = st_buf(4096, 4);
+    struct ibv_mr *smr = ibv_reg_mr(d.pd, src, 4096, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_mr *dmr = ibv_reg_mr(d.pd, dst, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_recv_wr rw = { .wr_id = 11 }, *bad;
+    for (int round = 0; round < 3; round++) {
+        rw.wr_id = 11 + (uint64_t)round;
+        EXPECT_EQ_INT(0, ibv_post_srq_recv(srq, &rw, &bad));
+        st_fill(src, 32, 5u + (unsigned)round);
+        uint64_t p0 = pushed(a.qp);
+        st_post_rdma(a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 20 + (uint64_t)round, src, 32, smr->lkey, (uintptr_t)dst,
+                     dmr->rkey, 1, IBV_SEND_SIGNALED);
+        struct ibv_wc wc;
+        st_wait_wc(a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 20 + (uint64_t)round);
+        st_wait_wc(b.rcq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 11 + (uint64_t)round);
+        EXPECT_MEMEQ(src, dst, 32);
+        EXPECT_EQ_U64(p0, pushed(a.qp));
+    }
+    st_qp_destroy(&a);
+    st_qp_destroy(&b);
+    ibv_destroy_srq(srq);
+
+    /* a recv CQ with a channel, armed: the event comes for the write */
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(d.ctx);
+    EXPECT_TRUE(ch != NULL);
+    struct st_qp c, e;
+    struct st_qp_opts o2 = { .max_inline = 64 };
+    st_qp_create(&d, &c, &o2, 16);
+    st_qp_create(&d, &e, &o2, 16);
+    ibv_destroy_qp(e.qp);
+    ibv_destroy_cq(e.rcq);
+    e.rcq = ibv_create_cq(d.ctx, 16, NULL, ch, 0);
+    struct ibv_qp_init_attr ia = { .send_cq = e.scq, .recv_cq = e.rcq, .qp_type = IBV_QPT_RC,
+                                   .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+                                            .max_recv_sge = 1, .max_inline_data = 64 } };
+    e.qp = ibv_create_qp(d.pd, &ia);
+    EXPECT_TRUE(e.qp != NULL);
+    struct st_qp_info ci, ei;
+    st_qp_info(&d, &c, &ci);
+    st_qp_info(&d, &e, &ei);
+    st_qp_connect(&c, &ei);
+    st_qp_connect(&e, &ci);
+    for (int round = 0; round < 3; round++) {
+        st_post_recv(e.qp, 31 + (uint64_t)round, NULL, 0, 0);
+        EXPECT_EQ_INT(0, ibv_req_notify_cq(e.rcq, 0));
+        uint64_t p0 = pushed(c.qp);
+        st_post_rdma(c.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 40 + (uint64_t)round, src, 32, smr->lkey, (uintptr_t)dst,
+                     dmr->rkey, 2, IBV_SEND_SIGNALED);
+        struct ibv_cq *evcq;
+        void *evctx;
+        EXPECT_EQ_INT(0, ibv_get_cq_event(ch, &evcq, &evctx));
+        EXPECT_TRUE(evcq == e.rcq);
+        ibv_ack_cq_events(e.rcq, 1);
+        struct ibv_wc wc;
+        st_wait_wc(e.rcq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 31 + (uint64_t)round);
+        st_wait_wc(c.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 40 + (uint64_t)round);
+        EXPECT_EQ_U64(p0, pushed(c.qp));
+    }
+    st_qp_destroy(&c);
+    st_qp_destroy(&e);
+    ibv_destroy_comp_channel(ch);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    munmap(src, 4096);
+    munmap(dst, 4096);
+    st_dev_close(&d);
+}
+
+/* A pushed write whose completion the receiver has not polled yet, when
+ * the receiver's QP moves to ERR: its completion comes as a success (its
+ * data landed), then the other receives flush. */
+TAP_CASE(test_a_pushed_completion_precedes_the_flush)
+{
+    struct fixture f;
+    setup(&f);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+    st_post_recv(f.b.qp, 50, NULL, 0, 0);
+    st_post_recv(f.b.qp, 51, NULL, 0, 0);
+    st_fill(f.src, 64, 95);
+    write_imm(&f, 2, 0, 64, 9);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+    struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+    EXPECT_EQ_INT(0, ibv_modify_qp(f.b.qp, &qa, IBV_QP_STATE));
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 50);
+    EXPECT_MEMEQ(f.src, f.dst, 64);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_EQ_U64(51, wc.wr_id);
+    EXPECT_EQ_INT(IBV_WC_WR_FLUSH_ERR, wc.status);
     teardown(&f);
 }
 
