@@ -113,10 +113,36 @@ static struct {
 
 #define REGION_NAME "softnic-push"
 
+/* This process's pid, without a system call on every push and poll (a
+ * forked child finds 0 and asks once). */
+static _Atomic uint32_t self_pid_cache;
+static pthread_once_t self_pid_once = PTHREAD_ONCE_INIT;
+
+static void self_pid_child(void)
+{
+    atomic_store(&self_pid_cache, 0);
+}
+
+static void self_pid_init(void)
+{
+    pthread_atfork(NULL, NULL, self_pid_child);
+}
+
+static uint32_t self_pid(void)
+{
+    uint32_t pid = atomic_load_explicit(&self_pid_cache, memory_order_relaxed);
+    if (!pid) {
+        pthread_once(&self_pid_once, self_pid_init);
+        pid = (uint32_t)getpid();
+        atomic_store(&self_pid_cache, pid);
+    }
+    return pid;
+}
+
 /* me.lock held */
 static void region_create_locked(void)
 {
-    uint32_t pid = (uint32_t)getpid();
+    uint32_t pid = self_pid();
     if (me.tried && me.pid == pid)
         return;
     if (me.r) {   /* the parent's, inherited across fork: its keys are not ours */
@@ -153,13 +179,13 @@ static void region_create_locked(void)
 static struct push_region *made(void)
 {
     struct push_region *r = __atomic_load_n(&me.r, __ATOMIC_ACQUIRE);
-    return r && me.pid == (uint32_t)getpid() ? r : NULL;
+    return r && me.pid == self_pid() ? r : NULL;
 }
 
 static struct push_region *region(void)
 {
     struct push_region *r = __atomic_load_n(&me.r, __ATOMIC_ACQUIRE);
-    if (r && me.pid == (uint32_t)getpid())
+    if (r && me.pid == self_pid())
         return r;
     pthread_mutex_lock(&me.lock);
     region_create_locked();
