@@ -92,6 +92,7 @@ struct push_qp {
 
 struct push_region {
     uint32_t magic, version, pid, pad;
+    _Atomic uint64_t bell;       /* records written: a poll that saw it unmoved has none to collect */
     _Atomic int32_t port_up[SN_MAX_DEVICES][SN_MAX_PORTS];
     _Atomic uint64_t port_rx_bytes[SN_MAX_DEVICES][SN_MAX_PORTS];
     _Atomic uint64_t port_rx_packets[SN_MAX_DEVICES][SN_MAX_PORTS];
@@ -395,7 +396,14 @@ void push_cq_collect(struct sn_cq *cq)
     struct push_region *r = made();
     if (!r)
         return;
+    /* no record written since this CQ's last look, and none left behind */
+    uint64_t bell = atomic_load(&r->bell);
+    if (bell == atomic_load_explicit(&cq->push_bell_seen, memory_order_relaxed) &&
+        !atomic_load_explicit(&cq->push_rescan, memory_order_relaxed))
+        return;
     pthread_mutex_lock(&cq->push_lock);
+    atomic_store_explicit(&cq->push_bell_seen, bell, memory_order_relaxed);
+    atomic_store_explicit(&cq->push_rescan, false, memory_order_relaxed);
     for (struct sn_qp *qp = atomic_load(&cq->push_qps); qp; qp = qp->push_cq_next) {
         int slot = qp->push_slot;
         if (slot < 0)
@@ -405,8 +413,10 @@ void push_cq_collect(struct sn_cq *cq)
             continue;
         /* the QP's lock comes after the CQ's list here and before it where
          * the QP joins the list: never wait for it */
-        if (pthread_mutex_trylock(&qp->lock) != 0)
+        if (pthread_mutex_trylock(&qp->lock) != 0) {
+            atomic_store_explicit(&cq->push_rescan, true, memory_order_relaxed);   /* the next poll */
             continue;
+        }
         push_rx_collect_locked(qp);
         pthread_mutex_unlock(&qp->lock);
     }
@@ -648,7 +658,7 @@ static bool local_iov(struct sn_qp *qp, const struct sn_swqe *w, struct iovec *v
  * is in place and records its completion there: false when the receiver
  * has no receive free (an RNR on the wire), its records are all unread,
  * or it makes no pushed completions. */
-static bool claim_recv(struct push_qp *s, const struct sn_swqe *w)
+static bool claim_recv(struct push_region *r, struct push_qp *s, const struct sn_swqe *w)
 {
     if (!atomic_load(&s->imm_ok))
         return false;
@@ -664,6 +674,7 @@ static bool claim_recv(struct push_qp *s, const struct sn_swqe *w)
     rec->len = w->len;
     rec->solicited = (w->send_flags & IBV_SEND_SOLICITED) != 0;
     atomic_store_explicit(&rec->seq, t + 1, memory_order_release);
+    atomic_fetch_add(&r->bell, 1);   /* after the record: a poll that sees it finds the record */
     return true;
 }
 
@@ -698,7 +709,7 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
             atomic_fetch_sub(&e->pushers, 1);
         }
         if (ok && w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-            ok = claim_recv(s, w);
+            ok = claim_recv(r, s, w);
     }
     if (ok) {   /* counted as the peer's port and QP received it */
         atomic_fetch_add(&s->rx_bytes, w->len);

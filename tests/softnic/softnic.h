@@ -436,6 +436,8 @@ struct sn_cq {
      * a poll collects their completions (push.c) */
     pthread_mutex_t push_lock;
     struct sn_qp *_Atomic push_qps;
+    _Atomic uint64_t push_bell_seen;  /* the region's bell at the last look */
+    _Atomic bool push_rescan;         /* a QP's lock was busy at the last look */
 };
 void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited);
 void cq_attach(struct ibv_cq *cq, int delta);
