@@ -64,8 +64,19 @@ struct push_mr {
     uint32_t pad;
 };
 
+/* rq_taken and a record's seq carry the slot's generation above
+ * TAG_SHIFT: a pusher that stalled past a drain's timeout cannot claim a
+ * receive, or leave a record, in the slot's next QP. */
+#define TAG_SHIFT 40
+#define TAG_COUNT ((1ull << TAG_SHIFT) - 1)
+
+static uint64_t tag(uint32_t gen, uint64_t count)
+{
+    return (uint64_t)(gen & 0xffffffu) << TAG_SHIFT | (count & TAG_COUNT);
+}
+
 /* A pushed WRITE_WITH_IMM's completion, for its receiver to make: seq is
- * its receive's index + 1, stored last. */
+ * tag(gen, its receive's index + 1), stored last. */
 struct push_rec {
     _Atomic uint64_t seq;
     uint32_t imm;                /* network order, as in the WR */
@@ -312,10 +323,12 @@ static void rx_slot_start_locked(struct sn_qp *qp, struct push_qp *s)
 {
     for (uint32_t i = 0; i < PUSH_RECS; i++)
         atomic_store(&s->rec[i].seq, 0);
-    atomic_store(&s->rq_taken, 0);
+    atomic_store(&s->rq_taken, tag(me.gen[qp->push_slot], 0));
     atomic_store(&s->rq_done, 0);
     atomic_store(&s->rq_posted, qp->rq_count);
     qp->rx_next = qp->rx_popped = 0;
+    memset(qp->rx_done_bits, 0, sizeof(qp->rx_done_bits));
+    qp->rx_flush_deferred = false;
     bool ok = imm_ok_locked(qp) && softnic_global()->conf.push_imm;
     if (ok)
         cq_list(qp);
@@ -335,14 +348,17 @@ int push_rx_collect_locked(struct sn_qp *qp)
     int n = 0;
     while (s && qp->rx_next == qp->rx_popped && qp->rq_count) {
         struct push_rec *rec = &s->rec[qp->rx_next % PUSH_RECS];
-        if (atomic_load_explicit(&rec->seq, memory_order_acquire) != qp->rx_next + 1)
+        if (atomic_load_explicit(&rec->seq, memory_order_acquire) != tag(me.gen[qp->push_slot], qp->rx_next + 1))
             break;
         struct ibv_wc wc;
         memset(&wc, 0, sizeof(wc));
         wc.wr_id = qp->rq[qp->rq_head].wr_id;
-        wc.status = IBV_WC_SUCCESS;
         wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-        wc.byte_len = rec->len;
+        /* the peer wrote the record: a length no push can have is a
+         * failed receive, never a size the application would trust */
+        uint32_t len = rec->len;
+        wc.status = len <= SN_PUSH_MAX_BYTES ? IBV_WC_SUCCESS : IBV_WC_GENERAL_ERR;
+        wc.byte_len = len <= SN_PUSH_MAX_BYTES ? len : 0;
         wc.qp_num = qp->ibqp.qp_num;
         wc.src_qp = qp->attr.dest_qp_num;
         wc.wc_flags = IBV_WC_WITH_IMM;
@@ -369,7 +385,7 @@ int push_rq_take_locked(struct sn_qp *qp, struct sn_rwqe *out)
         uint64_t t = atomic_load(&s->rq_taken);
         /* a pushed index without its record yet (see above: not while
          * the pusher's request waits for this receive) */
-        if (t != qp->rx_popped || !qp->rq_count || qp->attr.qp_state == IBV_QPS_ERR)
+        if (t != tag(me.gen[qp->push_slot], qp->rx_popped) || !qp->rq_count || qp->attr.qp_state == IBV_QPS_ERR)
             return 0;
         if (atomic_compare_exchange_strong(&s->rq_taken, &t, t + 1))
             break;
@@ -381,14 +397,62 @@ int push_rq_take_locked(struct sn_qp *qp, struct sn_rwqe *out)
     return 1;
 }
 
+/* The engine's completions may appear out of index order when two
+ * connections serve the QP (a requester that reconnected while its old
+ * connection still places a request): each done index is marked, and
+ * rx_next moves past every consecutive one. */
+#define RX_DONE_SPAN (sizeof(((struct sn_qp *)0)->rx_done_bits) * 8)
+
+static bool rx_done_bit(struct sn_qp *qp, uint64_t idx, int op)
+{
+    uint64_t *w = &qp->rx_done_bits[(idx % RX_DONE_SPAN) / 64], m = 1ull << (idx % 64);
+    bool was = (*w & m) != 0;
+    if (op > 0)
+        *w |= m;
+    else if (op < 0)
+        *w &= ~m;
+    return was;
+}
+
 void push_rx_done_locked(struct sn_qp *qp, uint64_t idx)
 {
     struct push_qp *s = my_slot(qp);
-    if (!s || idx != qp->rx_next)
+    if (!s || idx < qp->rx_next || idx >= qp->rx_popped)
         return;
-    __atomic_store_n(&qp->rx_next, idx + 1, __ATOMIC_RELAXED);
-    atomic_store(&s->rq_done, idx + 1);
+    if (idx - qp->rx_next >= RX_DONE_SPAN) {
+        SN_LOG("push: QP 0x%x: receive %llu done %llu ahead of the oldest: pushed completions wait",
+               qp->ibqp.qp_num, (unsigned long long)idx, (unsigned long long)(idx - qp->rx_next));
+        return;
+    }
+    rx_done_bit(qp, idx, 1);
+    uint64_t next = qp->rx_next;
+    while (next < qp->rx_popped && rx_done_bit(qp, next, -1))
+        next++;
+    __atomic_store_n(&qp->rx_next, next, __ATOMIC_RELAXED);
+    atomic_store(&s->rq_done, next);
     push_rx_collect_locked(qp);
+    if (qp->rx_flush_deferred && qp->rx_next == qp->rx_popped) {
+        qp->rx_flush_deferred = false;
+        if (qp->attr.qp_state == IBV_QPS_ERR)
+            qp_flush_recv_locked(qp);
+    }
+}
+
+bool push_rx_flush_waits_locked(struct sn_qp *qp)
+{
+    struct push_qp *s = my_slot(qp);
+    if (!s)
+        return false;
+    push_rx_collect_locked(qp);
+    /* a pushed receive whose data landed, behind one the engine still
+     * completes: flushing it would report a failure the sender never saw */
+    if (qp->rx_next != qp->rx_popped && qp->rq_count &&
+        atomic_load_explicit(&s->rec[qp->rx_popped % PUSH_RECS].seq, memory_order_acquire) ==
+            tag(me.gen[qp->push_slot], qp->rx_popped + 1)) {
+        qp->rx_flush_deferred = true;
+        return true;
+    }
+    return false;
 }
 
 void push_cq_collect(struct sn_cq *cq)
@@ -409,7 +473,8 @@ void push_cq_collect(struct sn_cq *cq)
         if (slot < 0)
             continue;
         uint64_t next = __atomic_load_n(&qp->rx_next, __ATOMIC_RELAXED);
-        if (atomic_load_explicit(&r->qp[slot].rec[next % PUSH_RECS].seq, memory_order_relaxed) != next + 1)
+        if (atomic_load_explicit(&r->qp[slot].rec[next % PUSH_RECS].seq, memory_order_relaxed) !=
+            tag(me.gen[slot], next + 1))
             continue;
         /* the QP's lock comes after the CQ's list here and before it where
          * the QP joins the list: never wait for it */
@@ -658,22 +723,23 @@ static bool local_iov(struct sn_qp *qp, const struct sn_swqe *w, struct iovec *v
  * is in place and records its completion there: false when the receiver
  * has no receive free (an RNR on the wire), its records are all unread,
  * or it makes no pushed completions. */
-static bool claim_recv(struct push_region *r, struct push_qp *s, const struct sn_swqe *w)
+static bool claim_recv(struct push_region *r, struct push_qp *s, uint32_t gen, const struct sn_swqe *w)
 {
     if (!atomic_load(&s->imm_ok))
         return false;
-    uint64_t t = atomic_load(&s->rq_taken);
+    uint64_t t = atomic_load(&s->rq_taken), n;
     for (;;) {
-        if (t >= atomic_load(&s->rq_posted) || t - atomic_load(&s->rq_done) >= PUSH_RECS)
+        n = t & TAG_COUNT;
+        if (t != tag(gen, n) || n >= atomic_load(&s->rq_posted) || n - atomic_load(&s->rq_done) >= PUSH_RECS)
             return false;
         if (atomic_compare_exchange_weak(&s->rq_taken, &t, t + 1))
             break;
     }
-    struct push_rec *rec = &s->rec[t % PUSH_RECS];
+    struct push_rec *rec = &s->rec[n % PUSH_RECS];
     rec->imm = w->imm;
     rec->len = w->len;
     rec->solicited = (w->send_flags & IBV_SEND_SOLICITED) != 0;
-    atomic_store_explicit(&rec->seq, t + 1, memory_order_release);
+    atomic_store_explicit(&rec->seq, tag(gen, n + 1), memory_order_release);
     atomic_fetch_add(&r->bell, 1);   /* after the record: a poll that sees it finds the record */
     return true;
 }
@@ -709,7 +775,7 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
             atomic_fetch_sub(&e->pushers, 1);
         }
         if (ok && w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-            ok = claim_recv(r, s, w);
+            ok = claim_recv(r, s, gen, w);
     }
     if (ok) {   /* counted as the peer's port and QP received it */
         atomic_fetch_add(&s->rx_bytes, w->len);

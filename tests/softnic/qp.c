@@ -514,7 +514,9 @@ static void qp_recv_flush_wc(struct sn_qp *qp, uint64_t wr_id)
 
 void qp_flush_recv_locked(struct sn_qp *qp)
 {
-    push_rx_collect_locked(qp);   /* pushed writes that landed complete */
+    /* pushed writes that landed complete first, in their order */
+    if (push_rx_flush_waits_locked(qp))
+        return;
     while (qp->rq_count) {
         qp_recv_flush_wc(qp, qp->rq[qp->rq_head].wr_id);
         qp->rq_head = (qp->rq_head + 1) % qp->rq_size;

@@ -550,6 +550,8 @@ struct sn_qp {
      * (completions appear in index order); push_cq_next: the recv CQ's list
      * of QPs whose pushed completions its polls collect */
     uint64_t rx_next, rx_popped;
+    uint64_t rx_done_bits[64];     /* engine completions that appeared ahead of rx_next */
+    bool rx_flush_deferred;        /* a flush waits for them (push_rx_flush_waits_locked) */
     struct sn_qp *push_cq_next;
     bool push_cq_listed;
     uint64_t last_progress_ns;     /* last response, or work arriving */
@@ -795,6 +797,9 @@ void push_qp_release_locked(struct sn_qp *qp);
 void push_rq_posted_locked(struct sn_qp *qp, uint32_t n);
 int push_rq_take_locked(struct sn_qp *qp, struct sn_rwqe *out);
 void push_rx_done_locked(struct sn_qp *qp, uint64_t idx);
+/* Before a flush of the RQ (qp->lock held): true when pushed receives
+ * wait behind the engine's; the flush then runs after them. */
+bool push_rx_flush_waits_locked(struct sn_qp *qp);
 int push_rx_collect_locked(struct sn_qp *qp);
 void push_cq_collect(struct sn_cq *cq);
 /* Bytes and packets peers pushed into qp (qp != NULL) or into port
