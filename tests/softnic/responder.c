@@ -133,9 +133,8 @@ static void pend_wcs_appear(struct sn_rconn *rc)
     rc->npend = 0;
 }
 
-/* The completions whose ACK is on the wire appear (not while it is to be
- * sent or still waits in tx: the sender's acknowledgement must not depend
- * on us). */
+/* The completions whose ACK already went (flush_ack sends the others'
+ * right after they appear). */
 static void push_pending_wcs(struct sn_rconn *rc)
 {
     if (!rc->npend || rc->ack_pending || !txbuf_empty(&rc->tx))
@@ -155,12 +154,23 @@ static void send_ack(struct sn_rconn *rc)
     }
 }
 
-/* The coalesced ACK goes out, then the completions it covers appear. */
+/* The completions the coalesced ACK covers appear, then the ACK goes out.
+ * A NIC writes a receive CQE as the data lands and sends the ACK beside
+ * it; waiting for the ACK's send here held every receiver's reaction (a
+ * clear-to-send, the next receive) behind a loopback sendmsg: the plugin's
+ * 64 KiB messages at depth 8, 2 CPUs, 6 alternating rounds: 1.67 GB/s
+ * with the completions after the send, 1.95 before it.  The ACK is this
+ * step's next action: a receiver that destroys or resets its QP on the
+ * completion still lets it go (a QP's stop waits for the step); only a
+ * process ended in those instructions loses it, and its peer retries. */
 static void flush_ack(struct sn_rconn *rc)
 {
+    if (rc->npend) {
+        land_writes(rc);
+        pend_wcs_appear(rc);
+    }
     send_ack(rc);
     (void)txbuf_flush(&rc->tx, rc->fd);
-    push_pending_wcs(rc);
 }
 
 /* The connection ran dry: the coalesced ACK goes out, unless no request
