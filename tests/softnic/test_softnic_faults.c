@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -688,6 +689,99 @@ TAP_CASE(test_dereg_of_a_source_being_sent_waits_for_the_nic)
     EXPECT_TRUE(wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_LOC_PROT_ERR);
     EXPECT_EQ_INT(0, ibv_dereg_mr(dmr));
     teardown(&f);
+}
+
+/* A receiver process that ends (_exit) the moment its receive completes:
+ * the ACK of the write with immediate that completed it is already on its
+ * way, so the sender's write succeeds.  16 KiB goes on the wire (not
+ * placed by the poster), 200 receivers in turn.  Both ends are children of
+ * this process, which opens no device: a child forked after its parent
+ * had used softnic lost its first connection here. */
+static void receiver_exits_on_completion(int fd)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    struct st_qp_opts o = { .timeout = 10, .retry_cnt = 1 };
+    st_qp_create(&d, &q, &o, 16);
+    char *buf = st_buf(16384, 0);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 16384, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    mine.addr = (uintptr_t)buf;
+    mine.rkey = mr->rkey;
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_qp_connect(&q, &theirs);
+    st_post_recv(q.qp, 1, NULL, 0, 0);
+    char go = 'g';
+    st_xfer_send(fd, &go, 1);
+    struct ibv_wc wc;
+    int n;
+    uint64_t end = st_now_ms() + WAIT_MS;
+    while ((n = ibv_poll_cq(q.rcq, 1, &wc)) == 0 && st_now_ms() < end)
+        ;
+    _exit(n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : 2);
+}
+
+/* Exits 0 when its write with immediate completed successfully. */
+static void sender_of_one_write(int fd)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    struct st_qp_opts o = { .timeout = 10, .retry_cnt = 1 };
+    st_qp_create(&d, &q, &o, 16);
+    char *src = st_buf(16384, 5);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 16384, IBV_ACCESS_LOCAL_WRITE);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_qp_connect(&q, &theirs);
+    char go;
+    st_xfer_recv(fd, &go, 1);
+    st_post_rdma(q.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 7, src, 16384, mr->lkey, theirs.addr, theirs.rkey, 1,
+                 IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(q.scq, &wc, WAIT_MS);
+    _exit(wc.status == IBV_WC_SUCCESS ? 0 : 10 + (int)wc.status);
+}
+
+static int child(void (*fn)(int), int fd, int other)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    EXPECT_TRUE(pid >= 0);
+    if (pid == 0) {
+        close(other);
+        fn(fd);
+        _exit(0);
+    }
+    return pid;
+}
+
+TAP_CASE(test_a_receiver_ending_on_its_completion_leaves_the_write_acknowledged)
+{
+    int failed = 0;
+    for (int round = 0; round < 200; round++) {
+        int sv[2];
+        EXPECT_EQ_INT(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+        int r = child(receiver_exits_on_completion, sv[0], sv[1]);
+        int w = child(sender_of_one_write, sv[1], sv[0]);
+        close(sv[0]);
+        close(sv[1]);
+        int rs, ws;
+        EXPECT_EQ_INT(r, waitpid(r, &rs, 0));
+        EXPECT_EQ_INT(w, waitpid(w, &ws, 0));
+        EXPECT_TRUE(WIFEXITED(rs) && WEXITSTATUS(rs) == 0);
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+            failed++;
+            tap_diag("round %d: the sender exited %d (10 + its completion's status)", round,
+                     WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+        }
+    }
+    EXPECT_EQ_INT(0, failed);
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }
