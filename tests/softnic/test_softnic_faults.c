@@ -695,8 +695,7 @@ TAP_CASE(test_dereg_of_a_source_being_sent_waits_for_the_nic)
  * the ACK of the write with immediate that completed it is already on its
  * way, so the sender's write succeeds.  16 KiB goes on the wire (not
  * placed by the poster), 200 receivers in turn.  Both ends are children of
- * this process, which opens no device: a child forked after its parent
- * had used softnic lost its first connection here. */
+ * this process, which opens no device. */
 static void receiver_exits_on_completion(int fd)
 {
     struct st_dev d;
@@ -782,6 +781,45 @@ TAP_CASE(test_a_receiver_ending_on_its_completion_leaves_the_write_acknowledged)
         }
     }
     EXPECT_EQ_INT(0, failed);
+}
+
+/* A process that used softnic forks; the child opens its own device and
+ * receives a write with immediate from the parent, as a child process gets
+ * QPs of its own on a NIC its parent used. */
+TAP_CASE(test_a_child_forked_after_its_parent_used_softnic_gets_its_own_qps)
+{
+    struct st_write_pair wp;
+    st_write_pair_open(&wp, 4096);   /* the parent's own traffic first */
+    st_write_pair_close(&wp);
+    int fd;
+    int pid = st_fork_peer(receiver_exits_on_completion, &fd);
+    struct st_dev d;
+    st_dev_open(&d);
+    struct st_qp q;
+    struct st_qp_opts o = { .timeout = 10, .retry_cnt = 1 };
+    st_qp_create(&d, &q, &o, 16);
+    char *src = st_buf(16384, 5);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 16384, IBV_ACCESS_LOCAL_WRITE);
+    struct st_qp_info mine, theirs;
+    st_qp_info(&d, &q, &mine);
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_qp_connect(&q, &theirs);
+    char go;
+    st_xfer_recv(fd, &go, 1);
+    st_post_rdma(q.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 7, src, 16384, mr->lkey, theirs.addr, theirs.rkey, 1,
+                 IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(q.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 7);
+    int status;
+    EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(fd);
+    st_qp_destroy(&q);
+    ibv_dereg_mr(mr);
+    munmap(src, 16384);
+    st_dev_close(&d);
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }

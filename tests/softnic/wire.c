@@ -144,9 +144,48 @@ static void *acceptor_main(void *arg)
     return NULL;
 }
 
+/* fork: the child inherits the listening sockets and the QPN blocks but
+ * no acceptor thread; connections to those ports reach the parent.  The
+ * child drops them and, if it uses softnic, starts listeners of its own,
+ * as a process that opens an RDMA device after its parent did gets its own
+ * QPs on a NIC. */
+static void wire_prepare(void)
+{
+    pthread_mutex_lock(&W.lock);
+}
+
+static void wire_parent(void)
+{
+    pthread_mutex_unlock(&W.lock);
+}
+
+static void wire_child(void)
+{
+    pthread_mutex_init(&W.lock, NULL);
+    if (!W.started)
+        return;
+    for (int b = 0; b < W.nblocks; b++)
+        for (int i = 0; i < W.blocks[b].nfds; i++)
+            close(W.blocks[b].fds[i]);
+    close(W.wake[0]);
+    close(W.wake[1]);
+    memset(W.blocks, 0, sizeof(W.blocks));
+    W.nblocks = 0;
+    W.nips = 0;
+    W.started = false;
+}
+
+static pthread_once_t wire_fork_once = PTHREAD_ONCE_INIT;
+
+static void wire_fork_init(void)
+{
+    pthread_atfork(wire_prepare, wire_parent, wire_child);
+}
+
 int wire_start(void)
 {
     struct softnic *s = softnic_global();
+    pthread_once(&wire_fork_once, wire_fork_init);
     pthread_mutex_lock(&W.lock);
     if (W.started) {
         pthread_mutex_unlock(&W.lock);
