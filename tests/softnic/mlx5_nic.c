@@ -824,8 +824,38 @@ static int qp_engine_create(struct ibv_context *ctx, struct mlx5_sn_qp *qp,
     return 0;
 }
 
+/* fork: a child inherits the registry but not the NIC thread; the parent's
+ * queues are not its own, so it starts empty and, on its first QP, starts
+ * a NIC thread of its own. */
+static void nic_fork_prepare(void)
+{
+    pthread_mutex_lock(&nic.lock);
+}
+
+static void nic_fork_parent(void)
+{
+    pthread_mutex_unlock(&nic.lock);
+}
+
+static void nic_fork_child(void)
+{
+    pthread_mutex_init(&nic.lock, NULL);
+    nic.qps = NULL;
+    nic.cqs = NULL;
+    nic.ngrave = 0;
+    nic.started = false;
+    nic.stop = false;
+}
+
+static void nic_fork_init(void)
+{
+    pthread_atfork(nic_fork_prepare, nic_fork_parent, nic_fork_child);
+}
+
 static void qp_publish_locked(struct mlx5_sn_qp *qp)
 {
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, nic_fork_init);
     qp->scq->refs++;
     qp->next = nic.qps;
     nic.qps = qp;
