@@ -87,6 +87,8 @@ static void detach(struct sn_rconn *rc)
 static unsigned close_conn(struct sn_eng_task *t, struct sn_rconn *rc)
 {
     engine_task_fd(t, -1);
+    /* an ACK still in our buffer goes ahead of the FIN if the socket takes it */
+    (void)txbuf_flush(&rc->tx, rc->fd);
     close(rc->fd);
     if (rc->have_rb)
         rbuf_free(&rc->rb);
@@ -277,7 +279,11 @@ void responder_kick_locked(struct sn_qp *qp)
 {
     for (struct sn_rconn *rc = qp->rconns; rc; rc = rc->next)
         if (!rc->no_kick) {
-            shutdown(rc->fd, SHUT_RDWR);
+            /* the step wakes and ends the connection; its sending side
+             * stays open until then: an ACK whose completions the
+             * application already saw (flush_ack) still leaves, and the
+             * FIN follows it at the close */
+            shutdown(rc->fd, SHUT_RD);
             engine_task_kick(rc->task);
         }
 }

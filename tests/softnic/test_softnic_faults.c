@@ -696,6 +696,8 @@ TAP_CASE(test_dereg_of_a_source_being_sent_waits_for_the_nic)
  * way, so the sender's write succeeds.  16 KiB goes on the wire (not
  * placed by the poster), 200 receivers in turn.  Both ends are children of
  * this process, which opens no device. */
+static bool receiver_destroys;   /* it destroys its QP first */
+
 static void receiver_exits_on_completion(int fd)
 {
     struct st_dev d;
@@ -720,6 +722,8 @@ static void receiver_exits_on_completion(int fd)
     uint64_t end = st_now_ms() + WAIT_MS;
     while ((n = ibv_poll_cq(q.rcq, 1, &wc)) == 0 && st_now_ms() < end)
         ;
+    if (receiver_destroys && ibv_destroy_qp(q.qp))
+        _exit(3);
     _exit(n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : 2);
 }
 
@@ -760,8 +764,9 @@ static int child(void (*fn)(int), int fd, int other)
     return pid;
 }
 
-TAP_CASE(test_a_receiver_ending_on_its_completion_leaves_the_write_acknowledged)
+static void receivers_end_on_their_completion(bool destroy)
 {
+    receiver_destroys = destroy;
     int failed = 0;
     for (int round = 0; round < 200; round++) {
         int sv[2];
@@ -781,6 +786,17 @@ TAP_CASE(test_a_receiver_ending_on_its_completion_leaves_the_write_acknowledged)
         }
     }
     EXPECT_EQ_INT(0, failed);
+}
+
+TAP_CASE(test_a_receiver_ending_on_its_completion_leaves_the_write_acknowledged)
+{
+    receivers_end_on_their_completion(false);
+}
+
+/* The same receivers destroy their QP on the completion first. */
+TAP_CASE(test_a_receiver_destroying_its_qp_on_its_completion_leaves_the_write_acknowledged)
+{
+    receivers_end_on_their_completion(true);
 }
 
 /* A process that used softnic forks; the child opens its own device and
