@@ -280,9 +280,8 @@ void responder_kick_locked(struct sn_qp *qp)
     for (struct sn_rconn *rc = qp->rconns; rc; rc = rc->next)
         if (!rc->no_kick) {
             /* the step wakes and ends the connection; its sending side
-             * stays open until then: an ACK whose completions the
-             * application already saw (flush_ack) still leaves, and the
-             * FIN follows it at the close */
+             * stays open until then: a response the step is writing still
+             * leaves, and the FIN follows it at the close */
             shutdown(rc->fd, SHUT_RD);
             engine_task_kick(rc->task);
         }

@@ -8,8 +8,9 @@
 #include "softnic.h"
 #include "txbuf.h"
 
-/* A receive completion held until the step that sends the ACK (or NAK)
- * covering its request: it appears right before that ACK (flush_ack). */
+/* A receive completion held back until the ACK (or NAK) covering its
+ * request is on the wire: once a receiver sees a completion, the sender's
+ * acknowledgement must not depend on the receiver staying alive. */
 struct pend_wc {
     struct ibv_wc wc;
     bool solicited;
