@@ -847,15 +847,14 @@ static void nic_fork_child(void)
     nic.stop = false;
 }
 
-static void nic_fork_init(void)
+/* at load, not under nic.lock: registering takes glibc's fork lock */
+__attribute__((constructor)) static void nic_fork_init(void)
 {
     pthread_atfork(nic_fork_prepare, nic_fork_parent, nic_fork_child);
 }
 
 static void qp_publish_locked(struct mlx5_sn_qp *qp)
 {
-    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-    pthread_once(&fork_once, nic_fork_init);
     qp->scq->refs++;
     qp->next = nic.qps;
     nic.qps = qp;

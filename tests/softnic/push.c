@@ -352,7 +352,7 @@ int push_rx_collect_locked(struct sn_qp *qp)
             break;
         struct ibv_wc wc;
         memset(&wc, 0, sizeof(wc));
-        wc.wr_id = qp->rq[qp->rq_head].wr_id;
+        wc.wr_id = qp_rq_pop_locked(qp).wr_id;
         wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
         /* the peer wrote the record: a length no push can have is a
          * failed receive, never a size the application would trust */
@@ -364,8 +364,6 @@ int push_rx_collect_locked(struct sn_qp *qp)
         wc.wc_flags = IBV_WC_WITH_IMM;
         wc.imm_data = rec->imm;
         bool solicited = rec->solicited != 0;
-        qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
-        qp->rq_count--;
         qp->rx_popped++;
         __atomic_store_n(&qp->rx_next, qp->rx_next + 1, __ATOMIC_RELAXED);
         atomic_store(&s->rq_done, qp->rx_next);
@@ -390,10 +388,8 @@ int push_rq_take_locked(struct sn_qp *qp, struct sn_rwqe *out)
         if (atomic_compare_exchange_strong(&s->rq_taken, &t, t + 1))
             break;
     }
-    *out = qp->rq[qp->rq_head];
+    *out = qp_rq_pop_locked(qp);
     out->idx = qp->rx_popped++;
-    qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
-    qp->rq_count--;
     return 1;
 }
 

@@ -512,16 +512,21 @@ static void qp_recv_flush_wc(struct sn_qp *qp, uint64_t wr_id)
     cq_push((struct sn_cq *)qp->ibqp.recv_cq, &wc, false);
 }
 
+struct sn_rwqe qp_rq_pop_locked(struct sn_qp *qp)
+{
+    struct sn_rwqe r = qp->rq[qp->rq_head];
+    qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
+    qp->rq_count--;
+    return r;
+}
+
 void qp_flush_recv_locked(struct sn_qp *qp)
 {
     /* pushed writes that landed complete first, in their order */
     if (push_rx_flush_waits_locked(qp))
         return;
-    while (qp->rq_count) {
-        qp_recv_flush_wc(qp, qp->rq[qp->rq_head].wr_id);
-        qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
-        qp->rq_count--;
-    }
+    while (qp->rq_count)
+        qp_recv_flush_wc(qp, qp_rq_pop_locked(qp).wr_id);
 }
 
 void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
@@ -741,10 +746,8 @@ bool qp_take_recv(struct sn_qp *qp, struct sn_rwqe *out)
     if (pushed < 0) {
         ok = qp->rq_count > 0 && qp->attr.qp_state != IBV_QPS_ERR;
         if (ok) {
-            *out = qp->rq[qp->rq_head];
+            *out = qp_rq_pop_locked(qp);
             out->idx = SN_RWQE_NO_IDX;
-            qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
-            qp->rq_count--;
         }
     }
     pthread_mutex_unlock(&qp->lock);

@@ -121,14 +121,14 @@ static void pend_wcs_appear(struct sn_rconn *rc)
     struct sn_qp *qp = rc->qp;
     for (int i = 0; i < rc->npend; i++) {
         const struct pend_wc *p = &rc->pend[i];
-        if (p->idx == SN_RWQE_NO_IDX) {
-            cq_push((struct sn_cq *)qp->ibqp.recv_cq, &p->wc, p->solicited);
-            continue;
-        }
-        pthread_mutex_lock(&qp->lock);
+        bool indexed = p->idx != SN_RWQE_NO_IDX;
+        if (indexed)
+            pthread_mutex_lock(&qp->lock);
         cq_push((struct sn_cq *)qp->ibqp.recv_cq, &p->wc, p->solicited);
-        push_rx_done_locked(qp, p->idx);
-        pthread_mutex_unlock(&qp->lock);
+        if (indexed) {
+            push_rx_done_locked(qp, p->idx);
+            pthread_mutex_unlock(&qp->lock);
+        }
     }
     rc->npend = 0;
 }

@@ -589,6 +589,8 @@ void qp_complete_send_locked(struct sn_qp *qp, enum ibv_wc_status st);
 /* Takes a receive WQE from the QP's RQ or SRQ; false when none. */
 bool qp_take_recv(struct sn_qp *qp, struct sn_rwqe *out);
 void qp_flush_recv_locked(struct sn_qp *qp);
+/* The receive WQE at the head of qp's RQ, taken off it (one is there). */
+struct sn_rwqe qp_rq_pop_locked(struct sn_qp *qp);
 
 /* ---------------------------------------------------------------- wire */
 /* The longest added latency a port takes (latency_us): a responder waits

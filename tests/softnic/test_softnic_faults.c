@@ -727,8 +727,9 @@ static void receiver_exits_on_completion(int fd)
     _exit(n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : 2);
 }
 
-/* Exits 0 when its write with immediate completed successfully. */
-static void sender_of_one_write(int fd)
+/* The sending end: a QP whose peer's description comes on fd, one 16 KiB
+ * write with immediate once the peer says go; its completion. */
+static struct ibv_wc send_one_write_imm(int fd)
 {
     struct st_dev d;
     st_dev_open(&d);
@@ -748,6 +749,17 @@ static void sender_of_one_write(int fd)
                  IBV_SEND_SIGNALED);
     struct ibv_wc wc;
     st_wait_wc(q.scq, &wc, WAIT_MS);
+    st_qp_destroy(&q);
+    ibv_dereg_mr(mr);
+    munmap(src, 16384);
+    st_dev_close(&d);
+    return wc;
+}
+
+/* Exits 0 when its write with immediate completed successfully. */
+static void sender_of_one_write(int fd)
+{
+    struct ibv_wc wc = send_one_write_imm(fd);
     _exit(wc.status == IBV_WC_SUCCESS ? 0 : 10 + (int)wc.status);
 }
 
@@ -809,33 +821,12 @@ TAP_CASE(test_a_child_forked_after_its_parent_used_softnic_gets_its_own_qps)
     st_write_pair_close(&wp);
     int fd;
     int pid = st_fork_peer(receiver_exits_on_completion, &fd);
-    struct st_dev d;
-    st_dev_open(&d);
-    struct st_qp q;
-    struct st_qp_opts o = { .timeout = 10, .retry_cnt = 1 };
-    st_qp_create(&d, &q, &o, 16);
-    char *src = st_buf(16384, 5);
-    struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 16384, IBV_ACCESS_LOCAL_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
-    char go;
-    st_xfer_recv(fd, &go, 1);
-    st_post_rdma(q.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 7, src, 16384, mr->lkey, theirs.addr, theirs.rkey, 1,
-                 IBV_SEND_SIGNALED);
-    struct ibv_wc wc;
-    st_wait_wc(q.scq, &wc, WAIT_MS);
+    struct ibv_wc wc = send_one_write_imm(fd);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 7);
     int status;
     EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     close(fd);
-    st_qp_destroy(&q);
-    ibv_dereg_mr(mr);
-    munmap(src, 16384);
-    st_dev_close(&d);
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }

@@ -248,9 +248,7 @@ static bool ud_take_recv_locked(struct sn_qp *qp, struct sn_rwqe *out)
         return srq_take((struct sn_srq *)qp->ibqp.srq, out);
     if (!qp->rq_count)
         return false;
-    *out = qp->rq[qp->rq_head];
-    qp->rq_head = (qp->rq_head + 1) % qp->rq_size;
-    qp->rq_count--;
+    *out = qp_rq_pop_locked(qp);
     return true;
 }
 
