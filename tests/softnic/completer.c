@@ -96,6 +96,13 @@ static bool check_timeout_locked(struct sn_qp *qp, const struct sn_rbuf *rb, boo
      * that is down or a peer that cannot be reached keeps them there) */
     bool stuck = qp->out_fd < 0 || qp->conn_dead ||
                  (qp->port && atomic_load(&qp->port->state) != IBV_PORT_ACTIVE);
+    /* a peer that exited (or dropped the connection) right after it
+     * executed requests left a note of them where its ACK may not have
+     * reached the socket (responder.c, flush_ack) */
+    uint32_t noted;
+    if (qp->sq_head != qp->sq_sent && (stuck || eof) && push_acked_locked(qp, &noted) &&
+        seq_le(qp->sq[qp->sq_head % qp->sq_size].seq, noted))
+        complete_upto_locked(qp, noted, true);   /* progress: only when it completes some */
     bool pending = qp->sq_head != qp->sq_sent ||
                    (qp->sq_sent != qp->sq_tail && qp->attr.qp_state == IBV_QPS_RTS && stuck);
     if (!pending)

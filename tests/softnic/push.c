@@ -46,7 +46,7 @@
 #include <unistd.h>
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 2u
+#define PUSH_VERSION 3u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
 /* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
@@ -99,6 +99,11 @@ struct push_qp {
     uint32_t pad;
     _Atomic uint64_t rq_posted, rq_taken, rq_done;
     struct push_rec rec[PUSH_RECS];
+    /* the peer's responder: every request up to this sequence number
+     * (tagged with the slot's generation, the count one above it, 0:
+     * none) was executed and its ACK is on its way; written before the
+     * receive completions it covers appear (push_note_acked_locked) */
+    _Atomic uint64_t wire_acked;
 };
 
 struct push_region {
@@ -325,6 +330,7 @@ static void rx_slot_start_locked(struct sn_qp *qp, struct push_qp *s)
         atomic_store(&s->rec[i].seq, 0);
     atomic_store(&s->rq_taken, tag(me.gen[qp->push_slot], 0));
     atomic_store(&s->rq_done, 0);
+    atomic_store(&s->wire_acked, 0);
     atomic_store(&s->rq_posted, qp->rq_count);
     qp->rx_next = qp->rx_popped = 0;
     memset(qp->rx_done_bits, 0, sizeof(qp->rx_done_bits));
@@ -850,4 +856,28 @@ bool push_try_locked(struct sn_qp *qp)
            qp->attr.qp_state == IBV_QPS_RTS && push_next_locked(qp))
         any = true;
     return any;
+}
+
+/* ------------------------------------------------- acknowledgements */
+bool push_note_acked_locked(struct sn_qp *qp, uint32_t seq)
+{
+    struct sn_push_peer *p = qp->push_peer;
+    if (!p || qp->push_to_slot >= PUSH_QP_SLOTS)
+        return false;
+    atomic_store_explicit(&p->r->qp[qp->push_to_slot].wire_acked, tag(qp->push_to_gen, (uint64_t)seq + 1),
+                          memory_order_release);
+    return true;
+}
+
+bool push_acked_locked(const struct sn_qp *qp, uint32_t *seq)
+{
+    struct push_qp *s = my_slot(qp);
+    if (!s)
+        return false;
+    uint64_t v = atomic_load_explicit(&s->wire_acked, memory_order_acquire);
+    uint64_t n = v & TAG_COUNT;
+    if (!n || v != tag(me.gen[qp->push_slot], n))
+        return false;
+    *seq = (uint32_t)(n - 1);
+    return true;
 }

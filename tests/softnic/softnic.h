@@ -804,6 +804,13 @@ void push_rx_done_locked(struct sn_qp *qp, uint64_t idx);
 bool push_rx_flush_waits_locked(struct sn_qp *qp);
 int push_rx_collect_locked(struct sn_qp *qp);
 void push_cq_collect(struct sn_cq *cq);
+/* A responder's acknowledgement that outlives its process: with a peer to
+ * push to (the same host), the note in the requester's slot that every
+ * request up to seq was executed (false: no peer, the ACK on the wire is
+ * the only word), and on the requester's side the note its peer left
+ * (false: none for this slot's generation).  qp->lock held. */
+bool push_note_acked_locked(struct sn_qp *qp, uint32_t seq);
+bool push_acked_locked(const struct sn_qp *qp, uint32_t *seq);
 /* Bytes and packets peers pushed into qp (qp != NULL) or into port
  * port_num of d. */
 void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_num, uint64_t *bytes,

@@ -697,6 +697,11 @@ TAP_CASE(test_dereg_of_a_source_being_sent_waits_for_the_nic)
  * placed by the poster), 200 receivers in turn.  Both ends are children of
  * this process, which opens no device. */
 static bool receiver_destroys;   /* it destroys its QP first */
+/* It first writes 8 bytes to its sender, as the plugin's receivers write
+ * clear-to-sends: softnic places those in the sender's memory, and the
+ * receiver's responder then leaves its sender a note of what it executed
+ * and lets the completion appear before the ACK goes out. */
+static bool receiver_writes_first;
 
 static void receiver_exits_on_completion(int fd)
 {
@@ -715,6 +720,16 @@ static void receiver_exits_on_completion(int fd)
     st_xfer_recv(fd, &theirs, sizeof(theirs));
     st_qp_connect(&q, &theirs);
     st_post_recv(q.qp, 1, NULL, 0, 0);
+    if (receiver_writes_first) {
+        st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, 3, buf, 8, mr->lkey, theirs.addr, theirs.rkey, 0, IBV_SEND_SIGNALED);
+        struct ibv_wc sw;
+        int k;
+        uint64_t until = st_now_ms() + WAIT_MS;
+        while ((k = ibv_poll_cq(q.scq, 1, &sw)) == 0 && st_now_ms() < until)
+            ;
+        if (k != 1 || sw.status != IBV_WC_SUCCESS)
+            _exit(4);
+    }
     char go = 'g';
     st_xfer_send(fd, &go, 1);
     struct ibv_wc wc;
@@ -737,9 +752,11 @@ static struct ibv_wc send_one_write_imm(int fd)
     struct st_qp_opts o = { .timeout = 10, .retry_cnt = 1 };
     st_qp_create(&d, &q, &o, 16);
     char *src = st_buf(16384, 5);
-    struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 16384, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 16384, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     struct st_qp_info mine, theirs;
     st_qp_info(&d, &q, &mine);
+    mine.addr = (uintptr_t)src;   /* where the receiver may write first */
+    mine.rkey = mr->rkey;
     st_xfer_recv(fd, &theirs, sizeof(theirs));
     st_xfer_send(fd, &mine, sizeof(mine));
     st_qp_connect(&q, &theirs);
@@ -776,9 +793,10 @@ static int child(void (*fn)(int), int fd, int other)
     return pid;
 }
 
-static void receivers_end_on_their_completion(bool destroy)
+static void receivers_end_on_their_completion(bool destroy, bool write_first)
 {
     receiver_destroys = destroy;
+    receiver_writes_first = write_first;
     int failed = 0;
     for (int round = 0; round < 200; round++) {
         int sv[2];
@@ -802,13 +820,27 @@ static void receivers_end_on_their_completion(bool destroy)
 
 TAP_CASE(test_a_receiver_ending_on_its_completion_leaves_the_write_acknowledged)
 {
-    receivers_end_on_their_completion(false);
+    receivers_end_on_their_completion(false, false);
 }
 
 /* The same receivers destroy their QP on the completion first. */
 TAP_CASE(test_a_receiver_destroying_its_qp_on_its_completion_leaves_the_write_acknowledged)
 {
-    receivers_end_on_their_completion(true);
+    receivers_end_on_their_completion(true, false);
+}
+
+/* Receivers that wrote to their sender first (the plugin's receivers do,
+ * with every clear-to-send): their completions appear before the ACK is
+ * sent, and the note softnic leaves in the sender's slot completes the
+ * write when the receiver is gone before its ACK. */
+TAP_CASE(test_a_receiver_that_wrote_to_its_sender_ending_on_its_completion_leaves_the_write_acknowledged)
+{
+    receivers_end_on_their_completion(false, true);
+}
+
+TAP_CASE(test_a_receiver_that_wrote_to_its_sender_destroying_its_qp_on_its_completion_leaves_the_write_acknowledged)
+{
+    receivers_end_on_their_completion(true, true);
 }
 
 /* A process that used softnic forks; the child opens its own device and
