@@ -33,6 +33,7 @@
 struct sn_comp {
     struct sn_eng_task *task;      /* NULL once completer_stop took it */
     int fd;                        /* the connection it reads (a dup of out_fd), -1: none yet */
+    uint32_t conn_id;              /* that connection's name (its hello's) */
     struct sn_rbuf rb;
     bool have_rb, eof;
     /* a READ or ATOMIC response whose data is being placed */
@@ -83,6 +84,31 @@ static bool response_waiting(const struct sn_rbuf *rb, bool have_rb, int fd, boo
     return poll(&p, 1, 0) == 1;
 }
 
+/* The connection has ended (read to its end, or reset): the WQEs a
+ * same-host peer's note says it executed succeeded, though their ACK may
+ * never have left that process (responder.c, flush_ack).  Only for this
+ * connection's note, and not for a READ or atomic, whose data only its
+ * response brings; that one and the rest wait for the retry budget.
+ * qp->lock held. */
+static void complete_noted_locked(struct sn_qp *qp, const struct sn_comp *c)
+{
+    uint64_t note;
+    if (!c->eof || c->in_data || !c->conn_id || qp->sq_head == qp->sq_sent || !push_acked_locked(qp, &note) ||
+        (uint32_t)(note >> 32) != c->conn_id)
+        return;
+    uint32_t upto = (uint32_t)note;
+    bool any = false;
+    while (qp->sq_head < qp->sq_sent) {
+        const struct sn_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];
+        if (sn_wr_is_read_like(w->opcode) || !seq_le(w->seq, upto))
+            break;
+        qp_complete_send_locked(qp, IBV_WC_SUCCESS);
+        any = true;
+    }
+    if (any)
+        qp->last_progress_ns = sn_now_ns();
+}
+
 /* Retry budget check (qp->lock held).  The budget measures the peer, not
  * this thread: one that was not scheduled for a while (a loaded host)
  * reads the responses that came meanwhile before it judges, else a peer
@@ -96,13 +122,6 @@ static bool check_timeout_locked(struct sn_qp *qp, const struct sn_rbuf *rb, boo
      * that is down or a peer that cannot be reached keeps them there) */
     bool stuck = qp->out_fd < 0 || qp->conn_dead ||
                  (qp->port && atomic_load(&qp->port->state) != IBV_PORT_ACTIVE);
-    /* a peer that exited (or dropped the connection) right after it
-     * executed requests left a note of them where its ACK may not have
-     * reached the socket (responder.c, flush_ack) */
-    uint32_t noted;
-    if (qp->sq_head != qp->sq_sent && (stuck || eof) && push_acked_locked(qp, &noted) &&
-        seq_le(qp->sq[qp->sq_head % qp->sq_size].seq, noted))
-        complete_upto_locked(qp, noted, true);   /* progress: only when it completes some */
     bool pending = qp->sq_head != qp->sq_sent ||
                    (qp->sq_sent != qp->sq_tail && qp->attr.qp_state == IBV_QPS_RTS && stuck);
     if (!pending)
@@ -324,6 +343,7 @@ static unsigned completer_step(struct sn_eng_task *t, void *arg)
         /* its own descriptor of the connection: the requester's task
          * watches out_fd for room to write, this one for responses */
         c->fd = fcntl(qp->out_fd, F_DUPFD_CLOEXEC, 0);
+        c->conn_id = qp->out_conn_id;
         if (c->fd < 0 || rbuf_init(&c->rb, c->fd)) {
             qp->conn_dead = c->eof = true;
         } else {
@@ -331,6 +351,7 @@ static unsigned completer_step(struct sn_eng_task *t, void *arg)
             engine_task_fd(t, c->fd);
         }
     }
+    complete_noted_locked(qp, c);
     bool pending = check_timeout_locked(qp, &c->rb, c->have_rb, c->eof);
     unsigned ret = 0;
     int nresp = 0;
@@ -349,6 +370,7 @@ static unsigned completer_step(struct sn_eng_task *t, void *arg)
         }
         if (!c->eof)
             ret |= hold ? 0 : SN_ENG_IN;
+        complete_noted_locked(qp, c);
         pending = check_timeout_locked(qp, &c->rb, c->have_rb, c->eof);
     }
     if (hold)

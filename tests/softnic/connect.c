@@ -11,8 +11,19 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* A random nonzero name for a connection (push.c's notes carry it). */
+static uint32_t conn_name(void)
+{
+    static _Atomic uint32_t fallback;
+    uint32_t id = 0;
+    if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id))
+        id = (uint32_t)sn_now_ns() ^ (atomic_fetch_add(&fallback, 1) * 2654435761u);
+    return id ? id : 1;
+}
 
 int conn_start(struct sn_conn_setup *cs, struct sn_qp *qp)
 {
@@ -30,6 +41,7 @@ int conn_start(struct sn_conn_setup *cs, struct sn_qp *qp)
         h->hflags |= SN_HELLO_PUSH;
     if (qp->poll_acks)
         h->hflags |= SN_HELLO_POLL;
+    h->conn_id = qp->out_conn_id = conn_name();
     union ibv_gid dgid = qp->attr.ah_attr.grh.dgid;
     int err = wire_connect_start(qp->port, &dgid, qp->attr.dest_qp_num, &cs->fd);
     if (err)

@@ -99,8 +99,8 @@ struct push_qp {
     uint32_t pad;
     _Atomic uint64_t rq_posted, rq_taken, rq_done;
     struct push_rec rec[PUSH_RECS];
-    /* the peer's responder: every request up to this sequence number
-     * (tagged with the slot's generation, the count one above it, 0:
+    /* the peer's responder: every request up to this sequence number of
+     * the connection named in the upper half (the hello's conn_id; 0:
      * none) was executed and its ACK is on its way; written before the
      * receive completions it covers appear (push_note_acked_locked) */
     _Atomic uint64_t wire_acked;
@@ -859,25 +859,24 @@ bool push_try_locked(struct sn_qp *qp)
 }
 
 /* ------------------------------------------------- acknowledgements */
-bool push_note_acked_locked(struct sn_qp *qp, uint32_t seq)
+bool push_note_acked_locked(struct sn_qp *qp, uint32_t conn_id, uint32_t seq)
 {
     struct sn_push_peer *p = qp->push_peer;
-    if (!p || qp->push_to_slot >= PUSH_QP_SLOTS)
+    if (!p || !conn_id || qp->push_to_slot >= PUSH_QP_SLOTS)
         return false;
-    atomic_store_explicit(&p->r->qp[qp->push_to_slot].wire_acked, tag(qp->push_to_gen, (uint64_t)seq + 1),
+    /* the connection's name, not the slot's generation: a QP that reset
+     * and connected again restarts its sequence numbers, and a note of
+     * its old connection must not complete its new one's requests */
+    atomic_store_explicit(&p->r->qp[qp->push_to_slot].wire_acked, (uint64_t)conn_id << 32 | seq,
                           memory_order_release);
     return true;
 }
 
-bool push_acked_locked(const struct sn_qp *qp, uint32_t *seq)
+bool push_acked_locked(const struct sn_qp *qp, uint64_t *note)
 {
     struct push_qp *s = my_slot(qp);
     if (!s)
         return false;
-    uint64_t v = atomic_load_explicit(&s->wire_acked, memory_order_acquire);
-    uint64_t n = v & TAG_COUNT;
-    if (!n || v != tag(me.gen[qp->push_slot], n))
-        return false;
-    *seq = (uint32_t)(n - 1);
-    return true;
+    *note = atomic_load_explicit(&s->wire_acked, memory_order_acquire);
+    return *note != 0;
 }

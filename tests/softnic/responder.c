@@ -170,13 +170,13 @@ static void send_ack(struct sn_rconn *rc)
  * ACK, the ACK goes first. */
 static void flush_ack(struct sn_rconn *rc)
 {
-    /* not for a CQ the mlx5 layer writes (a GPU-driven QP's): its
-     * completions keep the order they have been tested with */
-    if (rc->npend && rc->ack_pending && txbuf_empty(&rc->tx) && !((struct sn_cq *)rc->qp->ibqp.recv_cq)->hook) {
+    if (rc->npend && rc->ack_pending && txbuf_empty(&rc->tx)) {
         struct sn_qp *qp = rc->qp;
         land_writes(rc);
         pthread_mutex_lock(&qp->lock);
-        if (push_note_acked_locked(qp, rc->ack_seq)) {
+        /* not for a QP a GPU drives (the mlx5 layer's): its completions
+         * keep the order they have been tested with */
+        if (!qp->poll_acks && push_note_acked_locked(qp, rc->hello.conn_id, rc->ack_seq)) {
             for (int i = 0; i < rc->npend; i++) {
                 const struct pend_wc *p = &rc->pend[i];
                 cq_push((struct sn_cq *)qp->ibqp.recv_cq, &p->wc, p->solicited);

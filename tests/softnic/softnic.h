@@ -544,6 +544,7 @@ struct sn_qp {
     struct sn_push_peer *push_peer;
     uint32_t push_to_slot, push_to_gen;
     int push_slot;
+    uint32_t out_conn_id;          /* the hello's conn_id of out_fd's connection */
     /* as a responder with a slot: receives are indexed in the order they
      * are taken (by the engine, or by a pushed WRITE_WITH_IMM); rx_popped
      * taken from rq, rx_next the first index without its completion
@@ -641,7 +642,8 @@ struct sn_wire_hello {
     uint64_t token;
     uint32_t fd;            /* its descriptor of this connection: where the responder
                              * looks first for the socket it must own (cma.c) */
-    uint32_t pad2;
+    uint32_t conn_id;       /* a random nonzero name of this connection (0: none): the
+                             * responder's notes of what it executed carry it (push.c) */
 };
 #define SN_HELLO_CMA 1
 /* the requesting QP is one a GPU drives (sn_qp.poll_acks): the responder
@@ -806,11 +808,13 @@ int push_rx_collect_locked(struct sn_qp *qp);
 void push_cq_collect(struct sn_cq *cq);
 /* A responder's acknowledgement that outlives its process: with a peer to
  * push to (the same host), the note in the requester's slot that every
- * request up to seq was executed (false: no peer, the ACK on the wire is
- * the only word), and on the requester's side the note its peer left
- * (false: none for this slot's generation).  qp->lock held. */
-bool push_note_acked_locked(struct sn_qp *qp, uint32_t seq);
-bool push_acked_locked(const struct sn_qp *qp, uint32_t *seq);
+ * request up to seq of the connection conn_id (its hello's) was executed
+ * (false: no peer or no id, the ACK on the wire is the only word); on the
+ * requester's side, the last note its peer left there: conn_id << 32 |
+ * seq, for the caller to match with its connection (false: none).
+ * qp->lock held. */
+bool push_note_acked_locked(struct sn_qp *qp, uint32_t conn_id, uint32_t seq);
+bool push_acked_locked(const struct sn_qp *qp, uint64_t *note);
 /* Bytes and packets peers pushed into qp (qp != NULL) or into port
  * port_num of d. */
 void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_num, uint64_t *bytes,
