@@ -358,6 +358,21 @@ void st_xfer_send(int fd, const void *buf, size_t len)
     }
 }
 
+struct st_qp_info st_qp_connect_peer(struct st_dev *d, struct st_qp *q, int fd, const void *buf,
+                                     const struct ibv_mr *mr)
+{
+    struct st_qp_info mine, theirs;
+    st_qp_info(d, q, &mine);
+    if (mr) {
+        mine.addr = (uintptr_t)buf;
+        mine.rkey = mr->rkey;
+    }
+    st_xfer_send(fd, &mine, sizeof(mine));
+    st_xfer_recv(fd, &theirs, sizeof(theirs));
+    st_qp_connect(q, &theirs);
+    return theirs;
+}
+
 void st_xfer_recv(int fd, void *buf, size_t len)
 {
     char *p = buf;

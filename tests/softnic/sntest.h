@@ -133,6 +133,12 @@ const struct st_ctl *st_ctl(void);
 int st_fork_peer(void (*fn)(int fd), int *fd);
 void st_xfer_send(int fd, const void *buf, size_t len);
 void st_xfer_recv(int fd, void *buf, size_t len);
+/* Connects q (of d) to the QP of the peer process on fd: sends our
+ * description, with buf and mr's remote key when mr is given (where the
+ * peer may write or read), then takes the peer's, which it returns.  Both
+ * ends send first: the descriptions are small enough for the socket. */
+struct st_qp_info st_qp_connect_peer(struct st_dev *d, struct st_qp *q, int fd, const void *buf,
+                                     const struct ibv_mr *mr);
 
 /* A page-aligned buffer filled with a pattern derived from seed. */
 void *st_buf(size_t len, unsigned seed);

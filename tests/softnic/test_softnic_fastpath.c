@@ -526,11 +526,7 @@ static void peer_writer(int fd)
     size_t len = 16 << 20;
     char *buf = st_buf(len, 9);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     for (unsigned i = 0;; i++) {
         st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, i, buf, (uint32_t)len, mr->lkey, theirs.addr,
                      theirs.rkey, 0, IBV_SEND_SIGNALED);
@@ -550,13 +546,7 @@ TAP_CASE(test_writer_killed_mid_transfer_leaves_the_receiver_working)
     size_t len = 16 << 20;
     char *dst = st_buf(len, 0);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, dst, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)dst;
-    mine.rkey = mr->rkey;
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, dst, mr);
     /* bytes are moving (pulled, or on the wire with the fast path off) */
     uint64_t t0 = st_now_ms();
     struct softnic_ctl_counters c;
@@ -603,13 +593,7 @@ static void peer_target(int fd)
     size_t len = 16 << 20;
     char *buf = st_buf(len, 0);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)buf;
-    mine.rkey = mr->rkey;
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, buf, mr);
     char go = 'g';
     st_xfer_send(fd, &go, 1);
     for (;;)
@@ -628,11 +612,7 @@ TAP_CASE(test_receiver_killed_mid_transfer_fails_the_writes)
     size_t len = 16 << 20;
     char *src = st_buf(len, 11);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, src, len, 0);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     char go;
     st_xfer_recv(fd, &go, 1);
     for (int i = 0; i < 200; i++)

@@ -484,13 +484,7 @@ static void peer_connect_and_wait(int fd)
     st_qp_create(&d, &q, NULL, 16);
     char *buf = st_buf(65536, 0);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 65536, ALL_ACCESS);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)buf;
-    mine.rkey = mr->rkey;
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, buf, mr);
     char go = 'r';
     st_xfer_send(fd, &go, 1);
     for (;;)
@@ -508,11 +502,7 @@ static void killed_peer_case(bool use_before_kill)
     st_qp_create(&d, &q, &o, 16);
     char *src = st_buf(65536, 1);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 65536, ALL_ACCESS);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     char go;
     st_xfer_recv(fd, &go, 1);
     struct ibv_wc wc;
@@ -556,6 +546,19 @@ TAP_CASE(test_peer_killed_before_first_use_gives_retry_exc_err)
     killed_peer_case(false);
 }
 
+/* In a forked peer, which reports by its exit status: polls cq
+ * for one completion for up to WAIT_MS (yielding between empty polls, so
+ * that a loaded host or valgrind still runs the NIC's threads); 1 with
+ * *wc, or 0. */
+static int poll_one_within(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+    uint64_t end = st_now_ms() + WAIT_MS;
+    int n = 0;
+    while (n == 0 && st_now_ms() < end)
+        if ((n = ibv_poll_cq(cq, 1, wc)) == 0)
+            sched_yield();
+    return n;
+}
 /* ------------------------------------------------ receiver exits at once */
 static void peer_receive_then_exit(int fd)
 {
@@ -565,22 +568,13 @@ static void peer_receive_then_exit(int fd)
     st_qp_create(&d, &q, NULL, 16);
     char *buf = st_buf(65536, 0);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 65536, ALL_ACCESS);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     st_post_recv(q.qp, 1, buf, 65536, mr->lkey);
     char go = 'r';
     st_xfer_send(fd, &go, 1);
-    /* see the completion as early as possible, then vanish (yielding so
-     * that a loaded host or valgrind still runs the NIC's threads) */
+    /* see the completion as early as possible, then vanish */
     struct ibv_wc wc;
-    uint64_t end = st_now_ms() + WAIT_MS;
-    int n = 0;
-    while (n == 0 && st_now_ms() < end)
-        if ((n = ibv_poll_cq(q.rcq, 1, &wc)) == 0)
-            sched_yield();
+    int n = poll_one_within(q.rcq, &wc);
     _exit(n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : 1);   /* no goodbye */
 }
 
@@ -594,11 +588,7 @@ static void receiver_exit_round(int round)
     st_qp_create(&d, &q, NULL, 16);
     char *src = st_buf(65536, 1);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 65536, ALL_ACCESS);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     char go;
     st_xfer_recv(fd, &go, 1);
     st_post_send(q.qp, 7, src, 4096, mr->lkey, IBV_SEND_SIGNALED);
@@ -712,31 +702,18 @@ static void receiver_exits_on_completion(int fd)
     st_qp_create(&d, &q, &o, 16);
     char *buf = st_buf(16384, 0);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 16384, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)buf;
-    mine.rkey = mr->rkey;
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, buf, mr);
     st_post_recv(q.qp, 1, NULL, 0, 0);
     if (receiver_writes_first) {
         st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, 3, buf, 8, mr->lkey, theirs.addr, theirs.rkey, 0, IBV_SEND_SIGNALED);
         struct ibv_wc sw;
-        int k;
-        uint64_t until = st_now_ms() + WAIT_MS;
-        while ((k = ibv_poll_cq(q.scq, 1, &sw)) == 0 && st_now_ms() < until)
-            ;
-        if (k != 1 || sw.status != IBV_WC_SUCCESS)
+        if (poll_one_within(q.scq, &sw) != 1 || sw.status != IBV_WC_SUCCESS)
             _exit(4);
     }
     char go = 'g';
     st_xfer_send(fd, &go, 1);
     struct ibv_wc wc;
-    int n;
-    uint64_t end = st_now_ms() + WAIT_MS;
-    while ((n = ibv_poll_cq(q.rcq, 1, &wc)) == 0 && st_now_ms() < end)
-        ;
+    int n = poll_one_within(q.rcq, &wc);
     if (receiver_destroys && ibv_destroy_qp(q.qp))
         _exit(3);
     _exit(n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : 2);
@@ -753,13 +730,8 @@ static struct ibv_wc send_one_write_imm(int fd)
     st_qp_create(&d, &q, &o, 16);
     char *src = st_buf(16384, 5);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 16384, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)src;   /* where the receiver may write first */
-    mine.rkey = mr->rkey;
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    /* src is where the receiver may write first */
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, src, mr);
     char go;
     st_xfer_recv(fd, &go, 1);
     st_post_rdma(q.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 7, src, 16384, mr->lkey, theirs.addr, theirs.rkey, 1,

@@ -655,11 +655,7 @@ static void peer_rounds(int fd)
     st_qp_create(&d, &q, NULL, 16);
     char *buf = st_buf(2 * BIG, 60);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 2 * BIG, ALL_ACCESS);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     struct rr_round r;
     for (uint64_t id = 1;; id += 2) {
         st_xfer_recv(fd, &r, sizeof(r));
@@ -692,11 +688,7 @@ TAP_CASE(test_rereg_between_rounds_of_a_peer_process)
     st_dev_open(&d);
     struct st_qp q;
     st_qp_create(&d, &q, NULL, 16);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     char *bufs[3] = { st_buf(BIG, 1), st_buf(BIG, 2), st_buf(BIG, 3) };
     static char got[BIG], want[BIG];
     struct ibv_mr *mr = ibv_reg_mr(d.pd, bufs[0], BIG, ALL_ACCESS);

@@ -1019,13 +1019,7 @@ static void peer_echo(int fd)
     char *buf = st_buf(len, 0);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, len, IBV_ACCESS_LOCAL_WRITE |
                                                        IBV_ACCESS_REMOTE_READ);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)buf;
-    mine.rkey = mr->rkey;
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, buf, mr);
     st_post_recv(q.qp, 1, buf, (uint32_t)len, mr->lkey);
     char go = 'g';
     st_xfer_send(fd, &go, 1);
@@ -1057,13 +1051,7 @@ TAP_CASE(test_two_processes_send_write_and_read)
     struct ibv_mr *bmr = ibv_reg_mr(d.pd, back, len, IBV_ACCESS_LOCAL_WRITE |
                                                           IBV_ACCESS_REMOTE_WRITE);
     struct ibv_mr *rmr = ibv_reg_mr(d.pd, rd, len, IBV_ACCESS_LOCAL_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)back;
-    mine.rkey = bmr->rkey;
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, back, bmr);
     st_post_recv(q.qp, 10, NULL, 0, 0);
     char go;
     st_xfer_recv(fd, &go, 1);
@@ -1109,13 +1097,7 @@ static void peer_receiver(int fd)
     st_qp_create(&d, &q, NULL, 16);
     char *buf = st_buf(64, 0);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)buf;
-    mine.rkey = mr->rkey;
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, buf, mr);
     char c = 'r';
     st_xfer_send(fd, &c, 1);
     /* the parent's first write came: the connection and its responder
@@ -1156,11 +1138,7 @@ TAP_CASE(test_writes_into_a_receiving_qp_do_not_wake_its_idle_threads)
     st_qp_create(&d, &q, NULL, 16);
     char *src = st_buf(64, 1);
     struct ibv_mr *smr = ibv_reg_mr(d.pd, src, 64, 0);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     char c;
     st_xfer_recv(fd, &c, 1);
     /* the first write connects to the receiver: its responder starts */

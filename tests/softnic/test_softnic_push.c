@@ -513,13 +513,7 @@ static void peer_deregs(int fd)
     char *buf = st_buf(4096, 0);
     memset(buf, 0, 4096);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    mine.addr = (uintptr_t)buf;
-    mine.rkey = mr->rkey;
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_qp_connect(&q, &theirs);
+    st_qp_connect_peer(&d, &q, fd, buf, mr);
     char go;
     st_xfer_recv(fd, &go, 1);   /* the writer's pushes are under way */
     usleep(20000);
@@ -550,11 +544,7 @@ TAP_CASE(test_no_push_lands_after_the_peer_deregistered)
     char *src = st_buf(4096, 3);
     memset(src, 0x11, 4096);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, src, 4096, IBV_ACCESS_LOCAL_WRITE);
-    struct st_qp_info mine, theirs;
-    st_qp_info(&d, &q, &mine);
-    st_xfer_recv(fd, &theirs, sizeof(theirs));
-    st_xfer_send(fd, &mine, sizeof(mine));
-    st_qp_connect(&q, &theirs);
+    struct st_qp_info theirs = st_qp_connect_peer(&d, &q, fd, NULL, NULL);
     char go = 'g';
     int ok = 0, failed = 0;
     uint64_t end = st_now_ms() + WAIT_MS;
