@@ -59,15 +59,26 @@ static bool seq_le(uint32_t a, uint32_t b)
     return (int32_t)(a - b) <= 0;
 }
 
-/* Completes WQEs on the wire with seq <= upto (< upto when !incl). */
-static void complete_upto_locked(struct sn_qp *qp, uint32_t upto, bool incl)
+/* Completes WQEs on the wire with seq <= upto (< upto when !incl), up to
+ * the first READ or atomic when writes_only; how many. */
+static unsigned complete_through_locked(struct sn_qp *qp, uint32_t upto, bool incl, bool writes_only)
 {
+    unsigned n = 0;
     while (qp->sq_head < qp->sq_sent) {
         struct sn_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];
-        if (!seq_le(w->seq, upto) || (!incl && w->seq == upto))
+        if (!seq_le(w->seq, upto) || (!incl && w->seq == upto) || (writes_only && sn_wr_is_read_like(w->opcode)))
             break;
         qp_complete_send_locked(qp, IBV_WC_SUCCESS);
+        n++;
     }
+    return n;
+}
+
+/* A response came: the WQEs it answers (seq <= upto, < upto when !incl)
+ * completed. */
+static void complete_upto_locked(struct sn_qp *qp, uint32_t upto, bool incl)
+{
+    complete_through_locked(qp, upto, incl, false);
     qp->last_progress_ns = sn_now_ns();
 }
 
@@ -96,17 +107,8 @@ static void complete_noted_locked(struct sn_qp *qp, const struct sn_comp *c)
     if (!c->eof || c->in_data || !c->conn_id || qp->sq_head == qp->sq_sent || !push_acked_locked(qp, &note) ||
         (uint32_t)(note >> 32) != c->conn_id)
         return;
-    uint32_t upto = (uint32_t)note;
-    bool any = false;
-    while (qp->sq_head < qp->sq_sent) {
-        const struct sn_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];
-        if (sn_wr_is_read_like(w->opcode) || !seq_le(w->seq, upto))
-            break;
-        qp_complete_send_locked(qp, IBV_WC_SUCCESS);
-        any = true;
-    }
-    if (any)
-        qp->last_progress_ns = sn_now_ns();
+    if (complete_through_locked(qp, (uint32_t)note, true, true))
+        qp->last_progress_ns = sn_now_ns();   /* progress only when some completed */
 }
 
 /* Retry budget check (qp->lock held).  The budget measures the peer, not

@@ -114,8 +114,17 @@ int responder_send_resp(struct sn_rconn *rc, uint8_t type, uint8_t syndrome, uin
     return err;
 }
 
-/* The held completions appear, in order; a receive a same-host peer's
- * pushes share (push.c) moves their order on as well. */
+/* A held completion appears; a receive a same-host peer's pushes share
+ * (push.c) moves their order on as well, under qp->lock (held by the
+ * caller for an indexed one). */
+static void pend_wc_appear(struct sn_qp *qp, const struct pend_wc *p)
+{
+    cq_push((struct sn_cq *)qp->ibqp.recv_cq, &p->wc, p->solicited);
+    if (p->idx != SN_RWQE_NO_IDX)
+        push_rx_done_locked(qp, p->idx);
+}
+
+/* The held completions appear, in order. */
 static void pend_wcs_appear(struct sn_rconn *rc)
 {
     struct sn_qp *qp = rc->qp;
@@ -124,11 +133,9 @@ static void pend_wcs_appear(struct sn_rconn *rc)
         bool indexed = p->idx != SN_RWQE_NO_IDX;
         if (indexed)
             pthread_mutex_lock(&qp->lock);
-        cq_push((struct sn_cq *)qp->ibqp.recv_cq, &p->wc, p->solicited);
-        if (indexed) {
-            push_rx_done_locked(qp, p->idx);
+        pend_wc_appear(qp, p);
+        if (indexed)
             pthread_mutex_unlock(&qp->lock);
-        }
     }
     rc->npend = 0;
 }
@@ -177,12 +184,8 @@ static void flush_ack(struct sn_rconn *rc)
         /* not for a QP a GPU drives (the mlx5 layer's): its completions
          * keep the order they have been tested with */
         if (!qp->poll_acks && push_note_acked_locked(qp, rc->hello.conn_id, rc->ack_seq)) {
-            for (int i = 0; i < rc->npend; i++) {
-                const struct pend_wc *p = &rc->pend[i];
-                cq_push((struct sn_cq *)qp->ibqp.recv_cq, &p->wc, p->solicited);
-                if (p->idx != SN_RWQE_NO_IDX)
-                    push_rx_done_locked(qp, p->idx);
-            }
+            for (int i = 0; i < rc->npend; i++)
+                pend_wc_appear(qp, &rc->pend[i]);
             rc->npend = 0;
         }
         pthread_mutex_unlock(&qp->lock);
