@@ -436,6 +436,7 @@ struct sn_cq {
      * a poll collects their completions (push.c) */
     pthread_mutex_t push_lock;
     struct sn_qp *_Atomic push_qps;
+    _Atomic int push_nqps;            /* on that list */
     _Atomic uint64_t push_bell_seen;  /* the region's bell at the last look */
     _Atomic bool push_rescan;         /* a QP's lock was busy at the last look */
 };
@@ -488,6 +489,12 @@ struct sn_swqe {
      * QP is reset or destroyed (qp.c) */
     struct sn_mr *pin[SN_MAX_SGE];
     int npin;
+};
+
+/* A pusher's last look at its peer slot's receives posted and done (push.c):
+ * only the posting thread that holds tx_busy reads or writes it. */
+struct sn_push_seen {
+    uint64_t posted, done;
 };
 
 struct sn_rconn;
@@ -543,6 +550,7 @@ struct sn_qp {
      * wire), and its QP's slot there; as a responder, our own slot (-1) */
     struct sn_push_peer *push_peer;
     uint32_t push_to_slot, push_to_gen;
+    struct sn_push_seen push_seen;  /* the peer slot's counts as its pusher last read them */
     int push_slot;
     uint32_t out_conn_id;          /* the hello's conn_id of out_fd's connection */
     /* as a responder with a slot: receives are indexed in the order they
