@@ -95,6 +95,7 @@ struct sn_config {
     int push;                  /* SOFTNIC_PUSH: small writes placed by the requester (push.c) */
     int push_imm;              /* SOFTNIC_PUSH_IMM: WRITE_WITH_IMM too, its receive completion made
                                 * by the receiver's poll */
+    int push_proc_mem;         /* SOFTNIC_PUSH_PROC_MEM: placed through the peer's /proc/<pid>/mem */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */

@@ -8,8 +8,11 @@
 #include "sntest.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -125,6 +128,49 @@ TAP_CASE(test_small_writes_are_placed_without_the_responder)
     EXPECT_MEMEQ(f.src, f.dst, 4096);
     EXPECT_EQ_U64(push_on() ? n : 0, pushed(f.a.qp) - p0);
     teardown(&f);
+}
+
+/* Whether this process holds an fd on its own /proc/<pid>/mem: a push to
+ * a QP of the same process opens the peer's, here its own. */
+static bool holds_own_proc_mem(void)
+{
+    char want[64], path[300], link[64];
+    snprintf(want, sizeof(want), "/proc/%d/mem", (int)getpid());
+    DIR *d = opendir("/proc/self/fd");
+    bool found = false;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        link[n > 0 ? n : 0] = 0;
+        found = strcmp(link, want) == 0;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* The posting thread writes through the peer's /proc/<pid>/mem, opened
+ * once for the peer (SOFTNIC_PUSH_PROC_MEM=0: process_vm_writev, and no
+ * such file held), and lets go of it with the last QP that pushes there. */
+TAP_CASE(test_pushes_write_through_the_peers_proc_mem_unless_turned_off)
+{
+    int probe = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    if (probe < 0)
+        TAP_SKIP("this process may not open its own /proc/self/mem for writing (ptrace restrictions)");
+    close(probe);
+    const char *v = getenv("SOFTNIC_PUSH_PROC_MEM");
+    bool want = push_on() && !(v && strcmp(v, "0") == 0);
+    EXPECT_TRUE(!holds_own_proc_mem());
+    struct fixture f;
+    setup(&f);
+    for (int i = 0; i < 3; i++) {
+        st_fill(f.src, 64, 50 + i);
+        EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1 + (uint64_t)i, 0, 64, f.dmr->rkey, 0));
+        EXPECT_MEMEQ(f.src, f.dst, 64);
+    }
+    EXPECT_EQ_INT(want, holds_own_proc_mem());
+    teardown(&f);
+    EXPECT_TRUE(!holds_own_proc_mem());
 }
 
 /* RC's order: a small write posted behind a large one that is still in
