@@ -71,6 +71,16 @@ static bool rd_gated_locked(struct sn_qp *qp)
 static void batch_open_locked(struct sn_qp *qp, struct sn_req *rq, bool prepaid)
 {
     struct sn_tx_batch *b = rq->b;
+    /* Requests leave with none before them unanswered: their timer starts
+     * now, and the completer gets one.  Its last step may have found
+     * nothing in flight (every ACK in, more WQEs queued but not sent: a
+     * busy QP's posts do not arm it) and will see no ACK wake it if the
+     * peer is gone: ib_write_bw across a link cut mid-run then waited for
+     * its 20 s, in about half the runs, instead of its retry budget. */
+    if (qp->sq_head == qp->sq_sent && qp->sq_sent < qp->sq_tail) {
+        qp->last_progress_ns = sn_now_ns();
+        completer_arm_locked(qp);
+    }
     uint64_t bytes = 0;
     b->n = b->built = b->niov = b->at = 0;
     b->bad = -1;
