@@ -54,7 +54,7 @@
  * pusher finding them all unread goes on the wire */
 #define PUSH_RECS 16u
 /* a recv CQ of at most this many pushed-into QPs polls their records, not the bell */
-#define PUSH_SCAN_QPS 8
+#define PUSH_SCAN_QPS SN_PUSH_WATCH
 /* how long a deregistration waits for pushes under way: a pusher holds its
  * count for one system call; a peer that died holding it cannot write */
 #define PUSH_DRAIN_NS 1000000000ull
@@ -302,6 +302,20 @@ static bool imm_ok_locked(const struct sn_qp *qp)
     return !qp->ibqp.srq && qp->rq && qp->ibqp.qp_type == IBV_QPT_RC && cq && !cq->ibcq.channel && !cq->hook;
 }
 
+/* The slots a poll of a CQ of a few pushed-into QPs looks at before it
+ * takes the list's lock (push_cq_collect); cq->push_lock held.  Slots stay
+ * mapped for the process's life, so a poll that reads a stale entry reads
+ * a record of no interest, never freed memory. */
+static void cq_watch_locked(struct sn_cq *cq)
+{
+    int i = 0;
+    for (struct sn_qp *q = atomic_load(&cq->push_qps); q && i < PUSH_SCAN_QPS; q = q->push_cq_next)
+        if (q->push_slot >= 0)
+            atomic_store_explicit(&cq->push_watch[i++], q->push_slot + 1, memory_order_relaxed);
+    while (i < PUSH_SCAN_QPS)
+        atomic_store_explicit(&cq->push_watch[i++], 0, memory_order_relaxed);
+}
+
 static void cq_list(struct sn_qp *qp)
 {
     struct sn_cq *cq = (struct sn_cq *)qp->ibqp.recv_cq;
@@ -311,6 +325,7 @@ static void cq_list(struct sn_qp *qp)
         atomic_store(&cq->push_qps, qp);
         qp->push_cq_listed = true;
         atomic_fetch_add(&cq->push_nqps, 1);
+        cq_watch_locked(cq);
     }
     pthread_mutex_unlock(&cq->push_lock);
 }
@@ -333,6 +348,7 @@ static void cq_unlist(struct sn_qp *qp)
     }
     qp->push_cq_listed = false;
     atomic_fetch_sub(&cq->push_nqps, 1);
+    cq_watch_locked(cq);
     pthread_mutex_unlock(&cq->push_lock);
 }
 
@@ -481,8 +497,20 @@ void push_cq_collect(struct sn_cq *cq)
      * polling CPU and that CPU takes back on each write: on a 16-CPU host
      * a ping-pong's every message paid for it. */
     if (atomic_load_explicit(&cq->push_nqps, memory_order_relaxed) <= PUSH_SCAN_QPS) {
+        /* only reads while nothing is new: a spinning poll writes no line
+         * the NIC threads or the pushers use (the slot's rq_done is its
+         * receiver's next index, as rx_next) */
+        bool any = false;
+        for (int i = 0; i < PUSH_SCAN_QPS && !any; i++) {
+            int k = atomic_load_explicit(&cq->push_watch[i], memory_order_relaxed) - 1;
+            if (k < 0)
+                continue;
+            const struct push_qp *s = &r->qp[k];
+            uint64_t next = atomic_load_explicit(&s->rq_done, memory_order_relaxed);
+            any = atomic_load_explicit(&s->rec[next % PUSH_RECS].seq, memory_order_relaxed) == tag(me.gen[k], next + 1);
+        }
         /* a poll of another thread walks the list now: it collects */
-        if (pthread_mutex_trylock(&cq->push_lock) != 0)
+        if (!any || pthread_mutex_trylock(&cq->push_lock) != 0)
             return;
     } else {
         /* no record written since this CQ's last look, and none left behind */

@@ -35,6 +35,8 @@
 
 #define SN_MAX_DEVICES 4
 #define SN_MAX_PORTS 4
+/* a recv CQ of at most this many QPs same-host peers push into polls their records directly (push.c) */
+#define SN_PUSH_WATCH 8
 #define SN_MAX_SGE 16
 #define SN_MAX_INLINE 1024
 #define SN_MAX_QP_WR 32768
@@ -438,6 +440,7 @@ struct sn_cq {
     pthread_mutex_t push_lock;
     struct sn_qp *_Atomic push_qps;
     _Atomic int push_nqps;            /* on that list */
+    _Atomic int push_watch[SN_PUSH_WATCH]; /* their slots + 1 while at most that many (push.c; 0: none) */
     _Atomic uint64_t push_bell_seen;  /* the region's bell at the last look */
     _Atomic bool push_rescan;         /* a QP's lock was busy at the last look */
 };
