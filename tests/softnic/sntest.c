@@ -403,3 +403,9 @@ void *st_buf(size_t len, unsigned seed)
     st_fill(p, len, seed);
     return p;
 }
+
+bool st_push_on(void)
+{
+    const char *v = getenv("SOFTNIC_PUSH"), *f = getenv("SOFTNIC_FASTPATH");
+    return (!v || strcmp(v, "0") != 0) && (!f || strcmp(f, "0") != 0);
+}

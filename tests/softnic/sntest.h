@@ -125,6 +125,9 @@ struct st_ctl {
     int (*ud_counts)(struct softnic_ctl_ud *);
 };
 const struct st_ctl *st_ctl(void);
+/* Whether small writes to same-host peers are placed by their poster
+ * (SOFTNIC_PUSH and SOFTNIC_FASTPATH not 0 in the environment). */
+bool st_push_on(void);
 
 /* Two processes: forks a peer that runs fn(fd) (fd: a socket to the parent)
  * and exits; must be called before the parent touches verbs (softnic's

@@ -7,6 +7,7 @@
 #include "sntest.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -476,7 +477,13 @@ TAP_CASE(test_destroying_a_sender_mid_stream_is_safe)
 }
 
 /* ------------------------------------------------ a peer process dies */
-static void peer_connect_and_wait(int fd)
+/* Connects a QP with a 64 KiB buffer to the test's over fd, says 'r' and
+ * waits to be killed.  With hold, it first waits for the test's 'h' (its
+ * writes have connected by then) and forks a process that keeps the
+ * connections open, until the test's end of fd closes: killed, the peer's
+ * address space is gone while its connections stay up, so a push is still
+ * tried and must not land. */
+static void peer_connect_wait(int fd, bool hold)
 {
     struct st_dev d;
     st_dev_open(&d);
@@ -487,14 +494,42 @@ static void peer_connect_and_wait(int fd)
     st_qp_connect_peer(&d, &q, fd, buf, mr);
     char go = 'r';
     st_xfer_send(fd, &go, 1);
+    if (hold) {
+        st_xfer_recv(fd, &go, 1);
+        if (fork() == 0) {
+            /* reads nothing of fd: waits for the test's end of it to close */
+            struct pollfd w = { .fd = fd, .events = POLLRDHUP };
+            while (poll(&w, 1, -1) >= 0 && !(w.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                w.revents = 0;
+            _exit(0);
+        }
+        st_xfer_send(fd, &go, 1);
+    }
     for (;;)
         pause();     /* until killed */
 }
 
-static void killed_peer_case(bool use_before_kill)
+static void peer_connect_and_wait(int fd)
+{
+    peer_connect_wait(fd, false);
+}
+
+static void peer_connect_hold_and_wait(int fd)
+{
+    peer_connect_wait(fd, true);
+}
+
+/* Writes of len bytes to a peer that is killed, after use (use_before_kill)
+ * or before any: the first after the kill ends in IBV_WC_RETRY_EXC_ERR,
+ * the rest flush.  Small writes (below 4 KiB) to a same-host peer were
+ * placed through its /proc/<pid>/mem before the kill (pushed); its
+ * connections outlive it there (a holder process keeps them), so the
+ * push is tried again after it, and none is counted pushed: nothing lands
+ * in a process that is gone. */
+static void killed_peer_case_len(bool use_before_kill, uint32_t len)
 {
     int fd;
-    pid_t pid = st_fork_peer(peer_connect_and_wait, &fd);
+    pid_t pid = st_fork_peer(len < 4096 ? peer_connect_hold_and_wait : peer_connect_and_wait, &fd);
     struct st_dev d;
     st_dev_open(&d);
     struct st_qp q;
@@ -506,18 +541,29 @@ static void killed_peer_case(bool use_before_kill)
     char go;
     st_xfer_recv(fd, &go, 1);
     struct ibv_wc wc;
-    if (use_before_kill) {
-        st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, 0, src, 4096, mr->lkey, theirs.addr, theirs.rkey,
+    /* the first write of a connection opens it (and brings the push
+     * offer); the second may be placed from here */
+    for (uint64_t k = 0; use_before_kill && k < 2; k++) {
+        st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, 0, src, len, mr->lkey, theirs.addr, theirs.rkey,
                      0, IBV_SEND_SIGNALED);
         st_wait_wc(q.scq, &wc, WAIT_MS);
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 0);
     }
+    if (len < 4096) {   /* the peer's holder: after our writes connected */
+        char h = 'h';
+        st_xfer_send(fd, &h, 1);
+        st_xfer_recv(fd, &h, 1);
+    }
+    uint64_t pushed0 = 0;
+    EXPECT_EQ_INT(0, st_ctl()->qp_pushed_wqes(q.qp, &pushed0));
+    if (use_before_kill && len < 4096 && st_push_on())
+        EXPECT_EQ_U64(1, pushed0);
     EXPECT_EQ_INT(0, kill(pid, SIGKILL));
     int status;
     EXPECT_EQ_INT(pid, waitpid(pid, &status, 0));
     uint64_t t0 = st_now_ms();
     for (uint64_t i = 1; i <= 3; i++)
-        st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, i, src, 4096, mr->lkey, theirs.addr, theirs.rkey,
+        st_post_rdma(q.qp, IBV_WR_RDMA_WRITE, i, src, len, mr->lkey, theirs.addr, theirs.rkey,
                      0, IBV_SEND_SIGNALED);
     struct ibv_wc first;
     st_wait_wc(q.scq, &first, 10000);
@@ -531,14 +577,27 @@ static void killed_peer_case(bool use_before_kill)
         EXPECT_WC(wc, IBV_WC_WR_FLUSH_ERR, -1, i);
     }
     EXPECT_EQ_INT(IBV_QPS_ERR, qp_state(q.qp));
+    uint64_t pushed1 = 0;
+    EXPECT_EQ_INT(0, st_ctl()->qp_pushed_wqes(q.qp, &pushed1));
+    EXPECT_EQ_U64(pushed0, pushed1);
     EXPECT_EQ_INT(0, ibv_dereg_mr(mr));
     st_qp_destroy(&q);
     st_dev_close(&d);
 }
 
+static void killed_peer_case(bool use_before_kill)
+{
+    killed_peer_case_len(use_before_kill, 4096);
+}
+
 TAP_CASE(test_killed_peer_gives_retry_exc_err_then_flush)
 {
     killed_peer_case(true);
+}
+
+TAP_CASE(test_killed_peer_of_small_pushed_writes_gets_none_and_gives_retry_exc_err)
+{
+    killed_peer_case_len(true, 64);
 }
 
 TAP_CASE(test_peer_killed_before_first_use_gives_retry_exc_err)

@@ -21,12 +21,6 @@
 
 #define WAIT_MS 10000
 
-static bool push_on(void)
-{
-    const char *v = getenv("SOFTNIC_PUSH"), *f = getenv("SOFTNIC_FASTPATH");
-    return (!v || strcmp(v, "0") != 0) && (!f || strcmp(f, "0") != 0);
-}
-
 static uint64_t pushed(struct ibv_qp *qp)
 {
     uint64_t n = 0;
@@ -117,8 +111,8 @@ TAP_CASE(test_small_writes_are_placed_without_the_responder)
         EXPECT_MEMEQ(f.src, f.dst, sizes[i]);
     }
     uint64_t n = sizeof(sizes) / sizeof(sizes[0]);
-    EXPECT_EQ_U64(push_on() ? n : 0, pushed(f.a.qp) - p0);
-    if (push_on())
+    EXPECT_EQ_U64(st_push_on() ? n : 0, pushed(f.a.qp) - p0);
+    if (st_push_on())
         EXPECT_EQ_U64(s0, responder_steps(f.b.qp));
     EXPECT_EQ_INT(0, st_ctl()->qp_counters(f.b.qp, &c1));
     EXPECT_EQ_U64(1 + 8 + 64 + 100 + 1000 + 4095, c1.rx_bytes - c0.rx_bytes);
@@ -126,7 +120,7 @@ TAP_CASE(test_small_writes_are_placed_without_the_responder)
     st_fill(f.src, 4096, 40);
     EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 30, 0, 4096, f.dmr->rkey, 0));
     EXPECT_MEMEQ(f.src, f.dst, 4096);
-    EXPECT_EQ_U64(push_on() ? n : 0, pushed(f.a.qp) - p0);
+    EXPECT_EQ_U64(st_push_on() ? n : 0, pushed(f.a.qp) - p0);
     teardown(&f);
 }
 
@@ -159,7 +153,7 @@ TAP_CASE(test_pushes_write_through_the_peers_proc_mem_unless_turned_off)
         TAP_SKIP("this process may not open its own /proc/self/mem for writing (ptrace restrictions)");
     close(probe);
     const char *v = getenv("SOFTNIC_PUSH_PROC_MEM");
-    bool want = push_on() && !(v && strcmp(v, "0") == 0);
+    bool want = st_push_on() && !(v && strcmp(v, "0") == 0);
     EXPECT_TRUE(!holds_own_proc_mem());
     struct fixture f;
     setup(&f);
@@ -298,7 +292,7 @@ TAP_CASE(test_a_receiving_qp_that_cannot_take_writes_gets_none_placed)
         EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
         EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 2, 0, 64, f.dmr->rkey, 0));
         uint64_t p0 = pushed(f.a.qp);
-        EXPECT_TRUE(!push_on() || p0 >= 1);   /* placed while all was well */
+        EXPECT_TRUE(!st_push_on() || p0 >= 1);   /* placed while all was well */
         if (k == 0) {
             struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
             EXPECT_EQ_INT(0, ibv_modify_qp(f.b.qp, &a, IBV_QP_STATE));
@@ -325,7 +319,7 @@ TAP_CASE(test_a_receiving_qp_that_cannot_take_writes_gets_none_placed)
 static bool push_imm_on(void)
 {
     const char *v = getenv("SOFTNIC_PUSH_IMM");
-    return push_on() && (!v || strcmp(v, "0") != 0);
+    return st_push_on() && (!v || strcmp(v, "0") != 0);
 }
 
 /* Posts a WRITE_WITH_IMM of len bytes from src + off to dst + off. */
@@ -736,7 +730,7 @@ TAP_CASE(test_no_push_lands_after_the_peer_deregistered)
     tap_diag("%d writes landed (%llu placed by the push), then one failed", ok,
              (unsigned long long)pushed(q.qp));
     EXPECT_TRUE(ok >= 50 && failed);
-    if (push_on())
+    if (st_push_on())
         EXPECT_TRUE(pushed(q.qp) >= 40);
     char done;
     st_xfer_recv(fd, &done, 1);   /* the peer watched its bytes stay */
@@ -780,7 +774,7 @@ TAP_CASE(test_a_gpu_driven_qp_places_nothing)
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, id);
     }
     EXPECT_MEMEQ(f.dst, f.src + 4096, 64);
-    EXPECT_TRUE(!push_on() || pushed(f.b.qp) > q0);
+    EXPECT_TRUE(!st_push_on() || pushed(f.b.qp) > q0);
     ibv_dereg_mr(bmr);
     teardown(&f);
 }
