@@ -643,12 +643,18 @@ void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_
 /* One mapping per peer process, shared by the QPs that push to it. */
 struct sn_push_peer {
     uint32_t pid;
+    uint32_t owner;              /* the process that attached it: a forked child does not use it */
     int pidfd;
-    /* /proc/<pid>/mem, opened while the pidfd said the peer was alive: it
-     * holds the peer's address space, not its pid, so a write through it
-     * needs no liveness check (once the peer exits it writes nothing);
-     * -1 where it cannot be opened or written */
+    /* /proc/<pid>/mem, opened while the pidfd said the peer was alive and
+     * its region was still the one mapped (no exec since): it holds the
+     * peer's address space, not its pid, so a write through it needs no
+     * liveness check (once the peer exits or execs it writes nothing).
+     * mem_fd is the descriptor (closed with the entry), memfd the switch
+     * writes read: -1 where it cannot be opened or the kernel refuses it */
+    int mem_fd;
     _Atomic int memfd;
+    dev_t region_dev;            /* the region's memfd, to know it again */
+    ino_t region_ino;
     struct push_region *r;
     int refs;
     struct sn_push_peer *next;
@@ -656,12 +662,24 @@ struct sn_push_peer {
 static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sn_push_peer *peers;
 
+/* Whether the peer's fd region_fd is the memfd known by (dev, ino): its
+ * region is close-on-exec, so the same file there means the same program. */
+static bool region_is(uint32_t pid, uint32_t region_fd, dev_t dev, ino_t ino)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%u/fd/%u", pid, region_fd);
+    return stat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
 static struct sn_push_peer *peer_get(uint32_t pid, uint32_t region_fd, int pidfd)
 {
     pthread_mutex_lock(&peers_lock);
     for (struct sn_push_peer *p = peers; p; p = p->next) {
-        /* the same pid with a live pidfd: the same process */
-        if (p->pid == pid && cma_peer_alive(p->pidfd)) {
+        /* the same pid with a live pidfd and the same region: the same
+         * process, in the same program (not one it exec'd since) */
+        if (p->pid == pid && p->owner == self_pid() && cma_peer_alive(p->pidfd) &&
+            region_is(pid, region_fd, p->region_dev, p->region_ino)) {
             p->refs++;
             pthread_mutex_unlock(&peers_lock);
             close(pidfd);
@@ -684,6 +702,8 @@ static struct sn_push_peer *peer_get(uint32_t pid, uint32_t region_fd, int pidfd
     if (fd >= 0)
         close(fd);
     struct push_region *r = m == MAP_FAILED ? NULL : m;
+    dev_t rdev = m == MAP_FAILED ? 0 : st.st_dev;
+    ino_t rino = m == MAP_FAILED ? 0 : st.st_ino;
     if (!r || r->magic != PUSH_MAGIC || r->version != PUSH_VERSION || r->pid != pid) {
         SN_DEBUG("push: peer pid %u: its region %s: small writes on the wire", pid,
                  r ? "is not softnic's" : "cannot be mapped");
@@ -699,16 +719,21 @@ static struct sn_push_peer *peer_get(uint32_t pid, uint32_t region_fd, int pidfd
         return NULL;
     }
     p->pid = pid;
+    p->owner = self_pid();
     p->pidfd = pidfd;
     p->r = r;
     p->refs = 1;
+    p->region_dev = rdev;
+    p->region_ino = rino;
     snprintf(path, sizeof(path), "/proc/%u/mem", pid);
     int mfd = softnic_global()->conf.push_proc_mem ? open(path, O_RDWR | O_CLOEXEC) : -1;
-    /* alive after the open: the pid was still the peer's when it opened */
-    if (mfd >= 0 && !cma_peer_alive(pidfd)) {
+    /* alive after the open, its region still there: the pid was the
+     * peer's, in the program whose region is mapped, when it opened */
+    if (mfd >= 0 && (!cma_peer_alive(pidfd) || !region_is(pid, region_fd, rdev, rino))) {
         close(mfd);
         mfd = -1;
     }
+    p->mem_fd = mfd;
     atomic_store(&p->memfd, mfd);
     pthread_mutex_lock(&peers_lock);
     p->next = peers;
@@ -731,9 +756,8 @@ static void peer_put(struct sn_push_peer *p)
         }
     pthread_mutex_unlock(&peers_lock);
     munmap(p->r, sizeof(*p->r));
-    int mfd = atomic_load(&p->memfd);
-    if (mfd >= 0)
-        close(mfd);
+    if (p->mem_fd >= 0)
+        close(p->mem_fd);   /* a refused one is switched off, closed only here */
     close(p->pidfd);
     free(p);
 }
@@ -801,6 +825,10 @@ static bool local_iov(struct sn_qp *qp, const struct sn_swqe *w, struct iovec *v
 static bool peer_write(struct sn_push_peer *p, const struct iovec *lv, unsigned long nl, uint64_t addr,
                        uint32_t len)
 {
+    /* a forked child's QP that came with its parent's: the parent's peer,
+     * with the parent's rights (the wire decides for the child) */
+    if (p->owner != self_pid())
+        return false;
     int mfd = atomic_load_explicit(&p->memfd, memory_order_relaxed);
     if (mfd >= 0) {
         ssize_t got = pwritev(mfd, lv, (int)nl, (off_t)addr);
