@@ -182,3 +182,20 @@ sn_tap_run() {
     SN_TAP_WHY="rc=$_rc: $(printf '%s\n' "$_fails" | sed 's/^/# /')"
     [ $_rc -eq 0 ] && printf '%s\n' "$SN_TAP_OUT" | grep -q '^ok ' && ! printf '%s\n' "$SN_TAP_OUT" | grep -q '^not ok'
 }
+
+# sn_tap_cases_with SUFFIX SETTING PROGRAM...: each of softnic's TAP
+# programs with the environment setting SETTING (VAR=value) and its own
+# retry budgets (sntest.c's, as under make check: its fault cases end
+# quickly, not after this file's budget for unchanged programs), one TAP
+# line each, named PROGRAM_SUFFIX.
+sn_tap_cases_with() {
+    _suffix=$1 _setting=$2
+    shift 2
+    for _t in "$@"; do
+        if sn_tap_run 300 "$_t" -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS "$_setting"; then
+            tap_ok "${_t}_$_suffix"
+        else
+            tap_not_ok "${_t}_$_suffix" "$SN_TAP_WHY"
+        fi
+    done
+}

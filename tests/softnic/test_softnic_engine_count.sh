@@ -10,14 +10,7 @@
 . "$top_srcdir/tests/softnic/sn_env.sh"
 
 tap_plan 4
-# the C tests' own retry budgets (sntest.c), as under make check
-for t in test_softnic_ops test_softnic_faults test_softnic_fastpath; do
-    if sn_tap_run 300 $t -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_ENGINES=4; then
-        tap_ok "${t}_on_4_engines"
-    else
-        tap_not_ok "${t}_on_4_engines" "$SN_TAP_WHY"
-    fi
-done
+sn_tap_cases_with on_4_engines SOFTNIC_ENGINES=4 test_softnic_ops test_softnic_faults test_softnic_fastpath
 
 if ! command -v ibv_devices >/dev/null 2>&1; then
     tap_skip "engines_above_64_refused_by_name" "no ibv_devices (rdma-core's tools; scripts/bootstrap installs ibverbs-utils)"

@@ -9,14 +9,6 @@
 . "$top_srcdir/tests/softnic/sn_env.sh"
 
 tap_plan 5
-# the C tests' own retry budgets (sntest.c), as under make check: their
-# fault cases must end quickly, not after sn_env.sh's budget for unchanged
-# programs
-for t in test_softnic_fastpath test_softnic_push test_softnic_ops test_softnic_atomics test_softnic_mr; do
-    if sn_tap_run 300 $t -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_FASTPATH=0; then
-        tap_ok "${t}_on_the_wire_alone"
-    else
-        tap_not_ok "${t}_on_the_wire_alone" "$SN_TAP_WHY"
-    fi
-done
+sn_tap_cases_with on_the_wire_alone SOFTNIC_FASTPATH=0 test_softnic_fastpath test_softnic_push test_softnic_ops \
+    test_softnic_atomics test_softnic_mr
 tap_done

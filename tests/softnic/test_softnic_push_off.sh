@@ -11,24 +11,7 @@
 . "$top_srcdir/tests/softnic/sn_env.sh"
 
 tap_plan 6
-# the C tests' own retry budgets (sntest.c), as under make check
-for t in test_softnic_push test_softnic_ops test_softnic_mr; do
-    if sn_tap_run 300 $t -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_PUSH=0; then
-        tap_ok "${t}_without_the_push"
-    else
-        tap_not_ok "${t}_without_the_push" "$SN_TAP_WHY"
-    fi
-done
-if sn_tap_run 300 test_softnic_push -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_PUSH_IMM=0; then
-    tap_ok test_softnic_push_without_writes_with_immediate
-else
-    tap_not_ok test_softnic_push_without_writes_with_immediate "$SN_TAP_WHY"
-fi
-for t in test_softnic_push test_softnic_faults; do
-    if sn_tap_run 300 $t -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_PUSH_PROC_MEM=0; then
-        tap_ok "${t}_pushing_by_process_vm_writev"
-    else
-        tap_not_ok "${t}_pushing_by_process_vm_writev" "$SN_TAP_WHY"
-    fi
-done
+sn_tap_cases_with without_the_push SOFTNIC_PUSH=0 test_softnic_push test_softnic_ops test_softnic_mr
+sn_tap_cases_with without_writes_with_immediate SOFTNIC_PUSH_IMM=0 test_softnic_push
+sn_tap_cases_with pushing_by_process_vm_writev SOFTNIC_PUSH_PROC_MEM=0 test_softnic_push test_softnic_faults
 tap_done

@@ -13,13 +13,7 @@
 . "$top_srcdir/tests/softnic/sn_env.sh"
 
 tap_plan 6
-for t in test_softnic_ops test_softnic_atomics; do
-    if sn_tap_run 300 $t -u SOFTNIC_RETRY_MIN_MS -u SOFTNIC_RETRY_CAP_MS SOFTNIC_SPIN_US=50; then
-        tap_ok "${t}_with_spinning_threads"
-    else
-        tap_not_ok "${t}_with_spinning_threads" "$SN_TAP_WHY"
-    fi
-done
+sn_tap_cases_with with_spinning_threads SOFTNIC_SPIN_US=50 test_softnic_ops test_softnic_atomics
 
 # the threads do spin, and some spins find the next post or packet
 # (softnic_ctl_spin_counts; the same program run plainly by make check
