@@ -53,8 +53,6 @@
 /* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
  * pusher finding them all unread goes on the wire */
 #define PUSH_RECS 16u
-/* a recv CQ of at most this many pushed-into QPs polls their records, not the bell */
-#define PUSH_SCAN_QPS SN_PUSH_WATCH
 /* how long a deregistration waits for pushes under way: a pusher holds its
  * count for one system call; a peer that died holding it cannot write */
 #define PUSH_DRAIN_NS 1000000000ull
@@ -309,10 +307,10 @@ static bool imm_ok_locked(const struct sn_qp *qp)
 static void cq_watch_locked(struct sn_cq *cq)
 {
     int i = 0;
-    for (struct sn_qp *q = atomic_load(&cq->push_qps); q && i < PUSH_SCAN_QPS; q = q->push_cq_next)
+    for (struct sn_qp *q = atomic_load(&cq->push_qps); q && i < SN_PUSH_WATCH; q = q->push_cq_next)
         if (q->push_slot >= 0)
             atomic_store_explicit(&cq->push_watch[i++], q->push_slot + 1, memory_order_relaxed);
-    while (i < PUSH_SCAN_QPS)
+    while (i < SN_PUSH_WATCH)
         atomic_store_explicit(&cq->push_watch[i++], 0, memory_order_relaxed);
 }
 
@@ -496,12 +494,12 @@ void push_cq_collect(struct sn_cq *cq)
      * bell saves the walk, but it is one more line a pusher takes from the
      * polling CPU and that CPU takes back on each write: on a 16-CPU host
      * a ping-pong's every message paid for it. */
-    if (atomic_load_explicit(&cq->push_nqps, memory_order_relaxed) <= PUSH_SCAN_QPS) {
+    if (atomic_load_explicit(&cq->push_nqps, memory_order_relaxed) <= SN_PUSH_WATCH) {
         /* only reads while nothing is new: a spinning poll writes no line
          * the NIC threads or the pushers use (the slot's rq_done is its
          * receiver's next index, as rx_next) */
         bool any = false;
-        for (int i = 0; i < PUSH_SCAN_QPS && !any; i++) {
+        for (int i = 0; i < SN_PUSH_WATCH && !any; i++) {
             int k = atomic_load_explicit(&cq->push_watch[i], memory_order_relaxed) - 1;
             if (k < 0)
                 continue;
@@ -648,11 +646,12 @@ struct sn_push_peer {
     /* /proc/<pid>/mem, opened while the pidfd said the peer was alive and
      * its region was still the one mapped (no exec since): it holds the
      * peer's address space, not its pid, so a write through it needs no
-     * liveness check (once the peer exits or execs it writes nothing).
-     * mem_fd is the descriptor (closed with the entry), memfd the switch
-     * writes read: -1 where it cannot be opened or the kernel refuses it */
+     * liveness check (once the peer exits or execs it writes nothing);
+     * -1 where it cannot be opened.  Closed with the entry: one the kernel
+     * refuses to write through is only switched off (mem_refused), as other
+     * posting threads may be writing through it */
     int mem_fd;
-    _Atomic int memfd;
+    _Atomic bool mem_refused;
     dev_t region_dev;            /* the region's memfd, to know it again */
     ino_t region_ino;
     struct push_region *r;
@@ -734,7 +733,6 @@ static struct sn_push_peer *peer_get(uint32_t pid, uint32_t region_fd, int pidfd
         mfd = -1;
     }
     p->mem_fd = mfd;
-    atomic_store(&p->memfd, mfd);
     pthread_mutex_lock(&peers_lock);
     p->next = peers;
     peers = p;
@@ -757,7 +755,7 @@ static void peer_put(struct sn_push_peer *p)
     pthread_mutex_unlock(&peers_lock);
     munmap(p->r, sizeof(*p->r));
     if (p->mem_fd >= 0)
-        close(p->mem_fd);   /* a refused one is switched off, closed only here */
+        close(p->mem_fd);
     close(p->pidfd);
     free(p);
 }
@@ -829,14 +827,12 @@ static bool peer_write(struct sn_push_peer *p, const struct iovec *lv, unsigned 
      * with the parent's rights (the wire decides for the child) */
     if (p->owner != self_pid())
         return false;
-    int mfd = atomic_load_explicit(&p->memfd, memory_order_relaxed);
-    if (mfd >= 0) {
-        ssize_t got = pwritev(mfd, lv, (int)nl, (off_t)addr);
+    if (p->mem_fd >= 0 && !atomic_load_explicit(&p->mem_refused, memory_order_relaxed)) {
+        ssize_t got = pwritev(p->mem_fd, lv, (int)nl, (off_t)addr);
         if (got == (ssize_t)len)
             return true;
         if (got < 0 && (errno == EPERM || errno == EACCES || errno == EINVAL)) {
-            int expect = mfd;
-            if (atomic_compare_exchange_strong(&p->memfd, &expect, -1))
+            if (!atomic_exchange(&p->mem_refused, true))
                 SN_DEBUG("push: peer pid %u: /proc/<pid>/mem refused a write (%s): process_vm_writev from now on",
                          p->pid, strerror(errno));
         } else {
