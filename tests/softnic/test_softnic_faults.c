@@ -526,7 +526,7 @@ static void peer_connect_hold_and_wait(int fd)
  * connections outlive it there (a holder process keeps them), so the
  * push is tried again after it, and none is counted pushed: nothing lands
  * in a process that is gone. */
-static void killed_peer_case_len(bool use_before_kill, uint32_t len)
+static void killed_peer_case(bool use_before_kill, uint32_t len)
 {
     int fd;
     pid_t pid = st_fork_peer(len < 4096 ? peer_connect_hold_and_wait : peer_connect_and_wait, &fd);
@@ -585,24 +585,19 @@ static void killed_peer_case_len(bool use_before_kill, uint32_t len)
     st_dev_close(&d);
 }
 
-static void killed_peer_case(bool use_before_kill)
-{
-    killed_peer_case_len(use_before_kill, 4096);
-}
-
 TAP_CASE(test_killed_peer_gives_retry_exc_err_then_flush)
 {
-    killed_peer_case(true);
+    killed_peer_case(true, 4096);
 }
 
 TAP_CASE(test_killed_peer_of_small_pushed_writes_gets_none_and_gives_retry_exc_err)
 {
-    killed_peer_case_len(true, 64);
+    killed_peer_case(true, 64);
 }
 
 TAP_CASE(test_peer_killed_before_first_use_gives_retry_exc_err)
 {
-    killed_peer_case(false);
+    killed_peer_case(false, 4096);
 }
 
 /* In a forked peer, which reports by its exit status: polls cq
@@ -618,6 +613,7 @@ static int poll_one_within(struct ibv_cq *cq, struct ibv_wc *wc)
             sched_yield();
     return n;
 }
+
 /* ------------------------------------------------ receiver exits at once */
 static void peer_receive_then_exit(int fd)
 {
