@@ -138,7 +138,7 @@ int mr_dereg(struct ibv_mr *ibmr)
     }
     mr_table[idx] = NULL;
     pthread_rwlock_unlock(&mr_lock);
-    push_mr_withdraw(ibmr->rkey);   /* returns once no same-host push is under way */
+    push_mr_withdraw(mr);   /* returns once no same-host push is under way */
     /* wait for accesses that started before the key went away */
     while (atomic_load(&mr->refs) > 1)
         usleep(50);
@@ -284,7 +284,7 @@ int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size
         usleep(50);
     }
     struct ibv_pd *old_pd = ibmr->pd;
-    push_mr_withdraw(ibmr->rkey);   /* same-host pushers see the new region or none */
+    push_mr_withdraw(mr);   /* same-host pushers see the new region or none */
     if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
         ibmr->addr = addr;
         ibmr->length = len;

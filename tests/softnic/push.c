@@ -37,6 +37,7 @@
 #include "softnic.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@
 #include <unistd.h>
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 4u
+#define PUSH_VERSION 5u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
 /* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
@@ -77,14 +78,28 @@ static uint64_t tag(uint32_t gen, uint64_t count)
 }
 
 /* A pushed WRITE_WITH_IMM's completion, for its receiver to make: seq is
- * tag(gen, its receive's index + 1), stored last. */
+ * tag(gen, its receive's index + 1), stored last.  A write of at most
+ * SN_PUSH_INLINE_MAX bytes carries them here instead of placing them: the
+ * receiver copies them to (rkey, raddr) before it makes the completion,
+ * which is when RDMA promises a WRITE_WITH_IMM's bytes visible, and a
+ * deregistration or the QP's release copies those still waiting
+ * (land_*).  That spares the pusher its system call: the one-way time of
+ * a small message becomes a cache line's move.  landed says where the
+ * bytes are: REC_WAITING here, REC_COPYING while one thread copies them,
+ * REC_LANDED in place (a placed write's record starts there). */
+enum { REC_LANDED, REC_WAITING, REC_COPYING };   /* 0: a fresh slot's records have nothing waiting */
 struct push_rec {
     _Atomic uint64_t seq;
     uint32_t imm;                /* network order, as in the WR */
     uint32_t len;
     uint32_t solicited;
+    uint32_t rkey;               /* carried bytes: where they go */
+    uint64_t raddr;
+    _Atomic uint32_t landed;
     uint32_t pad;
+    unsigned char data[SN_PUSH_INLINE_MAX];   /* a few bytes share the header's line */
 };
+_Static_assert(sizeof(struct push_rec) == 128, "a record is two cache lines");
 
 /* A QP's slot, in three cache lines of different writers, so that a
  * pushed write and its receiver's poll move as few lines between their
@@ -133,6 +148,7 @@ static struct {
     bool tried;
     int fd;
     uint32_t next_slot;
+    _Atomic uint32_t hi;         /* slots below it were ever used: a deregistration's walk */
     uint32_t gen[PUSH_QP_SLOTS];
     bool used[PUSH_QP_SLOTS];
 } me = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
@@ -249,10 +265,12 @@ void push_mr_publish(const struct sn_mr *mr)
     atomic_store(&e->key, key);   /* the fields first: a pusher reads the key, then them */
 }
 
-void push_mr_withdraw(uint32_t key)
+static void land_slot(uint32_t slot, const struct sn_mr *mr, struct ibv_pd *pd);
+
+void push_mr_withdraw(const struct sn_mr *mr)
 {
     struct push_region *r = region();
-    uint32_t idx = key >> 8;
+    uint32_t key = mr->ibmr.rkey, idx = key >> 8;
     if (!r || idx >= PUSH_MR_SLOTS)
         return;
     struct push_mr *e = &r->mr[idx];
@@ -260,6 +278,11 @@ void push_mr_withdraw(uint32_t key)
     if (!atomic_compare_exchange_strong(&e->key, &k, 0))
         return;   /* never published (GPU memory, no remote write) */
     drain(&e->pushers);
+    /* what waits in records lands now, as a NIC had placed it at arrival */
+    uint32_t hi = atomic_load(&me.hi);
+    for (uint32_t i = 0; i < hi; i++)
+        if (__atomic_load_n(&me.used[i], __ATOMIC_RELAXED))
+            land_slot(i, mr, NULL);
 }
 
 void push_port_update(const struct sn_device *d, const struct sn_port *port)
@@ -353,8 +376,10 @@ static void cq_unlist(struct sn_qp *qp)
 /* A fresh slot: the receives in the RQ now are indices 0 on. */
 static void rx_slot_start_locked(struct sn_qp *qp, struct push_qp *s)
 {
-    for (uint32_t i = 0; i < PUSH_RECS; i++)
+    for (uint32_t i = 0; i < PUSH_RECS; i++) {
         atomic_store(&s->rec[i].seq, 0);
+        atomic_store(&s->rec[i].landed, REC_LANDED);
+    }
     atomic_store(&s->rq_taken, tag(me.gen[qp->push_slot], 0));
     atomic_store(&s->rq_done, 0);
     atomic_store(&s->wire_acked, 0);
@@ -375,6 +400,91 @@ void push_rq_posted_locked(struct sn_qp *qp, uint32_t n)
         atomic_fetch_add(&s->rq_posted, n);
 }
 
+/* Copies a record's waiting bytes to where its key says, for a QP of pd
+ * (mr: that key's region, its table entry maybe gone already; NULL: looked
+ * up): false when the key does not name them.  The caller moved landed to
+ * REC_COPYING. */
+static bool land_copy(struct push_rec *rec, const struct sn_mr *mr, struct ibv_pd *pd)
+{
+    uint32_t len = rec->len;
+    uint64_t raddr = rec->raddr;
+    if (len > SN_PUSH_INLINE_MAX)
+        return false;
+    if (mr) {
+        if (raddr < mr->iova || len > mr->len || raddr - mr->iova > mr->len - len)
+            return false;
+        return mr_write((struct sn_mr *)mr, raddr, rec->data, len) == 0;
+    }
+    struct sn_mr *m;
+    if (mr_get(rec->rkey, true, pd, IBV_ACCESS_REMOTE_WRITE, raddr, len, &m))
+        return false;
+    bool ok = mr_write(m, raddr, rec->data, len) == 0;
+    mr_put(m);
+    return ok;
+}
+
+/* Lands the bytes that wait in the records of a slot: those for mr's key,
+ * or (mr NULL) every one, for a QP of pd.  Records a poll of the QP may
+ * complete meanwhile: each is claimed by a compare-and-swap, and one whose
+ * position was completed and taken again since its seq was read is left
+ * to its own. */
+static void land_slot(uint32_t slot, const struct sn_mr *mr, struct ibv_pd *pd)
+{
+    struct push_qp *s = &me.r->qp[slot];
+    uint64_t gen = me.gen[slot] & 0xffffffu;
+    for (uint32_t k = 0; k < PUSH_RECS; k++) {
+        struct push_rec *rec = &s->rec[k];
+        if (atomic_load_explicit(&rec->landed, memory_order_acquire) != REC_WAITING)
+            continue;
+        uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_acquire);
+        uint32_t st = REC_WAITING;
+        if (!seq || seq >> TAG_SHIFT != gen || (mr && rec->rkey != mr->ibmr.rkey) ||
+            !atomic_compare_exchange_strong(&rec->landed, &st, REC_COPYING))
+            continue;
+        bool same = atomic_load(&rec->seq) == seq;
+        if (same && !land_copy(rec, mr, pd))
+            SN_LOG("push: slot %u: %u bytes pushed to key 0x%x at 0x%llx do not fit it: dropped", slot, rec->len,
+                   rec->rkey, (unsigned long long)rec->raddr);
+        atomic_store_explicit(&rec->landed, same ? REC_LANDED : REC_WAITING, memory_order_release);
+    }
+}
+
+/* Puts a record's waiting bytes in place before its completion is made
+ * (qp->lock held): false when they cannot be (the completion fails). */
+static bool land_locked(struct sn_qp *qp, struct push_rec *rec)
+{
+    if (atomic_load_explicit(&rec->landed, memory_order_acquire) == REC_LANDED)
+        return true;
+    struct sn_mr *mr;
+    if (rec->len > SN_PUSH_INLINE_MAX ||
+        mr_get(rec->rkey, true, qp->ibqp.pd, IBV_ACCESS_REMOTE_WRITE, rec->raddr, rec->len, &mr)) {
+        /* its region left the key table: the deregistration's walk,
+         * which follows, lands them (after a push under way, at most
+         * its drain's timeout) */
+        uint64_t until = sn_now_ns() + 2 * PUSH_DRAIN_NS;
+        while (atomic_load_explicit(&rec->landed, memory_order_acquire) != REC_LANDED) {
+            if (sn_now_ns() > until)
+                return false;
+            sched_yield();
+        }
+        return true;
+    }
+    bool ok = true;
+    for (;;) {
+        uint32_t st = REC_WAITING;
+        if (atomic_compare_exchange_strong(&rec->landed, &st, REC_COPYING)) {
+            ok = mr_write(mr, rec->raddr, rec->data, rec->len) == 0;
+            atomic_store_explicit(&rec->landed, REC_LANDED, memory_order_release);
+            break;
+        }
+        if (st == REC_LANDED)
+            break;
+        sched_yield();   /* a walk copies it: the region's reference held here keeps it */
+    }
+    mr_put(mr);
+    return ok;
+}
+
 int push_rx_collect_locked(struct sn_qp *qp)
 {
     struct push_qp *s = my_slot(qp);
@@ -390,8 +500,9 @@ int push_rx_collect_locked(struct sn_qp *qp)
         /* the peer wrote the record: a length no push can have is a
          * failed receive, never a size the application would trust */
         uint32_t len = rec->len;
-        wc.status = len <= SN_PUSH_MAX_BYTES ? IBV_WC_SUCCESS : IBV_WC_GENERAL_ERR;
-        wc.byte_len = len <= SN_PUSH_MAX_BYTES ? len : 0;
+        bool ok = len <= SN_PUSH_MAX_BYTES && land_locked(qp, rec);
+        wc.status = ok ? IBV_WC_SUCCESS : IBV_WC_GENERAL_ERR;
+        wc.byte_len = ok ? len : 0;
         wc.qp_num = qp->ibqp.qp_num;
         wc.src_qp = qp->attr.dest_qp_num;
         wc.wc_flags = IBV_WC_WITH_IMM;
@@ -572,6 +683,8 @@ bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer 
             if (!me.used[i]) {
                 me.used[i] = true;
                 me.gen[i]++;
+                if (i + 1 > atomic_load(&me.hi))
+                    atomic_store(&me.hi, i + 1);
                 me.next_slot = i + 1;
                 qp->push_slot = (int)i;
                 break;
@@ -609,6 +722,7 @@ void push_qp_release_locked(struct sn_qp *qp)
     atomic_store(&s->live, 0);
     atomic_store(&s->imm_ok, 0);
     drain(&s->pushers);
+    land_slot((uint32_t)qp->push_slot, NULL, qp->ibqp.pd);   /* as a NIC placed them, uncompleted */
     cq_unlist(qp);
     /* what peers pushed stays counted on the QP */
     atomic_fetch_add(&qp->cnt.rx_bytes, atomic_exchange(&s->rx_bytes, 0));
@@ -844,12 +958,13 @@ static bool peer_write(struct sn_push_peer *p, const struct iovec *lv, unsigned 
     return cma_peer_alive(p->pidfd) && process_vm_writev((pid_t)p->pid, lv, nl, &rv, 1, 0) == (ssize_t)len;
 }
 
-/* Takes the receiver's next receive index for a WRITE_WITH_IMM whose data
- * is in place and records its completion there: false when the receiver
- * has no receive free (an RNR on the wire), its records are all unread,
- * or it makes no pushed completions. */
+/* Takes the receiver's next receive index for a WRITE_WITH_IMM and records
+ * its completion there, with the bytes lv[0..nl) when the write carries
+ * them (nl > 0; else its data is in place already): false when the
+ * receiver has no receive free (an RNR on the wire), its records are all
+ * unread, or it makes no pushed completions. */
 static bool claim_recv(struct push_region *r, struct push_qp *s, uint32_t gen, const struct sn_swqe *w,
-                       struct sn_push_seen *seen)
+                       const struct iovec *lv, unsigned long nl, struct sn_push_seen *seen)
 {
     if (!atomic_load(&s->imm_ok))
         return false;
@@ -871,9 +986,23 @@ static bool claim_recv(struct push_region *r, struct push_qp *s, uint32_t gen, c
             break;
     }
     struct push_rec *rec = &s->rec[n % PUSH_RECS];
+    /* Its earlier record became a completion, so its bytes landed.  The
+     * old seq goes before this record's bytes come: a deregistration's
+     * walk that claims the record then sees a seq not the one it chose. */
+    atomic_store_explicit(&rec->seq, 0, memory_order_relaxed);
     rec->imm = w->imm;
     rec->len = w->len;
     rec->solicited = (w->send_flags & IBV_SEND_SOLICITED) != 0;
+    if (nl) {
+        rec->rkey = w->rkey;
+        rec->raddr = w->raddr;
+        size_t off = 0;
+        for (unsigned long i = 0; i < nl; i++) {
+            memcpy(rec->data + off, lv[i].iov_base, lv[i].iov_len);
+            off += lv[i].iov_len;
+        }
+    }
+    atomic_store_explicit(&rec->landed, nl ? REC_WAITING : REC_LANDED, memory_order_release);
     atomic_store_explicit(&rec->seq, tag(gen, n + 1), memory_order_release);
     atomic_fetch_add(&r->bell, 1);   /* after the record: a poll that sees it finds the record */
     return true;
@@ -881,15 +1010,19 @@ static bool claim_recv(struct push_region *r, struct push_qp *s, uint32_t gen, c
 
 /* Places w's pieces lv[0..nl) in the peer's QP slot (gen) when every check
  * passes, and for a WRITE_WITH_IMM takes its receive: true once the bytes
- * (and the record) are there.  A WRITE_WITH_IMM that finds no receive goes
- * on the wire after its bytes were placed: the wire places the same bytes
- * again, as a retried request does.  Without the QP's lock. */
+ * (and the record) are there.  A WRITE_WITH_IMM of at most
+ * conf.push_inline bytes carries them in its record (claimed while the
+ * key's count is held: a deregistration that waited for it finds the
+ * record).  One of more bytes that finds no receive goes on the wire after
+ * its bytes were placed: the wire places the same bytes again, as a
+ * retried request does.  Without the QP's lock. */
 static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const struct sn_swqe *w,
                   const struct iovec *lv, unsigned long nl, uint64_t pkts, struct sn_push_seen *seen)
 {
     struct push_region *r = p->r;
     struct push_qp *s = &r->qp[slot];
-    bool ok = false;
+    bool ok = false, imm = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    bool carry = imm && w->len && w->len <= softnic_global()->conf.push_inline;
     atomic_fetch_add(&s->pushers, 1);
     uint16_t dev = s->dev, port = s->port;
     if (atomic_load(&s->live) == (gen << 1 | 1u) && (s->access & IBV_ACCESS_REMOTE_WRITE) &&
@@ -902,12 +1035,13 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
             atomic_fetch_add(&e->pushers, 1);
             if (atomic_load(&e->key) == w->rkey && e->pd == s->pd && (e->access & IBV_ACCESS_REMOTE_WRITE) &&
                 w->raddr >= e->iova && w->len <= e->len && w->raddr - e->iova <= e->len - w->len) {
-                ok = peer_write(p, lv, nl, e->base + (w->raddr - e->iova), w->len);
+                ok = carry ? claim_recv(r, s, gen, w, lv, nl, seen)
+                           : peer_write(p, lv, nl, e->base + (w->raddr - e->iova), w->len);
             }
             atomic_fetch_sub(&e->pushers, 1);
         }
-        if (ok && w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-            ok = claim_recv(r, s, gen, w, seen);
+        if (ok && imm && !carry)
+            ok = claim_recv(r, s, gen, w, NULL, 0, seen);
     }
     if (ok) {   /* counted as the peer's port and QP received it */
         atomic_fetch_add(&s->rx_bytes, w->len);

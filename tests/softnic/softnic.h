@@ -37,6 +37,8 @@
 #define SN_MAX_PORTS 4
 /* a recv CQ of at most this many QPs same-host peers push into polls their records directly (push.c) */
 #define SN_PUSH_WATCH 8
+/* the most bytes a pushed WRITE_WITH_IMM carries in its completion record (push.c) */
+#define SN_PUSH_INLINE_MAX 88u
 #define SN_MAX_SGE 16
 #define SN_MAX_INLINE 1024
 #define SN_MAX_QP_WR 32768
@@ -98,6 +100,8 @@ struct sn_config {
     int push_imm;              /* SOFTNIC_PUSH_IMM: WRITE_WITH_IMM too, its receive completion made
                                 * by the receiver's poll */
     int push_proc_mem;         /* SOFTNIC_PUSH_PROC_MEM: placed through the peer's /proc/<pid>/mem */
+    uint32_t push_inline;      /* SOFTNIC_PUSH_INLINE: a pushed WRITE_WITH_IMM of at most this many
+                                * bytes carries them in its record (push.c); 0: placed */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
@@ -794,11 +798,12 @@ void wire_tune(int fd);
 struct sn_push_peer;
 struct sn_mr;
 /* Responder side: publish / withdraw a region's key (withdraw returns when
- * no push into it is under way), a port's state, a QP's state and access
+ * no push into it is under way, and the bytes pushed into it that waited
+ * in completion records are in place), a port's state, a QP's state and access
  * (qp->lock held); the offer for a connection whose requester asked (false:
  * none); the slot's release at destroy. */
 void push_mr_publish(const struct sn_mr *mr);
-void push_mr_withdraw(uint32_t key);
+void push_mr_withdraw(const struct sn_mr *mr);
 void push_port_update(const struct sn_device *d, const struct sn_port *port);
 void push_qp_update_locked(struct sn_qp *qp);
 bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer *o);

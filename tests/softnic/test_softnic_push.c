@@ -533,6 +533,81 @@ TAP_CASE(test_many_receivers_on_one_cq_then_a_few_get_their_pushed_completions)
     shared_recv_cq(12, 4);
 }
 
+/* Whether a pushed WRITE_WITH_IMM of len bytes carries them in its
+ * completion record (SOFTNIC_PUSH_INLINE, 88 unless set). */
+static bool carried(uint32_t len)
+{
+    const char *v = getenv("SOFTNIC_PUSH_INLINE");
+    unsigned long most = v ? strtoul(v, NULL, 0) : 88;
+    return push_imm_on() && len && len <= most;
+}
+
+/* A pushed WRITE_WITH_IMM of a few bytes carries them in its completion
+ * record: they are in place when the receiver's poll returns the
+ * completion (what RDMA promises), not before; a deregistration of the
+ * target region, its re-registration elsewhere and the receiving QP's
+ * destruction put those still waiting in place first (at the old
+ * translation), as a NIC had placed them on arrival.  Placed ones (the
+ * push or its carrying off) are there before the completion. */
+TAP_CASE(test_a_few_bytes_with_immediate_land_by_the_poll_or_before_their_region_goes)
+{
+    static const char *how[] = { "the poll", "ibv_dereg_mr", "ibv_rereg_mr elsewhere", "ibv_destroy_qp" };
+    for (int k = 0; k < 4; k++) {
+        struct fixture f;
+        setup(&f);
+        EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+        st_post_recv(f.b.qp, 7, NULL, 0, 0);
+        st_fill(f.src, 1024, 90u + (unsigned)k);
+        uint64_t p0 = pushed(f.a.qp);
+        write_imm(&f, 2, 512, 24, 0x77);
+        struct ibv_wc wc;
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+        EXPECT_EQ_U64(push_imm_on() ? p0 + 1 : p0, pushed(f.a.qp));
+        bool there = memcmp(f.src + 512, f.dst + 512, 24) == 0;
+        tap_diag("%s: the bytes %s before it", how[k], there ? "were there" : "waited");
+        EXPECT_TRUE(there != carried(24));
+        char *other = NULL;
+        if (k == 0) {
+            st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+            EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 7);
+            EXPECT_EQ_INT(24, (int)wc.byte_len);
+        } else if (k == 1) {
+            EXPECT_EQ_INT(0, ibv_dereg_mr(f.dmr));
+            f.dmr = NULL;
+        } else if (k == 2) {
+            other = st_buf(BUF, 5);
+            EXPECT_EQ_INT(0, ibv_rereg_mr(f.dmr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, other, BUF, 0));
+        } else if (k == 3) {
+            EXPECT_EQ_INT(0, ibv_destroy_qp(f.b.qp));
+        }
+        EXPECT_MEMEQ(f.src + 512, f.dst + 512, 24);
+        if (other) {
+            char *fresh = st_buf(BUF, 5);
+            EXPECT_MEMEQ(fresh + 512, other + 512, 24);   /* the new translation got nothing */
+            munmap(fresh, BUF);
+        }
+        if (k == 1 || k == 2) {   /* the completion follows, whole */
+            st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+            EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 7);
+            EXPECT_EQ_INT(24, (int)wc.byte_len);
+            EXPECT_EQ_U64(htonl(0x77), wc.imm_data);
+        }
+        if (k == 3) {
+            EXPECT_EQ_INT(0, ibv_destroy_cq(f.b.scq));
+            EXPECT_EQ_INT(0, ibv_destroy_cq(f.b.rcq));
+            st_qp_destroy(&f.a);
+            ibv_dereg_mr(f.smr);
+            ibv_dereg_mr(f.dmr);
+            st_dev_close(&f.d);
+        } else {
+            teardown(&f);
+        }
+        if (other)
+            munmap(other, BUF);
+    }
+}
+
 /* Without a receive posted a WRITE_WITH_IMM is not completed by a push: it
  * waits on the wire (RNR) and completes once a receive comes. */
 TAP_CASE(test_a_write_with_immediate_without_a_receive_waits_for_one)
