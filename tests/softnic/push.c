@@ -147,7 +147,6 @@ static struct {
     uint32_t pid;                /* the process that made it: a forked child makes its own */
     bool tried;
     int fd;
-    uint32_t next_slot;
     _Atomic uint32_t hi;         /* slots below it were ever used: a deregistration's walk */
     uint32_t gen[PUSH_QP_SLOTS];
     bool used[PUSH_QP_SLOTS];
@@ -678,14 +677,17 @@ bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer 
         return false;
     if (qp->push_slot < 0) {
         pthread_mutex_lock(&me.lock);
-        for (uint32_t n = 0; n < PUSH_QP_SLOTS; n++) {
-            uint32_t i = (me.next_slot + n) % PUSH_QP_SLOTS;
+        /* the lowest free slot: the region's pages a process touches stay
+         * those of the most QPs it had at once (a slot is 2.2 KiB; a new
+         * one per connection made a program that connects and closes in
+         * a loop grow by that each time), and a slot's generation keeps a
+         * stale pusher out of its next QP */
+        for (uint32_t i = 0; i < PUSH_QP_SLOTS; i++) {
             if (!me.used[i]) {
                 me.used[i] = true;
                 me.gen[i]++;
                 if (i + 1 > atomic_load(&me.hi))
                     atomic_store(&me.hi, i + 1);
-                me.next_slot = i + 1;
                 qp->push_slot = (int)i;
                 break;
             }
