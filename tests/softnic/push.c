@@ -37,8 +37,8 @@
 #include "softnic.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,7 +264,7 @@ void push_mr_publish(const struct sn_mr *mr)
     atomic_store(&e->key, key);   /* the fields first: a pusher reads the key, then them */
 }
 
-static void land_slot(uint32_t slot, const struct sn_mr *mr, struct ibv_pd *pd);
+static void land_slot(uint32_t slot, const struct sn_mr *mr);
 
 void push_mr_withdraw(const struct sn_mr *mr)
 {
@@ -281,7 +281,7 @@ void push_mr_withdraw(const struct sn_mr *mr)
     uint32_t hi = atomic_load(&me.hi);
     for (uint32_t i = 0; i < hi; i++)
         if (__atomic_load_n(&me.used[i], __ATOMIC_RELAXED))
-            land_slot(i, mr, NULL);
+            land_slot(i, mr);
 }
 
 void push_port_update(const struct sn_device *d, const struct sn_port *port)
@@ -399,35 +399,23 @@ void push_rq_posted_locked(struct sn_qp *qp, uint32_t n)
         atomic_fetch_add(&s->rq_posted, n);
 }
 
-/* Copies a record's waiting bytes to where its key says, for a QP of pd
- * (mr: that key's region, its table entry maybe gone already; NULL: looked
- * up): false when the key does not name them.  The caller moved landed to
- * REC_COPYING. */
-static bool land_copy(struct push_rec *rec, const struct sn_mr *mr, struct ibv_pd *pd)
+/* Copies a record's waiting bytes into mr, the region of the key they
+ * name (its table entry maybe gone already): false when they do not fit
+ * it.  The caller moved landed to REC_COPYING. */
+static bool land_copy(const struct push_rec *rec, const struct sn_mr *mr)
 {
     uint32_t len = rec->len;
     uint64_t raddr = rec->raddr;
-    if (len > SN_PUSH_INLINE_MAX)
+    if (len > SN_PUSH_INLINE_MAX || raddr < mr->iova || len > mr->len || raddr - mr->iova > mr->len - len)
         return false;
-    if (mr) {
-        if (raddr < mr->iova || len > mr->len || raddr - mr->iova > mr->len - len)
-            return false;
-        return mr_write((struct sn_mr *)mr, raddr, rec->data, len) == 0;
-    }
-    struct sn_mr *m;
-    if (mr_get(rec->rkey, true, pd, IBV_ACCESS_REMOTE_WRITE, raddr, len, &m))
-        return false;
-    bool ok = mr_write(m, raddr, rec->data, len) == 0;
-    mr_put(m);
-    return ok;
+    return mr_write((struct sn_mr *)mr, raddr, rec->data, len) == 0;
 }
 
-/* Lands the bytes that wait in the records of a slot: those for mr's key,
- * or (mr NULL) every one, for a QP of pd.  Records a poll of the QP may
- * complete meanwhile: each is claimed by a compare-and-swap, and one whose
- * position was completed and taken again since its seq was read is left
- * to its own. */
-static void land_slot(uint32_t slot, const struct sn_mr *mr, struct ibv_pd *pd)
+/* A deregistration's walk: lands the bytes that wait in a slot's records
+ * for mr's key.  A poll of the slot's QP may complete them meanwhile:
+ * each is claimed by a compare-and-swap, and one whose position was
+ * completed and taken again since its seq was read is left to its own. */
+static void land_slot(uint32_t slot, const struct sn_mr *mr)
 {
     struct push_qp *s = &me.r->qp[slot];
     uint64_t gen = me.gen[slot] & 0xffffffu;
@@ -437,26 +425,28 @@ static void land_slot(uint32_t slot, const struct sn_mr *mr, struct ibv_pd *pd)
             continue;
         uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_acquire);
         uint32_t st = REC_WAITING;
-        if (!seq || seq >> TAG_SHIFT != gen || (mr && rec->rkey != mr->ibmr.rkey) ||
+        if (!seq || seq >> TAG_SHIFT != gen || rec->rkey != mr->ibmr.rkey ||
             !atomic_compare_exchange_strong(&rec->landed, &st, REC_COPYING))
             continue;
         bool same = atomic_load(&rec->seq) == seq;
-        if (same && !land_copy(rec, mr, pd))
+        if (same && !land_copy(rec, mr))
             SN_LOG("push: slot %u: %u bytes pushed to key 0x%x at 0x%llx do not fit it: dropped", slot, rec->len,
                    rec->rkey, (unsigned long long)rec->raddr);
         atomic_store_explicit(&rec->landed, same ? REC_LANDED : REC_WAITING, memory_order_release);
     }
 }
 
-/* Puts a record's waiting bytes in place before its completion is made
- * (qp->lock held): false when they cannot be (the completion fails). */
+/* Puts a record's waiting bytes in place before its completion is made,
+ * or its QP is released (qp->lock held): false when they cannot be (the
+ * completion fails).  The region's reference is taken before the record
+ * is claimed, so a deregistration waits for the copy and a
+ * re-registration's walk never finds the record claimed. */
 static bool land_locked(struct sn_qp *qp, struct push_rec *rec)
 {
     if (atomic_load_explicit(&rec->landed, memory_order_acquire) == REC_LANDED)
         return true;
     struct sn_mr *mr;
-    if (rec->len > SN_PUSH_INLINE_MAX ||
-        mr_get(rec->rkey, true, qp->ibqp.pd, IBV_ACCESS_REMOTE_WRITE, rec->raddr, rec->len, &mr)) {
+    if (mr_get(rec->rkey, true, qp->ibqp.pd, IBV_ACCESS_REMOTE_WRITE, rec->raddr, rec->len, &mr)) {
         /* its region left the key table: the deregistration's walk,
          * which follows, lands them (after a push under way, at most
          * its drain's timeout) */
@@ -472,7 +462,7 @@ static bool land_locked(struct sn_qp *qp, struct push_rec *rec)
     for (;;) {
         uint32_t st = REC_WAITING;
         if (atomic_compare_exchange_strong(&rec->landed, &st, REC_COPYING)) {
-            ok = mr_write(mr, rec->raddr, rec->data, rec->len) == 0;
+            ok = land_copy(rec, mr);
             atomic_store_explicit(&rec->landed, REC_LANDED, memory_order_release);
             break;
         }
@@ -724,7 +714,10 @@ void push_qp_release_locked(struct sn_qp *qp)
     atomic_store(&s->live, 0);
     atomic_store(&s->imm_ok, 0);
     drain(&s->pushers);
-    land_slot((uint32_t)qp->push_slot, NULL, qp->ibqp.pd);   /* as a NIC placed them, uncompleted */
+    /* what waits in its records lands, as a NIC had placed it at arrival
+     * (their completions are never made now) */
+    for (uint32_t k = 0; k < PUSH_RECS; k++)
+        land_locked(qp, &s->rec[k]);
     cq_unlist(qp);
     /* what peers pushed stays counted on the QP */
     atomic_fetch_add(&qp->cnt.rx_bytes, atomic_exchange(&s->rx_bytes, 0));
