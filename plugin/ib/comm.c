@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "area.h"
 #include "config.h"
 #include "devices.h"
 #include "ibvwrap.h"
@@ -170,7 +171,8 @@ static ncclResult_t comm_init(struct comm *c, int kind, int dev, int nqps, const
 }
 
 /* Connection state the peer reads or writes (CTS ring, sizes area) or the
- * NIC reads (staging): page-aligned, zeroed, registered on port 0's PD. */
+ * NIC reads (staging): page-aligned, zeroed (area.h), registered on port
+ * 0's PD. */
 struct area {
     void **buf;
     struct ibv_mr **mr;
@@ -178,28 +180,34 @@ struct area {
     int remote;     /* the peer writes into it */
 };
 
+#define RING_BYTES (COMM_SLOTS * COMM_MAX_RECVS * sizeof(struct cts_entry))
+#define SIZES_BYTES (COMM_SLOTS * COMM_MAX_RECVS * sizeof(uint32_t))
+
 static ncclResult_t area_make(struct comm *c, const struct area *a)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, a->len) != 0)
+    int fd;
+    void *p = area_alloc(a->len, a->remote, &fd);
+    if (!p)
         return ncclSystemError;
-    memset(p, 0, a->len);
     *a->buf = p;
     int access = IBV_ACCESS_LOCAL_WRITE | (a->remote ? IBV_ACCESS_REMOTE_WRITE : 0);
     *a->mr = RN_IBV(reg_mr)(c->ports[0].pd, p, a->len, access);
+    int err = errno;
+    if (fd >= 0)
+        close(fd);   /* registered: the mapping holds the memory */
     if (!*a->mr) {
         WARN("NET/railnet: device %s: ibv_reg_mr of %zu bytes for connection state failed: %s", c->dev_name,
-             a->len, strerror(errno));
+             a->len, strerror(err));
         return ncclSystemError;
     }
     return ncclSuccess;
 }
 
-static void area_free(void *buf, struct ibv_mr *mr)
+static void area_free(void *buf, struct ibv_mr *mr, size_t len)
 {
     if (mr)
         RN_IBV(dereg_mr)(mr);
-    free(buf);
+    area_release(buf, len);
 }
 
 /* comm_init, then the connection-state areas of that side. */
@@ -219,8 +227,8 @@ void comm_send_free(struct send_comm *sc)
     if (!sc)
         return;
     comm_release(&sc->c);
-    area_free(sc->ring, sc->ring_mr);
-    area_free(sc->size_stage, sc->stage_mr);
+    area_free(sc->ring, sc->ring_mr, RING_BYTES);
+    area_free(sc->size_stage, sc->stage_mr, SIZES_BYTES);
     free(sc);
 }
 
@@ -229,8 +237,8 @@ void comm_recv_free(struct recv_comm *rc)
     if (!rc)
         return;
     comm_release(&rc->c);
-    area_free(rc->stage, rc->stage_mr);
-    area_free(rc->sizes, rc->sizes_mr);
+    area_free(rc->stage, rc->stage_mr, RING_BYTES);
+    area_free(rc->sizes, rc->sizes_mr, SIZES_BYTES);
     free(rc);
 }
 
@@ -243,8 +251,8 @@ ncclResult_t comm_send_create(int dev, const struct comm_opts *opts, struct send
     sc->c.fd = -1;
     int nports = devices_nports(dev);
     const struct area areas[2] = {
-        { (void **)&sc->ring, &sc->ring_mr, COMM_SLOTS * COMM_MAX_RECVS * sizeof(struct cts_entry), 1 },
-        { (void **)&sc->size_stage, &sc->stage_mr, COMM_SLOTS * COMM_MAX_RECVS * sizeof(uint32_t), 0 },
+        { (void **)&sc->ring, &sc->ring_mr, RING_BYTES, 1 },
+        { (void **)&sc->size_stage, &sc->stage_mr, SIZES_BYTES, 0 },
     };
     ncclResult_t res = comm_build(&sc->c, COMM_SEND, dev, comm_default_nqps(nports > 0 ? nports : 1), opts, areas);
     if (res != ncclSuccess) {
@@ -264,8 +272,8 @@ ncclResult_t comm_recv_create(int dev, int nqps, const struct comm_opts *opts, s
         return ncclSystemError;
     rc->c.fd = -1;
     const struct area areas[2] = {
-        { (void **)&rc->stage, &rc->stage_mr, COMM_SLOTS * COMM_MAX_RECVS * sizeof(struct cts_entry), 0 },
-        { (void **)&rc->sizes, &rc->sizes_mr, COMM_SLOTS * COMM_MAX_RECVS * sizeof(uint32_t), 1 },
+        { (void **)&rc->stage, &rc->stage_mr, RING_BYTES, 0 },
+        { (void **)&rc->sizes, &rc->sizes_mr, SIZES_BYTES, 1 },
     };
     ncclResult_t res = comm_build(&rc->c, COMM_RECV, dev, nqps, opts, areas);
     if (res != ncclSuccess) {

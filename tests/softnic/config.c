@@ -16,6 +16,8 @@
  *      SOFTNIC_PUSH_IMM (0: WRITE_WITH_IMM on the wire, placed writes only),
  *      SOFTNIC_PUSH_PROC_MEM (0: pushes by process_vm_writev, not through
  *      the peer's /proc/<pid>/mem; push.c),
+ *      SOFTNIC_PUSH_SHARED (0: pushes into a peer's sealed memfd memory by
+ *      system call too, not stored through a mapping; push_map.c),
  *      SOFTNIC_PUSH_INLINE (the most bytes a pushed WRITE_WITH_IMM carries in
  *      its completion record, 0..SN_PUSH_INLINE_MAX; push.c),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
@@ -224,6 +226,7 @@ static void config_defaults(struct sn_config *c)
     c->push = 1;
     c->push_imm = 1;
     c->push_proc_mem = 1;
+    c->push_shared = 1;
     c->push_inline = SN_PUSH_INLINE_MAX;
     c->ack_poll_us = sn_usable_cores() >= ACK_POLL_MIN_CORES ? ACK_POLL_US : 0;
     c->ack_coalesce_us = ACK_COALESCE_US;
@@ -454,6 +457,9 @@ int config_load(struct sn_config *c)
     uint32_t proc_mem = (uint32_t)c->push_proc_mem;
     err = err ? err : env_u32("SOFTNIC_PUSH_PROC_MEM", &proc_mem);
     c->push_proc_mem = proc_mem != 0;
+    uint32_t shared = (uint32_t)c->push_shared;
+    err = err ? err : env_u32("SOFTNIC_PUSH_SHARED", &shared);
+    c->push_shared = shared != 0;
     err = err ? err : env_u32("SOFTNIC_PUSH_INLINE", &c->push_inline);
     if (!err && c->push_inline > SN_PUSH_INLINE_MAX) {
         SN_LOG("config: SOFTNIC_PUSH_INLINE=%u above %u, using %u", c->push_inline, SN_PUSH_INLINE_MAX,

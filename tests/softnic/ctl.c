@@ -142,6 +142,14 @@ EXPORT int softnic_ctl_qp_pushed_wqes(struct ibv_qp *qp, uint64_t *out)
     return 0;
 }
 
+EXPORT int softnic_ctl_qp_stored_wqes(struct ibv_qp *qp, uint64_t *out)
+{
+    if (!qp || !out)
+        return EINVAL;
+    *out = atomic_load(&sn_qp_of(qp)->cnt.stored_wqes);
+    return 0;
+}
+
 EXPORT int softnic_ctl_qp_post_calls(struct ibv_qp *qp, uint64_t *out)
 {
     if (!qp || !out)

@@ -139,6 +139,8 @@ int mr_dereg(struct ibv_mr *ibmr)
     mr_table[idx] = NULL;
     pthread_rwlock_unlock(&mr_lock);
     push_mr_withdraw(mr);   /* returns once no same-host push is under way */
+    if (mr->shared)
+        share_drop(&mr->share);
     /* wait for accesses that started before the key went away */
     while (atomic_load(&mr->refs) > 1)
         usleep(50);
@@ -286,6 +288,10 @@ int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size
     struct ibv_pd *old_pd = ibmr->pd;
     push_mr_withdraw(mr);   /* same-host pushers see the new region or none */
     if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        if (mr->shared) {   /* the new memory is looked at again when published */
+            share_drop(&mr->share);
+            mr->shared = false;
+        }
         ibmr->addr = addr;
         ibmr->length = len;
         mr->base = addr;

@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 5u
+#define PUSH_VERSION 6u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
 /* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
@@ -58,12 +58,16 @@
  * count for one system call; a peer that died holding it cannot write */
 #define PUSH_DRAIN_NS 1000000000ull
 
+#define NO_SHARE UINT32_MAX
 struct push_mr {
     _Atomic uint32_t key;        /* 0: none */
     uint32_t access;
     uint64_t iova, base, len, pd;
     _Atomic int32_t pushers;
-    uint32_t pad;
+    /* a region a pusher may map (share.c): the owner's fd of its memfd
+     * (NO_SHARE: none), the file's identity and its offset at base */
+    uint32_t share_fd;
+    uint64_t share_dev, share_ino, share_off;
 };
 
 /* rq_taken and a record's seq carry the slot's generation above
@@ -249,13 +253,19 @@ static void drain(_Atomic int32_t *pushers)
     }
 }
 
-void push_mr_publish(const struct sn_mr *mr)
+void push_mr_publish(struct sn_mr *mr)
 {
     struct push_region *r = region();
     uint32_t key = mr->ibmr.rkey, idx = key >> 8;
     if (!r || idx >= PUSH_MR_SLOTS || mr->gpu || !(mr->access & IBV_ACCESS_REMOTE_WRITE))
         return;
+    if (!mr->shared && softnic_global()->conf.push_shared)
+        mr->shared = share_find(mr->base, mr->len, &mr->share);
     struct push_mr *e = &r->mr[idx];
+    e->share_fd = mr->shared ? (uint32_t)mr->share.fd : NO_SHARE;
+    e->share_dev = mr->shared ? mr->share.dev : 0;
+    e->share_ino = mr->shared ? mr->share.ino : 0;
+    e->share_off = mr->shared ? mr->share.off : 0;
     e->access = (uint32_t)mr->access;
     e->iova = mr->iova;
     e->base = (uint64_t)(uintptr_t)mr->base;
@@ -266,15 +276,13 @@ void push_mr_publish(const struct sn_mr *mr)
 
 static void land_slot(uint32_t slot, const struct sn_mr *mr);
 
-void push_mr_withdraw(const struct sn_mr *mr)
+void push_mr_withdraw(struct sn_mr *mr)
 {
     struct push_region *r = region();
     uint32_t key = mr->ibmr.rkey, idx = key >> 8;
-    if (!r || idx >= PUSH_MR_SLOTS)
-        return;
-    struct push_mr *e = &r->mr[idx];
+    struct push_mr *e = r && idx < PUSH_MR_SLOTS ? &r->mr[idx] : NULL;
     uint32_t k = key;
-    if (!atomic_compare_exchange_strong(&e->key, &k, 0))
+    if (!e || !atomic_compare_exchange_strong(&e->key, &k, 0))
         return;   /* never published (GPU memory, no remote write) */
     drain(&e->pushers);
     /* what waits in records lands now, as a NIC had placed it at arrival */
@@ -764,6 +772,7 @@ struct sn_push_peer {
     dev_t region_dev;            /* the region's memfd, to know it again */
     ino_t region_ino;
     struct push_region *r;
+    struct sn_push_maps *maps;   /* its shared regions mapped here (push_map.c); NULL: none */
     int refs;
     struct sn_push_peer *next;
 };
@@ -833,6 +842,7 @@ static struct sn_push_peer *peer_get(uint32_t pid, uint32_t region_fd, int pidfd
     p->refs = 1;
     p->region_dev = rdev;
     p->region_ino = rino;
+    p->maps = softnic_global()->conf.push_shared ? push_maps_new() : NULL;
     snprintf(path, sizeof(path), "/proc/%u/mem", pid);
     int mfd = softnic_global()->conf.push_proc_mem ? open(path, O_RDWR | O_CLOEXEC) : -1;
     /* alive after the open, its region still there: the pid was the
@@ -863,6 +873,7 @@ static void peer_put(struct sn_push_peer *p)
         }
     pthread_mutex_unlock(&peers_lock);
     munmap(p->r, sizeof(*p->r));
+    push_maps_free(p->maps);
     if (p->mem_fd >= 0)
         close(p->mem_fd);
     close(p->pidfd);
@@ -953,6 +964,27 @@ static bool peer_write(struct sn_push_peer *p, const struct iovec *lv, unsigned 
     return cma_peer_alive(p->pidfd) && process_vm_writev((pid_t)p->pid, lv, nl, &rv, 1, 0) == (ssize_t)len;
 }
 
+/* Stores len bytes from lv[0..nl) at raddr of the peer's region e (its key
+ * held, counted on it) when its owner published it as shareable and the
+ * file checks out: true when they are there, false for the system call.
+ * e's fields are read once: the peer may write them, and the mapping made
+ * for the snapshot bounds the store. */
+static bool peer_store(struct sn_push_peer *p, const struct push_mr *e, uint32_t rkey, uint64_t raddr,
+                       const struct iovec *lv, unsigned long nl, uint32_t len)
+{
+    if (!p->maps || p->owner != self_pid())
+        return false;
+    struct sn_share_ref ref = { .key = rkey, .fd = e->share_fd, .iova = e->iova, .len = e->len,
+                                .dev = e->share_dev, .ino = e->share_ino, .off = e->share_off };
+    if (ref.fd == NO_SHARE || raddr < ref.iova || len > ref.len || raddr - ref.iova > ref.len - len)
+        return false;
+    char *at = push_maps_at(p->maps, p->pid, &ref);
+    if (!at)
+        return false;
+    push_store(at + (raddr - ref.iova), lv, nl, len);
+    return true;
+}
+
 /* Takes the receiver's next receive index for a WRITE_WITH_IMM and records
  * its completion there, with the bytes lv[0..nl) when the write carries
  * them (nl > 0; else its data is in place already): false when the
@@ -1012,8 +1044,9 @@ static bool claim_recv(struct push_region *r, struct push_qp *s, uint32_t gen, c
  * its bytes were placed: the wire places the same bytes again, as a
  * retried request does.  Without the QP's lock. */
 static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const struct sn_swqe *w,
-                  const struct iovec *lv, unsigned long nl, uint64_t pkts, struct sn_push_seen *seen)
+                  const struct iovec *lv, unsigned long nl, uint64_t pkts, struct sn_push_seen *seen, bool *stored)
 {
+    *stored = false;
     struct push_region *r = p->r;
     struct push_qp *s = &r->qp[slot];
     bool ok = false, imm = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -1030,8 +1063,11 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
             atomic_fetch_add(&e->pushers, 1);
             if (atomic_load(&e->key) == w->rkey && e->pd == s->pd && (e->access & IBV_ACCESS_REMOTE_WRITE) &&
                 w->raddr >= e->iova && w->len <= e->len && w->raddr - e->iova <= e->len - w->len) {
-                ok = carry ? claim_recv(r, s, gen, w, lv, nl, seen)
-                           : peer_write(p, lv, nl, e->base + (w->raddr - e->iova), w->len);
+                if (carry)
+                    ok = claim_recv(r, s, gen, w, lv, nl, seen);
+                else
+                    ok = (*stored = peer_store(p, e, w->rkey, w->raddr, lv, nl, w->len)) ||
+                         peer_write(p, lv, nl, e->base + (w->raddr - e->iova), w->len);
             }
             atomic_fetch_sub(&e->pushers, 1);
         }
@@ -1075,7 +1111,8 @@ static bool push_next_locked(struct sn_qp *qp)
     uint32_t slot = qp->push_to_slot, gen = qp->push_to_gen;
     qp->tx_busy = true;
     pthread_mutex_unlock(&qp->lock);
-    bool ok = place(peer, slot, gen, &w, lv, nl, pkts, &qp->push_seen);
+    bool stored;
+    bool ok = place(peer, slot, gen, &w, lv, nl, pkts, &qp->push_seen, &stored);
     pthread_mutex_lock(&qp->lock);
     qp->tx_busy = false;
     if (!ok || qp->sq_sent != at || qp->sq_head != at) {
@@ -1090,6 +1127,8 @@ static bool push_next_locked(struct sn_qp *qp)
     atomic_fetch_add(&qp->cnt.tx_bytes, w.len);
     atomic_fetch_add(&qp->cnt.tx_packets, pkts);
     atomic_fetch_add(&qp->cnt.pushed_wqes, 1);
+    if (stored)
+        atomic_fetch_add(&qp->cnt.stored_wqes, 1);
     qp->sq_sent++;
     qp_complete_send_locked(qp, IBV_WC_SUCCESS);   /* wakes qp->cond, where qp_engine_stop may wait */
     return true;

@@ -316,13 +316,14 @@ const struct st_ctl *st_ctl(void)
     *(void **)&c.qp_direct_wqes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_direct_wqes");
     *(void **)&c.qp_acks = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_acks");
     *(void **)&c.qp_pushed_wqes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_pushed_wqes");
+    *(void **)&c.qp_stored_wqes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_stored_wqes");
     *(void **)&c.port_tc_bytes = dlsym(RTLD_DEFAULT, "softnic_ctl_port_tc_bytes");
     *(void **)&c.qp_steps = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_steps");
     *(void **)&c.engines = dlsym(RTLD_DEFAULT, "softnic_ctl_engines");
     *(void **)&c.ud_counts = dlsym(RTLD_DEFAULT, "softnic_ctl_ud_counts");
     if (!c.port_set_state || !c.port_set_rate || !c.port_set_latency || !c.port_counters ||
         !c.qp_counters || !c.objects || !c.link_rate || !c.qp_fast_bytes ||
-        !c.qp_direct_wqes || !c.qp_acks || !c.qp_pushed_wqes || !c.port_tc_bytes || !c.qp_steps || !c.engines)
+        !c.qp_direct_wqes || !c.qp_acks || !c.qp_pushed_wqes || !c.qp_stored_wqes || !c.port_tc_bytes || !c.qp_steps || !c.engines)
         tap_fail_at(__FILE__, __LINE__, "softnic_ctl_* not found: not running on softnic");
     return &c;
 }

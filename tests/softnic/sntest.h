@@ -119,6 +119,7 @@ struct st_ctl {
     int (*qp_direct_wqes)(struct ibv_qp *, uint64_t *);
     int (*qp_acks)(struct ibv_qp *, uint64_t *);
     int (*qp_pushed_wqes)(struct ibv_qp *, uint64_t *);
+    int (*qp_stored_wqes)(struct ibv_qp *, uint64_t *);
     int (*port_tc_bytes)(struct ibv_context *, uint8_t, uint8_t, uint64_t *);
     int (*qp_steps)(struct ibv_qp *, struct softnic_ctl_qp_steps *);
     int (*engines)(struct softnic_ctl_engines *);

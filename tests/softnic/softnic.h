@@ -32,6 +32,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define SN_MAX_DEVICES 4
 #define SN_MAX_PORTS 4
@@ -100,6 +101,7 @@ struct sn_config {
     int push_imm;              /* SOFTNIC_PUSH_IMM: WRITE_WITH_IMM too, its receive completion made
                                 * by the receiver's poll */
     int push_proc_mem;         /* SOFTNIC_PUSH_PROC_MEM: placed through the peer's /proc/<pid>/mem */
+    int push_shared;           /* SOFTNIC_PUSH_SHARED: into a peer's sealed memfd memory by a store */
     uint32_t push_inline;      /* SOFTNIC_PUSH_INLINE: a pushed WRITE_WITH_IMM of at most this many
                                 * bytes carries them in its record (push.c); 0: placed */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
@@ -186,6 +188,7 @@ struct sn_counters {
     _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
     _Atomic uint64_t direct_wqes;   /* tx WQEs a posting thread transmitted (requester.c) */
     _Atomic uint64_t pushed_wqes;   /* tx WQEs a posting thread placed in the peer (push.c) */
+    _Atomic uint64_t stored_wqes;   /* of those, stored through a mapping (push_map.c) */
     _Atomic uint64_t acks;          /* ACKs the responder sent to its peer (responder.c) */
     _Atomic uint64_t post_calls;    /* ibv_post_send calls that queued send WQEs (qp.c) */
 };
@@ -283,6 +286,18 @@ struct sn_pd {
 void pd_use(struct ibv_pd *pd, int delta);
 
 /* ------------------------------------------------------------------- mr */
+/* Host memory a same-host peer can map (share.c): a writable MAP_SHARED
+ * mapping of a memfd sealed against shrinking; fd is this process's own
+ * dup of it, off the file's offset at the region's start. */
+struct sn_share {
+    int fd;
+    uint64_t dev, ino, off;
+};
+/* Whether [addr, addr+len) lies in such a mapping: true with *out filled
+ * (share_drop closes its fd). */
+bool share_find(const void *addr, uint64_t len, struct sn_share *out);
+void share_drop(struct sn_share *s);
+
 struct sn_mr {
     struct ibv_mr ibmr;
     uint64_t iova;        /* address the keys are checked against */
@@ -291,6 +306,8 @@ struct sn_mr {
     int access;
     bool gpu;             /* CUDA memory: copy with the driver API */
     bool dmabuf;          /* ibv_reg_dmabuf_mr: ibv_rereg_mr refuses it */
+    bool shared;          /* share: a peer can map it (while published, push.c) */
+    struct sn_share share;
     _Atomic int refs;     /* in-flight accesses + 1 for the table */
 };
 
@@ -802,8 +819,8 @@ struct sn_mr;
  * in completion records are in place), a port's state, a QP's state and access
  * (qp->lock held); the offer for a connection whose requester asked (false:
  * none); the slot's release at destroy. */
-void push_mr_publish(const struct sn_mr *mr);
-void push_mr_withdraw(const struct sn_mr *mr);
+void push_mr_publish(struct sn_mr *mr);
+void push_mr_withdraw(struct sn_mr *mr);
 void push_port_update(const struct sn_device *d, const struct sn_port *port);
 void push_qp_update_locked(struct sn_qp *qp);
 bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer *o);
@@ -840,6 +857,21 @@ void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_
  * without the QP's lock), lets it go (qp->lock held), and places the
  * send queue's next WQEs while they qualify (qp->lock held): true when it
  * placed any. */
+/* The pusher's mappings of one peer's shared regions (push_map.c): ref
+ * describes a region as its owner published it (key, its fd there, iova,
+ * length, the file's identity and offset); push_maps_at gives its first
+ * byte in this process, mapped on first use once the file is checked, or
+ * NULL (not mappable: the system call places it).  push_store places len
+ * bytes of lv[0..nl) there, the last 8 after the rest. */
+struct sn_share_ref {
+    uint32_t key, fd;
+    uint64_t iova, len, dev, ino, off;
+};
+struct sn_push_maps;
+struct sn_push_maps *push_maps_new(void);
+void push_maps_free(struct sn_push_maps *m);
+char *push_maps_at(struct sn_push_maps *m, uint32_t pid, const struct sn_share_ref *ref);
+void push_store(char *dst, const struct iovec *lv, unsigned long nl, uint32_t len);
 void push_attach(struct sn_qp *qp, int fd, const struct sn_wire_push_offer *o);
 void push_detach_locked(struct sn_qp *qp);
 bool push_try_locked(struct sn_qp *qp);

@@ -63,6 +63,11 @@ int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out);
  * memory itself (small RDMA WRITEs: no NIC thread and no ACK; push.c). */
 int softnic_ctl_qp_pushed_wqes(struct ibv_qp *qp, uint64_t *out);
 
+/* Of those, the ones stored through this process's mapping of the peer's
+ * shared memory (a sealed memfd the peer registered: no system call;
+ * push_map.c). */
+int softnic_ctl_qp_stored_wqes(struct ibv_qp *qp, uint64_t *out);
+
 /* ibv_post_send calls that queued send WQEs on a QP (a list counts once):
  * for a QP made by mlx5dv_create_qp, how many post lists softnic's mlx5
  * NIC thread made of the WQEs it found (mlx5_nic.c). */

@@ -11,7 +11,9 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,144 @@ TAP_CASE(test_small_writes_are_placed_without_the_responder)
     EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 30, 0, 4096, f.dmr->rkey, 0));
     EXPECT_MEMEQ(f.src, f.dst, 4096);
     EXPECT_EQ_U64(st_push_on() ? n : 0, pushed(f.a.qp) - p0);
+    teardown(&f);
+}
+
+static uint64_t stored(struct ibv_qp *qp)
+{
+    uint64_t n = 0;
+    EXPECT_EQ_INT(0, st_ctl()->qp_stored_wqes(qp, &n));
+    return n;
+}
+
+static bool push_shared_on(void)
+{
+    const char *v = getenv("SOFTNIC_PUSH_SHARED");
+    return st_push_on() && !(v && strcmp(v, "0") == 0);
+}
+
+/* len bytes of a memfd mapped MAP_SHARED (*fd stays open), sealed against
+ * shrinking when seal is set. */
+static char *memfd_buf(size_t len, bool seal, int *fd)
+{
+    *fd = memfd_create("push-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    EXPECT_TRUE(*fd >= 0);
+    EXPECT_EQ_INT(0, ftruncate(*fd, (off_t)len));
+    if (seal)
+        EXPECT_EQ_INT(0, fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW));
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    EXPECT_TRUE(p != MAP_FAILED);
+    return p;
+}
+
+/* A target region in a sealed memfd mapping: small writes are stored
+ * through the pusher's mapping of the same pages (counted apart from the
+ * system call's), land whole, and a region with an offset into the file
+ * is reached at that offset.  An unsealed memfd and private memory are
+ * pushed by the system call. */
+TAP_CASE(test_small_writes_into_sealed_shared_memory_are_stored)
+{
+    struct fixture f;
+    setup(&f);
+    int fds[2];
+    char *sealed = memfd_buf(BUF, true, &fds[0]), *open_ended = memfd_buf(BUF, false, &fds[1]);
+    /* the region starts 2 pages and 64 bytes into its file */
+    struct ibv_mr *smr = ibv_reg_mr(f.d.pd, sealed + 8256, BUF - 8256, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *omr = ibv_reg_mr(f.d.pd, open_ended, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT_TRUE(smr && omr);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));   /* the connection and its offer */
+    uint32_t sizes[] = { 1, 8, 64, 100, 1000, 4095 };
+    uint64_t n = sizeof(sizes) / sizeof(sizes[0]);
+    struct { char *mem; uint32_t rkey; uint64_t want_stored; } t[] = {
+        { sealed + 8256, smr->rkey, push_shared_on() ? n : 0 },
+        { open_ended, omr->rkey, 0 },
+        { f.dst, f.dmr->rkey, 0 },
+    };
+    for (unsigned k = 0; k < 3; k++) {
+        uint64_t p0 = pushed(f.a.qp), s0 = stored(f.a.qp);
+        for (unsigned i = 0; i < n; i++) {
+            uint32_t off = 4096 * i + 8 * k;
+            st_fill(f.src + off, sizes[i], 60u + i + 10 * k);
+            st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 100 + i, f.src + off, sizes[i], f.smr->lkey,
+                         (uintptr_t)t[k].mem + off, t[k].rkey, 0, IBV_SEND_SIGNALED);
+            struct ibv_wc wc;
+            st_wait_wc(f.a.scq, &wc, WAIT_MS);
+            EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 100 + i);
+            EXPECT_MEMEQ(f.src + off, t[k].mem + off, sizes[i]);
+        }
+        EXPECT_EQ_U64(st_push_on() ? n : 0, pushed(f.a.qp) - p0);
+        EXPECT_EQ_U64(t[k].want_stored, stored(f.a.qp) - s0);
+    }
+    /* through the file itself: the bytes are in its pages, at its offset */
+    char back[1000];
+    EXPECT_EQ_INT(1000, (int)pread(fds[0], back, 1000, 8256 + 4096 * 4));
+    EXPECT_MEMEQ(sealed + 8256 + 4096 * 4, back, 1000);
+    EXPECT_TRUE(back[0] || back[1] || back[999]);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(omr);
+    munmap(sealed, BUF);
+    munmap(open_ended, BUF);
+    close(fds[0]);
+    close(fds[1]);
+    teardown(&f);
+}
+
+/* A receiver polling a stored write's last word (a clear-to-send entry's
+ * sequence number) sees the rest of the write once it sees that word. */
+struct last_word {
+    volatile uint64_t *slot;   /* 7 words of payload, then the round */
+    int rounds;
+    _Atomic int bad;
+};
+
+static void *watch_last_word(void *arg)
+{
+    struct last_word *w = arg;
+    uint64_t seen = 0;
+    uint64_t end = st_now_ms() + WAIT_MS;
+    while (seen < (uint64_t)w->rounds && st_now_ms() < end) {
+        uint64_t r = __atomic_load_n(&w->slot[7], __ATOMIC_ACQUIRE);
+        if (r == seen)
+            continue;
+        for (int i = 0; i < 7; i++)
+            if (w->slot[i] < r)   /* a payload word older than the round word */
+                atomic_store(&w->bad, 1);
+        seen = r;
+    }
+    return NULL;
+}
+
+TAP_CASE(test_a_stored_write_shows_its_last_word_after_the_rest)
+{
+    struct fixture f;
+    setup(&f);
+    int fd;
+    char *mem = memfd_buf(4096, true, &fd);
+    struct ibv_mr *mr = ibv_reg_mr(f.d.pd, mem, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT_TRUE(mr != NULL);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+    uint64_t s0 = stored(f.a.qp);
+    struct last_word w = { .slot = (volatile uint64_t *)(void *)mem, .rounds = 2000 };
+    pthread_t th;
+    EXPECT_EQ_INT(0, pthread_create(&th, NULL, watch_last_word, &w));
+    uint64_t *src = (uint64_t *)(void *)f.src;
+    for (int r = 1; r <= w.rounds; r++) {
+        for (int i = 0; i < 8; i++)
+            src[i] = (uint64_t)r;
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, (uint64_t)r, f.src, 64, f.smr->lkey, (uintptr_t)mem, mr->rkey, 0,
+                     IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+        struct ibv_wc wc;
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)r);
+    }
+    pthread_join(th, NULL);
+    EXPECT_EQ_INT(0, atomic_load(&w.bad));
+    EXPECT_EQ_U64((uint64_t)w.rounds, ((volatile uint64_t *)(void *)mem)[7]);
+    if (push_shared_on())
+        EXPECT_EQ_U64((uint64_t)w.rounds, stored(f.a.qp) - s0);
+    ibv_dereg_mr(mr);
+    munmap(mem, 4096);
+    close(fd);
     teardown(&f);
 }
 
@@ -737,6 +877,8 @@ TAP_CASE(test_a_pushed_completion_precedes_the_flush)
 /* The peer process deregisters its region while we keep writing into it:
  * once its ibv_dereg_mr returned, none of our writes lands there (it
  * watches the bytes), and ours fail instead of reporting success. */
+static bool peer_region_shared;   /* the peer's region is a sealed memfd (set before the fork) */
+
 static void peer_deregs(int fd)
 {
     struct st_dev d;
@@ -744,7 +886,8 @@ static void peer_deregs(int fd)
     struct st_qp q;
     struct st_qp_opts o = { .timeout = 10, .retry_cnt = 1 };
     st_qp_create(&d, &q, &o, 16);
-    char *buf = st_buf(4096, 0);
+    int mfd = -1;
+    char *buf = peer_region_shared ? memfd_buf(4096, true, &mfd) : st_buf(4096, 0);
     memset(buf, 0, 4096);
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     st_qp_connect_peer(&d, &q, fd, buf, mr);
@@ -766,8 +909,9 @@ static void peer_deregs(int fd)
     _exit(0);
 }
 
-TAP_CASE(test_no_push_lands_after_the_peer_deregistered)
+static void no_push_after_dereg(bool shared)
 {
+    peer_region_shared = shared;
     int fd;
     int pid = st_fork_peer(peer_deregs, &fd);
     struct st_dev d;
@@ -800,6 +944,10 @@ TAP_CASE(test_no_push_lands_after_the_peer_deregistered)
     EXPECT_TRUE(ok >= 50 && failed);
     if (st_push_on())
         EXPECT_TRUE(pushed(q.qp) >= 40);
+    if (shared && push_shared_on())
+        EXPECT_TRUE(stored(q.qp) >= 40);
+    else
+        EXPECT_EQ_U64(0, stored(q.qp));
     char done;
     st_xfer_recv(fd, &done, 1);   /* the peer watched its bytes stay */
     st_xfer_send(fd, &go, 1);
@@ -811,6 +959,18 @@ TAP_CASE(test_no_push_lands_after_the_peer_deregistered)
     st_qp_destroy(&q);
     ibv_dereg_mr(mr);
     st_dev_close(&d);
+}
+
+TAP_CASE(test_no_push_lands_after_the_peer_deregistered)
+{
+    no_push_after_dereg(false);
+}
+
+/* The same with the peer's region in a sealed memfd: the stores through
+ * the mapping stop as the system calls do, at its ibv_dereg_mr. */
+TAP_CASE(test_no_stored_push_lands_after_the_peer_deregistered)
+{
+    no_push_after_dereg(true);
 }
 
 /* A QP a GPU drives (softnic's mlx5 layer posts what the GPU rang and
