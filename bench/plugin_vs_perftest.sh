@@ -32,6 +32,14 @@
 # alike), printed with the min-max spread of the single runs; a verdict
 # from fewer than 5 rounds says so.  The load average is printed before and
 # after.
+# RAILNET_BENCH_BOUND=1 (the default) runs the plugin a second time in each
+# round with its two ranks bound to halves of the CPUs this script may use
+# (taskset, as an MPI launcher binds the ranks of a job: on 2 CPUs one
+# each), in a column of its own with its own ratio and verdict: unbound,
+# the scheduler sometimes puts both polling proxies on one CPU and both
+# NIC threads on the other, and the plugin's rounds split in two groups.
+# ib_write_bw runs unbound, as it is run by hand (bound the same way its
+# busy-polling client takes its CPU from its own NIC thread).
 # RAILNET_BENCH_BASELINE=DIR (another build's top_builddir, e.g. main's)
 # runs that build's plugin too, with this build's netdriver and softnic, in
 # the same alternating rounds: a "before" column and after/before.
@@ -69,6 +77,7 @@ budget=${RAILNET_BENCH_BYTES:-1073741824}
 goal_bw=${RAILNET_BENCH_GOAL_BW:-0.95}
 goal_lat=${RAILNET_BENCH_GOAL_LAT:-1.1}
 aa_on=${RAILNET_BENCH_AA:-1}
+bound_on=${RAILNET_BENCH_BOUND:-1}
 for d in $depths; do
     case $d in ''|*[!0-9]*) d=0 ;; esac
     [ "$d" -ge 1 ] && [ "$d" -le 32 ] || { echo "RAILNET_BENCH_DEPTHS: 1..32 each (NCCL's most requests per comm)"; exit 1; }
@@ -108,6 +117,27 @@ plugin_bw() {
         "$nd" --plugin "$1" bw --size $2 --iters $3 --window $4 --receives >"$tmp/pl" 2>/dev/null
     v=$(awk '$1 == '$2' { print $4 }' "$tmp/pl"); echo "${v:--}"
 }
+# the CPUs this process may use, as a list, split into two halves: "A B"
+# (taskset -c lists), or nothing with fewer than 2 CPUs or no taskset
+cpu_halves() {
+    command -v taskset >/dev/null || return 0
+    sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr ',' '\n' | awk -F- '
+        NF { lo = $1; hi = (NF > 1 ? $2 : $1); for (c = lo; c <= hi; c++) cpu[n++] = c }
+        END { if (n < 2) exit
+              h = int(n / 2); a = cpu[0]; for (i = 1; i < h; i++) a = a "," cpu[i]
+              b = cpu[h]; for (i = h + 1; i < n; i++) b = b "," cpu[i]
+              print a, b }'
+}
+halves=
+[ "$bound_on" != 0 ] && halves=$(cpu_halves)
+[ -n "$halves" ] || bound_on=0
+# netdriver bw with its ranks bound to the two halves: GB/s
+plugin_bw_bound() {
+    RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
+        "$nd" --plugin "$1" --rank-wrap "taskset -c ${halves% *}" --rank-wrap "taskset -c ${halves#* }" \
+        bw --size $2 --iters $3 --window $4 --receives >"$tmp/plb" 2>/dev/null
+    v=$(awk '$1 == '$2' { print $4 }' "$tmp/plb"); echo "${v:--}"
+}
 # the last plugin_bw run's mean sends and receives in flight, "sends:receives"
 plugin_means() {
     printf '%s:%s' "$(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/pl")" \
@@ -124,26 +154,30 @@ all_ok=1
 for depth in $depths; do
     echo "== one-way bandwidth, 1 QP on port 1, $depth messages in flight on both sides: GB/s, median [min-max] of $rounds alternating runs (perftest MB/s are 2^20 bytes)"
     printf '%10s %24s %24s %7s %s' bytes ib_write_bw plugin ratio verdict
+    [ "$bound_on" != 0 ] && printf ' %24s %7s %s' "plugin, ranks bound" ratio verdict
     [ "$aa_on" != 0 ] && printf ' %24s %6s' "ib_write_bw again" A/A
     [ -n "${RAILNET_BENCH_DEEP:-}" ] && printf ' %24s %8s' "ib_write_bw -t128" ratio128
     [ -n "$base" ] && printf ' %24s %13s' baseline after/before
     echo
-    below= aas=
-    if [ "$aa_on" != 0 ]; then
-        echo "| depth $depth | \`ib_write_bw\` GB/s | plugin GB/s | plugin / \`ib_write_bw\` | A/A |"
-        echo "|---|---:|---:|---:|---:|"
-    else
-        echo "| depth $depth | \`ib_write_bw\` GB/s | plugin GB/s | plugin / \`ib_write_bw\` |"
-        echo "|---|---:|---:|---:|"
-    fi >>"$tmp/md"
+    below= belowb= aas=
+    {
+        printf '| depth %s | `ib_write_bw` GB/s | plugin GB/s | plugin / `ib_write_bw` |' "$depth"
+        [ "$bound_on" != 0 ] && printf ' plugin, ranks bound, GB/s | bound / `ib_write_bw` |'
+        [ "$aa_on" != 0 ] && printf ' A/A |'
+        printf '\n|---|---:|---:|---:|'
+        [ "$bound_on" != 0 ] && printf -- '---:|---:|'
+        [ "$aa_on" != 0 ] && printf -- '---:|'
+        echo
+    } >>"$tmp/md"
     for size in $sizes; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
-        ibs= pls= deeps= bls= inflight= ib2s=
+        ibs= pls= pbs= deeps= bls= inflight= ib2s=
         for round in $(seq "$rounds"); do
             [ -n "${RAILNET_BENCH_DEEP:-}" ] && deeps="$deeps $(ib_bw $size $n 128)"
             [ -n "$base" ] && bls="$bls $(plugin_bw "$base" $size $n $depth)"
             ibs="$ibs $(ib_bw $size $n $depth)"
             pls="$pls $(plugin_bw "$plugin" $size $n $depth)"
+            [ "$bound_on" != 0 ] && pbs="$pbs $(plugin_bw_bound "$plugin" $size $n $depth)"
             [ "$aa_on" != 0 ] && ib2s="$ib2s $(ib_bw $size $n $depth)"
             # the depth each side really ran with: perftest's banner, the
             # plugin's most sends in flight at once (netdriver bw counts
@@ -158,6 +192,15 @@ for depth in $depths; do
         v=$(awk -v r="$r" -v g="$goal_bw" 'BEGIN { print (r != "-" && r + 0 >= g ? "ok" : "below") }')
         [ "$v" = ok ] || { below="$below $size:$r"; all_ok=0; }
         printf '%10d %24s %24s %7s %s' $size "$ib [$ibr]" "$pl [$plr]" "$r" "$v"
+        rb=
+        if [ "$bound_on" != 0 ]; then
+            set -- $(stats $pbs)
+            rb=$(ratio "$ib" "$1")
+            vb=$(awk -v r="$rb" -v g="$goal_bw" 'BEGIN { print (r != "-" && r + 0 >= g ? "ok" : "below") }')
+            [ "$vb" = ok ] || { belowb="$belowb $size:$rb"; all_ok=0; }
+            printf ' %24s %7s %s' "$1 [$2-$3]" "$rb" "$vb"
+            pb="$1 ($2-$3)"
+        fi
         aa=
         if [ "$aa_on" != 0 ]; then
             set -- $(stats $ib2s)
@@ -174,8 +217,8 @@ for depth in $depths; do
             printf ' %24s %13s' "$1 [$2-$3]" "$(ratio "$1" "$pl")"
         fi
         echo
-        echo "#   runs: ib_write_bw$ibs;${ib2s:+ again$ib2s;} plugin$pls${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin(plugin's mean sends:receives)):$inflight"
-        echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |${aa:+ $aa |}" >>"$tmp/md"
+        echo "#   runs: ib_write_bw$ibs;${ib2s:+ again$ib2s;} plugin$pls${pbs:+; bound$pbs}${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin(plugin's mean sends:receives)):$inflight"
+        echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |${rb:+ $pb | $rb |}${aa:+ $aa |}" >>"$tmp/md"
     done
     band=
     if [ -n "$aas" ]; then
@@ -190,8 +233,16 @@ for depth in $depths; do
         noise=$(printf '%s\n' $below | awk -F: -v lo="${band%%..*}" 'lo != "" && lo != "-" && $2 + 0 >= lo + 0 { printf " %s", $1 }')
         echo "verdict, depth $depth: plugin / ib_write_bw below $goal_bw at (bytes:ratio)$below$(few "$rounds")${noise:+; within the A/A band at$noise}"
     fi
+    if [ "$bound_on" != 0 ]; then
+        if [ -z "$belowb" ]; then
+            echo "verdict, depth $depth, ranks bound: plugin / ib_write_bw >= $goal_bw at every size$(few "$rounds")"
+        else
+            echo "verdict, depth $depth, ranks bound: plugin / ib_write_bw below $goal_bw at (bytes:ratio)$belowb$(few "$rounds")"
+        fi
+    fi
     {
         echo
+        [ "$bound_on" != 0 ] && echo "Ranks bound: \`taskset -c ${halves% *}\` and \`taskset -c ${halves#* }\`." && echo
         [ -n "$band" ] && echo "A/A band (\`ib_write_bw\` run again in the same rounds / its first run, over the sizes): $band." && echo
     } >>"$tmp/md"
 done
