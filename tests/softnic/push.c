@@ -873,7 +873,7 @@ static void peer_put(struct sn_push_peer *p)
         }
     pthread_mutex_unlock(&peers_lock);
     munmap(p->r, sizeof(*p->r));
-    push_maps_free(p->maps);
+    push_maps_free(p->maps, p->owner == self_pid());
     if (p->mem_fd >= 0)
         close(p->mem_fd);
     close(p->pidfd);

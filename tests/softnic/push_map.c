@@ -46,11 +46,11 @@ struct sn_push_maps *push_maps_new(void)
     return m;
 }
 
-void push_maps_free(struct sn_push_maps *m)
+void push_maps_free(struct sn_push_maps *m, bool unmap)
 {
     if (!m)
         return;
-    for (uint32_t i = 0; i < atomic_load(&m->n); i++)
+    for (uint32_t i = 0; unmap && i < atomic_load(&m->n); i++)
         if (m->m[i].map)
             munmap(m->m[i].map, m->m[i].maplen);
     pthread_mutex_destroy(&m->lock);

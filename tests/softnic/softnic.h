@@ -868,8 +868,10 @@ struct sn_share_ref {
     uint64_t iova, len, dev, ino, off;
 };
 struct sn_push_maps;
+/* push_maps_free(m, unmap): unmap false in a forked child, where the
+ * mappings (MADV_DONTFORK) are not, and their addresses may be another's. */
 struct sn_push_maps *push_maps_new(void);
-void push_maps_free(struct sn_push_maps *m);
+void push_maps_free(struct sn_push_maps *m, bool unmap);
 char *push_maps_at(struct sn_push_maps *m, uint32_t pid, const struct sn_share_ref *ref);
 void push_store(char *dst, const struct iovec *lv, unsigned long nl, uint32_t len);
 void push_attach(struct sn_qp *qp, int fd, const struct sn_wire_push_offer *o);
