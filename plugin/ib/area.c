@@ -1,9 +1,19 @@
 /* plugin/ib/area.c: a connection's areas (area.h). */
 #include "area.h"
+#include "log.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* Linux 6.3's flag (include/uapi/linux/memfd.h): a kernel with
+ * vm.memfd_noexec=2 refuses a memfd without it, one before 6.3 refuses it */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
 
 static size_t pages(size_t len)
 {
@@ -14,9 +24,15 @@ static size_t pages(size_t len)
 
 static void *map_shared(size_t len, int *fd)
 {
-    int f = memfd_create("railnet-area", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (f < 0)
+    int f = memfd_create("railnet-area", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+    if (f < 0 && errno == EINVAL)
+        f = memfd_create("railnet-area", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (f < 0) {
+        static atomic_int told;
+        if (!atomic_exchange(&told, 1))
+            INFO(NCCL_NET, "NET/railnet: no memfd for the CTS rings (%s): private memory instead", strerror(errno));
         return NULL;
+    }
     void *p = MAP_FAILED;
     /* sealed: whoever maps it (a software NIC) cannot be cut short by a
      * truncation */

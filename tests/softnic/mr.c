@@ -201,11 +201,32 @@ void mr_put(struct sn_mr *mr)
         atomic_fetch_sub(&mr->refs, 1);
 }
 
+void sn_store_ascending(void *to, const void *from, size_t len)
+{
+    char *dst = to;
+    const char *src = from;
+    size_t i = 0;
+    while (i < len && ((uintptr_t)(dst + i) & 7) != 0) {
+        __atomic_store_n(dst + i, src[i], __ATOMIC_RELEASE);
+        i++;
+    }
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, src + i, 8);
+        __atomic_store_n((uint64_t *)(void *)(dst + i), w, __ATOMIC_RELEASE);
+    }
+    for (; i < len; i++)
+        __atomic_store_n(dst + i, src[i], __ATOMIC_RELEASE);
+}
+
 int mr_write(struct sn_mr *mr, uint64_t addr, const void *src, size_t len)
 {
     if (mr->gpu)
         return gpu_copy_to_device(mr_host_ptr(mr, addr), src, len);
-    memcpy(mr_host_ptr(mr, addr), src, len);
+    if (len <= SN_CMA_MIN_BYTES)
+        sn_store_ascending(mr_host_ptr(mr, addr), src, len);
+    else
+        memcpy(mr_host_ptr(mr, addr), src, len);
     return 0;
 }
 

@@ -133,10 +133,6 @@ char *push_maps_at(struct sn_push_maps *m, uint32_t pid, const struct sn_share_r
 
 void push_store(char *dst, const struct iovec *lv, unsigned long nl, uint32_t len)
 {
-    /* A receiver may poll the write's last word (a clear-to-send entry's
-     * sequence number, written last so that who sees it sees the entry):
-     * a ConnectX places a write in address order, so the last 8 bytes are
-     * stored after the others are visible. */
     char tmp[SN_PUSH_MAX_BYTES];
     const char *src = lv[0].iov_base;
     if (nl > 1) {
@@ -148,15 +144,5 @@ void push_store(char *dst, const struct iovec *lv, unsigned long nl, uint32_t le
         }
         src = tmp;
     }
-    uint32_t head = len > 8 ? len - 8 : 0;
-    memcpy(dst, src, head);
-    atomic_thread_fence(memory_order_release);
-    if (len - head == 8 && ((uintptr_t)(dst + head) & 7) == 0) {
-        uint64_t last;
-        memcpy(&last, src + head, 8);
-        __atomic_store_n((uint64_t *)(void *)(dst + head), last, __ATOMIC_RELEASE);
-    } else {
-        for (uint32_t i = head; i < len; i++)
-            __atomic_store_n(dst + i, src[i], __ATOMIC_RELEASE);
-    }
+    sn_store_ascending(dst, src, len);
 }

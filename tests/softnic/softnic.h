@@ -325,7 +325,15 @@ void mr_put(struct sn_mr *mr);
  * released as its ACK is processed). */
 enum sn_mem { SN_MEM_UNKNOWN, SN_MEM_HOST, SN_MEM_CUDA };
 enum sn_mem mr_mem_try(uint32_t key, struct ibv_pd *pd, uint64_t addr, uint64_t len);
-/* Copies between a registered region and host memory. */
+/* Stores len bytes at to in ascending 8-byte words (bytes where not
+ * aligned), each a release store: a reader that sees one word of them sees
+ * every word below it, as a ConnectX places a write in address order and a
+ * receiver may poll any entry's last word.  memcpy promises no order
+ * (glibc copies a large block's tail before its middle). */
+void sn_store_ascending(void *to, const void *from, size_t len);
+/* Copies between a registered region and host memory; a write of host
+ * memory up to SN_CMA_MIN_BYTES (a message's payload in hand) lands in
+ * address order (sn_store_ascending). */
 int mr_write(struct sn_mr *mr, uint64_t addr, const void *src, size_t len);
 int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len);
 static inline char *mr_host_ptr(struct sn_mr *mr, uint64_t addr)
@@ -862,7 +870,8 @@ void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_
  * length, the file's identity and offset); push_maps_at gives its first
  * byte in this process, mapped on first use once the file is checked, or
  * NULL (not mappable: the system call places it).  push_store places len
- * bytes of lv[0..nl) there, the last 8 after the rest. */
+ * bytes of lv[0..nl) there in ascending 8-byte words, each visible only
+ * after those below it. */
 struct sn_share_ref {
     uint32_t key, fd;
     uint64_t iova, len, dev, ino, off;

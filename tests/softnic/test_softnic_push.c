@@ -206,32 +206,36 @@ TAP_CASE(test_small_writes_into_sealed_shared_memory_are_stored)
     teardown(&f);
 }
 
-/* A receiver polling a stored write's last word (a clear-to-send entry's
- * sequence number) sees the rest of the write once it sees that word. */
-struct last_word {
-    volatile uint64_t *slot;   /* 7 words of payload, then the round */
-    int rounds;
+/* A stored write lands in address order, as a ConnectX places one: a
+ * receiver that polls any 8-byte word (each entry of a clear-to-send row
+ * ends in its own sequence number) sees every word below it from the same
+ * write.  The watcher reads the row from the top down: a word read later
+ * but lower must be at least as new as every word read above it.  Rows of
+ * 64, 248 and 512 bytes (one entry, a partial row, a row of 8). */
+#define ROW_WORDS 64
+struct ordered_row {
+    volatile uint64_t *row;
+    uint64_t rounds;
     _Atomic int bad;
 };
 
-static void *watch_last_word(void *arg)
+static void *watch_row(void *arg)
 {
-    struct last_word *w = arg;
-    uint64_t seen = 0;
+    struct ordered_row *w = arg;
     uint64_t end = st_now_ms() + WAIT_MS;
-    while (seen < (uint64_t)w->rounds && st_now_ms() < end) {
-        uint64_t r = __atomic_load_n(&w->slot[7], __ATOMIC_ACQUIRE);
-        if (r == seen)
-            continue;
-        for (int i = 0; i < 7; i++)
-            if (w->slot[i] < r)   /* a payload word older than the round word */
+    while (__atomic_load_n(&w->row[0], __ATOMIC_ACQUIRE) < w->rounds && st_now_ms() < end) {
+        uint64_t newest = 0;
+        for (int i = ROW_WORDS - 1; i >= 0; i--) {
+            uint64_t v = __atomic_load_n(&w->row[i], __ATOMIC_ACQUIRE);
+            if (v < newest)
                 atomic_store(&w->bad, 1);
-        seen = r;
+            newest = v > newest ? v : newest;
+        }
     }
     return NULL;
 }
 
-TAP_CASE(test_a_stored_write_shows_its_last_word_after_the_rest)
+TAP_CASE(test_a_stored_write_lands_in_address_order)
 {
     struct fixture f;
     setup(&f);
@@ -241,24 +245,28 @@ TAP_CASE(test_a_stored_write_shows_its_last_word_after_the_rest)
     EXPECT_TRUE(mr != NULL);
     EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
     uint64_t s0 = stored(f.a.qp);
-    struct last_word w = { .slot = (volatile uint64_t *)(void *)mem, .rounds = 2000 };
+    struct ordered_row w = { .row = (volatile uint64_t *)(void *)mem, .rounds = 3000 };
     pthread_t th;
-    EXPECT_EQ_INT(0, pthread_create(&th, NULL, watch_last_word, &w));
+    EXPECT_EQ_INT(0, pthread_create(&th, NULL, watch_row, &w));
+    static const uint32_t len[] = { 64, 248, 512 };
     uint64_t *src = (uint64_t *)(void *)f.src;
-    for (int r = 1; r <= w.rounds; r++) {
-        for (int i = 0; i < 8; i++)
-            src[i] = (uint64_t)r;
-        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, (uint64_t)r, f.src, 64, f.smr->lkey, (uintptr_t)mem, mr->rkey, 0,
-                     IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+    for (uint64_t r = 1; r <= w.rounds; r++) {
+        for (int i = 0; i < ROW_WORDS; i++)
+            src[i] = r;
+        /* the last round covers the whole row */
+        uint32_t n = r == w.rounds ? 512 : len[r % 3];
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, r, f.src, n, f.smr->lkey, (uintptr_t)mem, mr->rkey, 0,
+                     IBV_SEND_SIGNALED);
         struct ibv_wc wc;
         st_wait_wc(f.a.scq, &wc, WAIT_MS);
-        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)r);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, r);
     }
     pthread_join(th, NULL);
     EXPECT_EQ_INT(0, atomic_load(&w.bad));
-    EXPECT_EQ_U64((uint64_t)w.rounds, ((volatile uint64_t *)(void *)mem)[7]);
+    for (int i = 0; i < ROW_WORDS; i++)
+        EXPECT_EQ_U64(w.rounds, w.row[i]);
     if (push_shared_on())
-        EXPECT_EQ_U64((uint64_t)w.rounds, stored(f.a.qp) - s0);
+        EXPECT_EQ_U64(w.rounds, stored(f.a.qp) - s0);
     ibv_dereg_mr(mr);
     munmap(mem, 4096);
     close(fd);
