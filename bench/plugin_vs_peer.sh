@@ -20,6 +20,11 @@
 # band is the range over the sizes of peer-again / peer; railnet passes
 # when no size's railnet / peer falls below the band's low edge and their
 # median is >= 1.0 (latency: peer / railnet, by the same rule).
+# railnet runs a second time in each round with SOFTNIC_PUSH_SHARED=0, its
+# own column and verdict: railnet's clear-to-send ring is shared memory that
+# softnic writes with a store, the peer's FIFO heap memory it writes with a
+# system call; without the store both pay the call (the like-for-like
+# figure; a ConnectX places both without a CPU).
 # RAILNET_BENCH_MD=FILE writes the tables as markdown into FILE between
 # "<!-- plugin_vs_peer:begin -->" and "<!-- plugin_vs_peer:end -->".
 : "${top_builddir:=$(pwd)}"
@@ -76,42 +81,50 @@ echo "# peer: $peer; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$tmp/md"
 for depth in $depths; do
     echo "== one-way bandwidth, 1 QP on port 1, $depth in flight: GB/s, median [min-max] of $rounds rounds"
-    printf '%10s %22s %22s %22s %8s %5s\n' bytes peer railnet peer_again rn/peer A/A
-    : >"$tmp/v"
-    { echo "| depth $depth | peer GB/s | railnet GB/s | railnet / peer | A/A |"; echo "|---|---:|---:|---:|---:|"; } >>"$tmp/md"
+    printf '%10s %22s %22s %22s %8s %5s %22s %8s\n' bytes peer railnet peer_again rn/peer A/A railnet_noshare ns/peer
+    : >"$tmp/v"; : >"$tmp/vs"
+    { echo "| depth $depth | peer GB/s | railnet GB/s | railnet / peer | A/A | railnet, \`SOFTNIC_PUSH_SHARED=0\`, GB/s | that / peer |"
+      echo "|---|---:|---:|---:|---:|---:|---:|"; } >>"$tmp/md"
     for size in $sizes; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
-        ps= rs= as=
+        ps= rs= as= ns=
         for round in $(seq "$rounds"); do
             ps="$ps $(bw peer "$size" $n "$depth")"
             rs="$rs $(bw railnet "$size" $n "$depth")"
             as="$as $(bw peer "$size" $n "$depth")"
+            ns="$ns $(SOFTNIC_PUSH_SHARED=0 bw railnet "$size" $n "$depth")"
         done
         set -- $(stats $ps); p=$1 pr="$2-$3"
         set -- $(stats $rs); r=$1 rr="$2-$3"
         set -- $(stats $as); a=$1 ar="$2-$3"
-        q=$(ratio "$p" "$r") aa=$(ratio "$p" "$a")
-        printf '%10d %22s %22s %22s %8s %5s\n' "$size" "$p [$pr]" "$r [$rr]" "$a [$ar]" "$q" "$aa"
+        set -- $(stats $ns); o=$1 or="$2-$3"
+        q=$(ratio "$p" "$r") aa=$(ratio "$p" "$a") qo=$(ratio "$p" "$o")
+        printf '%10d %22s %22s %22s %8s %5s %22s %8s\n' "$size" "$p [$pr]" "$r [$rr]" "$a [$ar]" "$q" "$aa" "$o [$or]" "$qo"
         echo "$size $q $aa" >>"$tmp/v"
-        echo "| $((size / 1024)) KiB | $p ($pr) | $r ($rr) | $q | $aa |" >>"$tmp/md"
+        echo "$size $qo $aa" >>"$tmp/vs"
+        echo "| $((size / 1024)) KiB | $p ($pr) | $r ($rr) | $q | $aa | $o ($or) | $qo |" >>"$tmp/md"
     done
-    v=$(verdict <"$tmp/v")
+    v=$(verdict <"$tmp/v") vs=$(verdict <"$tmp/vs")
     echo "verdict depth $depth railnet/peer: $v"
-    printf '\nDepth %s: %s\n\n' "$depth" "$v" >>"$tmp/md"
+    echo "verdict depth $depth railnet/peer, SOFTNIC_PUSH_SHARED=0: $vs"
+    printf '\nDepth %s: %s\n\nDepth %s, `SOFTNIC_PUSH_SHARED=0`: %s\n\n' "$depth" "$v" "$depth" "$vs" >>"$tmp/md"
 done
-ps= rs= as=
+ps= rs= as= ns=
 for round in $(seq "$rounds"); do
     ps="$ps $(lat peer)"; rs="$rs $(lat railnet)"; as="$as $(lat peer)"
+    ns="$ns $(SOFTNIC_PUSH_SHARED=0 lat railnet)"
 done
 set -- $(stats $ps); p=$1 pr="$2-$3"
 set -- $(stats $rs); r=$1 rr="$2-$3"
 set -- $(stats $as); a=$1 ar="$2-$3"
-q=$(ratio "$r" "$p") aa=$(ratio "$a" "$p")
-echo "== 8 B one-way latency, us: peer $p [$pr], railnet $r [$rr], peer again $a [$ar]; peer/railnet $q, A/A $aa"
-lv=$(echo "8 $q $aa" | verdict)
+set -- $(stats $ns); o=$1 or="$2-$3"
+q=$(ratio "$r" "$p") aa=$(ratio "$a" "$p") qo=$(ratio "$o" "$p")
+echo "== 8 B one-way latency, us: peer $p [$pr], railnet $r [$rr], peer again $a [$ar]; peer/railnet $q, A/A $aa; railnet with SOFTNIC_PUSH_SHARED=0 $o [$or], peer/that $qo"
+lv=$(echo "8 $q $aa" | verdict) lvo=$(echo "8 $qo $aa" | verdict)
 echo "verdict latency peer/railnet: $lv"
-{ echo "| 8 B one-way latency | peer us | railnet us | peer / railnet | A/A |"; echo "|---|---:|---:|---:|---:|"
-  echo "| median (min-max) | $p ($pr) | $r ($rr) | $q | $aa |"; printf '\nLatency: %s\n' "$lv"; } >>"$tmp/md"
+echo "verdict latency peer/railnet, SOFTNIC_PUSH_SHARED=0: $lvo"
+{ echo "| 8 B one-way latency | peer us | railnet us | peer / railnet | A/A | railnet, \`SOFTNIC_PUSH_SHARED=0\`, us | peer / that |"; echo "|---|---:|---:|---:|---:|---:|---:|"
+  echo "| median (min-max) | $p ($pr) | $r ($rr) | $q | $aa | $o ($or) | $qo |"; printf '\nLatency: %s\n\nLatency, `SOFTNIC_PUSH_SHARED=0`: %s\n' "$lv" "$lvo"; } >>"$tmp/md"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     {
