@@ -1,0 +1,26 @@
+#!/bin/sh
+# bench/aa-verdict.awk, the rule every comparing bench prints its verdict
+# by: the A/A band is the range of the transport's second run / its first;
+# railnet passes when no size falls below the band's low edge and its median
+# ratio is >= 1.0; the A/A run's own median is printed beside it.
+. "$top_srcdir/tests/lib.sh"
+tap_plan 6
+v() { awk -f "$top_srcdir/bench/aa-verdict.awk"; }
+check() { # NAME TABLE WANT-REGEX
+    _n=$1 _w=$3
+    _got=$(printf "$2" | v)
+    printf '%s\n' "$_got" | grep -Eq -- "$_w" && tap_ok "$_n" || tap_not_ok "$_n" "got: $_got; want: $_w"
+}
+check passes_within_the_band_with_a_median_of_1 '1 1.02 0.97\n2 1.10 1.04\n3 0.98 1.00\n' \
+    '^pass \(A/A band 0\.97\.\.1\.04; median 1\.02 over 3 sizes; below the band: none; A/A median 1\.00\)$'
+check fails_a_size_below_the_band '1 1.20 0.97\n2 1.10 1.04\n3 0.95 1.00\n' \
+    '^fail \(.*below the band: 3=0\.95; A/A median 1\.00\)$'
+check fails_a_median_below_1_and_gives_the_aa_median '1 0.99 0.93\n2 0.98 1.04\n3 1.01 0.98\n4 0.99 0.97\n' \
+    '^fail \(A/A band 0\.93\.\.1\.04; median 0\.99 over 4 sizes; below the band: none; A/A median 0\.97\)$'
+check is_undecided_without_an_aa_run '1 1.05 -\n2 1.10 -\n' \
+    '^undecided \(no A/A run\)$'
+check skips_a_size_without_a_ratio '1 - 1.00\n2 1.05 0.99\n' \
+    'median 1\.05 over 1 sizes'
+printf '' | awk -v why="nothing ran" -f "$top_srcdir/bench/aa-verdict.awk" | grep -qx 'undecided (nothing ran)' &&
+    tap_ok says_why_it_is_undecided || tap_not_ok says_why_it_is_undecided
+tap_done
