@@ -86,12 +86,10 @@ static char *map_peer(uint32_t pid, const struct sn_share_ref *ref, void **map, 
     if (fd < 0)
         return NULL;
     struct stat st;
-    int seals = fcntl(fd, F_GET_SEALS);
     long page = sysconf(_SC_PAGESIZE);
     char *at = NULL;
-    if (page > 0 && seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == ref->dev &&
-        (uint64_t)st.st_ino == ref->ino && ref->len && ref->off + ref->len > ref->off &&
-        (uint64_t)st.st_size >= ref->off + ref->len) {
+    if (page > 0 && ref->len && ref->off + ref->len > ref->off && share_file_ok(fd, ref->off + ref->len, &st) &&
+        (uint64_t)st.st_dev == ref->dev && (uint64_t)st.st_ino == ref->ino) {
         uint64_t start = ref->off & ~(uint64_t)(page - 1);
         size_t len = (size_t)(ref->off + ref->len - start);
         void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -88,6 +90,14 @@ static int fd_of(uintptr_t start, uintptr_t end, dev_t dev, ino_t ino)
     return got;
 }
 
+bool share_file_ok(int fd, uint64_t need, struct stat *st)
+{
+    int seals = fcntl(fd, F_GET_SEALS);
+    struct statfs fs;
+    return seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(fd, st) == 0 && S_ISREG(st->st_mode) &&
+           (uint64_t)st->st_size >= need && fstatfs(fd, &fs) == 0 && fs.f_type != HUGETLBFS_MAGIC;
+}
+
 bool share_find(const void *addr, uint64_t len, struct sn_share *out)
 {
     uintptr_t a = (uintptr_t)addr, start, end;
@@ -102,8 +112,7 @@ bool share_find(const void *addr, uint64_t len, struct sn_share *out)
     if (fd < 0)
         return false;
     struct stat st;
-    int seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0 || (uint64_t)st.st_size < off + len) {
+    if (!share_file_ok(fd, off + len, &st)) {
         close(fd);
         return false;
     }

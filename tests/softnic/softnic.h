@@ -297,6 +297,13 @@ struct sn_share {
  * (share_drop closes its fd). */
 bool share_find(const void *addr, uint64_t len, struct sn_share *out);
 void share_drop(struct sn_share *s);
+/* Whether the memfd open as fd can be mapped by a pusher for a region
+ * ending need bytes into it: sealed against shrinking and at least that
+ * long (a truncation cannot fault the pusher), and not on hugetlbfs (a
+ * pusher's fault on a page its owner never touched can find the pool
+ * empty: SIGBUS). */
+struct stat;
+bool share_file_ok(int fd, uint64_t need, struct stat *st);
 
 struct sn_mr {
     struct ibv_mr ibmr;

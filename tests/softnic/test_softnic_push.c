@@ -206,6 +206,43 @@ TAP_CASE(test_small_writes_into_sealed_shared_memory_are_stored)
     teardown(&f);
 }
 
+/* A sealed memfd on hugetlbfs is left to the system call: a pusher that
+ * faults on a huge page its owner never touched can find the pool empty
+ * and take a SIGBUS.  The write still lands. */
+TAP_CASE(test_a_sealed_hugetlb_memfd_is_not_stored_into)
+{
+    const size_t len = 2u << 20;
+    int fd = memfd_create("push-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+    char *mem = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)len) == 0)
+        mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (mem == MAP_FAILED) {
+        if (fd >= 0)
+            close(fd);
+        TAP_SKIP("no huge page to map (vm.nr_hugepages is 0 or hugetlbfs is missing)");
+    }
+    EXPECT_EQ_INT(0, fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW));
+    struct fixture f;
+    setup(&f);
+    struct ibv_mr *mr = ibv_reg_mr(f.d.pd, mem, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT_TRUE(mr != NULL);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+    uint64_t p0 = pushed(f.a.qp), s0 = stored(f.a.qp);
+    st_fill(f.src, 64, 91);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 2, f.src, 64, f.smr->lkey, (uintptr_t)mem + 4096, mr->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+    EXPECT_MEMEQ(f.src, mem + 4096, 64);
+    EXPECT_EQ_U64(st_push_on() ? 1 : 0, pushed(f.a.qp) - p0);
+    EXPECT_EQ_U64(0, stored(f.a.qp) - s0);
+    ibv_dereg_mr(mr);
+    teardown(&f);
+    munmap(mem, len);
+    close(fd);
+}
+
 /* A stored write lands in address order, as a ConnectX places one: a
  * receiver that polls any 8-byte word (each entry of a clear-to-send row
  * ends in its own sequence number) sees every word below it from the same
