@@ -945,13 +945,15 @@ static bool peer_write_ordered(struct sn_push_peer *p, const struct iovec *lv, u
 {
     char flat[SN_PUSH_MAX_BYTES];
     struct iovec words[SN_PUSH_MAX_BYTES / 8 + 2];
+    if (len > sizeof(flat))
+        return false;
     size_t o = 0;
     for (unsigned long i = 0; i < nl && o < len; i++) {
         size_t k = lv[i].iov_len < len - o ? lv[i].iov_len : len - o;
         memcpy(flat + o, lv[i].iov_base, k);
         o += k;
     }
-    if (o != len || len > sizeof(flat))
+    if (o != len)
         return false;
     unsigned long n = 0;
     for (uint32_t at = 0; at < len;) {
@@ -1012,7 +1014,7 @@ static bool peer_store(struct sn_push_peer *p, const struct push_mr *e, uint32_t
     const volatile struct push_mr *v = e;
     struct sn_share_ref ref = { .key = rkey, .fd = v->share_fd, .iova = v->iova, .len = v->len,
                                 .dev = v->share_dev, .ino = v->share_ino, .off = v->share_off };
-    if (ref.fd == NO_SHARE || raddr < ref.iova || len > ref.len || raddr - ref.iova > ref.len - len)
+    if (ref.fd == NO_SHARE || len > SN_PUSH_MAX_BYTES || raddr < ref.iova || len > ref.len || raddr - ref.iova > ref.len - len)
         return false;
     char *at = push_maps_at(p->maps, p->pid, &ref);
     if (!at)
