@@ -9,8 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Linux 6.3's flag (include/uapi/linux/memfd.h): a kernel with
- * vm.memfd_noexec=2 refuses a memfd without it, one before 6.3 refuses it */
+/* Linux 6.3's flag (include/uapi/linux/memfd.h): 6.3-6.5 with
+ * vm.memfd_noexec=2 refuse a memfd without it, kernels before 6.3 refuse it */
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U
 #endif
@@ -22,22 +22,34 @@ static size_t pages(size_t len)
     return (len + p - 1) / p * p;
 }
 
+/* Says once why a peer-written area is private memory after all (it still
+ * works: a software NIC then places the peer's writes by system call). */
+static void tell_private(const char *what, int err)
+{
+    static atomic_int told;
+    if (!atomic_exchange(&told, 1))
+        INFO(NCCL_NET, "NET/railnet: %s failed (%s): CTS rings and sizes areas in private memory", what,
+             strerror(err));
+}
+
 static void *map_shared(size_t len, int *fd)
 {
     int f = memfd_create("railnet-area", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
     if (f < 0 && errno == EINVAL)
         f = memfd_create("railnet-area", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (f < 0) {
-        static atomic_int told;
-        if (!atomic_exchange(&told, 1))
-            INFO(NCCL_NET, "NET/railnet: no memfd for the CTS rings (%s): private memory instead", strerror(errno));
+        tell_private("memfd_create", errno);
         return NULL;
     }
     void *p = MAP_FAILED;
     /* sealed: whoever maps it (a software NIC) cannot be cut short by a
      * truncation */
-    if (ftruncate(f, (off_t)len) == 0 && fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
-        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    if (ftruncate(f, (off_t)len) != 0)
+        tell_private("ftruncate of a memfd", errno);
+    else if (fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        tell_private("sealing a memfd", errno);
+    else if ((p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0)) == MAP_FAILED)
+        tell_private("mapping a memfd", errno);
     if (p == MAP_FAILED) {
         close(f);
         return NULL;

@@ -223,7 +223,7 @@ int mr_write(struct sn_mr *mr, uint64_t addr, const void *src, size_t len)
 {
     if (mr->gpu)
         return gpu_copy_to_device(mr_host_ptr(mr, addr), src, len);
-    if (len <= SN_CMA_MIN_BYTES)
+    if (len < SN_CMA_MIN_BYTES)
         sn_store_ascending(mr_host_ptr(mr, addr), src, len);
     else
         memcpy(mr_host_ptr(mr, addr), src, len);

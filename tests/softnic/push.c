@@ -47,6 +47,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* include/uapi/linux/memfd.h, Linux 6.3 */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
 #define PUSH_VERSION 6u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
@@ -201,9 +205,15 @@ static void region_create_locked(void)
     me.pid = pid;
     if (!softnic_global()->conf.push || !softnic_global()->conf.fastpath)
         return;
-    int fd = memfd_create(REGION_NAME, MFD_CLOEXEC);
-    if (fd < 0)
+    /* Linux 6.3-6.5 with vm.memfd_noexec=2 refuse a memfd without
+     * MFD_NOEXEC_SEAL, kernels before 6.3 refuse the flag */
+    int fd = memfd_create(REGION_NAME, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+    if (fd < 0 && errno == EINVAL)
+        fd = memfd_create(REGION_NAME, MFD_CLOEXEC);
+    if (fd < 0) {
+        SN_DEBUG("push: no memfd for the shared region (%s): small writes on the wire", strerror(errno));
         return;
+    }
     void *p = MAP_FAILED;
     if (ftruncate(fd, sizeof(struct push_region)) == 0)
         p = mmap(NULL, sizeof(struct push_region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -936,7 +946,9 @@ static bool local_iov(struct sn_qp *qp, const struct sn_swqe *w, struct iovec *v
  * (a receiver may poll any entry's last word): the kernel's copy through
  * /proc/<pid>/mem is one string copy of the whole, whose stores x86
  * promises in no order (on a 2-CPU EPYC, 128 bytes and more were seen out
- * of order, 64 and less never), while process_vm_writev copies each local
+ * of order, 64 and less never: observed, not promised, and a reader of a
+ * 64-byte entry that compares its sequence word for equality is safe
+ * from a torn word either way), while process_vm_writev copies each local
  * piece on its own, one after the other: each word of the target is its
  * own piece.  It costs a pidfd poll and the lookup (about 1 us more on 2
  * CPUs), so one entry of 64 bytes keeps the file. */

@@ -339,8 +339,9 @@ enum sn_mem mr_mem_try(uint32_t key, struct ibv_pd *pd, uint64_t addr, uint64_t 
  * (glibc copies a large block's tail before its middle). */
 void sn_store_ascending(void *to, const void *from, size_t len);
 /* Copies between a registered region and host memory; a write of host
- * memory up to SN_CMA_MIN_BYTES (a message's payload in hand) lands in
- * address order (sn_store_ascending). */
+ * memory below SN_CMA_MIN_BYTES (a message's payload in hand) lands in
+ * address order (sn_store_ascending); larger ones, and payloads pulled
+ * from SN_CMA_MIN_BYTES on, keep the copy's own order. */
 int mr_write(struct sn_mr *mr, uint64_t addr, const void *src, size_t len);
 int mr_read(struct sn_mr *mr, uint64_t addr, void *dst, size_t len);
 static inline char *mr_host_ptr(struct sn_mr *mr, uint64_t addr)
