@@ -2,9 +2,11 @@
 # bench/aa-verdict.awk, the rule every comparing bench prints its verdict
 # by: the A/A band is the range of the transport's second run / its first;
 # railnet passes when no size falls below the band's low edge and its median
-# ratio is >= 1.0; the A/A run's own median is printed beside it.
+# ratio is >= 1.0; the A/A run's own median is printed beside it. And
+# bench/verdict-summary.awk, which makes scripts/gpu-nccl-verdict's summary
+# rows of those lines.
 . "$top_srcdir/tests/lib.sh"
-tap_plan 6
+tap_plan 8
 v() { awk -f "$top_srcdir/bench/aa-verdict.awk"; }
 check() { # NAME TABLE WANT-REGEX
     _n=$1 _w=$3
@@ -23,4 +25,16 @@ check skips_a_size_without_a_ratio '1 - 1.00\n2 1.05 0.99\n' \
     'median 1\.05 over 1 sizes'
 printf '' | awk -v why="nothing ran" -f "$top_srcdir/bench/aa-verdict.awk" | grep -qx 'undecided (nothing ran)' &&
     tap_ok says_why_it_is_undecided || tap_not_ok says_why_it_is_undecided
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+{ echo "bus bandwidth (all_reduce,send_recv), 2 ranks, softnic, NCCL 2.30.7 (/x/lib), NCCL_NET_GDR_LEVEL=LOC, SOFTNIC_RATE=3125M per port, 5 rounds"
+  echo "verdict all_reduce railnet/IB: $(printf '1 1.02 0.97\n2 1.10 1.04\n3 0.98 1.00\n' | v)"
+  echo "verdict all_reduce railnet/peer: $(printf '1 1.20 0.97\n2 1.10 1.04\n3 0.95 1.00\n' | v)"
+  echo "verdict send_recv railnet/IB: $(printf '1 1.05 -\n' | v)"
+  echo "verdict send_recv railnet/peer: $(printf '1 1.05 -\n' | v)"; } >"$work/verdict_x.txt"
+awk -f "$top_srcdir/bench/verdict-summary.awk" "$work/verdict_x.txt" >"$work/rows"
+grep -qxF '| 2.30.7 | 25 Gb/s | all_reduce | 0.97..1.04 | 1.00 | 1.02 | pass | 1.10 | fail | none (peer: 3=0.95) |' "$work/rows" &&
+    tap_ok summary_row_of_a_decided_table || tap_not_ok summary_row_of_a_decided_table "$(cat "$work/rows")"
+grep -qxF '| 2.30.7 | 25 Gb/s | send_recv | - | - | - | undecided | - | undecided | - |' "$work/rows" &&
+    tap_ok summary_row_of_an_undecided_table || tap_not_ok summary_row_of_an_undecided_table "$(cat "$work/rows")"
 tap_done
