@@ -1,6 +1,7 @@
 /* plugin/ib/area.c: a connection's areas (area.h). */
 #include "area.h"
 #include "log.h"
+#include "memfd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,12 +9,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-/* Linux 6.3's flag (include/uapi/linux/memfd.h): 6.3-6.5 with
- * vm.memfd_noexec=2 refuse a memfd without it, kernels before 6.3 refuse it */
-#ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL 0x0008U
-#endif
 
 static size_t pages(size_t len)
 {
@@ -34,9 +29,7 @@ static void tell_private(const char *what, int err)
 
 static void *map_shared(size_t len, int *fd)
 {
-    int f = memfd_create("railnet-area", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
-    if (f < 0 && errno == EINVAL)
-        f = memfd_create("railnet-area", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int f = rn_memfd_create("railnet-area", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (f < 0) {
         tell_private("memfd_create", errno);
         return NULL;

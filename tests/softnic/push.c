@@ -35,6 +35,7 @@
  * waits for placements.  The poster lets go of its QP's lock while it
  * copies, holding tx_busy as a direct transmission does. */
 #include "softnic.h"
+#include "../../plugin/ib/memfd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,10 +48,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* include/uapi/linux/memfd.h, Linux 6.3 */
-#ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL 0x0008U
-#endif
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
 #define PUSH_VERSION 6u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
@@ -205,11 +202,7 @@ static void region_create_locked(void)
     me.pid = pid;
     if (!softnic_global()->conf.push || !softnic_global()->conf.fastpath)
         return;
-    /* Linux 6.3-6.5 with vm.memfd_noexec=2 refuse a memfd without
-     * MFD_NOEXEC_SEAL, kernels before 6.3 refuse the flag */
-    int fd = memfd_create(REGION_NAME, MFD_CLOEXEC | MFD_NOEXEC_SEAL);
-    if (fd < 0 && errno == EINVAL)
-        fd = memfd_create(REGION_NAME, MFD_CLOEXEC);
+    int fd = rn_memfd_create(REGION_NAME, MFD_CLOEXEC);
     if (fd < 0) {
         SN_DEBUG("push: no memfd for the shared region (%s): small writes on the wire", strerror(errno));
         return;
@@ -957,15 +950,7 @@ static bool peer_write_ordered(struct sn_push_peer *p, const struct iovec *lv, u
 {
     char flat[SN_PUSH_MAX_BYTES];
     struct iovec words[SN_PUSH_MAX_BYTES / 8 + 2];
-    if (len > sizeof(flat))
-        return false;
-    size_t o = 0;
-    for (unsigned long i = 0; i < nl && o < len; i++) {
-        size_t k = lv[i].iov_len < len - o ? lv[i].iov_len : len - o;
-        memcpy(flat + o, lv[i].iov_base, k);
-        o += k;
-    }
-    if (o != len)
+    if (len > sizeof(flat) || push_gather(flat, len, lv, nl) != len)
         return false;
     unsigned long n = 0;
     for (uint32_t at = 0; at < len;) {
@@ -1073,11 +1058,7 @@ static bool claim_recv(struct push_region *r, struct push_qp *s, uint32_t gen, c
     if (nl) {
         rec->rkey = w->rkey;
         rec->raddr = w->raddr;
-        size_t off = 0;
-        for (unsigned long i = 0; i < nl; i++) {
-            memcpy(rec->data + off, lv[i].iov_base, lv[i].iov_len);
-            off += lv[i].iov_len;
-        }
+        push_gather((char *)rec->data, sizeof(rec->data), lv, nl);
     }
     atomic_store_explicit(&rec->landed, nl ? REC_WAITING : REC_LANDED, memory_order_release);
     atomic_store_explicit(&rec->seq, tag(gen, n + 1), memory_order_release);

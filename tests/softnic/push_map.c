@@ -129,17 +129,23 @@ char *push_maps_at(struct sn_push_maps *m, uint32_t pid, const struct sn_share_r
     return at;
 }
 
+size_t push_gather(char *to, size_t cap, const struct iovec *lv, unsigned long nl)
+{
+    size_t o = 0;
+    for (unsigned long i = 0; i < nl && o < cap; i++) {
+        size_t k = lv[i].iov_len < cap - o ? lv[i].iov_len : cap - o;
+        memcpy(to + o, lv[i].iov_base, k);
+        o += k;
+    }
+    return o;
+}
+
 void push_store(char *dst, const struct iovec *lv, unsigned long nl, uint32_t len)
 {
     char tmp[SN_PUSH_MAX_BYTES];
     const char *src = lv[0].iov_base;
     if (nl > 1) {
-        size_t o = 0;
-        for (unsigned long i = 0; i < nl && o < sizeof(tmp); i++) {
-            size_t k = lv[i].iov_len < sizeof(tmp) - o ? lv[i].iov_len : sizeof(tmp) - o;
-            memcpy(tmp + o, lv[i].iov_base, k);
-            o += k;
-        }
+        push_gather(tmp, sizeof(tmp), lv, nl);
         src = tmp;
     }
     sn_store_ascending(dst, src, len);

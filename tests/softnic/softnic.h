@@ -891,6 +891,9 @@ struct sn_push_maps *push_maps_new(void);
 void push_maps_free(struct sn_push_maps *m, bool unmap);
 char *push_maps_at(struct sn_push_maps *m, uint32_t pid, const struct sn_share_ref *ref);
 void push_store(char *dst, const struct iovec *lv, unsigned long nl, uint32_t len);
+/* Copies the pieces lv[0..nl) one after the other to to, at most cap
+ * bytes: how many it copied. */
+size_t push_gather(char *to, size_t cap, const struct iovec *lv, unsigned long nl);
 void push_attach(struct sn_qp *qp, int fd, const struct sn_wire_push_offer *o);
 void push_detach_locked(struct sn_qp *qp);
 bool push_try_locked(struct sn_qp *qp);

@@ -6,6 +6,7 @@
  * carried a write.  With SOFTNIC_PUSH=0 (test_softnic_push_off.sh) every
  * case must hold the same with the counter at 0. */
 #include "sntest.h"
+#include "plugin/ib/memfd.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -140,23 +141,11 @@ static bool push_shared_on(void)
     return st_push_on() && !(v && strcmp(v, "0") == 0);
 }
 
-/* memfd_create as softnic and the plugin call it: with MFD_NOEXEC_SEAL
- * (Linux 6.3-6.5 with vm.memfd_noexec=2 refuse a memfd without it), again
- * without it where the kernel does not know it. */
-#ifndef MFD_NOEXEC_SEAL
-#define MFD_NOEXEC_SEAL 0x0008U
-#endif
-static int test_memfd(const char *name, unsigned flags)
-{
-    int fd = memfd_create(name, flags | MFD_NOEXEC_SEAL);
-    return fd < 0 && errno == EINVAL ? memfd_create(name, flags) : fd;
-}
-
 /* len bytes of a memfd mapped MAP_SHARED (*fd stays open), sealed against
  * shrinking when seal is set. */
 static char *memfd_buf(size_t len, bool seal, int *fd)
 {
-    *fd = test_memfd("push-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    *fd = rn_memfd_create("push-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     EXPECT_TRUE(*fd >= 0);
     EXPECT_EQ_INT(0, ftruncate(*fd, (off_t)len));
     if (seal)
@@ -224,7 +213,7 @@ TAP_CASE(test_small_writes_into_sealed_shared_memory_are_stored)
 TAP_CASE(test_a_sealed_hugetlb_memfd_is_not_stored_into)
 {
     const size_t len = 2u << 20;
-    int fd = test_memfd("push-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+    int fd = rn_memfd_create("push-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
     char *mem = MAP_FAILED;
     if (fd >= 0 && ftruncate(fd, (off_t)len) == 0)
         mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
