@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 6u
+#define PUSH_VERSION 7u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
 /* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
@@ -106,12 +106,13 @@ struct push_rec {
 };
 _Static_assert(sizeof(struct push_rec) == 128, "a record is two cache lines");
 
-/* A QP's slot, in three cache lines of different writers, so that a
- * pushed write and its receiver's poll move as few lines between their
- * CPUs as they can (each such move costs ~0.1-0.3 us across cores): the
- * first the pushers write (their counts, rq_taken), the second the
- * receiver (its receives posted and done), the records the pusher writes
- * and the receiver reads. */
+/* A QP's slot, in cache lines of different writers, so that a pushed
+ * write and its receiver's poll move as few lines between their CPUs as
+ * they can (each such move costs ~0.1-0.3 us across cores): the first the
+ * pushers write (their counts, rq_taken), the second the peer's responder
+ * (its note of what it executed), the third the receiver (its receives
+ * posted and done), the records the pusher writes and the receiver
+ * reads. */
 struct push_qp {
     _Atomic uint32_t live;       /* gen << 1 | ready to receive */
     uint32_t access;             /* qp_access_flags */
@@ -128,12 +129,19 @@ struct push_qp {
     /* the peer's responder: every request up to this sequence number of
      * the connection named in the upper half (the hello's conn_id; 0:
      * none) was executed and its ACK is on its way; written before the
-     * receive completions it covers appear (push_note_acked_locked) */
-    _Atomic uint64_t wire_acked;
+     * receive completions it covers appear (push_note_acked_locked).  A
+     * line of its own: the peer's engine writes it for every request
+     * while the peer's application thread pushes its clear-to-sends
+     * through the line above */
+    _Alignas(64) _Atomic uint64_t wire_acked;
     _Alignas(64) _Atomic uint64_t rq_posted;
     _Atomic uint64_t rq_done;
     _Alignas(64) struct push_rec rec[PUSH_RECS];
 };
+
+_Static_assert(offsetof(struct push_qp, wire_acked) % 64 == 0 &&
+                   offsetof(struct push_qp, rq_posted) - offsetof(struct push_qp, wire_acked) == 64,
+               "the responder's note has a cache line of its own");
 
 struct push_region {
     uint32_t magic, version, pid, pad;

@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -182,16 +183,28 @@ void ack_poll_counts(uint64_t asked[SN_POLL_KINDS], uint64_t started[SN_POLL_KIN
 int sn_usable_cores(void);
 
 /* ---------------------------------------------------------- counters.c */
+/* The receiving side's counts (the responder, on an engine) and the
+ * sending side's (posting threads, the requester) lie a cache line apart,
+ * and apart from their neighbours: where an application thread posts
+ * while an engine receives on the same QP and port (a receiver's
+ * clear-to-sends against its incoming writes), counts sharing a line
+ * moved it between their CPUs on every message. */
 struct sn_counters {
-    _Atomic uint64_t tx_bytes, tx_packets, rx_bytes, rx_packets;
-    _Atomic uint64_t errors, retries, rnr_naks;
+    char apart_before[64];
+    _Atomic uint64_t rx_bytes, rx_packets;
     _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
+    _Atomic uint64_t acks;          /* ACKs the responder sent to its peer (responder.c) */
+    _Atomic uint64_t rnr_naks, errors, retries;
+    char apart[64];
+    _Atomic uint64_t tx_bytes, tx_packets;
     _Atomic uint64_t direct_wqes;   /* tx WQEs a posting thread transmitted (requester.c) */
     _Atomic uint64_t pushed_wqes;   /* tx WQEs a posting thread placed in the peer (push.c) */
     _Atomic uint64_t stored_wqes;   /* of those, stored through a mapping (push_map.c) */
-    _Atomic uint64_t acks;          /* ACKs the responder sent to its peer (responder.c) */
     _Atomic uint64_t post_calls;    /* ibv_post_send calls that queued send WQEs (qp.c) */
+    char apart_after[64];
 };
+_Static_assert(offsetof(struct sn_counters, tx_bytes) >= offsetof(struct sn_counters, retries) + 8 + 64,
+               "the two sides' counts share no cache line");
 
 /* --------------------------------------------------------------- device */
 struct sn_port {
