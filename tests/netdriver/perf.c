@@ -68,9 +68,9 @@ static int test(struct perf_ctx *p, void *req, int *done, int *got)
     return r == ncclSuccess ? 0 : -1;
 }
 
-/* The polling loops read the clock for their deadline once in this many
- * idle passes, as perftest's loops read none: the harness's clock is no
- * part of what it times. */
+/* The latency loop's waits read the clock for their deadline once in this
+ * many idle passes, as perftest's loops read none: the harness's clock is
+ * no part of what it times. */
 #define DEADLINE_EVERY 256
 
 /* iters messages of size bytes, up to `window` in flight, message i in slot
@@ -84,8 +84,18 @@ static int stream(struct perf_ctx *p, int size, int nslots, int iters, int windo
     double start = nd_now(), last = start, area = 0;
     *most = 0;
     *mean = 0;
-    for (unsigned idle = 0; completed < iters;) {
-        int inflight = posted - completed, progress = 0;
+    while (completed < iters) {
+        /* the mean in flight weighs each pass's time by the count it ended
+         * with: a clock read a pass (unlike the latency loop's waits, which
+         * read it once in DEADLINE_EVERY idle passes) */
+        double now = nd_now();
+        area += (now - last) * (posted - completed);
+        last = now;
+        if (now > p->deadline) {
+            fprintf(stderr, "netdriver: deadline passed at %d of %d messages of %d bytes\n", completed, iters, size);
+            return -1;
+        }
+        int progress = 0;
         for (int k = 0; k < window; k++) {
             if (!reqs[k] && posted < iters) {
                 if (post(p, p->buf + (size_t)(posted % nslots) * (size_t)size, size, 7, &reqs[k]))
@@ -110,21 +120,6 @@ static int stream(struct perf_ctx *p, int size, int nslots, int iters, int windo
                     progress = 1;
                 }
             }
-        }
-        /* The clock is read when the count in flight changed, and on every
-         * DEADLINE_EVERY-th idle pass: a read on every pass lengthened the
-         * loop by what a proxy's poll does not do. */
-        double now = 0;
-        if (progress || ++idle % DEADLINE_EVERY == 0)
-            now = nd_now();
-        if (progress) {
-            area += (now - last) * inflight;
-            last = now;
-            idle = 0;
-        }
-        if (now > p->deadline) {
-            fprintf(stderr, "netdriver: deadline passed at %d of %d messages of %d bytes\n", completed, iters, size);
-            return -1;
         }
         /* an idle pass gives the CPU to the NIC: on a host with few cores a
          * software NIC's threads share them with this polling loop */
