@@ -350,6 +350,7 @@ static unsigned completer_step(struct sn_eng_task *t, void *arg)
             qp->conn_dead = c->eof = true;
         } else {
             c->have_rb = true;
+            c->rb.ask_once = true;
             engine_task_fd(t, c->fd);
         }
     }
@@ -361,6 +362,7 @@ static unsigned completer_step(struct sn_eng_task *t, void *arg)
     /* keep reading after a failed write: a NAK may still be queued */
     if (c->have_rb && !c->eof && qp->attr.qp_state != IBV_QPS_ERR) {
         pthread_mutex_unlock(&qp->lock);
+        rbuf_step(&c->rb);
         int err = read_responses(qp, c, &nresp, &hold);
         pthread_mutex_lock(&qp->lock);
         if (err == EAGAIN) {

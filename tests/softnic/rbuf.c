@@ -38,13 +38,17 @@ void rbuf_free(struct sn_rbuf *rb)
 }
 
 /* One recv of what the connection holds, up to len: *got bytes; EAGAIN
- * when it holds nothing, ECONNRESET at its end. */
+ * when it holds nothing (or held no more earlier in this step: rbuf_step),
+ * ECONNRESET at its end. */
 static int recv_some(struct sn_rbuf *rb, void *dst, size_t len, size_t *got)
 {
+    if (rb->drained)
+        return EAGAIN;
     for (;;) {
         ssize_t n = recv(rb->fd, dst, len, MSG_DONTWAIT);
         if (n > 0) {
             *got = (size_t)n;
+            rb->drained = rb->ask_once && (size_t)n < len;
             return 0;
         }
         if (n == 0)

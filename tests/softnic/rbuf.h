@@ -16,10 +16,24 @@ struct sn_rbuf {
     char *buf;
     size_t cap, pos, len;
     char *bounce;
+    bool ask_once;  /* rbuf_step's mode: the reader's work between its recvs is short */
+    bool drained;   /* with ask_once: a recv this step returned less than it asked for */
 };
 
 int rbuf_init(struct sn_rbuf *rb, int fd);
 void rbuf_free(struct sn_rbuf *rb);
+/* A step of the connection's reader begins.  With rb->ask_once, once a
+ * recv of the step has returned less than it asked for (the socket held
+ * no more), the calls below answer EAGAIN without asking the socket
+ * again: the step ends and re-arms its level-triggered watch (engine.c),
+ * which fires at once for bytes that came meanwhile.  That spares a
+ * reader whose work between recvs is short (the completer's ACKs) the
+ * recv that only finds the socket empty; a responder, whose pulls take
+ * long enough for the next requests to come, asks again. */
+static inline void rbuf_step(struct sn_rbuf *rb)
+{
+    rb->drained = false;
+}
 /* Bytes buffered and not yet taken. */
 static inline size_t rbuf_avail(const struct sn_rbuf *rb)
 {
