@@ -48,7 +48,9 @@
 # runs that build's plugin too, with this build's netdriver and softnic, in
 # the same alternating rounds: a "before" column and after/before.
 # RAILNET_BENCH_VARIANTS="VAR=V[ VAR=V];..." repeats the bandwidth runs
-# under each softnic setting listed (printed, no verdict).
+# under each softnic setting listed, taking turns in each round (printed,
+# no verdict); LD_LIBRARY_PATH=<another build>/tests/softnic in one makes
+# it an A/B of two softnic builds.
 # RAILNET_BENCH_DEEP=1 adds ib_write_bw at its default depth (-t 128) to
 # each round: what depth alone is worth (NCCL's API allows 32 at most).
 # RAILNET_BENCH_MD=FILE writes the results as markdown (date, machine,
@@ -253,26 +255,39 @@ done
 
 # RAILNET_BENCH_VARIANTS: the same bandwidth runs again under each softnic
 # setting of a ';'-separated list (e.g. "SOFTNIC_ENGINES=1;SOFTNIC_SPIN_US=50"),
-# both programs alike: which of softnic's choices a gap follows. Printed
-# only, no verdict and no markdown.
+# both programs alike, the variants taking turns within each round: which
+# of softnic's choices a gap follows. A variant that sets LD_LIBRARY_PATH
+# to another build's tests/softnic (and one to this build's) is an A/B of
+# two softnic builds. Printed only, no verdict and no markdown.
 if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
-    echo "== variants (RAILNET_BENCH_VARIANTS): medians of $rounds alternating runs; the plugin's mean sends:receives in flight"
+    echo "== variants (RAILNET_BENCH_VARIANTS): medians of $rounds rounds, the variants alternating in each; the plugin's mean sends:receives in flight"
     printf '%-32s %5s %10s %11s %11s %7s %s\n' variant depth bytes ib_write_bw plugin ratio "in flight"
     old_ifs=$IFS; IFS=';'; set -f; set -- $RAILNET_BENCH_VARIANTS; IFS=$old_ifs
-    for variant in "$@"; do
-        for depth in $depths; do
-            for size in $sizes; do
-                n=$((budget / size)); [ $n -lt 200 ] && n=200
-                ibs= pls= means=
-                for round in $(seq "$rounds"); do
+    nvar=$#
+    for depth in $depths; do
+        for size in $sizes; do
+            n=$((budget / size)); [ $n -lt 200 ] && n=200
+            # per variant i: its runs in vib_i, vpl_i, vin_i
+            i=0
+            while [ $i -lt $nvar ]; do eval "vib_$i= vpl_$i= vin_$i="; i=$((i + 1)); done
+            for round in $(seq "$rounds"); do
+                i=0
+                for variant in "$@"; do
                     # shellcheck disable=SC2086
-                    ibs="$ibs $(export $variant; ib_bw $size $n $depth)"
+                    eval "vib_$i=\"\$vib_$i $(export $variant; ib_bw $size $n $depth)\""
                     # shellcheck disable=SC2086
-                    pls="$pls $(export $variant; plugin_bw "$plugin" $size $n $depth)"
-                    means="$means $(plugin_means)"
+                    eval "vpl_$i=\"\$vpl_$i $(export $variant; plugin_bw "$plugin" $size $n $depth)\""
+                    eval "vin_$i=\"\$vin_$i $(plugin_means)\""
+                    i=$((i + 1))
                 done
+            done
+            i=0
+            for variant in "$@"; do
+                eval "ibs=\$vib_$i pls=\$vpl_$i means=\$vin_$i"
+                # shellcheck disable=SC2086
                 ib=$(stats $ibs | cut -d' ' -f1) pl=$(stats $pls | cut -d' ' -f1)
                 printf '%-32s %5s %10s %11s %11s %7s %s\n' "$variant" $depth $size "$ib" "$pl" "$(ratio "$ib" "$pl")" "$means"
+                i=$((i + 1))
             done
         done
     done
