@@ -38,12 +38,9 @@ void rbuf_free(struct sn_rbuf *rb)
 }
 
 /* One recv of what the connection holds, up to len: *got bytes; EAGAIN
- * when it holds nothing (or held no more earlier in this step: rbuf_step),
- * ECONNRESET at its end. */
+ * when it holds nothing, ECONNRESET at its end. */
 static int recv_some(struct sn_rbuf *rb, void *dst, size_t len, size_t *got)
 {
-    if (rb->drained)
-        return EAGAIN;
     for (;;) {
         ssize_t n = recv(rb->fd, dst, len, MSG_DONTWAIT);
         if (n > 0) {
@@ -63,6 +60,9 @@ int rbuf_need(struct sn_rbuf *rb, size_t n)
 {
     if (rb->len - rb->pos >= n)
         return 0;
+    /* between messages, and the socket held no more this step (rbuf_step) */
+    if (rb->drained && rb->len == rb->pos)
+        return EAGAIN;
     if (rb->pos) {
         memmove(rb->buf, rb->buf + rb->pos, rb->len - rb->pos);
         rb->len -= rb->pos;
@@ -124,6 +124,7 @@ int rbuf_place(struct sn_rbuf *rb, struct sn_mr *mr, uint64_t addr, size_t len,
                 return err;
         } else {
             rb->pos = rb->len = 0;
+            rb->drained = false;   /* within a payload the socket is always asked: more is on its way */
             if ((err = rbuf_need(rb, 1)))
                 return err;
             continue;
@@ -142,6 +143,7 @@ int rbuf_discard(struct sn_rbuf *rb, size_t len, size_t *done)
         size_t avail = rb->len - rb->pos;
         if (!avail) {
             rb->pos = rb->len = 0;
+            rb->drained = false;
             int err = rbuf_need(rb, 1);
             if (err)
                 return err;

@@ -24,12 +24,14 @@ int rbuf_init(struct sn_rbuf *rb, int fd);
 void rbuf_free(struct sn_rbuf *rb);
 /* A step of the connection's reader begins.  With rb->ask_once, once a
  * recv of the step has returned less than it asked for (the socket held
- * no more), the calls below answer EAGAIN without asking the socket
- * again: the step ends and re-arms its level-triggered watch (engine.c),
- * which fires at once for bytes that came meanwhile.  That spares a
- * reader whose work between recvs is short (the completer's ACKs) the
- * recv that only finds the socket empty; a responder, whose pulls take
- * long enough for the next requests to come, asks again. */
+ * no more), rbuf_need answers EAGAIN between messages (nothing buffered)
+ * without asking the socket again: the step ends and re-arms its
+ * level-triggered watch (engine.c), which fires at once for bytes that
+ * came meanwhile.  That spares a reader whose work between recvs is short
+ * (the completer's ACKs) the recv that only finds the socket empty; a
+ * payload being placed (rbuf_place, rbuf_discard) always asks, and a
+ * responder, whose pulls take long enough for the next requests to come,
+ * asks again. */
 static inline void rbuf_step(struct sn_rbuf *rb)
 {
     rb->drained = false;
