@@ -56,13 +56,12 @@ static int recv_some(struct sn_rbuf *rb, void *dst, size_t len, size_t *got)
     }
 }
 
-int rbuf_need(struct sn_rbuf *rb, size_t n)
+/* Buffers at least n bytes (n <= cap) from the socket: 0, EAGAIN, or the
+ * connection's errno. */
+static int fill(struct sn_rbuf *rb, size_t n)
 {
     if (rb->len - rb->pos >= n)
         return 0;
-    /* between messages, and the socket held no more this step (rbuf_step) */
-    if (rb->drained && rb->len == rb->pos)
-        return EAGAIN;
     if (rb->pos) {
         memmove(rb->buf, rb->buf + rb->pos, rb->len - rb->pos);
         rb->len -= rb->pos;
@@ -76,6 +75,14 @@ int rbuf_need(struct sn_rbuf *rb, size_t n)
         rb->len += got;
     }
     return 0;
+}
+
+int rbuf_need(struct sn_rbuf *rb, size_t n)
+{
+    /* between messages, and the socket held no more this step (rbuf_step) */
+    if (rb->drained && rb->len == rb->pos)
+        return EAGAIN;
+    return fill(rb, n);
 }
 
 void *rbuf_take(struct sn_rbuf *rb, size_t n)
@@ -124,8 +131,8 @@ int rbuf_place(struct sn_rbuf *rb, struct sn_mr *mr, uint64_t addr, size_t len,
                 return err;
         } else {
             rb->pos = rb->len = 0;
-            rb->drained = false;   /* within a payload the socket is always asked: more is on its way */
-            if ((err = rbuf_need(rb, 1)))
+            /* within a payload the socket is always asked: more is on its way */
+            if ((err = fill(rb, 1)))
                 return err;
             continue;
         }
@@ -143,8 +150,7 @@ int rbuf_discard(struct sn_rbuf *rb, size_t len, size_t *done)
         size_t avail = rb->len - rb->pos;
         if (!avail) {
             rb->pos = rb->len = 0;
-            rb->drained = false;
-            int err = rbuf_need(rb, 1);
+            int err = fill(rb, 1);
             if (err)
                 return err;
             continue;
