@@ -263,30 +263,29 @@ if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
     echo "== variants (RAILNET_BENCH_VARIANTS): medians of $rounds rounds, the variants alternating in each; the plugin's mean sends:receives in flight"
     printf '%-32s %5s %10s %11s %11s %7s %s\n' variant depth bytes ib_write_bw plugin ratio "in flight"
     old_ifs=$IFS; IFS=';'; set -f; set -- $RAILNET_BENCH_VARIANTS; IFS=$old_ifs
-    nvar=$#
     for depth in $depths; do
         for size in $sizes; do
             n=$((budget / size)); [ $n -lt 200 ] && n=200
-            # per variant i: its runs in vib_i, vpl_i, vin_i
-            i=0
-            while [ $i -lt $nvar ]; do eval "vib_$i= vpl_$i= vin_$i="; i=$((i + 1)); done
+            # variant i's runs: $tmp/var.i (ib_write_bw, plugin, its means in flight: a line a round)
+            i=0; for variant in "$@"; do : >"$tmp/var.$i"; i=$((i + 1)); done
             for round in $(seq "$rounds"); do
                 i=0
                 for variant in "$@"; do
                     # shellcheck disable=SC2086
-                    eval "vib_$i=\"\$vib_$i $(export $variant; ib_bw $size $n $depth)\""
+                    ib=$(export $variant; ib_bw $size $n $depth)
                     # shellcheck disable=SC2086
-                    eval "vpl_$i=\"\$vpl_$i $(export $variant; plugin_bw "$plugin" $size $n $depth)\""
-                    eval "vin_$i=\"\$vin_$i $(plugin_means)\""
+                    pl=$(export $variant; plugin_bw "$plugin" $size $n $depth)
+                    echo "$ib $pl $(plugin_means)" >>"$tmp/var.$i"
                     i=$((i + 1))
                 done
             done
             i=0
             for variant in "$@"; do
-                eval "ibs=\$vib_$i pls=\$vpl_$i means=\$vin_$i"
-                # shellcheck disable=SC2086
-                ib=$(stats $ibs | cut -d' ' -f1) pl=$(stats $pls | cut -d' ' -f1)
-                printf '%-32s %5s %10s %11s %11s %7s %s\n' "$variant" $depth $size "$ib" "$pl" "$(ratio "$ib" "$pl")" "$means"
+                # shellcheck disable=SC2046
+                ib=$(stats $(cut -d' ' -f1 "$tmp/var.$i") | cut -d' ' -f1)
+                # shellcheck disable=SC2046
+                pl=$(stats $(cut -d' ' -f2 "$tmp/var.$i") | cut -d' ' -f1)
+                printf '%-32s %5s %10s %11s %11s %7s %s\n' "$variant" $depth $size "$ib" "$pl" "$(ratio "$ib" "$pl")" "$(cut -d' ' -f3 "$tmp/var.$i" | tr '\n' ' ')"
                 i=$((i + 1))
             done
         done
