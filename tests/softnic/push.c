@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 7u
+#define PUSH_VERSION 8u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
 /* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
@@ -134,14 +134,21 @@ struct push_qp {
      * while the peer's application thread pushes its clear-to-sends
      * through the line above */
     _Alignas(64) _Atomic uint64_t wire_acked;
+    /* the receiver's counts, each on a line of its own: a pusher reads
+     * rq_posted about once per receive posted, rq_done once in PUSH_RECS
+     * records, and the receiver writes rq_done with every completion it
+     * makes: sharing a line, each pusher's read of rq_posted made the
+     * receiver's next completion wait for the line */
     _Alignas(64) _Atomic uint64_t rq_posted;
-    _Atomic uint64_t rq_done;
+    _Alignas(64) _Atomic uint64_t rq_done;
     _Alignas(64) struct push_rec rec[PUSH_RECS];
 };
 
 _Static_assert(offsetof(struct push_qp, wire_acked) % 64 == 0 &&
-                   offsetof(struct push_qp, rq_posted) - offsetof(struct push_qp, wire_acked) == 64,
-               "the responder's note has a cache line of its own");
+                   offsetof(struct push_qp, rq_posted) - offsetof(struct push_qp, wire_acked) == 64 &&
+                   offsetof(struct push_qp, rq_done) - offsetof(struct push_qp, rq_posted) == 64 &&
+                   offsetof(struct push_qp, rec) - offsetof(struct push_qp, rq_done) == 64,
+               "the responder's note and the receiver's two counts have a cache line each");
 
 struct push_region {
     uint32_t magic, version, pid, pad;
@@ -414,8 +421,10 @@ static void rx_slot_start_locked(struct sn_qp *qp, struct push_qp *s)
 void push_rq_posted_locked(struct sn_qp *qp, uint32_t n)
 {
     struct push_qp *s = my_slot(qp);
+    /* its only writer (the QP's lock): no locked add */
     if (s && n)
-        atomic_fetch_add(&s->rq_posted, n);
+        atomic_store_explicit(&s->rq_posted, atomic_load_explicit(&s->rq_posted, memory_order_relaxed) + n,
+                              memory_order_release);
 }
 
 /* Copies a record's waiting bytes into mr, the region of the key they
@@ -518,7 +527,8 @@ int push_rx_collect_locked(struct sn_qp *qp)
         bool solicited = rec->solicited != 0;
         qp->rx_popped++;
         __atomic_store_n(&qp->rx_next, qp->rx_next + 1, __ATOMIC_RELAXED);
-        atomic_store(&s->rq_done, qp->rx_next);
+        /* after the record's last read: a pusher may reuse it then */
+        atomic_store_explicit(&s->rq_done, qp->rx_next, memory_order_release);
         cq_push((struct sn_cq *)qp->ibqp.recv_cq, &wc, solicited);
         n++;
     }
@@ -577,7 +587,7 @@ void push_rx_done_locked(struct sn_qp *qp, uint64_t idx)
     while (next < qp->rx_popped && rx_done_bit(qp, next, -1))
         next++;
     __atomic_store_n(&qp->rx_next, next, __ATOMIC_RELAXED);
-    atomic_store(&s->rq_done, next);
+    atomic_store_explicit(&s->rq_done, next, memory_order_release);
     push_rx_collect_locked(qp);
     if (qp->rx_flush_deferred && qp->rx_next == qp->rx_popped) {
         qp->rx_flush_deferred = false;
@@ -1047,9 +1057,9 @@ static bool claim_recv(struct push_region *r, struct push_qp *s, uint32_t gen, c
          * pusher saw last still holds, and only a refusal reads them again
          * (their line is the receiver's: each read moves it) */
         if (n >= seen->posted)
-            seen->posted = atomic_load(&s->rq_posted);
+            seen->posted = atomic_load_explicit(&s->rq_posted, memory_order_acquire);
         if (n - seen->done >= PUSH_RECS)
-            seen->done = atomic_load(&s->rq_done);
+            seen->done = atomic_load_explicit(&s->rq_done, memory_order_acquire);
         if (n >= seen->posted || n - seen->done >= PUSH_RECS)
             return false;
         if (atomic_compare_exchange_weak(&s->rq_taken, &t, t + 1))
@@ -1124,10 +1134,11 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
 }
 
 /* Places the WQE at sq_sent in the peer and completes it: true, or false
- * for the wire.  qp->lock held; let go during the copy, with tx_busy
- * held as a posting thread's transmission holds it (the requester sends
- * nothing meanwhile, and the QP's stop waits for it), so the NIC threads
- * that place and complete this QP's other traffic do not wait for it. */
+ * for the wire.  qp->lock held; let go during a copy (a system call, or
+ * a store of many bytes), with tx_busy held as a posting thread's
+ * transmission holds it (the requester sends nothing meanwhile, and the
+ * QP's stop waits for it), so the NIC threads that place and complete this
+ * QP's other traffic do not wait for it. */
 static bool push_next_locked(struct sn_qp *qp)
 {
     uint64_t at = qp->sq_sent;
@@ -1148,12 +1159,20 @@ static bool push_next_locked(struct sn_qp *qp)
     uint64_t pkts = sn_mtu_packets(w.len, qp->attr.path_mtu);
     struct sn_push_peer *peer = qp->push_peer;
     uint32_t slot = qp->push_to_slot, gen = qp->push_to_gen;
-    qp->tx_busy = true;
-    pthread_mutex_unlock(&qp->lock);
+    /* A write whose bytes ride in the receiver's record makes no system
+     * call (place: claim_recv stores them): it keeps the lock, which costs
+     * less than letting go and taking it again on a small message's path. */
+    bool keep = imm && w.len && w.len <= softnic_global()->conf.push_inline;
+    if (!keep) {
+        qp->tx_busy = true;
+        pthread_mutex_unlock(&qp->lock);
+    }
     bool stored;
     bool ok = place(peer, slot, gen, &w, lv, nl, pkts, &qp->push_seen, &stored);
-    pthread_mutex_lock(&qp->lock);
-    qp->tx_busy = false;
+    if (!keep) {
+        pthread_mutex_lock(&qp->lock);
+        qp->tx_busy = false;
+    }
     if (!ok || qp->sq_sent != at || qp->sq_head != at) {
         /* refused (the wire answers it), or flushed meanwhile by an error */
         if (qp->stopping)
