@@ -47,10 +47,10 @@
 # RAILNET_BENCH_BASELINE=DIR (another build's top_builddir, e.g. main's)
 # runs that build's plugin too, with this build's netdriver and softnic, in
 # the same alternating rounds: a "before" column and after/before.
-# RAILNET_BENCH_VARIANTS="VAR=V[ VAR=V];..." repeats the bandwidth runs
-# under each softnic setting listed, taking turns in each round (printed,
-# no verdict); LD_LIBRARY_PATH=<another build>/tests/softnic in one makes
-# it an A/B of two softnic builds.
+# RAILNET_BENCH_VARIANTS="VAR=V[ VAR=V];..." repeats the bandwidth and
+# latency runs under each softnic setting listed, taking turns in each
+# round (printed, no verdict); LD_LIBRARY_PATH=<another build>/tests/softnic
+# in one makes it an A/B of two softnic builds.
 # RAILNET_BENCH_DEEP=1 adds ib_write_bw at its default depth (-t 128) to
 # each round: what depth alone is worth (NCCL's API allows 32 at most).
 # RAILNET_BENCH_MD=FILE writes the results as markdown (date, machine,
@@ -253,8 +253,14 @@ for depth in $depths; do
     } >>"$tmp/md"
 done
 
-# RAILNET_BENCH_VARIANTS: the same bandwidth runs again under each softnic
-# setting of a ';'-separated list (e.g. "SOFTNIC_ENGINES=1;SOFTNIC_SPIN_US=50"),
+# netdriver's 8-byte ping-pong through plugin .so $1: the median one-way us ("-" when it failed)
+plugin_lat() {
+    v=$("$nd" --plugin "$1" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p')
+    echo "${v:--}"
+}
+
+# RAILNET_BENCH_VARIANTS: the same bandwidth and latency runs again under
+# each softnic setting of a ';'-separated list (e.g. "SOFTNIC_ENGINES=1;SOFTNIC_SPIN_US=50"),
 # both programs alike, the variants taking turns within each round: which
 # of softnic's choices a gap follows. A variant that sets LD_LIBRARY_PATH
 # to another build's tests/softnic (and one to this build's) is an A/B of
@@ -290,14 +296,33 @@ if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
             done
         done
     done
+    # and the 8-byte latency (below) under each, taking turns the same way
+    echo "== variants, 8-byte latency (us, one-way): medians of $lrounds rounds, the variants alternating in each"
+    printf '%-32s %12s %8s %7s %s\n' variant ib_write_lat plugin ratio "plugin's runs"
+    i=0; for variant in "$@"; do : >"$tmp/vlat.$i"; i=$((i + 1)); done
+    for round in $(seq "$lrounds"); do
+        i=0
+        for variant in "$@"; do
+            # shellcheck disable=SC2086
+            v=$(export $variant; perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')
+            # shellcheck disable=SC2086
+            echo "${v:--} $(export $variant; plugin_lat "$plugin")" >>"$tmp/vlat.$i"
+            i=$((i + 1))
+        done
+    done
+    i=0
+    for variant in "$@"; do
+        # shellcheck disable=SC2046
+        il=$(stats $(cut -d' ' -f1 "$tmp/vlat.$i") | cut -d' ' -f1)
+        # shellcheck disable=SC2046
+        pl=$(stats $(cut -d' ' -f2 "$tmp/vlat.$i") | cut -d' ' -f1)
+        printf '%-32s %12s %8s %7s %s\n' "$variant" "$il" "$pl" "$(ratio "$il" "$pl")" "$(cut -d' ' -f2 "$tmp/vlat.$i" | tr '\n' ' ')"
+        i=$((i + 1))
+    done
     set +f
 fi
 
 echo "== 8-byte latency (us, one-way: medians of 2000 round trips -- ib_write_lat's t_typical -- then the median [min-max] of $lrounds alternating runs)"
-plugin_lat() {
-    v=$("$nd" --plugin "$1" lat --size 8 --iters 2000 2>/dev/null | sed -n 's/.*, \([0-9.]*\) us one-way (median)/\1/p')
-    echo "${v:--}"
-}
 ibls= isls= plls= blls= pscs=
 for round in $(seq "$lrounds"); do
     pscs="$pscs $(SOFTNIC_PUSH_SHARED=0 plugin_lat "$plugin")"
