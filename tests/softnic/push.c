@@ -1016,6 +1016,21 @@ static bool peer_write(struct sn_push_peer *p, const struct iovec *lv, unsigned 
     return cma_peer_alive(p->pidfd) && process_vm_writev((pid_t)p->pid, lv, nl, &rv, 1, 0) == (ssize_t)len;
 }
 
+/* Whether the peer region r no longer publishes key and no pusher is
+ * counted on its entry: a pusher counts itself there before it reads the
+ * key (place), so one that read it as published is seen here, or reads
+ * it as gone (both sequentially consistent).  The count is of every
+ * process pushing into r: a busy entry is merely kept. */
+static bool key_gone(const void *arg, uint32_t key)
+{
+    const struct push_region *r = arg;
+    uint32_t idx = key >> 8;
+    if (idx >= PUSH_MR_SLOTS)
+        return true;
+    const struct push_mr *e = &r->mr[idx];
+    return atomic_load(&e->key) != key && atomic_load(&e->pushers) == 0;
+}
+
 /* Stores len bytes from lv[0..nl) at raddr of the peer's region e (its key
  * held, counted on it) when its owner published it as shareable and the
  * file checks out: true when they are there, false for the system call.
@@ -1031,7 +1046,7 @@ static bool peer_store(struct sn_push_peer *p, const struct push_mr *e, uint32_t
                                 .dev = v->share_dev, .ino = v->share_ino, .off = v->share_off };
     if (ref.fd == NO_SHARE || len > SN_PUSH_MAX_BYTES || raddr < ref.iova || len > ref.len || raddr - ref.iova > ref.len - len)
         return false;
-    char *at = push_maps_at(p->maps, p->pid, &ref);
+    char *at = push_maps_at(p->maps, p->pid, &ref, key_gone, p->r);
     if (!at)
         return false;
     push_store(at + (raddr - ref.iova), lv, nl, len);

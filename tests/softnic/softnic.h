@@ -902,7 +902,11 @@ struct sn_push_maps;
  * mappings (MADV_DONTFORK) are not, and their addresses may be another's. */
 struct sn_push_maps *push_maps_new(void);
 void push_maps_free(struct sn_push_maps *m, bool unmap);
-char *push_maps_at(struct sn_push_maps *m, uint32_t pid, const struct sn_share_ref *ref);
+/* gone(arg, key): the peer's region of that key can be forgotten (no
+ * longer published, no push into it under way): its entry may make room
+ * for another once the table is full. */
+char *push_maps_at(struct sn_push_maps *m, uint32_t pid, const struct sn_share_ref *ref,
+                   bool (*gone)(const void *arg, uint32_t key), const void *arg);
 void push_store(char *dst, const struct iovec *lv, unsigned long nl, uint32_t len);
 /* Copies the pieces lv[0..nl) one after the other to to, at most cap
  * bytes: how many it copied. */

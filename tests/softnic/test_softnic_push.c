@@ -207,6 +207,52 @@ TAP_CASE(test_small_writes_into_sealed_shared_memory_are_stored)
     teardown(&f);
 }
 
+/* Regions come and go (a connection's areas live as long as it): each
+ * new one is stored into, well past the pusher's table of mappings, whose
+ * entries for released regions make room; and the mappings of released
+ * regions do not pile up in the pusher. */
+static int memfd_mappings(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int n = 0;
+    while (f && fgets(line, sizeof(line), f))
+        n += strstr(line, name) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+TAP_CASE(test_stores_go_on_past_many_regions_registered_and_released)
+{
+    struct fixture f;
+    setup(&f);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+    const unsigned rounds = 200;
+    uint64_t p0 = pushed(f.a.qp), s0 = stored(f.a.qp);
+    for (unsigned i = 0; i < rounds; i++) {
+        int fd;
+        char *mem = memfd_buf(4096, true, &fd);
+        struct ibv_mr *mr = ibv_reg_mr(f.d.pd, mem, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+        EXPECT_TRUE(mr != NULL);
+        st_fill(f.src, 64, 7u + i);
+        st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 10 + i, f.src, 64, f.smr->lkey, (uintptr_t)mem + 128, mr->rkey, 0,
+                     IBV_SEND_SIGNALED);
+        struct ibv_wc wc;
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 10 + i);
+        EXPECT_MEMEQ(f.src, mem + 128, 64);
+        ibv_dereg_mr(mr);
+        munmap(mem, 4096);
+        close(fd);
+    }
+    EXPECT_EQ_U64(st_push_on() ? rounds : 0, pushed(f.a.qp) - p0);
+    EXPECT_EQ_U64(push_shared_on() ? rounds : 0, stored(f.a.qp) - s0);
+    /* at most a table's worth (64) of released regions stay mapped */
+    EXPECT_TRUE(memfd_mappings("/memfd:push-test") <= 64);
+    teardown(&f);
+}
+
 /* A sealed memfd on hugetlbfs is left to the system call: a pusher that
  * faults on a huge page its owner never touched can find the pool empty
  * and take a SIGBUS.  The write still lands. */
