@@ -259,6 +259,12 @@ plugin_lat() {
     echo "${v:--}"
 }
 
+# the median of field $2 of the lines of file $1
+median_of() {
+    # shellcheck disable=SC2046
+    stats $(cut -d' ' -f"$2" "$1") | cut -d' ' -f1
+}
+
 # RAILNET_BENCH_VARIANTS: the same bandwidth and latency runs again under
 # each softnic setting of a ';'-separated list (e.g. "SOFTNIC_ENGINES=1;SOFTNIC_SPIN_US=50"),
 # both programs alike, the variants taking turns within each round: which
@@ -287,10 +293,8 @@ if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
             done
             i=0
             for variant in "$@"; do
-                # shellcheck disable=SC2046
-                ib=$(stats $(cut -d' ' -f1 "$tmp/var.$i") | cut -d' ' -f1)
-                # shellcheck disable=SC2046
-                pl=$(stats $(cut -d' ' -f2 "$tmp/var.$i") | cut -d' ' -f1)
+                ib=$(median_of "$tmp/var.$i" 1)
+                pl=$(median_of "$tmp/var.$i" 2)
                 printf '%-32s %5s %10s %11s %11s %7s %s\n' "$variant" $depth $size "$ib" "$pl" "$(ratio "$ib" "$pl")" "$(cut -d' ' -f3 "$tmp/var.$i" | tr '\n' ' ')"
                 i=$((i + 1))
             done
@@ -312,10 +316,8 @@ if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
     done
     i=0
     for variant in "$@"; do
-        # shellcheck disable=SC2046
-        il=$(stats $(cut -d' ' -f1 "$tmp/vlat.$i") | cut -d' ' -f1)
-        # shellcheck disable=SC2046
-        pl=$(stats $(cut -d' ' -f2 "$tmp/vlat.$i") | cut -d' ' -f1)
+        il=$(median_of "$tmp/vlat.$i" 1)
+        pl=$(median_of "$tmp/vlat.$i" 2)
         printf '%-32s %12s %8s %7s %s\n' "$variant" "$il" "$pl" "$(ratio "$il" "$pl")" "$(cut -d' ' -f2 "$tmp/vlat.$i" | tr '\n' ' ')"
         i=$((i + 1))
     done
