@@ -190,6 +190,7 @@ struct comm {
     uint64_t last_peer_check_ns;
     uint64_t peer_gone_ns;      /* 0 while the peer socket is open */
     uint64_t last_async_ns;
+    uint64_t progress_ns;       /* comm_now_ns at the latest p2p_progress: its callers' peer check */
     struct errors_watch async;  /* errors.c: the device's async events this comm has seen */
     int inflight;
     /* failover.c (data path, attached at the first isend/irecv): fo is NULL

@@ -273,11 +273,10 @@ static int comm_owns_qp(const void *owner, uint32_t qpn)
     return comm_qp_of(owner, qpn) >= 0;
 }
 
-void errors_check_async(struct comm *c)
+void errors_check_async(struct comm *c, uint64_t now)
 {
     if (c->error || !c->ports[0].ctx)
         return;
-    uint64_t now = comm_now_ns();
     if (now - c->last_async_ns < ERR_ASYNC_PERIOD_NS)
         return;
     c->last_async_ns = now;
@@ -327,16 +326,15 @@ void errors_snapshot(struct comm *c)
     errors_watch_start(&c->async, c->ports, c->nports);
 }
 
-ncclResult_t errors_check_peer(struct comm *c, int have_pending)
+ncclResult_t errors_check_peer(struct comm *c, int have_pending, uint64_t now)
 {
     if (c->error || !have_pending || c->fd < 0)
         return c->error;
-    uint64_t now = comm_now_ns();
     if (now - c->last_peer_check_ns >= PEER_CHECK_PERIOD_NS) {
         c->last_peer_check_ns = now;
         if (!c->peer_gone_ns && !oob_peer_alive(c->fd))
             c->peer_gone_ns = now;
-        errors_check_async(c);
+        errors_check_async(c, now);
     }
     /* completions may trail the peer's exit by a little: wait before failing */
     if (!c->error && c->peer_gone_ns && now - c->peer_gone_ns > PEER_GONE_GRACE_NS) {

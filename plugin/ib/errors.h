@@ -75,10 +75,10 @@ void errors_snapshot(struct comm *c);
  * not), one of its QPs became fatal or its CQ overran (IBV_EVENT_CQ_ERR:
  * completions were lost, so its requests could never complete): one WARN
  * naming the device, the port or QP, the event and the comm kind. */
-void errors_check_async(struct comm *c);
+void errors_check_async(struct comm *c, uint64_t now);
 /* Called when a request cannot progress: notices a peer that closed its
  * socket and, after a grace period for completions still in flight, fails
  * the comm with ncclRemoteError. Cheap: looks at the socket every 50 ms. */
-ncclResult_t errors_check_peer(struct comm *c, int have_pending);
+ncclResult_t errors_check_peer(struct comm *c, int have_pending, uint64_t now);
 
 #endif

@@ -472,7 +472,7 @@ static void fo_read(struct fo_comm *f)
     }
 }
 
-void failover_progress(struct comm *c)
+void failover_progress(struct comm *c, uint64_t now)
 {
     struct fo_comm *f = c->fo;
     if (!f || c->error || c->fd < 0)
@@ -489,7 +489,6 @@ void failover_progress(struct comm *c)
     }
     if (c->error)
         return;
-    uint64_t now = comm_now_ns();
     int busy = f->dead || f->tx_len || f->sync_wait || f->need_sync || f->rb_stage || f->cts_redo ||
                (c->kind == COMM_SEND && !f->pub_rkey);
     if (busy || now - f->last_rx_ns >= FO_POLL_NS) {

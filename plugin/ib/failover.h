@@ -84,7 +84,7 @@ int failover_wc_error(struct comm *c, int qpi, const struct ibv_wc *w);
 void failover_port_event(struct comm *c, int p, int up);
 /* Control messages, syncs, chunks to write again, rebuilds; called by
  * p2p_progress after it drained the CQ. */
-void failover_progress(struct comm *c);
+void failover_progress(struct comm *c, uint64_t now);
 /* A probe write completed (WR_PROBE): status IBV_WC_SUCCESS, a failed
  * completion's status, or -1 when it could not be posted. A failed probe
  * only leaves the port out of use (never fails the comm): it is the

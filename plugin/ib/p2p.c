@@ -197,9 +197,13 @@ void p2p_poll(struct comm *c)
 ncclResult_t p2p_progress(struct comm *c)
 {
     p2p_poll(c);
-    errors_check_async(c);
+    /* one clock read for this call's timers and for the peer check that
+     * follows it where a request cannot progress (a spinning proxy makes
+     * this call between every two messages) */
+    uint64_t now = c->progress_ns = comm_now_ns();
+    errors_check_async(c, now);
     if (c->fo && !c->error)
-        failover_progress(c);
+        failover_progress(c, now);
     return c->error;
 }
 
@@ -403,7 +407,7 @@ ncclResult_t p2p_isend(void *send_comm, void *data, size_t size, int tag, void *
     if (__atomic_load_n(&row[0].seq, __ATOMIC_ACQUIRE) != want) {
         /* the receiver has not posted yet: make sure it is still there */
         (void)p2p_progress(c);
-        return errors_check_peer(c, 1);
+        return errors_check_peer(c, 1, c->progress_ns);
     }
     unsigned nreqs = row[0].nreqs;
     if (nreqs < 1 || nreqs > COMM_MAX_RECVS) {
@@ -494,7 +498,7 @@ ncclResult_t p2p_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *
             return c->error;
         qpi = failover_pick_qp(c->qp_live, c->nqps, home);
         if (qpi < 0 || rc->slot_req[slot] || rc->cts_unpolled[qpi] >= c->qpp.max_send_wr)
-            return errors_check_peer(c, 1);
+            return errors_check_peer(c, 1, c->progress_ns);
     }
     for (int i = 0; i < n; i++) {
         if (sizes[i] > 0 && !mhandles[i]) {
@@ -594,7 +598,7 @@ ncclResult_t p2p_test(void *request, int *done, int *sizes)
         if (res != ncclSuccess)
             return res;
         if (!r->done)
-            return errors_check_peer(c, 1);
+            return errors_check_peer(c, 1, c->progress_ns);
     }
     /* every table's test reports int sizes: a message of 2 GiB or more is
      * reported as INT_MAX bytes (its bytes all landed) */
