@@ -265,6 +265,37 @@ median_of() {
     stats $(cut -d' ' -f"$2" "$1") | cut -d' ' -f1
 }
 
+# Runs "$@" (after $1 and $2) under each variant of RAILNET_BENCH_VARIANTS,
+# its VAR=V words exported in a subshell, for $2 rounds, the variants
+# taking turns in each: a round's output of variant i is appended to
+# $tmp/$1.i.
+variant_rounds() {
+    pre=$1 nr=$2
+    shift 2
+    for round in $(seq "$nr"); do
+        i=0 old_ifs=$IFS
+        IFS=';'
+        for variant in $RAILNET_BENCH_VARIANTS; do
+            IFS=$old_ifs
+            # shellcheck disable=SC2086,SC2163
+            (export $variant; "$@") >>"$tmp/$pre.$i"
+            i=$((i + 1))
+        done
+        IFS=$old_ifs
+    done
+}
+# a variant's bandwidth row of a round: ib_write_bw, the plugin, its means in flight
+variant_bw() {
+    ib=$(ib_bw "$1" "$2" "$3")
+    pl=$(plugin_bw "$plugin" "$1" "$2" "$3")
+    echo "$ib $pl $(plugin_means)"
+}
+# a variant's latency row of a round: ib_write_lat, the plugin
+variant_lat() {
+    v=$(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')
+    echo "${v:--} $(plugin_lat "$plugin")"
+}
+
 # RAILNET_BENCH_VARIANTS: the same bandwidth and latency runs again under
 # each softnic setting of a ';'-separated list (e.g. "SOFTNIC_ENGINES=1;SOFTNIC_SPIN_US=50"),
 # both programs alike, the variants taking turns within each round: which
@@ -278,24 +309,13 @@ if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
     for depth in $depths; do
         for size in $sizes; do
             n=$((budget / size)); [ $n -lt 200 ] && n=200
-            # variant i's runs: $tmp/var.i (ib_write_bw, plugin, its means in flight: a line a round)
-            i=0; for variant in "$@"; do : >"$tmp/var.$i"; i=$((i + 1)); done
-            for round in $(seq "$rounds"); do
-                i=0
-                for variant in "$@"; do
-                    # shellcheck disable=SC2086
-                    ib=$(export $variant; ib_bw $size $n $depth)
-                    # shellcheck disable=SC2086
-                    pl=$(export $variant; plugin_bw "$plugin" $size $n $depth)
-                    echo "$ib $pl $(plugin_means)" >>"$tmp/var.$i"
-                    i=$((i + 1))
-                done
-            done
+            f=var.$depth.$size
+            variant_rounds "$f" "$rounds" variant_bw "$size" "$n" "$depth"
             i=0
             for variant in "$@"; do
-                ib=$(median_of "$tmp/var.$i" 1)
-                pl=$(median_of "$tmp/var.$i" 2)
-                printf '%-32s %5s %10s %11s %11s %7s %s\n' "$variant" $depth $size "$ib" "$pl" "$(ratio "$ib" "$pl")" "$(cut -d' ' -f3 "$tmp/var.$i" | tr '\n' ' ')"
+                ib=$(median_of "$tmp/$f.$i" 1)
+                pl=$(median_of "$tmp/$f.$i" 2)
+                printf '%-32s %5s %10s %11s %11s %7s %s\n' "$variant" $depth $size "$ib" "$pl" "$(ratio "$ib" "$pl")" "$(cut -d' ' -f3 "$tmp/$f.$i" | tr '\n' ' ')"
                 i=$((i + 1))
             done
         done
@@ -303,17 +323,7 @@ if [ -n "${RAILNET_BENCH_VARIANTS:-}" ]; then
     # and the 8-byte latency (below) under each, taking turns the same way
     echo "== variants, 8-byte latency (us, one-way): medians of $lrounds rounds, the variants alternating in each"
     printf '%-32s %12s %8s %7s %s\n' variant ib_write_lat plugin ratio "plugin's runs"
-    i=0; for variant in "$@"; do : >"$tmp/vlat.$i"; i=$((i + 1)); done
-    for round in $(seq "$lrounds"); do
-        i=0
-        for variant in "$@"; do
-            # shellcheck disable=SC2086
-            v=$(export $variant; perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }')
-            # shellcheck disable=SC2086
-            echo "${v:--} $(export $variant; plugin_lat "$plugin")" >>"$tmp/vlat.$i"
-            i=$((i + 1))
-        done
-    done
+    variant_rounds vlat "$lrounds" variant_lat
     i=0
     for variant in "$@"; do
         il=$(median_of "$tmp/vlat.$i" 1)
