@@ -168,19 +168,17 @@ static struct push_map *victim_locked(struct sn_push_maps *m, bool (*gone)(const
         struct push_map *e = &m->m[i];
         if (!gone(arg, e->ref.key))
             continue;
-        if (!e->map) {
-            m->rescan_at = 0;
-            return e;
+        if (e->map) {   /* none for a refused region */
+            if (m->nold == PUSH_RETIRED)
+                return NULL;
+            /* the owner's pages go now; the range stays until no store
+             * can be on its way into it */
+            void *p = mmap(e->map, e->maplen, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+            if (p == MAP_FAILED)
+                return NULL;
+            m->old[m->nold++] = (struct retired){ e->map, e->maplen, now };
         }
-        if (m->nold == PUSH_RETIRED)
-            return NULL;
-        /* the owner's pages go now; the range stays until no store can
-         * be on its way into it */
-        void *p = mmap(e->map, e->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-                       -1, 0);
-        if (p == MAP_FAILED)
-            return NULL;
-        m->old[m->nold++] = (struct retired){ e->map, e->maplen, now };
         m->rescan_at = 0;
         return e;
     }

@@ -711,7 +711,7 @@ int qp_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
      * no timestamp and no timer (tx_busy keeps the requester off the
      * queue while a push lets go of the lock) */
     push_try_locked(qp);
-    if (qp->sq_sent != qp->sq_tail || qp->sq_head != qp->sq_tail) {
+    if (qp->sq_head != qp->sq_tail) {   /* some still queued or unacknowledged */
         post_stamp_locked(qp, &ps);
         /* work on an idle QP: the completer times its answer */
         if (qp->sq_tail != tail0 && head0 == tail0 && st == IBV_QPS_RTS)
