@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "comm.h"
@@ -16,7 +17,6 @@
 #define ERR_CQ_RING 64
 #define ERR_ASYNC_PERIOD_NS 20000000ull
 #define PEER_CHECK_PERIOD_NS 50000000ull
-#define PEER_GONE_GRACE_NS 2000000000ull
 
 struct async_state {
     struct ibv_context *ctx;
@@ -326,6 +326,28 @@ void errors_snapshot(struct comm *c)
     errors_watch_start(&c->async, c->ports, c->nports);
 }
 
+/* What each receive still pending had of its message when its peer went
+ * away: a message its sender never wrote (nothing counted) from one cut
+ * short (some chunks counted). */
+static void log_pending_recvs(const struct comm *c)
+{
+    if (c->kind != COMM_RECV)
+        return;
+    const struct recv_comm *rc = (const struct recv_comm *)c;
+    for (unsigned s = 0; s < COMM_SLOTS; s++) {
+        const struct request *r = rc->slot_req[s];
+        if (!r)
+            continue;
+        char seen[COMM_MAX_RECVS * 8 + 1] = "";   /* ",0xffff" each */
+        size_t at = 0;
+        for (int k = 0; k < r->n && k < COMM_MAX_RECVS && at < sizeof(seen); k++)
+            at += (size_t)snprintf(seen + at, sizeof(seen) - at, "%s0x%x", k ? "," : "", (unsigned)r->seen[k]);
+        INFO(NCCL_NET, "NET/railnet: device %s: receive %llu (slot %u, %d buffer(s)) left pending; chunks counted "
+                       "per buffer: %s",
+             c->dev_name, (unsigned long long)r->seq, s, r->n, seen);
+    }
+}
+
 ncclResult_t errors_check_peer(struct comm *c, int have_pending, uint64_t now)
 {
     if (c->error || !have_pending || c->fd < 0)
@@ -336,12 +358,19 @@ ncclResult_t errors_check_peer(struct comm *c, int have_pending, uint64_t now)
             c->peer_gone_ns = now;
         errors_check_async(c, now);
     }
-    /* completions may trail the peer's exit by a little: wait before failing */
-    if (!c->error && c->peer_gone_ns && now - c->peer_gone_ns > PEER_GONE_GRACE_NS) {
+    /* completions may trail the peer's exit by a little: wait before
+     * failing.  The failover channel notes the exit with a clock read later
+     * than now (p2p_progress reads the clock before that socket): such a
+     * grace has not begun, so it has not run out (now - peer_gone_ns would
+     * wrap: pending receives then failed as the sender closed, before their
+     * last completions could come) */
+    if (!c->error && c->peer_gone_ns && now > c->peer_gone_ns &&
+        now - c->peer_gone_ns > ERRORS_PEER_GONE_GRACE_NS) {
         WARN("NET/railnet: device %s port %u QP 0x%x: the peer closed its connection (process exited or "
              "aborted) with %d request(s) pending on this %s comm",
              c->dev_name, c->qps[0].port->port_num, c->qps[0].qp ? c->qps[0].qp->qp_num : 0, c->inflight,
              c->kind == COMM_SEND ? "send" : "receive");
+        log_pending_recvs(c);
         comm_fail(c, ncclRemoteError);
     }
     return c->error;

@@ -77,8 +77,12 @@ void errors_snapshot(struct comm *c);
  * naming the device, the port or QP, the event and the comm kind. */
 void errors_check_async(struct comm *c, uint64_t now);
 /* Called when a request cannot progress: notices a peer that closed its
- * socket and, after a grace period for completions still in flight, fails
- * the comm with ncclRemoteError. Cheap: looks at the socket every 50 ms. */
+ * socket and, ERRORS_PEER_GONE_GRACE_NS after it was first noticed gone (here
+ * or by the failover channel, c->peer_gone_ns), fails the comm with
+ * ncclRemoteError: completions may still trail the peer's exit. now is the
+ * caller's clock read (comm_now_ns); a peer noticed gone with a later read
+ * is within its grace. Cheap: looks at the socket every 50 ms. */
+#define ERRORS_PEER_GONE_GRACE_NS 2000000000ull
 ncclResult_t errors_check_peer(struct comm *c, int have_pending, uint64_t now);
 
 #endif
