@@ -62,6 +62,13 @@ static void setup(struct fixture *f)
     fails = 0;
 }
 
+/* The peer process exits: its end of the socket closes. */
+static void peer_exits(struct fixture *f)
+{
+    close(f->peer);
+    f->peer = -1;
+}
+
 static void teardown(struct fixture *f)
 {
     close(f->rc.c.fd);
@@ -74,8 +81,7 @@ TAP_CASE(a_peer_noticed_gone_after_the_callers_clock_read_is_within_its_grace)
     struct fixture f;
     setup(&f);
     struct comm *c = &f.rc.c;
-    close(f.peer);
-    f.peer = -1;
+    peer_exits(&f);
     /* the failover channel saw the socket's end 3 ms after the caller's now */
     c->peer_gone_ns = T0 + 3 * MS;
     EXPECT_EQ_INT(ncclSuccess, errors_check_peer(c, 1, T0));
@@ -94,8 +100,7 @@ TAP_CASE(a_closed_socket_fails_pending_requests_once_the_grace_is_over)
     struct comm *c = &f.rc.c;
     EXPECT_EQ_INT(ncclSuccess, errors_check_peer(c, 1, T0));
     EXPECT_EQ_U64(0, c->peer_gone_ns);   /* open: nothing noticed */
-    close(f.peer);
-    f.peer = -1;
+    peer_exits(&f);
     uint64_t seen = T0 + 60 * MS;   /* the next look, a check period later */
     EXPECT_EQ_INT(ncclSuccess, errors_check_peer(c, 1, seen));
     EXPECT_EQ_U64(seen, c->peer_gone_ns);
@@ -114,8 +119,7 @@ TAP_CASE(a_gone_peer_fails_nothing_while_no_request_is_pending)
     struct fixture f;
     setup(&f);
     struct comm *c = &f.rc.c;
-    close(f.peer);
-    f.peer = -1;
+    peer_exits(&f);
     c->peer_gone_ns = T0;
     EXPECT_EQ_INT(ncclSuccess, errors_check_peer(c, 0, T0 + 10 * ERRORS_PEER_GONE_GRACE_NS));
     EXPECT_EQ_INT(0, fails);
