@@ -2,8 +2,9 @@
  * the check that fails a comm whose peer closed its socket while requests
  * are pending, after a grace period for the completions that trail the
  * peer's exit. The comm's socket is one end of a real socketpair (oob.c's
- * liveness check on it); errors.c, oob.c and ibvwrap.c are linked in, and
- * comm_fail is the one comm.c function it calls (recorded here).
+ * liveness check on it); errors.c, oob.c (with handshake.c, which it
+ * needs) and ibvwrap.c are linked in, and comm_fail is the one comm.c
+ * function it calls (recorded here).
  *
  * The clock is the caller's: p2p_progress reads it once, then reads the
  * failover channel, which notes a peer gone with a later read. A grace that
