@@ -8,6 +8,7 @@
 #include "softnic_priv.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,10 @@ int cq_resize(struct ibv_cq *ibcq, int cqe)
     pthread_mutex_unlock(&cq->lock);
     return 0;
 }
+
+_Static_assert(offsetof(struct sn_cq, count) >= offsetof(struct sn_cq, head) + sizeof(int) + 64 &&
+                   offsetof(struct sn_cq, armed) >= offsetof(struct sn_cq, count) + sizeof(int) + 64,
+               "a CQ's count shares no line with the fields its NIC threads write");
 
 int cq_poll(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {

@@ -746,9 +746,16 @@ static int start_request(struct sn_rconn *rc)
     }
     switch (rc->h.op) {
     case SN_OP_WRITE_IMM: {
-        /* its region first, then a receive WQE: no MR reference while
-         * waiting for it (a deregistration must not wait for the peer's
-         * receive), so start_write checks it again */
+        /* a receive WQE at hand (the common case): start_write checks the
+         * region, once; a refused one flushes that receive with the rest
+         * as the QP goes to ERR */
+        if (qp_take_recv(rc->qp, &rc->r)) {
+            rc->have_r = true;
+            return start_write(rc);
+        }
+        /* else its region first, then the wait for a receive WQE: no MR
+         * reference while waiting (a deregistration must not wait for the
+         * peer's receive), so start_write checks it again */
         struct sn_mr *mr;
         if (check_remote(rc, IBV_ACCESS_REMOTE_WRITE, &mr))
             return fail_request(rc, rc->h.seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);

@@ -478,7 +478,14 @@ struct sn_cq {
     struct ibv_wc ex_cur;          /* the completion start/next_poll took */
     pthread_mutex_t lock;
     struct ibv_wc *ring;
-    int cap, head, count;
+    int cap, head;
+    /* the one field an empty poll reads (cq_poll), on a line of its own:
+     * beside the lock, a program spinning on the CQ took the line back
+     * between the NIC thread's lock, its store of the count and its
+     * unlock, three misses for each completion instead of one */
+    char count_apart_before[64];   /* padding, not _Alignas: calloc'd */
+    int count;
+    char count_apart_after[64];
     int armed;                     /* 0, 1 = next, 2 = solicited */
     bool overrun;
     int users;                     /* QPs attached: destroy says EBUSY */

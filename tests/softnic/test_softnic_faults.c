@@ -148,6 +148,31 @@ TAP_CASE(test_mr_without_remote_write_refuses_write)
     teardown(&f);
 }
 
+/* A WRITE_WITH_IMM with a bad key, receives posted (the responder takes
+ * one before it checks the key): the sender gets IBV_WC_REM_ACCESS_ERR,
+ * the receiver's receives flush in their order, nothing lands. */
+TAP_CASE(test_bad_rkey_of_a_write_with_imm_flushes_the_posted_receives)
+{
+    struct fixture f;
+    setup(&f, NULL, ALL_ACCESS);
+    st_post_recv(f.b.qp, 11, NULL, 0, 0);
+    st_post_recv(f.b.qp, 12, NULL, 0, 0);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 1, f.src, (uint32_t)f.len, f.smr->lkey,
+                 (uintptr_t)f.dst, f.dmr->rkey ^ 0x5a00, 7, IBV_SEND_SIGNALED);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 2, f.src, 16, f.smr->lkey, (uintptr_t)f.dst, f.dmr->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    expect_error_then_flush(f.a.scq, f.a.qp, IBV_WC_REM_ACCESS_ERR, 1, 2, WAIT_MS);
+    struct ibv_wc wc;
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_WR_FLUSH_ERR, -1, 11);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_WR_FLUSH_ERR, -1, 12);
+    EXPECT_EQ_INT(IBV_QPS_ERR, qp_state(f.b.qp));
+    char *orig = st_buf(f.len, 2);
+    EXPECT_MEMEQ(orig, f.dst, f.len);
+    teardown(&f);
+}
+
 TAP_CASE(test_mr_without_remote_read_refuses_read)
 {
     struct fixture f;
