@@ -495,6 +495,20 @@ static int start_send(struct sn_rconn *rc)
     return 0;
 }
 
+/* The write's region (mr, checked, its reference held: none for a
+ * zero-length write) becomes the placement's one segment. */
+static void write_segments(struct sn_rconn *rc, struct sn_mr *mr)
+{
+    rc->nseg = 0;
+    if (rc->h.len) {
+        rc->mr[0] = mr;
+        rc->seg_addr[0] = rc->h.raddr;
+        rc->seg_len[0] = rc->h.len;
+        rc->nseg = 1;
+    }
+    place_setup(rc);
+}
+
 /* A WRITE (with its receive WQE for WRITE_IMM): its region is checked
  * again now (no MR reference is held while waiting for a receive: a
  * deregistration must not wait for the peer's receive). */
@@ -508,14 +522,7 @@ static int start_write(struct sn_rconn *rc)
         }
         return fail_request(rc, rc->h.seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
     }
-    rc->nseg = 0;
-    if (rc->h.len) {
-        rc->mr[0] = mr;
-        rc->seg_addr[0] = rc->h.raddr;
-        rc->seg_len[0] = rc->h.len;
-        rc->nseg = 1;
-    }
-    place_setup(rc);
+    write_segments(rc, mr);
     return 0;
 }
 
@@ -746,19 +753,19 @@ static int start_request(struct sn_rconn *rc)
     }
     switch (rc->h.op) {
     case SN_OP_WRITE_IMM: {
-        /* a receive WQE at hand (the common case): start_write checks the
-         * region, once; a refused one flushes that receive with the rest
-         * as the QP goes to ERR */
-        if (qp_take_recv(rc->qp, &rc->r)) {
-            rc->have_r = true;
-            return start_write(rc);
-        }
-        /* else its region first, then the wait for a receive WQE: no MR
-         * reference while waiting (a deregistration must not wait for the
-         * peer's receive), so start_write checks it again */
+        /* its region first (a refused write takes no receive WQE, which
+         * an SRQ's other QPs may need), then a receive WQE: at hand, the
+         * placement starts with the region checked once; else no MR
+         * reference while waiting for one (a deregistration must not wait
+         * for the peer's receive), so start_write checks it again */
         struct sn_mr *mr;
         if (check_remote(rc, IBV_ACCESS_REMOTE_WRITE, &mr))
             return fail_request(rc, rc->h.seq, IBV_WC_REM_ACCESS_ERR, true, IBV_EVENT_QP_ACCESS_ERR);
+        if (qp_take_recv(rc->qp, &rc->r)) {
+            rc->have_r = true;
+            write_segments(rc, mr);
+            return 0;
+        }
         mr_put(mr);
         rc->ph = PH_RECV;
         return 0;

@@ -148,9 +148,10 @@ TAP_CASE(test_mr_without_remote_write_refuses_write)
     teardown(&f);
 }
 
-/* A WRITE_WITH_IMM with a bad key, receives posted (the responder takes
- * one before it checks the key): the sender gets IBV_WC_REM_ACCESS_ERR,
- * the receiver's receives flush in their order, nothing lands. */
+/* A WRITE_WITH_IMM with a bad key, receives posted (one at hand, so the
+ * responder's check of the key is the one placement uses): the sender gets
+ * IBV_WC_REM_ACCESS_ERR, the receiver's receives flush in their order as
+ * its QP goes to ERR, none taken by the refused write, nothing lands. */
 TAP_CASE(test_bad_rkey_of_a_write_with_imm_flushes_the_posted_receives)
 {
     struct fixture f;
@@ -171,6 +172,60 @@ TAP_CASE(test_bad_rkey_of_a_write_with_imm_flushes_the_posted_receives)
     char *orig = st_buf(f.len, 2);
     EXPECT_MEMEQ(orig, f.dst, f.len);
     teardown(&f);
+}
+
+/* The same on QPs that share an SRQ: the refused write takes no receive,
+ * so the SRQ's one receive serves the next QP's write. */
+TAP_CASE(test_bad_rkey_of_a_write_with_imm_leaves_the_srq_its_receive)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_srq_init_attr sia = { .attr = { .max_wr = 4, .max_sge = 1 } };
+    struct ibv_srq *srq = ibv_create_srq(d.pd, &sia);
+    EXPECT_TRUE(srq != NULL);
+    struct st_qp_opts o = { .srq = srq };
+    struct st_qp s1, s2, r1, r2;
+    struct st_qp_info i1, i2, j1, j2;
+    st_qp_create(&d, &s1, NULL, 16);
+    st_qp_create(&d, &s2, NULL, 16);
+    st_qp_create(&d, &r1, &o, 16);
+    st_qp_create(&d, &r2, &o, 16);
+    st_qp_info(&d, &s1, &i1);
+    st_qp_info(&d, &s2, &i2);
+    st_qp_info(&d, &r1, &j1);
+    st_qp_info(&d, &r2, &j2);
+    st_qp_connect(&s1, &j1);
+    st_qp_connect(&r1, &i1);
+    st_qp_connect(&s2, &j2);
+    st_qp_connect(&r2, &i2);
+    size_t len = 65536;
+    char *src = st_buf(len, 1), *dst = st_buf(len, 2);
+    struct ibv_mr *smr = ibv_reg_mr(d.pd, src, len, ALL_ACCESS);
+    struct ibv_mr *dmr = ibv_reg_mr(d.pd, dst, len, ALL_ACCESS);
+    EXPECT_TRUE(smr && dmr);
+    struct ibv_recv_wr rwr = { .wr_id = 77 }, *rbad;
+    EXPECT_EQ_INT(0, ibv_post_srq_recv(srq, &rwr, &rbad));
+    st_post_rdma(s1.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 1, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
+                 dmr->rkey ^ 0x5a00, 7, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(s1.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_REM_ACCESS_ERR, -1, 1);
+    st_post_rdma(s2.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 2, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
+                 dmr->rkey, 8, IBV_SEND_SIGNALED);
+    st_wait_wc(r2.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 77);
+    EXPECT_EQ_U64(8, be32toh(wc.imm_data));
+    st_wait_wc(s2.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
+    EXPECT_MEMEQ(src, dst, len);
+    EXPECT_EQ_INT(0, ibv_dereg_mr(smr));
+    EXPECT_EQ_INT(0, ibv_dereg_mr(dmr));
+    st_qp_destroy(&s1);
+    st_qp_destroy(&s2);
+    st_qp_destroy(&r1);
+    st_qp_destroy(&r2);
+    EXPECT_EQ_INT(0, ibv_destroy_srq(srq));
+    st_dev_close(&d);
 }
 
 TAP_CASE(test_mr_without_remote_read_refuses_read)
