@@ -190,6 +190,28 @@ void st_qp_pair(struct st_dev *d, struct st_qp *a, struct st_qp *b, const struct
     st_qp_connect(b, &ia);
 }
 
+void st_srq_pairs(struct st_dev *d, struct ibv_srq *srq, struct st_qp s[2], struct st_qp r[2], int cqe)
+{
+    struct st_qp_opts o = { .srq = srq };
+    for (int i = 0; i < 2; i++) {
+        struct st_qp_info is, ir;
+        st_qp_create(d, &s[i], NULL, cqe);
+        st_qp_create(d, &r[i], &o, cqe);
+        st_qp_info(d, &s[i], &is);
+        st_qp_info(d, &r[i], &ir);
+        st_qp_connect(&s[i], &ir);
+        st_qp_connect(&r[i], &is);
+    }
+}
+
+void st_srq_pairs_destroy(struct st_qp s[2], struct st_qp r[2])
+{
+    for (int i = 0; i < 2; i++) {
+        st_qp_destroy(&s[i]);
+        st_qp_destroy(&r[i]);
+    }
+}
+
 void st_write_pair_open(struct st_write_pair *p, size_t len)
 {
     memset(p, 0, sizeof(*p));

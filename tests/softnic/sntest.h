@@ -66,6 +66,12 @@ void st_qp_connect(struct st_qp *q, const struct st_qp_info *peer);
 /* Two QPs of one process connected to each other. */
 void st_qp_pair(struct st_dev *d, struct st_qp *a, struct st_qp *b, const struct st_qp_opts *o);
 
+/* Two senders s[i] with queues of their own, each connected to a
+ * receiver r[i] whose receives come from srq; CQs of cqe entries.
+ * st_srq_pairs_destroy destroys the four QPs (not the SRQ). */
+void st_srq_pairs(struct st_dev *d, struct ibv_srq *srq, struct st_qp s[2], struct st_qp r[2], int cqe);
+void st_srq_pairs_destroy(struct st_qp s[2], struct st_qp r[2]);
+
 /* Two QPs of one process connected to each other (st_qp_pair, 16 WRs a
  * queue) on the first device, with len bytes a side: src (seed 1,
  * registered for local reads) and dst (zeroes, registered for remote

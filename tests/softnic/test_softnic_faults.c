@@ -78,6 +78,13 @@ static void expect_error_then_flush(struct ibv_cq *cq, struct ibv_qp *qp, enum i
     EXPECT_WC(wc, IBV_WC_WR_FLUSH_ERR, -1, 999);
 }
 
+/* Nothing landed in the destination (setup fills it with pattern 2). */
+static void expect_dst_untouched(const struct fixture *f)
+{
+    char *orig = st_buf(f->len, 2);
+    EXPECT_MEMEQ(orig, f->dst, f->len);
+}
+
 static void post_three_writes(struct fixture *f, uint32_t rkey, uint64_t raddr, uint32_t len)
 {
     st_post_rdma(f->a.qp, IBV_WR_RDMA_WRITE, 1, f->src, len, f->smr->lkey, raddr, rkey, 0,
@@ -98,9 +105,7 @@ TAP_CASE(test_bad_rkey_is_rem_access_err_and_later_wrs_flush)
     EXPECT_TRUE(st_wait_async(f.d.ctx, IBV_EVENT_QP_ACCESS_ERR, 2000, &ev));
     EXPECT_TRUE(ev.element.qp == f.b.qp);
     EXPECT_EQ_INT(IBV_QPS_ERR, qp_state(f.b.qp));
-    /* nothing was written */
-    char *orig = st_buf(f.len, 2);
-    EXPECT_MEMEQ(orig, f.dst, f.len);
+    expect_dst_untouched(&f);
     teardown(&f);
 }
 
@@ -169,8 +174,7 @@ TAP_CASE(test_bad_rkey_of_a_write_with_imm_flushes_the_posted_receives)
     st_wait_wc(f.b.rcq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_WR_FLUSH_ERR, -1, 12);
     EXPECT_EQ_INT(IBV_QPS_ERR, qp_state(f.b.qp));
-    char *orig = st_buf(f.len, 2);
-    EXPECT_MEMEQ(orig, f.dst, f.len);
+    expect_dst_untouched(&f);
     teardown(&f);
 }
 
@@ -183,21 +187,8 @@ TAP_CASE(test_bad_rkey_of_a_write_with_imm_leaves_the_srq_its_receive)
     struct ibv_srq_init_attr sia = { .attr = { .max_wr = 4, .max_sge = 1 } };
     struct ibv_srq *srq = ibv_create_srq(d.pd, &sia);
     EXPECT_TRUE(srq != NULL);
-    struct st_qp_opts o = { .srq = srq };
-    struct st_qp s1, s2, r1, r2;
-    struct st_qp_info i1, i2, j1, j2;
-    st_qp_create(&d, &s1, NULL, 16);
-    st_qp_create(&d, &s2, NULL, 16);
-    st_qp_create(&d, &r1, &o, 16);
-    st_qp_create(&d, &r2, &o, 16);
-    st_qp_info(&d, &s1, &i1);
-    st_qp_info(&d, &s2, &i2);
-    st_qp_info(&d, &r1, &j1);
-    st_qp_info(&d, &r2, &j2);
-    st_qp_connect(&s1, &j1);
-    st_qp_connect(&r1, &i1);
-    st_qp_connect(&s2, &j2);
-    st_qp_connect(&r2, &i2);
+    struct st_qp s[2], r[2];
+    st_srq_pairs(&d, srq, s, r, 16);
     size_t len = 65536;
     char *src = st_buf(len, 1), *dst = st_buf(len, 2);
     struct ibv_mr *smr = ibv_reg_mr(d.pd, src, len, ALL_ACCESS);
@@ -205,25 +196,22 @@ TAP_CASE(test_bad_rkey_of_a_write_with_imm_leaves_the_srq_its_receive)
     EXPECT_TRUE(smr && dmr);
     struct ibv_recv_wr rwr = { .wr_id = 77 }, *rbad;
     EXPECT_EQ_INT(0, ibv_post_srq_recv(srq, &rwr, &rbad));
-    st_post_rdma(s1.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 1, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
+    st_post_rdma(s[0].qp, IBV_WR_RDMA_WRITE_WITH_IMM, 1, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
                  dmr->rkey ^ 0x5a00, 7, IBV_SEND_SIGNALED);
     struct ibv_wc wc;
-    st_wait_wc(s1.scq, &wc, WAIT_MS);
+    st_wait_wc(s[0].scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_REM_ACCESS_ERR, -1, 1);
-    st_post_rdma(s2.qp, IBV_WR_RDMA_WRITE_WITH_IMM, 2, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
+    st_post_rdma(s[1].qp, IBV_WR_RDMA_WRITE_WITH_IMM, 2, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
                  dmr->rkey, 8, IBV_SEND_SIGNALED);
-    st_wait_wc(r2.rcq, &wc, WAIT_MS);
+    st_wait_wc(r[1].rcq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 77);
     EXPECT_EQ_U64(8, be32toh(wc.imm_data));
-    st_wait_wc(s2.scq, &wc, WAIT_MS);
+    st_wait_wc(s[1].scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 2);
     EXPECT_MEMEQ(src, dst, len);
     EXPECT_EQ_INT(0, ibv_dereg_mr(smr));
     EXPECT_EQ_INT(0, ibv_dereg_mr(dmr));
-    st_qp_destroy(&s1);
-    st_qp_destroy(&s2);
-    st_qp_destroy(&r1);
-    st_qp_destroy(&r2);
+    st_srq_pairs_destroy(s, r);
     EXPECT_EQ_INT(0, ibv_destroy_srq(srq));
     st_dev_close(&d);
 }
@@ -366,8 +354,7 @@ TAP_CASE(test_link_down_raises_port_err_and_ends_in_retry_exc_err)
     EXPECT_EQ_INT(1, ev.element.port_num);
     post_three_writes(&f, f.dmr->rkey, (uintptr_t)f.dst, 64);
     expect_error_then_flush(f.a.scq, f.a.qp, IBV_WC_RETRY_EXC_ERR, 1, 3, WAIT_MS);
-    char *orig = st_buf(f.len, 2);
-    EXPECT_MEMEQ(orig, f.dst, f.len);
+    expect_dst_untouched(&f);
     struct softnic_ctl_counters c;
     EXPECT_EQ_INT(0, ctl->qp_counters(f.a.qp, &c));
     EXPECT_EQ_U64(1, c.retries);
@@ -484,8 +471,7 @@ TAP_CASE(test_peer_connected_to_another_qp_is_refused)
     st_qp_connect(&f.b, &ic);
     post_three_writes(&f, f.dmr->rkey, (uintptr_t)f.dst, 64);
     expect_error_then_flush(f.a.scq, f.a.qp, IBV_WC_RETRY_EXC_ERR, 1, 3, WAIT_MS);
-    char *orig = st_buf(f.len, 2);
-    EXPECT_MEMEQ(orig, f.dst, f.len);
+    expect_dst_untouched(&f);
     st_qp_destroy(&c);
     teardown(&f);
 }

@@ -394,28 +394,15 @@ TAP_CASE(test_srq_feeds_receives_of_two_qps_and_fires_its_limit)
     struct ibv_srq_init_attr sia = { .attr = { .max_wr = 16, .max_sge = 1 } };
     struct ibv_srq *srq = ibv_create_srq(d.pd, &sia);
     EXPECT_TRUE(srq != NULL);
-    struct st_qp_opts o = { .srq = srq };
-    struct st_qp s1, s2, r1, r2;
-    struct st_qp_info i1, i2, j1, j2;
-    st_qp_create(&d, &s1, NULL, 64);
-    st_qp_create(&d, &s2, NULL, 64);
-    st_qp_create(&d, &r1, &o, 64);
-    st_qp_create(&d, &r2, &o, 64);
-    st_qp_info(&d, &s1, &i1);
-    st_qp_info(&d, &s2, &i2);
-    st_qp_info(&d, &r1, &j1);
-    st_qp_info(&d, &r2, &j2);
-    st_qp_connect(&s1, &j1);
-    st_qp_connect(&r1, &i1);
-    st_qp_connect(&s2, &j2);
-    st_qp_connect(&r2, &i2);
+    struct st_qp s[2], r[2];
+    st_srq_pairs(&d, srq, s, r, 64);
     char *buf = st_buf(8 * 64, 0), msg[64] = "srq!";
     struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 8 * 64, IBV_ACCESS_LOCAL_WRITE);
     struct ibv_mr *smr = ibv_reg_mr(d.pd, msg, sizeof(msg), 0);
     /* a QP on an SRQ has no receive queue of its own */
     struct ibv_sge sge = { (uintptr_t)buf, 64, mr->lkey };
     struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *rbad;
-    EXPECT_TRUE(ibv_post_recv(r1.qp, &rwr, &rbad) != 0);
+    EXPECT_TRUE(ibv_post_recv(r[0].qp, &rwr, &rbad) != 0);
     for (int i = 0; i < 4; i++) {
         sge.addr = (uintptr_t)buf + 64u * (unsigned)i;
         rwr.wr_id = 500 + (uint64_t)i;
@@ -423,13 +410,13 @@ TAP_CASE(test_srq_feeds_receives_of_two_qps_and_fires_its_limit)
     }
     struct ibv_srq_attr sa = { .srq_limit = 2 };
     EXPECT_EQ_INT(0, ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT));
-    st_post_send(s1.qp, 1, msg, 5, smr->lkey, 0);
-    st_post_send(s2.qp, 2, msg, 5, smr->lkey, 0);
-    st_post_send(s1.qp, 3, msg, 5, smr->lkey, 0);
+    st_post_send(s[0].qp, 1, msg, 5, smr->lkey, 0);
+    st_post_send(s[1].qp, 2, msg, 5, smr->lkey, 0);
+    st_post_send(s[0].qp, 3, msg, 5, smr->lkey, 0);
     struct ibv_wc wc;
     uint64_t seen = 0;
     for (int i = 0; i < 3; i++) {
-        struct ibv_cq *cq = i == 1 ? r2.rcq : r1.rcq;
+        struct ibv_cq *cq = i == 1 ? r[1].rcq : r[0].rcq;
         st_wait_wc(cq, &wc, WAIT_MS);
         EXPECT_EQ_INT(IBV_WC_SUCCESS, wc.status);
         EXPECT_EQ_INT(5, wc.byte_len);
@@ -446,10 +433,7 @@ TAP_CASE(test_srq_feeds_receives_of_two_qps_and_fires_its_limit)
     EXPECT_EQ_INT(0, sa.srq_limit);               /* the limit disarms */
     EXPECT_TRUE(sa.max_wr >= 16);
     EXPECT_EQ_INT(EBUSY, ibv_destroy_srq(srq));   /* QPs still use it */
-    st_qp_destroy(&s1);
-    st_qp_destroy(&s2);
-    st_qp_destroy(&r1);
-    st_qp_destroy(&r2);
+    st_srq_pairs_destroy(s, r);
     EXPECT_EQ_INT(0, ibv_destroy_srq(srq));
     ibv_dereg_mr(mr);
     ibv_dereg_mr(smr);
