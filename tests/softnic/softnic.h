@@ -479,10 +479,11 @@ struct sn_cq {
     pthread_mutex_t lock;
     struct ibv_wc *ring;
     int cap, head;
-    /* the one field an empty poll reads (cq_poll), on a line of its own:
-     * beside the lock, a program spinning on the CQ took the line back
-     * between the NIC thread's lock, its store of the count and its
-     * unlock, three misses for each completion instead of one */
+    /* of the fields the NIC threads write, the one an empty poll reads
+     * (cq_poll), on a line of its own: beside the lock, a program spinning
+     * on the CQ could take the line back between the NIC thread's lock,
+     * its store of the count and its unlock, up to three misses for each
+     * completion instead of one */
     char count_apart_before[64];   /* padding, not _Alignas: calloc'd */
     int count;
     char count_apart_after[64];
