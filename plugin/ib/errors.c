@@ -348,6 +348,12 @@ static void log_pending_recvs(const struct comm *c)
     }
 }
 
+void errors_note_peer_gone(struct comm *c, uint64_t now)
+{
+    if (!c->peer_gone_ns)
+        c->peer_gone_ns = now;
+}
+
 ncclResult_t errors_check_peer(struct comm *c, int have_pending, uint64_t now)
 {
     if (c->error || !have_pending || c->fd < 0)
@@ -355,7 +361,7 @@ ncclResult_t errors_check_peer(struct comm *c, int have_pending, uint64_t now)
     if (now - c->last_peer_check_ns >= PEER_CHECK_PERIOD_NS) {
         c->last_peer_check_ns = now;
         if (!c->peer_gone_ns && !oob_peer_alive(c->fd))
-            c->peer_gone_ns = now;
+            errors_note_peer_gone(c, now);
         errors_check_async(c, now);
     }
     /* completions may trail the peer's exit by a little: wait before

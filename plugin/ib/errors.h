@@ -83,6 +83,9 @@ void errors_check_async(struct comm *c, uint64_t now);
  * caller's clock read (comm_now_ns); a peer noticed gone with a later read
  * is within its grace. Cheap: looks at the socket every 50 ms. */
 #define ERRORS_PEER_GONE_GRACE_NS 2000000000ull
+/* Notes that the peer's socket ended (closed or failed), at now: the
+ * first notice stands, and errors_check_peer's grace counts from it. */
+void errors_note_peer_gone(struct comm *c, uint64_t now);
 ncclResult_t errors_check_peer(struct comm *c, int have_pending, uint64_t now);
 
 #endif

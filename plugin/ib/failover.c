@@ -438,15 +438,10 @@ static void fo_read(struct fo_comm *f)
     for (;;) {
         if (f->rx_len < sizeof(f->rx)) {
             ssize_t n = recv(c->fd, f->rx + f->rx_len, sizeof(f->rx) - f->rx_len, MSG_DONTWAIT);
-            if (n == 0) {
-                if (!c->peer_gone_ns)
-                    c->peer_gone_ns = comm_now_ns();
-            } else if (n > 0) {
+            if (n > 0)
                 f->rx_len += (size_t)n;
-            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                if (!c->peer_gone_ns)
-                    c->peer_gone_ns = comm_now_ns();
-            }
+            else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+                errors_note_peer_gone(c, comm_now_ns());
         }
         if (f->rx_len < FO_HDR)
             return;

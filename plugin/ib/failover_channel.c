@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "errors.h"
 #include "log.h"
 
 /* ---------------------------------------------------------------- registry */
@@ -129,8 +130,7 @@ void fo_flush_tx(struct fo_comm *f)
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return;
-            if (!c->peer_gone_ns)
-                c->peer_gone_ns = comm_now_ns(); /* errors_check_peer fails the comm */
+            errors_note_peer_gone(c, comm_now_ns()); /* errors_check_peer fails the comm */
             f->tx_len = 0;
             return;
         }
