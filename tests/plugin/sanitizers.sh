@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 52
+tap_plan 53
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_ud tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_push tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_ud tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_push tests/softnic/test_softnic_ack_note tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
@@ -130,6 +130,9 @@ san asan_softnic_fastpath "$asan/tests/softnic/test_softnic_fastpath"
 # the same-host push (the shared region, refused writes, a peer's dereg
 # racing our pushes)
 san asan_softnic_push "$asan/tests/softnic/test_softnic_push"
+# send completions made by the requester's polls from the responder's
+# notes (ack_note.c), beside READs and past the retry budget
+san asan_softnic_ack_note "$asan/tests/softnic/test_softnic_ack_note"
 # the engines: 128 QPs on a few threads, one engine shared by a stream and
 # small writes, QPs destroyed while their steps are under way
 san asan_softnic_engines "$asan/tests/softnic/test_softnic_engines"
@@ -152,8 +155,9 @@ fi
 # softnic's own verbs tests under memcheck, as `make check` starts them: no
 # LD_LIBRARY_PATH, so sntest_main() re-executes the program onto softnic
 # (traced by --trace-children); each must pass and valgrind must say nothing.
-# Not test_softnic_cq: its cases poll without yielding, and valgrind runs
-# one thread at a time, so the NIC threads they wait for do not run
+# Not test_softnic_cq nor test_softnic_ack_note: their cases poll without
+# yielding, and valgrind runs one thread at a time, so the NIC threads they
+# wait for do not run
 if grep -q '^RAILNET_SAN_FLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
     tap_skip valgrind_memcheck_softnic_tests_clean "this build is itself instrumented with ASan, which valgrind cannot run (a plain build runs this case)"
 elif command -v valgrind >/dev/null 2>&1; then

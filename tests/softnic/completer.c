@@ -95,20 +95,26 @@ static bool response_waiting(const struct sn_rbuf *rb, bool have_rb, int fd, boo
     return poll(&p, 1, 0) == 1;
 }
 
-/* The connection has ended (read to its end, or reset): the WQEs a
- * same-host peer's note says it executed succeeded, though their ACK may
- * never have left that process (responder.c, flush_ack).  Only for this
- * connection's note, and not for a READ or atomic, whose data only its
- * response brings; that one and the rest wait for the retry budget.
- * qp->lock held. */
-static void complete_noted_locked(struct sn_qp *qp, const struct sn_comp *c)
+void completer_note_locked(struct sn_qp *qp, uint64_t note)
 {
-    uint64_t note;
-    if (!c->eof || c->in_data || !c->conn_id || qp->sq_head == qp->sq_sent || !push_acked_locked(qp, &note) ||
-        (uint32_t)(note >> 32) != c->conn_id)
+    if (!qp->out_conn_id || (uint32_t)(note >> 32) != qp->out_conn_id || qp->sq_head == qp->sq_sent)
         return;
     if (complete_through_locked(qp, (uint32_t)note, true, true))
         qp->last_progress_ns = sn_now_ns();   /* progress only when some completed */
+}
+
+/* What the note in our slot says the responder executed succeeded (not
+ * while a READ's or atomic's data is being placed): at every step, for
+ * the note stands for the ACKs of a requester whose polls complete from
+ * it (ack_note.c: a READ's response completes the READ here, and the note
+ * the writes after it), and the connection may end without the last ACK
+ * ever leaving the peer's process (responder.c, flush_ack).  qp->lock
+ * held. */
+static void complete_noted_locked(struct sn_qp *qp, const struct sn_comp *c)
+{
+    uint64_t note;
+    if (!c->in_data && qp->sq_head != qp->sq_sent && push_acked_locked(qp, &note))
+        completer_note_locked(qp, note);
 }
 
 /* Retry budget check (qp->lock held).  The budget measures the peer, not

@@ -20,8 +20,12 @@
  *      system call too, not stored through a mapping; push_map.c),
  *      SOFTNIC_PUSH_INLINE (the most bytes a pushed WRITE_WITH_IMM carries in
  *      its completion record, 0..SN_PUSH_INLINE_MAX; push.c),
+ *      SOFTNIC_PUSH_ACKS (0: every ACK to a same-host requester on the wire,
+ *      none left as a note its polls complete from; ack_note.c),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
  *      SOFTNIC_ENGINES (engine threads per process; engine.c),
+ *      SOFTNIC_NIC_CPUS (a CPU list, "0" or "2-3,6": the CPUs the NIC
+ *      threads run on, below),
  *      SOFTNIC_ACK_POLL_US (a GPU-driven QP's completer and responder poll; spin.c),
  *      SOFTNIC_ACK_COALESCE_US (the longest a responder holds the ACK of
  *      requests that asked for none; responder.c),
@@ -190,6 +194,38 @@ static int port_keys(struct sn_port_conf *p, char *list, const char *seps)
 #define ACK_COALESCE_US 0u
 #define ACK_POLL_MIN_CORES 8
 
+/* SOFTNIC_NIC_CPUS: a NIC works beside the host's CPUs, never on them;
+ * softnic's NIC threads (its engines and listener) share
+ * them with the application's, and on a host of few cores which thread
+ * lands beside which decides what a run measures (docs/performance.md).
+ * A list of CPUs (as taskset -c takes it) keeps the NIC threads there;
+ * bind the programs to the others to give the NIC CPUs of its own. */
+static int cpu_list_parse(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    while (*s) {
+        char *end;
+        errno = 0;
+        unsigned long lo = strtoul(s, &end, 10), hi = lo;
+        if (end == s || errno || lo >= CPU_SETSIZE)
+            return EINVAL;
+        s = end;
+        if (*s == '-') {
+            hi = strtoul(++s, &end, 10);
+            if (end == s || errno || hi >= CPU_SETSIZE || hi < lo)
+                return EINVAL;
+            s = end;
+        }
+        for (unsigned long c = lo; c <= hi; c++)
+            CPU_SET((int)c, set);
+        if (*s == ',' && s[1])
+            s++;
+        else if (*s)
+            return EINVAL;
+    }
+    return CPU_COUNT(set) ? 0 : EINVAL;
+}
+
 /* SOFTNIC_ENGINES: the engine threads a process runs its QPs' work on
  * (engine.c), 1..ENGINES_MAX; unset or 0: half the usable cores, 1 to
  * SN_ENGINE_DEFAULT.  A fixed pool, as a NIC has a fixed set of engines: a
@@ -228,6 +264,7 @@ static void config_defaults(struct sn_config *c)
     c->push_proc_mem = 1;
     c->push_shared = 1;
     c->push_inline = SN_PUSH_INLINE_MAX;
+    c->push_acks = 1;
     c->ack_poll_us = sn_usable_cores() >= ACK_POLL_MIN_CORES ? ACK_POLL_US : 0;
     c->ack_coalesce_us = ACK_COALESCE_US;
 }
@@ -466,6 +503,9 @@ int config_load(struct sn_config *c)
                SN_PUSH_INLINE_MAX);
         c->push_inline = SN_PUSH_INLINE_MAX;
     }
+    uint32_t push_acks = (uint32_t)c->push_acks;
+    err = err ? err : env_u32("SOFTNIC_PUSH_ACKS", &push_acks);
+    c->push_acks = push_acks != 0;
     uint32_t stats = 0;
     err = err ? err : env_u32("SOFTNIC_STATS", &stats);
     c->stats = stats != 0;
@@ -492,6 +532,14 @@ int config_load(struct sn_config *c)
         SN_LOG("config: SOFTNIC_ENGINES=%u above %u, using the default", c->engines, ENGINES_MAX);
         c->engines = 0;
         err = EINVAL;
+    }
+    if (!err && (v = getenv("SOFTNIC_NIC_CPUS")) && *v) {
+        if (cpu_list_parse(v, &c->nic_cpus)) {
+            SN_LOG("config: bad SOFTNIC_NIC_CPUS=%s (a CPU list: 0,2-3)", v);
+            err = EINVAL;
+        } else {
+            c->nic_cpus_set = true;
+        }
     }
     err = err ? err : env_poll_us("SOFTNIC_SPIN_US", &c->spin_us, "not spinning");
     err = err ? err : env_poll_us("SOFTNIC_ACK_POLL_US", &c->ack_poll_us, "not polling");

@@ -42,6 +42,7 @@ int conn_start(struct sn_conn_setup *cs, struct sn_qp *qp)
     if (qp->poll_acks)
         h->hflags |= SN_HELLO_POLL;
     h->conn_id = qp->out_conn_id = conn_name();
+    ack_note_hello_locked(qp, h);
     union ibv_gid dgid = qp->attr.ah_attr.grh.dgid;
     int err = wire_connect_start(qp->port, &dgid, qp->attr.dest_qp_num, &cs->fd);
     if (err)

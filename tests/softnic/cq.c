@@ -180,6 +180,9 @@ int cq_poll(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
     /* completions of writes same-host peers pushed (push.c) */
     if (atomic_load_explicit(&cq->push_qps, memory_order_relaxed))
         push_cq_collect(cq);
+    /* completions of sends whose responder left a note, no ACK (ack_note.c) */
+    if (atomic_load_explicit(&cq->note_nqps, memory_order_relaxed))
+        ack_note_poll(cq);
     /* A program spinning on an empty CQ must not take the lock the NIC
      * threads need to add to it: count is written under the lock but read
      * here without it (a completion seen one poll late is harmless). */
@@ -213,6 +216,8 @@ int cq_hook_set(struct ibv_cq *ibcq, sn_cq_hook hook, void *arg)
     cq->hook = hook;
     cq->hook_arg = arg;
     pthread_mutex_unlock(&cq->lock);
+    if (hook)
+        ack_note_cq_hooked(cq);   /* its completions go elsewhere: no poll here makes them */
     return 0;
 }
 

@@ -126,6 +126,14 @@ EXPORT int softnic_ctl_qp_acks(struct ibv_qp *qp, uint64_t *out)
     return 0;
 }
 
+EXPORT int softnic_ctl_qp_acks_noted(struct ibv_qp *qp, uint64_t *out)
+{
+    if (!qp || !out)
+        return EINVAL;
+    *out = atomic_load(&sn_qp_of(qp)->cnt.acks_noted);
+    return 0;
+}
+
 EXPORT int softnic_ctl_qp_direct_wqes(struct ibv_qp *qp, uint64_t *out)
 {
     if (!qp || !out)

@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 8u
+#define PUSH_VERSION 9u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
 /* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
@@ -129,11 +129,16 @@ struct push_qp {
     /* the peer's responder: every request up to this sequence number of
      * the connection named in the upper half (the hello's conn_id; 0:
      * none) was executed and its ACK is on its way; written before the
-     * receive completions it covers appear (push_note_acked_locked).  A
+     * receive completions it covers appear (push_note_write).  A
      * line of its own: the peer's engine writes it for every request
      * while the peer's application thread pushes its clear-to-sends
      * through the line above */
     _Alignas(64) _Atomic uint64_t wire_acked;
+    /* the requester: its polls complete its sends from wire_acked, so the
+     * responder leaves the wire's ACK out (ack_note.c); the requester
+     * writes it at its connection and when that stops, the responder reads
+     * it per note */
+    _Atomic uint32_t note_polled;
     /* the receiver's counts, each on a line of its own: a pusher reads
      * rq_posted about once per receive posted, rq_done once in PUSH_RECS
      * records, and the receiver writes rq_done with every completion it
@@ -408,6 +413,7 @@ static void rx_slot_start_locked(struct sn_qp *qp, struct push_qp *s)
     atomic_store(&s->rq_taken, tag(me.gen[qp->push_slot], 0));
     atomic_store(&s->rq_done, 0);
     atomic_store(&s->wire_acked, 0);
+    atomic_store(&s->note_polled, 0);
     atomic_store(&s->rq_posted, qp->rq_count);
     qp->rx_next = qp->rx_popped = 0;
     memset(qp->rx_done_bits, 0, sizeof(qp->rx_done_bits));
@@ -688,40 +694,48 @@ void push_qp_update_locked(struct sn_qp *qp)
         drain(&s->pushers);
 }
 
+/* qp's slot in our region, taken when it has none (the offer of its
+ * responder, or the note slot of its requester, whichever comes first):
+ * false without one.  qp->lock held. */
+static bool slot_get_locked(struct sn_qp *qp, struct push_region *r, const struct sn_port *port)
+{
+    if (qp->push_slot >= 0)
+        return true;
+    pthread_mutex_lock(&me.lock);
+    /* the lowest free slot: the region's pages a process touches stay
+     * those of the most QPs it had at once (a slot is 2.2 KiB; a new
+     * one per connection made a program that connects and closes in
+     * a loop grow by that each time), and a slot's generation keeps a
+     * stale pusher out of its next QP */
+    for (uint32_t i = 0; i < PUSH_QP_SLOTS; i++) {
+        if (!me.used[i]) {
+            me.used[i] = true;
+            me.gen[i]++;
+            if (i + 1 > atomic_load(&me.hi))
+                atomic_store(&me.hi, i + 1);
+            qp->push_slot = (int)i;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&me.lock);
+    if (qp->push_slot < 0)
+        return false;
+    struct push_qp *s = &r->qp[qp->push_slot];
+    s->pd = (uint64_t)(uintptr_t)qp->ibqp.pd;
+    const struct sn_device *d = sn_device_of(qp->ibqp.context);
+    s->dev = (uint16_t)d->index;
+    s->port = (uint16_t)(port->num - 1);
+    push_port_update(d, port);
+    rx_slot_start_locked(qp, s);
+    return true;
+}
+
 bool push_offer_locked(struct sn_qp *qp, int conn_fd, struct sn_wire_push_offer *o)
 {
     struct push_region *r = region();
     const struct sn_port *port = qp->port;
-    if (!r || !port || port->conf.ack_delay_us || port->conf.latency_us)
+    if (!r || !port || port->conf.ack_delay_us || port->conf.latency_us || !slot_get_locked(qp, r, port))
         return false;
-    if (qp->push_slot < 0) {
-        pthread_mutex_lock(&me.lock);
-        /* the lowest free slot: the region's pages a process touches stay
-         * those of the most QPs it had at once (a slot is 2.2 KiB; a new
-         * one per connection made a program that connects and closes in
-         * a loop grow by that each time), and a slot's generation keeps a
-         * stale pusher out of its next QP */
-        for (uint32_t i = 0; i < PUSH_QP_SLOTS; i++) {
-            if (!me.used[i]) {
-                me.used[i] = true;
-                me.gen[i]++;
-                if (i + 1 > atomic_load(&me.hi))
-                    atomic_store(&me.hi, i + 1);
-                qp->push_slot = (int)i;
-                break;
-            }
-        }
-        pthread_mutex_unlock(&me.lock);
-        if (qp->push_slot < 0)
-            return false;
-        struct push_qp *s = &r->qp[qp->push_slot];
-        s->pd = (uint64_t)(uintptr_t)qp->ibqp.pd;
-        const struct sn_device *d = sn_device_of(qp->ibqp.context);
-        s->dev = (uint16_t)d->index;
-        s->port = (uint16_t)(port->num - 1);
-        push_port_update(d, port);
-        rx_slot_start_locked(qp, s);
-    }
     push_qp_update_locked(qp);
     memset(o, 0, sizeof(*o));
     o->magic = SN_WIRE_MAGIC;
@@ -739,6 +753,7 @@ void push_qp_release_locked(struct sn_qp *qp)
     struct push_region *r = made();
     if (qp->push_slot < 0 || !r)
         return;
+    ack_note_leave_locked(qp);   /* its send CQ's polls stop reading the slot */
     struct push_qp *s = &r->qp[qp->push_slot];
     atomic_store(&s->live, 0);
     atomic_store(&s->imm_ok, 0);
@@ -1230,17 +1245,72 @@ bool push_try_locked(struct sn_qp *qp)
 }
 
 /* ------------------------------------------------- acknowledgements */
-bool push_note_acked_locked(struct sn_qp *qp, uint32_t conn_id, uint32_t seq)
+bool push_note_offer_locked(struct sn_qp *qp, struct sn_wire_hello *h)
 {
-    struct sn_push_peer *p = qp->push_peer;
-    if (!p || !conn_id || qp->push_to_slot >= PUSH_QP_SLOTS)
+    struct push_region *r = region();
+    const struct sn_port *port = qp->port;
+    /* a delayed ACK or added latency is the wire's to time */
+    if (!r || !port || !h->conn_id || port->conf.ack_delay_us || port->conf.latency_us ||
+        !slot_get_locked(qp, r, port))
         return false;
-    /* the connection's name, not the slot's generation: a QP that reset
-     * and connected again restarts its sequence numbers, and a note of
-     * its old connection must not complete its new one's requests */
-    atomic_store_explicit(&p->r->qp[qp->push_to_slot].wire_acked, (uint64_t)conn_id << 32 | seq,
+    struct push_qp *s = &r->qp[qp->push_slot];
+    /* the connection's name, with nothing executed yet: a responder of
+     * an earlier connection of this slot writes no note over it
+     * (push_note_write), and a note of it completes nothing here */
+    atomic_store_explicit(&s->wire_acked, (uint64_t)h->conn_id << 32 | (uint32_t)(qp->next_seq - 1u),
                           memory_order_release);
+    atomic_store(&s->note_polled, 0);
+    h->note_region_fd = (uint32_t)me.fd;
+    h->note_slot = (uint32_t)qp->push_slot;
+    h->hflags |= SN_HELLO_NOTE;
     return true;
+}
+
+void push_note_polled_set(int slot, bool on)
+{
+    struct push_region *r = made();
+    if (r && slot >= 0)
+        atomic_store(&r->qp[slot].note_polled, on ? 1u : 0u);
+}
+
+uint64_t push_note_load(int slot)
+{
+    struct push_region *r = made();
+    return r && slot >= 0 ? atomic_load_explicit(&r->qp[slot].wire_acked, memory_order_acquire) : 0;
+}
+
+struct sn_push_peer *push_note_peer(uint32_t pid, uint32_t region_fd, int pidfd, uint32_t slot)
+{
+    if (slot >= PUSH_QP_SLOTS || !softnic_global()->conf.push) {
+        close(pidfd);
+        return NULL;
+    }
+    return peer_get(pid, region_fd, pidfd);
+}
+
+void push_note_peer_put(struct sn_push_peer *p)
+{
+    if (p)
+        peer_put(p);
+}
+
+bool push_note_write(struct sn_push_peer *p, uint32_t slot, uint32_t conn_id, uint32_t seq)
+{
+    _Atomic uint64_t *w = &p->r->qp[slot].wire_acked;
+    uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+    /* over a note of the same connection only: the slot may be another
+     * connection's (its QP reset and connected again) or another QP's */
+    do {
+        if ((uint32_t)(old >> 32) != conn_id)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(w, &old, (uint64_t)conn_id << 32 | seq, memory_order_release,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+bool push_note_polled(const struct sn_push_peer *p, uint32_t slot)
+{
+    return atomic_load_explicit(&p->r->qp[slot].note_polled, memory_order_relaxed) != 0;
 }
 
 bool push_acked_locked(const struct sn_qp *qp, uint64_t *note)

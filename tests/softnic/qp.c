@@ -76,6 +76,7 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
     qp->sq_sig_all = ia->sq_sig_all != 0;
     qp->out_fd = -1;
     qp->push_slot = -1;
+    qp->note_watch = -1;
     qp->attr.qp_state = IBV_QPS_RESET;
     qp->attr.cap = qp->cap;
     qp->attr.path_mtu = IBV_MTU_1024;

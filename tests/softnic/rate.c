@@ -12,7 +12,6 @@
 #include "softnic.h"
 
 #include <errno.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 uint64_t sn_now_ns(void)
@@ -20,16 +19,6 @@ uint64_t sn_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* A rate-limit or added-latency wait is microseconds to a few hundred:
- * under the kernel's default 50 us timer slack every one of them ran late
- * (ib_write_lat 64 KiB on a 25 Gb/s port: 86-138 us typical for a 21 us
- * line time; NCCL's 64 KiB all_reduce at 25 Gb/s 2.3x slower than
- * unlimited, for both transports).  A NIC's serializer is not late. */
-void sn_nic_thread_init(void)
-{
-    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 }
 
 void sn_sleep_until_ns(uint64_t t)

@@ -16,6 +16,7 @@
 #include "rconn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -96,6 +97,7 @@ static unsigned close_conn(struct sn_eng_task *t, struct sn_rconn *rc)
     free(rc->bounce);
     if (rc->cma_pidfd >= 0)
         close(rc->cma_pidfd);
+    push_note_peer_put(rc->note_peer);
     free(rc);
     return SN_ENG_DONE;
 }
@@ -188,6 +190,13 @@ static int start_run(struct sn_rconn *rc)
     /* a GPU-driven requester (a kernel's put + quiet loop) sends its next
      * request a round trip after this one's ACK: the engine polls for it,
      * as its completer polls for the ACK (config.c, SOFTNIC_ACK_POLL_US) */
+    if (rc->cma_pidfd >= 0 && (h->hflags & SN_HELLO_NOTE)) {
+        int pidfd = fcntl(rc->cma_pidfd, F_DUPFD_CLOEXEC, 0);
+        if (pidfd >= 0) {
+            rc->note_peer = push_note_peer(h->pid, h->note_region_fd, pidfd, h->note_slot);
+            rc->note_slot = h->note_slot;
+        }
+    }
     rc->poll_next = (h->hflags & SN_HELLO_POLL) && sn_ack_poll_ns();
     if (rc->poll_next)
         sn_ack_poll_conn();

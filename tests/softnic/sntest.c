@@ -96,7 +96,7 @@ void st_qp_create(struct st_dev *d, struct st_qp *q, const struct st_qp_opts *o,
 {
     static const struct st_qp_opts none;
     q->o = o ? *o : none;
-    q->scq = ibv_create_cq(d->ctx, cqe, NULL, NULL, 0);
+    q->scq = ibv_create_cq(d->ctx, cqe, NULL, q->o.send_channel, 0);
     q->rcq = ibv_create_cq(d->ctx, cqe, NULL, NULL, 0);
     EXPECT_TRUE(q->scq && q->rcq);
     struct ibv_qp_init_attr ia = {
@@ -337,6 +337,7 @@ const struct st_ctl *st_ctl(void)
     *(void **)&c.qp_fast_bytes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_fast_bytes");
     *(void **)&c.qp_direct_wqes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_direct_wqes");
     *(void **)&c.qp_acks = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_acks");
+    *(void **)&c.qp_acks_noted = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_acks_noted");
     *(void **)&c.qp_pushed_wqes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_pushed_wqes");
     *(void **)&c.qp_stored_wqes = dlsym(RTLD_DEFAULT, "softnic_ctl_qp_stored_wqes");
     *(void **)&c.port_tc_bytes = dlsym(RTLD_DEFAULT, "softnic_ctl_port_tc_bytes");
@@ -345,7 +346,7 @@ const struct st_ctl *st_ctl(void)
     *(void **)&c.ud_counts = dlsym(RTLD_DEFAULT, "softnic_ctl_ud_counts");
     if (!c.port_set_state || !c.port_set_rate || !c.port_set_latency || !c.port_counters ||
         !c.qp_counters || !c.objects || !c.link_rate || !c.qp_fast_bytes ||
-        !c.qp_direct_wqes || !c.qp_acks || !c.qp_pushed_wqes || !c.qp_stored_wqes || !c.port_tc_bytes || !c.qp_steps || !c.engines)
+        !c.qp_direct_wqes || !c.qp_acks || !c.qp_acks_noted || !c.qp_pushed_wqes || !c.qp_stored_wqes || !c.port_tc_bytes || !c.qp_steps || !c.engines)
         tap_fail_at(__FILE__, __LINE__, "softnic_ctl_* not found: not running on softnic");
     return &c;
 }

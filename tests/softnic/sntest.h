@@ -49,6 +49,7 @@ struct st_qp_opts {
     uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;   /* 0 = defaults */
     bool rnr_retry_set;     /* use rnr_retry as given (0 included) */
     uint8_t traffic_class;  /* the address vector's GRH traffic class */
+    struct ibv_comp_channel *send_channel;   /* the send CQ's (the caller's), NULL: none */
 };
 
 struct st_qp {
@@ -124,6 +125,7 @@ struct st_ctl {
     int (*qp_fast_bytes)(struct ibv_qp *, uint64_t *);
     int (*qp_direct_wqes)(struct ibv_qp *, uint64_t *);
     int (*qp_acks)(struct ibv_qp *, uint64_t *);
+    int (*qp_acks_noted)(struct ibv_qp *, uint64_t *);
     int (*qp_pushed_wqes)(struct ibv_qp *, uint64_t *);
     int (*qp_stored_wqes)(struct ibv_qp *, uint64_t *);
     int (*port_tc_bytes)(struct ibv_context *, uint8_t, uint8_t, uint64_t *);

@@ -29,6 +29,7 @@
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,6 +40,9 @@
 #define SN_MAX_PORTS 4
 /* a recv CQ of at most this many QPs same-host peers push into polls their records directly (push.c) */
 #define SN_PUSH_WATCH 8
+/* send-side: QPs of a send CQ whose completions its polls make from notes
+ * (ack_note.c); a CQ's further QPs keep the wire's ACKs */
+#define SN_NOTE_WATCH 8
 /* the most bytes a pushed WRITE_WITH_IMM carries in its completion record (push.c) */
 #define SN_PUSH_INLINE_MAX 88u
 #define SN_MAX_SGE 16
@@ -105,6 +109,8 @@ struct sn_config {
     int push_shared;           /* SOFTNIC_PUSH_SHARED: into a peer's sealed memfd memory by a store */
     uint32_t push_inline;      /* SOFTNIC_PUSH_INLINE: a pushed WRITE_WITH_IMM of at most this many
                                 * bytes carries them in its record (push.c); 0: placed */
+    int push_acks;             /* SOFTNIC_PUSH_ACKS: a same-host requester that polls its send CQ
+                                * completes from its responder's note, no ACK sent (ack_note.c) */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
@@ -113,6 +119,8 @@ struct sn_config {
                                 * ACK of requests that asked for none (responder.c) */
     uint32_t ack_poll_us;      /* SOFTNIC_ACK_POLL_US: how long the completer of a QP that a
                                 * GPU drives polls for an ACK it awaits (config.c) */
+    cpu_set_t nic_cpus;        /* SOFTNIC_NIC_CPUS: where the NIC threads run (engine.c) */
+    bool nic_cpus_set;         /* else wherever the process may */
     uint32_t engines;          /* SOFTNIC_ENGINES: engine threads per process, 0 = the
                                 * default (engine.c) */
     uint32_t max_wqe_sz_sq;    /* SOFTNIC_MAX_WQE_SZ_SQ: the largest send WQE in bytes,
@@ -152,8 +160,9 @@ uint64_t sn_now_ns(void);
 /* Sleeps until t (CLOCK_MONOTONIC ns), as late as the thread's timer slack
  * lets the kernel make it: NIC threads call sn_nic_thread_init first. */
 void sn_sleep_until_ns(uint64_t t);
-/* What every NIC thread (the engines, the wire's acceptor) does first: a
- * timer slack of 1 us, so that its waits end when they are due. */
+/* What every NIC thread (the engines, the wire's acceptor) does
+ * first: a timer slack of 1 us, so that its waits end when
+ * they are due, and the CPUs of SOFTNIC_NIC_CPUS when it is set. */
 void sn_nic_thread_init(void);
 
 /* ------------------------------------------------------------- spin.c */
@@ -194,6 +203,7 @@ struct sn_counters {
     _Atomic uint64_t rx_bytes, rx_packets;
     _Atomic uint64_t fast_bytes;    /* rx payload pulled by cma.c, not read off the wire */
     _Atomic uint64_t acks;          /* ACKs the responder sent to its peer (responder.c) */
+    _Atomic uint64_t acks_noted;    /* ACKs it left as a note instead (ack_note.c) */
     _Atomic uint64_t rnr_naks, errors, retries;
     char apart[64];
     _Atomic uint64_t tx_bytes, tx_packets;
@@ -377,6 +387,7 @@ enum sn_stat {
     SN_ST_SYNC, SN_ST_SYNC_NS,      /* stream syncs, and the time they waited */
     SN_ST_TX_BATCHES, SN_ST_TX_WQES, /* requester batches, and the WQEs in them */
     SN_ST_ACKS, SN_ST_REQUESTS,     /* responder ACKs sent, requests executed */
+    SN_ST_ACKS_NOTED,               /* responder ACKs left as a note (ack_note.c) */
     SN_ST_N
 };
 bool sn_stats_on(void);
@@ -501,6 +512,12 @@ struct sn_cq {
     _Atomic int push_watch[SN_PUSH_WATCH]; /* their slots + 1 while at most that many (push.c; 0: none) */
     _Atomic uint64_t push_bell_seen;  /* the region's bell at the last look */
     _Atomic bool push_rescan;         /* a QP's lock was busy at the last look */
+    /* QPs of this send CQ whose polls complete their sends from their
+     * responders' notes (ack_note.c); changed under push_lock */
+    struct sn_qp *note_qp[SN_NOTE_WATCH];
+    _Atomic int note_slot[SN_NOTE_WATCH];      /* their slots + 1 (0: none) */
+    _Atomic uint64_t note_seen[SN_NOTE_WATCH]; /* the note each one's completions were made from */
+    _Atomic int note_nqps;
 };
 void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited);
 void cq_attach(struct ibv_cq *cq, int delta);
@@ -625,6 +642,7 @@ struct sn_qp {
     bool rx_flush_deferred;        /* a flush waits for them (push_rx_flush_waits_locked) */
     struct sn_qp *push_cq_next;
     bool push_cq_listed;
+    int note_watch;                /* its index in its send CQ's note_qp (ack_note.c), -1: none */
     uint64_t last_progress_ns;     /* last response, or work arriving */
     bool stopping;
     bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
@@ -670,7 +688,7 @@ struct sn_rwqe qp_rq_pop_locked(struct sn_qp *qp);
 #define SN_MAX_LATENCY_US 2000000u
 
 #define SN_WIRE_MAGIC 0x534e4943u  /* "SNIC" */
-#define SN_WIRE_VERSION 4
+#define SN_WIRE_VERSION 5
 
 enum sn_wire_op {
     SN_OP_SEND = 1,
@@ -714,6 +732,8 @@ struct sn_wire_hello {
                              * looks first for the socket it must own (cma.c) */
     uint32_t conn_id;       /* a random nonzero name of this connection (0: none): the
                              * responder's notes of what it executed carry it (push.c) */
+    uint32_t note_region_fd; /* SN_HELLO_NOTE: the requester's push region (its fd) */
+    uint32_t note_slot;     /* and its QP's slot there, where the notes go */
 };
 #define SN_HELLO_CMA 1
 /* the requesting QP is one a GPU drives (sn_qp.poll_acks): the responder
@@ -723,6 +743,11 @@ struct sn_wire_hello {
  * (push.c): the answer's syndrome has SN_ANSWER_PUSH and a struct
  * sn_wire_push_offer follows the answer */
 #define SN_HELLO_PUSH 4
+/* the responder leaves a note of what it executed in the requester's slot
+ * (note_region_fd, note_slot; push.c) before it acknowledges; with
+ * SN_HELLO_NOTE_POLLED the requester's polls complete from the note and
+ * the slot says whether the wire's ACK is still wanted (ack_note.c) */
+#define SN_HELLO_NOTE 8
 #define SN_ANSWER_CMA 1
 #define SN_ANSWER_PUSH 2
 struct sn_wire_push_offer {
@@ -877,15 +902,29 @@ void push_rx_done_locked(struct sn_qp *qp, uint64_t idx);
 bool push_rx_flush_waits_locked(struct sn_qp *qp);
 int push_rx_collect_locked(struct sn_qp *qp);
 void push_cq_collect(struct sn_cq *cq);
-/* A responder's acknowledgement that outlives its process: with a peer to
- * push to (the same host), the note in the requester's slot that every
- * request up to seq of the connection conn_id (its hello's) was executed
- * (false: no peer or no id, the ACK on the wire is the only word); on the
- * requester's side, the last note its peer left there: conn_id << 32 |
- * seq, for the caller to match with its connection (false: none).
- * qp->lock held. */
-bool push_note_acked_locked(struct sn_qp *qp, uint32_t conn_id, uint32_t seq);
+/* A responder's acknowledgement that needs no wire and outlives its
+ * process: a note in the same-host requester's slot that every request up
+ * to seq of the connection conn_id (its hello's) was executed.
+ * The requester: push_note_offer_locked takes qp's slot (if it has none)
+ * and names it in the hello (SN_HELLO_NOTE; false: no slot, the wire's ACK
+ * is the only word), the slot's note starting at "nothing executed" of
+ * h->conn_id; qp->lock held.  push_note_polled_set says in the slot
+ * whether its polls complete from the note (ack_note.c);
+ * push_note_load reads the slot's note; push_acked_locked the note of
+ * qp's slot (false: none), conn_id << 32 | seq, for the caller to match
+ * with its connection.
+ * The responder: push_note_peer maps the slot a hello named (the pid
+ * proven as for the fast path; pidfd is the callee's), push_note_write
+ * leaves a note there, only over one of the same connection (false: the
+ * slot is another's now), push_note_polled reads the requester's word. */
+bool push_note_offer_locked(struct sn_qp *qp, struct sn_wire_hello *h);
+void push_note_polled_set(int slot, bool on);
+uint64_t push_note_load(int slot);
 bool push_acked_locked(const struct sn_qp *qp, uint64_t *note);
+struct sn_push_peer *push_note_peer(uint32_t pid, uint32_t region_fd, int pidfd, uint32_t slot);
+void push_note_peer_put(struct sn_push_peer *p);
+bool push_note_write(struct sn_push_peer *p, uint32_t slot, uint32_t conn_id, uint32_t seq);
+bool push_note_polled(const struct sn_push_peer *p, uint32_t slot);
 /* Bytes and packets peers pushed into qp (qp != NULL) or into port
  * port_num of d. */
 void push_rx_counts(const struct sn_qp *qp, const struct sn_device *d, int port_num, uint64_t *bytes,
@@ -1002,6 +1041,20 @@ void completer_kick_locked(struct sn_qp *qp);
  * runs at the end of the retry budget unless an answer comes first
  * (qp->lock held). */
 void completer_arm_locked(struct sn_qp *qp);
+/* A note of its responder's (push.c): the WQEs on the wire it covers
+ * succeed, up to the first READ or atomic (qp->lock held). */
+void completer_note_locked(struct sn_qp *qp, uint64_t note);
+/* ack_note.c: the requester's completions from its responder's notes.
+ * At a connection's start (qp->lock held), its note slot goes into the
+ * hello, and the QP joins its send CQ's polls when they can complete
+ * from it; ack_note_leave_locked takes it off them (qp->lock held);
+ * ack_note_poll is a poll's look; ack_note_cq_hooked: the CQ's polls no
+ * longer make its completions (a hook does), the QPs say so to their
+ * responders. */
+void ack_note_hello_locked(struct sn_qp *qp, struct sn_wire_hello *h);
+void ack_note_leave_locked(struct sn_qp *qp);
+void ack_note_poll(struct sn_cq *cq);
+void ack_note_cq_hooked(struct sn_cq *cq);
 /* Runs one incoming connection (fd accepted by wire.c). */
 void responder_spawn(int fd);
 /* Shuts every responder connection of qp down and waits for them. */

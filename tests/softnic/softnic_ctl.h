@@ -54,6 +54,10 @@ int softnic_ctl_port_tc_bytes(struct ibv_context *ctx, uint8_t port, uint8_t tc,
  * coalescing delay). */
 int softnic_ctl_qp_acks(struct ibv_qp *qp, uint64_t *out);
 
+/* ACKs the responder of a QP left as a note in its same-host requester's
+ * memory instead, the requester's polls completing from it (SOFTNIC_PUSH_ACKS). */
+int softnic_ctl_qp_acks_noted(struct ibv_qp *qp, uint64_t *out);
+
 /* Send WQEs of a QP that the posting thread put on the wire itself
  * (requester.c: small or pulled payloads on an unpaced port), sparing the
  * requester thread's wake-up. */

@@ -97,8 +97,9 @@ __attribute__((destructor)) static void stats_print(void)
             ADD(" %llu batches sent, %llu WQEs (%.2f each);", (unsigned long long)c[SN_ST_TX_BATCHES],
                 (unsigned long long)c[SN_ST_TX_WQES], per(c[SN_ST_TX_WQES], c[SN_ST_TX_BATCHES]));
         if (c[SN_ST_REQUESTS])
-            ADD(" %llu requests executed, %llu ACKs sent;", (unsigned long long)c[SN_ST_REQUESTS],
-                (unsigned long long)c[SN_ST_ACKS]);
+            ADD(" %llu requests executed, %llu ACKs sent, %llu left as notes;",
+                (unsigned long long)c[SN_ST_REQUESTS], (unsigned long long)c[SN_ST_ACKS],
+                (unsigned long long)c[SN_ST_ACKS_NOTED]);
 #undef ADD
         fprintf(stderr, "%s\n", line);
     }

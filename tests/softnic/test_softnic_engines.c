@@ -10,6 +10,7 @@
 #include "../proc_self.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,93 @@ static int engine_threads(void)
     if (d)
         closedir(d);
     return n;
+}
+
+/* The CPUs engine threads of this process may run on, each thread's the
+ * same (else the case fails); how many there were in *n. */
+static cpu_set_t engine_cpus(int *n)
+{
+    cpu_set_t first;
+    CPU_ZERO(&first);
+    *n = 0;
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        bool engine = fgets(comm, sizeof(comm), f) && strncmp(comm, "sn-engine", 9) == 0;
+        fclose(f);
+        if (!engine)
+            continue;
+        cpu_set_t set;
+        EXPECT_EQ_INT(0, sched_getaffinity((pid_t)atoi(e->d_name), sizeof(set), &set));
+        if ((*n)++ == 0)
+            first = set;
+        EXPECT_TRUE(CPU_EQUAL(&first, &set));
+    }
+    if (d)
+        closedir(d);
+    return first;
+}
+
+/* One write through a pair: the engines have started and worked. */
+static void one_write(void)
+{
+    struct st_write_pair p;
+    st_write_pair_open(&p, 1 << 16);
+    st_post_rdma(p.a.qp, IBV_WR_RDMA_WRITE, 1, p.src, (uint32_t)p.len, p.smr->lkey, (uintptr_t)p.dst,
+                 p.dmr->rkey, 0, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(p.a.scq, &wc, 20000);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
+    EXPECT_MEMEQ(p.src, p.dst, p.len);
+    st_write_pair_close(&p);
+}
+
+/* SOFTNIC_NIC_CPUS keeps the engine threads on the CPUs listed (the last
+ * this process may use), and only them: the application's threads keep
+ * theirs. */
+TAP_CASE(test_nic_cpus_keep_the_engines_there_and_only_them)
+{
+    cpu_set_t mine;
+    EXPECT_EQ_INT(0, sched_getaffinity(0, sizeof(mine), &mine));
+    int last = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &mine))
+            last = c;
+    char v[16];
+    snprintf(v, sizeof(v), "%d", last);
+    setenv("SOFTNIC_NIC_CPUS", v, 1);
+    one_write();
+    int n = 0;
+    cpu_set_t got = engine_cpus(&n);
+    EXPECT_TRUE(n >= 1);
+    EXPECT_EQ_INT(1, CPU_COUNT(&got));
+    EXPECT_TRUE(CPU_ISSET(last, &got));
+    cpu_set_t now;
+    EXPECT_EQ_INT(0, sched_getaffinity(0, sizeof(now), &now));
+    EXPECT_TRUE(CPU_EQUAL(&mine, &now));
+}
+
+/* A list of CPUs this process may not use: the engines stay where the
+ * process runs, and work. */
+TAP_CASE(test_nic_cpus_outside_the_process_leave_the_engines_where_it_runs)
+{
+    cpu_set_t mine;
+    EXPECT_EQ_INT(0, sched_getaffinity(0, sizeof(mine), &mine));
+    int outside = CPU_SETSIZE - 1;
+    while (outside > 0 && CPU_ISSET(outside, &mine))
+        outside--;
+    char v[16];
+    snprintf(v, sizeof(v), "%d", outside);
+    setenv("SOFTNIC_NIC_CPUS", v, 1);
+    one_write();
+    int n = 0;
+    cpu_set_t got = engine_cpus(&n);
+    EXPECT_TRUE(n >= 1);
+    EXPECT_TRUE(CPU_EQUAL(&mine, &got));
 }
 
 /* Waits up to ms for the engines' tasks to be down to want. */
