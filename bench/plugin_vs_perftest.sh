@@ -44,6 +44,14 @@
 # NIC threads on the other, and the plugin's rounds split in two groups.
 # ib_write_bw runs unbound, as it is run by hand (bound the same way its
 # busy-polling client takes its CPU from its own NIC thread).
+# RAILNET_BENCH_NIC_APART=1 (the default) runs both programs once more in
+# each round with softnic's NIC threads on one half of the CPUs
+# (SOFTNIC_NIC_CPUS) and the programs on the other (taskset: on 2 CPUs
+# both ranks, or ib_write_bw's server and client, on one CPU, the NIC on
+# the other), in columns of their own with their own ratio and verdict: a
+# ConnectX takes none of the host's CPUs, softnic's threads take the
+# programs' unless kept apart, and which program thread lands beside the
+# responder's engine then decides a run (docs/performance.md).
 # RAILNET_BENCH_BASELINE=DIR (another build's top_builddir, e.g. main's)
 # runs that build's plugin too, with this build's netdriver and softnic, in
 # the same alternating rounds: a "before" column and after/before.
@@ -84,6 +92,7 @@ goal_bw=${RAILNET_BENCH_GOAL_BW:-0.95}
 goal_lat=${RAILNET_BENCH_GOAL_LAT:-1.1}
 aa_on=${RAILNET_BENCH_AA:-1}
 bound_on=${RAILNET_BENCH_BOUND:-1}
+apart_on=${RAILNET_BENCH_NIC_APART:-1}
 for d in $depths; do
     case $d in ''|*[!0-9]*) d=0 ;; esac
     [ "$d" -ge 1 ] && [ "$d" -le 32 ] || { echo "RAILNET_BENCH_DEPTHS: 1..32 each (NCCL's most requests per comm)"; exit 1; }
@@ -98,9 +107,15 @@ perftest() { # tool args...: runs server and client, prints the client's output
     # lives in a file, not in a variable they would lose
     port=$(cat "$tmp/port" 2>/dev/null || echo "$port0")
     echo $((port + 1)) >"$tmp/port"
-    timeout 120 "$t" -d softnic0 -x 0 -p $port "$@" >"$tmp/srv" 2>&1 &
+    # $apart: "NIC CPUs:program CPUs" (RAILNET_BENCH_NIC_APART's runs)
+    if [ -n "${apart:-}" ]; then
+        set -- env SOFTNIC_NIC_CPUS="${apart%%:*}" taskset -c "${apart#*:}" "$t" "$@"
+    else
+        set -- "$t" "$@"
+    fi
+    timeout 120 "$@" -d softnic0 -x 0 -p $port >"$tmp/srv" 2>&1 &
     sleep 1
-    timeout 120 "$t" -d softnic0 -x 0 -p $port "$@" 127.0.0.1 2>&1
+    timeout 120 "$@" -d softnic0 -x 0 -p $port 127.0.0.1 2>&1
     wait
 }
 
@@ -137,6 +152,8 @@ cpu_halves() {
 halves=
 [ "$bound_on" != 0 ] && halves=$(cpu_halves)
 [ -n "$halves" ] || bound_on=0
+[ "$apart_on" != 0 ] && [ -z "$halves" ] && halves=$(cpu_halves)
+[ -n "$halves" ] || apart_on=0
 # netdriver bw with its ranks bound to the two halves: GB/s
 plugin_bw_bound() {
     RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
@@ -144,6 +161,15 @@ plugin_bw_bound() {
         bw --size $2 --iters $3 --window $4 --receives >"$tmp/plb" 2>/dev/null
     v=$(awk '$1 == '$2' { print $4 }' "$tmp/plb"); echo "${v:--}"
 }
+# netdriver bw and ib_write_bw with the NIC threads on the second half of
+# the CPUs and the programs on the first: GB/s
+plugin_bw_apart() {
+    SOFTNIC_NIC_CPUS=${halves#* } RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
+        "$nd" --plugin "$1" --rank-wrap "taskset -c ${halves% *}" --rank-wrap "taskset -c ${halves% *}" \
+        bw --size $2 --iters $3 --window $4 --receives >"$tmp/pla" 2>/dev/null
+    v=$(awk '$1 == '$2' { print $4 }' "$tmp/pla"); echo "${v:--}"
+}
+ib_bw_apart() { apart="${halves#* }:${halves% *}" ib_bw "$@"; }
 # the last plugin_bw run's mean sends and receives in flight, "sends:receives"
 plugin_means() {
     printf '%s:%s' "$(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/pl")" \
@@ -161,29 +187,36 @@ for depth in $depths; do
     echo "== one-way bandwidth, 1 QP on port 1, $depth messages in flight on both sides: GB/s, median [min-max] of $rounds alternating runs (perftest MB/s are 2^20 bytes)"
     printf '%10s %24s %24s %7s %s' bytes ib_write_bw plugin ratio verdict
     [ "$bound_on" != 0 ] && printf ' %24s %7s %s' "plugin, ranks bound" ratio verdict
+    [ "$apart_on" != 0 ] && printf ' %24s %24s %7s %s' "ib_write_bw, NIC apart" "plugin, NIC apart" ratio verdict
     [ "$aa_on" != 0 ] && printf ' %24s %6s' "ib_write_bw again" A/A
     [ -n "${RAILNET_BENCH_DEEP:-}" ] && printf ' %24s %8s' "ib_write_bw -t128" ratio128
     [ -n "$base" ] && printf ' %24s %13s' baseline after/before
     echo
-    below= belowb= aas=
+    below= belowb= belowa= aas=
     {
         printf '| depth %s | `ib_write_bw` GB/s | plugin GB/s | plugin / `ib_write_bw` |' "$depth"
         [ "$bound_on" != 0 ] && printf ' plugin, ranks bound, GB/s | bound / `ib_write_bw` |'
+        [ "$apart_on" != 0 ] && printf ' `ib_write_bw`, NIC apart, GB/s | plugin, NIC apart, GB/s | apart: plugin / `ib_write_bw` |'
         [ "$aa_on" != 0 ] && printf ' A/A |'
         printf '\n|---|---:|---:|---:|'
         [ "$bound_on" != 0 ] && printf -- '---:|---:|'
+        [ "$apart_on" != 0 ] && printf -- '---:|---:|---:|'
         [ "$aa_on" != 0 ] && printf -- '---:|'
         echo
     } >>"$tmp/md"
     for size in $sizes; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
-        ibs= pls= pbs= deeps= bls= inflight= ib2s=
+        ibs= pls= pbs= deeps= bls= inflight= ib2s= ias= pas=
         for round in $(seq "$rounds"); do
             [ -n "${RAILNET_BENCH_DEEP:-}" ] && deeps="$deeps $(ib_bw $size $n 128)"
             [ -n "$base" ] && bls="$bls $(plugin_bw "$base" $size $n $depth)"
             ibs="$ibs $(ib_bw $size $n $depth)"
             pls="$pls $(plugin_bw "$plugin" $size $n $depth)"
             [ "$bound_on" != 0 ] && pbs="$pbs $(plugin_bw_bound "$plugin" $size $n $depth)"
+            if [ "$apart_on" != 0 ]; then
+                ias="$ias $(ib_bw_apart $size $n $depth)"
+                pas="$pas $(plugin_bw_apart "$plugin" $size $n $depth)"
+            fi
             [ "$aa_on" != 0 ] && ib2s="$ib2s $(ib_bw $size $n $depth)"
             # the depth each side really ran with: perftest's banner, the
             # plugin's most sends in flight at once (netdriver bw counts
@@ -207,6 +240,15 @@ for depth in $depths; do
             printf ' %24s %7s %s' "$1 [$2-$3]" "$rb" "$vb"
             pb="$1 ($2-$3)"
         fi
+        ra=
+        if [ "$apart_on" != 0 ]; then
+            set -- $(stats $ias); ia="$1 ($2-$3)" ia1=$1 iar="$1 [$2-$3]"
+            set -- $(stats $pas); pa="$1 ($2-$3)"
+            ra=$(ratio "$ia1" "$1")
+            va=$(awk -v r="$ra" -v g="$goal_bw" 'BEGIN { print (r != "-" && r + 0 >= g ? "ok" : "below") }')
+            [ "$va" = ok ] || { belowa="$belowa $size:$ra"; all_ok=0; }
+            printf ' %24s %24s %7s %s' "$iar" "$1 [$2-$3]" "$ra" "$va"
+        fi
         aa=
         if [ "$aa_on" != 0 ]; then
             set -- $(stats $ib2s)
@@ -223,8 +265,8 @@ for depth in $depths; do
             printf ' %24s %13s' "$1 [$2-$3]" "$(ratio "$1" "$pl")"
         fi
         echo
-        echo "#   runs: ib_write_bw$ibs;${ib2s:+ again$ib2s;} plugin$pls${pbs:+; bound$pbs}${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin(plugin's mean sends:receives)):$inflight"
-        echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |${rb:+ $pb | $rb |}${aa:+ $aa |}" >>"$tmp/md"
+        echo "#   runs: ib_write_bw$ibs;${ib2s:+ again$ib2s;} plugin$pls${pbs:+; bound$pbs}${ias:+; NIC apart: ib_write_bw$ias, plugin$pas}${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin(plugin's mean sends:receives)):$inflight"
+        echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |${rb:+ $pb | $rb |}${ra:+ $ia | $pa | $ra |}${aa:+ $aa |}" >>"$tmp/md"
     done
     band=
     if [ -n "$aas" ]; then
@@ -239,6 +281,13 @@ for depth in $depths; do
         noise=$(printf '%s\n' $below | awk -F: -v lo="${band%%..*}" 'lo != "" && lo != "-" && $2 + 0 >= lo + 0 { printf " %s", $1 }')
         echo "verdict, depth $depth: plugin / ib_write_bw below $goal_bw at (bytes:ratio)$below$(few "$rounds")${noise:+; within the A/A band at$noise}"
     fi
+    if [ "$apart_on" != 0 ]; then
+        if [ -z "$belowa" ]; then
+            echo "verdict, depth $depth, NIC apart: plugin / ib_write_bw >= $goal_bw at every size$(few "$rounds")"
+        else
+            echo "verdict, depth $depth, NIC apart: plugin / ib_write_bw below $goal_bw at (bytes:ratio)$belowa$(few "$rounds")"
+        fi
+    fi
     if [ "$bound_on" != 0 ]; then
         if [ -z "$belowb" ]; then
             echo "verdict, depth $depth, ranks bound: plugin / ib_write_bw >= $goal_bw at every size$(few "$rounds")"
@@ -249,6 +298,7 @@ for depth in $depths; do
     {
         echo
         [ "$bound_on" != 0 ] && echo "Ranks bound: \`taskset -c ${halves% *}\` and \`taskset -c ${halves#* }\`." && echo
+        [ "$apart_on" != 0 ] && echo "NIC apart: \`SOFTNIC_NIC_CPUS=${halves#* }\`, both programs' processes \`taskset -c ${halves% *}\`." && echo
         [ -n "$band" ] && echo "A/A band (\`ib_write_bw\` run again in the same rounds / its first run, over the sizes): $band." && echo
     } >>"$tmp/md"
 done
