@@ -108,12 +108,13 @@ void completer_note_locked(struct sn_qp *qp, uint64_t note)
  * the note stands for the ACKs of a requester whose polls complete from
  * it (ack_note.c: a READ's response completes the READ here, and the note
  * the writes after it), and the connection may end without the last ACK
- * ever leaving the peer's process (responder.c, flush_ack).  qp->lock
- * held. */
+ * ever leaving the peer's process (responder.c, flush_ack).  A QP a GPU
+ * drives completes on the wire's ACKs while its connection lasts, as its
+ * GPU's CQEs have been tested with.  qp->lock held. */
 static void complete_noted_locked(struct sn_qp *qp, const struct sn_comp *c)
 {
     uint64_t note;
-    if (!c->in_data && qp->sq_head != qp->sq_sent && push_acked_locked(qp, &note))
+    if (!c->in_data && (c->eof || !qp->poll_acks) && qp->sq_head != qp->sq_sent && push_acked_locked(qp, &note))
         completer_note_locked(qp, note);
 }
 

@@ -243,7 +243,7 @@ void st_write_pair_close(struct st_write_pair *p)
 }
 
 /* ------------------------------------------------------------ completions */
-void st_wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+static void wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms, unsigned pause_us)
 {
     uint64_t end = st_now_ms() + (uint64_t)ms;
     for (;;) {
@@ -253,8 +253,26 @@ void st_wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
             return;
         if (st_now_ms() > end)
             tap_fail_at(__FILE__, __LINE__, "no completion within %d ms", ms);
-        usleep(200);
+        if (pause_us)
+            usleep(pause_us);
     }
+}
+
+void st_wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+    wait_wc(cq, wc, ms, 200);
+}
+
+void st_spin_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+    wait_wc(cq, wc, ms, 0);
+}
+
+uint64_t st_qp_count(int (*get)(struct ibv_qp *, uint64_t *), struct ibv_qp *qp)
+{
+    uint64_t n = 0;
+    EXPECT_EQ_INT(0, get(qp, &n));
+    return n;
 }
 
 bool st_no_wc(struct ibv_cq *cq, int ms)

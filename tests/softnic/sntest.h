@@ -87,8 +87,10 @@ struct st_write_pair {
 void st_write_pair_open(struct st_write_pair *p, size_t len);
 void st_write_pair_close(struct st_write_pair *p);
 
-/* Waits up to ms for one completion on cq; fails the case on timeout. */
+/* Waits up to ms for one completion on cq; fails the case on timeout.
+ * st_spin_wc polls without a pause, as a busy application polls. */
 void st_wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms);
+void st_spin_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms);
 /* True when no completion arrives within ms. */
 bool st_no_wc(struct ibv_cq *cq, int ms);
 /* Waits for an async event of type (others are skipped); false on timeout. */
@@ -134,6 +136,8 @@ struct st_ctl {
     int (*ud_counts)(struct softnic_ctl_ud *);
 };
 const struct st_ctl *st_ctl(void);
+/* A QP's count from one of st_ctl's getters (qp_acks, qp_pushed_wqes...). */
+uint64_t st_qp_count(int (*get)(struct ibv_qp *, uint64_t *), struct ibv_qp *qp);
 /* Whether small writes to same-host peers are placed by their poster
  * (SOFTNIC_PUSH and SOFTNIC_FASTPATH not 0 in the environment). */
 bool st_push_on(void);

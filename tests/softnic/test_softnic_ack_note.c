@@ -18,43 +18,15 @@
  * SN_NOTE_WATCH; docs/softnic.md) */
 #define NOTE_WATCH 8
 
-static uint64_t acks(struct ibv_qp *qp)
-{
-    uint64_t n = 0;
-    EXPECT_EQ_INT(0, st_ctl()->qp_acks(qp, &n));
-    return n;
-}
-
-static uint64_t noted(struct ibv_qp *qp)
-{
-    uint64_t n = 0;
-    EXPECT_EQ_INT(0, st_ctl()->qp_acks_noted(qp, &n));
-    return n;
-}
+static uint64_t acks(struct ibv_qp *qp) { return st_qp_count(st_ctl()->qp_acks, qp); }
+static uint64_t noted(struct ibv_qp *qp) { return st_qp_count(st_ctl()->qp_acks_noted, qp); }
 
 /* The notes need the same-host fast path: a kernel (or valgrind) without
  * pidfd_open gives none, and the case has nothing to show there. */
 static void need_fast_path(struct ibv_qp *responder)
 {
-    uint64_t n = 0;
-    EXPECT_EQ_INT(0, st_ctl()->qp_fast_bytes(responder, &n));
-    if (!n)
+    if (!st_qp_count(st_ctl()->qp_fast_bytes, responder))
         TAP_SKIP("no same-host fast path here (pidfd_open refused, as under valgrind): no notes to read");
-}
-
-/* One completion of cq, polled without a pause as a busy application
- * polls (st_wait_wc sleeps between polls); fails the case after ms. */
-static void spin_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
-{
-    uint64_t end = st_now_ms() + (uint64_t)ms;
-    for (;;) {
-        int n = ibv_poll_cq(cq, 1, wc);
-        EXPECT_TRUE(n >= 0);
-        if (n == 1)
-            return;
-        if (st_now_ms() > end)
-            tap_fail_at(__FILE__, __LINE__, "no completion within %d ms", ms);
-    }
 }
 
 /* NMSG signaled writes of MSG bytes from a to b, each slot its own
@@ -68,7 +40,7 @@ static void write_stream(struct st_write_pair *p, struct ibv_cq *scq)
     }
     for (int i = 0; i < NMSG; i++) {
         struct ibv_wc wc;
-        spin_wc(scq, &wc, WAIT_MS);
+        st_spin_wc(scq, &wc, WAIT_MS);
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, (uint64_t)(100 + i));
     }
     EXPECT_TRUE(st_no_wc(scq, 20));
@@ -196,7 +168,7 @@ TAP_CASE(test_writes_behind_a_read_complete_after_it_without_the_budget)
         uint64_t t0 = st_now_ms();
         for (uint64_t id = 1; id <= 3; id++) {
             struct ibv_wc wc;
-            spin_wc(p.a.scq, &wc, WAIT_MS);
+            st_spin_wc(p.a.scq, &wc, WAIT_MS);
             EXPECT_WC(wc, IBV_WC_SUCCESS, id == 2 ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE, id);
         }
         uint64_t ms = st_now_ms() - t0;

@@ -65,8 +65,9 @@ static void post_atomic_fa(struct ibv_qp *qp, uint64_t wr_id, uint64_t *res, uin
     EXPECT_EQ_INT(0, ibv_post_send(qp, &wr, &bad));
 }
 
-/* Threads of this process softnic's engines (engine.c names them). */
-static int engine_threads(void)
+/* The thread ids of this process's softnic engines (engine.c names them),
+ * at most max of them into tids; how many there are. */
+static int engine_tids(pid_t *tids, int max)
 {
     int n = 0;
     DIR *d = opendir("/proc/self/task");
@@ -76,8 +77,11 @@ static int engine_threads(void)
         FILE *f = fopen(path, "r");
         if (!f)
             continue;
-        if (fgets(comm, sizeof(comm), f) && strncmp(comm, "sn-engine", 9) == 0)
+        if (fgets(comm, sizeof(comm), f) && strncmp(comm, "sn-engine", 9) == 0) {
+            if (n < max)
+                tids[n] = (pid_t)atoi(e->d_name);
             n++;
+        }
         fclose(f);
     }
     if (d)
@@ -85,40 +89,35 @@ static int engine_threads(void)
     return n;
 }
 
-/* The CPUs engine threads of this process may run on, each thread's the
- * same (else the case fails); how many there were in *n. */
+static int engine_threads(void)
+{
+    return engine_tids(NULL, 0);
+}
+
+/* The CPUs the engine threads of this process may run on, each thread's
+ * the same (else the case fails); how many threads in *n. */
 static cpu_set_t engine_cpus(int *n)
 {
+    pid_t tids[64];
+    *n = engine_tids(tids, 64);
     cpu_set_t first;
     CPU_ZERO(&first);
-    *n = 0;
-    DIR *d = opendir("/proc/self/task");
-    for (struct dirent *e; d && (e = readdir(d));) {
-        char path[300], comm[32] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        bool engine = fgets(comm, sizeof(comm), f) && strncmp(comm, "sn-engine", 9) == 0;
-        fclose(f);
-        if (!engine)
-            continue;
+    for (int i = 0; i < *n && i < 64; i++) {
         cpu_set_t set;
-        EXPECT_EQ_INT(0, sched_getaffinity((pid_t)atoi(e->d_name), sizeof(set), &set));
-        if ((*n)++ == 0)
+        EXPECT_EQ_INT(0, sched_getaffinity(tids[i], sizeof(set), &set));
+        if (i == 0)
             first = set;
         EXPECT_TRUE(CPU_EQUAL(&first, &set));
     }
-    if (d)
-        closedir(d);
     return first;
 }
 
-/* One write through a pair: the engines have started and worked. */
-static void one_write(void)
+/* One write of len bytes through a pair: the engines have started and
+ * worked. */
+static void one_write(size_t len)
 {
     struct st_write_pair p;
-    st_write_pair_open(&p, 1 << 16);
+    st_write_pair_open(&p, len);
     st_post_rdma(p.a.qp, IBV_WR_RDMA_WRITE, 1, p.src, (uint32_t)p.len, p.smr->lkey, (uintptr_t)p.dst,
                  p.dmr->rkey, 0, IBV_SEND_SIGNALED);
     struct ibv_wc wc;
@@ -126,6 +125,20 @@ static void one_write(void)
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
     EXPECT_MEMEQ(p.src, p.dst, p.len);
     st_write_pair_close(&p);
+}
+
+/* The engines' CPUs after a write with SOFTNIC_NIC_CPUS set to cpu (at
+ * least one engine there). */
+static cpu_set_t engines_with_nic_cpu(int cpu)
+{
+    char v[16];
+    snprintf(v, sizeof(v), "%d", cpu);
+    setenv("SOFTNIC_NIC_CPUS", v, 1);
+    one_write(1 << 16);
+    int n = 0;
+    cpu_set_t got = engine_cpus(&n);
+    EXPECT_TRUE(n >= 1);
+    return got;
 }
 
 /* SOFTNIC_NIC_CPUS keeps the engine threads on the CPUs listed (the last
@@ -139,13 +152,7 @@ TAP_CASE(test_nic_cpus_keep_the_engines_there_and_only_them)
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &mine))
             last = c;
-    char v[16];
-    snprintf(v, sizeof(v), "%d", last);
-    setenv("SOFTNIC_NIC_CPUS", v, 1);
-    one_write();
-    int n = 0;
-    cpu_set_t got = engine_cpus(&n);
-    EXPECT_TRUE(n >= 1);
+    cpu_set_t got = engines_with_nic_cpu(last);
     EXPECT_EQ_INT(1, CPU_COUNT(&got));
     EXPECT_TRUE(CPU_ISSET(last, &got));
     cpu_set_t now;
@@ -162,13 +169,7 @@ TAP_CASE(test_nic_cpus_outside_the_process_leave_the_engines_where_it_runs)
     int outside = CPU_SETSIZE - 1;
     while (outside > 0 && CPU_ISSET(outside, &mine))
         outside--;
-    char v[16];
-    snprintf(v, sizeof(v), "%d", outside);
-    setenv("SOFTNIC_NIC_CPUS", v, 1);
-    one_write();
-    int n = 0;
-    cpu_set_t got = engine_cpus(&n);
-    EXPECT_TRUE(n >= 1);
+    cpu_set_t got = engines_with_nic_cpu(outside);
     EXPECT_TRUE(CPU_EQUAL(&mine, &got));
 }
 
@@ -278,19 +279,11 @@ TAP_CASE(test_64_qp_pairs_move_data_on_a_fixed_number_of_threads)
 TAP_CASE(test_softnic_engines_sets_the_engine_count)
 {
     setenv("SOFTNIC_ENGINES", "1", 1);
-    struct st_write_pair p;
-    st_write_pair_open(&p, 1 << 20);
-    st_post_rdma(p.a.qp, IBV_WR_RDMA_WRITE, 1, p.src, (uint32_t)p.len, p.smr->lkey, (uintptr_t)p.dst,
-                 p.dmr->rkey, 0, IBV_SEND_SIGNALED);
-    struct ibv_wc wc;
-    st_wait_wc(p.a.scq, &wc, 20000);
-    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 1);
-    EXPECT_MEMEQ(p.src, p.dst, p.len);
+    one_write(1 << 20);
     struct softnic_ctl_engines e;
     EXPECT_EQ_INT(0, st_ctl()->engines(&e));
     EXPECT_EQ_INT(1, e.engines);
     EXPECT_EQ_INT(1, engine_threads());
-    st_write_pair_close(&p);
 }
 
 /* One QP streams 1 GiB of writes (pulled from the same-host writer's

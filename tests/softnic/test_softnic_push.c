@@ -24,12 +24,7 @@
 
 #define WAIT_MS 10000
 
-static uint64_t pushed(struct ibv_qp *qp)
-{
-    uint64_t n = 0;
-    EXPECT_EQ_INT(0, st_ctl()->qp_pushed_wqes(qp, &n));
-    return n;
-}
+static uint64_t pushed(struct ibv_qp *qp) { return st_qp_count(st_ctl()->qp_pushed_wqes, qp); }
 
 static uint64_t responder_steps(struct ibv_qp *qp)
 {
