@@ -73,6 +73,10 @@ static void detach(struct sn_rconn *rc)
         return;
     if (rc->have_rb)
         responder_end(rc);
+    /* its last note is left: the peer's mapping goes before the QP's
+     * destruction returns (a mapping holds the peer's /proc/<pid>/mem) */
+    push_note_peer_put(rc->note_peer);
+    rc->note_peer = NULL;
     pthread_mutex_lock(&qp->lock);
     for (struct sn_rconn **pp = &qp->rconns; *pp; pp = &(*pp)->next)
         if (*pp == rc) {
@@ -97,7 +101,7 @@ static unsigned close_conn(struct sn_eng_task *t, struct sn_rconn *rc)
     free(rc->bounce);
     if (rc->cma_pidfd >= 0)
         close(rc->cma_pidfd);
-    push_note_peer_put(rc->note_peer);
+    push_note_peer_put(rc->note_peer);   /* none once detached */
     free(rc);
     return SN_ENG_DONE;
 }
