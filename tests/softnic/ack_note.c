@@ -37,22 +37,22 @@ static bool polls_complete_locked(const struct sn_qp *qp)
            qp->ibqp.qp_type == IBV_QPT_RC && port && !port->conf.ack_delay_us && !port->conf.latency_us;
 }
 
-/* Joins qp's send CQ's watched QPs: false when the CQ watches as many as
- * it can.  qp->lock held (then the CQ's push_lock). */
+/* Joins qp's send CQ's watched QPs, at the end of the CQ's packed
+ * entries (a poll looks at note_nqps of them): false when the CQ watches
+ * as many as it can.  qp->lock held (then the CQ's push_lock, under which
+ * alone a QP's note_watch changes). */
 static bool watch_locked(struct sn_qp *qp)
 {
     struct sn_cq *cq = (struct sn_cq *)qp->ibqp.send_cq;
-    bool ok = false;
     pthread_mutex_lock(&cq->push_lock);
-    for (int i = 0; i < SN_NOTE_WATCH && !ok; i++) {
-        if (cq->note_qp[i])
-            continue;
+    int i = atomic_load_explicit(&cq->note_nqps, memory_order_relaxed);
+    bool ok = i < SN_NOTE_WATCH;
+    if (ok) {
         cq->note_qp[i] = qp;
         atomic_store_explicit(&cq->note_seen[i], 0, memory_order_relaxed);
-        atomic_store_explicit(&cq->note_slot[i], qp->push_slot + 1, memory_order_release);
-        atomic_fetch_add(&cq->note_nqps, 1);
+        atomic_store_explicit(&cq->note_word[i], push_note_word(qp->push_slot), memory_order_release);
+        atomic_store_explicit(&cq->note_nqps, i + 1, memory_order_release);
         qp->note_watch = i;
-        ok = true;
     }
     pthread_mutex_unlock(&cq->push_lock);
     return ok;
@@ -75,12 +75,20 @@ void ack_note_leave_locked(struct sn_qp *qp)
     push_note_polled_set(qp->push_slot, false);
     struct sn_cq *cq = (struct sn_cq *)qp->ibqp.send_cq;
     pthread_mutex_lock(&cq->push_lock);
-    int i = qp->note_watch;
-    cq->note_qp[i] = NULL;
-    atomic_store_explicit(&cq->note_slot[i], 0, memory_order_release);
-    atomic_fetch_sub(&cq->note_nqps, 1);
-    pthread_mutex_unlock(&cq->push_lock);
+    /* the last entry moves into the hole: the entries stay packed */
+    int i = qp->note_watch, last = atomic_load_explicit(&cq->note_nqps, memory_order_relaxed) - 1;
+    struct sn_qp *moved = cq->note_qp[last];
+    cq->note_qp[i] = moved;
+    atomic_store_explicit(&cq->note_seen[i], atomic_load_explicit(&cq->note_seen[last], memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&cq->note_word[i], atomic_load_explicit(&cq->note_word[last], memory_order_relaxed),
+                          memory_order_release);
+    moved->note_watch = i;
+    cq->note_qp[last] = NULL;
+    atomic_store_explicit(&cq->note_word[last], NULL, memory_order_release);
+    atomic_store_explicit(&cq->note_nqps, last, memory_order_release);
     qp->note_watch = -1;
+    pthread_mutex_unlock(&cq->push_lock);
 }
 
 void ack_note_poll(struct sn_cq *cq)
@@ -88,18 +96,18 @@ void ack_note_poll(struct sn_cq *cq)
     /* only loads while no note moved: a spinning poll takes no line the
      * responders write from them but the note's own */
     bool any = false;
-    for (int i = 0; i < SN_NOTE_WATCH && !any; i++) {
-        int slot = atomic_load_explicit(&cq->note_slot[i], memory_order_acquire) - 1;
-        any = slot >= 0 && push_note_load(slot) != atomic_load_explicit(&cq->note_seen[i], memory_order_relaxed);
+    int n = atomic_load_explicit(&cq->note_nqps, memory_order_acquire);
+    for (int i = 0; i < n && !any; i++) {
+        _Atomic uint64_t *w = atomic_load_explicit(&cq->note_word[i], memory_order_acquire);
+        any = w && atomic_load_explicit(w, memory_order_relaxed) !=
+                       atomic_load_explicit(&cq->note_seen[i], memory_order_relaxed);
     }
     /* another thread's poll is at it: it completes them */
     if (!any || pthread_mutex_trylock(&cq->push_lock) != 0)
         return;
-    for (int i = 0; i < SN_NOTE_WATCH; i++) {
+    for (int i = 0; i < atomic_load_explicit(&cq->note_nqps, memory_order_relaxed); i++) {
         struct sn_qp *qp = cq->note_qp[i];
-        if (!qp)
-            continue;
-        uint64_t note = push_note_load(qp->push_slot);
+        uint64_t note = atomic_load_explicit(push_note_word(qp->push_slot), memory_order_acquire);
         if (note == atomic_load_explicit(&cq->note_seen[i], memory_order_relaxed))
             continue;
         /* the QP's lock comes after the CQ's here and before it where the
@@ -116,10 +124,7 @@ void ack_note_poll(struct sn_cq *cq)
 void ack_note_cq_hooked(struct sn_cq *cq)
 {
     pthread_mutex_lock(&cq->push_lock);
-    for (int i = 0; i < SN_NOTE_WATCH; i++) {
-        int slot = atomic_load_explicit(&cq->note_slot[i], memory_order_relaxed) - 1;
-        if (slot >= 0)
-            push_note_polled_set(slot, false);
-    }
+    for (int i = 0; i < atomic_load_explicit(&cq->note_nqps, memory_order_relaxed); i++)
+        push_note_polled_set(cq->note_qp[i]->push_slot, false);
     pthread_mutex_unlock(&cq->push_lock);
 }

@@ -1273,10 +1273,10 @@ void push_note_polled_set(int slot, bool on)
         atomic_store(&r->qp[slot].note_polled, on ? 1u : 0u);
 }
 
-uint64_t push_note_load(int slot)
+_Atomic uint64_t *push_note_word(int slot)
 {
     struct push_region *r = made();
-    return r && slot >= 0 ? atomic_load_explicit(&r->qp[slot].wire_acked, memory_order_acquire) : 0;
+    return r && slot >= 0 ? &r->qp[slot].wire_acked : NULL;
 }
 
 struct sn_push_peer *push_note_peer(uint32_t pid, uint32_t region_fd, int pidfd, uint32_t slot)

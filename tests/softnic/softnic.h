@@ -515,7 +515,7 @@ struct sn_cq {
     /* QPs of this send CQ whose polls complete their sends from their
      * responders' notes (ack_note.c); changed under push_lock */
     struct sn_qp *note_qp[SN_NOTE_WATCH];
-    _Atomic int note_slot[SN_NOTE_WATCH];      /* their slots + 1 (0: none) */
+    _Atomic uint64_t *_Atomic note_word[SN_NOTE_WATCH]; /* their notes (push_note_word), packed */
     _Atomic uint64_t note_seen[SN_NOTE_WATCH]; /* the note each one's completions were made from */
     _Atomic int note_nqps;
 };
@@ -642,7 +642,7 @@ struct sn_qp {
     bool rx_flush_deferred;        /* a flush waits for them (push_rx_flush_waits_locked) */
     struct sn_qp *push_cq_next;
     bool push_cq_listed;
-    int note_watch;                /* its index in its send CQ's note_qp (ack_note.c), -1: none */
+    _Atomic int note_watch;        /* its index in its send CQ's note_qp (ack_note.c), -1: none */
     uint64_t last_progress_ns;     /* last response, or work arriving */
     bool stopping;
     bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
@@ -910,7 +910,8 @@ void push_cq_collect(struct sn_cq *cq);
  * is the only word), the slot's note starting at "nothing executed" of
  * h->conn_id; qp->lock held.  push_note_polled_set says in the slot
  * whether its polls complete from the note (ack_note.c);
- * push_note_load reads the slot's note; push_acked_locked the note of
+ * push_note_word is where the slot's note is (mapped for the process's
+ * life: a poll reads it without a lock); push_acked_locked the note of
  * qp's slot (false: none), conn_id << 32 | seq, for the caller to match
  * with its connection.
  * The responder: push_note_peer maps the slot a hello named (the pid
@@ -919,7 +920,7 @@ void push_cq_collect(struct sn_cq *cq);
  * slot is another's now), push_note_polled reads the requester's word. */
 bool push_note_offer_locked(struct sn_qp *qp, struct sn_wire_hello *h);
 void push_note_polled_set(int slot, bool on);
-uint64_t push_note_load(int slot);
+_Atomic uint64_t *push_note_word(int slot);
 bool push_acked_locked(const struct sn_qp *qp, uint64_t *note);
 struct sn_push_peer *push_note_peer(uint32_t pid, uint32_t region_fd, int pidfd, uint32_t slot);
 void push_note_peer_put(struct sn_push_peer *p);
