@@ -637,7 +637,7 @@ void push_cq_collect(struct sn_cq *cq)
         for (int i = 0; i < SN_PUSH_WATCH && !any; i++) {
             int k = atomic_load_explicit(&cq->push_watch[i], memory_order_relaxed) - 1;
             if (k < 0)
-                continue;
+                break;   /* packed (cq_watch_locked): the rest are empty */
             const struct push_qp *s = &r->qp[k];
             uint64_t next = atomic_load_explicit(&s->rq_done, memory_order_relaxed);
             any = atomic_load_explicit(&s->rec[next % PUSH_RECS].seq, memory_order_relaxed) == tag(me.gen[k], next + 1);
