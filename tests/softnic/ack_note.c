@@ -23,8 +23,9 @@
  *     budget, so that a requester that does not poll for a while is not
  *     taken for one whose peer died.
  * NAKs, READ and atomic responses and RNR waits stay on the wire.  A CQ
- * polls the notes of at most SN_NOTE_WATCH QPs (its look costs a load per
- * QP while nothing changed); its further QPs keep the wire's ACKs.
+ * polls the notes of at most SN_NOTE_WATCH QPs (while nothing changed its
+ * look is two loads a QP, no call, no lock); its further QPs keep the
+ * wire's ACKs.
  * SOFTNIC_PUSH_ACKS=0: every ACK on the wire (the notes are still left,
  * for a connection that ends before its last ACK leaves). */
 #include "softnic.h"
@@ -93,8 +94,8 @@ void ack_note_leave_locked(struct sn_qp *qp)
 
 void ack_note_poll(struct sn_cq *cq)
 {
-    /* only loads while no note moved: a spinning poll takes no line the
-     * responders write from them but the note's own */
+    /* only loads while no note moved: a spinning poll writes no line, and
+     * of the lines the responders write it reads the notes alone */
     bool any = false;
     int n = atomic_load_explicit(&cq->note_nqps, memory_order_acquire);
     for (int i = 0; i < n && !any; i++) {
@@ -107,7 +108,7 @@ void ack_note_poll(struct sn_cq *cq)
         return;
     for (int i = 0; i < atomic_load_explicit(&cq->note_nqps, memory_order_relaxed); i++) {
         struct sn_qp *qp = cq->note_qp[i];
-        uint64_t note = atomic_load_explicit(push_note_word(qp->push_slot), memory_order_acquire);
+        uint64_t note = atomic_load_explicit(cq->note_word[i], memory_order_acquire);
         if (note == atomic_load_explicit(&cq->note_seen[i], memory_order_relaxed))
             continue;
         /* the QP's lock comes after the CQ's here and before it where the
