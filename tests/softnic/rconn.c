@@ -191,9 +191,8 @@ static int start_run(struct sn_rconn *rc)
                 return err;
         }
     }
-    /* a GPU-driven requester (a kernel's put + quiet loop) sends its next
-     * request a round trip after this one's ACK: the engine polls for it,
-     * as its completer polls for the ACK (config.c, SOFTNIC_ACK_POLL_US) */
+    /* a requester proven to be of this host names its slot for our notes
+     * of what we executed (responder.c, flush_ack; ack_note.c) */
     if (rc->cma_pidfd >= 0 && (h->hflags & SN_HELLO_NOTE)) {
         int pidfd = fcntl(rc->cma_pidfd, F_DUPFD_CLOEXEC, 0);
         if (pidfd >= 0) {
@@ -201,6 +200,9 @@ static int start_run(struct sn_rconn *rc)
             rc->note_slot = h->note_slot;
         }
     }
+    /* a GPU-driven requester (a kernel's put + quiet loop) sends its next
+     * request a round trip after this one's ACK: the engine polls for it,
+     * as its completer polls for the ACK (config.c, SOFTNIC_ACK_POLL_US) */
     rc->poll_next = (h->hflags & SN_HELLO_POLL) && sn_ack_poll_ns();
     if (rc->poll_next)
         sn_ack_poll_conn();
