@@ -101,7 +101,6 @@ static unsigned close_conn(struct sn_eng_task *t, struct sn_rconn *rc)
     free(rc->bounce);
     if (rc->cma_pidfd >= 0)
         close(rc->cma_pidfd);
-    push_note_peer_put(rc->note_peer);   /* none once detached */
     free(rc);
     return SN_ENG_DONE;
 }

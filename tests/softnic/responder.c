@@ -184,18 +184,13 @@ static void flush_ack(struct sn_rconn *rc)
      * the order they have been tested with */
     if (rc->ack_pending && rc->note_peer && txbuf_empty(&rc->tx) && !qp->poll_acks) {
         land_writes(rc);
-        bool noted;
-        if (rc->npend) {
+        bool noted = push_note_write(rc->note_peer, rc->note_slot, rc->hello.conn_id, rc->ack_seq);
+        if (noted && rc->npend) {
             pthread_mutex_lock(&qp->lock);
-            noted = push_note_write(rc->note_peer, rc->note_slot, rc->hello.conn_id, rc->ack_seq);
-            if (noted) {
-                for (int i = 0; i < rc->npend; i++)
-                    pend_wc_appear(qp, &rc->pend[i]);
-                rc->npend = 0;
-            }
+            for (int i = 0; i < rc->npend; i++)
+                pend_wc_appear(qp, &rc->pend[i]);
+            rc->npend = 0;
             pthread_mutex_unlock(&qp->lock);
-        } else {
-            noted = push_note_write(rc->note_peer, rc->note_slot, rc->hello.conn_id, rc->ack_seq);
         }
         if (noted && push_note_polled(rc->note_peer, rc->note_slot)) {
             rc->ack_pending = false;

@@ -160,9 +160,9 @@ uint64_t sn_now_ns(void);
 /* Sleeps until t (CLOCK_MONOTONIC ns), as late as the thread's timer slack
  * lets the kernel make it: NIC threads call sn_nic_thread_init first. */
 void sn_sleep_until_ns(uint64_t t);
-/* What every NIC thread (the engines, the wire's acceptor) does
- * first: a timer slack of 1 us, so that its waits end when
- * they are due, and the CPUs of SOFTNIC_NIC_CPUS when it is set. */
+/* What every NIC thread (the engines, the wire's acceptor) does first: a
+ * timer slack of 1 us, so that its waits end when they are due, and the
+ * CPUs of SOFTNIC_NIC_CPUS when it is set. */
 void sn_nic_thread_init(void);
 
 /* ------------------------------------------------------------- spin.c */
@@ -744,9 +744,9 @@ struct sn_wire_hello {
  * sn_wire_push_offer follows the answer */
 #define SN_HELLO_PUSH 4
 /* the responder leaves a note of what it executed in the requester's slot
- * (note_region_fd, note_slot; push.c) before it acknowledges; with
- * SN_HELLO_NOTE_POLLED the requester's polls complete from the note and
- * the slot says whether the wire's ACK is still wanted (ack_note.c) */
+ * (note_region_fd, note_slot; push.c) before it acknowledges; the slot
+ * also says whether the requester's polls complete from the note, and
+ * then no ACK goes on the wire (ack_note.c) */
 #define SN_HELLO_NOTE 8
 #define SN_ANSWER_CMA 1
 #define SN_ANSWER_PUSH 2
