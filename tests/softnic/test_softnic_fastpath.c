@@ -22,12 +22,7 @@ static bool fast_on(void)
     return !v || !*v || strcmp(v, "0") != 0;
 }
 
-static uint64_t fast_bytes(struct ibv_qp *qp)
-{
-    uint64_t n = 0;
-    EXPECT_EQ_INT(0, st_ctl()->qp_fast_bytes(qp, &n));
-    return n;
-}
+static uint64_t fast_bytes(struct ibv_qp *qp) { return st_qp_count(st_ctl()->qp_fast_bytes, qp); }
 
 /* What the path must have carried: n bytes pulled, or none. */
 #define EXPECT_PULLED(before, qp, n) EXPECT_EQ_U64((before) + (fast_on() ? (n) : 0), fast_bytes(qp))
@@ -95,12 +90,7 @@ TAP_CASE(test_large_write_is_pulled_and_small_one_is_not)
     teardown(&f);
 }
 
-static uint64_t direct_wqes(struct ibv_qp *qp)
-{
-    uint64_t n = 0;
-    EXPECT_EQ_INT(0, st_ctl()->qp_direct_wqes(qp, &n));
-    return n;
-}
+static uint64_t direct_wqes(struct ibv_qp *qp) { return st_qp_count(st_ctl()->qp_direct_wqes, qp); }
 
 /* Writes len bytes `rounds` times, one at a time, each checked in the
  * target; returns how many of them the posting thread transmitted. */

@@ -222,12 +222,7 @@ static struct st_qp *rr_poster(struct rr *f, bool on_pd2) { return on_pd2 ? &f->
 static struct st_qp *rr_target(struct rr *f, bool on_pd2) { return on_pd2 ? &f->e : &f->b; }
 static uint32_t rr_lkey(struct rr *f, bool on_pd2) { return on_pd2 ? f->pmr2->lkey : f->pmr->lkey; }
 
-static uint64_t fast_bytes(struct ibv_qp *qp)
-{
-    uint64_t n = 0;
-    EXPECT_EQ_INT(0, st_ctl()->qp_fast_bytes(qp, &n));
-    return n;
-}
+static uint64_t fast_bytes(struct ibv_qp *qp) { return st_qp_count(st_ctl()->qp_fast_bytes, qp); }
 
 /* What the fast path carried of a write of n bytes, counted from before
  * to after: nothing when it is off or for a payload the wire carries;
