@@ -131,13 +131,18 @@ stats() {
 human() { awk -v b="$1" 'BEGIN { if (b >= 1048576 && b % 1048576 == 0) print b / 1048576 " MiB"; else if (b >= 1024 && b % 1024 == 0) print b / 1024 " KiB"; else print b " B" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b != "-") printf "%.2f", b / a; else print "-" }'; }
 
-# netdriver bw through plugin .so $1 at size $2, $3 messages, depth $4:
-# prints GB/s ("-" when it failed) and leaves its output in $tmp/pl
-plugin_bw() {
+# netdriver bw through plugin .so $1 at size $2, $3 messages, depth $4,
+# its output left in $tmp/$5, netdriver's options ($6...: --rank-wrap)
+# before bw: prints GB/s ("-" when it failed)
+netdriver_bw() {
+    so=$1 size=$2 iters=$3 depth=$4 out=$tmp/$5
+    shift 5
     RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-        "$nd" --plugin "$1" bw --size $2 --iters $3 --window $4 --receives >"$tmp/pl" 2>/dev/null
-    v=$(awk '$1 == '$2' { print $4 }' "$tmp/pl"); echo "${v:--}"
+        "$nd" --plugin "$so" "$@" bw --size $size --iters $iters --window $depth --receives >"$out" 2>/dev/null
+    v=$(awk '$1 == '$size' { print $4 }' "$out"); echo "${v:--}"
 }
+# unbound, its output in $tmp/pl
+plugin_bw() { netdriver_bw "$1" $2 $3 $4 pl; }
 # the CPUs this process may use, as a list, split into two halves: "A B"
 # (taskset -c lists), or nothing with fewer than 2 CPUs or no taskset
 cpu_halves() {
@@ -154,20 +159,16 @@ halves=
 [ -n "$halves" ] || bound_on=0
 [ "$apart_on" != 0 ] && [ -z "$halves" ] && halves=$(cpu_halves)
 [ -n "$halves" ] || apart_on=0
-# netdriver bw with its ranks bound to the two halves: GB/s
+# the ranks bound to the two halves
 plugin_bw_bound() {
-    RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-        "$nd" --plugin "$1" --rank-wrap "taskset -c ${halves% *}" --rank-wrap "taskset -c ${halves#* }" \
-        bw --size $2 --iters $3 --window $4 --receives >"$tmp/plb" 2>/dev/null
-    v=$(awk '$1 == '$2' { print $4 }' "$tmp/plb"); echo "${v:--}"
+    netdriver_bw "$1" $2 $3 $4 plb --rank-wrap "taskset -c ${halves% *}" --rank-wrap "taskset -c ${halves#* }"
 }
 # netdriver bw and ib_write_bw with the NIC threads on the second half of
-# the CPUs and the programs on the first: GB/s
+# the CPUs and the programs on the first (called in $(...): the export
+# ends with it)
 plugin_bw_apart() {
-    SOFTNIC_NIC_CPUS=${halves#* } RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-        "$nd" --plugin "$1" --rank-wrap "taskset -c ${halves% *}" --rank-wrap "taskset -c ${halves% *}" \
-        bw --size $2 --iters $3 --window $4 --receives >"$tmp/pla" 2>/dev/null
-    v=$(awk '$1 == '$2' { print $4 }' "$tmp/pla"); echo "${v:--}"
+    export SOFTNIC_NIC_CPUS="${halves#* }"
+    netdriver_bw "$1" $2 $3 $4 pla --rank-wrap "taskset -c ${halves% *}" --rank-wrap "taskset -c ${halves% *}"
 }
 ib_bw_apart() { apart="${halves#* }:${halves% *}" ib_bw "$@"; }
 # the last plugin_bw run's mean sends and receives in flight, "sends:receives"
