@@ -25,6 +25,13 @@
 # softnic writes with a store, the peer's FIFO heap memory it writes with a
 # system call; without the store both pay the call (the like-for-like
 # figure; a ConnectX places both without a CPU).
+# RAILNET_BENCH_NIC_APART=1 (the default, with 2 CPUs or more and taskset)
+# runs the bandwidth rows with softnic's NIC threads on one half of the
+# CPUs (SOFTNIC_NIC_CPUS) and both ranks on the other: unbound, which of the
+# four busy threads the scheduler puts beside the receiving engine decides
+# a run on 2 CPUs, and both plugins' single rounds spread by up to 1.4x; 0 runs
+# them unbound. The latency runs stay unbound (two ranks of a ping-pong on
+# one CPU wait for each other's turns).
 # RAILNET_BENCH_MD=FILE writes the tables as markdown into FILE between
 # "<!-- plugin_vs_peer:begin -->" and "<!-- plugin_vs_peer:end -->".
 : "${top_builddir:=$(pwd)}"
@@ -50,6 +57,9 @@ for d in $depths; do
     [ "$d" -ge 1 ] && [ "$d" -le 32 ] || { echo "RAILNET_BENCH_DEPTHS: 1..32 each"; exit 1; }
 done
 case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; exit 1 ;; esac
+. "$top_srcdir/bench/lib-cpus.sh"
+halves=
+[ "${RAILNET_BENCH_NIC_APART:-1}" != 0 ] && halves=$(cpu_halves)
 
 stats() { # "median min max" of the numbers given ("- - -" without any)
     printf '%s\n' "$@" | awk 'NF && $1 != "-" { print $1 }' | sort -g | awk '
@@ -69,7 +79,17 @@ run() {
                timeout 300 "$nd" --plugin "$peer" --table-name any "$@" ;;
     esac 2>/dev/null
 }
-bw() { v=$(run "$1" bw --size "$2" --iters "$3" --window "$4" | awk '$1 == '"$2"' { print $4 }'); echo "${v:--}"; }
+# bandwidth: NIC threads on the second half, both ranks on the first
+# (RAILNET_BENCH_NIC_APART), or unbound
+bw() {
+    if [ -n "$halves" ]; then
+        v=$(SOFTNIC_NIC_CPUS="${halves#* }" run "$1" --rank-wrap "taskset -c ${halves% *}" \
+                --rank-wrap "taskset -c ${halves% *}" bw --size "$2" --iters "$3" --window "$4" | awk '$1 == '"$2"' { print $4 }')
+    else
+        v=$(run "$1" bw --size "$2" --iters "$3" --window "$4" | awk '$1 == '"$2"' { print $4 }')
+    fi
+    echo "${v:--}"
+}
 lat() { v=$(run "$1" lat --size 8 --iters 2000 | sed -n 's/.*, \([0-9.]*\) us one-way (median).*/\1/p'); echo "${v:--}"; }
 # verdict: lines "SIZE RATIO AA" -> "pass|fail (band, median, below)";
 # a run that failed ("-") counts as a point below the band
@@ -78,6 +98,7 @@ verdict() {
 }
 
 echo "# peer: $peer; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -n "$halves" ] && echo "# bandwidth with the NIC apart: SOFTNIC_NIC_CPUS=${halves#* }, both ranks on CPUs ${halves% *}"
 : >"$tmp/md"
 for depth in $depths; do
     echo "== one-way bandwidth, 1 QP on port 1, $depth in flight: GB/s, median [min-max] of $rounds rounds"
@@ -130,6 +151,7 @@ if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     {
         echo "$(date -u +%Y-%m-%d), $(uname -m), $(nproc) CPUs, load average after $(cut -d' ' -f1-3 /proc/loadavg)."
         echo "Medians of $rounds rounds (peer, railnet, peer again), min-max of single runs in parentheses."
+        [ -n "$halves" ] && echo "Bandwidth with the NIC apart: \`SOFTNIC_NIC_CPUS=${halves#* }\`, both ranks \`taskset -c ${halves% *}\`; latency unbound."
         echo
         echo '```sh'
         echo "cd build && RAILNET_BENCH_ROUNDS=$rounds sh ../bench/plugin_vs_peer.sh"

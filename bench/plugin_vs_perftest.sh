@@ -143,17 +143,7 @@ netdriver_bw() {
 }
 # unbound, its output in $tmp/pl
 plugin_bw() { netdriver_bw "$1" $2 $3 $4 pl; }
-# the CPUs this process may use, as a list, split into two halves: "A B"
-# (taskset -c lists), or nothing with fewer than 2 CPUs or no taskset
-cpu_halves() {
-    command -v taskset >/dev/null || return 0
-    sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status | tr ',' '\n' | awk -F- '
-        NF { lo = $1; hi = (NF > 1 ? $2 : $1); for (c = lo; c <= hi; c++) cpu[n++] = c }
-        END { if (n < 2) exit
-              h = int(n / 2); a = cpu[0]; for (i = 1; i < h; i++) a = a "," cpu[i]
-              b = cpu[h]; for (i = h + 1; i < n; i++) b = b "," cpu[i]
-              print a, b }'
-}
+. "$top_srcdir/bench/lib-cpus.sh"
 halves=
 [ "$bound_on" != 0 ] && halves=$(cpu_halves)
 [ -n "$halves" ] || bound_on=0
