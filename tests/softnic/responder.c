@@ -230,6 +230,12 @@ static int fail_request(struct sn_rconn *rc, uint32_t seq, enum ibv_wc_status na
     (void)txbuf_flush(&rc->tx, rc->fd);
     push_pending_wcs(rc);
     if (qp_err) {
+        /* completions still held for an ACK the socket has not taken appear
+         * before the flush of the receives behind them, in the RQ's order:
+         * the connection's end (detach) would make them appear anyway,
+         * after that flush */
+        land_writes(rc);
+        pend_wcs_appear(rc);
         pthread_mutex_lock(&rc->qp->lock);
         rc->no_kick = true;
         bool was_err = rc->qp->attr.qp_state == IBV_QPS_ERR;
