@@ -20,6 +20,8 @@
  *      system call too, not stored through a mapping; push_map.c),
  *      SOFTNIC_PUSH_INLINE (the most bytes a pushed WRITE_WITH_IMM carries in
  *      its completion record, 0..SN_PUSH_INLINE_MAX; push.c),
+ *      SOFTNIC_PUSH_SEND (0: every SEND on the wire; 1: one of at most
+ *      SOFTNIC_PUSH_INLINE bytes carried in the receive's record; push.c),
  *      SOFTNIC_PUSH_ACKS (0: every ACK to a same-host requester on the wire,
  *      none left as a note its polls complete from; ack_note.c),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
@@ -261,6 +263,7 @@ static void config_defaults(struct sn_config *c)
     c->fastpath = 1;
     c->push = 1;
     c->push_imm = 1;
+    c->push_send = 1;
     c->push_proc_mem = 1;
     c->push_shared = 1;
     c->push_inline = SN_PUSH_INLINE_MAX;
@@ -491,6 +494,9 @@ int config_load(struct sn_config *c)
     uint32_t push_imm = (uint32_t)c->push_imm;
     err = err ? err : env_u32("SOFTNIC_PUSH_IMM", &push_imm);
     c->push_imm = push_imm != 0;
+    uint32_t push_send = (uint32_t)c->push_send;
+    err = err ? err : env_u32("SOFTNIC_PUSH_SEND", &push_send);
+    c->push_send = push_send != 0;
     uint32_t proc_mem = (uint32_t)c->push_proc_mem;
     err = err ? err : env_u32("SOFTNIC_PUSH_PROC_MEM", &proc_mem);
     c->push_proc_mem = proc_mem != 0;

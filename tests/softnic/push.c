@@ -27,6 +27,16 @@
  * ready to receive and its port up.  Anything else goes on the wire, which
  * gives the answer a NIC would (an access error, a retry).
  *
+ * A SEND of at most SOFTNIC_PUSH_INLINE bytes (SOFTNIC_PUSH_SEND) goes the
+ * way of a small WRITE_WITH_IMM: its bytes ride in the record of the
+ * receive it takes, and the receiver's poll copies them into that
+ * receive's buffer before it makes the completion.  The receiver shows,
+ * per receive index in its records' window, the receive's one scatter
+ * entry (a receive of several entries shows none: only an empty SEND takes
+ * it), and the pusher takes a receive only when the SEND fits it and its
+ * key names a region of the QP's PD with local write (else the wire
+ * answers: a length error, a protection error).
+ *
  * Races: a pusher counts itself on the QP slot and on the region entry
  * before it reads them, and a deregistration clears the key before it
  * waits for that count to fall (both sequentially consistent), so no push
@@ -49,7 +59,7 @@
 #include <unistd.h>
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 9u
+#define PUSH_VERSION 10u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
 /* WRITE_WITH_IMM records a QP holds before its receiver collects them: a
@@ -93,6 +103,9 @@ static uint64_t tag(uint32_t gen, uint64_t count)
  * bytes are: REC_WAITING here, REC_COPYING while one thread copies them,
  * REC_LANDED in place (a placed write's record starts there). */
 enum { REC_LANDED, REC_WAITING, REC_COPYING };   /* 0: a fresh slot's records have nothing waiting */
+/* A record's request: a SEND's key and address are its receive's scatter
+ * entry (local write), a WRITE_WITH_IMM's its rkey and raddr */
+enum { REC_OP_WRITE_IMM, REC_OP_SEND, REC_OP_SEND_IMM };
 struct push_rec {
     _Atomic uint64_t seq;
     uint32_t imm;                /* network order, as in the WR */
@@ -101,10 +114,23 @@ struct push_rec {
     uint32_t rkey;               /* carried bytes: where they go */
     uint64_t raddr;
     _Atomic uint32_t landed;
-    uint32_t pad;
+    uint32_t op;                 /* REC_OP_*: what the completion says */
     unsigned char data[SN_PUSH_INLINE_MAX];   /* a few bytes share the header's line */
 };
 _Static_assert(sizeof(struct push_rec) == 128, "a record is two cache lines");
+
+/* A posted receive as a pushed SEND sees it: seq is tag(gen, its index +
+ * 1), stored last; len 0 and lkey 0 for a receive of several scatter
+ * entries (only an empty SEND fits it).  Rewritten for index n +
+ * PUSH_RECS only once n is done, so a pusher that read seq as n's and then
+ * takes index n with its compare-and-swap read n's fields. */
+struct push_rwqe {
+    _Atomic uint64_t seq;
+    _Atomic uint64_t addr;
+    _Atomic uint32_t len, lkey;
+    uint64_t pad;
+};
+_Static_assert(sizeof(struct push_rwqe) == 32, "two receives a cache line");
 
 /* A QP's slot, in cache lines of different writers, so that a pushed
  * write and its receiver's poll move as few lines between their CPUs as
@@ -146,13 +172,17 @@ struct push_qp {
      * receiver's next completion wait for the line */
     _Alignas(64) _Atomic uint64_t rq_posted;
     _Alignas(64) _Atomic uint64_t rq_done;
+    /* the receiver's: the receive of index n, at n % PUSH_RECS while n is
+     * within PUSH_RECS of rq_done (rwqe_show_locked) */
+    _Alignas(64) struct push_rwqe rwqe[PUSH_RECS];
     _Alignas(64) struct push_rec rec[PUSH_RECS];
 };
 
 _Static_assert(offsetof(struct push_qp, wire_acked) % 64 == 0 &&
                    offsetof(struct push_qp, rq_posted) - offsetof(struct push_qp, wire_acked) == 64 &&
                    offsetof(struct push_qp, rq_done) - offsetof(struct push_qp, rq_posted) == 64 &&
-                   offsetof(struct push_qp, rec) - offsetof(struct push_qp, rq_done) == 64,
+                   offsetof(struct push_qp, rwqe) - offsetof(struct push_qp, rq_done) == 64 &&
+                   offsetof(struct push_qp, rec) % 64 == 0,
                "the responder's note and the receiver's two counts have a cache line each");
 
 struct push_region {
@@ -280,7 +310,9 @@ void push_mr_publish(struct sn_mr *mr)
 {
     struct push_region *r = region();
     uint32_t key = mr->ibmr.rkey, idx = key >> 8;
-    if (!r || idx >= PUSH_MR_SLOTS || mr->gpu || !(mr->access & IBV_ACCESS_REMOTE_WRITE))
+    /* remote write for pushed writes, local write for the receives of
+     * pushed SENDs (claim_send) */
+    if (!r || idx >= PUSH_MR_SLOTS || mr->gpu || !(mr->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE)))
         return;
     if (!mr->shared && softnic_global()->conf.push_shared)
         mr->shared = share_find(mr->base, mr->len, &mr->share);
@@ -342,6 +374,33 @@ static struct push_qp *my_slot(const struct sn_qp *qp)
 {
     struct push_region *r = made();
     return r && qp->push_slot >= 0 ? &r->qp[qp->push_slot] : NULL;
+}
+
+/* Shows pushers the receives a pushed SEND may take: those posted, not
+ * taken yet, within PUSH_RECS of the oldest without its completion (the
+ * records' window); qp->lock held, after rq_posted or rq_done moved. */
+static void rwqe_show_locked(struct sn_qp *qp)
+{
+    struct push_qp *s = my_slot(qp);
+    if (!s || !atomic_load_explicit(&s->imm_ok, memory_order_relaxed))
+        return;
+    uint64_t end = qp->rx_popped + qp->rq_count, lim = qp->rx_next + PUSH_RECS;
+    uint64_t n = qp->rx_pub > qp->rx_popped ? qp->rx_pub : qp->rx_popped;
+    if (end > lim)
+        end = lim;
+    uint32_t gen = me.gen[qp->push_slot];
+    for (; n < end; n++) {
+        const struct sn_rwqe *w = &qp->rq[(qp->rq_head + (n - qp->rx_popped)) % qp->rq_size];
+        struct push_rwqe *e = &s->rwqe[n % PUSH_RECS];
+        bool one = w->num_sge == 1;
+        atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
+        atomic_store_explicit(&e->addr, one ? w->sge[0].addr : 0, memory_order_relaxed);
+        atomic_store_explicit(&e->len, one ? w->sge[0].length : 0, memory_order_relaxed);
+        atomic_store_explicit(&e->lkey, one ? w->sge[0].lkey : 0, memory_order_relaxed);
+        atomic_store_explicit(&e->seq, tag(gen, n + 1), memory_order_release);
+    }
+    if (n > qp->rx_pub)
+        qp->rx_pub = n;
 }
 
 /* Whether a pushed completion can be made for qp: its own RQ, an RC QP,
@@ -415,22 +474,29 @@ static void rx_slot_start_locked(struct sn_qp *qp, struct push_qp *s)
     atomic_store(&s->wire_acked, 0);
     atomic_store(&s->note_polled, 0);
     atomic_store(&s->rq_posted, qp->rq_count);
-    qp->rx_next = qp->rx_popped = 0;
+    for (uint32_t i = 0; i < PUSH_RECS; i++)
+        atomic_store(&s->rwqe[i].seq, 0);
+    qp->rx_next = qp->rx_popped = qp->rx_pub = 0;
     memset(qp->rx_done_bits, 0, sizeof(qp->rx_done_bits));
     qp->rx_flush_deferred = false;
     bool ok = imm_ok_locked(qp) && softnic_global()->conf.push_imm;
     if (ok)
         cq_list(qp);
     atomic_store(&s->imm_ok, ok ? 1u : 0u);
+    rwqe_show_locked(qp);
 }
 
 void push_rq_posted_locked(struct sn_qp *qp, uint32_t n)
 {
     struct push_qp *s = my_slot(qp);
+    if (!s || !n)
+        return;
+    /* the receive shown before it counts as posted: a pusher that finds
+     * it posted finds it shown */
+    rwqe_show_locked(qp);
     /* its only writer (the QP's lock): no locked add */
-    if (s && n)
-        atomic_store_explicit(&s->rq_posted, atomic_load_explicit(&s->rq_posted, memory_order_relaxed) + n,
-                              memory_order_release);
+    atomic_store_explicit(&s->rq_posted, atomic_load_explicit(&s->rq_posted, memory_order_relaxed) + n,
+                          memory_order_release);
 }
 
 /* Copies a record's waiting bytes into mr, the region of the key they
@@ -480,7 +546,9 @@ static bool land_locked(struct sn_qp *qp, struct push_rec *rec)
     if (atomic_load_explicit(&rec->landed, memory_order_acquire) == REC_LANDED)
         return true;
     struct sn_mr *mr;
-    if (mr_get(rec->rkey, true, qp->ibqp.pd, IBV_ACCESS_REMOTE_WRITE, rec->raddr, rec->len, &mr)) {
+    bool write = rec->op == REC_OP_WRITE_IMM;
+    if (mr_get(rec->rkey, write, qp->ibqp.pd, write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_LOCAL_WRITE, rec->raddr,
+               rec->len, &mr)) {
         /* its region left the key table: the deregistration's walk,
          * which follows, lands them (after a push under way, at most
          * its drain's timeout) */
@@ -519,17 +587,21 @@ int push_rx_collect_locked(struct sn_qp *qp)
         struct ibv_wc wc;
         memset(&wc, 0, sizeof(wc));
         wc.wr_id = qp_rq_pop_locked(qp).wr_id;
-        wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-        /* the peer wrote the record: a length no push can have is a
-         * failed receive, never a size the application would trust */
-        uint32_t len = rec->len;
-        bool ok = len <= SN_PUSH_MAX_BYTES && land_locked(qp, rec);
-        wc.status = ok ? IBV_WC_SUCCESS : IBV_WC_GENERAL_ERR;
+        /* the peer wrote the record: a length or request no push can have
+         * is a failed receive, never a size the application would trust */
+        uint32_t len = rec->len, op = rec->op;
+        bool send = op == REC_OP_SEND || op == REC_OP_SEND_IMM;
+        bool ok = (op == REC_OP_WRITE_IMM && len <= SN_PUSH_MAX_BYTES) || (send && len <= SN_PUSH_INLINE_MAX);
+        ok = ok && land_locked(qp, rec);
+        wc.opcode = send ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM;
+        wc.status = ok ? IBV_WC_SUCCESS : send ? IBV_WC_LOC_PROT_ERR : IBV_WC_GENERAL_ERR;
         wc.byte_len = ok ? len : 0;
         wc.qp_num = qp->ibqp.qp_num;
         wc.src_qp = qp->attr.dest_qp_num;
-        wc.wc_flags = IBV_WC_WITH_IMM;
-        wc.imm_data = rec->imm;
+        if (op != REC_OP_SEND) {
+            wc.wc_flags = IBV_WC_WITH_IMM;
+            wc.imm_data = rec->imm;
+        }
         bool solicited = rec->solicited != 0;
         qp->rx_popped++;
         __atomic_store_n(&qp->rx_next, qp->rx_next + 1, __ATOMIC_RELAXED);
@@ -538,6 +610,8 @@ int push_rx_collect_locked(struct sn_qp *qp)
         cq_push((struct sn_cq *)qp->ibqp.recv_cq, &wc, solicited);
         n++;
     }
+    if (n)
+        rwqe_show_locked(qp);
     return n;
 }
 
@@ -594,6 +668,7 @@ void push_rx_done_locked(struct sn_qp *qp, uint64_t idx)
         next++;
     __atomic_store_n(&qp->rx_next, next, __ATOMIC_RELAXED);
     atomic_store_explicit(&s->rq_done, next, memory_order_release);
+    rwqe_show_locked(qp);
     push_rx_collect_locked(qp);
     if (qp->rx_flush_deferred && qp->rx_next == qp->rx_popped) {
         qp->rx_flush_deferred = false;
@@ -1068,6 +1143,47 @@ static bool peer_store(struct sn_push_peer *p, const struct push_mr *e, uint32_t
     return true;
 }
 
+/* Whether receive index n (of rq_taken t, generation gen) is posted and
+ * its record free; the receiver's counts only grow within a generation,
+ * so what this pusher saw last still holds, and only a refusal reads them
+ * again (their line is the receiver's: each read moves it). */
+static bool recv_free(struct push_qp *s, uint32_t gen, uint64_t t, struct sn_push_seen *seen)
+{
+    uint64_t n = t & TAG_COUNT;
+    if (t != tag(gen, n))
+        return false;
+    if (n >= seen->posted)
+        seen->posted = atomic_load_explicit(&s->rq_posted, memory_order_acquire);
+    if (n - seen->done >= PUSH_RECS)
+        seen->done = atomic_load_explicit(&s->rq_done, memory_order_acquire);
+    return n < seen->posted && n - seen->done < PUSH_RECS;
+}
+
+/* Writes the record of receive index n (taken): the request's immediate,
+ * length and op, and where its carried bytes lv[0..nl) go (nl > 0; else
+ * its data is in place already). */
+static void rec_fill(struct push_region *r, struct push_qp *s, uint32_t gen, uint64_t n, const struct sn_swqe *w,
+                     uint32_t op, uint32_t key, uint64_t addr, const struct iovec *lv, unsigned long nl)
+{
+    struct push_rec *rec = &s->rec[n % PUSH_RECS];
+    /* Its earlier record became a completion, so its bytes landed.  The
+     * old seq goes before this record's bytes come: a deregistration's
+     * walk that claims the record then sees a seq not the one it chose. */
+    atomic_store_explicit(&rec->seq, 0, memory_order_relaxed);
+    rec->imm = w->imm;
+    rec->len = w->len;
+    rec->op = op;
+    rec->solicited = (w->send_flags & IBV_SEND_SOLICITED) != 0;
+    if (nl) {
+        rec->rkey = key;
+        rec->raddr = addr;
+        push_gather((char *)rec->data, sizeof(rec->data), lv, nl);
+    }
+    atomic_store_explicit(&rec->landed, nl ? REC_WAITING : REC_LANDED, memory_order_release);
+    atomic_store_explicit(&rec->seq, tag(gen, n + 1), memory_order_release);
+    atomic_fetch_add(&r->bell, 1);   /* after the record: a poll that sees it finds the record */
+}
+
 /* Takes the receiver's next receive index for a WRITE_WITH_IMM and records
  * its completion there, with the bytes lv[0..nl) when the write carries
  * them (nl > 0; else its data is in place already): false when the
@@ -1078,40 +1194,61 @@ static bool claim_recv(struct push_region *r, struct push_qp *s, uint32_t gen, c
 {
     if (!atomic_load(&s->imm_ok))
         return false;
-    uint64_t t = atomic_load(&s->rq_taken), n;
-    for (;;) {
-        n = t & TAG_COUNT;
-        if (t != tag(gen, n))
+    uint64_t t = atomic_load(&s->rq_taken);
+    do {
+        if (!recv_free(s, gen, t, seen))
             return false;
-        /* the receiver's counts only grow within a generation: what this
-         * pusher saw last still holds, and only a refusal reads them again
-         * (their line is the receiver's: each read moves it) */
-        if (n >= seen->posted)
-            seen->posted = atomic_load_explicit(&s->rq_posted, memory_order_acquire);
-        if (n - seen->done >= PUSH_RECS)
-            seen->done = atomic_load_explicit(&s->rq_done, memory_order_acquire);
-        if (n >= seen->posted || n - seen->done >= PUSH_RECS)
-            return false;
-        if (atomic_compare_exchange_weak(&s->rq_taken, &t, t + 1))
-            break;
-    }
-    struct push_rec *rec = &s->rec[n % PUSH_RECS];
-    /* Its earlier record became a completion, so its bytes landed.  The
-     * old seq goes before this record's bytes come: a deregistration's
-     * walk that claims the record then sees a seq not the one it chose. */
-    atomic_store_explicit(&rec->seq, 0, memory_order_relaxed);
-    rec->imm = w->imm;
-    rec->len = w->len;
-    rec->solicited = (w->send_flags & IBV_SEND_SOLICITED) != 0;
-    if (nl) {
-        rec->rkey = w->rkey;
-        rec->raddr = w->raddr;
-        push_gather((char *)rec->data, sizeof(rec->data), lv, nl);
-    }
-    atomic_store_explicit(&rec->landed, nl ? REC_WAITING : REC_LANDED, memory_order_release);
-    atomic_store_explicit(&rec->seq, tag(gen, n + 1), memory_order_release);
-    atomic_fetch_add(&r->bell, 1);   /* after the record: a poll that sees it finds the record */
+    } while (!atomic_compare_exchange_weak(&s->rq_taken, &t, t + 1));
+    rec_fill(r, s, gen, t & TAG_COUNT, w, REC_OP_WRITE_IMM, w->rkey, w->raddr, lv, nl);
     return true;
+}
+
+/* Takes the receiver's next receive for a SEND carrying lv[0..nl) (w->len
+ * bytes, at most SN_PUSH_INLINE_MAX) and records it there: false unless
+ * the receive is shown (rwqe_show_locked), the SEND fits it, and its key
+ * names a region of the QP's PD with local write that holds it (the wire
+ * gives the errors).  The region's entry counts this pusher until the
+ * record is written, so a deregistration that waited for it lands it. */
+static bool claim_send(struct push_region *r, struct push_qp *s, uint32_t gen, const struct sn_swqe *w,
+                       const struct iovec *lv, unsigned long nl, struct sn_push_seen *seen)
+{
+    if (!atomic_load(&s->imm_ok))
+        return false;
+    uint64_t t = atomic_load(&s->rq_taken);
+    for (;;) {
+        if (!recv_free(s, gen, t, seen))
+            return false;
+        uint64_t n = t & TAG_COUNT;
+        const struct push_rwqe *q = &s->rwqe[n % PUSH_RECS];
+        if (atomic_load_explicit(&q->seq, memory_order_acquire) != tag(gen, n + 1))
+            return false;
+        uint64_t addr = atomic_load_explicit(&q->addr, memory_order_relaxed);
+        uint32_t room = atomic_load_explicit(&q->len, memory_order_relaxed);
+        uint32_t lkey = atomic_load_explicit(&q->lkey, memory_order_relaxed);
+        if (w->len > room)
+            return false;
+        struct push_mr *e = NULL;
+        if (w->len) {
+            uint32_t idx = lkey >> 8;
+            if (idx >= PUSH_MR_SLOTS)
+                return false;
+            e = &r->mr[idx];
+            atomic_fetch_add(&e->pushers, 1);
+            if (atomic_load(&e->key) != lkey || e->pd != s->pd || !(e->access & IBV_ACCESS_LOCAL_WRITE) ||
+                addr < e->iova || w->len > e->len || addr - e->iova > e->len - w->len) {
+                atomic_fetch_sub(&e->pushers, 1);
+                return false;
+            }
+        }
+        bool mine = atomic_compare_exchange_weak(&s->rq_taken, &t, t + 1);
+        if (mine)
+            rec_fill(r, s, gen, n, w, w->opcode == IBV_WR_SEND_WITH_IMM ? REC_OP_SEND_IMM : REC_OP_SEND, lkey,
+                     addr, lv, w->len ? nl : 0);
+        if (e)
+            atomic_fetch_sub(&e->pushers, 1);
+        if (mine)
+            return true;
+    }
 }
 
 /* Places w's pieces lv[0..nl) in the peer's QP slot (gen) when every check
@@ -1129,11 +1266,15 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
     struct push_region *r = p->r;
     struct push_qp *s = &r->qp[slot];
     bool ok = false, imm = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    bool send = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM;
     bool carry = imm && w->len && w->len <= softnic_global()->conf.push_inline;
     atomic_fetch_add(&s->pushers, 1);
     uint16_t dev = s->dev, port = s->port;
-    if (atomic_load(&s->live) == (gen << 1 | 1u) && (s->access & IBV_ACCESS_REMOTE_WRITE) &&
-        dev < SN_MAX_DEVICES && port < SN_MAX_PORTS && atomic_load(&r->port_up[dev][port])) {
+    bool up = atomic_load(&s->live) == (gen << 1 | 1u) && dev < SN_MAX_DEVICES && port < SN_MAX_PORTS &&
+              atomic_load(&r->port_up[dev][port]);
+    if (up && send) {
+        ok = claim_send(r, s, gen, w, lv, nl, seen);   /* a SEND asks for no access flag */
+    } else if (up && (s->access & IBV_ACCESS_REMOTE_WRITE)) {
         uint32_t idx = w->rkey >> 8;
         struct push_mr *e = idx < PUSH_MR_SLOTS ? &r->mr[idx] : NULL;
         if (!w->len) {
@@ -1177,8 +1318,12 @@ static bool push_next_locked(struct sn_qp *qp)
     struct iovec lv[SN_MAX_SGE];
     unsigned long nl;
     bool imm = w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-    if ((w.opcode != IBV_WR_RDMA_WRITE && !imm) || (!w.len && !imm) || w.len > SN_PUSH_MAX_BYTES ||
-        (w.inl && w.len > sizeof(inl)))
+    bool send = w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM;
+    const struct sn_config *conf = &softnic_global()->conf;
+    if (send ? !conf->push_send || w.len > conf->push_inline
+             : (w.opcode != IBV_WR_RDMA_WRITE && !imm) || (!w.len && !imm) || w.len > SN_PUSH_MAX_BYTES)
+        return false;
+    if (w.inl && w.len > sizeof(inl))
         return false;
     if (w.inl) {   /* its slot's buffer serves a later WQE once this one is flushed */
         memcpy(inl, w.inl, w.len);
@@ -1192,7 +1337,7 @@ static bool push_next_locked(struct sn_qp *qp)
     /* A write whose bytes ride in the receiver's record makes no system
      * call (place: claim_recv stores them): it keeps the lock, which costs
      * less than letting go and taking it again on a small message's path. */
-    bool keep = imm && w.len && w.len <= softnic_global()->conf.push_inline;
+    bool keep = send || (imm && w.len && w.len <= conf->push_inline);
     if (!keep) {
         qp->tx_busy = true;
         pthread_mutex_unlock(&qp->lock);

@@ -107,6 +107,8 @@ struct sn_config {
                                 * by the receiver's poll */
     int push_proc_mem;         /* SOFTNIC_PUSH_PROC_MEM: placed through the peer's /proc/<pid>/mem */
     int push_shared;           /* SOFTNIC_PUSH_SHARED: into a peer's sealed memfd memory by a store */
+    int push_send;             /* SOFTNIC_PUSH_SEND: a SEND of at most push_inline bytes too, its bytes
+                                * in the receive's record (push.c) */
     uint32_t push_inline;      /* SOFTNIC_PUSH_INLINE: a pushed WRITE_WITH_IMM of at most this many
                                 * bytes carries them in its record (push.c); 0: placed */
     int push_acks;             /* SOFTNIC_PUSH_ACKS: a same-host requester that polls its send CQ
@@ -638,6 +640,7 @@ struct sn_qp {
      * (completions appear in index order); push_cq_next: the recv CQ's list
      * of QPs whose pushed completions its polls collect */
     uint64_t rx_next, rx_popped;
+    uint64_t rx_pub;               /* the first index whose receive the slot does not show yet (push.c) */
     uint64_t rx_done_bits[64];     /* engine completions that appeared ahead of rx_next */
     bool rx_flush_deferred;        /* a flush waits for them (push_rx_flush_waits_locked) */
     struct sn_qp *push_cq_next;

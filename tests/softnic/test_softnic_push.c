@@ -554,9 +554,10 @@ static void write_imm(struct fixture *f, uint64_t id, uint32_t off, uint32_t len
 
 /* A WRITE_WITH_IMM is placed as a write is, and takes the receiver's next
  * receive: its completion (immediate, length, source QP) is made by the
- * receiver's poll, with no responder step and no ACK; a SEND still takes
- * the wire, and the receive completions come in posting order. */
-TAP_CASE(test_writes_with_immediate_are_placed_and_sends_take_the_wire)
+ * receiver's poll, with no responder step and no ACK; a SEND above
+ * SOFTNIC_PUSH_INLINE takes the wire, and the receive completions come in
+ * posting order. */
+TAP_CASE(test_writes_with_immediate_are_placed_and_large_sends_take_the_wire)
 {
     struct fixture f;
     setup(&f);
@@ -581,15 +582,18 @@ TAP_CASE(test_writes_with_immediate_are_placed_and_sends_take_the_wire)
     EXPECT_EQ_U64(push_imm_on() ? p0 + 1 : p0, pushed(f.a.qp));
     if (push_imm_on())
         EXPECT_EQ_U64(s0, responder_steps(f.b.qp));
-    st_post_send(f.a.qp, 3, f.src + 64, 64, f.smr->lkey, IBV_SEND_SIGNALED);
-    write_imm(&f, 4, 128, 0, 0x55);   /* zero bytes: no key is checked */
+    p0 = pushed(f.a.qp);
+    st_post_send(f.a.qp, 3, f.src + 64, 200, f.smr->lkey, IBV_SEND_SIGNALED);
+    write_imm(&f, 4, 512, 0, 0x55);   /* zero bytes: no key is checked */
     st_wait_wc(f.a.scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 3);
     st_wait_wc(f.a.scq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 4);
+    EXPECT_EQ_U64(p0, pushed(f.a.qp));   /* the write waited behind the SEND on the wire */
     st_wait_wc(f.b.rcq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 8);
-    EXPECT_MEMEQ(f.src + 64, f.dst + 8192, 64);
+    EXPECT_EQ_INT(200, (int)wc.byte_len);
+    EXPECT_MEMEQ(f.src + 64, f.dst + 8192, 200);
     st_wait_wc(f.b.rcq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, 9);
     EXPECT_EQ_INT(0, (int)wc.byte_len);
@@ -844,6 +848,163 @@ TAP_CASE(test_a_write_with_immediate_without_a_receive_waits_for_one)
     EXPECT_MEMEQ(f.src, f.dst, 64);
     EXPECT_EQ_U64(p0, pushed(f.a.qp));
     teardown(&f);
+}
+
+static bool sends_pushed(uint32_t len)
+{
+    const char *v = getenv("SOFTNIC_PUSH_SEND");
+    const char *i = getenv("SOFTNIC_PUSH_INLINE");
+    unsigned long most = i ? strtoul(i, NULL, 0) : 88;
+    return push_imm_on() && (!v || strcmp(v, "0") != 0) && len <= most;
+}
+
+/* A SEND of a few bytes takes the receiver's next receive as a
+ * WRITE_WITH_IMM does, its bytes in the record: the receiver's poll puts
+ * them in that receive's buffer and makes the completion (RECV, the
+ * immediate of a SEND_WITH_IMM, the length), with no responder step; an
+ * empty SEND too; the order of receives holds across pushed and wire
+ * requests. */
+TAP_CASE(test_small_sends_land_in_their_receive_by_the_poll)
+{
+    struct fixture f;
+    setup(&f);
+    EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+    uint64_t p0 = pushed(f.a.qp), s0 = responder_steps(f.b.qp);
+    memset(f.dst + 4096, 0, 4 * 256);
+    for (int i = 0; i < 4; i++)
+        st_post_recv(f.b.qp, 10u + (unsigned)i, f.dst + 4096 + i * 256, 256, f.dmr->lkey);
+    st_fill(f.src, 1024, 31);
+    /* each after the one before completed: one behind a SEND on the wire
+     * would take the wire too */
+    struct ibv_wc wc;
+    st_post_send(f.a.qp, 2, f.src, 8, f.smr->lkey, IBV_SEND_SIGNALED);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 2);
+    st_post_rdma(f.a.qp, IBV_WR_SEND_WITH_IMM, 3, f.src + 64, 88, f.smr->lkey, 0, 0, 0xabcd, IBV_SEND_SIGNALED);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 3);
+    st_post_send(f.a.qp, 4, NULL, 0, 0, IBV_SEND_SIGNALED);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 4);
+    uint32_t n = (sends_pushed(8) ? 1 : 0) + (sends_pushed(88) ? 1 : 0) + (sends_pushed(0) ? 1 : 0);
+    EXPECT_EQ_U64(p0 + n, pushed(f.a.qp));
+    if (n == 3)
+        EXPECT_EQ_U64(s0, responder_steps(f.b.qp));
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 10);
+    EXPECT_EQ_INT(8, (int)wc.byte_len);
+    EXPECT_TRUE(!(wc.wc_flags & IBV_WC_WITH_IMM));
+    EXPECT_EQ_INT((int)f.a.qp->qp_num, (int)wc.src_qp);
+    EXPECT_MEMEQ(f.src, f.dst + 4096, 8);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 11);
+    EXPECT_EQ_INT(88, (int)wc.byte_len);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ_U64(htonl(0xabcd), wc.imm_data);
+    EXPECT_MEMEQ(f.src + 64, f.dst + 4096 + 256, 88);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 12);
+    EXPECT_EQ_INT(0, (int)wc.byte_len);
+    /* then one on the wire (above the record's bytes), in its turn */
+    st_post_send(f.a.qp, 5, f.src + 256, 200, f.smr->lkey, IBV_SEND_SIGNALED);
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 5);
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 13);
+    EXPECT_EQ_INT(200, (int)wc.byte_len);
+    EXPECT_MEMEQ(f.src + 256, f.dst + 4096 + 3 * 256, 200);
+    EXPECT_EQ_U64(p0 + n, pushed(f.a.qp));
+    teardown(&f);
+}
+
+/* A SEND the push cannot hand its receive goes on the wire and gets the
+ * wire's answer: longer than the receive (a length error on both sides,
+ * the receiving QP in ERR), a receive of two scatter entries (filled in
+ * order), a receive whose key is no region (a protection error). */
+TAP_CASE(test_a_send_its_receive_cannot_take_as_pushed_gets_the_wires_answer)
+{
+    for (int k = 0; k < 3; k++) {
+        struct fixture f;
+        setup(&f);
+        EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+        uint64_t p0 = pushed(f.a.qp);
+        st_fill(f.src, 256, 40u + (unsigned)k);
+        memset(f.dst + 4096, 0, 256);
+        if (k == 0) {
+            st_post_recv(f.b.qp, 7, f.dst + 4096, 16, f.dmr->lkey);
+        } else if (k == 1) {
+            struct ibv_sge sg[2] = { { (uintptr_t)f.dst + 4096, 20, f.dmr->lkey },
+                                     { (uintptr_t)f.dst + 4096 + 128, 60, f.dmr->lkey } };
+            struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = sg, .num_sge = 2 }, *bad;
+            EXPECT_EQ_INT(0, ibv_post_recv(f.b.qp, &wr, &bad));
+        } else {
+            st_post_recv(f.b.qp, 7, f.dst + 4096, 256, f.dmr->lkey + 0x10000);
+        }
+        st_post_send(f.a.qp, 2, f.src, 48, f.smr->lkey, IBV_SEND_SIGNALED);
+        struct ibv_wc rwc, swc;
+        st_wait_wc(f.b.rcq, &rwc, WAIT_MS);
+        st_wait_wc(f.a.scq, &swc, WAIT_MS);
+        tap_diag("case %d: receive %d, send %d", k, (int)rwc.status, (int)swc.status);
+        EXPECT_EQ_U64(p0, pushed(f.a.qp));
+        EXPECT_EQ_U64(7, rwc.wr_id);
+        EXPECT_EQ_U64(2, swc.wr_id);
+        if (k == 1) {
+            EXPECT_WC(rwc, IBV_WC_SUCCESS, IBV_WC_RECV, 7);
+            EXPECT_EQ_INT(48, (int)rwc.byte_len);
+            EXPECT_MEMEQ(f.src, f.dst + 4096, 20);
+            EXPECT_MEMEQ(f.src + 20, f.dst + 4096 + 128, 28);
+            EXPECT_WC(swc, IBV_WC_SUCCESS, IBV_WC_SEND, 2);
+        } else {
+            EXPECT_EQ_INT(k == 0 ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR, rwc.status);
+            EXPECT_TRUE(swc.status != IBV_WC_SUCCESS);
+        }
+        teardown(&f);
+    }
+}
+
+/* A pushed SEND's bytes wait in its record: ibv_dereg_mr of the receive's
+ * region and ibv_destroy_qp of the receiving QP put them in place first,
+ * as a NIC had placed them at arrival. */
+TAP_CASE(test_a_pushed_sends_bytes_land_before_their_region_or_qp_goes)
+{
+    for (int k = 0; k < 2; k++) {
+        struct fixture f;
+        setup(&f);
+        EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
+        char *rbuf = st_buf(4096, 6);
+        memset(rbuf, 0, 4096);
+        struct ibv_mr *rmr = ibv_reg_mr(f.d.pd, rbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
+        EXPECT_TRUE(rmr != NULL);
+        st_post_recv(f.b.qp, 7, rbuf + 100, 100, rmr->lkey);
+        st_fill(f.src, 64, 50u + (unsigned)k);
+        uint64_t p0 = pushed(f.a.qp);
+        st_post_send(f.a.qp, 2, f.src, 40, f.smr->lkey, IBV_SEND_SIGNALED);
+        struct ibv_wc wc;
+        st_wait_wc(f.a.scq, &wc, WAIT_MS);
+        EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 2);
+        EXPECT_EQ_U64(sends_pushed(40) ? p0 + 1 : p0, pushed(f.a.qp));
+        if (k == 0) {
+            if (sends_pushed(40))   /* nothing polled: the bytes wait */
+                EXPECT_TRUE(memcmp(f.src, rbuf + 100, 40) != 0);
+            EXPECT_EQ_INT(0, ibv_dereg_mr(rmr));
+            rmr = NULL;
+        } else {
+            if (!sends_pushed(40))
+                st_wait_wc(f.b.rcq, &wc, WAIT_MS);   /* the wire's placement, before the QP goes */
+            st_qp_destroy(&f.b);
+            f.b.qp = NULL;
+        }
+        EXPECT_MEMEQ(f.src, rbuf + 100, 40);
+        if (k == 0) {   /* the completion follows, whole */
+            st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+            EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 7);
+            EXPECT_EQ_INT(40, (int)wc.byte_len);
+        }
+        if (rmr)
+            EXPECT_EQ_INT(0, ibv_dereg_mr(rmr));
+        teardown(&f);
+        munmap(rbuf, 4096);
+    }
 }
 
 /* A receiver on an SRQ, or whose recv CQ has a completion channel, gets
