@@ -586,13 +586,22 @@ int push_rx_collect_locked(struct sn_qp *qp)
             break;
         struct ibv_wc wc;
         memset(&wc, 0, sizeof(wc));
-        wc.wr_id = qp_rq_pop_locked(qp).wr_id;
+        struct sn_rwqe r = qp_rq_pop_locked(qp);
+        wc.wr_id = r.wr_id;
         /* the peer wrote the record: a length or request no push can have
-         * is a failed receive, never a size the application would trust */
+         * is a failed receive, never a size the application would trust;
+         * a SEND's bytes go into this receive's entry, nowhere else */
         uint32_t len = rec->len, op = rec->op;
         bool send = op == REC_OP_SEND || op == REC_OP_SEND_IMM;
-        bool ok = (op == REC_OP_WRITE_IMM && len <= SN_PUSH_MAX_BYTES) || (send && len <= SN_PUSH_INLINE_MAX);
+        bool ok = (op == REC_OP_WRITE_IMM && len <= SN_PUSH_MAX_BYTES) ||
+                  (send && len <= SN_PUSH_INLINE_MAX &&
+                   (!len || (r.num_sge == 1 && rec->rkey == r.sge[0].lkey && rec->raddr == r.sge[0].addr &&
+                             len <= r.sge[0].length)));
         ok = ok && land_locked(qp, rec);
+        if (!ok) {   /* what such a record carries is dropped, never landed later */
+            uint32_t st = REC_WAITING;
+            atomic_compare_exchange_strong(&rec->landed, &st, REC_LANDED);
+        }
         wc.opcode = send ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM;
         wc.status = ok ? IBV_WC_SUCCESS : send ? IBV_WC_LOC_PROT_ERR : IBV_WC_GENERAL_ERR;
         wc.byte_len = ok ? len : 0;
