@@ -918,34 +918,36 @@ TAP_CASE(test_small_sends_land_in_their_receive_by_the_poll)
 }
 
 /* Sends posted back to back while the receiver does not poll: the push
- * takes receives up to its records' window (16), the next SEND takes the
- * wire, and those behind it too (RC's order); the receiver's polls then
- * return every receive in posting order, each with its own bytes. */
+ * takes receives up to its records' window (WINDOW, push.c's PUSH_RECS),
+ * the next SEND takes the wire, and those behind it too (RC's order); the
+ * receiver's polls then return every receive in posting order, each with
+ * its own bytes. */
 TAP_CASE(test_sends_past_the_records_window_take_the_wire_in_order)
 {
     struct fixture f;
-    setup(&f);
+    struct st_qp_opts o = { .max_inline = 64, .timeout = 10, .retry_cnt = 1, .max_send_wr = 128, .max_recv_wr = 128 };
+    setup_with(&f, &o);
     EXPECT_EQ_INT(IBV_WC_SUCCESS, write_one(&f, 1, 0, 64, f.dmr->rkey, 0));
-    enum { N = 40 };
+    enum { N = 100, WINDOW = 64 };
     memset(f.dst + 4096, 0, N * 64);
     for (int i = 0; i < N; i++)
         st_post_recv(f.b.qp, 100u + (unsigned)i, f.dst + 4096 + i * 64, 64, f.dmr->lkey);
     st_fill(f.src, N * 64, 77);
     uint64_t p0 = pushed(f.a.qp);
     for (int i = 0; i < N; i++)
-        st_post_send(f.a.qp, 200u + (unsigned)i, f.src + i * 64, 16u + (unsigned)i, f.smr->lkey, IBV_SEND_SIGNALED);
+        st_post_send(f.a.qp, 200u + (unsigned)i, f.src + i * 64, 16u + (unsigned)(i % 48), f.smr->lkey, IBV_SEND_SIGNALED);
     struct ibv_wc wc;
     for (int i = 0; i < N; i++) {
         st_wait_wc(f.b.rcq, &wc, WAIT_MS);
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 100u + (unsigned)i);
-        EXPECT_EQ_INT(16 + i, (int)wc.byte_len);
-        EXPECT_MEMEQ(f.src + i * 64, f.dst + 4096 + i * 64, (size_t)(16 + i));
+        EXPECT_EQ_INT(16 + i % 48, (int)wc.byte_len);
+        EXPECT_MEMEQ(f.src + i * 64, f.dst + 4096 + i * 64, (size_t)(16 + i % 48));
     }
     for (int i = 0; i < N; i++) {
         st_wait_wc(f.a.scq, &wc, WAIT_MS);
         EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 200u + (unsigned)i);
     }
-    EXPECT_EQ_U64(sends_pushed(16 + N - 1) ? p0 + 16 : p0, pushed(f.a.qp));
+    EXPECT_EQ_U64(sends_pushed(63) ? p0 + WINDOW : p0, pushed(f.a.qp));
     teardown(&f);
 }
 
