@@ -30,6 +30,45 @@
  * for a connection that ends before its last ACK leaves). */
 #include "softnic.h"
 
+/* The send CQs that watch notes, for ack_note_settle: a WQE whose
+ * responder executed it holds its regions until a poll completes it, and
+ * an application may deregister a region with a send in flight before it
+ * polls again (a connection closed with a send in flight): without a
+ * settle there, ibv_dereg_mr waited for the retry budget's end. */
+static pthread_mutex_t watching_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sn_cq *watching;
+
+/* cq joins or leaves the list as its first QP joins or its last leaves
+ * (cq->push_lock held). */
+static void watching_update_locked(struct sn_cq *cq)
+{
+    bool want = atomic_load_explicit(&cq->note_nqps, memory_order_relaxed) > 0;
+    if (want == cq->note_listed)
+        return;
+    pthread_mutex_lock(&watching_lock);
+    if (want) {
+        cq->note_next = watching;
+        watching = cq;
+    } else {
+        for (struct sn_cq **pp = &watching; *pp; pp = &(*pp)->note_next)
+            if (*pp == cq) {
+                *pp = cq->note_next;
+                break;
+            }
+    }
+    cq->note_listed = want;
+    pthread_mutex_unlock(&watching_lock);
+}
+
+void ack_note_settle(void)
+{
+    /* a CQ leaves the list before it can go (its last QP leaves first) */
+    pthread_mutex_lock(&watching_lock);
+    for (struct sn_cq *cq = watching; cq; cq = cq->note_next)
+        ack_note_poll(cq);
+    pthread_mutex_unlock(&watching_lock);
+}
+
 static bool polls_complete_locked(const struct sn_qp *qp)
 {
     const struct sn_cq *cq = (const struct sn_cq *)qp->ibqp.send_cq;
@@ -54,6 +93,7 @@ static bool watch_locked(struct sn_qp *qp)
         atomic_store_explicit(&cq->note_word[i], push_note_word(qp->push_slot), memory_order_release);
         atomic_store_explicit(&cq->note_nqps, i + 1, memory_order_release);
         qp->note_watch = i;
+        watching_update_locked(cq);
     }
     pthread_mutex_unlock(&cq->push_lock);
     return ok;
@@ -89,6 +129,7 @@ void ack_note_leave_locked(struct sn_qp *qp)
     atomic_store_explicit(&cq->note_word[last], NULL, memory_order_release);
     atomic_store_explicit(&cq->note_nqps, last, memory_order_release);
     qp->note_watch = -1;
+    watching_update_locked(cq);
     pthread_mutex_unlock(&cq->push_lock);
 }
 

@@ -141,9 +141,13 @@ int mr_dereg(struct ibv_mr *ibmr)
     push_mr_withdraw(mr);   /* returns once no same-host push is under way */
     if (mr->shared)
         share_drop(&mr->share);
-    /* wait for accesses that started before the key went away */
-    while (atomic_load(&mr->refs) > 1)
+    /* wait for accesses that started before the key went away; WQEs
+     * that pin the region and that their responders executed complete
+     * from the notes now, as the application's next poll would */
+    while (atomic_load(&mr->refs) > 1) {
+        ack_note_settle();
         usleep(50);
+    }
     pd_use(ibmr->pd, -1);
     free(mr);
     atomic_fetch_sub(&sn_live_mrs, 1);

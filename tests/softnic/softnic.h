@@ -520,6 +520,8 @@ struct sn_cq {
     _Atomic uint64_t *_Atomic note_word[SN_NOTE_WATCH]; /* their notes (push_note_word), packed */
     _Atomic uint64_t note_seen[SN_NOTE_WATCH]; /* the note each one's completions were made from */
     _Atomic int note_nqps;
+    struct sn_cq *note_next;          /* the CQs with watched QPs (ack_note_settle) */
+    bool note_listed;
 };
 void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited);
 void cq_attach(struct ibv_cq *cq, int delta);
@@ -1059,6 +1061,9 @@ void ack_note_hello_locked(struct sn_qp *qp, struct sn_wire_hello *h);
 void ack_note_leave_locked(struct sn_qp *qp);
 void ack_note_poll(struct sn_cq *cq);
 void ack_note_cq_hooked(struct sn_cq *cq);
+/* What every watching CQ's poll would complete from the notes, completed
+ * now: a deregistration waiting for WQEs that pin its region (mr.c). */
+void ack_note_settle(void);
 /* Runs one incoming connection (fd accepted by wire.c). */
 void responder_spawn(int fd);
 /* Shuts every responder connection of qp down and waits for them. */

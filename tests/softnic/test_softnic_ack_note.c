@@ -136,6 +136,37 @@ TAP_CASE(test_a_requester_that_does_not_poll_past_the_retry_budget_succeeds)
     st_write_pair_close(&p);
 }
 
+/* A signaled write the responder executed holds its source region until
+ * a poll completes it from the note; an application that deregisters the
+ * region first (a connection closed with a send in flight) gets it back
+ * at once, the completion made then, not at the end of a retry budget set
+ * here far beyond the case's own time limit. */
+TAP_CASE(test_a_region_a_noted_write_holds_is_deregistered_without_a_poll)
+{
+    setenv("SOFTNIC_RETRY_MIN_MS", "600000", 1);
+    setenv("SOFTNIC_RETRY_CAP_MS", "600000", 1);
+    struct st_write_pair p;
+    st_write_pair_open(&p, (size_t)NMSG * MSG);
+    write_stream(&p, p.a.scq);
+    need_fast_path(p.b.qp);
+    uint64_t n0 = noted(p.b.qp);
+    st_fill(p.src, MSG, 77);
+    st_post_rdma(p.a.qp, IBV_WR_RDMA_WRITE, 9, p.src, MSG, p.smr->lkey, (uintptr_t)p.dst, p.dmr->rkey, 0,
+                 IBV_SEND_SIGNALED);
+    /* executed: its note is in the requester's slot, nothing polled */
+    uint64_t until = st_now_ms() + WAIT_MS;
+    while (noted(p.b.qp) == n0 && st_now_ms() < until)
+        usleep(100);
+    EXPECT_TRUE(noted(p.b.qp) > n0);
+    EXPECT_EQ_INT(0, ibv_dereg_mr(p.smr));
+    p.smr = NULL;
+    struct ibv_wc wc;
+    st_wait_wc(p.a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 9);
+    EXPECT_MEMEQ(p.src, p.dst, MSG);
+    st_write_pair_close(&p);
+}
+
 /* A write behind a READ: the note completes the write before the READ
  * (not the READ: its data comes with its response), the READ's response
  * the READ, and then the note the write behind it -- with a retry budget
