@@ -95,6 +95,12 @@ static int msg_send(struct cm_id *c, uint8_t type, const struct cm_peer *p, uint
 void cm_conn_close_locked(struct cm_id *c)
 {
     if (c->sock >= 0) {
+        /* a listener stops listening now: the CM thread's poll holds the
+         * socket open until it returns, and a connect meanwhile would be
+         * queued on it, never answered (UNREACHABLE after the response
+         * timeout, where a port nobody listens on REJECTs at once) */
+        if (c->state == CM_LISTEN)
+            shutdown(c->sock, SHUT_RDWR);
         close(c->sock);
         c->sock = -1;
     }
