@@ -38,15 +38,12 @@
 static pthread_mutex_t watching_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sn_cq *watching;
 
-/* cq joins or leaves the list as its first QP joins or its last leaves
- * (cq->push_lock held). */
-static void watching_update_locked(struct sn_cq *cq)
+/* cq joins the list as its first QP joins (on) and leaves it as its last
+ * leaves (cq->push_lock held): it is listed while note_nqps > 0. */
+static void watching_set_locked(struct sn_cq *cq, bool on)
 {
-    bool want = atomic_load_explicit(&cq->note_nqps, memory_order_relaxed) > 0;
-    if (want == cq->note_listed)
-        return;
     pthread_mutex_lock(&watching_lock);
-    if (want) {
+    if (on) {
         cq->note_next = watching;
         watching = cq;
     } else {
@@ -56,7 +53,6 @@ static void watching_update_locked(struct sn_cq *cq)
                 break;
             }
     }
-    cq->note_listed = want;
     pthread_mutex_unlock(&watching_lock);
 }
 
@@ -93,7 +89,8 @@ static bool watch_locked(struct sn_qp *qp)
         atomic_store_explicit(&cq->note_word[i], push_note_word(qp->push_slot), memory_order_release);
         atomic_store_explicit(&cq->note_nqps, i + 1, memory_order_release);
         qp->note_watch = i;
-        watching_update_locked(cq);
+        if (i == 0)
+            watching_set_locked(cq, true);
     }
     pthread_mutex_unlock(&cq->push_lock);
     return ok;
@@ -129,7 +126,8 @@ void ack_note_leave_locked(struct sn_qp *qp)
     atomic_store_explicit(&cq->note_word[last], NULL, memory_order_release);
     atomic_store_explicit(&cq->note_nqps, last, memory_order_release);
     qp->note_watch = -1;
-    watching_update_locked(cq);
+    if (last == 0)
+        watching_set_locked(cq, false);
     pthread_mutex_unlock(&cq->push_lock);
 }
 

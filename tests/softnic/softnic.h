@@ -521,7 +521,6 @@ struct sn_cq {
     _Atomic uint64_t note_seen[SN_NOTE_WATCH]; /* the note each one's completions were made from */
     _Atomic int note_nqps;
     struct sn_cq *note_next;          /* the CQs with watched QPs (ack_note_settle) */
-    bool note_listed;
 };
 void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited);
 void cq_attach(struct ibv_cq *cq, int delta);
