@@ -67,6 +67,9 @@
 # reads the device's PCIe link, which caps railnet's merged device, from the
 # PCI view (without it, from softnic's SOFTNIC_SYSFS view, default a
 # directory of the run).
+# The "# channels" lines above each table give NCCL's channel plan per
+# transport (its INIT line, round 1): coll and p2p channels, and p2p
+# channels per peer, which all_to_all and send_recv run on.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
 export top_builddir top_srcdir
@@ -193,6 +196,14 @@ bench_one() {
     echo "bus bandwidth ($colls), 2 ranks, softnic, NCCL ${ver:-?} ($sel), NCCL_NET_GDR_LEVEL=$gdr, SOFTNIC_RATE=${SOFTNIC_RATE:-unlimited} per port, softnic as $layout, $(gpu_count) GPU(s), MPS $mps, $rounds rounds, medians"
     grep -hE "Using network|NET/IB : Using|NET/railnet: device 0:" "$ib" "$rn" | sed 's/^[^]]*] NCCL INFO /# /'
     echo "# softnic's sysfs view: ${SOFTNIC_SYSFS:-none}"
+    # NCCL's channel plan per transport (round 1, rank 0): p2p channels
+    # (all_to_all, send_recv) follow the device speeds NCCL was given
+    for t in ib railnet peer; do
+        f=$JOBDIR/bench_${t}_${tag}_r1.rank0.log
+        [ -e "$f" ] || continue
+        plan=$(sed -n 's/.* \([0-9]* coll channels, .* p2p channels per peer\).*/\1/p' "$f" | head -n 1)
+        echo "# channels, $t: ${plan:-not in the log}"
+    done
     i=1
     for v in $RAILNET_BENCH_VARIANTS; do
         case $v in ib:*) w="NCCL's IB transport with ${v#ib:}" ;; *) w="railnet with $v" ;; esac
