@@ -58,148 +58,46 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 10u
-#define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
-#define PUSH_QP_SLOTS 16384u
-/* Records (pushed WRITE_WITH_IMMs and SENDs) a QP holds before its
- * receiver collects them: a pusher finding them all unread goes on the
- * wire, and so does every request posted behind it until the send queue
- * drains.  At 16, ib_send_bw's 128 in flight found them full often enough
- * that 8-byte sends ran 10-31% below 64's, and runs of 2000 sends of 4-16
- * bytes at 0.6-19 MB/s against 20-85 */
-#define PUSH_RECS 64u
-/* how long a deregistration waits for pushes under way: a pusher holds its
- * count for one system call; a peer that died holding it cannot write */
-#define PUSH_DRAIN_NS 1000000000ull
+#include "push_region.h"
 
-#define NO_SHARE UINT32_MAX
-struct push_mr {
-    _Atomic uint32_t key;        /* 0: none */
-    uint32_t access;
-    uint64_t iova, base, len, pd;
-    _Atomic int32_t pushers;
-    /* a region a pusher may map (share.c): the owner's fd of its memfd
-     * (NO_SHARE: none), the file's identity and its offset at base */
-    uint32_t share_fd;
-    uint64_t share_dev, share_ino, share_off;
+/* A record's header as read once: every check and the copy use this,
+ * never the record again (its writer is a peer, who may change it under
+ * the reader). */
+struct rec_view {
+    uint64_t seq, raddr;
+    uint32_t op, len, rkey, imm, solicited;
 };
 
-/* rq_taken and a record's seq carry the slot's generation above
- * TAG_SHIFT: a pusher that stalled past a drain's timeout cannot claim a
- * receive, or leave a record, in the slot's next QP. */
-#define TAG_SHIFT 40
-#define TAG_COUNT ((1ull << TAG_SHIFT) - 1)
-
-static uint64_t tag(uint32_t gen, uint64_t count)
+static void rec_read(const struct push_rec *rec, struct rec_view *v)
 {
-    return (uint64_t)(gen & 0xffffffu) << TAG_SHIFT | (count & TAG_COUNT);
+    v->seq = atomic_load_explicit(&rec->seq, memory_order_acquire);
+    v->op = __atomic_load_n(&rec->op, __ATOMIC_RELAXED);
+    v->len = __atomic_load_n(&rec->len, __ATOMIC_RELAXED);
+    v->rkey = __atomic_load_n(&rec->rkey, __ATOMIC_RELAXED);
+    v->raddr = __atomic_load_n(&rec->raddr, __ATOMIC_RELAXED);
+    v->imm = __atomic_load_n(&rec->imm, __ATOMIC_RELAXED);
+    v->solicited = __atomic_load_n(&rec->solicited, __ATOMIC_RELAXED);
 }
 
-/* A pushed WRITE_WITH_IMM's completion, for its receiver to make: seq is
- * tag(gen, its receive's index + 1), stored last.  A write of at most
- * SN_PUSH_INLINE_MAX bytes carries them here instead of placing them: the
- * receiver copies them to (rkey, raddr) before it makes the completion,
- * which is when RDMA promises a WRITE_WITH_IMM's bytes visible, and a
- * deregistration or the QP's release copies those still waiting
- * (land_*).  That spares the pusher its system call: the one-way time of
- * a small message becomes a cache line's move.  landed says where the
- * bytes are: REC_WAITING here, REC_COPYING while one thread copies them,
- * REC_LANDED in place (a placed write's record starts there). */
-enum { REC_LANDED, REC_WAITING, REC_COPYING };   /* 0: a fresh slot's records have nothing waiting */
-/* A record's request: a SEND's key and address are its receive's scatter
- * entry (local write), a WRITE_WITH_IMM's its rkey and raddr */
-enum { REC_OP_WRITE_IMM, REC_OP_SEND, REC_OP_SEND_IMM };
-struct push_rec {
-    _Atomic uint64_t seq;
-    uint32_t imm;                /* network order, as in the WR */
-    uint32_t len;
-    uint32_t solicited;
-    uint32_t rkey;               /* carried bytes: where they go */
-    uint64_t raddr;
-    _Atomic uint32_t landed;
-    uint32_t op;                 /* REC_OP_*: what the completion says */
-    unsigned char data[SN_PUSH_INLINE_MAX];   /* a few bytes share the header's line */
-};
-_Static_assert(sizeof(struct push_rec) == 128, "a record is two cache lines");
+static bool rec_is_send(const struct rec_view *v)
+{
+    return v->op == REC_OP_SEND || v->op == REC_OP_SEND_IMM;
+}
 
-/* A posted receive as a pushed SEND sees it: seq is tag(gen, its index +
- * 1), stored last; len 0 and lkey 0 for a receive of several scatter
- * entries (only an empty SEND fits it).  Rewritten for index n +
- * PUSH_RECS only once n is done, so a pusher that read seq as n's and then
- * takes index n with its compare-and-swap read n's fields. */
-struct push_rwqe {
-    _Atomic uint64_t seq;
-    _Atomic uint64_t addr;
-    _Atomic uint32_t len, lkey;
-    uint64_t pad;
-};
-_Static_assert(sizeof(struct push_rwqe) == 32, "two receives a cache line");
-
-/* A QP's slot, in cache lines of different writers, so that a pushed
- * write and its receiver's poll move as few lines between their CPUs as
- * they can (each such move costs ~0.1-0.3 us across cores): the first the
- * pushers write (their counts, rq_taken), the second the peer's responder
- * (its note of what it executed), the third the receiver (its receives
- * posted and done), the records the pusher writes and the receiver
- * reads. */
-struct push_qp {
-    _Atomic uint32_t live;       /* gen << 1 | ready to receive */
-    uint32_t access;             /* qp_access_flags */
-    uint64_t pd;
-    uint16_t dev, port;          /* its port, for port_up */
-    _Atomic int32_t pushers;
-    _Atomic uint64_t rx_bytes, rx_packets;
-    /* WRITE_WITH_IMM: its receives, indexed from 0 in posting order;
-     * taken by the receiver's engine or a pusher (compare-and-swap), done:
-     * the receiver made the completions below it */
-    _Atomic uint32_t imm_ok;     /* its own RQ (no SRQ), a recv CQ a poll drains */
-    uint32_t pad;
-    _Atomic uint64_t rq_taken;
-    /* the peer's responder: every request up to this sequence number of
-     * the connection named in the upper half (the hello's conn_id; 0:
-     * none) was executed and its ACK is on its way; written before the
-     * receive completions it covers appear (push_note_write).  A
-     * line of its own: the peer's engine writes it for every request
-     * while the peer's application thread pushes its clear-to-sends
-     * through the line above */
-    _Alignas(64) _Atomic uint64_t wire_acked;
-    /* the requester: its polls complete its sends from wire_acked, so the
-     * responder leaves the wire's ACK out (ack_note.c); the requester
-     * writes it at its connection and when that stops, the responder reads
-     * it per note */
-    _Atomic uint32_t note_polled;
-    /* the receiver's counts, each on a line of its own: a pusher reads
-     * rq_posted about once per receive posted, rq_done once in PUSH_RECS
-     * records, and the receiver writes rq_done with every completion it
-     * makes: sharing a line, each pusher's read of rq_posted made the
-     * receiver's next completion wait for the line */
-    _Alignas(64) _Atomic uint64_t rq_posted;
-    _Alignas(64) _Atomic uint64_t rq_done;
-    /* the receiver's: the receive of index n, at n % PUSH_RECS while n is
-     * within PUSH_RECS of rq_done (rwqe_show_locked) */
-    _Alignas(64) struct push_rwqe rwqe[PUSH_RECS];
-    _Alignas(64) struct push_rec rec[PUSH_RECS];
-};
-
-_Static_assert(offsetof(struct push_qp, wire_acked) % 64 == 0 &&
-                   offsetof(struct push_qp, rq_posted) - offsetof(struct push_qp, wire_acked) == 64 &&
-                   offsetof(struct push_qp, rq_done) - offsetof(struct push_qp, rq_posted) == 64 &&
-                   offsetof(struct push_qp, rwqe) - offsetof(struct push_qp, rq_done) == 64 &&
-                   offsetof(struct push_qp, rec) % 64 == 0,
-               "the responder's note and the receiver's two counts have a cache line each");
-
-struct push_region {
-    uint32_t magic, version, pid, pad;
-    _Atomic uint64_t bell;       /* records written: a poll that saw it unmoved has none to collect */
-    _Atomic int32_t port_up[SN_MAX_DEVICES][SN_MAX_PORTS];
-    _Atomic uint64_t port_rx_bytes[SN_MAX_DEVICES][SN_MAX_PORTS];
-    _Atomic uint64_t port_rx_packets[SN_MAX_DEVICES][SN_MAX_PORTS];
-    struct push_qp qp[PUSH_QP_SLOTS];
-    struct push_mr mr[PUSH_MR_SLOTS];
-};
 
 /* ------------------------------------------------------- the responder */
+/* What a slot's QP showed and is, in this process's own memory: peers
+ * write the region, so a record is checked against this, never against
+ * the region's copy.  shown[k] is written with the region's rwqe[k]
+ * (seq last, as there); pd is the QP's. */
+struct slot_own {
+    _Atomic uintptr_t pd;
+    struct {
+        _Atomic uint64_t seq, addr;
+        _Atomic uint32_t len, lkey;
+    } shown[PUSH_RECS];
+};
+
 static struct {
     pthread_mutex_t lock;        /* the region's creation, slot allocation */
     struct push_region *r;       /* NULL: none (yet, off, or memfd failed) */
@@ -209,6 +107,7 @@ static struct {
     _Atomic uint32_t hi;         /* slots below it were ever used: a deregistration's walk */
     uint32_t gen[PUSH_QP_SLOTS];
     bool used[PUSH_QP_SLOTS];
+    struct slot_own *own[PUSH_QP_SLOTS];   /* made with the slot's first use, kept for its next QPs */
 } me = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
 #define REGION_NAME "softnic-push"
@@ -393,14 +292,22 @@ static void rwqe_show_locked(struct sn_qp *qp)
     if (end > lim)
         end = lim;
     uint32_t gen = me.gen[qp->push_slot];
+    struct slot_own *own = me.own[qp->push_slot];
     for (; n < end; n++) {
         const struct sn_rwqe *w = &qp->rq[(qp->rq_head + (n - qp->rx_popped)) % qp->rq_size];
         struct push_rwqe *e = &s->rwqe[n % PUSH_RECS];
         bool one = w->num_sge == 1;
+        uint64_t addr = one ? w->sge[0].addr : 0;
+        uint32_t len = one ? w->sge[0].length : 0, lkey = one ? w->sge[0].lkey : 0;
+        atomic_store_explicit(&own->shown[n % PUSH_RECS].seq, 0, memory_order_relaxed);
+        atomic_store_explicit(&own->shown[n % PUSH_RECS].addr, addr, memory_order_relaxed);
+        atomic_store_explicit(&own->shown[n % PUSH_RECS].len, len, memory_order_relaxed);
+        atomic_store_explicit(&own->shown[n % PUSH_RECS].lkey, lkey, memory_order_relaxed);
+        atomic_store_explicit(&own->shown[n % PUSH_RECS].seq, tag(gen, n + 1), memory_order_release);
         atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
-        atomic_store_explicit(&e->addr, one ? w->sge[0].addr : 0, memory_order_relaxed);
-        atomic_store_explicit(&e->len, one ? w->sge[0].length : 0, memory_order_relaxed);
-        atomic_store_explicit(&e->lkey, one ? w->sge[0].lkey : 0, memory_order_relaxed);
+        atomic_store_explicit(&e->addr, addr, memory_order_relaxed);
+        atomic_store_explicit(&e->len, len, memory_order_relaxed);
+        atomic_store_explicit(&e->lkey, lkey, memory_order_relaxed);
         atomic_store_explicit(&e->seq, tag(gen, n + 1), memory_order_release);
     }
     if (n > qp->rx_pub)
@@ -478,8 +385,12 @@ static void rx_slot_start_locked(struct sn_qp *qp, struct push_qp *s)
     atomic_store(&s->wire_acked, 0);
     atomic_store(&s->note_polled, 0);
     atomic_store(&s->rq_posted, qp->rq_count);
-    for (uint32_t i = 0; i < PUSH_RECS; i++)
+    struct slot_own *own = me.own[qp->push_slot];
+    atomic_store(&own->pd, (uintptr_t)qp->ibqp.pd);
+    for (uint32_t i = 0; i < PUSH_RECS; i++) {
         atomic_store(&s->rwqe[i].seq, 0);
+        atomic_store(&own->shown[i].seq, 0);
+    }
     qp->rx_next = qp->rx_popped = qp->rx_pub = 0;
     memset(qp->rx_done_bits, 0, sizeof(qp->rx_done_bits));
     qp->rx_flush_deferred = false;
@@ -504,55 +415,85 @@ void push_rq_posted_locked(struct sn_qp *qp, uint32_t n)
 }
 
 /* Copies a record's waiting bytes into mr, the region of the key they
- * name (its table entry maybe gone already): false when they do not fit
- * it.  The caller moved landed to REC_COPYING. */
-static bool land_copy(const struct push_rec *rec, const struct sn_mr *mr)
+ * name (its table entry maybe gone already), at the place v says: false
+ * when they do not fit it.  The caller moved landed to REC_COPYING. */
+static bool land_copy(const struct push_rec *rec, const struct rec_view *v, const struct sn_mr *mr)
 {
-    uint32_t len = rec->len;
-    uint64_t raddr = rec->raddr;
+    uint32_t len = v->len;
+    uint64_t raddr = v->raddr;
     if (len > SN_PUSH_INLINE_MAX || raddr < mr->iova || len > mr->len || raddr - mr->iova > mr->len - len)
         return false;
     return mr_write((struct sn_mr *)mr, raddr, rec->data, len) == 0;
 }
 
+/* A SEND record's bytes go only into the receive it completes, as its QP
+ * showed it: record k of the slot holds receive v's index, whose entry
+ * this process keeps itself (the region's copy is the peers' to write). */
+static bool send_fits_shown(uint32_t slot, uint32_t k, const struct rec_view *v)
+{
+    const struct slot_own *own = me.own[slot];
+    if (!own || !v->seq || v->len > SN_PUSH_INLINE_MAX)
+        return false;
+    uint64_t seq = atomic_load_explicit(&own->shown[k].seq, memory_order_acquire);
+    uint64_t addr = atomic_load_explicit(&own->shown[k].addr, memory_order_relaxed);
+    uint32_t len = atomic_load_explicit(&own->shown[k].len, memory_order_relaxed);
+    uint32_t lkey = atomic_load_explicit(&own->shown[k].lkey, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    return seq == v->seq && atomic_load_explicit(&own->shown[k].seq, memory_order_relaxed) == seq &&
+           (v->len == 0 || (lkey && v->rkey == lkey && v->raddr == addr && v->len <= len));
+}
+
 /* A deregistration's walk: lands the bytes that wait in a slot's records
- * for mr's key.  A poll of the slot's QP may complete them meanwhile:
- * each is claimed by a compare-and-swap, and one whose position was
- * completed and taken again since its seq was read is left to its own. */
+ * for mr's key, where the slot's QP could have had them: a write's into
+ * a region of its PD that remote writes may reach, a SEND's into the
+ * receive it completes.  A poll of the slot's QP may complete them
+ * meanwhile: each is claimed by a compare-and-swap, and one whose
+ * position was completed and taken again since its seq was read is left
+ * to its own. */
 static void land_slot(uint32_t slot, const struct sn_mr *mr)
 {
     struct push_qp *s = &me.r->qp[slot];
     uint64_t gen = me.gen[slot] & 0xffffffu;
+    const struct slot_own *own = me.own[slot];
+    if (!own || atomic_load(&own->pd) != (uintptr_t)mr->ibmr.pd)
+        return;
     for (uint32_t k = 0; k < PUSH_RECS; k++) {
         struct push_rec *rec = &s->rec[k];
         if (atomic_load_explicit(&rec->landed, memory_order_acquire) != REC_WAITING)
             continue;
-        uint64_t seq = atomic_load_explicit(&rec->seq, memory_order_acquire);
+        struct rec_view v;
+        rec_read(rec, &v);
+        bool may = rec_is_send(&v) ? send_fits_shown(slot, k, &v)
+                                   : v.op == REC_OP_WRITE_IMM && (mr->access & IBV_ACCESS_REMOTE_WRITE);
         uint32_t st = REC_WAITING;
-        if (!seq || seq >> TAG_SHIFT != gen || rec->rkey != mr->ibmr.rkey ||
+        if (!v.seq || v.seq >> TAG_SHIFT != gen || v.rkey != mr->ibmr.rkey || !may ||
             !atomic_compare_exchange_strong(&rec->landed, &st, REC_COPYING))
             continue;
-        bool same = atomic_load(&rec->seq) == seq;
-        if (same && !land_copy(rec, mr))
-            SN_LOG("push: slot %u: %u bytes pushed to key 0x%x at 0x%llx do not fit it: dropped", slot, rec->len,
-                   rec->rkey, (unsigned long long)rec->raddr);
+        bool same = atomic_load(&rec->seq) == v.seq;
+        if (same && !land_copy(rec, &v, mr))
+            SN_LOG("push: slot %u: %u bytes pushed to key 0x%x at 0x%llx do not fit it: dropped", slot, v.len,
+                   v.rkey, (unsigned long long)v.raddr);
         atomic_store_explicit(&rec->landed, same ? REC_LANDED : REC_WAITING, memory_order_release);
     }
 }
 
-/* Puts a record's waiting bytes in place before its completion is made,
- * or its QP is released (qp->lock held): false when they cannot be (the
- * completion fails).  The region's reference is taken before the record
- * is claimed, so a deregistration waits for the copy and a
- * re-registration's walk never finds the record claimed. */
-static bool land_locked(struct sn_qp *qp, struct push_rec *rec)
+/* Puts a record's waiting bytes where v (its header, checked by the
+ * caller) says, before its completion is made, or its QP is released
+ * (qp->lock held): false when they cannot be (the completion fails).
+ * The region's reference is taken before the record is claimed, so a
+ * deregistration waits for the copy and a re-registration's walk never
+ * finds the record claimed. */
+static bool land_locked(struct sn_qp *qp, struct push_rec *rec, const struct rec_view *v)
 {
     if (atomic_load_explicit(&rec->landed, memory_order_acquire) == REC_LANDED)
         return true;
     struct sn_mr *mr;
-    bool write = rec->op == REC_OP_WRITE_IMM;
-    if (mr_get(rec->rkey, write, qp->ibqp.pd, write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_LOCAL_WRITE, rec->raddr,
-               rec->len, &mr)) {
+    bool write = v->op == REC_OP_WRITE_IMM;
+    int err = mr_get(v->rkey, write, qp->ibqp.pd, write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_LOCAL_WRITE,
+                     v->raddr, v->len, &mr);
+    if (err && err != EINVAL)
+        return false;   /* another PD's, without the access, out of bounds */
+    if (err) {
         /* its region left the key table: the deregistration's walk,
          * which follows, lands them (after a push under way, at most
          * its drain's timeout) */
@@ -568,7 +509,7 @@ static bool land_locked(struct sn_qp *qp, struct push_rec *rec)
     for (;;) {
         uint32_t st = REC_WAITING;
         if (atomic_compare_exchange_strong(&rec->landed, &st, REC_COPYING)) {
-            ok = land_copy(rec, mr);
+            ok = land_copy(rec, v, mr);
             atomic_store_explicit(&rec->landed, REC_LANDED, memory_order_release);
             break;
         }
@@ -578,6 +519,14 @@ static bool land_locked(struct sn_qp *qp, struct push_rec *rec)
     }
     mr_put(mr);
     return ok;
+}
+
+/* A record whose bytes will never land (a failed completion, a released
+ * QP): what it carries is dropped, never landed by a later walk. */
+static void rec_drop(struct push_rec *rec)
+{
+    uint32_t st = REC_WAITING;
+    atomic_compare_exchange_strong(&rec->landed, &st, REC_LANDED);
 }
 
 int push_rx_collect_locked(struct sn_qp *qp)
@@ -595,17 +544,17 @@ int push_rx_collect_locked(struct sn_qp *qp)
         /* the peer wrote the record: a length or request no push can have
          * is a failed receive, never a size the application would trust;
          * a SEND's bytes go into this receive's entry, nowhere else */
-        uint32_t len = rec->len, op = rec->op;
-        bool send = op == REC_OP_SEND || op == REC_OP_SEND_IMM;
+        struct rec_view v;
+        rec_read(rec, &v);
+        uint32_t len = v.len, op = v.op;
+        bool send = rec_is_send(&v);
         bool ok = (op == REC_OP_WRITE_IMM && len <= SN_PUSH_MAX_BYTES) ||
                   (send && len <= SN_PUSH_INLINE_MAX &&
-                   (!len || (r.num_sge == 1 && rec->rkey == r.sge[0].lkey && rec->raddr == r.sge[0].addr &&
+                   (!len || (r.num_sge == 1 && v.rkey == r.sge[0].lkey && v.raddr == r.sge[0].addr &&
                              len <= r.sge[0].length)));
-        ok = ok && land_locked(qp, rec);
-        if (!ok) {   /* what such a record carries is dropped, never landed later */
-            uint32_t st = REC_WAITING;
-            atomic_compare_exchange_strong(&rec->landed, &st, REC_LANDED);
-        }
+        ok = ok && land_locked(qp, rec, &v);
+        if (!ok)
+            rec_drop(rec);
         wc.opcode = send ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM;
         wc.status = ok ? IBV_WC_SUCCESS : send ? IBV_WC_LOC_PROT_ERR : IBV_WC_GENERAL_ERR;
         wc.byte_len = ok ? len : 0;
@@ -613,9 +562,9 @@ int push_rx_collect_locked(struct sn_qp *qp)
         wc.src_qp = qp->attr.dest_qp_num;
         if (op != REC_OP_SEND) {
             wc.wc_flags = IBV_WC_WITH_IMM;
-            wc.imm_data = rec->imm;
+            wc.imm_data = v.imm;
         }
-        bool solicited = rec->solicited != 0;
+        bool solicited = v.solicited != 0;
         qp->rx_popped++;
         __atomic_store_n(&qp->rx_next, qp->rx_next + 1, __ATOMIC_RELAXED);
         /* after the record's last read: a pusher may reuse it then */
@@ -797,6 +746,8 @@ static bool slot_get_locked(struct sn_qp *qp, struct push_region *r, const struc
      * stale pusher out of its next QP */
     for (uint32_t i = 0; i < PUSH_QP_SLOTS; i++) {
         if (!me.used[i]) {
+            if (!me.own[i] && !(me.own[i] = calloc(1, sizeof(*me.own[i]))))
+                break;
             me.used[i] = true;
             me.gen[i]++;
             if (i + 1 > atomic_load(&me.hi))
@@ -848,8 +799,17 @@ void push_qp_release_locked(struct sn_qp *qp)
     drain(&s->pushers);
     /* what waits in its records lands, as a NIC had placed it at arrival
      * (their completions are never made now) */
-    for (uint32_t k = 0; k < PUSH_RECS; k++)
-        land_locked(qp, &s->rec[k]);
+    for (uint32_t k = 0; k < PUSH_RECS; k++) {
+        struct push_rec *rec = &s->rec[k];
+        if (atomic_load_explicit(&rec->landed, memory_order_acquire) != REC_WAITING)
+            continue;
+        struct rec_view v;
+        rec_read(rec, &v);
+        bool may = v.seq >> TAG_SHIFT == (me.gen[qp->push_slot] & 0xffffffu) &&
+                   (rec_is_send(&v) ? send_fits_shown((uint32_t)qp->push_slot, k, &v) : v.op == REC_OP_WRITE_IMM);
+        if (!may || !land_locked(qp, rec, &v))
+            rec_drop(rec);
+    }
     cq_unlist(qp);
     /* what peers pushed stays counted on the QP */
     atomic_fetch_add(&qp->cnt.rx_bytes, atomic_exchange(&s->rx_bytes, 0));

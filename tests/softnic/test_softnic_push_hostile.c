@@ -1,0 +1,246 @@
+/* tests/softnic/test_softnic_push_hostile.c: a peer that writes softnic's
+ * push region (push.c) as it likes.  Any process that maps the region can
+ * write a QP's records, so what a record names is trusted only where the
+ * QP's own state agrees: a SEND's bytes land in the receive they complete
+ * and nowhere else, a WRITE_WITH_IMM's only in a region of the QP's PD
+ * that remote writes may reach -- also when the QP is destroyed or a
+ * region deregistered with the record still waiting.  The cases map this
+ * process's own region (the receiving QP's) and forge records in it. */
+#include "sntest.h"
+#include "push_region.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WAIT_MS 10000
+#define BUF 4096u
+#define SCAN_SLOTS 64u   /* slots go lowest first: this process's QPs hold the first few */
+
+struct fixture {
+    struct st_dev d;
+    struct st_qp a, b;
+    char *src, *rbuf, *lbuf;
+    struct ibv_mr *smr, *rmr, *lmr;   /* lmr: local write only, no remote access */
+    struct push_region *r;
+    size_t rlen;
+};
+
+/* This process's push region, mapped again: NULL when there is none. */
+static struct push_region *map_region(size_t *len)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir)
+        return NULL;
+    struct push_region *r = NULL;
+    struct dirent *e;
+    while (!r && (e = readdir(dir))) {
+        char path[300], link[256];
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        if (strncmp(link, "/memfd:softnic-push", 19) != 0)
+            continue;
+        int fd = open(path, O_RDWR);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct push_region)) {
+            void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (m != MAP_FAILED) {
+                r = m;
+                *len = (size_t)st.st_size;
+            }
+        }
+        close(fd);
+    }
+    closedir(dir);
+    return r && r->magic == PUSH_MAGIC && r->version == PUSH_VERSION ? r : NULL;
+}
+
+/* The QPs are connected and a receive of rbuf + 100 (100 bytes) is
+ * posted on b, which shows it in its slot: skips without a push region. */
+static void setup(struct fixture *f)
+{
+    st_dev_open(&f->d);
+    struct st_qp_opts o = { .max_inline = 64, .timeout = 10, .retry_cnt = 1 };
+    st_qp_pair(&f->d, &f->a, &f->b, &o);
+    f->src = st_buf(BUF, 1);
+    f->rbuf = st_buf(BUF, 2);
+    f->lbuf = st_buf(BUF, 3);
+    memset(f->rbuf, 0, BUF);
+    memset(f->lbuf, 0, BUF);
+    f->smr = ibv_reg_mr(f->d.pd, f->src, BUF, IBV_ACCESS_LOCAL_WRITE);
+    f->rmr = ibv_reg_mr(f->d.pd, f->rbuf, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    f->lmr = ibv_reg_mr(f->d.pd, f->lbuf, BUF, IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_TRUE(f->smr && f->rmr && f->lmr);
+    /* a send on the wire connects them (and makes the push offers) */
+    st_post_recv(f->b.qp, 1, f->rbuf, 64, f->rmr->lkey);
+    st_post_send(f->a.qp, 2, f->src, 64, f->smr->lkey, IBV_SEND_SIGNALED);
+    struct ibv_wc wc;
+    st_wait_wc(f->a.scq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, 2);
+    st_wait_wc(f->b.rcq, &wc, WAIT_MS);
+    EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 1);
+    st_post_recv(f->b.qp, 7, f->rbuf + 100, 100, f->rmr->lkey);
+    f->r = map_region(&f->rlen);
+    if (!f->r)
+        TAP_SKIP("no push region in this process (SOFTNIC_PUSH=0, or no pidfd_open: under valgrind)");
+}
+
+static void teardown(struct fixture *f)
+{
+    st_qp_destroy(&f->a);
+    if (f->b.qp)
+        st_qp_destroy(&f->b);
+    if (f->smr)
+        ibv_dereg_mr(f->smr);
+    if (f->rmr)
+        ibv_dereg_mr(f->rmr);
+    if (f->lmr)
+        ibv_dereg_mr(f->lmr);
+    st_dev_close(&f->d);
+    if (f->r)
+        munmap(f->r, f->rlen);
+}
+
+/* b's shown receive of rbuf + 100: its slot and index k in the window. */
+static bool find_shown(const struct fixture *f, struct push_qp **slot, uint32_t *k)
+{
+    uint64_t want = (uintptr_t)f->rbuf + 100;
+    for (uint32_t i = 0; i < SCAN_SLOTS; i++)
+        for (uint32_t j = 0; j < PUSH_RECS; j++) {
+            struct push_rwqe *e = &f->r->qp[i].rwqe[j];
+            if (atomic_load(&e->seq) && atomic_load(&e->addr) == want && atomic_load(&e->lkey) == f->rmr->lkey) {
+                *slot = &f->r->qp[i];
+                *k = j;
+                return true;
+            }
+        }
+    return false;
+}
+
+/* Writes record k of the slot as a pusher does, for the receive shown
+ * there: op, where its bytes go, and 8 bytes of 0x5a. */
+static void forge(struct push_qp *s, uint32_t k, uint32_t op, uint32_t key, uint64_t addr)
+{
+    struct push_rec *rec = &s->rec[k];
+    uint64_t seq = atomic_load(&s->rwqe[k].seq);
+    rec->op = op;
+    rec->len = 8;
+    rec->rkey = key;
+    rec->raddr = addr;
+    rec->imm = 0;
+    rec->solicited = 0;
+    memset(rec->data, 0x5a, 8);
+    atomic_store(&rec->landed, REC_WAITING);
+    atomic_store(&rec->seq, seq);
+}
+
+static bool zero(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+/* How the forged record is let go: b destroyed, or lmr deregistered. */
+enum end { DESTROY, DEREG };
+
+static void let_go(struct fixture *f, enum end how)
+{
+    if (how == DESTROY) {
+        st_qp_destroy(&f->b);
+        f->b.qp = NULL;
+    } else {
+        EXPECT_EQ_INT(0, ibv_dereg_mr(f->lmr));
+        f->lmr = NULL;
+    }
+}
+
+/* The forgery itself works: a SEND record that names the shown receive
+ * exactly lands there when the QP is destroyed unpolled, as a NIC had
+ * placed its bytes (so the refusals below are the checks', not a record
+ * nobody looked at). */
+TAP_CASE(test_a_forged_send_record_for_its_own_receive_lands_at_destroy)
+{
+    struct fixture f;
+    setup(&f);
+    struct push_qp *s;
+    uint32_t k;
+    EXPECT_TRUE(find_shown(&f, &s, &k));
+    forge(s, k, REC_OP_SEND, f.rmr->lkey, (uintptr_t)f.rbuf + 100);
+    let_go(&f, DESTROY);
+    char want[8];
+    memset(want, 0x5a, 8);
+    EXPECT_MEMEQ(want, f.rbuf + 100, 8);
+    teardown(&f);
+}
+
+/* A SEND record that names a region with local write alone (the QP's PD)
+ * instead of its receive: neither the QP's destroy nor the region's
+ * deregistration puts its bytes there. */
+TAP_CASE(test_a_forged_send_record_never_lands_outside_its_receive)
+{
+    for (int how = DESTROY; how <= DEREG; how++) {
+        struct fixture f;
+        setup(&f);
+        struct push_qp *s;
+        uint32_t k;
+        EXPECT_TRUE(find_shown(&f, &s, &k));
+        forge(s, k, REC_OP_SEND, f.lmr->lkey, (uintptr_t)f.lbuf + 64);
+        let_go(&f, (enum end)how);
+        tap_diag("%s", how == DESTROY ? "ibv_destroy_qp" : "ibv_dereg_mr");
+        EXPECT_TRUE(zero(f.lbuf, BUF));
+        EXPECT_TRUE(zero(f.rbuf + 100, 100));
+        teardown(&f);
+    }
+}
+
+/* A WRITE_WITH_IMM record that names a region without remote write:
+ * its deregistration does not put the bytes there (nor the QP's
+ * destroy), as a write on the wire to it gets an access error. */
+TAP_CASE(test_a_forged_write_record_never_lands_in_a_region_without_remote_write)
+{
+    for (int how = DESTROY; how <= DEREG; how++) {
+        struct fixture f;
+        setup(&f);
+        struct push_qp *s;
+        uint32_t k;
+        EXPECT_TRUE(find_shown(&f, &s, &k));
+        forge(s, k, REC_OP_WRITE_IMM, f.lmr->rkey, (uintptr_t)f.lbuf + 64);
+        let_go(&f, (enum end)how);
+        tap_diag("%s", how == DESTROY ? "ibv_destroy_qp" : "ibv_dereg_mr");
+        EXPECT_TRUE(zero(f.lbuf, BUF));
+        teardown(&f);
+    }
+}
+
+/* Polled, the same SEND record completes its receive with an error and
+ * writes neither the receive's buffer nor the region it names. */
+TAP_CASE(test_a_forged_send_record_polled_fails_its_receive_and_writes_nothing)
+{
+    struct fixture f;
+    setup(&f);
+    struct push_qp *s;
+    uint32_t k;
+    EXPECT_TRUE(find_shown(&f, &s, &k));
+    forge(s, k, REC_OP_SEND, f.lmr->lkey, (uintptr_t)f.lbuf + 64);
+    struct ibv_wc wc;
+    st_wait_wc(f.b.rcq, &wc, WAIT_MS);
+    EXPECT_EQ_U64(7, wc.wr_id);
+    EXPECT_EQ_INT(IBV_WC_LOC_PROT_ERR, wc.status);
+    EXPECT_TRUE(zero(f.lbuf, BUF));
+    EXPECT_TRUE(zero(f.rbuf + 100, 100));
+    teardown(&f);
+}
+
+int main(int argc, char **argv) { return sntest_main(argc, argv); }
