@@ -491,19 +491,20 @@ static bool land_locked(struct sn_qp *qp, struct push_rec *rec, const struct rec
     bool write = v->op == REC_OP_WRITE_IMM;
     int err = mr_get(v->rkey, write, qp->ibqp.pd, write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_LOCAL_WRITE,
                      v->raddr, v->len, &mr);
-    if (err && err != EINVAL)
-        return false;   /* another PD's, without the access, out of bounds */
     if (err) {
-        /* its region left the key table: the deregistration's walk,
-         * which follows, lands them (after a push under way, at most
-         * its drain's timeout) */
+        /* its region left the key table (a deregistration's walk, which
+         * follows, lands them: after a push under way, at most its
+         * drain's timeout) or changed (a re-registration's walk landed
+         * them); any other refusal of a record still waiting fails it */
         uint64_t until = sn_now_ns() + 2 * PUSH_DRAIN_NS;
-        while (atomic_load_explicit(&rec->landed, memory_order_acquire) != REC_LANDED) {
-            if (sn_now_ns() > until)
+        for (;;) {
+            uint32_t st = atomic_load_explicit(&rec->landed, memory_order_acquire);
+            if (st == REC_LANDED)
+                return true;
+            if ((st == REC_WAITING && err != EINVAL) || sn_now_ns() > until)
                 return false;
             sched_yield();
         }
-        return true;
     }
     bool ok = true;
     for (;;) {
