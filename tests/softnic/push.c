@@ -285,7 +285,9 @@ static struct push_qp *my_slot(const struct sn_qp *qp)
 static void rwqe_show_locked(struct sn_qp *qp)
 {
     struct push_qp *s = my_slot(qp);
-    if (!s || !atomic_load_explicit(&s->imm_ok, memory_order_relaxed))
+    /* a receive not shown is never taken by a pushed SEND: the receiver's
+     * SOFTNIC_PUSH_SEND=0 keeps its peers' SENDs on the wire */
+    if (!s || !atomic_load_explicit(&s->imm_ok, memory_order_relaxed) || !softnic_global()->conf.push_send)
         return;
     uint64_t end = qp->rx_popped + qp->rq_count, lim = qp->rx_next + PUSH_RECS;
     uint64_t n = qp->rx_pub > qp->rx_popped ? qp->rx_pub : qp->rx_popped;

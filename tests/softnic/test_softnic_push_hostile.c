@@ -93,6 +93,21 @@ static void setup(struct fixture *f)
     f->r = map_region(&f->rlen);
     if (!f->r)
         TAP_SKIP("no push region in this process (SOFTNIC_PUSH=0, or no pidfd_open: under valgrind)");
+
+}
+
+static bool env_off(const char *name)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, "0");
+}
+
+/* setup, for the cases that forge a SEND's record in a shown receive */
+static void setup_shown(struct fixture *f)
+{
+    if (env_off("SOFTNIC_PUSH_SEND") || env_off("SOFTNIC_PUSH_IMM"))
+        TAP_SKIP("the receiver shows no receive to pushed SENDs (SOFTNIC_PUSH_SEND=0 or SOFTNIC_PUSH_IMM=0)");
+    setup(f);
 }
 
 static void teardown(struct fixture *f)
@@ -173,7 +188,7 @@ static void let_go(struct fixture *f, enum end how)
 TAP_CASE(test_a_forged_send_record_for_its_own_receive_lands_at_destroy)
 {
     struct fixture f;
-    setup(&f);
+    setup_shown(&f);
     struct push_qp *s;
     uint32_t k;
     EXPECT_TRUE(find_shown(&f, &s, &k));
@@ -192,7 +207,7 @@ TAP_CASE(test_a_forged_send_record_never_lands_outside_its_receive)
 {
     for (int how = DESTROY; how <= DEREG; how++) {
         struct fixture f;
-        setup(&f);
+        setup_shown(&f);
         struct push_qp *s;
         uint32_t k;
         EXPECT_TRUE(find_shown(&f, &s, &k));
@@ -212,7 +227,7 @@ TAP_CASE(test_a_forged_write_record_never_lands_in_a_region_without_remote_write
 {
     for (int how = DESTROY; how <= DEREG; how++) {
         struct fixture f;
-        setup(&f);
+        setup_shown(&f);
         struct push_qp *s;
         uint32_t k;
         EXPECT_TRUE(find_shown(&f, &s, &k));
@@ -229,7 +244,7 @@ TAP_CASE(test_a_forged_write_record_never_lands_in_a_region_without_remote_write
 TAP_CASE(test_a_forged_send_record_polled_fails_its_receive_and_writes_nothing)
 {
     struct fixture f;
-    setup(&f);
+    setup_shown(&f);
     struct push_qp *s;
     uint32_t k;
     EXPECT_TRUE(find_shown(&f, &s, &k));
@@ -240,6 +255,21 @@ TAP_CASE(test_a_forged_send_record_polled_fails_its_receive_and_writes_nothing)
     EXPECT_EQ_INT(IBV_WC_LOC_PROT_ERR, wc.status);
     EXPECT_TRUE(zero(f.lbuf, BUF));
     EXPECT_TRUE(zero(f.rbuf + 100, 100));
+    teardown(&f);
+}
+
+/* A receiver run with SOFTNIC_PUSH_SEND=0 shows its peers no receive,
+ * so no peer's SEND takes one but on the wire (test_softnic_push_off.sh
+ * runs this program so). */
+TAP_CASE(test_a_receiver_with_pushed_sends_off_shows_no_receive)
+{
+    if (!env_off("SOFTNIC_PUSH_SEND"))
+        TAP_SKIP("runs with SOFTNIC_PUSH_SEND=0 (test_softnic_push_off.sh)");
+    struct fixture f;
+    setup(&f);
+    struct push_qp *s;
+    uint32_t k;
+    EXPECT_TRUE(!find_shown(&f, &s, &k));
     teardown(&f);
 }
 
