@@ -445,6 +445,20 @@ static bool send_fits_shown(uint32_t slot, uint32_t k, const struct rec_view *v)
            (v->len == 0 || (lkey && v->rkey == lkey && v->raddr == addr && v->len <= len));
 }
 
+/* Record k of slot, still waiting: its header in v, and whether its
+ * bytes may land where it says without a completion that checks them: a
+ * SEND's into the receive it completes, a write's where remote writes
+ * may reach (remote_ok: the region in hand allows them, or mr_get's
+ * checks follow). */
+static bool rec_landable(uint32_t slot, uint32_t k, struct push_rec *rec, bool remote_ok, struct rec_view *v)
+{
+    if (atomic_load_explicit(&rec->landed, memory_order_acquire) != REC_WAITING)
+        return false;
+    rec_read(rec, v);
+    return v->seq && v->seq >> TAG_SHIFT == (me.gen[slot] & 0xffffffu) &&
+           (rec_is_send(v) ? send_fits_shown(slot, k, v) : v->op == REC_OP_WRITE_IMM && remote_ok);
+}
+
 /* A deregistration's walk: lands the bytes that wait in a slot's records
  * for mr's key, where the slot's QP could have had them: a write's into
  * a region of its PD that remote writes may reach, a SEND's into the
@@ -455,20 +469,14 @@ static bool send_fits_shown(uint32_t slot, uint32_t k, const struct rec_view *v)
 static void land_slot(uint32_t slot, const struct sn_mr *mr)
 {
     struct push_qp *s = &me.r->qp[slot];
-    uint64_t gen = me.gen[slot] & 0xffffffu;
     const struct slot_own *own = me.own[slot];
     if (!own || atomic_load(&own->pd) != (uintptr_t)mr->ibmr.pd)
         return;
     for (uint32_t k = 0; k < PUSH_RECS; k++) {
         struct push_rec *rec = &s->rec[k];
-        if (atomic_load_explicit(&rec->landed, memory_order_acquire) != REC_WAITING)
-            continue;
         struct rec_view v;
-        rec_read(rec, &v);
-        bool may = rec_is_send(&v) ? send_fits_shown(slot, k, &v)
-                                   : v.op == REC_OP_WRITE_IMM && (mr->access & IBV_ACCESS_REMOTE_WRITE);
         uint32_t st = REC_WAITING;
-        if (!v.seq || v.seq >> TAG_SHIFT != gen || v.rkey != mr->ibmr.rkey || !may ||
+        if (!rec_landable(slot, k, rec, mr->access & IBV_ACCESS_REMOTE_WRITE, &v) || v.rkey != mr->ibmr.rkey ||
             !atomic_compare_exchange_strong(&rec->landed, &st, REC_COPYING))
             continue;
         bool same = atomic_load(&rec->seq) == v.seq;
@@ -804,13 +812,8 @@ void push_qp_release_locked(struct sn_qp *qp)
      * (their completions are never made now) */
     for (uint32_t k = 0; k < PUSH_RECS; k++) {
         struct push_rec *rec = &s->rec[k];
-        if (atomic_load_explicit(&rec->landed, memory_order_acquire) != REC_WAITING)
-            continue;
         struct rec_view v;
-        rec_read(rec, &v);
-        bool may = v.seq >> TAG_SHIFT == (me.gen[qp->push_slot] & 0xffffffu) &&
-                   (rec_is_send(&v) ? send_fits_shown((uint32_t)qp->push_slot, k, &v) : v.op == REC_OP_WRITE_IMM);
-        if (!may || !land_locked(qp, rec, &v))
+        if (!rec_landable((uint32_t)qp->push_slot, k, rec, true, &v) || !land_locked(qp, rec, &v))
             rec_drop(rec);
     }
     cq_unlist(qp);
