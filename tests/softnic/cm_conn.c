@@ -425,6 +425,20 @@ static void side_channel_open_locked(struct cm_id *c)
         fail_locked(c, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, NULL, 0, 0);
 }
 
+/* A TCP connect from a port to that same port of the same address, with
+ * nobody listening, meets itself (simultaneous open) and succeeds: the
+ * source port an unbound id's side channel gets may be the very port it
+ * connects to (the kernel hands out a port a listener just gave up). No
+ * peer is there: as a refusal. */
+static bool self_connected(int sock)
+{
+    struct sockaddr_in a, b;
+    socklen_t al = sizeof(a), bl = sizeof(b);
+    return !getsockname(sock, (struct sockaddr *)&a, &al) && !getpeername(sock, (struct sockaddr *)&b, &bl) &&
+           a.sin_family == AF_INET && b.sin_family == AF_INET && a.sin_port == b.sin_port &&
+           a.sin_addr.s_addr == b.sin_addr.s_addr;
+}
+
 static void on_connected_locked(struct cm_id *c)
 {
     int err = 0;
@@ -436,7 +450,7 @@ static void on_connected_locked(struct cm_id *c)
     /* A reset before the REQ went out is a refusal too: a listener closed
      * while the handshake was under way answers so (seen on a loaded host
      * right after the listener's id was destroyed). */
-    if (err == ECONNREFUSED || err == ECONNRESET) {
+    if (err == ECONNREFUSED || err == ECONNRESET || (!err && self_connected(c->sock))) {
         refused_locked(c);
         return;
     }

@@ -229,6 +229,33 @@ TAP_CASE(test_no_listener_is_rejected_with_reason_8)
     pair_close(&p);
 }
 
+/* An active id bound to the very port it connects to, nobody listening
+ * there: its side channel meets itself (TCP's simultaneous open), which is
+ * no peer: REJECTED with reason 8 as for any port without a listener, not
+ * its own REQ read back as an answer.  An unbound id's port can be such a
+ * port by chance (one a listener just gave up). */
+TAP_CASE(test_a_connect_to_its_own_port_is_rejected_with_reason_8)
+{
+    struct pair p;
+    pair_open(&p);
+    uint16_t port = p.port;
+    rdma_destroy_id(p.listen);
+    EXPECT_EQ_INT(0, rdma_create_id(p.sch, &p.listen, NULL, RDMA_PS_TCP));
+    rdma_destroy_id(p.client);
+    EXPECT_EQ_INT(0, rdma_create_id(p.cch, &p.client, NULL, RDMA_PS_TCP));
+    struct sockaddr_in src = sin_of("127.0.0.1", port), dst = sin_of("127.0.0.1", port);
+    EXPECT_EQ_INT(0, rdma_bind_addr(p.client, (struct sockaddr *)&src));
+    EXPECT_EQ_INT(0, rdma_resolve_addr(p.client, NULL, (struct sockaddr *)&dst, 2000));
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_ADDR_RESOLVED, 0, WAIT_MS);
+    EXPECT_EQ_INT(0, rdma_resolve_route(p.client, 2000));
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, WAIT_MS);
+    pair_qp(p.client);
+    struct rdma_conn_param cp = { .retry_count = 7 };
+    EXPECT_EQ_INT(0, rdma_connect(p.client, &cp));
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 8, WAIT_MS);
+    pair_close(&p);
+}
+
 TAP_CASE(test_server_id_destroyed_before_accept_rejects_the_client)
 {
     struct pair p;
