@@ -101,6 +101,13 @@ case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; ex
 case $lrounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_LAT_ROUNDS: a positive count"; exit 1 ;; esac
 few() { [ "$1" -lt 5 ] && echo " (from $1 rounds: fewer than 5, not a verdict)"; }
 
+# listening PORT: something listens on TCP port PORT (IPv4 or IPv6), read
+# from /proc (the GPU machines have no ss)
+listening() {
+    awk -v p=":$(printf '%04X' "$1")" '$2 ~ p "$" && $4 == "0A" { f = 1 } END { exit !f }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
 perftest() { # tool args...: runs server and client, prints the client's output
     t=$1; shift
     # a fresh port each run; its callers run in $(...), so the next port
@@ -114,7 +121,13 @@ perftest() { # tool args...: runs server and client, prints the client's output
         set -- "$t" "$@"
     fi
     timeout 120 "$@" -d softnic0 -x 0 -p $port >"$tmp/srv" 2>&1 &
-    sleep 1
+    # the client once the server listens (a second's sleep was most of a
+    # 64 KiB run's time), within 10 s, or once the server is gone
+    spid=$! i=0
+    while [ $i -lt 500 ] && ! listening $port && kill -0 $spid 2>/dev/null; do
+        sleep 0.02
+        i=$((i + 1))
+    done
     timeout 120 "$@" -d softnic0 -x 0 -p $port 127.0.0.1 2>&1
     wait
 }
