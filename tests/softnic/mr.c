@@ -127,6 +127,8 @@ struct ibv_mr *mr_reg_dmabuf(struct ibv_pd *pd, uint64_t offset, size_t len, uin
     return mr;
 }
 
+_Atomic int sn_mr_withdrawing;
+
 int mr_dereg(struct ibv_mr *ibmr)
 {
     struct sn_mr *mr = (struct sn_mr *)ibmr;
@@ -136,9 +138,11 @@ int mr_dereg(struct ibv_mr *ibmr)
         pthread_rwlock_unlock(&mr_lock);
         return EINVAL;
     }
+    atomic_fetch_add(&sn_mr_withdrawing, 1);   /* before the key goes */
     mr_table[idx] = NULL;
     pthread_rwlock_unlock(&mr_lock);
     push_mr_withdraw(mr);   /* returns once no same-host push is under way */
+    atomic_fetch_sub(&sn_mr_withdrawing, 1);
     if (mr->shared)
         share_drop(&mr->share);
     /* wait for accesses that started before the key went away; WQEs

@@ -505,13 +505,18 @@ static bool land_locked(struct sn_qp *qp, struct push_rec *rec, const struct rec
         /* its region left the key table (a deregistration's walk, which
          * follows, lands them: after a push under way, at most its
          * drain's timeout) or changed (a re-registration's walk landed
-         * them); any other refusal of a record still waiting fails it */
+         * them); any other refusal of a record still waiting fails it,
+         * and so does an unknown key no deregistration is taking away */
         uint64_t until = sn_now_ns() + 2 * PUSH_DRAIN_NS;
         for (;;) {
             uint32_t st = atomic_load_explicit(&rec->landed, memory_order_acquire);
             if (st == REC_LANDED)
                 return true;
-            if ((st == REC_WAITING && err != EINVAL) || sn_now_ns() > until)
+            if (st == REC_WAITING &&
+                (err != EINVAL || !atomic_load_explicit(&sn_mr_withdrawing, memory_order_acquire)))
+                /* a walk that ended between the two loads landed it first */
+                return atomic_load_explicit(&rec->landed, memory_order_acquire) == REC_LANDED;
+            if (sn_now_ns() > until)
                 return false;
             sched_yield();
         }

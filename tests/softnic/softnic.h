@@ -349,6 +349,10 @@ struct sn_mr {
 int mr_get(uint32_t key, bool remote, struct ibv_pd *pd, int need_access,
            uint64_t addr, uint64_t len, struct sn_mr **out);
 void mr_put(struct sn_mr *mr);
+/* Deregistrations between taking their key out of the table and the end
+ * of push_mr_withdraw's walk: a record whose key is unknown may still be
+ * landed by one of them while this is not 0 (push.c). */
+extern _Atomic int sn_mr_withdrawing;
 /* What key names for [addr, addr+len) in pd: host or CUDA memory, or
  * SN_MEM_UNKNOWN for a key not valid there and when the key table is being
  * changed, without waiting for it: for a caller holding a QP lock
