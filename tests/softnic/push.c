@@ -583,13 +583,16 @@ int push_rx_collect_locked(struct sn_qp *qp)
         bool solicited = v.solicited != 0;
         qp->rx_popped++;
         __atomic_store_n(&qp->rx_next, qp->rx_next + 1, __ATOMIC_RELAXED);
-        /* after the record's last read: a pusher may reuse it then */
+        /* the receive the window gains shown before the window opens (a
+         * pusher that found it open and the receive not shown took the
+         * wire, and so did every request behind it until its send queue
+         * drained); then, after the record's last read, rq_done: a pusher
+         * may reuse the record */
+        rwqe_show_locked(qp);
         atomic_store_explicit(&s->rq_done, qp->rx_next, memory_order_release);
         cq_push((struct sn_cq *)qp->ibqp.recv_cq, &wc, solicited);
         n++;
     }
-    if (n)
-        rwqe_show_locked(qp);
     return n;
 }
 
@@ -645,8 +648,8 @@ void push_rx_done_locked(struct sn_qp *qp, uint64_t idx)
     while (next < qp->rx_popped && rx_done_bit(qp, next, -1))
         next++;
     __atomic_store_n(&qp->rx_next, next, __ATOMIC_RELAXED);
+    rwqe_show_locked(qp);   /* the receives the window gains, before it opens */
     atomic_store_explicit(&s->rq_done, next, memory_order_release);
-    rwqe_show_locked(qp);
     push_rx_collect_locked(qp);
     if (qp->rx_flush_deferred && qp->rx_next == qp->rx_popped) {
         qp->rx_flush_deferred = false;
