@@ -81,7 +81,8 @@ static void setup(struct fixture *f)
     f->rmr = ibv_reg_mr(f->d.pd, f->rbuf, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     f->lmr = ibv_reg_mr(f->d.pd, f->lbuf, BUF, IBV_ACCESS_LOCAL_WRITE);
     EXPECT_TRUE(f->smr && f->rmr && f->lmr);
-    /* a send on the wire connects them (and makes the push offers) */
+    /* the first send takes the wire: it connects them, and the push
+     * offers come with the connection */
     st_post_recv(f->b.qp, 1, f->rbuf, 64, f->rmr->lkey);
     st_post_send(f->a.qp, 2, f->src, 64, f->smr->lkey, IBV_SEND_SIGNALED);
     struct ibv_wc wc;
@@ -93,7 +94,6 @@ static void setup(struct fixture *f)
     f->r = map_region(&f->rlen);
     if (!f->r)
         TAP_SKIP("no push region in this process (SOFTNIC_PUSH=0, or no pidfd_open: under valgrind)");
-
 }
 
 static bool env_off(const char *name)
