@@ -2,6 +2,10 @@
 #include "proc_self.h"
 
 #include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 /* entries of dir but . and .. */
 static int entries(const char *dir)
@@ -23,4 +27,23 @@ int proc_self_fds(void)
 int proc_self_threads(void)
 {
     return entries("/proc/self/task");
+}
+
+int proc_self_fd_to(const char *prefix)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int fd = -1;
+    for (struct dirent *e; d && fd < 0 && (e = readdir(d));) {
+        char path[300], link[256];
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        if (strncmp(link, prefix, strlen(prefix)) == 0)
+            fd = atoi(e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return fd;
 }

@@ -7,5 +7,8 @@
 int proc_self_fds(void);
 /* Threads of this process. */
 int proc_self_threads(void);
+/* The first open file descriptor whose target (its /proc/self/fd link)
+ * starts with prefix, or -1. */
+int proc_self_fd_to(const char *prefix);
 
 #endif

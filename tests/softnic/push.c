@@ -92,10 +92,7 @@ static bool rec_is_send(const struct rec_view *v)
  * (seq last, as there); pd is the QP's. */
 struct slot_own {
     _Atomic uintptr_t pd;
-    struct {
-        _Atomic uint64_t seq, addr;
-        _Atomic uint32_t len, lkey;
-    } shown[PUSH_RECS];
+    struct push_rwqe shown[PUSH_RECS];
 };
 
 static struct {
@@ -282,6 +279,18 @@ static struct push_qp *my_slot(const struct sn_qp *qp)
 /* Shows pushers the receives a pushed SEND may take: those posted, not
  * taken yet, within PUSH_RECS of the oldest without its completion (the
  * records' window); qp->lock held, after rq_posted or rq_done moved. */
+/* Writes receive w into e as a pushed SEND sees it (struct push_rwqe),
+ * seq last. */
+static void rwqe_put(struct push_rwqe *e, const struct sn_rwqe *w, uint64_t seq)
+{
+    bool one = w->num_sge == 1;
+    atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
+    atomic_store_explicit(&e->addr, one ? w->sge[0].addr : 0, memory_order_relaxed);
+    atomic_store_explicit(&e->len, one ? w->sge[0].length : 0, memory_order_relaxed);
+    atomic_store_explicit(&e->lkey, one ? w->sge[0].lkey : 0, memory_order_relaxed);
+    atomic_store_explicit(&e->seq, seq, memory_order_release);
+}
+
 static void rwqe_show_locked(struct sn_qp *qp)
 {
     struct push_qp *s = my_slot(qp);
@@ -297,20 +306,8 @@ static void rwqe_show_locked(struct sn_qp *qp)
     struct slot_own *own = me.own[qp->push_slot];
     for (; n < end; n++) {
         const struct sn_rwqe *w = &qp->rq[(qp->rq_head + (n - qp->rx_popped)) % qp->rq_size];
-        struct push_rwqe *e = &s->rwqe[n % PUSH_RECS];
-        bool one = w->num_sge == 1;
-        uint64_t addr = one ? w->sge[0].addr : 0;
-        uint32_t len = one ? w->sge[0].length : 0, lkey = one ? w->sge[0].lkey : 0;
-        atomic_store_explicit(&own->shown[n % PUSH_RECS].seq, 0, memory_order_relaxed);
-        atomic_store_explicit(&own->shown[n % PUSH_RECS].addr, addr, memory_order_relaxed);
-        atomic_store_explicit(&own->shown[n % PUSH_RECS].len, len, memory_order_relaxed);
-        atomic_store_explicit(&own->shown[n % PUSH_RECS].lkey, lkey, memory_order_relaxed);
-        atomic_store_explicit(&own->shown[n % PUSH_RECS].seq, tag(gen, n + 1), memory_order_release);
-        atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
-        atomic_store_explicit(&e->addr, addr, memory_order_relaxed);
-        atomic_store_explicit(&e->len, len, memory_order_relaxed);
-        atomic_store_explicit(&e->lkey, lkey, memory_order_relaxed);
-        atomic_store_explicit(&e->seq, tag(gen, n + 1), memory_order_release);
+        rwqe_put(&own->shown[n % PUSH_RECS], w, tag(gen, n + 1));
+        rwqe_put(&s->rwqe[n % PUSH_RECS], w, tag(gen, n + 1));
     }
     if (n > qp->rx_pub)
         qp->rx_pub = n;
@@ -436,12 +433,13 @@ static bool send_fits_shown(uint32_t slot, uint32_t k, const struct rec_view *v)
     const struct slot_own *own = me.own[slot];
     if (!own || !v->seq || v->len > SN_PUSH_INLINE_MAX)
         return false;
-    uint64_t seq = atomic_load_explicit(&own->shown[k].seq, memory_order_acquire);
-    uint64_t addr = atomic_load_explicit(&own->shown[k].addr, memory_order_relaxed);
-    uint32_t len = atomic_load_explicit(&own->shown[k].len, memory_order_relaxed);
-    uint32_t lkey = atomic_load_explicit(&own->shown[k].lkey, memory_order_relaxed);
+    const struct push_rwqe *e = &own->shown[k];
+    uint64_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
+    uint64_t addr = atomic_load_explicit(&e->addr, memory_order_relaxed);
+    uint32_t len = atomic_load_explicit(&e->len, memory_order_relaxed);
+    uint32_t lkey = atomic_load_explicit(&e->lkey, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
-    return seq == v->seq && atomic_load_explicit(&own->shown[k].seq, memory_order_relaxed) == seq &&
+    return seq == v->seq && atomic_load_explicit(&e->seq, memory_order_relaxed) == seq &&
            (v->len == 0 || (lkey && v->rkey == lkey && v->raddr == addr && v->len <= len));
 }
 

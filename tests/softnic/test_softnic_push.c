@@ -7,9 +7,9 @@
  * case must hold the same with the counter at 0. */
 #include "sntest.h"
 #include "plugin/ib/memfd.h"
+#include "tests/proc_self.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -351,19 +351,9 @@ TAP_CASE(test_a_stored_write_lands_in_address_order)
  * a QP of the same process opens the peer's, here its own. */
 static bool holds_own_proc_mem(void)
 {
-    char want[64], path[300], link[64];
+    char want[64];
     snprintf(want, sizeof(want), "/proc/%d/mem", (int)getpid());
-    DIR *d = opendir("/proc/self/fd");
-    bool found = false;
-    for (struct dirent *e; d && !found && (e = readdir(d));) {
-        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(path, link, sizeof(link) - 1);
-        link[n > 0 ? n : 0] = 0;
-        found = strcmp(link, want) == 0;
-    }
-    if (d)
-        closedir(d);
-    return found;
+    return proc_self_fd_to(want) >= 0;
 }
 
 /* The posting thread writes through the peer's /proc/<pid>/mem, opened

@@ -8,9 +8,8 @@
  * process's own region (the receiving QP's) and forge records in it. */
 #include "sntest.h"
 #include "push_region.h"
+#include "tests/proc_self.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,38 +30,23 @@ struct fixture {
     size_t rlen;
 };
 
-/* This process's push region, mapped again: NULL when there is none. */
+/* This process's push region, mapped again through softnic's own fd of
+ * it: NULL when there is none. */
 static struct push_region *map_region(size_t *len)
 {
-    DIR *dir = opendir("/proc/self/fd");
-    if (!dir)
+    int fd = proc_self_fd_to("/memfd:softnic-push");
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(struct push_region))
         return NULL;
-    struct push_region *r = NULL;
-    struct dirent *e;
-    while (!r && (e = readdir(dir))) {
-        char path[300], link[256];
-        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(path, link, sizeof(link) - 1);
-        if (n <= 0)
-            continue;
-        link[n] = '\0';
-        if (strncmp(link, "/memfd:softnic-push", 19) != 0)
-            continue;
-        int fd = open(path, O_RDWR);
-        struct stat st;
-        if (fd < 0)
-            continue;
-        if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct push_region)) {
-            void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            if (m != MAP_FAILED) {
-                r = m;
-                *len = (size_t)st.st_size;
-            }
-        }
-        close(fd);
-    }
-    closedir(dir);
-    return r && r->magic == PUSH_MAGIC && r->version == PUSH_VERSION ? r : NULL;
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    struct push_region *r = m;
+    *len = (size_t)st.st_size;
+    if (r->magic == PUSH_MAGIC && r->version == PUSH_VERSION)
+        return r;
+    munmap(m, *len);
+    return NULL;
 }
 
 /* The QPs are connected and a receive of rbuf + 100 (100 bytes) is
