@@ -741,7 +741,12 @@ int qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
     for (; wr && !err; wr = wr->next) {
         if ((err = qp_check_recv_wr(qp->cap.max_recv_sge, wr)))
             break;
-        if (qp->attr.qp_state == IBV_QPS_ERR) {
+        /* a QP in error flushes what is posted to it, after what came
+         * before: while pushed completions wait behind the engine's
+         * (push_rx_flush_waits_locked), the receive queues up for the
+         * flush that follows them */
+        bool err_state = qp->attr.qp_state == IBV_QPS_ERR;
+        if (err_state && !qp->rx_flush_deferred) {
             qp_recv_flush_wc(qp, wr->wr_id);
             continue;
         }
@@ -755,7 +760,8 @@ int qp_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
         if (wr->num_sge)
             memcpy(r->sge, wr->sg_list, sizeof(struct ibv_sge) * (size_t)wr->num_sge);
         qp->rq_count++;
-        push_rq_posted_locked(qp, 1);
+        if (!err_state)   /* a receive in the flush's queue is no pusher's */
+            push_rq_posted_locked(qp, 1);
     }
     if (err && bad)
         *bad = wr;

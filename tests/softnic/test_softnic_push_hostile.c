@@ -7,19 +7,15 @@
  * region deregistered with the record still waiting.  The cases map this
  * process's own region (the receiving QP's) and forge records in it. */
 #include "sntest.h"
-#include "push_region.h"
-#include "tests/proc_self.h"
+#include "push_forge.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define WAIT_MS 10000
 #define BUF 4096u
-#define SCAN_SLOTS 64u   /* slots go lowest first: this process's QPs hold the first few */
 
 struct fixture {
     struct st_dev d;
@@ -29,25 +25,6 @@ struct fixture {
     struct push_region *r;
     size_t rlen;
 };
-
-/* This process's push region, mapped again through softnic's own fd of
- * it: NULL when there is none. */
-static struct push_region *map_region(size_t *len)
-{
-    int fd = proc_self_fd_to("/memfd:softnic-push");
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(struct push_region))
-        return NULL;
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED)
-        return NULL;
-    struct push_region *r = m;
-    *len = (size_t)st.st_size;
-    if (r->magic == PUSH_MAGIC && r->version == PUSH_VERSION)
-        return r;
-    munmap(m, *len);
-    return NULL;
-}
 
 /* The QPs are connected and a receive of rbuf + 100 (100 bytes) is
  * posted on b, which shows it in its slot: skips without a push region. */
@@ -75,7 +52,7 @@ static void setup(struct fixture *f)
     st_wait_wc(f->b.rcq, &wc, WAIT_MS);
     EXPECT_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 1);
     st_post_recv(f->b.qp, 7, f->rbuf + 100, 100, f->rmr->lkey);
-    f->r = map_region(&f->rlen);
+    f->r = push_forge_map(&f->rlen);
     if (!f->r)
         TAP_SKIP("no push region in this process (SOFTNIC_PUSH=0, or no pidfd_open: under valgrind)");
 }
@@ -113,37 +90,10 @@ static void teardown(struct fixture *f)
 /* b's shown receive of rbuf + 100: its slot and index k in the window. */
 static bool find_shown(const struct fixture *f, struct push_qp **slot, uint32_t *k)
 {
-    uint64_t want = (uintptr_t)f->rbuf + 100;
-    for (uint32_t i = 0; i < SCAN_SLOTS; i++)
-        for (uint32_t j = 0; j < PUSH_RECS; j++) {
-            struct push_rwqe *e = &f->r->qp[i].rwqe[j];
-            if (atomic_load(&e->seq) && atomic_load(&e->addr) == want && atomic_load(&e->lkey) == f->rmr->lkey) {
-                *slot = &f->r->qp[i];
-                *k = j;
-                return true;
-            }
-        }
-    return false;
+    return push_forge_find_shown(f->r, (uintptr_t)f->rbuf + 100, f->rmr->lkey, slot, k);
 }
 
-/* Writes record k of the slot as a pusher does, for the receive shown
- * there: op, where its bytes go, and 8 bytes of 0x5a. */
-static void forge(struct push_qp *s, uint32_t k, uint32_t op, uint32_t key, uint64_t addr)
-{
-    struct push_rec *rec = &s->rec[k];
-    uint64_t seq = atomic_load(&s->rwqe[k].seq);
-    rec->op = op;
-    rec->len = 8;
-    rec->rkey = key;
-    rec->raddr = addr;
-    rec->imm = 0;
-    rec->solicited = 0;
-    memset(rec->data, 0x5a, 8);
-    atomic_store(&rec->landed, REC_WAITING);
-    atomic_store(&rec->seq, seq);
-}
-
-/* setup_shown, then b's shown receive's record forged (forge) */
+/* setup_shown, then b's shown receive's record forged (push_forge_record) */
 static void setup_forged(struct fixture *f, uint32_t op, bool to_lbuf)
 {
     setup_shown(f);
@@ -151,9 +101,9 @@ static void setup_forged(struct fixture *f, uint32_t op, bool to_lbuf)
     uint32_t k;
     EXPECT_TRUE(find_shown(f, &s, &k));
     if (to_lbuf)
-        forge(s, k, op, f->lmr->lkey, (uintptr_t)f->lbuf + 64);
+        push_forge_record(s, k, op, f->lmr->lkey, (uintptr_t)f->lbuf + 64);
     else
-        forge(s, k, op, f->rmr->lkey, (uintptr_t)f->rbuf + 100);
+        push_forge_record(s, k, op, f->rmr->lkey, (uintptr_t)f->rbuf + 100);
 }
 
 static bool zero(const char *p, size_t n)
