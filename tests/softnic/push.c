@@ -193,13 +193,13 @@ static struct push_region *region(void)
 }
 
 /* Waits for the pushes under way on a slot or entry to end. */
-static void drain(_Atomic int32_t *pushers)
+static void drain(_Atomic uint32_t *pushers)
 {
     uint64_t until = sn_now_ns() + PUSH_DRAIN_NS;
-    while (atomic_load(pushers) > 0) {
+    while (pushers_busy(pushers)) {
         if (sn_now_ns() > until) {
             SN_LOG("push: a peer's push did not end within 1 s (the peer stopped in it?): going on");
-            atomic_store(pushers, 0);
+            pushers_reset(pushers);
             return;
         }
         usleep(20);
@@ -1103,7 +1103,7 @@ static bool key_gone(const void *arg, uint32_t key)
     if (idx >= PUSH_MR_SLOTS)
         return true;
     const struct push_mr *e = &r->mr[idx];
-    return atomic_load(&e->key) != key && atomic_load(&e->pushers) == 0;
+    return atomic_load(&e->key) != key && !pushers_busy(&e->pushers);
 }
 
 /* Stores len bytes from lv[0..nl) at raddr of the peer's region e (its key
@@ -1213,15 +1213,16 @@ static bool claim_send(struct push_region *r, struct push_qp *s, uint32_t gen, c
         if (w->len > room)
             return false;
         struct push_mr *e = NULL;
+        uint32_t epoch = 0;
         if (w->len) {
             uint32_t idx = lkey >> 8;
             if (idx >= PUSH_MR_SLOTS)
                 return false;
             e = &r->mr[idx];
-            atomic_fetch_add(&e->pushers, 1);
+            epoch = pushers_enter(&e->pushers);
             if (atomic_load(&e->key) != lkey || e->pd != s->pd || !(e->access & IBV_ACCESS_LOCAL_WRITE) ||
                 addr < e->iova || w->len > e->len || addr - e->iova > e->len - w->len) {
-                atomic_fetch_sub(&e->pushers, 1);
+                pushers_leave(&e->pushers, epoch);
                 return false;
             }
         }
@@ -1230,7 +1231,7 @@ static bool claim_send(struct push_region *r, struct push_qp *s, uint32_t gen, c
             rec_fill(r, s, gen, n, w, w->opcode == IBV_WR_SEND_WITH_IMM ? REC_OP_SEND_IMM : REC_OP_SEND, lkey,
                      addr, lv, w->len ? nl : 0);
         if (e)
-            atomic_fetch_sub(&e->pushers, 1);
+            pushers_leave(&e->pushers, epoch);
         if (mine)
             return true;
     }
@@ -1253,7 +1254,7 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
     bool ok = false, imm = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     bool send = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM;
     bool carry = imm && w->len && w->len <= softnic_global()->conf.push_inline;
-    atomic_fetch_add(&s->pushers, 1);
+    uint32_t epoch = pushers_enter(&s->pushers);
     uint16_t dev = s->dev, port = s->port;
     bool up = atomic_load(&s->live) == (gen << 1 | 1u) && dev < SN_MAX_DEVICES && port < SN_MAX_PORTS &&
               atomic_load(&r->port_up[dev][port]);
@@ -1265,7 +1266,7 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
         if (!w->len) {
             ok = true;   /* a zero-length RDMA access checks no key */
         } else if (e) {
-            atomic_fetch_add(&e->pushers, 1);
+            uint32_t key_epoch = pushers_enter(&e->pushers);
             if (atomic_load(&e->key) == w->rkey && e->pd == s->pd && (e->access & IBV_ACCESS_REMOTE_WRITE) &&
                 w->raddr >= e->iova && w->len <= e->len && w->raddr - e->iova <= e->len - w->len) {
                 if (carry)
@@ -1274,7 +1275,7 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
                     ok = (*stored = peer_store(p, e, w->rkey, w->raddr, lv, nl, w->len)) ||
                          peer_write(p, lv, nl, e->base + (w->raddr - e->iova), w->len);
             }
-            atomic_fetch_sub(&e->pushers, 1);
+            pushers_leave(&e->pushers, key_epoch);
         }
         if (ok && imm && !carry)
             ok = claim_recv(r, s, gen, w, NULL, 0, seen);
@@ -1285,7 +1286,7 @@ static bool place(struct sn_push_peer *p, uint32_t slot, uint32_t gen, const str
         atomic_fetch_add(&r->port_rx_bytes[dev][port], w->len);
         atomic_fetch_add(&r->port_rx_packets[dev][port], pkts);
     }
-    atomic_fetch_sub(&s->pushers, 1);
+    pushers_leave(&s->pushers, epoch);
     return ok;
 }
 

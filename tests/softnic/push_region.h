@@ -7,13 +7,14 @@
 #define SOFTNIC_PUSH_REGION_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "softnic.h"
 
 #define PUSH_MAGIC 0x534e5055u   /* "SNPU" */
-#define PUSH_VERSION 10u
+#define PUSH_VERSION 11u
 #define PUSH_MR_SLOTS 65536u     /* the key table's size: an entry per key index */
 #define PUSH_QP_SLOTS 16384u
 /* Records (pushed WRITE_WITH_IMMs and SENDs) a QP holds before its
@@ -27,12 +28,46 @@
  * count for one system call; a peer that died holding it cannot write */
 #define PUSH_DRAIN_NS 1000000000ull
 
+/* Pushes under way on a QP slot or key entry: a count in the low bits
+ * and an epoch above it.  A deregistration or a QP's stop waits for the
+ * count to reach 0 (drain); one that gives up on a pusher stopped in its
+ * push (PUSH_DRAIN_NS) starts a new epoch at 0, and that pusher, should it
+ * resume, leaves without counting itself out of the new epoch, which would
+ * hide a later pusher from the next drain. */
+#define PUSHERS_COUNT 0xffffu
+
+/* counts a pusher in: the epoch, for pushers_leave */
+static inline uint32_t pushers_enter(_Atomic uint32_t *c)
+{
+    return atomic_fetch_add(c, 1) & ~PUSHERS_COUNT;
+}
+
+static inline void pushers_leave(_Atomic uint32_t *c, uint32_t epoch)
+{
+    uint32_t v = atomic_load(c);
+    while ((v & ~PUSHERS_COUNT) == epoch && (v & PUSHERS_COUNT) && !atomic_compare_exchange_weak(c, &v, v - 1))
+        ;
+}
+
+static inline bool pushers_busy(const _Atomic uint32_t *c)
+{
+    return (atomic_load(c) & PUSHERS_COUNT) != 0;
+}
+
+/* gives up on the pushers counted: a new epoch at 0 */
+static inline void pushers_reset(_Atomic uint32_t *c)
+{
+    uint32_t v = atomic_load(c);
+    while (!atomic_compare_exchange_weak(c, &v, (v & ~PUSHERS_COUNT) + PUSHERS_COUNT + 1))
+        ;
+}
+
 #define NO_SHARE UINT32_MAX
 struct push_mr {
     _Atomic uint32_t key;        /* 0: none */
     uint32_t access;
     uint64_t iova, base, len, pd;
-    _Atomic int32_t pushers;
+    _Atomic uint32_t pushers;    /* pushers_*() */
     /* a region a pusher may map (share.c): the owner's fd of its memfd
      * (NO_SHARE: none), the file's identity and its offset at base */
     uint32_t share_fd;
@@ -102,7 +137,7 @@ struct push_qp {
     uint32_t access;             /* qp_access_flags */
     uint64_t pd;
     uint16_t dev, port;          /* its port, for port_up */
-    _Atomic int32_t pushers;
+    _Atomic uint32_t pushers;    /* pushers_*() */
     _Atomic uint64_t rx_bytes, rx_packets;
     /* WRITE_WITH_IMM: its receives, indexed from 0 in posting order;
      * taken by the receiver's engine or a pusher (compare-and-swap), done:

@@ -187,6 +187,28 @@ TAP_CASE(test_a_forged_send_record_polled_fails_its_receive_and_writes_nothing)
     teardown(&f);
 }
 
+/* A peer stopped inside a push holds a region's count: its
+ * deregistration waits for it PUSH_DRAIN_NS, then gives up on it.  Should
+ * that pusher resume, its leaving must not take a later pusher out of the
+ * count the next drain waits for. */
+TAP_CASE(test_a_pusher_resuming_after_a_drain_gave_up_on_it_hides_no_later_pusher)
+{
+    struct fixture f;
+    setup(&f);
+    struct push_mr *e = &f.r->mr[f.rmr->rkey >> 8];
+    EXPECT_EQ_U64(f.rmr->rkey, atomic_load(&e->key));
+    uint32_t stuck = pushers_enter(&e->pushers);
+    EXPECT_EQ_INT(0, ibv_dereg_mr(f.rmr));
+    f.rmr = NULL;
+    EXPECT_TRUE(!pushers_busy(&e->pushers));   /* given up on */
+    pushers_leave(&e->pushers, stuck);
+    uint32_t later = pushers_enter(&e->pushers);
+    EXPECT_TRUE(pushers_busy(&e->pushers));
+    pushers_leave(&e->pushers, later);
+    EXPECT_TRUE(!pushers_busy(&e->pushers));
+    teardown(&f);
+}
+
 /* A receiver run with SOFTNIC_PUSH_SEND=0 shows its peers no receive,
  * so no peer's SEND takes one but on the wire (test_softnic_push_off.sh
  * runs this program so). */
