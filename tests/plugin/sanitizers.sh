@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_ud tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_push tests/softnic/test_softnic_ack_note tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_ud tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_push tests/softnic/test_softnic_push_hostile tests/softnic/test_softnic_push_flush_order tests/softnic/test_softnic_ack_note tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
@@ -130,6 +130,10 @@ san asan_softnic_fastpath "$asan/tests/softnic/test_softnic_fastpath"
 # the same-host push (the shared region, refused writes, a peer's dereg
 # racing our pushes)
 san asan_softnic_push "$asan/tests/softnic/test_softnic_push"
+# records forged in the push region, a pusher stopped inside a push, and
+# the flush of a QP in ERR behind pushed completions
+san asan_softnic_push_hostile "$asan/tests/softnic/test_softnic_push_hostile"
+san asan_softnic_push_flush_order "$asan/tests/softnic/test_softnic_push_flush_order"
 # send completions made by the requester's polls from the responder's
 # notes (ack_note.c), beside READs and past the retry budget
 san asan_softnic_ack_note "$asan/tests/softnic/test_softnic_ack_note"
