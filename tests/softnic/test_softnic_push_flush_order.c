@@ -7,7 +7,6 @@
 #include "sntest.h"
 #include "push_forge.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
