@@ -276,9 +276,6 @@ static struct push_qp *my_slot(const struct sn_qp *qp)
     return r && qp->push_slot >= 0 ? &r->qp[qp->push_slot] : NULL;
 }
 
-/* Shows pushers the receives a pushed SEND may take: those posted, not
- * taken yet, within PUSH_RECS of the oldest without its completion (the
- * records' window); qp->lock held, after rq_posted or rq_done moved. */
 /* Writes receive w into e as a pushed SEND sees it (struct push_rwqe),
  * seq last. */
 static void rwqe_put(struct push_rwqe *e, const struct sn_rwqe *w, uint64_t seq)
@@ -291,6 +288,11 @@ static void rwqe_put(struct push_rwqe *e, const struct sn_rwqe *w, uint64_t seq)
     atomic_store_explicit(&e->seq, seq, memory_order_release);
 }
 
+/* Shows pushers the receives a pushed SEND may take: those posted, not
+ * taken yet, within PUSH_RECS of the oldest without its completion (the
+ * records' window); qp->lock held, with the receive queue and rx_next
+ * moved and before rq_posted or rq_done does, so that a pusher finding a
+ * receive posted and in the window finds it shown. */
 static void rwqe_show_locked(struct sn_qp *qp)
 {
     struct push_qp *s = my_slot(qp);
