@@ -143,6 +143,7 @@ struct cm_id {
     bool ack_timeout_set;
     uint8_t tos, ack_timeout;
     int sock;                       /* bound/listening socket or side channel */
+    int port_hold;                  /* an active id's source port, bound while it connects (-1: none) */
     bool sock_connecting;           /* non-blocking connect() under way */
     uint64_t deadline_ns;           /* response timeout, 0 = none */
     uint64_t timewait_ns;           /* when TIMEWAIT_EXIT is due, 0 = none */

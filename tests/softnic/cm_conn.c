@@ -104,6 +104,10 @@ void cm_conn_close_locked(struct cm_id *c)
         close(c->sock);
         c->sock = -1;
     }
+    if (c->port_hold >= 0) {
+        close(c->port_hold);
+        c->port_hold = -1;
+    }
     c->sock_connecting = false;
     c->deadline_ns = 0;
     c->retry_ns = 0;
@@ -399,6 +403,25 @@ static void refused_locked(struct cm_id *c)
         return;
     }
     fail_locked(c, RDMA_CM_EVENT_REJECTED, CM_REJ_INVALID_SERVICE_ID, NULL, 0, CM_REJ_PDATA);
+}
+
+/* The active id's source port stays its own while its side channel is
+ * refused and tried again: a refused connect lets the port go (it was
+ * bound as port 0), and another process's socket could take it before the
+ * next try binds it again (which then failed: UNREACHABLE at once, seen
+ * with tests running side by side).  A socket bound to it for the id's
+ * life holds it; the tries share it (SO_REUSEADDR, none listens). */
+static void port_hold_locked(struct cm_id *c)
+{
+    if (c->port_hold >= 0)
+        return;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+                    bind(fd, &c->id.route.addr.src_addr, sizeof(struct sockaddr_in)))) {
+        close(fd);   /* not held: the tries bind it as before */
+        fd = -1;
+    }
+    c->port_hold = fd;
 }
 
 static void side_channel_open_locked(struct cm_id *c)
@@ -714,6 +737,7 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
         c->state = CM_CONNECTING;
         c->deadline_ns = cm_now_ns() + CM_RESPONSE_TIMEOUT_MS * 1000000ull;
         c->refused_until_ns = cm_now_ns() + CM_REFUSED_GRACE_MS * 1000000ull;
+        port_hold_locked(c);
         side_channel_open_locked(c);
     }
     bool sync = c->chan && c->chan->sync;

@@ -331,6 +331,7 @@ struct cm_id *cm_id_new_locked(struct cm_channel *chan, void *context,
     c->id.qp_type = qpt;
     c->refs = 1;
     c->sock = -1;
+    c->port_hold = -1;
     c->state = CM_IDLE;
     c->psn = (uint32_t)(random() & 0xffffff);
     c->next = cm.ids;

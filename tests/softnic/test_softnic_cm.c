@@ -220,7 +220,7 @@ TAP_CASE(test_private_data_beyond_the_cm_limits_is_refused)
 /* The listener's port is held by a socket bound and not listening, so
  * that no other process's listener (tests run side by side) takes it
  * within the CM's grace for a listener that is not up yet: connected to
- * some other server, the REQ got no REP (UNREACHABLE, seen in CI). */
+ * some other server, the REQ would get no REP. */
 TAP_CASE(test_no_listener_is_rejected_with_reason_8)
 {
     struct pair p;
@@ -234,6 +234,41 @@ TAP_CASE(test_no_listener_is_rejected_with_reason_8)
     EXPECT_EQ_INT(0, rdma_create_id(p.sch, &p.listen, NULL, RDMA_PS_TCP));
     struct rdma_conn_param cp = { .retry_count = 7 };
     EXPECT_EQ_INT(0, rdma_connect(p.client, &cp));
+    st_cm_expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 8, WAIT_MS);
+    close(hold);
+    pair_close(&p);
+}
+
+/* While an id's side channel is refused and tried again, its source port
+ * stays its own: a socket of another process that binds it then (here one
+ * of this process, as a test beside it would) is refused, and the id ends
+ * REJECTED 8, not UNREACHABLE for a port it could not bind again. */
+TAP_CASE(test_a_refused_id_keeps_its_source_port_between_tries)
+{
+    struct pair p;
+    pair_open(&p);
+    pair_qp(p.client);
+    rdma_destroy_id(p.listen);
+    int hold = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = sin_of("127.0.0.1", p.port);
+    EXPECT_TRUE(hold >= 0);
+    EXPECT_EQ_INT(0, bind(hold, (struct sockaddr *)&a, sizeof(a)));
+    EXPECT_EQ_INT(0, rdma_create_id(p.sch, &p.listen, NULL, RDMA_PS_TCP));
+    struct sockaddr_in src = sin_of("127.0.0.1", ntohs(rdma_get_src_port(p.client)));
+    EXPECT_TRUE(src.sin_port != 0);
+    struct rdma_conn_param cp = { .retry_count = 7 };
+    EXPECT_EQ_INT(0, rdma_connect(p.client, &cp));
+    /* tries to take the id's port over the CM's 1 s grace */
+    int took = 0, tries = 0;
+    for (uint64_t end = st_now_ms() + 800; st_now_ms() < end && !took; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        EXPECT_TRUE(fd >= 0);
+        took = bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0;
+        close(fd);
+        usleep(1000);
+    }
+    tap_diag("%d binds of the id's source port tried", tries);
+    EXPECT_EQ_INT(0, took);
     st_cm_expect_event(p.cch, RDMA_CM_EVENT_REJECTED, 8, WAIT_MS);
     close(hold);
     pair_close(&p);
