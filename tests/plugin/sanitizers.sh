@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 55
+tap_plan 56
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -12,7 +12,7 @@ log=$asan/build.log
 if [ ! -f "$asan/Makefile" ]; then
     (cd "$asan" && "$abs_src/configure" --enable-asan --without-cuda --without-nccl) >"$log" 2>&1
 fi
-targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_ud tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_push tests/softnic/test_softnic_push_hostile tests/softnic/test_softnic_push_flush_order tests/softnic/test_softnic_ack_note tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
+targets="libnccl-net-railnet.la tests/netdriver/netdriver tests/plugin/test_conn_faults tests/plugin/test_failover tests/plugin/test_cq_overrun tests/plugin/test_p2p_forged_imm tests/softnic/libibverbs.so.1 tests/gindriver/gindriver tests/softnic/libmlx5.so.1 tests/softnic/libmlx5.so tests/softnic/libibverbs.so tests/softnic/test_softnic_verbs_ex tests/softnic/test_softnic_cq tests/softnic/test_softnic_nccl_gdaki_probe tests/softnic/test_softnic_ud tests/softnic/test_softnic_fastpath tests/softnic/test_softnic_push tests/softnic/test_softnic_push_hostile tests/softnic/test_softnic_push_flush_order tests/softnic/test_softnic_ack_note tests/softnic/test_softnic_engines tests/gdaki/test_gdaki_queue tests/gdaki/test_gdaki_softnic tests/plugin/test_gin_hostile tests/plugin/test_config"
 # the RDMA CM (softnic's librdmacm and RAILNET_CM=rdmacm) where it is built
 have_cm=no
 [ -e "$top_builddir/tests/softnic/librdmacm.so.1" ] && have_cm=yes &&
@@ -122,6 +122,9 @@ san asan_gin_gdaki_forged_table_keys env RAILNET_GIN=gdaki RAILNET_GDAKI_QUEUE_M
 # softnic's extended verbs (ibv_wr_* builder, cq_ex, rereg_mr) and its
 # libmlx5 as NCCL 2.28.9 probes it
 san asan_softnic_verbs_ex "$asan/tests/softnic/test_softnic_verbs_ex"
+# completion queues: a small one two engines fill while it is polled and
+# resized
+san asan_softnic_cq "$asan/tests/softnic/test_softnic_cq"
 san asan_softnic_nccl_gdaki_probe "$asan/tests/softnic/test_softnic_nccl_gdaki_probe"
 # UD QPs: datagrams, GRH, drops, malformed datagrams from a raw socket
 san asan_softnic_ud "$asan/tests/softnic/test_softnic_ud"

@@ -1,8 +1,12 @@
 /* cq.c: completion queues and completion channels.
  *
- * A CQ is a ring of ibv_wc under a mutex.  When it is full the completion
- * is lost and the CQ reports IBV_EVENT_CQ_ERR once (overrun), as hardware
- * does.  A completion channel is a pipe: an armed CQ writes its own pointer
+ * A CQ is a ring of completions, one line each, numbered as a ConnectX
+ * numbers its CQEs: the NIC threads add at the tail under the CQ's lock and
+ * stamp each entry with its number last; a poll takes the entries whose
+ * stamps follow its head under a lock of its own, and tells the adders how
+ * far it got through one word they read only when the ring looks full.
+ * When it is full the completion is lost and the CQ reports
+ * IBV_EVENT_CQ_ERR once (overrun), as hardware does.  A completion channel is a pipe: an armed CQ writes its own pointer
  * into it on the next (solicited) completion, ibv_get_cq_event reads it. */
 #include "softnic.h"
 #include "softnic_priv.h"
@@ -77,6 +81,16 @@ void cq_ack_events(struct ibv_cq *cq, unsigned int n)
     pthread_mutex_unlock(&cq->mutex);
 }
 
+static struct sn_cqe *ring_alloc(int cqe)
+{
+    void *p = NULL;
+    size_t bytes = (size_t)cqe * sizeof(struct sn_cqe);
+    if (posix_memalign(&p, 64, bytes))
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
 struct ibv_cq *cq_create(struct ibv_context *c, int cqe, void *cq_context,
                          struct ibv_comp_channel *channel, int comp_vector)
 {
@@ -85,12 +99,13 @@ struct ibv_cq *cq_create(struct ibv_context *c, int cqe, void *cq_context,
         return NULL;
     }
     struct sn_cq *cq = calloc(1, sizeof(*cq));
-    if (!cq || !(cq->ring = calloc((size_t)cqe, sizeof(struct ibv_wc)))) {
+    if (!cq || !(cq->ring = ring_alloc(cqe))) {
         free(cq);
         errno = ENOMEM;
         return NULL;
     }
     pthread_mutex_init(&cq->lock, NULL);
+    pthread_mutex_init(&cq->poll_lock, NULL);
     pthread_mutex_init(&cq->push_lock, NULL);
     cq->cap = cqe;
     cq->ibcq.context = c;
@@ -126,6 +141,7 @@ int cq_destroy(struct ibv_cq *ibcq)
         pthread_mutex_unlock(&ibcq->context->mutex);
     }
     pthread_mutex_destroy(&cq->lock);
+    pthread_mutex_destroy(&cq->poll_lock);
     pthread_mutex_destroy(&cq->push_lock);
     pthread_mutex_destroy(&ibcq->mutex);
     pthread_cond_destroy(&ibcq->cond);
@@ -147,30 +163,33 @@ int cq_resize(struct ibv_cq *ibcq, int cqe)
     struct sn_cq *cq = (struct sn_cq *)ibcq;
     if (cqe < 1 || cqe > SN_MAX_CQE)
         return EINVAL;
+    pthread_mutex_lock(&cq->poll_lock);
     pthread_mutex_lock(&cq->lock);
-    if (cqe < cq->count) {
-        pthread_mutex_unlock(&cq->lock);
-        return EINVAL;
-    }
-    struct ibv_wc *ring = calloc((size_t)cqe, sizeof(*ring));
+    int rc = 0;
+    uint64_t pending = cq->tail - cq->head;
+    struct sn_cqe *ring = (uint64_t)cqe < pending ? NULL : ring_alloc(cqe);
     if (!ring) {
-        pthread_mutex_unlock(&cq->lock);
-        return ENOMEM;
+        rc = (uint64_t)cqe < pending ? EINVAL : ENOMEM;
+    } else {
+        /* the pending completions keep their numbers, at their new places */
+        for (uint64_t n = cq->head; n != cq->tail; n++) {
+            struct sn_cqe *to = &ring[n % (uint64_t)cqe];
+            to->wc = cq->ring[n % (uint64_t)cq->cap].wc;
+            atomic_store_explicit(&to->seq, n + 1, memory_order_relaxed);
+        }
+        free(cq->ring);
+        cq->ring = ring;
+        cq->cap = cqe;
+        ibcq->cqe = cqe;
     }
-    for (int i = 0; i < cq->count; i++)
-        ring[i] = cq->ring[(cq->head + i) % cq->cap];
-    free(cq->ring);
-    cq->ring = ring;
-    cq->head = 0;
-    cq->cap = cqe;
-    ibcq->cqe = cqe;
     pthread_mutex_unlock(&cq->lock);
-    return 0;
+    pthread_mutex_unlock(&cq->poll_lock);
+    return rc;
 }
 
-_Static_assert(offsetof(struct sn_cq, count) >= offsetof(struct sn_cq, head) + sizeof(int) + 64 &&
-                   offsetof(struct sn_cq, armed) >= offsetof(struct sn_cq, count) + sizeof(int) + 64,
-               "a CQ's count shares no line with the fields its NIC threads write");
+_Static_assert(offsetof(struct sn_cq, poll_lock) >= offsetof(struct sn_cq, overrun) + 64 &&
+                   offsetof(struct sn_cq, users) >= offsetof(struct sn_cq, cons) + sizeof(uint64_t) + 64,
+               "a poll's fields share no line with the ones the NIC threads write");
 
 int cq_poll(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
@@ -183,19 +202,22 @@ int cq_poll(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
     /* completions of sends whose responder left a note, no ACK (ack_note.c) */
     if (atomic_load_explicit(&cq->note_nqps, memory_order_relaxed))
         ack_note_poll(cq);
-    /* A program spinning on an empty CQ must not take the lock the NIC
-     * threads need to add to it: count is written under the lock but read
-     * here without it (a completion seen one poll late is harmless). */
-    if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) == 0)
-        return 0;
-    pthread_mutex_lock(&cq->lock);
-    int got = n < cq->count ? n : cq->count;
-    for (int i = 0; i < got; i++) {
-        wc[i] = cq->ring[cq->head];
-        cq->head = cq->head + 1 == cq->cap ? 0 : cq->head + 1;
+    pthread_mutex_lock(&cq->poll_lock);
+    uint64_t head = cq->head, cap = (uint64_t)cq->cap;
+    int got = 0;
+    while (got < n) {
+        struct sn_cqe *e = &cq->ring[head % cap];
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != head + 1)
+            break;
+        wc[got++] = e->wc;
+        head++;
     }
-    __atomic_store_n(&cq->count, cq->count - got, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&cq->lock);
+    if (got) {
+        cq->head = head;
+        /* after the copies: an adder that reads it may write those entries */
+        atomic_store_explicit(&cq->cons, head, memory_order_release);
+    }
+    pthread_mutex_unlock(&cq->poll_lock);
     return got;
 }
 
@@ -231,7 +253,10 @@ void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited)
         hook(arg, wc);
         return;
     }
-    if (cq->count == cq->cap) {
+    uint64_t cap = (uint64_t)cq->cap;
+    if (cq->tail - cq->cons_seen >= cap)
+        cq->cons_seen = atomic_load_explicit(&cq->cons, memory_order_acquire);
+    if (cq->tail - cq->cons_seen >= cap) {
         bool first = !cq->overrun;
         cq->overrun = true;
         pthread_mutex_unlock(&cq->lock);
@@ -244,8 +269,10 @@ void cq_push(struct sn_cq *cq, const struct ibv_wc *wc, bool solicited)
         }
         return;
     }
-    cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
-    __atomic_store_n(&cq->count, cq->count + 1, __ATOMIC_RELEASE);
+    struct sn_cqe *e = &cq->ring[cq->tail % cap];
+    e->wc = *wc;
+    cq->tail++;
+    atomic_store_explicit(&e->seq, cq->tail, memory_order_release);
     bool fire = cq->ibcq.channel &&
                 (cq->armed == 1 ||
                  (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS)));

@@ -485,6 +485,15 @@ static inline int sn_send_wr_check(const struct ibv_qp_cap *cap, const struct ib
 /* Completion sink for the mlx5 companion (softnic_priv.h). */
 typedef void (*sn_cq_hook)(void *arg, const struct ibv_wc *wc);
 
+/* A completion in a CQ's ring, on a line of its own: seq is the
+ * completion's number + 1 (0: never written), stored last. */
+struct sn_cqe {
+    struct ibv_wc wc;
+    _Atomic uint64_t seq;
+    char pad[64 - sizeof(struct ibv_wc) - sizeof(uint64_t)];
+};
+_Static_assert(sizeof(struct sn_cqe) == 64, "a completion on one line");
+
 struct sn_cq {
     /* ibv_cq_ex begins with ibv_cq's fields: an extended CQ (cq_ex.c) is
      * the same object, with its poll functions filled in. */
@@ -493,19 +502,23 @@ struct sn_cq {
         struct ibv_cq_ex ibcq_ex;
     };
     struct ibv_wc ex_cur;          /* the completion start/next_poll took */
-    pthread_mutex_t lock;
-    struct ibv_wc *ring;
-    int cap, head;
-    /* of the fields the NIC threads write, the one an empty poll reads
-     * (cq_poll), on a line of its own: beside the lock, a program spinning
-     * on the CQ could take the line back between the NIC thread's lock,
-     * its store of the count and its unlock, up to three misses for each
-     * completion instead of one */
-    char count_apart_before[64];   /* padding, not _Alignas: calloc'd */
-    int count;
-    char count_apart_after[64];
+    /* The ring (cq.c): the NIC threads add under `lock`, a poll takes
+     * under `poll_lock`, and neither takes the other's lock or writes the
+     * other's lines, so a completion costs the polling CPU one line (its
+     * entry), not the lock, the count and the head a NIC thread on another
+     * CPU wrote as well. */
+    pthread_mutex_t lock;          /* adders: tail, cons_seen, armed, overrun, hook */
+    struct sn_cqe *ring;           /* cap entries, one line each; resize takes both locks */
+    int cap;
+    uint64_t tail;                 /* completions ever added */
+    uint64_t cons_seen;            /* `cons` as an adder last read it */
     int armed;                     /* 0, 1 = next, 2 = solicited */
     bool overrun;
+    char poll_apart[64];           /* padding, not _Alignas: calloc'd */
+    pthread_mutex_t poll_lock;     /* polls: head */
+    uint64_t head;                 /* completions ever taken */
+    _Atomic uint64_t cons;         /* head as the last poll left it, for the adders' room check */
+    char poll_apart_after[64];
     int users;                     /* QPs attached: destroy says EBUSY */
     sn_cq_hook hook;
     void *hook_arg;
@@ -599,6 +612,7 @@ struct sn_qp {
         struct ibv_qp_ex ibqp_ex;
     };
     struct sn_qp_ex *ex;           /* the work-request builder, or NULL */
+    char lock_apart_before[64];
     pthread_mutex_t lock;
     pthread_cond_t cond;           /* state, placements, completions: for the
                                     * application's threads (engines never wait) */
@@ -616,6 +630,12 @@ struct sn_qp {
     struct sn_port *port;
     struct sn_device *dev;
 
+    /* The *_apart pads keep the lock, the send queue, the receive queue,
+     * the engine's and the responder's fields on lines of their own: a
+     * rank posts sends (clear-to-sends) on the QP whose receives an engine
+     * completes on another CPU, and fields sharing a line with the ones
+     * the other side writes cost a miss inside the lock. */
+    char sq_apart[64];
     /* send queue: [head, sent) on the wire, [sent, tail) to send */
     struct sn_swqe *sq;
     char *sq_inline;               /* max_inline_data bytes per slot */
@@ -624,11 +644,13 @@ struct sn_qp {
     uint32_t next_seq;
     uint32_t unreq;                /* WQEs sent since the last that asked for an ACK */
 
+    char rq_apart[64];
     /* receive queue (unused with an SRQ) */
     struct sn_rwqe *rq;
     uint32_t rq_size, rq_head, rq_count;
 
     /* engine */
+    char engine_apart[64];
     int out_fd;                    /* requester -> peer responder */
     bool conn_dead;                /* out_fd failed: retry budget running */
     bool cma_ok;                   /* out_fd's responder pulls payloads (cma.c) */
@@ -644,6 +666,7 @@ struct sn_qp {
      * taken from rq, rx_next the first index without its completion
      * (completions appear in index order); push_cq_next: the recv CQ's list
      * of QPs whose pushed completions its polls collect */
+    char rx_apart[64];
     uint64_t rx_next, rx_popped;
     uint64_t rx_pub;               /* the first index whose receive the slot does not show yet (push.c) */
     uint64_t rx_done_bits[64];     /* engine completions that appeared ahead of rx_next */

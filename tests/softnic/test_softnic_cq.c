@@ -1,12 +1,15 @@
 /* tests/softnic/test_softnic_cq.c: completion queues: polling order and
  * batches, resize, argument checks, overrun (IBV_EVENT_CQ_ERR), completion
  * channels with ibv_req_notify_cq / ibv_get_cq_event / ibv_ack_cq_events,
- * solicited-only arming. */
+ * solicited-only arming, a CQ two engines fill while it is polled and
+ * resized. */
 #include "sntest.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #define WAIT_MS 5000
@@ -132,6 +135,119 @@ TAP_CASE(test_cq_overrun_raises_cq_err)
     EXPECT_EQ_INT(0, ibv_destroy_qp(a.qp));
     st_qp_destroy(&b);
     EXPECT_EQ_INT(0, ibv_destroy_cq(small));
+    EXPECT_EQ_INT(0, ibv_destroy_cq(rcq));
+    EXPECT_EQ_INT(0, ibv_dereg_mr(mr));
+    st_dev_close(&d);
+}
+
+/* Two responders fill one small receive CQ from their engine threads
+ * while this thread polls it in odd batches and another resizes it
+ * without pause: every completion arrives once, in its QP's order, with
+ * no overrun (each receiver has at most RING_POSTED receives posted, so
+ * the CQ never holds more than it can). */
+#define RING_POSTED 4
+#define RING_MSGS 4000
+#define RING_BYTES 8192   /* pulled by the engine, not pushed by the poster */
+
+struct resizer {
+    struct ibv_cq *cq;
+    volatile bool stop;
+    int calls, fails;
+};
+
+static void *resize_loop(void *arg)
+{
+    struct resizer *r = arg;
+    for (int i = 0; !r->stop; i++) {
+        if (ibv_resize_cq(r->cq, 2 * RING_POSTED + i % 7) != 0)
+            r->fails++;
+        r->calls++;
+    }
+    return NULL;
+}
+
+TAP_CASE(test_a_shared_cq_keeps_every_completion_while_engines_fill_it_and_it_resizes)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    struct ibv_cq *rcq = ibv_create_cq(d.ctx, 2 * RING_POSTED, NULL, NULL, 0);
+    EXPECT_TRUE(rcq != NULL);
+    struct st_qp s[2], r[2];
+    char *buf = st_buf(4 * RING_BYTES, 1);
+    struct ibv_mr *mr = ibv_reg_mr(d.pd, buf, 4 * RING_BYTES,
+                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT_TRUE(mr != NULL);
+    for (int k = 0; k < 2; k++) {
+        st_qp_create(&d, &s[k], NULL, 64);
+        /* the receiver's completions go to the shared CQ */
+        struct ibv_qp_init_attr ia = { .send_cq = rcq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
+                                       .cap = { 16, RING_POSTED, 1, 1, 0 } };
+        r[k] = (struct st_qp){ .scq = rcq, .rcq = rcq };
+        r[k].qp = ibv_create_qp(d.pd, &ia);
+        EXPECT_TRUE(r[k].qp != NULL);
+        struct st_qp_info si, ri;
+        st_qp_info(&d, &s[k], &si);
+        st_qp_info(&d, &r[k], &ri);
+        st_qp_connect(&s[k], &ri);
+        st_qp_connect(&r[k], &si);
+        for (int i = 0; i < RING_POSTED; i++)
+            st_post_recv(r[k].qp, (uint64_t)k, NULL, 0, 0);
+    }
+    struct resizer rz = { .cq = rcq };
+    pthread_t t;
+    EXPECT_EQ_INT(0, pthread_create(&t, NULL, resize_loop, &rz));
+    uint32_t sent[2] = { 0 }, got[2] = { 0 }, done[2] = { 0 };
+    int bad_order = 0, bad_status = 0, stray = 0;
+    uint64_t end = st_now_ms() + 20000;
+    while ((got[0] < RING_MSGS || got[1] < RING_MSGS) && st_now_ms() < end) {
+        for (int k = 0; k < 2; k++) {
+            struct ibv_wc wc;
+            while (ibv_poll_cq(s[k].scq, 1, &wc) == 1)
+                done[k]++;
+            /* no more in flight than receives posted, so none waits (RNR) */
+            if (sent[k] < RING_MSGS && sent[k] - got[k] < RING_POSTED && sent[k] - done[k] < 16) {
+                char *src = buf + (size_t)(2 * k) * RING_BYTES;
+                st_post_rdma(s[k].qp, IBV_WR_RDMA_WRITE_WITH_IMM, sent[k], src, RING_BYTES, mr->lkey,
+                             (uintptr_t)(buf + (size_t)(2 * k + 1) * RING_BYTES), mr->rkey, sent[k],
+                             IBV_SEND_SIGNALED);
+                sent[k]++;
+            }
+        }
+        struct ibv_wc wc[3];
+        int n = ibv_poll_cq(rcq, 3, wc);
+        EXPECT_TRUE(n >= 0 && n <= 3);
+        for (int i = 0; i < n; i++) {
+            int k = wc[i].qp_num == r[0].qp->qp_num ? 0 : wc[i].qp_num == r[1].qp->qp_num ? 1 : -1;
+            if (k < 0) {
+                stray++;
+                continue;
+            }
+            if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM)
+                bad_status++;
+            if (ntohl(wc[i].imm_data) != got[k])
+                bad_order++;
+            got[k]++;
+            st_post_recv(r[k].qp, (uint64_t)k, NULL, 0, 0);
+        }
+    }
+    rz.stop = true;
+    pthread_join(t, NULL);
+    EXPECT_EQ_INT(RING_MSGS, (int)got[0]);
+    EXPECT_EQ_INT(RING_MSGS, (int)got[1]);
+    EXPECT_EQ_INT(0, bad_order);
+    EXPECT_EQ_INT(0, bad_status);
+    EXPECT_EQ_INT(0, stray);
+    tap_diag("%d resizes while %d completions went through", rz.calls, 2 * RING_MSGS);
+    EXPECT_TRUE(rz.calls > 0);
+    EXPECT_EQ_INT(0, rz.fails);   /* never fewer entries than pending */
+    struct ibv_async_event ev;
+    EXPECT_TRUE(!st_wait_async(d.ctx, IBV_EVENT_CQ_ERR, 10, &ev));
+    struct ibv_wc extra;
+    EXPECT_EQ_INT(0, ibv_poll_cq(rcq, 1, &extra));
+    for (int k = 0; k < 2; k++) {
+        st_qp_destroy(&s[k]);
+        EXPECT_EQ_INT(0, ibv_destroy_qp(r[k].qp));
+    }
     EXPECT_EQ_INT(0, ibv_destroy_cq(rcq));
     EXPECT_EQ_INT(0, ibv_dereg_mr(mr));
     st_dev_close(&d);
