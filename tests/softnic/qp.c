@@ -70,7 +70,15 @@ struct ibv_qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
         errno = err;
         return NULL;
     }
-    pthread_mutex_init(&qp->lock, NULL);
+    /* spinning a little before sleeping: the lock is held for short
+     * stretches by a rank posting on one CPU and the engine completing its
+     * receives on another, and a futex sleep and wake-up costs either side
+     * more than the wait */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&qp->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     pthread_cond_init(&qp->cond, NULL);
     qp->dev = sn_device_of(c);
     qp->sq_sig_all = ia->sq_sig_all != 0;
