@@ -6,8 +6,9 @@
  * stamps follow its head under a lock of its own, and tells the adders how
  * far it got through one word they read only when the ring looks full.
  * When it is full the completion is lost and the CQ reports
- * IBV_EVENT_CQ_ERR once (overrun), as hardware does.  A completion channel is a pipe: an armed CQ writes its own pointer
- * into it on the next (solicited) completion, ibv_get_cq_event reads it. */
+ * IBV_EVENT_CQ_ERR once (overrun), as hardware does.  A completion channel
+ * is a pipe: an armed CQ writes its own pointer into it on the next
+ * (solicited) completion, ibv_get_cq_event reads it. */
 #include "softnic.h"
 #include "softnic_priv.h"
 
