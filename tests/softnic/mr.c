@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define MR_TABLE_SIZE 65536
@@ -37,6 +38,29 @@ static int mr_check_access(unsigned int access)
         return EINVAL;
     if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND))
         return EOPNOTSUPP;
+    return 0;
+}
+
+/* A ConnectX's registration pins the range's pages: one not mapped, or
+ * with a hole, fails with EFAULT and nothing is registered.  mincore says
+ * ENOMEM for such a range without faulting or pinning a page.  0 or
+ * EFAULT. */
+static int host_range_mapped(const void *addr, size_t len)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t at = (uintptr_t)addr & ~(page - 1);
+    uintptr_t end = ((uintptr_t)addr + len - 1) | (page - 1);   /* the last byte's page's last byte */
+    unsigned char vec[4096];
+    while (at <= end) {
+        uintptr_t pages = (end - at) / page + 1;
+        if (pages > sizeof(vec))
+            pages = sizeof(vec);
+        if (mincore((void *)at, pages * page, vec) && errno == ENOMEM)
+            return EFAULT;
+        at += pages * page;
+        if (at == 0)   /* the top of the address space */
+            break;
+    }
     return 0;
 }
 
@@ -75,8 +99,10 @@ static struct ibv_mr *mr_create(struct ibv_pd *pd, void *addr, size_t len, uint6
     int err = mr_check_access(access);
     if (!err && (!pd || len == 0 || (!addr && !gpu)))
         err = EINVAL;
-    if (!err && iova + len < iova)
+    if (!err && (iova + len < iova || (uintptr_t)addr + len < (uintptr_t)addr))
         err = EINVAL;
+    if (!err && !gpu)
+        err = host_range_mapped(addr, len);
     if (err) {
         errno = err;
         return NULL;
@@ -297,6 +323,8 @@ int mr_rereg(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size
             return err;
     }
     bool gpu = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? gpu_is_device_ptr(addr) : mr->gpu;
+    if (!gpu && (flags & IBV_REREG_MR_CHANGE_TRANSLATION) && host_range_mapped(addr, len))
+        return EFAULT;
     if (gpu && (flags & IBV_REREG_MR_CHANGE_TRANSLATION))
         gpu_prepare(addr);
     uint32_t idx = ibmr->lkey >> 8;

@@ -1,6 +1,6 @@
 /* tests/softnic/test_softnic_mr.c: memory registration: access flags,
- * iova, dmabuf, keys, protection domains, and reregistration
- * (ibv_rereg_mr) of host and CUDA memory. */
+ * iova, dmabuf, keys, protection domains, memory that is not mapped, and
+ * reregistration (ibv_rereg_mr) of host and CUDA memory. */
 #include "sntest.h"
 
 #include "plugin/ib/cudawrap.h"
@@ -114,6 +114,36 @@ TAP_CASE(test_mr_of_another_pd_is_refused_locally_and_remotely)
     st_qp_destroy(&c);
     st_qp_destroy(&e);
     EXPECT_EQ_INT(0, ibv_dealloc_pd(pd2));
+    st_dev_close(&d);
+}
+
+/* A ConnectX's registration pins the pages: a range that is not mapped,
+ * or runs across a hole, fails with EFAULT; the pages beside the hole
+ * register. */
+TAP_CASE(test_reg_mr_of_unmapped_memory_fails_with_efault)
+{
+    struct st_dev d;
+    st_dev_open(&d);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    char *map = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_TRUE(map != MAP_FAILED);
+    EXPECT_EQ_INT(0, munmap(map + pg, pg));   /* the hole: the middle page */
+    errno = 0;
+    EXPECT_TRUE(ibv_reg_mr(d.pd, map + pg + 64, 64, ALL_ACCESS) == NULL);
+    EXPECT_EQ_INT(EFAULT, errno);
+    errno = 0;
+    EXPECT_TRUE(ibv_reg_mr(d.pd, map + pg - 64, pg + 128, ALL_ACCESS) == NULL);
+    EXPECT_EQ_INT(EFAULT, errno);
+    errno = 0;
+    EXPECT_TRUE(ibv_reg_mr(d.pd, map + pg - 1, 2, ALL_ACCESS) == NULL);   /* one byte into it */
+    EXPECT_EQ_INT(EFAULT, errno);
+    struct ibv_mr *a = ibv_reg_mr(d.pd, map, pg, ALL_ACCESS);
+    struct ibv_mr *b = ibv_reg_mr(d.pd, map + 2 * pg, pg, ALL_ACCESS);
+    EXPECT_TRUE(a != NULL && b != NULL);
+    EXPECT_EQ_INT(0, ibv_dereg_mr(a));
+    EXPECT_EQ_INT(0, ibv_dereg_mr(b));
+    munmap(map, pg);
+    munmap(map + 2 * pg, pg);
     st_dev_close(&d);
 }
 
@@ -554,6 +584,28 @@ TAP_CASE(test_rereg_refused_leaves_the_mr_as_it_was)
         munmap(buf, len);
         munmap(neu, len);
     }
+}
+
+/* A reregistration onto memory that is not mapped fails as a ConnectX's
+ * kernel fails it (EFAULT) and leaves the MR as it was. */
+TAP_CASE(test_rereg_onto_unmapped_memory_fails_with_efault)
+{
+    struct rr f;
+    rr_open(&f);
+    const uint32_t len = 8192;
+    char *buf = st_buf(len, 1), *gone = st_buf(len, 2);
+    EXPECT_EQ_INT(0, munmap(gone, len));
+    struct ibv_mr *mr = ibv_reg_mr(f.d.pd, buf, len, ALL_ACCESS);
+    EXPECT_TRUE(mr != NULL);
+    struct ibv_mr was = *mr;
+    errno = 0;
+    EXPECT_EQ_INT(IBV_REREG_MR_ERR_CMD, ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, gone, len, 0));
+    EXPECT_EQ_INT(EFAULT, errno);
+    EXPECT_TRUE(memcmp(&was, mr, sizeof(was)) == 0);
+    rr_write_read(&f, false, mr, buf, len, 41);
+    EXPECT_EQ_INT(0, ibv_dereg_mr(mr));
+    rr_close(&f);
+    munmap(buf, len);
 }
 
 /* An operation under way when its MR is reregistered completes on the old
