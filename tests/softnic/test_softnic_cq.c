@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #define WAIT_MS 5000
@@ -151,14 +152,14 @@ TAP_CASE(test_cq_overrun_raises_cq_err)
 
 struct resizer {
     struct ibv_cq *cq;
-    volatile bool stop;
+    _Atomic bool stop;
     int calls, fails;
 };
 
 static void *resize_loop(void *arg)
 {
     struct resizer *r = arg;
-    for (int i = 0; !r->stop; i++) {
+    for (int i = 0; !atomic_load(&r->stop); i++) {
         if (ibv_resize_cq(r->cq, 2 * RING_POSTED + i % 7) != 0)
             r->fails++;
         r->calls++;
@@ -230,7 +231,7 @@ TAP_CASE(test_a_shared_cq_keeps_every_completion_while_engines_fill_it_and_it_re
             st_post_recv(r[k].qp, (uint64_t)k, NULL, 0, 0);
         }
     }
-    rz.stop = true;
+    atomic_store(&rz.stop, true);
     pthread_join(t, NULL);
     EXPECT_EQ_INT(RING_MSGS, (int)got[0]);
     EXPECT_EQ_INT(RING_MSGS, (int)got[1]);
