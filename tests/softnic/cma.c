@@ -204,18 +204,41 @@ int cma_accept_peer(int fd, const struct sn_wire_hello *h)
     return cma_check_peer(fd, h->pid, h->fd, h->token_addr, h->token);
 }
 
+bool cma_listener_owner(uint32_t pid, struct in_addr ip, uint16_t port)
+{
+    if (pid == (uint32_t)getpid())
+        return true;
+    /* the listener: its local end ip:port, its remote end none */
+    struct sockaddr_in l = { .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = ip };
+    struct sockaddr_in none = { .sin_family = AF_INET };
+    unsigned long inode = tcp_inode(&l, &none);
+    /* no descriptor to look at first: a walk of its descriptors */
+    return inode && pid_owns_inode(pid, inode, UINT32_MAX);
+}
+
 int cma_check_peer(int fd, uint32_t pid, uint32_t fd_hint, uint64_t token_addr, uint64_t tok)
 {
     struct sockaddr_in us, peer;
     socklen_t l1 = sizeof(us), l2 = sizeof(peer);
-    if (getsockname(fd, (struct sockaddr *)&us, &l1) || getpeername(fd, (struct sockaddr *)&peer, &l2) ||
-        us.sin_family != AF_INET || peer.sin_family != AF_INET)
+    struct sockaddr_storage any;
+    socklen_t la = sizeof(any);
+    /* over a UNIX socket (wire.c) the kernel names the process at the
+     * other end: the one that connected, or the one that listened */
+    bool local = getsockname(fd, (struct sockaddr *)&any, &la) == 0 && any.ss_family == AF_UNIX;
+    if (local) {
+        struct ucred cr;
+        socklen_t lc = sizeof(cr);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &lc) || (uint32_t)cr.pid != pid)
+            return -1;
+    } else if (getsockname(fd, (struct sockaddr *)&us, &l1) || getpeername(fd, (struct sockaddr *)&peer, &l2) ||
+               us.sin_family != AF_INET || peer.sin_family != AF_INET) {
         return -1;
+    }
     int pidfd = pidfd_of(pid);
     if (pidfd < 0)
         return -1;
-    unsigned long inode = tcp_inode(&peer, &us);
-    if (!inode || !pid_owns_inode(pid, inode, fd_hint)) {
+    unsigned long inode = local ? 0 : tcp_inode(&peer, &us);
+    if (!local && (!inode || !pid_owns_inode(pid, inode, fd_hint))) {
         close(pidfd);
         return -1;
     }

@@ -24,6 +24,8 @@
  *      SOFTNIC_PUSH_INLINE bytes carried in the receive's record; push.c),
  *      SOFTNIC_PUSH_ACKS (0: every ACK to a same-host requester on the wire,
  *      none left as a note its polls complete from; ack_note.c),
+ *      SOFTNIC_WIRE_UNIX (0: connections to listeners of this network
+ *      namespace over loopback TCP too, not an abstract UNIX socket; wire.c),
  *      SOFTNIC_SPIN_US (NIC threads poll before they sleep; spin.c),
  *      SOFTNIC_ENGINES (engine threads per process; engine.c),
  *      SOFTNIC_NIC_CPUS (a CPU list, "0" or "2-3,6": the CPUs the NIC
@@ -268,6 +270,7 @@ static void config_defaults(struct sn_config *c)
     c->push_shared = 1;
     c->push_inline = SN_PUSH_INLINE_MAX;
     c->push_acks = 1;
+    c->wire_unix = 1;
     c->ack_poll_us = sn_usable_cores() >= ACK_POLL_MIN_CORES ? ACK_POLL_US : 0;
     c->ack_coalesce_us = ACK_COALESCE_US;
 }
@@ -512,6 +515,9 @@ int config_load(struct sn_config *c)
     uint32_t push_acks = (uint32_t)c->push_acks;
     err = err ? err : env_u32("SOFTNIC_PUSH_ACKS", &push_acks);
     c->push_acks = push_acks != 0;
+    uint32_t wire_unix = (uint32_t)c->wire_unix;
+    err = err ? err : env_u32("SOFTNIC_WIRE_UNIX", &wire_unix);
+    c->wire_unix = wire_unix != 0;
     uint32_t stats = 0;
     err = err ? err : env_u32("SOFTNIC_STATS", &stats);
     c->stats = stats != 0;

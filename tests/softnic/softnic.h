@@ -113,6 +113,8 @@ struct sn_config {
                                 * bytes carries them in its record (push.c); 0: placed */
     int push_acks;             /* SOFTNIC_PUSH_ACKS: a same-host requester that polls its send CQ
                                 * completes from its responder's note, no ACK sent (ack_note.c) */
+    int wire_unix;             /* SOFTNIC_WIRE_UNIX: a connection to a listener of this network
+                                * namespace over an abstract UNIX socket, not loopback TCP (wire.c) */
     uint64_t link_rate;        /* SOFTNIC_LINK_RATE: bytes/s unlimited ports carry, 0 = calibrate */
     uint32_t spin_us;          /* SOFTNIC_SPIN_US: how long a NIC thread that ran out of
                                 * work polls before it sleeps, 0 = not (config.c) */
@@ -884,9 +886,13 @@ void cma_hello_fill(struct sn_wire_hello *h);
  * it); else -1: the wire. */
 int cma_accept_peer(int fd, const struct sn_wire_hello *h);
 /* The same proof for any peer: process pid owns the other end of fd
- * (fd_hint: its descriptor of it, where it looks first) in our namespace,
- * and reading its token at token_addr gives token.  A pidfd, or -1. */
+ * (fd_hint: its descriptor of it, where it looks first) in our namespace
+ * (over a UNIX socket: the kernel names pid as the process at the other
+ * end), and reading its token at token_addr gives token.  A pidfd, or -1. */
 int cma_check_peer(int fd, uint32_t pid, uint32_t fd_hint, uint64_t token_addr, uint64_t token);
+/* Whether process pid owns the TCP socket listening on ip:port in our
+ * network namespace (our own process does). */
+bool cma_listener_owner(uint32_t pid, struct in_addr ip, uint16_t port);
 /* Whether the process of pidfd (from cma_check_peer) still runs: its pid
  * then names no other process. */
 bool cma_peer_alive(int pidfd);
