@@ -114,8 +114,8 @@ static void qp_towards(struct st_dev *d, struct st_qp *q, uint16_t port)
     st_post_send(q->qp, 1, &byte, 1, 0, IBV_SEND_INLINE | IBV_SEND_SIGNALED);
 }
 
-/* Bytes a connection waiting on listener fd sends before it closes (0
- * without any connection). */
+/* 1 when the first connection waiting on listener fd sent a byte, else 0
+ * (none waiting, or one that sent nothing). */
 static char bytes_from_any(int fd)
 {
     struct pollfd p = { .fd = fd, .events = POLLIN };
