@@ -149,16 +149,24 @@ static void squatter(int fd)
     close(l);
 }
 
-TAP_CASE(test_a_unix_name_bound_by_another_process_is_passed_over_for_tcp)
+/* Opens the device for a case about UNIX connections (skipped without
+ * them): port 1's IPv4 address. */
+static struct in_addr open_for_unix(struct st_dev *d)
 {
     if (!wire_unix_on())
         TAP_SKIP("SOFTNIC_WIRE_UNIX=0: no connection tries a UNIX socket");
-    struct st_dev d;
-    st_dev_open(&d);
+    st_dev_open(d);
     union ibv_gid gid;
-    EXPECT_EQ_INT(0, ibv_query_gid(d.ctx, 1, 0, &gid));
+    EXPECT_EQ_INT(0, ibv_query_gid(d->ctx, 1, 0, &gid));
     struct in_addr ip;
     memcpy(&ip, &gid.raw[12], 4);
+    return ip;
+}
+
+TAP_CASE(test_a_unix_name_bound_by_another_process_is_passed_over_for_tcp)
+{
+    struct st_dev d;
+    struct in_addr ip = open_for_unix(&d);
     /* the squatter first: a child holding our TCP listener's descriptor
      * would own it too */
     int fd;
@@ -188,14 +196,8 @@ TAP_CASE(test_a_unix_name_bound_by_another_process_is_passed_over_for_tcp)
 
 TAP_CASE(test_the_unix_name_of_the_tcp_listeners_owner_is_taken)
 {
-    if (!wire_unix_on())
-        TAP_SKIP("SOFTNIC_WIRE_UNIX=0: no connection tries a UNIX socket");
     struct st_dev d;
-    st_dev_open(&d);
-    union ibv_gid gid;
-    EXPECT_EQ_INT(0, ibv_query_gid(d.ctx, 1, 0, &gid));
-    struct in_addr ip;
-    memcpy(&ip, &gid.raw[12], 4);
+    struct in_addr ip = open_for_unix(&d);
     uint16_t port;
     int tl = tcp_listener(ip, &port);
     int ul = unix_listener(ip, port);
