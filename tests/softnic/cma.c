@@ -218,29 +218,32 @@ bool cma_listener_owner(uint32_t pid, struct in_addr ip, uint16_t port)
 
 int cma_check_peer(int fd, uint32_t pid, uint32_t fd_hint, uint64_t token_addr, uint64_t tok)
 {
-    struct sockaddr_in us, peer;
-    socklen_t l1 = sizeof(us), l2 = sizeof(peer);
-    struct sockaddr_storage any;
-    socklen_t la = sizeof(any);
+    struct sockaddr_storage us;
+    struct sockaddr_in peer;
+    socklen_t lu = sizeof(us), lp = sizeof(peer);
+    if (getsockname(fd, (struct sockaddr *)&us, &lu))
+        return -1;
     /* over a UNIX socket (wire.c) the kernel names the process at the
      * other end: the one that connected, or the one that listened */
-    bool local = getsockname(fd, (struct sockaddr *)&any, &la) == 0 && any.ss_family == AF_UNIX;
+    bool local = us.ss_family == AF_UNIX;
     if (local) {
         struct ucred cr;
         socklen_t lc = sizeof(cr);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &lc) || (uint32_t)cr.pid != pid)
             return -1;
-    } else if (getsockname(fd, (struct sockaddr *)&us, &l1) || getpeername(fd, (struct sockaddr *)&peer, &l2) ||
-               us.sin_family != AF_INET || peer.sin_family != AF_INET) {
+    } else if (us.ss_family != AF_INET || getpeername(fd, (struct sockaddr *)&peer, &lp) ||
+               peer.sin_family != AF_INET) {
         return -1;
     }
     int pidfd = pidfd_of(pid);
     if (pidfd < 0)
         return -1;
-    unsigned long inode = local ? 0 : tcp_inode(&peer, &us);
-    if (!local && (!inode || !pid_owns_inode(pid, inode, fd_hint))) {
-        close(pidfd);
-        return -1;
+    if (!local) {
+        unsigned long inode = tcp_inode(&peer, (const struct sockaddr_in *)&us);
+        if (!inode || !pid_owns_inode(pid, inode, fd_hint)) {
+            close(pidfd);
+            return -1;
+        }
     }
     uint64_t got = 0;
     struct iovec l = { &got, sizeof(got) };

@@ -87,13 +87,20 @@ static int unix_listener(struct in_addr ip, uint16_t port)
     return fd;
 }
 
-/* Whether a connection waits on listener fd within ms (taken and closed). */
-static bool accepted(int fd, int ms)
+/* The first connection waiting on listener fd within ms, taken: its
+ * socket, or -1. */
+static int take_one(int fd, int ms)
 {
     struct pollfd p = { .fd = fd, .events = POLLIN };
     if (poll(&p, 1, ms) != 1)
-        return false;
-    int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        return -1;
+    return accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+/* Whether a connection waits on listener fd within ms (taken and closed). */
+static bool accepted(int fd, int ms)
+{
+    int c = take_one(fd, ms);
     if (c < 0)
         return false;
     close(c);
@@ -118,10 +125,7 @@ static void qp_towards(struct st_dev *d, struct st_qp *q, uint16_t port)
  * (none waiting, or one that sent nothing). */
 static char bytes_from_any(int fd)
 {
-    struct pollfd p = { .fd = fd, .events = POLLIN };
-    if (poll(&p, 1, 0) != 1)
-        return 0;
-    int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+    int c = take_one(fd, 0);
     if (c < 0)
         return 0;
     char buf[256];
