@@ -129,6 +129,14 @@ static void comm_release(struct comm *c)
     c->fd = -1;
     if (c->cm_release)
         c->cm_release(c);
+    if (c->counted)
+        devices_comm_close(c->dev, c->kind == COMM_SEND);
+    c->counted = 0;
+}
+
+int comm_homed(const struct comm *c)
+{
+    return c->keep_home && devices_comms(c->dev, c->kind == COMM_SEND) >= (unsigned)c->nports;
 }
 
 /* Fills ports, makes the CQ and nqps QPs (QP i on port i % nports). */
@@ -217,6 +225,8 @@ static ncclResult_t comm_build(struct comm *c, int kind, int dev, int nqps, cons
     ncclResult_t res = comm_init(c, kind, dev, nqps, opts);
     c->keep_home = devices_host_bound(dev);
     c->home = devices_next_home(dev, kind == COMM_SEND);
+    devices_comm_open(dev, kind == COMM_SEND);
+    c->counted = 1;
     for (int i = 0; i < 2 && res == ncclSuccess; i++)
         res = area_make(c, &areas[i]);
     return res;

@@ -169,18 +169,20 @@ struct comm {
     struct ibv_cq *cq;
     int nqps;
     uint64_t max_chunk;         /* the device's largest RDMA WRITE (devices.h): HS_MAX_CHUNKS of them per message */
-    /* On a device whose PCIe link bounds it (devices_host_bound), the QP
-     * (if live) of this comm's unsplit messages and CTS writes: the
-     * device's comms of one kind take the QPs in turn as they are built,
-     * so connections spread over the ports while each keeps one QP busy.
-     * A second port adds little bandwidth there, and on softnic a QP's
-     * threads sleep between messages that round robin sends elsewhere.
-     * Elsewhere (keep_home 0) whole messages take the live QPs in turn: a
-     * connection may need both ports' bandwidth. On softnic's host-bound
-     * device the home QP ran ahead of round robin at nearly every NCCL
-     * size; on 25 Gb/s ports round robin was ahead for small send_recv
-     * (one connection needs both ports), hence the gate. */
+    /* On a device whose PCIe link bounds it (devices_host_bound), while
+     * the device has at least as many comms of this kind open as ports
+     * (comm_homed), the QP (if live) of this comm's unsplit messages and
+     * CTS writes: the device's comms of one kind take the QPs in turn as
+     * they are built, so connections share out the ports while each keeps
+     * one QP busy; the link, not a port, is then the bound. Otherwise
+     * whole messages take the live QPs in turn: a connection may need more
+     * than one port's bandwidth, as NCCL 2.30's single p2p connection per
+     * peer does (on softnic's host-bound device it moved 0.86-0.93 of
+     * NCCL's IB transport from 4 MiB up while it kept one port, with 4
+     * ring connections homed it ran ahead of round robin). On 25 Gb/s
+     * ports round robin was ahead for small send_recv. */
     int keep_home;
+    int counted;                /* in its device's open comms (devices_comm_open) */
     unsigned home;
     unsigned rr;                /* the next live QP in turn for a whole message (keep_home 0) */
     struct qp_conn qps[COMM_MAX_QPS];
@@ -212,11 +214,15 @@ struct comm {
     struct stats stats;
 };
 
+/* 1 while c keeps its whole messages and CTS writes on its home QP
+ * (keep_home). */
+int comm_homed(const struct comm *c);
+
 /* The QP to try first (failover_pick_qp) for a whole message or the CTS
  * write of receive slot `turn`: the home QP, or the QPs in turn. */
 static inline int comm_qp_hint(const struct comm *c, unsigned turn)
 {
-    return (int)((c->keep_home ? c->home : turn) % (unsigned)c->nqps);
+    return (int)((comm_homed(c) ? c->home : turn) % (unsigned)c->nqps);
 }
 
 struct send_comm {

@@ -637,6 +637,7 @@ static void vdev_merge(struct rn_device *r, int n, const int *parts)
     const struct rn_device *first = &devs[parts[0]];
     *r = *first;
     r->next_home[0] = r->next_home[1] = 0;
+    r->open_comms[0] = r->open_comms[1] = 0;
     if (n == 1)
         return; /* that device again, under a new index */
     r->nports = 0;
@@ -732,6 +733,26 @@ unsigned devices_next_home(int dev, int send)
 {
     struct rn_device *r = device_at(dev);
     return r ? __atomic_fetch_add(&r->next_home[send ? 0 : 1], 1u, __ATOMIC_RELAXED) : 0;
+}
+
+void devices_comm_open(int dev, int send)
+{
+    struct rn_device *r = device_at(dev);
+    if (r)
+        __atomic_fetch_add(&r->open_comms[send ? 0 : 1], 1u, __ATOMIC_RELAXED);
+}
+
+void devices_comm_close(int dev, int send)
+{
+    struct rn_device *r = device_at(dev);
+    if (r)
+        __atomic_fetch_sub(&r->open_comms[send ? 0 : 1], 1u, __ATOMIC_RELAXED);
+}
+
+unsigned devices_comms(int dev, int send)
+{
+    const struct rn_device *r = devices_get(dev);
+    return r ? __atomic_load_n(&r->open_comms[send ? 0 : 1], __ATOMIC_RELAXED) : 0;
 }
 
 int devices_nports(int dev)

@@ -61,6 +61,7 @@ struct rn_device {
     int speed_mbps;          /* sum over the ports, at most the PCIe link's (hostlink.h) */
     int host_bound;          /* 1: the PCIe link carries less than the ports together */
     unsigned next_home[2];   /* the next send / receive comm's home QP (devices_next_home) */
+    unsigned open_comms[2];  /* send / receive comms open on it (devices_comm_open) */
     int ptr_support;         /* NCCL_PTR_* bits, from a real test registration */
     int max_qp;
     uint64_t max_chunk;      /* bytes of one RDMA WRITE: HS_CHUNK_MAX, or less where a port's max_msg_sz is */
@@ -121,6 +122,12 @@ int devices_host_bound(int dev);
 /* The home QP index (modulo the comm's QPs) of device dev's next send
  * (send 1) or receive comm: each kind takes the QPs in turn. Thread-safe. */
 unsigned devices_next_home(int dev, int send);
+/* Counts the send (send 1) or receive comms open on device dev: open when
+ * one is built, close when it is freed; devices_comms reads the count.
+ * Thread-safe. */
+void devices_comm_open(int dev, int send);
+void devices_comm_close(int dev, int send);
+unsigned devices_comms(int dev, int send);
 ncclResult_t devices_qp_ports(int dev, struct qp_port *ports, int *nports, char *name, size_t namelen);
 ncclResult_t devices_handle_info(int dev, uint64_t *guid, uint8_t *link_layer, uint8_t *nports,
                                  struct oob_addr *addr);

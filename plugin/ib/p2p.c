@@ -288,7 +288,7 @@ struct send_plan {
 
 /* Messages up to split_min (and at most one chunk's size) go whole on the
  * comm's home QP (the next live one when it is down) or on the live QPs in
- * turn (comm.h, keep_home); larger ones in one chunk per live QP, and in
+ * turn (comm.h, keep_home, comm_homed); larger ones in one chunk per live QP, and in
  * more chunks than QPs where a chunk would exceed the device's largest
  * write (c->max_chunk). -1 without a live QP. */
 static int send_plan(struct send_comm *sc, uint64_t size, struct send_plan *p)
@@ -303,7 +303,7 @@ static int send_plan(struct send_comm *sc, uint64_t size, struct send_plan *p)
     uint64_t nlive = (uint64_t)p->nlive;
     if ((size <= sc->split_min || p->nlive == 1) && size <= c->max_chunk) {
         p->nq = 1;
-        if (c->keep_home) {
+        if (comm_homed(c)) {
             /* live[] ascends: the home QP, or the next live one after it */
             int q = failover_pick_qp(c->qp_live, c->nqps, comm_qp_hint(c, 0));
             p->first = 0;
@@ -332,7 +332,7 @@ static ncclResult_t send_post(struct send_comm *sc, struct request *r, const str
 {
     struct comm *c = &sc->c;
     unsigned nq = p->nq;
-    if (nq == 1 && !c->keep_home)
+    if (nq == 1)
         c->rr++;
     r->data = data;
     r->mh = mh;

@@ -3,13 +3,13 @@
  *
  * - p2p_irecv posts one CTS slot (n entries, n <= 8) into the sender's ring
  *   with one RDMA WRITE (on the comm's home QP, or the QPs in turn: comm.h,
- *   keep_home); *request == NULL when the slot of the receive posted 32
+ *   keep_home, comm_homed); *request == NULL when the slot of the receive posted 32
  *   receives ago is still in use (NCCL retries).
  * - p2p_isend matches its tag against the head CTS slot; *request == NULL
  *   while the receiver has not posted it yet, or while the send requests in
  *   flight hold the send queues (send_comm.sq_used). Messages up to
  *   RAILNET_SPLIT_MIN go whole on the comm's home QP (the next live one
- *   while it is down) or on the live QPs in turn (comm.h, keep_home);
+ *   while it is down) or on the live QPs in turn (comm.h, keep_home, comm_homed);
  *   larger ones are split in balanced 4 KiB-aligned chunks, one per live
  *   QP, and in more chunks (taking the QPs in turn) where a chunk would
  *   exceed the device's largest write (256 MiB). Each chunk's write carries
