@@ -15,7 +15,8 @@
 #  2. 8-byte latency: netdriver lat (isend/irecv ping-pong, median of 2000
 #     round trips).
 # Each round runs the peer, railnet, then the peer again (the A/A run: how
-# far a figure moves by itself), RAILNET_BENCH_ROUNDS rounds (default 5),
+# far a figure moves by itself), in reverse order in even rounds
+# (lib-rounds.sh), RAILNET_BENCH_ROUNDS rounds (default 5),
 # medians with the min-max of single runs. The verdict per depth: the A/A
 # band is the range over the sizes of peer-again / peer; railnet passes
 # when no size's railnet / peer falls below the band's low edge and their
@@ -58,6 +59,7 @@ for d in $depths; do
 done
 case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; exit 1 ;; esac
 . "$top_srcdir/bench/lib-cpus.sh"
+. "$top_srcdir/bench/lib-rounds.sh"
 halves=
 [ "${RAILNET_BENCH_NIC_APART:-1}" != 0 ] && halves=$(cpu_halves)
 
@@ -110,10 +112,14 @@ for depth in $depths; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
         ps= rs= as= ns=
         for round in $(seq "$rounds"); do
-            ps="$ps $(bw peer "$size" $n "$depth")"
-            rs="$rs $(bw railnet "$size" $n "$depth")"
-            as="$as $(bw peer "$size" $n "$depth")"
-            ns="$ns $(SOFTNIC_PUSH_SHARED=0 bw railnet "$size" $n "$depth")"
+            for job in $(round_order "$round" p r a n); do
+                case $job in
+                    p) ps="$ps $(bw peer "$size" $n "$depth")" ;;
+                    r) rs="$rs $(bw railnet "$size" $n "$depth")" ;;
+                    a) as="$as $(bw peer "$size" $n "$depth")" ;;
+                    n) ns="$ns $(SOFTNIC_PUSH_SHARED=0 bw railnet "$size" $n "$depth")" ;;
+                esac
+            done
         done
         set -- $(stats $ps); p=$1 pr="$2-$3"
         set -- $(stats $rs); r=$1 rr="$2-$3"
@@ -132,8 +138,14 @@ for depth in $depths; do
 done
 ps= rs= as= ns=
 for round in $(seq "$rounds"); do
-    ps="$ps $(lat peer)"; rs="$rs $(lat railnet)"; as="$as $(lat peer)"
-    ns="$ns $(SOFTNIC_PUSH_SHARED=0 lat railnet)"
+    for job in $(round_order "$round" p r a n); do
+        case $job in
+            p) ps="$ps $(lat peer)" ;;
+            r) rs="$rs $(lat railnet)" ;;
+            a) as="$as $(lat peer)" ;;
+            n) ns="$ns $(SOFTNIC_PUSH_SHARED=0 lat railnet)" ;;
+        esac
+    done
 done
 set -- $(stats $ps); p=$1 pr="$2-$3"
 set -- $(stats $rs); r=$1 rr="$2-$3"

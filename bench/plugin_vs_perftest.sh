@@ -33,7 +33,8 @@
 # programs (and with whatever else runs there), so single runs swing: every
 # number is the median of RAILNET_BENCH_ROUNDS (default 5) alternating runs
 # (perftest, then the plugin, round after round, so that load hits both
-# alike), printed with the min-max spread of the single runs; a verdict
+# alike; in even rounds every run of the round in reverse order,
+# lib-rounds.sh), printed with the min-max spread of the single runs; a verdict
 # from fewer than 5 rounds says so.  The load average is printed before and
 # after.
 # RAILNET_BENCH_BOUND=1 (the default) runs the plugin a second time in each
@@ -157,6 +158,7 @@ netdriver_bw() {
 # unbound, its output in $tmp/pl
 plugin_bw() { netdriver_bw "$1" $2 $3 $4 pl; }
 . "$top_srcdir/bench/lib-cpus.sh"
+. "$top_srcdir/bench/lib-rounds.sh"
 halves=
 [ "$bound_on" != 0 ] && halves=$(cpu_halves)
 [ -n "$halves" ] || bound_on=0
@@ -211,17 +213,27 @@ for depth in $depths; do
     for size in $sizes; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
         ibs= pls= pbs= deeps= bls= inflight= ib2s= ias= pas=
+        jobs=
+        [ -n "${RAILNET_BENCH_DEEP:-}" ] && jobs="$jobs deep"
+        [ -n "$base" ] && jobs="$jobs base"
+        jobs="$jobs ib pl"
+        [ "$bound_on" != 0 ] && jobs="$jobs pb"
+        [ "$apart_on" != 0 ] && jobs="$jobs ia pa"
+        [ "$aa_on" != 0 ] && jobs="$jobs ib2"
         for round in $(seq "$rounds"); do
-            [ -n "${RAILNET_BENCH_DEEP:-}" ] && deeps="$deeps $(ib_bw $size $n 128)"
-            [ -n "$base" ] && bls="$bls $(plugin_bw "$base" $size $n $depth)"
-            ibs="$ibs $(ib_bw $size $n $depth)"
-            pls="$pls $(plugin_bw "$plugin" $size $n $depth)"
-            [ "$bound_on" != 0 ] && pbs="$pbs $(plugin_bw_bound "$plugin" $size $n $depth)"
-            if [ "$apart_on" != 0 ]; then
-                ias="$ias $(ib_bw_apart $size $n $depth)"
-                pas="$pas $(plugin_bw_apart "$plugin" $size $n $depth)"
-            fi
-            [ "$aa_on" != 0 ] && ib2s="$ib2s $(ib_bw $size $n $depth)"
+            # shellcheck disable=SC2086
+            for job in $(round_order "$round" $jobs); do
+                case $job in
+                    deep) deeps="$deeps $(ib_bw $size $n 128)" ;;
+                    base) bls="$bls $(plugin_bw "$base" $size $n $depth)" ;;
+                    ib) ibs="$ibs $(ib_bw $size $n $depth)" ;;
+                    pl) pls="$pls $(plugin_bw "$plugin" $size $n $depth)" ;;
+                    pb) pbs="$pbs $(plugin_bw_bound "$plugin" $size $n $depth)" ;;
+                    ia) ias="$ias $(ib_bw_apart $size $n $depth)" ;;
+                    pa) pas="$pas $(plugin_bw_apart "$plugin" $size $n $depth)" ;;
+                    ib2) ib2s="$ib2s $(ib_bw $size $n $depth)" ;;
+                esac
+            done
             # the depth each side really ran with: perftest's banner, the
             # plugin's most sends in flight at once (netdriver bw counts
             # them), then the plugin's mean sends and receives in flight: a
@@ -390,12 +402,18 @@ fi
 
 echo "== 8-byte latency (us, one-way: medians of 2000 round trips -- ib_write_lat's t_typical -- then the median [min-max] of $lrounds alternating runs)"
 ibls= isls= plls= blls= pscs=
+ljobs="psc iwl${base:+ base} isl pl"
 for round in $(seq "$lrounds"); do
-    pscs="$pscs $(SOFTNIC_PUSH_SHARED=0 plugin_lat "$plugin")"
-    v=$(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }'); ibls="$ibls ${v:--}"
-    [ -n "$base" ] && blls="$blls $(plugin_lat "$base")"
-    v=$(perftest ib_send_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }'); isls="$isls ${v:--}"
-    plls="$plls $(plugin_lat "$plugin")"
+    # shellcheck disable=SC2086
+    for job in $(round_order "$round" $ljobs); do
+        case $job in
+            psc) pscs="$pscs $(SOFTNIC_PUSH_SHARED=0 plugin_lat "$plugin")" ;;
+            iwl) v=$(perftest ib_write_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }'); ibls="$ibls ${v:--}" ;;
+            base) blls="$blls $(plugin_lat "$base")" ;;
+            isl) v=$(perftest ib_send_lat -s 8 -n 2000 | awk '$1 == 8 { print $5 }'); isls="$isls ${v:--}" ;;
+            pl) plls="$plls $(plugin_lat "$plugin")" ;;
+        esac
+    done
 done
 echo "# runs: ib_write_lat$ibls; ib_send_lat$isls; plugin$plls; plugin, SOFTNIC_PUSH_SHARED=0$pscs${base:+; baseline$blls}"
 set -- $(stats $ibls); ibl=$1 iblr="$2-$3"
