@@ -162,7 +162,7 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     {
         echo "$(date -u +%Y-%m-%d), $(uname -m), $(nproc) CPUs, load average after $(cut -d' ' -f1-3 /proc/loadavg)."
-        echo "Medians of $rounds rounds (peer, railnet, peer again), min-max of single runs in parentheses."
+        echo "Medians of $rounds rounds (peer, railnet, peer again; the reverse in even rounds), min-max of single runs in parentheses."
         [ -n "$halves" ] && echo "Bandwidth with the NIC apart: \`SOFTNIC_NIC_CPUS=${halves#* }\`, both ranks \`taskset -c ${halves% *}\`; latency unbound."
         echo
         echo '```sh'

@@ -175,12 +175,11 @@ struct comm {
      * CTS writes: the device's comms of one kind take the QPs in turn as
      * they are built, so connections share out the ports while each keeps
      * one QP busy; the link, not a port, is then the bound. Otherwise
-     * whole messages take the live QPs in turn: a connection may need more
-     * than one port's bandwidth, as NCCL 2.30's single p2p connection per
-     * peer does (on softnic's host-bound device it moved 0.86-0.93 of
-     * NCCL's IB transport from 4 MiB up while it kept one port, with 4
-     * ring connections homed it ran ahead of round robin). On 25 Gb/s
-     * ports round robin was ahead for small send_recv. */
+     * whole messages take the live QPs in turn: a lone connection, as
+     * NCCL 2.30's single p2p connection per peer, may need more than one
+     * port's bandwidth (RAILNET_STATS showed every write of such a
+     * connection on port 1). On 25 Gb/s ports round robin was ahead for
+     * small send_recv. */
     int keep_home;
     int counted;                /* in its device's open comms (devices_comm_open) */
     unsigned home;
