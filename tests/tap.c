@@ -2,7 +2,9 @@
 #include "tap.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -168,4 +170,17 @@ int tap_run(int argc, char **argv)
         fflush(stdout);
     }
     return failed ? 1 : 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) ? -1 : 0;
+}
+
+int tap_rm_tree(const char *dir)
+{
+    return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }

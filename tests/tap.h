@@ -33,6 +33,9 @@ void tap_skip(const char *why) __attribute__((noreturn));
 void tap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The running case moved on (restarts its no-progress timeout). */
 void tap_progress(void);
+/* Removes the directory tree at dir (a test's temporary files), without
+ * following symbolic links: 0, or -1 with errno of the first failure. */
+int tap_rm_tree(const char *dir);
 
 #define TAP_CASE(fn)                                                        \
     static void fn(void);                                                   \

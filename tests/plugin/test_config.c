@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -491,9 +492,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = tap_run(argc, argv);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_top);
-    if (system(cmd))
-        fprintf(stderr, "cannot remove %s\n", tmp_top);
+    if (tap_rm_tree(tmp_top))
+        fprintf(stderr, "cannot remove %s: %s\n", tmp_top, strerror(errno));
     return rc;
 }

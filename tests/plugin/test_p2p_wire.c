@@ -274,13 +274,6 @@ static int load_host_bound(char *dir)
     return 0;
 }
 
-static void remove_tree(const char *dir)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    EXPECT_EQ_INT(0, system(cmd));
-}
-
 /* Where the NIC's PCIe link carries less than its ports together, a
  * second port adds little once there are connections for both ports:
  * each connection keeps its unsplit messages and clear-to-send writes on
@@ -301,7 +294,7 @@ TAP_CASE(test_host_bound_device_keeps_a_connection_on_its_home_qp)
     EXPECT_TRUE(tb[hb] >= payload && tb[!hb] == 0);
     EXPECT_TRUE(ha != hb);
     EXPECT_TRUE(tl[0] >= 2 * (uint64_t)MSG_MAX && tl[1] >= 2 * (uint64_t)MSG_MAX);
-    remove_tree(dir);
+    EXPECT_EQ_INT(0, tap_rm_tree(dir));
 }
 
 /* On the same device a lone connection (NCCL 2.30 makes one p2p connection
@@ -332,7 +325,7 @@ TAP_CASE(test_host_bound_device_spreads_a_lone_connection_over_the_ports)
     EXPECT_TRUE(beside[h] >= 2 * half && beside[!h] == 0);
     EXPECT_TRUE(other[!h] >= 2 * half && other[h] == 0);
     EXPECT_TRUE(again[0] >= half && again[1] >= half);
-    remove_tree(dir);
+    EXPECT_EQ_INT(0, tap_rm_tree(dir));
 }
 
 /* Where the ports bound the device (no PCIe link known here), a

@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -193,9 +194,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int rc = tap_run(argc, argv);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
-    if (system(cmd))
-        fprintf(stderr, "cannot remove %s\n", top);
+    if (tap_rm_tree(top))
+        fprintf(stderr, "cannot remove %s: %s\n", top, strerror(errno));
     return rc;
 }

@@ -274,13 +274,6 @@ static void sysfs_rate(const char *dir, int port, char *buf, size_t len)
     read_text(dev, rel, buf, len);
 }
 
-static void rm_dir(const char *dir)
-{
-    char cmd[200];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    EXPECT_EQ_INT(0, system(cmd));
-}
-
 /* Without a rate limit a port advertises what this host moves (NCCL plans by it),
  * not a 4x HDR it cannot carry: the fastest 4x link within the
  * calibration, in ibv_query_port and in sysfs alike. */
@@ -313,7 +306,7 @@ TAP_CASE(test_unlimited_port_advertises_the_best_link_within_the_calibration)
         EXPECT_TRUE(strncmp(buf, want, strlen(want)) == 0 && buf[strlen(want)] == ' ');
     }
     st_dev_close(&d);
-    rm_dir(dir);
+    EXPECT_EQ_INT(0, tap_rm_tree(dir));
 }
 
 /* The calibration is the host's, shared through SOFTNIC_LINK_CACHE: a
@@ -538,7 +531,7 @@ TAP_CASE(test_rate_limit_is_advertised_exactly_in_verbs_and_sysfs)
     EXPECT_EQ_INT(0, ibv_query_port(d.ctx, 1, &pa));
     EXPECT_EQ_U64(50000, link_mbps(pa.active_width, pa.active_speed));
     st_dev_close(&d);
-    rm_dir(dir);
+    EXPECT_EQ_INT(0, tap_rm_tree(dir));
 }
 
 static void sysfs_device_file(const char *dir, const char *name, char *buf, size_t len)
@@ -579,9 +572,7 @@ TAP_CASE(test_sysfs_device_link_is_the_pcie_link_the_host_carries)
             sysfs_device_file(dir, "max_link_speed", maxs, sizeof(maxs));
             sysfs_device_file(dir, "max_link_width", maxw, sizeof(maxw));
             st_dev_close(&d);
-            char cmd[200];
-            snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-            int rmrc = system(cmd);
+            int rmrc = tap_rm_tree(dir);
             int ok = !strcmp(speed, want[i].speed) && !strcmp(width, want[i].width) &&
                      !strcmp(maxs, speed) && !strcmp(maxw, width) && rmrc == 0;
             if (!ok)
@@ -695,7 +686,7 @@ TAP_CASE(test_sysfs_view_describes_devices_and_gids)
     read_text(list[0]->dev_path, "ibdev", buf, sizeof(buf));
     EXPECT_STREQ("softnic0", buf);
     ibv_free_device_list(list);
-    rm_dir(dir);
+    EXPECT_EQ_INT(0, tap_rm_tree(dir));
 }
 
 /* Entries of the tree at dir whose name starts with '.' (a writer's
@@ -796,7 +787,7 @@ TAP_CASE(test_sysfs_rail_layout_puts_each_device_on_a_switch_with_one_gpu)
     snprintf(cmd, sizeof(cmd), "test $(ls '%s/bus/pci/devices' | wc -l) -eq 12", dir);
     EXPECT_EQ_INT(0, system(cmd));
     EXPECT_EQ_INT(0, hidden_entries(dir));
-    rm_dir(dir);
+    EXPECT_EQ_INT(0, tap_rm_tree(dir));
 }
 
 /* With "shared" each switch holds the NIC and two GPUs. */
@@ -816,7 +807,7 @@ TAP_CASE(test_sysfs_shared_layout_puts_two_gpus_on_each_switch)
     snprintf(cmd, sizeof(cmd), "test $(ls '%s/bus/pci/devices' | wc -l) -eq 16", dir);
     EXPECT_EQ_INT(0, system(cmd));
     EXPECT_EQ_INT(0, hidden_entries(dir));
-    rm_dir(dir);
+    EXPECT_EQ_INT(0, tap_rm_tree(dir));
 }
 
 /* Without a layout the view is as it always was: device/ a directory of
@@ -835,7 +826,7 @@ TAP_CASE(test_sysfs_view_without_a_layout_has_no_pci_bus)
     EXPECT_EQ_INT(-1, lstat(path, &st));
     snprintf(path, sizeof(path), "%s/devices", dir);
     EXPECT_EQ_INT(-1, lstat(path, &st));
-    rm_dir(dir);
+    EXPECT_EQ_INT(0, tap_rm_tree(dir));
 }
 
 TAP_CASE(test_port_down_and_up_raise_async_events)
