@@ -205,14 +205,18 @@ static void *acceptor_main(void *arg)
 {
     (void)arg;
     struct pollfd pfd[1 + SN_MAX_BLOCKS * 2 * MAX_IPS];
+    bool tcp[1 + SN_MAX_BLOCKS * 2 * MAX_IPS]; /* a block's first nips listeners; then its UNIX ones */
     sn_nic_thread_init();
     for (;;) {
         int n = 0;
+        tcp[n] = false;
         pfd[n++] = (struct pollfd){ .fd = W.wake[0], .events = POLLIN };
         pthread_mutex_lock(&W.lock);
         for (int b = 0; b < W.nblocks; b++)
-            for (int i = 0; i < W.blocks[b].nfds; i++)
+            for (int i = 0; i < W.blocks[b].nfds; i++) {
+                tcp[n] = i < W.nips;
                 pfd[n++] = (struct pollfd){ .fd = W.blocks[b].fds[i], .events = POLLIN };
+            }
         pthread_mutex_unlock(&W.lock);
         /* wakes at least every 50 ms: fault_poll() reads SOFTNIC_CTL_FILE here
          * when no QP is busy (fault.c promises a 50 ms period) */
@@ -229,7 +233,8 @@ static void *acceptor_main(void *arg)
                 continue;
             int fd = accept4(pfd[i].fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0) {
-                wire_tune(fd);
+                if (tcp[i])
+                    wire_tune(fd);
                 responder_spawn(fd);
             }
         }
