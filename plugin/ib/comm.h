@@ -217,11 +217,17 @@ struct comm {
  * (keep_home). */
 int comm_homed(const struct comm *c);
 
+/* c's home QP (whether or not it is live or c homed). */
+static inline int comm_home_qp(const struct comm *c)
+{
+    return (int)(c->home % (unsigned)c->nqps);
+}
+
 /* The QP to try first (failover_pick_qp) for a whole message or the CTS
  * write of receive slot `turn`: the home QP, or the QPs in turn. */
 static inline int comm_qp_hint(const struct comm *c, unsigned turn)
 {
-    return (int)((comm_homed(c) ? c->home : turn) % (unsigned)c->nqps);
+    return comm_homed(c) ? comm_home_qp(c) : (int)(turn % (unsigned)c->nqps);
 }
 
 struct send_comm {

@@ -305,7 +305,7 @@ static int send_plan(struct send_comm *sc, uint64_t size, struct send_plan *p)
         p->nq = 1;
         if (comm_homed(c)) {
             /* live[] ascends: the home QP, or the next live one after it */
-            int q = failover_pick_qp(c->qp_live, c->nqps, comm_qp_hint(c, 0));
+            int q = failover_pick_qp(c->qp_live, c->nqps, comm_home_qp(c));
             p->first = 0;
             while (p->live[p->first] != q)
                 p->first++;
