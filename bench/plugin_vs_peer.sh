@@ -93,6 +93,21 @@ bw() {
     echo "${v:--}"
 }
 lat() { v=$(run "$1" lat --size 8 --iters 2000 | sed -n 's/.*, \([0-9.]*\) us one-way (median).*/\1/p'); echo "${v:--}"; }
+# one_round ROUND FN ARGS...: one round of FN (bw or lat) for the peer,
+# railnet, the peer again and railnet with SOFTNIC_PUSH_SHARED=0, each
+# appended to ps, rs, as and ns, in round_order
+one_round() {
+    _round=$1 _fn=$2
+    shift 2
+    for job in $(round_order "$_round" p r a n); do
+        case $job in
+            p) ps="$ps $($_fn peer "$@")" ;;
+            r) rs="$rs $($_fn railnet "$@")" ;;
+            a) as="$as $($_fn peer "$@")" ;;
+            n) ns="$ns $(SOFTNIC_PUSH_SHARED=0 $_fn railnet "$@")" ;;
+        esac
+    done
+}
 # verdict: lines "SIZE RATIO AA" -> "pass|fail (band, median, below)";
 # a run that failed ("-") counts as a point below the band
 verdict() {
@@ -112,14 +127,7 @@ for depth in $depths; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
         ps= rs= as= ns=
         for round in $(seq "$rounds"); do
-            for job in $(round_order "$round" p r a n); do
-                case $job in
-                    p) ps="$ps $(bw peer "$size" $n "$depth")" ;;
-                    r) rs="$rs $(bw railnet "$size" $n "$depth")" ;;
-                    a) as="$as $(bw peer "$size" $n "$depth")" ;;
-                    n) ns="$ns $(SOFTNIC_PUSH_SHARED=0 bw railnet "$size" $n "$depth")" ;;
-                esac
-            done
+            one_round "$round" bw "$size" $n "$depth"
         done
         set -- $(stats $ps); p=$1 pr="$2-$3"
         set -- $(stats $rs); r=$1 rr="$2-$3"
@@ -138,14 +146,7 @@ for depth in $depths; do
 done
 ps= rs= as= ns=
 for round in $(seq "$rounds"); do
-    for job in $(round_order "$round" p r a n); do
-        case $job in
-            p) ps="$ps $(lat peer)" ;;
-            r) rs="$rs $(lat railnet)" ;;
-            a) as="$as $(lat peer)" ;;
-            n) ns="$ns $(SOFTNIC_PUSH_SHARED=0 lat railnet)" ;;
-        esac
-    done
+    one_round "$round" lat
 done
 set -- $(stats $ps); p=$1 pr="$2-$3"
 set -- $(stats $rs); r=$1 rr="$2-$3"
