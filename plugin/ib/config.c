@@ -14,10 +14,12 @@ static struct rn_config cfg = {
     .gid_index = RN_AUTO,
     .merge_ports = RN_AUTO,
     .qps_per_conn = 2,
-    /* Below 128 KiB a message is latency-bound: splitting it costs one more
-     * work request and immediate per QP for no bandwidth gain; above it each
-     * chunk is still >= 64 KiB on two QPs, enough to keep each link busy. */
-    .split_min = 128 << 10,
+    /* NCCL's p2p chunk (128 KiB) goes in two halves, one per port, as NCCL's
+     * own IB transport writes it: a lone p2p connection then keeps both ports
+     * busy with each message, where whole messages in turn trail from 2 MiB.
+     * Below 64 KiB a message is latency-bound: a split costs one more work
+     * request and immediate per QP for no bandwidth. */
+    .split_min = 64 << 10,
     .ib_timeout = 20,
     .ib_retry_cnt = 7,
     .ib_tc = RN_AUTO, /* unset: NCCL's per-communicator traffic class, else 0 */

@@ -22,7 +22,7 @@ struct rn_config {
     int gid_index;          /* RAILNET_GID_INDEX: -1 auto (RoCE v2 + IPv4), 0..255 */
     int merge_ports;        /* RAILNET_MERGE_PORTS: -1 auto, 0, 1 */
     int qps_per_conn;       /* RAILNET_QPS_PER_CONN: 1..16, default 2 */
-    long long split_min;    /* RAILNET_SPLIT_MIN: bytes, default 128 KiB */
+    long long split_min;    /* RAILNET_SPLIT_MIN: bytes, default 64 KiB */
     int ib_timeout;         /* RAILNET_IB_TIMEOUT: 1..31, default 20 */
     int ib_retry_cnt;       /* RAILNET_IB_RETRY_CNT: 0..7, default 7 */
     int ib_tc;              /* RAILNET_IB_TC: 0..255; RN_AUTO (unset): NCCL's traffic class, else 0 */

@@ -52,7 +52,7 @@ grep -q "^gindriver: bad value '12x' for --seed" "$out" || st1=x$st1
 [ "$st1" = 2 ] && [ $st2 -eq 0 ] && grep -q '^init: 0$' "$out" &&
     tap_ok gindriver_seed_whole_up_to_2_64_or_refused ||
     tap_not_ok gindriver_seed_whole_up_to_2_64_or_refused "exit $st1/$st2; $(tail -n 3 "$out" | tr '\n' ' ')"
-# puts up to 1 MiB: those of RAILNET_SPLIT_MIN (128 KiB) or more are cut
+# puts up to 1 MiB: those of RAILNET_SPLIT_MIN (64 KiB) or more are cut
 # over both ports' QPs
 tap_check iput_split_over_both_ports_4_ranks_byte_checked "$gd" --plugin "$plugin" --ranks 4 --slot 4194304 --puts 8 mesh
 # 700 puts per peer per round with NCCL's queue depth (256 per rank) in

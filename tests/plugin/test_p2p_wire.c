@@ -344,7 +344,7 @@ TAP_CASE(test_port_bound_device_spreads_a_connections_messages_over_the_ports)
     EXPECT_TRUE(tl[0] >= 2 * (uint64_t)MSG_MAX && tl[1] >= 2 * (uint64_t)MSG_MAX);
 }
 
-/* Messages above RAILNET_SPLIT_MIN (128 KiB) on both ports of the merged
+/* Messages above RAILNET_SPLIT_MIN (64 KiB) on both ports of the merged
  * device, one QP each, so split in two chunks: their sizes (partial ones
  * included) arrive exactly, and what they cost on the two ports together. */
 TAP_CASE(test_a_split_message_carries_its_size_in_its_chunks)

@@ -28,7 +28,7 @@ for qps in 1 2 4; do
     done
 done
 run traffic_8_ranks_all_pairs -- --ranks 8 --iters 25 --max-size 256K --seed 7
-run traffic_sizes_to_64MiB_split_over_qps RAILNET_SPLIT_MIN=64K -- --ranks 2 --iters 12 --max-size 64M --seed 11
+run traffic_sizes_to_64MiB_split_over_qps RAILNET_SPLIT_MIN=16K -- --ranks 2 --iters 12 --max-size 64M --seed 11
 run traffic_small_messages_only_round_robin -- --ranks 3 --iters 200 --max-size 4K --inflight 32 --seed 13
 run traffic_one_request_in_flight -- --ranks 2 --iters 100 --max-size 1M --inflight 1 --seed 17
 # A receiver whose NIC acts on ACKs late (softnic ack_delay_us on rank 1
