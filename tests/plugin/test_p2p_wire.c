@@ -344,6 +344,31 @@ TAP_CASE(test_port_bound_device_spreads_a_connections_messages_over_the_ports)
     EXPECT_TRUE(tl[0] >= 2 * (uint64_t)MSG_MAX && tl[1] >= 2 * (uint64_t)MSG_MAX);
 }
 
+/* With the default RAILNET_SPLIT_MIN, NCCL's 128 KiB p2p chunk goes in two
+ * halves, one on each port of the merged device, as NCCL's IB transport
+ * writes it; a 64 KiB message goes whole on one port. */
+TAP_CASE(test_default_split_sends_nccls_p2p_chunk_in_halves_over_the_ports)
+{
+    unsetenv("SOFTNIC_SYSFS");
+    unsetenv("SOFTNIC_RATE");
+    unsetenv("RAILNET_SPLIT_MIN");
+    if (load_with("softnic0", "1"))
+        TAP_SKIP("the plugin or softnic is not available");
+    struct built_pair p;
+    EXPECT_EQ_INT(0, built_pair_open(net, &p, MSG_MAX));
+    uint64_t id = 1, chunk[2], whole[2];
+    tx_on_ports(&p, 131072, 131072, 3, &id, chunk);
+    tx_on_ports(&p, 65536, 65536, 1, &id, whole);
+    built_pair_close(net, &p);
+    printf("# 128 KiB x 3 on port 1/2: %llu/%llu bytes; 64 KiB x 1: %llu/%llu\n", (unsigned long long)chunk[0],
+           (unsigned long long)chunk[1], (unsigned long long)whole[0], (unsigned long long)whole[1]);
+    /* whole messages in turn would put two on one port, one on the other;
+     * beyond the halves a port carries at most clear-to-sends and ACKs */
+    for (int i = 0; i < 2; i++)
+        EXPECT_TRUE(chunk[i] >= 3 * 65536ull && chunk[i] < 3 * 65536ull + 4096);
+    EXPECT_TRUE((whole[0] >= 65536 && whole[1] < 4096) || (whole[1] >= 65536 && whole[0] < 4096));
+}
+
 /* Messages above RAILNET_SPLIT_MIN (64 KiB) on both ports of the merged
  * device, one QP each, so split in two chunks: their sizes (partial ones
  * included) arrive exactly, and what they cost on the two ports together. */
