@@ -183,7 +183,7 @@ struct comm {
     int keep_home;
     int counted;                /* in its device's open comms (devices_comm_open) */
     unsigned home;
-    unsigned rr;                /* the next live QP in turn for a whole message (keep_home 0) */
+    unsigned rr;                /* the next live QP in turn for a whole message (while not comm_homed) */
     struct qp_conn qps[COMM_MAX_QPS];
     struct qp_params qpp;
     int ready;
