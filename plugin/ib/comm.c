@@ -225,6 +225,10 @@ static ncclResult_t comm_build(struct comm *c, int kind, int dev, int nqps, cons
     ncclResult_t res = comm_init(c, kind, dev, nqps, opts);
     c->keep_home = devices_host_bound(dev);
     c->home = devices_next_home(dev, kind == COMM_SEND);
+    /* turns start at the home QP too: NCCL drives a peer's connections
+     * (2.28's two p2p channels) in step, and turns that all began on QP 0
+     * put each step's whole messages on one port while the other idled */
+    c->rr = c->home;
     devices_comm_open(dev, kind == COMM_SEND);
     c->counted = 1;
     for (int i = 0; i < 2 && res == ncclSuccess; i++)

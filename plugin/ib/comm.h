@@ -183,7 +183,7 @@ struct comm {
     int keep_home;
     int counted;                /* in its device's open comms (devices_comm_open) */
     unsigned home;
-    unsigned rr;                /* the next live QP in turn for a whole message (while not comm_homed) */
+    unsigned rr;                /* the next live QP in turn for a whole message (while not comm_homed); starts at home */
     struct qp_conn qps[COMM_MAX_QPS];
     struct qp_params qpp;
     int ready;
@@ -223,11 +223,12 @@ static inline int comm_home_qp(const struct comm *c)
     return (int)(c->home % (unsigned)c->nqps);
 }
 
-/* The QP to try first (failover_pick_qp) for a whole message or the CTS
- * write of receive slot `turn`: the home QP, or the QPs in turn. */
+/* The QP to try first (failover_pick_qp) for the CTS write of receive
+ * slot `turn`: the home QP, or the QPs in turn from the home QP (so that
+ * connections NCCL drives in step write their CTS on different ports). */
 static inline int comm_qp_hint(const struct comm *c, unsigned turn)
 {
-    return comm_homed(c) ? comm_home_qp(c) : (int)(turn % (unsigned)c->nqps);
+    return comm_homed(c) ? comm_home_qp(c) : (int)((turn + c->home) % (unsigned)c->nqps);
 }
 
 struct send_comm {

@@ -344,6 +344,37 @@ TAP_CASE(test_port_bound_device_spreads_a_connections_messages_over_the_ports)
     EXPECT_TRUE(tl[0] >= 2 * (uint64_t)MSG_MAX && tl[1] >= 2 * (uint64_t)MSG_MAX);
 }
 
+/* NCCL 2.28 drives a peer's two p2p connections in step, one message each
+ * a step: on a port-bound device their whole messages take different
+ * ports in every step (turns that all began on port 1 left port 2 idle
+ * in every other step). */
+TAP_CASE(test_connections_in_step_put_their_whole_messages_on_different_ports)
+{
+    unsetenv("SOFTNIC_SYSFS");
+    unsetenv("SOFTNIC_RATE");
+    unsetenv("RAILNET_SPLIT_MIN");
+    if (load_with("softnic0", "1"))
+        TAP_SKIP("the plugin or softnic is not available");
+    struct built_pair a, b;
+    EXPECT_EQ_INT(0, built_pair_open(net, &a, MSG_MAX));
+    EXPECT_EQ_INT(0, built_pair_open(net, &b, MSG_MAX));
+    uint64_t id = 1;
+    for (int step = 0; step < 4; step++) {
+        uint64_t ta[2], tb[2];
+        tx_on_ports(&a, 65536, 65536, 1, &id, ta);
+        tx_on_ports(&b, 65536, 65536, 1, &id, tb);
+        int pa = ta[0] >= 65536 ? 0 : 1, pb = tb[0] >= 65536 ? 0 : 1;
+        printf("# step %d: a's 64 KiB on port %d (%llu/%llu), b's on port %d (%llu/%llu)\n", step, pa + 1,
+               (unsigned long long)ta[0], (unsigned long long)ta[1], pb + 1, (unsigned long long)tb[0],
+               (unsigned long long)tb[1]);
+        EXPECT_TRUE(ta[pa] >= 65536 && ta[!pa] < 4096);
+        EXPECT_TRUE(tb[pb] >= 65536 && tb[!pb] < 4096);
+        EXPECT_TRUE(pa != pb);
+    }
+    built_pair_close(net, &b);
+    built_pair_close(net, &a);
+}
+
 /* With the default RAILNET_SPLIT_MIN, NCCL's 128 KiB p2p chunk goes in two
  * halves, one on each port of the merged device, as NCCL's IB transport
  * writes it; a 64 KiB message goes whole on one port. */
