@@ -345,10 +345,10 @@ TAP_CASE(test_port_bound_device_spreads_a_connections_messages_over_the_ports)
 }
 
 /* NCCL 2.28 drives a peer's two p2p connections in step, one message each
- * a step: on a port-bound device their whole messages take different
- * ports in every step (turns that all began on port 1 left port 2 idle
- * in every other step). */
-TAP_CASE(test_connections_in_step_put_their_whole_messages_on_different_ports)
+ * a step: on a port-bound device their whole messages, and their
+ * receivers' clear-to-sends, take different ports in every step (turns
+ * that all began on port 1 left one port idle in each step). */
+TAP_CASE(test_connections_in_step_put_their_messages_and_clear_to_sends_on_different_ports)
 {
     unsetenv("SOFTNIC_SYSFS");
     unsetenv("SOFTNIC_RATE");
@@ -370,6 +370,9 @@ TAP_CASE(test_connections_in_step_put_their_whole_messages_on_different_ports)
         EXPECT_TRUE(ta[pa] >= 65536 && ta[!pa] < 4096);
         EXPECT_TRUE(tb[pb] >= 65536 && tb[!pb] < 4096);
         EXPECT_TRUE(pa != pb);
+        /* one message and one clear-to-send on each port */
+        EXPECT_EQ_U64(65536ull + CTS_BYTES, ta[0] + tb[0]);
+        EXPECT_EQ_U64(65536ull + CTS_BYTES, ta[1] + tb[1]);
     }
     built_pair_close(net, &b);
     built_pair_close(net, &a);
