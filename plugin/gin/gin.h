@@ -145,7 +145,7 @@ struct gin_peer {
     uint64_t nonce;               /* nonce of its listen handle */
     int nqps;
     struct gin_qp qps[HS_MAX_PORTS];
-    unsigned next_qp;             /* round robin of puts and gets */
+    unsigned next_qp;             /* round robin of puts and gets; starts at the peer's distance (peer - own rank, mod nranks) */
     unsigned last_qp;             /* QP of the latest transfer: a lone signal goes behind it */
     uint64_t gone_ns;             /* when its socket was seen closed; 0 while open */
 };

@@ -216,6 +216,12 @@ static ncclResult_t coll_create(int dev, int rank, int nranks, int gdaki_type, s
     char err[256];
     for (int p = 0; p < nranks; p++) {
         c->peers[p].nqps = c->nports;
+        /* an alltoall puts to every peer once an operation: turns that all
+         * began on QP 0 put each operation's puts on one port (and each
+         * peer's receives from all senders on one of its ports); turns
+         * from the peer's distance take the QPs in turn over the peers,
+         * and over the senders at each receiver */
+        c->peers[p].next_qp = c->peers[p].last_qp = (unsigned)((p - rank + nranks) % nranks);
         for (int i = 0; i < c->nports; i++) {
             if (qp_create(&c->peers[p].qps[i].conn, &c->ports[i], c->cq, &c->qpp, err, sizeof(err))) {
                 WARN("NET/railnet/GIN: device %s, QP %d towards rank %d: %s", c->dev_name, i, p, err);

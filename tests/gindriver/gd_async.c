@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../softnic/softnic_ctl.h"
 #include "gd.h"
 #include "gd_tests.h"
 #include "gin.h"
@@ -61,6 +62,26 @@ void gd_own_dev_close(struct gd_own_dev *d)
     if (d->list)
         d->free_list(d->list);
     memset(d, 0, sizeof(*d));
+}
+
+/* The request payload bytes this process sent on ports 1 and 2 of the
+ * first device (softnic_ctl_port_counters on a context of its own: a
+ * port's counters are the device's). Returns 0, or 1 off softnic. */
+int gd_port_tx(unsigned long long tx[2])
+{
+    void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    int (*counters)(struct ibv_context *, uint8_t, struct softnic_ctl_counters *) = NULL;
+    if (v)
+        *(void **)&counters = dlsym(v, "softnic_ctl_port_counters");
+    struct gd_own_dev d;
+    struct ibv_context *own = counters ? gd_own_dev_open(&d) : NULL;
+    struct softnic_ctl_counters c1, c2;
+    int bad = !own || counters(own, 1, &c1) || counters(own, 2, &c2);
+    if (counters)
+        gd_own_dev_close(&d);
+    tx[0] = bad ? 0 : c1.tx_bytes;
+    tx[1] = bad ? 0 : c2.tx_bytes;
+    return bad;
 }
 
 /* Takes port DOWN_PORT of the first device down and up through a context

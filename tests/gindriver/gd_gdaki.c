@@ -372,26 +372,6 @@ static int gk_check_host_path_refused(struct gk *k)
     return bad;
 }
 
-/* The request payload bytes this process sent on ports 1 and 2 of the
- * first device (softnic_ctl_port_counters on a context of its own: a
- * port's counters are the device's). Returns 0, or 1 off softnic. */
-static int port_tx(unsigned long long tx[2])
-{
-    void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-    int (*counters)(struct ibv_context *, uint8_t, struct softnic_ctl_counters *) = NULL;
-    if (v)
-        *(void **)&counters = dlsym(v, "softnic_ctl_port_counters");
-    struct gd_own_dev d;
-    struct ibv_context *own = counters ? gd_own_dev_open(&d) : NULL;
-    struct softnic_ctl_counters c1, c2;
-    int bad = !own || counters(own, 1, &c1) || counters(own, 2, &c2);
-    if (counters)
-        gd_own_dev_close(&d);
-    tx[0] = bad ? 0 : c1.tx_bytes;
-    tx[1] = bad ? 0 : c2.tx_bytes;
-    return bad;
-}
-
 static int t_gdaki(struct gd_rank *r, void *arg)
 {
     struct gd_opts *o = arg;
@@ -401,7 +381,7 @@ static int t_gdaki(struct gd_rank *r, void *arg)
     if (gk_open(r, &k, len))
         return 1;
     unsigned long long tx0[2] = { 0, 0 }, tx1[2] = { 0, 0 };
-    int no_tx = port_tx(tx0);
+    int no_tx = gd_port_tx(tx0);
     struct rn_gin_gdaki_gpu_ctx *gc = k.gc;
     /* source bytes: for target t, round i: chunk (t * rounds + i) */
     for (int t = 0; t < n; t++)
@@ -505,7 +485,7 @@ static int t_gdaki(struct gd_rank *r, void *arg)
     if (!bad)
         printf("rank %d: %d rounds to %d ranks byte-checked, signals and counters exact, %llu slots on a ring of %u\n",
                me, rounds, n, slots, (unsigned)gc->gdqp[0].sq_wqe_num);
-    if (!no_tx && !port_tx(tx1))
+    if (!no_tx && !gd_port_tx(tx1))
         printf("rank %d: payload bytes sent: port 1 %llu, port 2 %llu\n", me, tx1[0] - tx0[0], tx1[1] - tx0[1]);
     if (gd_barrier(r))
         bad = 1;
@@ -923,12 +903,12 @@ static int port_of_put(struct gd_rank *r, struct gk *k, int which)
 {
     int peer = 1 - r->rank;
     unsigned long long t0[2], t1[2];
-    if (port_tx(t0))
+    if (gd_port_tx(t0))
         return 1;
     struct dc_addr ra = { 0, k->dst_gh->rkeys[peer] }, la = { 0, k->src_gh->lkey };
     dc_put(k->gc->gdqp + peer, ra, la, GK_PORT_PUT);
     int w = dc_wait(k->gc->gdqp + peer, 30.0);
-    if (w || port_tx(t1)) {
+    if (w || gd_port_tx(t1)) {
         printf("rank %d: collComm %d: the put to rank %d did not complete (%d)\n", r->rank, which, peer, w);
         return 1;
     }

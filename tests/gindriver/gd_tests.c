@@ -963,6 +963,85 @@ static int t_rate(struct gd_rank *r, void *arg)
     return 0;
 }
 
+/* ---------------------------------------------------------------- spread */
+
+#define SPREAD_PUT 4096 /* below RAILNET_SPLIT_MIN: one QP a put */
+
+/* As NCCL's device-API alltoall: each round one put to every peer, all
+ * tested done; the payload bytes this rank sent in the round must be on
+ * both ports of the merged device (each peer's turns begin at another QP),
+ * and every byte must land. */
+static int t_spread(struct gd_rank *r, void *arg)
+{
+    const struct gd_opts *o = arg;
+    ncclResult_t e = gd_connect(r);
+    if (e != ncclSuccess) {
+        printf("rank %d: connect failed (%d)\n", r->rank, e);
+        return 1;
+    }
+    int n = r->nranks, me = r->rank;
+    size_t len = (size_t)n * SPREAD_PUT;
+    uint8_t *src = alloc_host(len), *win = alloc_host(len);
+    void *msrc, *mwin, *reqs[GD_MAX_RANKS] = { 0 };
+    if (!src || !win || reg(r, src, len, 0, &msrc) || reg(r, win, len, 0, &mwin))
+        return 1;
+    int bad = 0;
+    for (int round = 0; round < o->rounds && !bad; round++) {
+        memset(win, 0xee, len);
+        for (int d = 0; d < n; d++)
+            for (size_t j = 0; j < SPREAD_PUT; j++)
+                src[(size_t)d * SPREAD_PUT + j] = gd_byte(put_id(r->seed, round, me, d, 0), j);
+        unsigned long long t0[2], t1[2];
+        if (gd_barrier(r) || gd_port_tx(t0)) {
+            printf("rank %d: no barrier or no softnic port counters\n", me);
+            return 1;
+        }
+        double deadline = gd_now() + DEADLINE_S;
+        for (int d = 0; d < n && !bad; d++) {
+            if (d == me)
+                continue;
+            e = r->gin->iput(r->coll, (uint64_t)d * SPREAD_PUT, msrc, SPREAD_PUT, (uint64_t)me * SPREAD_PUT, mwin,
+                             (uint32_t)d, &reqs[d]);
+            if (e != ncclSuccess || !reqs[d]) {
+                printf("rank %d: iput to rank %d: %d, request %p\n", me, d, e, reqs[d]);
+                bad = 1;
+            }
+        }
+        for (int d = 0; d < n && !bad; d++) {
+            if (d != me && (e = gd_wait(r, reqs[d], deadline)) != ncclSuccess) {
+                printf("rank %d: the put to rank %d did not complete (%d)\n", me, d, e);
+                bad = 1;
+            }
+            reqs[d] = NULL;
+        }
+        if (bad || gd_port_tx(t1))
+            return 1;
+        unsigned long long p1 = t1[0] - t0[0], p2 = t1[1] - t0[1];
+        printf("rank %d: round %d: %d puts of %d bytes, port 1 %llu bytes, port 2 %llu\n", me, round, n - 1,
+               SPREAD_PUT, p1, p2);
+        if (n > 2 && (p1 < SPREAD_PUT || p2 < SPREAD_PUT)) {
+            printf("rank %d: round %d: one port carried no put\n", me, round);
+            bad = 1;
+        }
+        if (gd_barrier(r))
+            return 1;
+        for (int s = 0; s < n && !bad; s++) {
+            const uint8_t *got = win + (size_t)s * SPREAD_PUT;
+            for (size_t j = 0; j < SPREAD_PUT && s != me; j++)
+                if (got[j] != gd_byte(put_id(r->seed, round, s, me, 0), j)) {
+                    printf("rank %d: round %d: byte %zu from rank %d is 0x%02x\n", me, round, j, s, got[j]);
+                    bad = 1;
+                    break;
+                }
+        }
+    }
+    r->gin->deregMrSym(r->coll, msrc);
+    r->gin->deregMrSym(r->coll, mwin);
+    free(src);
+    free(win);
+    return bad;
+}
+
 int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
 {
     if (!strncmp(name, "gdaki", 5))
@@ -973,6 +1052,8 @@ int gd_test_run(const char *plugin, const char *name, struct gd_opts *o)
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_mesh, o);
     if (!strcmp(name, "signal"))
         return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_signal, o);
+    if (!strcmp(name, "spread"))
+        return gd_run(plugin, o->ranks, DEADLINE_S * 2, -1, o->seed, t_spread, o);
     if (!strcmp(name, "rogue")) {
         if (pipe(o->go_pipe))
             return 1;

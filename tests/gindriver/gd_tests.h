@@ -8,6 +8,9 @@
  *            that every put a signal counts (its own and earlier plain puts)
  *            has landed; then signal-only adds from
  *            every rank into one word of every rank, summed exactly;
+ *   spread - one put below RAILNET_SPLIT_MIN to every peer a round, as an
+ *            alltoall: a rank's puts of one round take both ports of the
+ *            merged device (softnic's port counters), every byte checked;
  *   rogue  - bad handles (not the caller's, wrong magic/version, stale nonce,
  *            wrong rank count) refused, and the job still connects;
  *   kill   - the last rank is SIGKILLed; the others' test/iput report
@@ -92,6 +95,9 @@ struct gd_own_dev {
 };
 struct ibv_context *gd_own_dev_open(struct gd_own_dev *d);
 void gd_own_dev_close(struct gd_own_dev *d);
+/* The request payload bytes this process sent on ports 1 and 2 of the
+ * first device so far (softnic's port counters): 0, or 1 off softnic. */
+int gd_port_tx(unsigned long long tx[2]);
 /* softnic_ctl_objects (tests/softnic/softnic_ctl.h) of the libibverbs the
  * plugin loaded: the verbs objects alive in this process; NULL when it is
  * not softnic's (gd_rail.c). */

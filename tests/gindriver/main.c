@@ -10,13 +10,15 @@
 #include "parse.h"
 
 static const char help[] =
-    "usage: gindriver --plugin PATH [options] mesh|signal|deep|flush|rogue|kill|rail|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-release-query|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-ports|gdaki-error|gdaki-kill|gdaki-mismatch|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
+    "usage: gindriver --plugin PATH [options] mesh|signal|spread|deep|flush|rogue|kill|rail|cq-overrun|port-down|device-fatal|port-flap|qp-fatal|rate|probe|gdaki|gdaki-a2a|gdaki-release|gdaki-release-query|gdaki-sets|gdaki-port-down|gdaki-group-fail|gdaki-ports|gdaki-error|gdaki-kill|gdaki-mismatch|gdaki-forged-{qps,link,ranks,crc,type,short,keys}\n"
     "       gindriver --plugin PATH --rma-version 13|14 [options] rma|rma-bad|rma-kill|probe\n"
     "Drives ncclGinPlugin_v11 of a railnet build as NCCL 2.28's GIN proxy does (or another GIN or\n"
     "RMA table, see the options), with ranks as processes of this host (softnic:\n"
     "LD_LIBRARY_PATH=.../tests/softnic).\n"
     "  mesh    iput full mesh, random sizes/offsets, byte-checked; deregistration\n"
     "  signal  iputSignal ordering (no signal before its data) and exact INC/ADD sums\n"
+    "  spread  one 4 KiB put to every peer a round (an alltoall): each round's puts of a rank take\n"
+    "          both ports of the merged device (softnic's port counters), byte-checked\n"
     "  rogue   bad handles refused with a WARN; the job still connects\n"
     "  deep    --puts puts per peer posted at once (NCCL's 256 in flight and more), 1 in 16 with an\n"
     "          ADD signal, byte-checked, sums exact; with RAILNET_STATS=1 the plugin's counters:\n"

@@ -2,7 +2,8 @@
 # tests/plugin/gin_proxy.sh: railnet's ncclGinPlugin_v11 (proxy type) as
 # NCCL 2.28's GIN proxy drives it, on softnic, through tests/gindriver:
 # properties and RAILNET_GIN; a full mesh of 2..8 processes of iput with
-# random sizes and offsets, byte-checked; a deep queue; iputSignal ordering
+# random sizes and offsets, byte-checked; an alltoall's rounds of small puts
+# on both ports; a deep queue; iputSignal ordering
 # and exact INC/ADD sums (needs softnic's RDMA atomics); deep queues with
 # selective signaling counted (RAILNET_STATS=1); a failed put amid unsignaled
 # ones; rogue handles; NCCL's RAIL connection type (connect per rail); a
@@ -14,7 +15,7 @@
 plugin_on_softnic
 gd=$top_builddir/tests/gindriver/gindriver
 [ -x "$gd" ] || tap_skip_all "gindriver not built"
-tap_plan 31
+tap_plan 33
 out=$(mktemp); trap 'rm -f "$out"' EXIT
 
 "$gd" --plugin "$plugin" probe >"$out" 2>&1
@@ -42,6 +43,11 @@ grep -q 'RAILNET_GIN=bogus is not valid (accepted: auto, proxy, gdaki or off)' "
 # a deregistered window is refused
 for n in 2 5 8; do
     tap_check "iput_full_mesh_${n}_ranks_byte_checked" "$gd" --plugin "$plugin" --ranks $n --seed $((n * 77)) mesh
+done
+# an alltoall's rounds (one put below RAILNET_SPLIT_MIN to every peer): each
+# rank's puts of a round on both ports of the merged device
+for n in 3 4; do
+    tap_check "iput_alltoall_round_takes_both_ports_${n}_ranks" "$gd" --plugin "$plugin" --ranks $n --rounds 4 spread
 done
 # --seed takes any 64-bit value but only whole: strtoull read "12x" as 12
 # (a refusal exits 2 before the plugin is loaded)
