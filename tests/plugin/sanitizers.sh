@@ -4,7 +4,7 @@
 # $top_builddir/asan) and under valgrind memcheck: NCCL-like traffic, faults
 # and rogue handshakes must run without a single report.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
-tap_plan 56
+tap_plan 57
 abs_src=$(cd "$top_srcdir" && pwd)
 asan=$top_builddir/asan
 mkdir -p "$asan"
@@ -72,6 +72,7 @@ san asan_p2p_forged_immediates "$asan/tests/plugin/test_p2p_forged_imm"
 gd="$asan/tests/gindriver/gindriver --plugin $asan/.libs/libnccl-net-railnet.so"
 san asan_gin_put_mesh_and_deregistered_window $gd --ranks 3 --rounds 2 mesh
 san asan_gin_split_puts $gd --ranks 3 --rounds 2 --slot 1048576 --puts 4 mesh
+san asan_gin_alltoall_rounds_on_both_ports $gd --ranks 3 --rounds 2 spread
 san asan_gin_put_signal_order_and_sums $gd --ranks 3 --puts 16 --adds 16 --slot 4194304 signal
 san asan_gin_deep_queue_selective_signaling env RAILNET_STATS=1 $gd --ranks 3 --puts 256 --slot 1048576 --rounds 1 deep
 san asan_gin_failed_put_amid_unsignaled $gd flush
