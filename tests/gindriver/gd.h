@@ -65,6 +65,8 @@ void gd_unload(struct gd_rank *r, double linger_s);
 /* connect with every rank's handle as given by the exchange (NCCL's FULL
  * connection type). */
 ncclResult_t gd_connect(struct gd_rank *r);
+/* gd_connect; 0, or 1 after saying on stdout that it failed. */
+int gd_connect_said(struct gd_rank *r);
 /* connect as NCCL's RAIL connection type does (no cross-NIC support): with
  * `rails` ranks a node, rank r is on node r / rails with local index
  * r % rails; its rail is the ranks of the same local index, one a node. Only

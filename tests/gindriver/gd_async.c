@@ -98,11 +98,9 @@ static int flap_on_own_ctx(set_state_fn set_state)
 
 static int setup(struct gd_rank *r, size_t len, uint8_t **buf, void **mh)
 {
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     void *gh = NULL;
     if (posix_memalign((void **)buf, 4096, len))
         return 1;

@@ -463,11 +463,9 @@ static int t_rma(struct gd_rank *r, void *arg)
     int gdaki = beside_gdaki(r);
     if (gdaki < 0)
         return 1;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     int n = r->nranks;
     const struct gin_coll *c = r->coll;
     for (int p = 0; p < n; p++)
@@ -533,11 +531,9 @@ static int refused(int me, const char *what, ncclResult_t e)
 static int t_rma_bad(struct gd_rank *r, void *arg)
 {
     (void)arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     int me = r->rank, n = r->nranks, bad = 0;
     void *ctx = NULL, *req = NULL;
     /* configs */
@@ -652,11 +648,9 @@ static int t_rma_bad(struct gd_rank *r, void *arg)
 static int t_rma_kill(struct gd_rank *r, void *arg)
 {
     (void)arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     int victim = r->nranks - 1;
     size_t len = 1 << 20;
     uint8_t *buf = alloc_host(len);

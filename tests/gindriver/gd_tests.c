@@ -138,11 +138,9 @@ static void *reg_thread(void *arg)
 static int t_mesh(struct gd_rank *r, void *arg)
 {
     const struct gd_opts *o = arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     int n = r->nranks, me = r->rank, k = o->puts;
     size_t slot = o->slot, chunk = slot / (size_t)k;
     uint8_t *src = alloc_host((size_t)n * slot), *win = alloc_host((size_t)n * slot);
@@ -251,11 +249,9 @@ static uint64_t add_value(int s, int i)
 static int t_signal(struct gd_rank *r, void *arg)
 {
     const struct gd_opts *o = arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     int n = r->nranks, me = r->rank, k = o->puts;
     size_t slot = o->slot, chunk = slot / (size_t)k;
     uint8_t *src = alloc_host((size_t)n * slot), *win = alloc_host((size_t)n * slot);
@@ -495,11 +491,9 @@ static int t_rogue(struct gd_rank *r, void *arg)
 static int t_kill(struct gd_rank *r, void *arg)
 {
     (void)arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     int victim = r->nranks - 1;
     size_t len = 1 << 20;
     uint8_t *buf = alloc_host(len);
@@ -567,11 +561,9 @@ static int t_kill(struct gd_rank *r, void *arg)
 static int t_cq_overrun(struct gd_rank *r, void *arg)
 {
     (void)arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     size_t len = 1 << 20;
     uint8_t *buf = alloc_host(len);
     void *mh;
@@ -666,11 +658,9 @@ static int deep_has_signal(int i)
 static int t_deep(struct gd_rank *r, void *arg)
 {
     const struct gd_opts *o = arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     int n = r->nranks, me = r->rank, k = o->puts;
     size_t slot = o->slot, chunk = slot / (size_t)k;
     uint8_t *src = alloc_host((size_t)n * slot), *win = alloc_host((size_t)n * slot);
@@ -796,11 +786,9 @@ static int t_flush(struct gd_rank *r, void *arg)
 {
     const struct gd_opts *o = arg;
     struct flush_share *sh = o->shared;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     size_t len = (size_t)FLUSH_PUTS * FLUSH_SIZE;
     uint8_t *buf = alloc_host(len), *badbuf = alloc_host(4096);
     void *mgood, *mbad;
@@ -914,11 +902,9 @@ static int t_flush(struct gd_rank *r, void *arg)
 static int t_rate(struct gd_rank *r, void *arg)
 {
     const struct gd_opts *o = arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     size_t size = o->size ? o->size : 8, len = size * 64;
     uint8_t *buf = alloc_host(len);
     void *mh, **ring = calloc((size_t)o->queue, sizeof(void *));
@@ -974,11 +960,9 @@ static int t_rate(struct gd_rank *r, void *arg)
 static int t_spread(struct gd_rank *r, void *arg)
 {
     const struct gd_opts *o = arg;
-    ncclResult_t e = gd_connect(r);
-    if (e != ncclSuccess) {
-        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    if (gd_connect_said(r))
         return 1;
-    }
+    ncclResult_t e = ncclSuccess;
     int n = r->nranks, me = r->rank;
     size_t len = (size_t)n * SPREAD_PUT;
     uint8_t *src = alloc_host(len), *win = alloc_host(len);

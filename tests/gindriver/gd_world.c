@@ -129,6 +129,14 @@ ncclResult_t gd_connect(struct gd_rank *r)
     return gd_connect_rail(r, 1);
 }
 
+int gd_connect_said(struct gd_rank *r)
+{
+    ncclResult_t e = gd_connect(r);
+    if (e != ncclSuccess)
+        printf("rank %d: connect failed (%d)\n", r->rank, e);
+    return e != ncclSuccess;
+}
+
 ncclResult_t gd_wait(struct gd_rank *r, void *req, double deadline)
 {
     for (;;) {
