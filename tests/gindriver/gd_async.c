@@ -64,9 +64,8 @@ void gd_own_dev_close(struct gd_own_dev *d)
     memset(d, 0, sizeof(*d));
 }
 
-/* The request payload bytes this process sent on ports 1 and 2 of the
- * first device (softnic_ctl_port_counters on a context of its own: a
- * port's counters are the device's). Returns 0, or 1 off softnic. */
+/* softnic_ctl_port_counters on a context of its own: a port's counters
+ * are the device's, whichever context asks. */
 int gd_port_tx(unsigned long long tx[2])
 {
     void *v = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);

@@ -972,9 +972,11 @@ static int t_spread(struct gd_rank *r, void *arg)
     int bad = 0;
     for (int round = 0; round < o->rounds && !bad; round++) {
         memset(win, 0xee, len);
-        for (int d = 0; d < n; d++)
-            for (size_t j = 0; j < SPREAD_PUT; j++)
-                src[(size_t)d * SPREAD_PUT + j] = gd_byte(put_id(r->seed, round, me, d, 0), j);
+        for (int d = 0; d < n; d++) {
+            uint64_t id = put_id(r->seed, round, me, d, 0);
+            for (size_t j = 0; j < SPREAD_PUT && d != me; j++)
+                src[(size_t)d * SPREAD_PUT + j] = gd_byte(id, j);
+        }
         unsigned long long t0[2], t1[2];
         if (gd_barrier(r) || gd_port_tx(t0)) {
             printf("rank %d: no barrier or no softnic port counters\n", me);
@@ -1011,8 +1013,9 @@ static int t_spread(struct gd_rank *r, void *arg)
             return 1;
         for (int s = 0; s < n && !bad; s++) {
             const uint8_t *got = win + (size_t)s * SPREAD_PUT;
+            uint64_t id = put_id(r->seed, round, s, me, 0);
             for (size_t j = 0; j < SPREAD_PUT && s != me; j++)
-                if (got[j] != gd_byte(put_id(r->seed, round, s, me, 0), j)) {
+                if (got[j] != gd_byte(id, j)) {
                     printf("rank %d: round %d: byte %zu from rank %d is 0x%02x\n", me, round, j, s, got[j]);
                     bad = 1;
                     break;

@@ -609,9 +609,8 @@ static void killed_peer_case(bool use_before_kill, uint32_t len)
     struct ibv_wc wc;
     /* the first write of a connection opens it (and brings the push
      * offer); a later one is placed from here once every check passes,
-     * which a loaded host has put off past the second write (none pushed,
-     * in a CI run on 4 engines): small writes go on until one was pushed,
-     * 8 at most */
+     * which a loaded host has put off past the second write (none pushed
+     * on 4 engines): small writes go on until one was pushed, 8 at most */
     bool want_push = use_before_kill && len < 4096 && st_push_on();
     uint64_t pushed0 = 0;
     for (uint64_t k = 0; use_before_kill && k < (want_push ? 9 : 2) && !pushed0; k++) {
