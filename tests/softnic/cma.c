@@ -14,8 +14,12 @@
  * requester's token checks that the kernel lets us (EPERM under ptrace
  * restrictions: the wire again).  A descriptor then names addresses of the
  * requester's own memory, so a peer can only ever send its own bytes.  A
- * pidfd taken before the checks pins them to that very process: each pull
- * first makes sure it has not exited (its pid could name another one). */
+ * pidfd taken before the checks pins them to that very process: each
+ * engine step that pulls first makes sure it has not exited (its pid could
+ * name another one).  Once a step, not once a pull: the poll is a system
+ * call, as dear as the pull of a small payload in a VM, and a pid is named
+ * again only after the kernel's pid counter has gone round, which no
+ * step's few hundred microseconds come near. */
 #include "softnic.h"
 
 #include <arpa/inet.h>
@@ -264,11 +268,8 @@ bool cma_peer_alive(int pidfd)
     return poll(&p, 1, 0) == 0;
 }
 
-int cma_pull(int pidfd, uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off,
-             void *dst, size_t len)
+int cma_pull(uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off, void *dst, size_t len)
 {
-    if (!cma_peer_alive(pidfd))
-        return ECONNRESET;   /* the process has exited: its pid is not its own any more */
     struct iovec remote[SN_MAX_SGE];
     int nr = 0;
     char *d = dst;

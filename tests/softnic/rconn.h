@@ -57,6 +57,7 @@ struct sn_rconn {
     struct sn_txbuf tx;          /* responses the socket has not taken yet */
     uint32_t cma_pid;            /* the requester's pid when it may be pulled from */
     int cma_pidfd;               /* and a pidfd of it; -1 otherwise */
+    bool cma_alive;              /* the pidfd said it runs, in this step */
     /* the requester's slot for our notes of what we executed (its hello's
      * SN_HELLO_NOTE, mapped: push.c), NULL: none */
     struct sn_push_peer *note_peer;

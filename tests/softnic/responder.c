@@ -315,17 +315,20 @@ static int place_chunk(struct sn_rconn *rc, struct sn_mr *mr, uint64_t addr, siz
         return rbuf_place(&rc->rb, mr, addr, len, rc->port, rc->place_since, done);
     if (len > CMA_CHUNK)
         len = CMA_CHUNK;
+    if (!rc->cma_alive) {
+        if (!cma_peer_alive(rc->cma_pidfd))
+            return ECONNRESET;   /* it has exited: its pid is not its own any more */
+        rc->cma_alive = true;    /* until this step ends (responder_run) */
+    }
     if (!mr->gpu) {
-        int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
-                           mr_host_ptr(mr, addr), len);
+        int err = cma_pull(rc->cma_pid, rc->src, rc->src_nseg, rc->src_off, mr_host_ptr(mr, addr), len);
         if (err)
             return err;
     } else {
         /* CUDA memory: pulled into host memory first, then copied by the driver */
         if (!rc->bounce && !(rc->bounce = malloc(CMA_BOUNCE)))
             return ENOMEM;
-        int err = cma_pull(rc->cma_pidfd, rc->cma_pid, rc->src, rc->src_nseg, rc->src_off,
-                           rc->bounce, len);
+        int err = cma_pull(rc->cma_pid, rc->src, rc->src_nseg, rc->src_off, rc->bounce, len);
         if (err)
             return err;
         if (rc->port->conf.vf && !(mr->access & IBV_ACCESS_RELAXED_ORDERING))
@@ -847,6 +850,7 @@ unsigned responder_run(struct sn_rconn *rc)
 {
     struct budget bud = { STEP_REQUESTS, STEP_BYTES };
     unsigned io = 0;
+    rc->cma_alive = false;   /* the requester's pidfd is polled again before a pull */
     /* what the socket did not take last time goes first */
     int err = txbuf_flush(&rc->tx, rc->fd);
     if (err && err != EAGAIN)

@@ -898,11 +898,12 @@ bool cma_listener_owner(uint32_t pid, struct in_addr ip, uint16_t port);
 bool cma_peer_alive(int pidfd);
 /* This process's token and where it lives, for an answer's offer. */
 void cma_token(uint64_t *addr, uint64_t *token);
-/* Reads len bytes at offset off of the segments of process pid (pidfd:
- * from cma_accept_peer) into dst; 0, ECONNRESET when the process is gone
- * or the memory is no longer there, EPROTO on a short descriptor. */
-int cma_pull(int pidfd, uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off,
-             void *dst, size_t len);
+/* Reads len bytes at offset off of the segments of process pid into dst;
+ * 0, ECONNRESET when the process is gone or the memory is no longer there,
+ * EPROTO on a short descriptor.  The caller has made sure, with
+ * cma_peer_alive on the pidfd of cma_accept_peer, that pid is still that
+ * process: once per engine step, not per pull (a system call each). */
+int cma_pull(uint32_t pid, const struct sn_cma_seg *seg, int nseg, uint64_t off, void *dst, size_t len);
 void wire_tune(int fd);
 
 /* ------------------------------------------------------------ push.c */
