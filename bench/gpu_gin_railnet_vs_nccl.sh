@@ -35,6 +35,7 @@
 export top_builddir top_srcdir
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 . "$top_srcdir/tests/gpu/lib-gin.sh"
+. "$top_srcdir/bench/lib-rounds.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
 if [ ! -x "$GIN_PROG" ]; then echo "skipped: tests/gpu/gin_device not built (no nvcc or NCCL headers)"; exit 0; fi
 case ${RAILNET_BENCH_GDAKI_QUEUE:-host-devx} in
@@ -54,8 +55,9 @@ rc=0
 # Transports, each a column: NCCL's proxy GIN and NCCL's own GDAKI over its
 # IB transport, NCCL's GDAKI again (the A/A run: how far a figure moves by
 # itself), railnet's proxy type and railnet's GDAKI type. Each of
-# RAILNET_BENCH_ROUNDS rounds (default 3) runs them all, the order reversed
-# in even rounds; every figure is the median over the rounds.
+# RAILNET_BENCH_ROUNDS rounds (default 3) runs them all, in the order
+# bench/lib-rounds.sh gives the round (each takes each place as often as the
+# others); every figure is the median over the rounds.
 ts="ib_proxy ib_gdaki ib_gdaki_aa rn_proxy rn_gdaki"
 rounds=${RAILNET_BENCH_ROUNDS:-3}
 case $rounds in ''|*[!0-9]*|0) echo "RAILNET_BENCH_ROUNDS: a positive count"; exit 2 ;; esac
@@ -67,9 +69,8 @@ net_of() {
 }
 k=1
 while [ $k -le "$rounds" ]; do
-    order=$ts
-    [ $((k % 2)) = 0 ] && order=$(echo $ts | tr ' ' '\n' | sed '1!G;h;$!d' | tr '\n' ' ')
-    for t in $order; do
+    # shellcheck disable=SC2086
+    for t in $(round_order "$k" $ts); do
         # shellcheck disable=SC2086
         gin_job "bench_gin_${t}_r$k" torch "$(net_of $t)" $args ||
             { case $t in ib_gdaki*) ;; *) rc=1 ;; esac

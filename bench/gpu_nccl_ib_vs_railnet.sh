@@ -45,8 +45,9 @@
 #
 # One run of 50 calls per size scattered 0.6-1.9 between runs below 1 MiB,
 # so each (NCCL, rate) runs RAILNET_BENCH_ROUNDS rounds (default 3), the
-# transports alternating (IB, railnet, A/A, peer, then the variants in odd
-# rounds; the same list reversed in even ones), and each size runs
+# transports taking turns (IB, railnet, A/A, peer, then the variants, in
+# the order bench/lib-rounds.sh gives each round: every transport takes
+# every place in the round as often as the others), and each size runs
 # RAILNET_BENCH_TARGET_BYTES / size calls (default 1G: 1000 calls up to
 # 1 MiB, 1 GiB moved per size above, at least RAILNET_BENCH_ITERS = 20).
 # The table prints the median bus bandwidth of IB and railnet, their ratio,
@@ -77,6 +78,7 @@ export top_builddir top_srcdir
 # GRAPH: the channels, NICs and speeds NCCL's topology search settled on
 export NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET,ENV,TUNING,GRAPH}
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
+. "$top_srcdir/bench/lib-rounds.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "skipped: no CUDA GPU"; exit 0; fi
 # the PCI view: the whole run (MPS daemon, ranks) in one softnic-sysfs-ns
 view=${RAILNET_BENCH_PCI_VIEW:-auto}
@@ -184,9 +186,8 @@ bench_one() {
     while [ $i -le "$nv" ]; do ts="$ts v$i"; i=$((i + 1)); done
     k=1
     while [ $k -le "$rounds" ]; do
-        order=$ts
-        [ $((k % 2)) = 0 ] && order=$(echo $ts | tr ' ' '\n' | sed '1!G;h;$!d' | tr '\n' ' ')
-        for t in $order; do run_one "$t" "$tag" "$k"; done
+        # shellcheck disable=SC2086
+        for t in $(round_order "$k" $ts); do run_one "$t" "$tag" "$k"; done
         k=$((k + 1))
     done
     ib=$JOBDIR/bench_ib_${tag}_r1.rank0.log

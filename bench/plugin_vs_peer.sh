@@ -15,7 +15,7 @@
 #  2. 8-byte latency: netdriver lat (isend/irecv ping-pong, median of 2000
 #     round trips).
 # Each round runs the peer, railnet, then the peer again (the A/A run: how
-# far a figure moves by itself), in reverse order in even rounds
+# far a figure moves by itself), taking turns at the round's places
 # (lib-rounds.sh), RAILNET_BENCH_ROUNDS rounds (default 5),
 # medians with the min-max of single runs. The verdict per depth: the A/A
 # band is the range over the sizes of peer-again / peer; railnet passes
@@ -163,7 +163,7 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     {
         echo "$(date -u +%Y-%m-%d), $(uname -m), $(nproc) CPUs, load average after $(cut -d' ' -f1-3 /proc/loadavg)."
-        echo "Medians of $rounds rounds (peer, railnet, peer again; the reverse in even rounds), min-max of single runs in parentheses."
+        echo "Medians of $rounds rounds (peer, railnet, peer again, taking turns at each round's places), min-max of single runs in parentheses."
         [ -n "$halves" ] && echo "Bandwidth with the NIC apart: \`SOFTNIC_NIC_CPUS=${halves#* }\`, both ranks \`taskset -c ${halves% *}\`; latency unbound."
         echo
         echo '```sh'

@@ -33,8 +33,8 @@
 # programs (and with whatever else runs there), so single runs swing: every
 # number is the median of RAILNET_BENCH_ROUNDS (default 5) alternating runs
 # (perftest, then the plugin, round after round, so that load hits both
-# alike; in even rounds every run of the round in reverse order,
-# lib-rounds.sh), printed with the min-max spread of the single runs; a verdict
+# alike; the runs of a round take turns at its places, lib-rounds.sh),
+# printed with the min-max spread of the single runs; a verdict
 # from fewer than 5 rounds says so.  The load average is printed before and
 # after.
 # RAILNET_BENCH_BOUND=1 (the default) runs the plugin a second time in each
