@@ -13,7 +13,7 @@
 #     to the last completion and counts size x iterations, at least
 #     RAILNET_BENCH_BYTES (default 1 GiB) and 200 messages a run.
 #     Goal: plugin / ib_write_bw >= RAILNET_BENCH_GOAL_BW (0.95) at every
-#     size and depth.  Each round runs ib_write_bw again after the plugin
+#     size and depth.  Each round runs ib_write_bw a second time
 #     (RAILNET_BENCH_AA=0: not): the A/A column is that second run's
 #     median over the first's, and each depth's A/A band (their range over
 #     the sizes) is how far ib_write_bw alone moves between two runs of
