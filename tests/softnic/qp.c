@@ -156,6 +156,7 @@ static void qp_engine_stop(struct sn_qp *qp)
 {
     pthread_mutex_lock(&qp->lock);
     qp->stopping = true;
+    responder_rx_live_locked(qp);
     if (qp->out_fd >= 0)
         shutdown(qp->out_fd, SHUT_RDWR);
     pthread_cond_broadcast(&qp->cond);
@@ -171,6 +172,7 @@ static void qp_engine_stop(struct sn_qp *qp)
     qp->out_fd = -1;
     qp->conn_dead = false;
     qp->stopping = false;
+    responder_rx_live_locked(qp);
     pthread_mutex_unlock(&qp->lock);
 }
 
@@ -181,6 +183,7 @@ int qp_destroy(struct ibv_qp *ibqp)
     wire_qp_unregister(qp);
     pthread_mutex_lock(&qp->lock);
     qp->stopping = true;
+    responder_rx_live_locked(qp);
     pthread_mutex_unlock(&qp->lock);
     qp_engine_stop(qp);
     pthread_mutex_lock(&qp->lock);
@@ -402,16 +405,17 @@ int qp_modify(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
         /* a write being placed finishes first (its responder's stream is
          * shut down: it reads what was buffered, no more); after this
          * returns nothing lands in this QP's memory (responder.c) */
-        qp->placing_waiters++;
-        while (qp->placing > 0)
+        atomic_fetch_add(&qp->placing_waiters, 1);
+        while (atomic_load(&qp->placing) > 0)
             pthread_cond_wait(&qp->cond, &qp->lock);
-        qp->placing_waiters--;
+        atomic_fetch_sub(&qp->placing_waiters, 1);
     }
     if (next == IBV_QPS_RTS && !qp->req && ibqp->qp_type == IBV_QPT_RC)
         start = true;
     if (next != IBV_QPS_ERR) {
         qp->attr.qp_state = next;
         ibqp->state = next;
+        responder_rx_live_locked(qp);
     }
     push_qp_update_locked(qp);   /* its state and access flags, for same-host pushers */
     if (next == IBV_QPS_SQD && cur == IBV_QPS_RTS && qp->attr.en_sqd_async_notify &&
@@ -545,6 +549,7 @@ void qp_error_locked(struct sn_qp *qp, uint64_t culprit, enum ibv_wc_status st,
         return;
     qp->attr.qp_state = IBV_QPS_ERR;
     qp->ibqp.state = IBV_QPS_ERR;
+    responder_rx_live_locked(qp);
     push_qp_update_locked(qp);
     while (qp->sq_head != qp->sq_tail) {
         struct sn_swqe *w = &qp->sq[qp->sq_head % qp->sq_size];

@@ -312,6 +312,7 @@ void responder_stop_qp(struct sn_qp *qp)
 {
     pthread_mutex_lock(&qp->lock);
     qp->stopping = true;
+    responder_rx_live_locked(qp);
     responder_kick_locked(qp);
     while (qp->nresp > 0) {
         struct timespec ts;

@@ -68,6 +68,22 @@ bool responder_qp_receiving(struct sn_qp *qp)
     return !qp->stopping && (s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD);
 }
 
+void responder_rx_live_locked(struct sn_qp *qp)
+{
+    atomic_store(&qp->rx_live, responder_qp_receiving(qp));
+}
+
+/* n placements are over: the last wakes an ibv_modify_qp(ERR) waiting for
+ * them (qp->placing says why no lock). */
+static void placing_done(struct sn_qp *qp, int n)
+{
+    if (n > 0 && atomic_fetch_sub(&qp->placing, n) == n && atomic_load(&qp->placing_waiters) > 0) {
+        pthread_mutex_lock(&qp->lock);
+        pthread_cond_broadcast(&qp->cond);
+        pthread_mutex_unlock(&qp->lock);
+    }
+}
+
 static bool receiving(struct sn_qp *qp)
 {
     pthread_mutex_lock(&qp->lock);
@@ -90,12 +106,8 @@ static int land_writes(struct sn_rconn *rc)
         for (int i = 0; i < rc->nheld; i++)
             mr_put(rc->held[i]);
         rc->nheld = 0;
-        pthread_mutex_lock(&qp->lock);
-        qp->placing -= rc->deferred;
+        placing_done(qp, rc->deferred);
         rc->deferred = 0;
-        if (qp->placing == 0 && qp->placing_waiters > 0)
-            pthread_cond_broadcast(&qp->cond);
-        pthread_mutex_unlock(&qp->lock);
     }
     if (err && !rc->err)
         rc->err = err;
@@ -358,13 +370,10 @@ static void place_end(struct sn_rconn *rc)
         } else {
             if (gpu_writes_pending())
                 land_writes(rc);
-            pthread_mutex_lock(&qp->lock);
             /* Only ibv_modify_qp(ERR) waits for the count to reach 0: a
              * broadcast for every write placed woke whatever else sleeps
              * on qp->cond */
-            if (--qp->placing == 0 && qp->placing_waiters > 0)
-                pthread_cond_broadcast(&qp->cond);
-            pthread_mutex_unlock(&qp->lock);
+            placing_done(qp, 1);
         }
     }
     place_drop_mrs(rc);
@@ -390,18 +399,17 @@ static int place_some(struct sn_rconn *rc, struct budget *bud)
         if (!bud->bytes)
             return EAGAIN;
         /* between pulls the QP is looked at again; the wire's stream ends
-         * at the shutdown an error makes (responder_kick_locked) */
+         * at the shutdown an error makes (responder_kick_locked).  Counted
+         * first, then looked at (qp->placing says why); place_end uncounts
+         * a placement that found the QP dead */
         if (!rc->placing || rc->src) {
-            pthread_mutex_lock(&qp->lock);
-            bool live = responder_qp_receiving(qp);
-            if (live && !rc->placing)
-                qp->placing++;
-            pthread_mutex_unlock(&qp->lock);
-            if (!live)
-                return ECONNABORTED;
-            if (!rc->placing)
+            if (!rc->placing) {
+                atomic_fetch_add(&qp->placing, 1);
+                rc->placing = true;
                 rc->place_since = sn_now_ns();
-            rc->placing = true;
+            }
+            if (!atomic_load(&qp->rx_live))
+                return ECONNABORTED;
         }
         size_t n = want < bud->bytes ? (size_t)want : bud->bytes, done = 0;
         int err = place_chunk(rc, rc->mr[rc->seg], rc->seg_addr[rc->seg] + rc->seg_done, n, &done);

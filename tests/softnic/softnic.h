@@ -681,10 +681,16 @@ struct sn_qp {
     bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
                                     * completer polls for ACKs it awaits (spin.c) */
     int nresp;                     /* attached responder threads */
-    int placing;                   /* responders writing into memory now:
+    /* Placements count themselves without the QP's lock, which the
+     * receiving application takes for every post: a placement adds itself
+     * to placing, then reads rx_live; ibv_modify_qp(ERR) clears rx_live,
+     * then waits for placing to reach 0 (both sequentially consistent, so
+     * one of the two sees the other). */
+    _Atomic int placing;           /* responders writing into memory now:
                                     * ibv_modify_qp(ERR) returns when none is */
-    int placing_waiters;           /* ibv_modify_qp(ERR) calls waiting for that:
+    _Atomic int placing_waiters;   /* ibv_modify_qp(ERR) calls waiting for that:
                                     * the last placement wakes qp->cond only then */
+    _Atomic bool rx_live;          /* responder_qp_receiving, kept by responder_rx_live_locked */
     int recv_waiters;              /* responders waiting for a receive WQE (RNR):
                                     * ibv_post_recv kicks them only then */
     struct sn_rconn *rconns;
@@ -1106,6 +1112,9 @@ void responder_kick_locked(struct sn_qp *qp);
 /* The QP changed state or got receive WQEs: its responders waiting for
  * either look again (caller holds qp->lock). */
 void responder_wake_locked(struct sn_qp *qp, bool recv_posted);
+/* qp->rx_live again from the QP's state and stopping (caller holds
+ * qp->lock, after changing either). */
+void responder_rx_live_locked(struct sn_qp *qp);
 
 /* ------------------------------------------------------ ud.c, udwire.c */
 /* Address handles (verbs.c): what ibv_create_ah was given, for a UD send. */

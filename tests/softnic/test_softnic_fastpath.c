@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -631,6 +632,64 @@ TAP_CASE(test_receiver_killed_mid_transfer_fails_the_writes)
     st_qp_destroy(&q);
     ibv_dereg_mr(mr);
     st_dev_close(&d);
+}
+
+/* The pages of dst from its start that hold src's bytes: a placement
+ * writes a region front to back, so what has landed is a prefix. */
+static size_t landed_pages(const char *dst, const char *src, size_t pages, size_t page)
+{
+    size_t lo = 0, hi = pages;   /* [0, lo) landed, [hi, pages) not */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (memcmp((const void *)(const volatile char *)dst + mid * page, src + mid * page, page) == 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* ibv_modify_qp(ERR) of the receiving QP returns only once the write it
+ * interrupts has stopped landing: afterwards not a byte of the region
+ * changes (a failover that writes the chunk again elsewhere relies on it),
+ * pulled or on the wire alike.  What is checked right after the return is
+ * where the write stopped and the 2 MiB from there (more than a step of
+ * the responder places); a write still landing moves them. */
+TAP_CASE(test_err_on_the_receiver_stops_a_write_being_placed)
+{
+    struct fixture f;
+    struct st_qp_opts o = { .max_send_wr = 16, .max_recv_wr = 16, .timeout = 10, .retry_cnt = 1 };
+    setup_with(&f, &o);
+    size_t len = 64 << 20, page = 4096, pages = len / page, span = 2 << 20;
+    char *src = st_buf(len, 5), *dst = st_buf(len, 6);
+    struct ibv_mr *smr = reg(&f, src, len), *dmr = reg(&f, dst, len);
+    st_post_rdma(f.a.qp, IBV_WR_RDMA_WRITE, 1, src, (uint32_t)len, smr->lkey, (uintptr_t)dst,
+                 dmr->rkey, 0, IBV_SEND_SIGNALED);
+    uint64_t t0 = st_now_ms();
+    while (landed_pages(dst, src, 1, page) == 0 && st_now_ms() - t0 < WAIT_MS)
+        ;
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+    EXPECT_EQ_INT(0, ibv_modify_qp(f.b.qp, &a, IBV_QP_STATE));
+    size_t at = landed_pages(dst, src, pages, page);
+    static char after[2 << 20];
+    size_t n = len - at * page < span ? len - at * page : span;
+    memcpy(after, dst + at * page, n);
+    EXPECT_TRUE(at > 0);          /* it had started */
+    EXPECT_TRUE(at < pages);      /* and was stopped, not finished */
+    usleep(50000);
+    EXPECT_EQ_U64(at, landed_pages(dst, src, pages, page));
+    EXPECT_MEMEQ(after, dst + at * page, n);
+    struct ibv_wc wc;
+    st_wait_wc(f.a.scq, &wc, WAIT_MS);
+    EXPECT_EQ_U64(1, wc.wr_id);
+    EXPECT_TRUE(wc.status != IBV_WC_SUCCESS);
+    EXPECT_EQ_U64(at, landed_pages(dst, src, pages, page));
+    EXPECT_MEMEQ(after, dst + at * page, n);
+    ibv_dereg_mr(smr);
+    ibv_dereg_mr(dmr);
+    munmap(src, len);
+    munmap(dst, len);
+    teardown(&f);
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }
