@@ -267,6 +267,10 @@ static __thread bool defer_on, pending, failed;
 static __thread cudawrap_stream pend_st;
 static __thread cudawrap_ctx pend_ctx;   /* pend_st's context: queued reads are issued in it */
 static __thread size_t stage_held;
+/* Whether any thread ever held a deferred copy (stage_hold): until one
+ * has, the engines' looks at their state cost no TLS lookup (a function
+ * call in a shared library) several times per request. */
+static _Atomic bool deferred_ever;
 
 /* Deferred reads not yet given to the driver (the requester's CUDA
  * payloads, gpu_read_deferred): they go to pend_st in one
@@ -380,11 +384,13 @@ void gpu_defer_writes(bool on)
 
 bool gpu_writes_pending(void)
 {
-    return pending;
+    return atomic_load_explicit(&deferred_ever, memory_order_relaxed) && pending;
 }
 
 int gpu_flush(void)
 {
+    if (!atomic_load_explicit(&deferred_ever, memory_order_relaxed))
+        return 0;
     if (queue.n)
         (void)queue_issue(cudawrap_peek());   /* a failure sets failed */
     int err = failed ? EIO : 0;
@@ -402,6 +408,8 @@ int gpu_flush(void)
  * stay held until the thread's next gpu_flush. */
 static void stage_hold(size_t len, cudawrap_stream st, cudawrap_ctx ctx)
 {
+    if (!atomic_load_explicit(&deferred_ever, memory_order_relaxed))
+        atomic_store(&deferred_ever, true);
     stage_held += (len + 63) & ~(size_t)63;
     if (stage_held > GPU_STAGE_BYTES)
         stage_held = GPU_STAGE_BYTES;

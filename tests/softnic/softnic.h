@@ -618,11 +618,6 @@ struct sn_qp {
     pthread_mutex_t lock;
     pthread_cond_t cond;           /* state, placements, completions: for the
                                     * application's threads (engines never wait) */
-    /* whoever holds tx_busy (the requester's step, or a posting thread on
-     * the direct path) owns the requester's batch and the send side of
-     * out_fd; tx_held: bytes of a batch are not yet on the wire (the
-     * requester's task sends them), so the direct path waits */
-    bool tx_busy, tx_held;
     struct sn_req *req;            /* the requester's state and task (requester.c) */
     struct sn_comp *comp;          /* the completer's (completer.c) */
     struct ibv_qp_attr attr;       /* what modify/query see */
@@ -638,6 +633,12 @@ struct sn_qp {
      * completes on another CPU, and fields sharing a line with the ones
      * the other side writes cost a miss inside the lock. */
     char sq_apart[64];
+    /* whoever holds tx_busy (the requester's step, or a posting thread on
+     * the direct path) owns the requester's batch and the send side of
+     * out_fd; tx_held: bytes of a batch are not yet on the wire (the
+     * requester's task sends them), so the direct path waits */
+    bool tx_busy, tx_held;
+    uint64_t last_progress_ns;     /* last response, or work arriving */
     /* send queue: [head, sent) on the wire, [sent, tail) to send */
     struct sn_swqe *sq;
     char *sq_inline;               /* max_inline_data bytes per slot */
@@ -676,7 +677,6 @@ struct sn_qp {
     struct sn_qp *push_cq_next;
     bool push_cq_listed;
     _Atomic int note_watch;        /* its index in its send CQ's note_qp (ack_note.c), -1: none */
-    uint64_t last_progress_ns;     /* last response, or work arriving */
     bool stopping;
     bool poll_acks;                /* a GPU drives it (softnic_priv_qp_poll_acks): the
                                     * completer polls for ACKs it awaits (spin.c) */
@@ -685,7 +685,9 @@ struct sn_qp {
      * receiving application takes for every post: a placement adds itself
      * to placing, then reads rx_live; ibv_modify_qp(ERR) clears rx_live,
      * then waits for placing to reach 0 (both sequentially consistent, so
-     * one of the two sees the other). */
+     * one of the two sees the other).  A line of their own: the
+     * application's polls write the send side's fields. */
+    char place_apart[64];
     _Atomic int placing;           /* responders writing into memory now:
                                     * ibv_modify_qp(ERR) returns when none is */
     _Atomic int placing_waiters;   /* ibv_modify_qp(ERR) calls waiting for that:
