@@ -16,6 +16,8 @@
 # touched is, B runs with C and E / D shows the same drop without softnic
 # or the plugin. GB/s (1e9 bytes/s); medians and min-max of the rounds.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 top_builddir=${top_builddir:-$(pwd)}
 nd=$top_builddir/tests/netdriver/netdriver
 plugin=$top_builddir/.libs/libnccl-net-railnet.so

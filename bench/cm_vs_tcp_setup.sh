@@ -7,6 +7,9 @@
 # rounds alternate a tcp and a rdmacm process, each the median of
 # RAILNET_BENCH_REPS (default 5) setups; the table shows the median round.
 : "${top_builddir:=$(pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 export top_builddir
 b=$top_builddir/bench/conn_setup_bench
 [ -x "$b" ] || { echo "skipped: build bench/conn_setup_bench first (make -C build bench)"; exit 0; }

@@ -10,6 +10,8 @@
 # RAILNET_CHURN_CYCLES=20000 for a longer soak).
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 export top_builddir
 b=$top_builddir/bench/failover_bench
 [ -x "$b" ] || { echo "skipped: build bench/failover_bench first (make -C build bench)"; exit 0; }

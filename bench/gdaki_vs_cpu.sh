@@ -18,6 +18,8 @@
 # A program that exits 77 (no GPU) prints why and counts as skipped.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 export top_builddir top_srcdir
 rc=0
 run() {

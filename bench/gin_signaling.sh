@@ -12,6 +12,8 @@
 # (RAILNET_STATS=1 counters of rank 0).
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 gd=$top_builddir/tests/gindriver/gindriver
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 [ -x "$gd" ] && [ -f "$plugin" ] || { echo "skipped: build the plugin and tests/gindriver first (make -C build bench)"; exit 0; }

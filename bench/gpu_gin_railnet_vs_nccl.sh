@@ -32,6 +32,8 @@
 # memory.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 export top_builddir top_srcdir
 . "$top_srcdir/tests/gpu/lib-nccl.sh"
 . "$top_srcdir/tests/gpu/lib-gin.sh"

@@ -73,6 +73,8 @@
 # channels per peer, which all_to_all and send_recv run on.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 export top_builddir top_srcdir
 # TUNING: the log names the algorithm and protocol NCCL picked per size
 # GRAPH: the channels, NICs and speeds NCCL's topology search settled on

@@ -6,6 +6,9 @@
 # time, side by side in one run (bench/mlx5_engine_bench.c).  Compare two
 # softnic builds with RAILNET_IBVERBS_LIB=<other build>/tests/softnic/libibverbs.so.1.
 top_builddir=${top_builddir:-$(pwd)}
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 b=$top_builddir/bench/mlx5_engine_bench
 [ -x "$b" ] || { echo "skipped: build bench/mlx5_engine_bench first (make bench)"; exit 0; }
 export top_builddir

@@ -37,6 +37,8 @@
 # "<!-- plugin_vs_peer:begin -->" and "<!-- plugin_vs_peer:end -->".
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 peer=${RAILNET_BENCH_PEER:-$top_builddir/nccl-rdma-sharp-plugins/libnccl-net.so}
 nd=$top_builddir/tests/netdriver/netdriver

@@ -69,6 +69,8 @@
 # RAILNET_BENCH_MD_SECTION names another section (another machine's table).
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 plugin=$top_builddir/.libs/libnccl-net-railnet.so
 nd=$top_builddir/tests/netdriver/netdriver
 # perftest as scripts/gpu-stage stages it for a machine without it

@@ -22,6 +22,9 @@
 # RAILNET_BENCH_TOTAL_TIMEOUT seconds for all counts (default 600, 0: none)
 # SOFTNIC_RETRY_MIN_MS, SOFTNIC_RETRY_CAP_MS  softnic's retry budget (default 60000 here)
 : "${top_builddir:=$(pwd)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 export top_builddir
 b=$top_builddir/bench/scale_bench
 [ -x "$b" ] || { echo "skipped: build bench/scale_bench first (make -C build bench)"; exit 0; }

@@ -11,6 +11,8 @@
 # it (cache-warm, a far higher ceiling).  Goal: fast path >= 0.60 x the
 # former.  All figures in MiB/s, as perftest reports.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 top_builddir=${top_builddir:-$(pwd)}
 command -v ib_write_bw >/dev/null || { echo "perftest not installed: skipped"; exit 0; }
 mb=$top_builddir/bench/memcpy_bw

@@ -11,6 +11,8 @@
 # The goal: >= 1.5 GB/s in (2) and (3) within 5 %.  perftest's MB/sec
 # are MiB/s (2^20 bytes), so every number here is in MiB/s.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 top_builddir=${top_builddir:-$(pwd)}
 command -v ib_write_bw >/dev/null || { echo "perftest not installed: skipped"; exit 0; }
 command -v python3 >/dev/null || { echo "python3 not installed: skipped"; exit 0; }

@@ -8,6 +8,8 @@
 # the ports) and far below 1 would mean its protocol costs bandwidth.
 : "${top_builddir:=$(pwd)}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$top_srcdir/bench/lib-vars.sh"
+bench_vars_check || exit 1
 WB=$top_builddir/tools/railnet-write-bw
 [ -x "$WB" ] || { echo "skipped: $WB not built"; exit 0; }
 export LD_LIBRARY_PATH=$top_builddir/tests/softnic${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
