@@ -685,8 +685,8 @@ struct sn_qp {
      * receiving application takes for every post: a placement adds itself
      * to placing, then reads rx_live; ibv_modify_qp(ERR) clears rx_live,
      * then waits for placing to reach 0 (both sequentially consistent, so
-     * one of the two sees the other).  A line of their own: the
-     * application's polls write the send side's fields. */
+     * one of the two sees the other).  Apart from the fields before
+     * them: the application's polls write the send side's. */
     char place_apart[64];
     _Atomic int placing;           /* responders writing into memory now:
                                     * ibv_modify_qp(ERR) returns when none is */

@@ -641,7 +641,7 @@ static size_t landed_pages(const char *dst, const char *src, size_t pages, size_
     size_t lo = 0, hi = pages;   /* [0, lo) landed, [hi, pages) not */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (memcmp((const void *)(const volatile char *)dst + mid * page, src + mid * page, page) == 0)
+        if (memcmp(dst + mid * page, src + mid * page, page) == 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -649,13 +649,10 @@ static size_t landed_pages(const char *dst, const char *src, size_t pages, size_
     return lo;
 }
 
-/* ibv_modify_qp(ERR) of the receiving QP returns only once the write it
- * interrupts has stopped landing: afterwards not a byte of the region
- * changes (a failover that writes the chunk again elsewhere relies on it),
- * pulled or on the wire alike.  What is checked right after the return is
- * where the write stopped and the 2 MiB from there (more than a step of
- * the responder places); a write still landing moves them. */
-TAP_CASE(test_err_on_the_receiver_stops_a_write_being_placed)
+/* One 64 MiB write, the receiver's QP to ERR once its first page landed;
+ * what landed must not change afterwards.  Whether the ERR came before
+ * the write's end: a descheduled test thread can miss it. */
+static bool err_mid_write(void)
 {
     struct fixture f;
     struct st_qp_opts o = { .max_send_wr = 16, .max_recv_wr = 16, .timeout = 10, .retry_cnt = 1 };
@@ -674,15 +671,15 @@ TAP_CASE(test_err_on_the_receiver_stops_a_write_being_placed)
     static char after[2 << 20];
     size_t n = len - at * page < span ? len - at * page : span;
     memcpy(after, dst + at * page, n);
-    EXPECT_TRUE(at > 0);          /* it had started */
-    EXPECT_TRUE(at < pages);      /* and was stopped, not finished */
+    EXPECT_TRUE(at > 0);   /* it had started */
     usleep(50000);
     EXPECT_EQ_U64(at, landed_pages(dst, src, pages, page));
     EXPECT_MEMEQ(after, dst + at * page, n);
     struct ibv_wc wc;
     st_wait_wc(f.a.scq, &wc, WAIT_MS);
     EXPECT_EQ_U64(1, wc.wr_id);
-    EXPECT_TRUE(wc.status != IBV_WC_SUCCESS);
+    if (at < pages)
+        EXPECT_TRUE(wc.status != IBV_WC_SUCCESS);
     EXPECT_EQ_U64(at, landed_pages(dst, src, pages, page));
     EXPECT_MEMEQ(after, dst + at * page, n);
     ibv_dereg_mr(smr);
@@ -690,6 +687,22 @@ TAP_CASE(test_err_on_the_receiver_stops_a_write_being_placed)
     munmap(src, len);
     munmap(dst, len);
     teardown(&f);
+    return at < pages;
+}
+
+/* ibv_modify_qp(ERR) of the receiving QP returns only once the write it
+ * interrupts has stopped landing: afterwards not a byte of the region
+ * changes (a failover that writes the chunk again elsewhere relies on it),
+ * pulled or on the wire alike.  What is checked right after the return is
+ * where the write stopped and the 2 MiB from there (more than a step of
+ * the responder places); a write still landing moves them.  At least one
+ * of three tries must stop the write before its end. */
+TAP_CASE(test_err_on_the_receiver_stops_a_write_being_placed)
+{
+    int stopped = 0;
+    for (int i = 0; i < 3 && !stopped; i++)
+        stopped += err_mid_write();
+    EXPECT_EQ_INT(1, stopped);
 }
 
 int main(int argc, char **argv) { return sntest_main(argc, argv); }
