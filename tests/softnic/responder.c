@@ -84,12 +84,10 @@ static void placing_done(struct sn_qp *qp, int n)
     }
 }
 
+/* responder_qp_receiving without the QP's lock (qp->rx_live keeps it) */
 static bool receiving(struct sn_qp *qp)
 {
-    pthread_mutex_lock(&qp->lock);
-    bool alive = responder_qp_receiving(qp);
-    pthread_mutex_unlock(&qp->lock);
-    return alive;
+    return atomic_load(&qp->rx_live);
 }
 
 /* Lands the writes into CUDA memory this connection left in flight (gpu.c's
@@ -408,7 +406,7 @@ static int place_some(struct sn_rconn *rc, struct budget *bud)
                 rc->placing = true;
                 rc->place_since = sn_now_ns();
             }
-            if (!atomic_load(&qp->rx_live))
+            if (!receiving(qp))
                 return ECONNABORTED;
         }
         size_t n = want < bud->bytes ? (size_t)want : bud->bytes, done = 0;
