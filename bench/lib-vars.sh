@@ -13,7 +13,8 @@ bench_vars_check() {
     done |
         grep -oE 'RAILNET_(BENCH|VERDICT)_[A-Z0-9_]*[A-Z0-9]' | LC_ALL=C sort -u)
     _bad=
-    for _v in $(env | grep -oE '^RAILNET_(BENCH|VERDICT)_[A-Za-z0-9_]*=' | tr -d =); do
+    # one variable a line: a value's own newlines must not start a name
+    for _v in $(env -0 | tr '\n\000' '\001\n' | grep -oE '^RAILNET_(BENCH|VERDICT)_[A-Za-z0-9_]*=' | tr -d =); do
         printf '%s\n' "$_known" | grep -qxF "$_v" || _bad="$_bad $_v"
     done
     [ -z "$_bad" ] && return 0

@@ -4,7 +4,7 @@
 # no benchmark reads, naming it, before they measure anything; the names
 # the benchmarks do read pass.
 . "$top_srcdir/tests/lib.sh"
-tap_plan 4
+tap_plan 5
 . "$top_srcdir/bench/lib-vars.sh"
 out=$(env RAILNET_BENCH_ROUNDS=3 RAILNET_BENCH_COLLS=all_reduce RAILNET_VERDICT_RATES=0 sh -c \
     ". '$top_srcdir/bench/lib-vars.sh'; top_srcdir='$top_srcdir'; bench_vars_check" 2>&1)
@@ -26,3 +26,8 @@ st=$?
 out=$(env RAILNET_BENCH_COLLECTIVES=all_reduce sh -c ". '$top_srcdir/bench/lib-vars.sh'; top_srcdir='$top_srcdir'; bench_vars_check" 2>&1)
 printf '%s\n' "$out" | grep -q 'the benchmarks read: .*RAILNET_BENCH_COLLS ' && ! printf '%s\n' "$out" | grep -q 'read: .*RAILNET_BENCH_COLLECTIVES' &&
     tap_ok the_refusal_lists_the_known_names || tap_not_ok the_refusal_lists_the_known_names "$out"
+# a value holding a newline and a name is one value, not a second variable
+nl='
+'
+out=$(env RAILNET_BENCH_VARIANTS="RAILNET_SPLIT_MIN=1G${nl}RAILNET_BENCH_ROUNDZ=3" sh -c ". '$top_srcdir/bench/lib-vars.sh'; top_srcdir='$top_srcdir'; bench_vars_check" 2>&1)
+[ $? -eq 0 ] && [ -z "$out" ] && tap_ok a_value_with_a_newline_is_one_variable || tap_not_ok a_value_with_a_newline_is_one_variable "$out"
