@@ -178,10 +178,11 @@ plugin_bw_apart() {
     netdriver_bw "$1" $2 $3 $4 pla --rank-wrap "taskset -c ${halves% *}" --rank-wrap "taskset -c ${halves% *}"
 }
 ib_bw_apart() { apart="${halves#* }:${halves% *}" ib_bw "$@"; }
-# the last plugin_bw run's mean sends and receives in flight, "sends:receives"
+# a netdriver run's mean sends and receives in flight, "sends:receives"
+# (its output $tmp/$1: pl unbound, pla NIC apart)
 plugin_means() {
-    printf '%s:%s' "$(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/pl")" \
-        "$(sed -n 's/^# [0-9]* bytes: at most [0-9]* receives posted, \([0-9.]*\) on average/\1/p' "$tmp/pl")"
+    printf '%s:%s' "$(sed -n 's/^# [0-9]* bytes: at most [0-9]* sends in flight.*, \([0-9.]*\) on average/\1/p' "$tmp/$1")" \
+        "$(sed -n 's/^# [0-9]* bytes: at most [0-9]* receives posted, \([0-9.]*\) on average/\1/p' "$tmp/$1")"
 }
 ib_bw() { # size iters depth
     v=$(perftest ib_write_bw -i 1 -q 1 -t $3 -Q 1 -s $1 -n $2 | tee "$tmp/ib" |
@@ -214,7 +215,7 @@ for depth in $depths; do
     } >>"$tmp/md"
     for size in $sizes; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
-        ibs= pls= pbs= deeps= bls= inflight= ib2s= ias= pas=
+        ibs= pls= pbs= deeps= bls= inflight= inapart= ib2s= ias= pas=
         jobs=
         [ -n "${RAILNET_BENCH_DEEP:-}" ] && jobs="$jobs deep"
         [ -n "$base" ] && jobs="$jobs base"
@@ -241,7 +242,11 @@ for depth in $depths; do
             # them), then the plugin's mean sends and receives in flight: a
             # mean of sends far below the receives' is time the sender
             # waited for clear-to-sends
-            inflight="$inflight $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")($(plugin_means))"
+            inflight="$inflight $(sed -n 's/^ *TX depth *: *\([0-9]*\).*/\1/p' "$tmp/ib" | head -n 1)/$(sed -n 's/^# [0-9]* bytes: at most \([0-9]*\) sends in flight.*/\1/p' "$tmp/pl")($(plugin_means pl))"
+            # NIC apart the two ranks share CPUs: receives posted far above
+            # the sends in flight are messages that landed and wait for the
+            # receiving rank's turn to be completed and posted again
+            if [ "$apart_on" != 0 ]; then inapart="$inapart $(plugin_means pla)"; fi
         done
         set -- $(stats $ibs); ib=$1 ibr="$2-$3"
         set -- $(stats $pls); pl=$1 plr="$2-$3"
@@ -283,7 +288,7 @@ for depth in $depths; do
             printf ' %24s %13s' "$1 [$2-$3]" "$(ratio "$1" "$pl")"
         fi
         echo
-        echo "#   runs: ib_write_bw$ibs;${ib2s:+ again$ib2s;} plugin$pls${pbs:+; bound$pbs}${ias:+; NIC apart: ib_write_bw$ias, plugin$pas}${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin(plugin's mean sends:receives)):$inflight"
+        echo "#   runs: ib_write_bw$ibs;${ib2s:+ again$ib2s;} plugin$pls${pbs:+; bound$pbs}${ias:+; NIC apart: ib_write_bw$ias, plugin$pas}${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin(plugin's mean sends:receives)):$inflight${inapart:+; NIC apart, plugin's mean sends:receives:$inapart}"
         echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |${rb:+ $pb | $rb |}${ra:+ $ia | $pa | $ra |}${aa:+ $aa |}" >>"$tmp/md"
     done
     band=
@@ -356,7 +361,7 @@ variant_rounds() {
 variant_bw() {
     ib=$(ib_bw "$1" "$2" "$3")
     pl=$(plugin_bw "$plugin" "$1" "$2" "$3")
-    echo "$ib $pl $(plugin_means)"
+    echo "$ib $pl $(plugin_means pl)"
 }
 # a variant's latency row of a round: ib_write_lat, the plugin
 variant_lat() {
