@@ -58,7 +58,10 @@
 # settings to the same rounds, one column each: a blank-separated list, each
 # a '+'-separated list of VAR=value (values may hold commas), e.g.
 # "RAILNET_MERGE_PORTS=0 RAILNET_QPS_PER_CONN=1+RAILNET_SPLIT_MIN=1G"; a
-# variant that starts with "ib:" runs NCCL's IB transport instead.
+# variant that starts with "ib:" runs NCCL's IB transport instead, and "ib:"
+# alone runs it a third time as it ran in the IB column. Each variant gets
+# a "variant C vN/IB: ..." line by the verdict's rule (its median / IB's):
+# for "ib:" alone, the rule applied to NCCL's IB transport against itself.
 # RAILNET_BENCH_LAYOUT=two runs every table on softnic as two one-port
 # devices (NCCL's IB transport and the peer then with
 # NCCL_NET_MERGE_LEVEL=LOC); the default, one, is softnic's one device with
@@ -209,7 +212,11 @@ bench_one() {
     done
     i=1
     for v in $RAILNET_BENCH_VARIANTS; do
-        case $v in ib:*) w="NCCL's IB transport with ${v#ib:}" ;; *) w="railnet with $v" ;; esac
+        case $v in
+            ib:) w="NCCL's IB transport again (its third run: the A/A rule judging it against itself)" ;;
+            ib:*) w="NCCL's IB transport with ${v#ib:}" ;;
+            *) w="railnet with $v" ;;
+        esac
         echo "# v$i: $w" | tr '+' ' '
         i=$((i + 1))
     done
@@ -279,6 +286,15 @@ bench_verdict() {
         printf '%s\n' "$rows" | awk -v c="$c" '$1 == c && NF >= 10 { print $2, ($10 != "-" && $10 > 0 ? $5 / $10 : "-"), $9 }' >"$JOBDIR/verdict_peer"
         awk '$2 != "-" { n++ } END { exit !n }' "$JOBDIR/verdict_peer" &&
             echo "verdict $c railnet/peer: $(awk -f "$top_srcdir/bench/aa-verdict.awk" "$JOBDIR/verdict_peer")"
+        # each variant against IB by the same rule, on lines of their own
+        # (not railnet's verdict): with "ib:" alone, NCCL's IB transport
+        # judged against itself, how often the rule fails two equal runs
+        i=1
+        while [ $i -le "$nv" ]; do
+            echo "variant $c v$i/IB: $(printf '%s\n' "$rows" | awk -v c="$c" -v col=$((10 + i)) '$1 == c && NF >= col { print $2, $col, $9 }' |
+                awk -f "$top_srcdir/bench/aa-verdict.awk")"
+            i=$((i + 1))
+        done
     done
 }
 
