@@ -119,7 +119,8 @@ perftest() { # tool args...: runs server and client, prints the client's output
     echo $((port + 1)) >"$tmp/port"
     # $apart: "NIC CPUs:program CPUs" (RAILNET_BENCH_NIC_APART's runs)
     if [ -n "${apart:-}" ]; then
-        set -- env SOFTNIC_NIC_CPUS="${apart%%:*}" taskset -c "${apart#*:}" "$t" "$@"
+        # (SOFTNIC_STATS: the server's engines' CPU for nic_cpu)
+        set -- env SOFTNIC_NIC_CPUS="${apart%%:*}" SOFTNIC_STATS=1 taskset -c "${apart#*:}" "$t" "$@"
     else
         set -- "$t" "$@"
     fi
@@ -154,7 +155,7 @@ netdriver_bw() {
     so=$1 size=$2 iters=$3 depth=$4 out=$tmp/$5
     shift 5
     RAILNET_QPS_PER_CONN=1 RAILNET_MERGE_PORTS=0 RAILNET_HCA==softnic0:1 \
-        "$nd" --plugin "$so" "$@" bw --size $size --iters $iters --window $depth --receives >"$out" 2>/dev/null
+        "$nd" --plugin "$so" "$@" bw --size $size --iters $iters --window $depth --receives >"$out" 2>"$out.err"
     v=$(awk '$1 == '$size' { print $4 }' "$out"); echo "${v:--}"
 }
 # unbound, its output in $tmp/pl
@@ -173,11 +174,22 @@ plugin_bw_bound() {
 # netdriver bw and ib_write_bw with the NIC threads on the second half of
 # the CPUs and the programs on the first (called in $(...): the export
 # ends with it)
+# (the receiving rank, the second, counts its softnic work: nic_cpu)
 plugin_bw_apart() {
     export SOFTNIC_NIC_CPUS="${halves#* }"
-    netdriver_bw "$1" $2 $3 $4 pla --rank-wrap "taskset -c ${halves% *}" --rank-wrap "taskset -c ${halves% *}"
+    netdriver_bw "$1" $2 $3 $4 pla --rank-wrap "taskset -c ${halves% *}" \
+        --rank-wrap "env SOFTNIC_STATS=1 taskset -c ${halves% *}"
 }
 ib_bw_apart() { apart="${halves#* }:${halves% *}" ib_bw "$@"; }
+# the CPU time the receiving process's softnic engines took per request
+# they executed, in us, from its SOFTNIC_STATS lines in file $1 (the
+# receiver's engines pull each write's payload and complete its receive):
+# what the NIC costs per message where a ConnectX costs the host nothing
+nic_cpu() {
+    awk '/softnic stats: responder: / { for (i = 1; i <= NF; i++) if ($(i+1) == "requests" && $(i+2) == "executed,") n = $i }
+         /softnic stats: engines: / { c = $(NF-2) }
+         END { if (n > 0 && c != "") printf "%.2f", c * 1000 / n; else print "-" }' "$1" 2>/dev/null
+}
 # a netdriver run's mean sends and receives in flight, "sends:receives"
 # (its output $tmp/$1: pl unbound, pla NIC apart)
 plugin_means() {
@@ -205,17 +217,17 @@ for depth in $depths; do
     {
         printf '| depth %s | `ib_write_bw` GB/s | plugin GB/s | plugin / `ib_write_bw` |' "$depth"
         [ "$bound_on" != 0 ] && printf ' plugin, ranks bound, GB/s | bound / `ib_write_bw` |'
-        [ "$apart_on" != 0 ] && printf ' `ib_write_bw`, NIC apart, GB/s | plugin, NIC apart, GB/s | apart: plugin / `ib_write_bw` |'
+        [ "$apart_on" != 0 ] && printf ' `ib_write_bw`, NIC apart, GB/s | plugin, NIC apart, GB/s | apart: plugin / `ib_write_bw` | apart: NIC CPU per message, us (`ib_write_bw` / plugin) |'
         [ "$aa_on" != 0 ] && printf ' A/A |'
         printf '\n|---|---:|---:|---:|'
         [ "$bound_on" != 0 ] && printf -- '---:|---:|'
-        [ "$apart_on" != 0 ] && printf -- '---:|---:|---:|'
+        [ "$apart_on" != 0 ] && printf -- '---:|---:|---:|---:|'
         [ "$aa_on" != 0 ] && printf -- '---:|'
         echo
     } >>"$tmp/md"
     for size in $sizes; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
-        ibs= pls= pbs= deeps= bls= inflight= inapart= ib2s= ias= pas=
+        ibs= pls= pbs= deeps= bls= inflight= inapart= ib2s= ias= pas= cpui= cpup=
         jobs=
         [ -n "${RAILNET_BENCH_DEEP:-}" ] && jobs="$jobs deep"
         [ -n "$base" ] && jobs="$jobs base"
@@ -232,8 +244,8 @@ for depth in $depths; do
                     ib) ibs="$ibs $(ib_bw $size $n $depth)" ;;
                     pl) pls="$pls $(plugin_bw "$plugin" $size $n $depth)" ;;
                     pb) pbs="$pbs $(plugin_bw_bound "$plugin" $size $n $depth)" ;;
-                    ia) ias="$ias $(ib_bw_apart $size $n $depth)" ;;
-                    pa) pas="$pas $(plugin_bw_apart "$plugin" $size $n $depth)" ;;
+                    ia) ias="$ias $(ib_bw_apart $size $n $depth)" cpui="$cpui $(nic_cpu "$tmp/srv")" ;;
+                    pa) pas="$pas $(plugin_bw_apart "$plugin" $size $n $depth)" cpup="$cpup $(nic_cpu "$tmp/pla.err")" ;;
                     ib2) ib2s="$ib2s $(ib_bw $size $n $depth)" ;;
                 esac
             done
@@ -289,7 +301,14 @@ for depth in $depths; do
         fi
         echo
         echo "#   runs: ib_write_bw$ibs;${ib2s:+ again$ib2s;} plugin$pls${pbs:+; bound$pbs}${ias:+; NIC apart: ib_write_bw$ias, plugin$pas}${deeps:+; -t 128$deeps}${base:+; baseline$bls}; in flight (ib_write_bw/plugin(plugin's mean sends:receives)):$inflight${inapart:+; NIC apart, plugin's mean sends:receives:$inapart}"
-        echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |${rb:+ $pb | $rb |}${ra:+ $ia | $pa | $ra |}${aa:+ $aa |}" >>"$tmp/md"
+        nc=
+        if [ "$apart_on" != 0 ]; then
+            set -- $(stats $cpui); nci=$1
+            set -- $(stats $cpup); ncp=$1
+            nc="$nci / $ncp"
+            echo "#   NIC apart, the receiving process's softnic engines' CPU per message, us: ib_write_bw$cpui (median $nci), plugin$cpup (median $ncp)"
+        fi
+        echo "| $(human $size) | $ib ($ibr) | $pl ($plr) | $r |${rb:+ $pb | $rb |}${ra:+ $ia | $pa | $ra | $nc |}${aa:+ $aa |}" >>"$tmp/md"
     done
     band=
     if [ -n "$aas" ]; then

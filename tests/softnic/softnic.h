@@ -1057,6 +1057,7 @@ struct sn_engine_counts {
     uint64_t steps;     /* steps run */
     uint64_t wakeups;   /* times an engine slept and woke */
     uint64_t timers;    /* timers that fired */
+    uint64_t cpu_ns;    /* CPU time the engine threads took, all together */
 };
 void engine_counts(struct sn_engine_counts *out);
 

@@ -106,6 +106,7 @@ __attribute__((destructor)) static void stats_print(void)
     struct sn_engine_counts e;
     engine_counts(&e);
     if (e.steps)
-        fprintf(stderr, "softnic stats: engines: %d threads, %llu steps, %llu wake-ups, %llu timers\n", e.engines,
-                (unsigned long long)e.steps, (unsigned long long)e.wakeups, (unsigned long long)e.timers);
+        fprintf(stderr, "softnic stats: engines: %d threads, %llu steps, %llu wake-ups, %llu timers, %.3f ms CPU\n",
+                e.engines, (unsigned long long)e.steps, (unsigned long long)e.wakeups, (unsigned long long)e.timers,
+                (double)e.cpu_ns / 1e6);
 }

@@ -6,7 +6,8 @@
 # or left as a note (the client polls its CQ: ack_note.c); the
 # client's requester batches add up to N WQEs (with its posting threads'
 # direct batches, counted as the application's); each side's engines line
-# counts the steps its engines ran.  The plugin's ranks under netdriver
+# counts the steps its engines ran and the CPU time they took (the server's,
+# which executed every request, more than none).  The plugin's ranks under netdriver
 # print theirs too (its forked ranks exit through the exit handlers): an
 # engines line per rank, and the 64 KiB messages among the requests their
 # responders executed.  Unset, no line at all.
@@ -49,9 +50,10 @@ fi
 
 steps() { sed -n 's/.*softnic stats: engines: \([0-9]*\) threads, \([0-9]*\) steps,.*/\1 \2/p' "$1" | head -n 1; }
 es=$(steps "$SN_TMP/stats.srv") ec=$(steps "$SN_TMP/stats.cli")
+cpu=$(sed -n 's/.*softnic stats: engines: .* timers, \([0-9.]*\) ms CPU$/\1/p' "$SN_TMP/stats.srv" | head -n 1)
 if [ -n "$es" ] && [ -n "$ec" ] && [ "${es% *}" -ge 1 ] && [ "${es#* }" -ge 1 ] && [ "${ec% *}" -ge 1 ] &&
-   [ "${ec#* }" -ge 1 ]; then
-    tap_ok "engines_count_their_steps (server: $es, client: $ec: threads, steps)"
+   [ "${ec#* }" -ge 1 ] && awk -v c="${cpu:-0}" 'BEGIN { exit !(c > 0) }'; then
+    tap_ok "engines_count_their_steps (server: $es, client: $ec: threads, steps; server's engines $cpu ms CPU)"
 else
     tap_not_ok "engines_count_their_steps" "server '$es', client '$ec': $(grep -h 'softnic stats: engines' "$SN_TMP/stats.srv" "$SN_TMP/stats.cli")"
 fi
