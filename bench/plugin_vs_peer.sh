@@ -26,6 +26,11 @@
 # softnic writes with a store, the peer's FIFO heap memory it writes with a
 # system call; without the store both pay the call (the like-for-like
 # figure; a ConnectX places both without a CPU).
+# RAILNET_BENCH_AAA=1 (the default) runs the peer a third time in each
+# bandwidth round and judges it against its first run by the same rule
+# ("A/A/A"): how often the rule fails two runs of one program, the figure
+# that says whether a railnet verdict at parity is decided by the machine or
+# by chance (0: not).
 # RAILNET_BENCH_NIC_APART=1 (the default, with 2 CPUs or more and taskset)
 # runs the bandwidth rows with softnic's NIC threads on one half of the
 # CPUs (SOFTNIC_NIC_CPUS) and both ranks on the other: unbound, which of the
@@ -98,15 +103,20 @@ lat() { v=$(run "$1" lat --size 8 --iters 2000 | sed -n 's/.*, \([0-9.]*\) us on
 # one_round ROUND FN ARGS...: one round of FN (bw or lat) for the peer,
 # railnet, the peer again and railnet with SOFTNIC_PUSH_SHARED=0, each
 # appended to ps, rs, as and ns, in round_order
+aaa=${RAILNET_BENCH_AAA:-1}
 one_round() {
     _round=$1 _fn=$2
     shift 2
-    for job in $(round_order "$_round" p r a n); do
+    _jobs="p r a n"
+    [ "$aaa" != 0 ] && [ "$_fn" = bw ] && _jobs="$_jobs t"
+    # shellcheck disable=SC2086
+    for job in $(round_order "$_round" $_jobs); do
         case $job in
             p) ps="$ps $($_fn peer "$@")" ;;
             r) rs="$rs $($_fn railnet "$@")" ;;
             a) as="$as $($_fn peer "$@")" ;;
             n) ns="$ns $(SOFTNIC_PUSH_SHARED=0 $_fn railnet "$@")" ;;
+            t) ts="$ts $($_fn peer "$@")" ;;
         esac
     done
 }
@@ -121,13 +131,18 @@ echo "# peer: $peer; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$tmp/md"
 for depth in $depths; do
     echo "== one-way bandwidth, 1 QP on port 1, $depth in flight: GB/s, median [min-max] of $rounds rounds"
-    printf '%10s %22s %22s %22s %8s %5s %22s %8s\n' bytes peer railnet peer_again rn/peer A/A railnet_noshare ns/peer
-    : >"$tmp/v"; : >"$tmp/vs"
-    { echo "| depth $depth | peer GB/s | railnet GB/s | railnet / peer | A/A | railnet, \`SOFTNIC_PUSH_SHARED=0\`, GB/s | that / peer |"
-      echo "|---|---:|---:|---:|---:|---:|---:|"; } >>"$tmp/md"
+    printf '%10s %22s %22s %22s %8s %5s %22s %8s' bytes peer railnet peer_again rn/peer A/A railnet_noshare ns/peer
+    [ "$aaa" != 0 ] && printf ' %22s %8s' peer_third 3rd/peer
+    echo
+    : >"$tmp/v"; : >"$tmp/vs"; : >"$tmp/vt"
+    { printf '| depth %s | peer GB/s | railnet GB/s | railnet / peer | A/A | railnet, `SOFTNIC_PUSH_SHARED=0`, GB/s | that / peer |' "$depth"
+      [ "$aaa" != 0 ] && printf ' peer, third run / first |'
+      printf '\n|---|---:|---:|---:|---:|---:|---:|'
+      [ "$aaa" != 0 ] && printf -- '---:|'
+      echo; } >>"$tmp/md"
     for size in $sizes; do
         n=$((budget / size)); [ $n -lt 200 ] && n=200
-        ps= rs= as= ns=
+        ps= rs= as= ns= ts=
         for round in $(seq "$rounds"); do
             one_round "$round" bw "$size" $n "$depth"
         done
@@ -136,15 +151,28 @@ for depth in $depths; do
         set -- $(stats $as); a=$1 ar="$2-$3"
         set -- $(stats $ns); o=$1 or="$2-$3"
         q=$(ratio "$p" "$r") aa=$(ratio "$p" "$a") qo=$(ratio "$p" "$o")
-        printf '%10d %22s %22s %22s %8s %5s %22s %8s\n' "$size" "$p [$pr]" "$r [$rr]" "$a [$ar]" "$q" "$aa" "$o [$or]" "$qo"
+        printf '%10d %22s %22s %22s %8s %5s %22s %8s' "$size" "$p [$pr]" "$r [$rr]" "$a [$ar]" "$q" "$aa" "$o [$or]" "$qo"
+        qt=
+        if [ "$aaa" != 0 ]; then
+            set -- $(stats $ts)
+            qt=$(ratio "$p" "$1")
+            printf ' %22s %8s' "$1 [$2-$3]" "$qt"
+            echo "$size $qt $aa" >>"$tmp/vt"
+        fi
+        echo
         echo "$size $q $aa" >>"$tmp/v"
         echo "$size $qo $aa" >>"$tmp/vs"
-        echo "| $((size / 1024)) KiB | $p ($pr) | $r ($rr) | $q | $aa | $o ($or) | $qo |" >>"$tmp/md"
+        echo "| $((size / 1024)) KiB | $p ($pr) | $r ($rr) | $q | $aa | $o ($or) | $qo |${qt:+ $qt |}" >>"$tmp/md"
     done
     v=$(verdict <"$tmp/v") vs=$(verdict <"$tmp/vs")
     echo "verdict depth $depth railnet/peer: $v"
     echo "verdict depth $depth railnet/peer, SOFTNIC_PUSH_SHARED=0: $vs"
     printf '\nDepth %s: %s\n\nDepth %s, `SOFTNIC_PUSH_SHARED=0`: %s\n\n' "$depth" "$v" "$depth" "$vs" >>"$tmp/md"
+    if [ "$aaa" != 0 ]; then
+        vt=$(verdict <"$tmp/vt")
+        echo "A/A/A depth $depth, the peer's third run judged against its first by the same rule: $vt"
+        printf 'Depth %s, the peer'"'"'s third run against its first by the same rule (A/A/A): %s\n\n' "$depth" "$vt" >>"$tmp/md"
+    fi
 done
 ps= rs= as= ns=
 for round in $(seq "$rounds"); do
@@ -165,7 +193,7 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "${RAILNET_BENCH_MD:-}" ]; then
     {
         echo "$(date -u +%Y-%m-%d), $(uname -m), $(nproc) CPUs, load average after $(cut -d' ' -f1-3 /proc/loadavg)."
-        echo "Medians of $rounds rounds (peer, railnet, peer again, taking turns at each round's places), min-max of single runs in parentheses."
+        echo "Medians of $rounds rounds (peer, railnet, peer again$([ "$aaa" != 0 ] && echo ", the peer a third time in the bandwidth rounds"), taking turns at each round's places), min-max of single runs in parentheses."
         [ -n "$halves" ] && echo "Bandwidth with the NIC apart: \`SOFTNIC_NIC_CPUS=${halves#* }\`, both ranks \`taskset -c ${halves% *}\`; latency unbound."
         echo
         echo '```sh'
