@@ -231,10 +231,9 @@ static int cpu_list_parse(const char *s, cpu_set_t *set)
 }
 
 /* SOFTNIC_ENGINES: the engine threads a process runs its QPs' work on
- * (engine.c), 1..ENGINES_MAX; unset or 0: half the usable cores, 1 to
+ * (engine.c), 1..SN_ENGINES_MAX; unset or 0: half the usable cores, 1 to
  * SN_ENGINE_DEFAULT.  A fixed pool, as a NIC has a fixed set of engines: a
  * 64-rank all-to-all opens thousands of QPs, not thousands of threads. */
-#define ENGINES_MAX 64u
 
 /* "none", "rail" or "shared" into *out; 0 or EINVAL. */
 static int pci_layout_parse(const char *s, int *out)
@@ -540,8 +539,8 @@ int config_load(struct sn_config *c)
         c->ack_coalesce_us = c->retry_min_ms * 500u;
     }
     err = err ? err : env_u32("SOFTNIC_ENGINES", &c->engines);
-    if (!err && c->engines > ENGINES_MAX) {
-        SN_LOG("config: SOFTNIC_ENGINES=%u above %u, using the default", c->engines, ENGINES_MAX);
+    if (!err && c->engines > SN_ENGINES_MAX) {
+        SN_LOG("config: SOFTNIC_ENGINES=%u above %u, using the default", c->engines, SN_ENGINES_MAX);
         c->engines = 0;
         err = EINVAL;
     }

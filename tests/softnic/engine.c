@@ -96,7 +96,7 @@ static struct {
     int nheap, heap_cap;
     uint64_t timer_set;           /* what tfd is armed for, 0: disarmed */
     uint64_t steps, wakeups, timers;
-    clockid_t cpu[64];            /* the engines' CPU clocks (SOFTNIC_ENGINES is 64 at most) */
+    clockid_t cpu[SN_ENGINES_MAX]; /* the engines' CPU clocks */
     int ncpu;
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .epfd = -1,
            .evfd = -1, .tfd = -1 };
@@ -474,7 +474,7 @@ static int start_locked(void)
         snprintf(name, sizeof(name), "sn-engine%d", i % 100);
         pthread_setname_np(th, name);
         /* engines never exit while the process lives: their clocks stay valid */
-        if (pool.ncpu < (int)(sizeof(pool.cpu) / sizeof(pool.cpu[0])) && pthread_getcpuclockid(th, &pool.cpu[pool.ncpu]) == 0)
+        if (pool.ncpu < (int)SN_ENGINES_MAX && pthread_getcpuclockid(th, &pool.cpu[pool.ncpu]) == 0)
             pool.ncpu++;
         started++;
     }

@@ -1026,6 +1026,7 @@ struct sn_qp *wire_qp_attach(uint32_t qpn);
  * for it sets with engine_task_at; a task's timer is cancelled when it
  * runs, so each step states all it waits for. */
 #define SN_ENGINE_DEFAULT 4     /* engines when SOFTNIC_ENGINES is unset: at most this, half the cores */
+#define SN_ENGINES_MAX 64u      /* the most SOFTNIC_ENGINES may ask for */
 enum {
     SN_ENG_IN = 1, SN_ENG_OUT = 2, SN_ENG_MORE = 4, SN_ENG_POLL_COMP = 8, SN_ENG_POLL_RESP = 16,
     SN_ENG_DONE = 32,
